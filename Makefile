@@ -1,0 +1,54 @@
+# The README's commands. Everything builds with CMake + Ninja; tests run under CTest.
+SHELL := /bin/bash
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+JOBS ?= $(shell nproc)
+
+# Debian packages needed to build, run, test and benchmark spiderd.
+DEB_PKGS := build-essential cmake ninja-build pkg-config \
+	libuv1-dev libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev \
+	libzip-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
+	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
+	wrk zip unzip curl
+
+.PHONY: deps build run test test-unit test-integration test-asan bench clean
+
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "installing: $$missing"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: deps $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	./$(BUILD)/spiderd serve
+
+$(ASAN_BUILD)/build.ninja:
+	cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSPIDERD_SANITIZE=ON
+
+test-unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-integration: build
+	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd python3 -m pytest -q -x -p no:cacheprovider
+
+test-asan: deps $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(ASAN_BUILD)/spiderd SPIDERD_SANITIZED=1 \
+		python3 -m pytest -q -p no:cacheprovider
+
+test: test-unit test-integration test-asan
+
+bench: build
+	./bench/run.sh $(CURDIR)/$(BUILD)/spiderd
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

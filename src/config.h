@@ -1,0 +1,111 @@
+/* Configuration: Scrapyd-compatible INI files + environment + command-line flags.
+ *
+ * Ownership: config_load() fills a caller-owned config_t whose strings and
+ * arrays are owned by it; config_release() frees them.
+ *
+ * Sources, later wins (as Scrapyd's config.py, then spiderd's own):
+ *   1. built-in defaults (Scrapyd 1.6's default_scrapyd.conf + spiderd's)
+ *   2. /etc/scrapyd/scrapyd.conf
+ *   3. /etc/scrapyd/conf.d/*   (sorted by name)
+ *   4. ./scrapyd.conf          (the daemon's cwd)
+ *   5. ~/.scrapyd.conf
+ *   6. the closest scrapy.cfg from cwd upwards
+ *   7. every --config FILE given on the command line, in order
+ *   8. environment: SCRAPYD_BIND_ADDRESS, SCRAPYD_HTTP_PORT,
+ *      SCRAPYD_UNIX_SOCKET_PATH, SCRAPYD_USERNAME, SCRAPYD_PASSWORD (as Scrapyd)
+ *      and SPIDERD_<KEY> for every key of [spiderd] and [scrapyd]
+ *      (upper-cased, e.g. SPIDERD_STORE, SPIDERD_MAX_PROC)
+ *   9. command-line flags
+ * In every INI file keys are read from [scrapyd], [spiderd], [services] and
+ * [settings]. The set of files can be replaced for tests by the environment
+ * variable SPIDERD_CONFIG_FILES (':'-separated; an empty value reads no file).
+ */
+#ifndef SPIDERD_CONFIG_H
+#define SPIDERD_CONFIG_H
+
+#include <stddef.h>
+
+/* One name = value pair of [services] or [settings], in the order read. */
+typedef struct config_pair {
+  char *name;
+  char *value;
+} config_pair_t;
+
+typedef struct config {
+  /* [scrapyd] — names, defaults and meaning as Scrapyd 1.6 */
+  char *bind_address;      /* "127.0.0.1" */
+  int http_port;           /* 6800; 0 = no TCP listener */
+  char *unix_socket_path;  /* "" = none; when set, TCP still listens too */
+  char *username;          /* "" */
+  char *password;          /* "" ; basic auth only when both are non-empty */
+  double poll_interval;    /* 5.0; accepted, unused: dispatch is immediate */
+  int max_proc;            /* 0 = ncpu * max_proc_per_cpu */
+  int max_proc_per_cpu;    /* 4 */
+  char *logs_dir;          /* "logs"; "" disables job logs */
+  char *items_dir;         /* "" ; a local path or a URL (scheme://...) */
+  char *jobs_dir;          /* "" ; JOBDIR per job when set */
+  int jobs_to_keep;        /* 5 ; 0 deletes nothing */
+  char *runner;            /* "scrapyd.runner" (means spiderd_runner) */
+  char *prefix_header;     /* "x-forwarded-prefix" */
+  char *node_name;         /* default: gethostname() */
+  int debug;               /* 0 */
+  char *eggs_dir;          /* "eggs" */
+  int finished_to_keep;    /* 100 ; finished jobs kept, 0 = keep all */
+  char *dbs_dir;           /* "dbs" */
+
+  /* [services]: the enabled Scrapyd endpoints (e.g. "schedule.json"), in
+   * order. Default: the 11 of Scrapyd 1.6. A name with an empty value in a
+   * file removes it; a name with a value adds it (the value, a Python class,
+   * is kept but only built-in names are served). */
+  config_pair_t *services;
+  size_t nservices;
+  /* [settings]: project name -> settings module, in order read. */
+  config_pair_t *settings;
+  size_t nsettings;
+
+  /* [spiderd] — spiderd's own settings */
+  char *store;             /* store URL; default "sqlite:<dbs_dir>/spiderd.db" */
+  char *python;            /* interpreter for crawls; default SPIDERD_DEFAULT_PYTHON */
+  char *pythonpath;        /* dir holding spiderd_runner; default SPIDERD_PYTHONDIR */
+  double cancel_grace;     /* 60 s: after a cancel, KILL the crawl's group */
+  double shutdown_grace;   /* 10 s: on daemon stop, TERM then KILL after this */
+  long long max_upload;    /* 64 MiB: largest request body accepted */
+  char *log_file;          /* "" = stderr: the daemon's own log */
+  char *log_level;         /* "info": debug|info|warning|error */
+  char *pidfile;           /* "" = none */
+
+  /* Files actually read, in order (for `spiderd config` and messages). */
+  char **sources;
+  size_t nsources;
+} config_t;
+
+/* Loads all sources into *c (which need not be initialised).
+ * argv: the arguments after the sub-command (e.g. after "serve").
+ * Flags: --config FILE (repeatable), --bind ADDR, --port N,
+ *        --unix-socket PATH, --store URL, --python PATH, --max-proc N,
+ *        --eggs-dir D, --logs-dir D, --items-dir D, --dbs-dir D,
+ *        --node-name NAME, --log-file F, --log-level L, --pidfile F,
+ *        --set SECTION.KEY=VALUE (any key, repeatable).
+ * Both "--flag value" and "--flag=value" are accepted.
+ * Returns 0, or a negative code with a message in err naming the source
+ * (file path, environment variable or flag), the key and the reason, e.g.
+ *   "/srv/scrapyd.conf: [scrapyd] max_proc: 'abc' is not an integer".
+ * On failure *c is released. A ':' in username is an error (as Scrapyd). */
+int config_load(config_t *c, int argc, char **argv, char *err, size_t errlen);
+
+/* Frees everything config_load allocated; *c may then be loaded again. */
+void config_release(config_t *c);
+
+/* Is the Scrapyd endpoint NAME (e.g. "cancel.json") enabled in [services]? */
+int config_service_enabled(const config_t *c, const char *name);
+
+/* The settings module for a [settings] project, or NULL. */
+const char *config_project_settings(const config_t *c, const char *project);
+
+/* Effective max_proc: max_proc, or ncpu * max_proc_per_cpu when it is 0. */
+int config_max_proc(const config_t *c);
+
+/* Is items_dir a URL (scheme://...) rather than a local path? */
+int config_items_remote(const config_t *c);
+
+#endif

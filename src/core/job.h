@@ -1,0 +1,65 @@
+/* Jobs: one crawl of one spider, from scheduling to its end.
+ *
+ * Ownership: a job_t owns every string and JSON value it points to;
+ * job_release() frees them (not the struct), job_list_release() frees a
+ * list's jobs and its array.
+ *
+ * Lifecycle: pending -> running -> finished | failed | cancelled | lost.
+ * A pending job that is cancelled goes straight to cancelled (start_ms 0).
+ */
+#ifndef SPIDERD_CORE_JOB_H
+#define SPIDERD_CORE_JOB_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum job_state {
+  JOB_PENDING = 0,
+  JOB_RUNNING,
+  JOB_FINISHED,  /* the crawl exited 0 */
+  JOB_FAILED,    /* non-zero exit or killed by a signal it was not sent by us */
+  JOB_CANCELLED, /* cancelled by a user (pending or running), or by daemon stop */
+  JOB_LOST,      /* its process vanished without an exit status we could read */
+  JOB_NSTATES
+} job_state_t;
+
+typedef struct job {
+  int64_t id;          /* store row id: set by store_job_insert; FIFO tie-break */
+  char *jobid;         /* the Scrapyd job id (validated by name_valid_job) */
+  char *project;
+  char *spider;
+  char *version;       /* raw _version as sent, or NULL = latest at launch */
+  json_t *args;        /* object: spider args in the order sent (no _job/_version) */
+  json_t *settings;    /* object: setting NAME -> VALUE, in the order sent */
+  double priority;     /* higher first, then lower id */
+  job_state_t state;
+  char *node;          /* node that claimed it, or NULL */
+  int pid;             /* 0 = none */
+  int64_t pid_start;   /* process start time (/proc/PID/stat field 22), 0 = unknown */
+  int64_t created_ms;  /* UTC ms since the epoch */
+  int64_t start_ms;    /* 0 = never started */
+  int64_t end_ms;      /* 0 = not ended */
+  int exit_code;       /* -1 = none (still running, or killed by a signal) */
+  int term_signal;     /* 0 = none */
+  json_t *stats;       /* NULL, or the crawl's stats object (see spiderd_runner) */
+} job_t;
+
+typedef struct job_list {
+  job_t *v;
+  size_t n;
+} job_list_t;
+
+/* Sets every field to its empty value (NULLs, exit_code -1). */
+void job_init(job_t *j);
+void job_release(job_t *j);
+void job_list_release(job_list_t *l);
+
+/* "pending", "running", "finished", "failed", "cancelled", "lost". */
+const char *job_state_name(job_state_t s);
+/* Parses a name from job_state_name; -EINVAL when unknown. */
+int job_state_parse(const char *name, job_state_t *out);
+/* Is the state one a job never leaves? */
+int job_state_final(job_state_t s);
+
+#endif

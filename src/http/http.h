@@ -1,0 +1,101 @@
+/* HTTP server glue on libmicrohttpd, driven by the libuv loop.
+ *
+ * libmicrohttpd runs in external-epoll mode: its epoll fd is watched by a
+ * uv_poll and its timeouts by a uv_timer, so every callback here runs on the
+ * loop thread. One MHD daemon per listener (TCP and/or a Unix socket; both can
+ * listen at once).
+ *
+ * A handler is called once per request, after the whole body has arrived and
+ * been parsed into parameters (query string + url-encoded or multipart form).
+ * It replies with http_reply*() at once or later from any loop callback: the
+ * connection stays suspended until then. Each request gets exactly one reply.
+ *
+ * Ownership: request memory (params, headers, path) lives until the reply has
+ * been queued; handlers copy what they keep. Reply bodies are copied.
+ */
+#ifndef SPIDERD_HTTP_H
+#define SPIDERD_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+typedef struct http_server http_server_t;
+typedef struct http_req http_req_t;
+typedef void (*http_handler_fn)(http_req_t *req, void *ud);
+
+typedef struct http_options {
+  const char *bind_address;     /* TCP address ("127.0.0.1", "0.0.0.0", "::") */
+  int port;                     /* 0 = no TCP listener */
+  const char *unix_socket_path; /* NULL or "" = none; created with mode 0660 */
+  const char *username;         /* basic auth on every path when both */
+  const char *password;         /*   username and password are non-empty */
+  const char *realm;            /* "Scrapyd" */
+  long long max_body;           /* larger bodies get 413 (Content-Length checked
+                                   before reading; streamed bodies as they come) */
+} http_options_t;
+
+typedef struct http_param {
+  const char *key;
+  const char *value;    /* NUL-terminated; may also hold NUL bytes: use len */
+  size_t len;
+  const char *filename; /* filename of a multipart file part, else NULL */
+  int from_body;        /* 1 = form body, 0 = query string */
+} http_param_t;
+
+/* Binds the listeners and starts serving on loop. Returns 0 or a negative
+ * code with a reason in err (e.g. "127.0.0.1:6800: Address already in use"). */
+int http_server_start(uv_loop_t *loop, const http_options_t *o,
+                      http_server_t **out, char *err, size_t errlen);
+
+/* Stops accepting, ends connections, closes the uv handles; the server is
+ * freed once they are closed (the loop must run). Requests still waiting for
+ * a reply are dropped. */
+void http_server_stop(http_server_t *s);
+
+/* Exact, case-sensitive path route ("/daemonstatus.json"). */
+int http_route(http_server_t *s, const char *path, http_handler_fn fn, void *ud);
+/* Prefix route: "/logs/" matches "/logs" and everything under "/logs/". */
+int http_route_prefix(http_server_t *s, const char *prefix, http_handler_fn fn, void *ud);
+/* Unmatched paths go here; default: Twisted's 404 "No Such Resource" page. */
+void http_set_fallback(http_server_t *s, http_handler_fn fn, void *ud);
+/* Called after each reply: method, path, status, bytes (access log). */
+typedef void (*http_access_fn)(void *ud, const char *method, const char *path,
+                               int status, uint64_t bytes);
+void http_set_access_log(http_server_t *s, http_access_fn fn, void *ud);
+
+/* ---- the request ---- */
+const char *http_req_method(const http_req_t *r);   /* "GET", "POST", ... */
+const char *http_req_path(const http_req_t *r);     /* percent-decoded path */
+const char *http_req_header(const http_req_t *r, const char *name); /* any case */
+/* Every parameter in order: query string first, then the body. */
+const http_param_t *http_req_params(const http_req_t *r, size_t *n);
+/* First value of key; a key present in the body hides the query string's
+ * (as Twisted's request.args). NULL when absent. */
+const http_param_t *http_req_param(const http_req_t *r, const char *key);
+/* Is this HEAD? (Handlers answer as for GET; no body is sent.) */
+int http_req_is_head(const http_req_t *r);
+
+/* ---- the reply ---- */
+/* Adds a header to the coming reply. */
+int http_reply_header(http_req_t *r, const char *name, const char *value);
+/* Replies with a copy of body; content_type may be NULL (none). */
+void http_reply(http_req_t *r, int status, const char *content_type,
+                const void *body, size_t len);
+/* Replies by streaming an open fd from offset for len bytes (takes the fd). */
+void http_reply_fd(http_req_t *r, int status, const char *content_type, int fd,
+                   uint64_t offset, uint64_t len);
+
+/* Serves root_dir/rel_path like Twisted's static.File: a file (content type
+ * by extension, default text/plain; Last-Modified; Accept-Ranges; Range ->
+ * 206 or 416), a directory without trailing slash -> 302 to url_path + "/",
+ * a directory -> Twisted's "Directory listing for <url_path>" page, a missing
+ * file or a path escaping root_dir -> 404 "File not found.". url_path is the
+ * request's path as shown in the listing (e.g. "/logs/p/s/"). */
+void http_serve_tree(http_req_t *r, const char *root_dir, const char *rel_path,
+                     const char *url_path);
+
+/* HTML-escapes s (& < > " ') into a malloc'd string. */
+char *http_html_escape(const char *s);
+
+#endif

@@ -1,0 +1,46 @@
+/* Running store calls off the loop thread, with group commit.
+ *
+ * A store_pool owns a writer thread and a reader thread, each with its own
+ * store_t connection. Writes are drained in batches: every write queued when
+ * the writer wakes runs inside one transaction, each in its own savepoint, so
+ * one failed op is rolled back alone and one COMMIT serves the batch. Reads
+ * run on the reader connection outside any explicit transaction.
+ *
+ * done callbacks run on the loop thread, in submission order per thread,
+ * after the batch holding the op has committed (or failed). If COMMIT fails,
+ * every op of the batch reports SPD_ESTORE. A done callback never runs when
+ * store_submit itself failed.
+ *
+ * Ownership: the pool never frees `arg`; the done callback owns it again.
+ */
+#ifndef SPIDERD_STORE_ASYNC_H
+#define SPIDERD_STORE_ASYNC_H
+
+#include <uv.h>
+
+#include "store/store.h"
+
+typedef struct store_pool store_pool_t;
+
+/* Runs on a store thread; returns 0 or a negative code. */
+typedef int (*store_fn)(store_t *s, void *arg);
+/* Runs on the loop thread with what fn returned (or SPD_ESTORE). */
+typedef void (*store_done_cb)(void *arg, int rc);
+
+enum { STORE_READ = 0, STORE_WRITE = 1 };
+
+/* Opens two connections to url and starts the threads. */
+int store_pool_start(uv_loop_t *loop, const char *url, store_pool_t **out,
+                     char *err, size_t errlen);
+
+/* Queues fn(store, arg) on the writer (STORE_WRITE) or reader (STORE_READ).
+ * Returns 0, or SPD_ESHUTDOWN once store_pool_stop has begun. */
+int store_submit(store_pool_t *p, int kind, store_fn fn, void *arg,
+                 store_done_cb done);
+
+/* Runs every op already queued, delivers their callbacks, joins the threads,
+ * closes the connections and the uv handles, and frees the pool once the
+ * handles are closed (the loop must run for that). */
+void store_pool_stop(store_pool_t *p);
+
+#endif
