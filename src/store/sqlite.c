@@ -1,0 +1,906 @@
+/* The SQLite backend: one file, WAL, one connection per store_t.
+ *
+ * Every statement is prepared once per connection and reset after each use,
+ * so a steady state runs no SQL parser; resetting at once also ends each
+ * implicit read transaction, which lets WAL checkpoints make progress.
+ * Connections are opened SQLITE_OPEN_NOMUTEX because store.h already
+ * promises that a store_t is used by one thread at a time.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "error.h"
+#include "log.h"
+#include "store/store_impl.h"
+
+/* Long enough for another process's group commit to finish, short enough
+ * that a wedged writer shows up as an error rather than a hang. */
+#define SQLITE_BUSY_MS 10000
+
+/* Each entry brings the schema from version i to i + 1; entries are never
+ * edited once released, only appended. */
+static const char *const sqlite_migrations[] = {
+    /* 1: jobs and meta. AUTOINCREMENT so a row id is never reused after
+     * trimming: ids leave the store (events, logs) and must stay unique. */
+    "CREATE TABLE jobs ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  jobid TEXT NOT NULL,"
+    "  project TEXT NOT NULL,"
+    "  spider TEXT NOT NULL,"
+    "  version TEXT,"
+    "  args TEXT,"
+    "  settings TEXT,"
+    "  priority REAL NOT NULL DEFAULT 0,"
+    "  state INTEGER NOT NULL CHECK (state BETWEEN 0 AND 5),"
+    "  node TEXT,"
+    "  pid INTEGER NOT NULL DEFAULT 0,"
+    "  pid_start INTEGER NOT NULL DEFAULT 0,"
+    "  created_ms INTEGER NOT NULL,"
+    "  start_ms INTEGER NOT NULL DEFAULT 0,"
+    "  end_ms INTEGER NOT NULL DEFAULT 0,"
+    "  exit_code INTEGER NOT NULL DEFAULT -1,"
+    "  term_signal INTEGER NOT NULL DEFAULT 0,"
+    "  stats TEXT"
+    ");"
+    /* The claim and the pending list walk this in order, no sort. */
+    "CREATE INDEX jobs_queue ON jobs(state, priority DESC, id);"
+    /* status.json and cancel.json. */
+    "CREATE INDEX jobs_jobid ON jobs(jobid, project);"
+    /* listjobs.json and counts for one project. */
+    "CREATE INDEX jobs_project ON jobs(project, state);"
+    /* The finished list and trimming, newest first, across final states;
+     * partial so pending and running churn never touches it. */
+    "CREATE INDEX jobs_ended ON jobs(end_ms DESC, id DESC) WHERE state >= 2;"
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;",
+};
+
+#define SQLITE_SCHEMA_VERSION \
+  ((int)(sizeof(sqlite_migrations) / sizeof(sqlite_migrations[0])))
+
+#define SQLITE_JOB_COLS                                                      \
+  "id, jobid, project, spider, version, args, settings, priority, state, " \
+  "node, pid, pid_start, created_ms, start_ms, end_ms, exit_code, "        \
+  "term_signal, stats"
+
+enum sqlite_stmt_id {
+  SQ_BEGIN,
+  SQ_COMMIT,
+  SQ_ROLLBACK,
+  SQ_SAVEPOINT,
+  SQ_RELEASE,
+  SQ_ROLLBACK_TO,
+  SQ_INSERT,
+  SQ_CLAIM,
+  SQ_STARTED,
+  SQ_FINISH,
+  SQ_CANCEL,
+  SQ_GET,
+  SQ_STATUS,
+  SQ_COUNTS,
+  SQ_COUNTS_PROJECT,
+  SQ_TRIM_NTH,
+  SQ_TRIM_OLDEST,
+  SQ_TRIM_STARTED,
+  SQ_TRIM_UNSTARTED,
+  SQ_META_GET,
+  SQ_META_SET,
+  SQ_COUNT
+};
+
+static const char *const sqlite_sql[SQ_COUNT] = {
+    [SQ_BEGIN] = "BEGIN IMMEDIATE",
+    [SQ_COMMIT] = "COMMIT",
+    [SQ_ROLLBACK] = "ROLLBACK",
+    [SQ_SAVEPOINT] = "SAVEPOINT sp",
+    [SQ_RELEASE] = "RELEASE sp",
+    [SQ_ROLLBACK_TO] = "ROLLBACK TO sp",
+    [SQ_INSERT] =
+        "INSERT INTO jobs (jobid, project, spider, version, args, settings, "
+        "priority, state, node, pid, pid_start, created_ms, start_ms, end_ms, "
+        "exit_code, term_signal, stats) VALUES "
+        "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+    [SQ_CLAIM] =
+        "UPDATE jobs SET state = 1, node = ?1, start_ms = ?2 WHERE id IN "
+        "(SELECT id FROM jobs WHERE state = 0 ORDER BY priority DESC, id LIMIT ?3) "
+        "RETURNING " SQLITE_JOB_COLS,
+    [SQ_STARTED] = "UPDATE jobs SET pid = ?2, pid_start = ?3 WHERE id = ?1",
+    [SQ_FINISH] =
+        "UPDATE jobs SET state = ?2, end_ms = ?3, exit_code = ?4, "
+        "term_signal = ?5, stats = ?6 WHERE id = ?1",
+    [SQ_CANCEL] =
+        "UPDATE jobs SET state = 4, end_ms = ?3 "
+        "WHERE jobid = ?2 AND project = ?1 AND state = 0",
+    [SQ_GET] = "SELECT " SQLITE_JOB_COLS " FROM jobs WHERE id = ?1",
+    /* Rank: any started final state, then running, then pending; among
+     * several final ones the latest ended wins. */
+    [SQ_STATUS] =
+        "SELECT state FROM jobs WHERE jobid = ?1 AND (?2 IS NULL OR project = ?2) "
+        "AND (state < 2 OR start_ms != 0) "
+        "ORDER BY CASE WHEN state >= 2 THEN 0 WHEN state = 1 THEN 1 ELSE 2 END, "
+        "end_ms DESC, id DESC LIMIT 1",
+    [SQ_COUNTS] =
+        "SELECT state, count(*) FROM jobs WHERE state < 2 OR start_ms != 0 "
+        "GROUP BY state",
+    [SQ_COUNTS_PROJECT] =
+        "SELECT state, count(*) FROM jobs WHERE project = ?1 "
+        "AND (state < 2 OR start_ms != 0) GROUP BY state",
+    [SQ_TRIM_NTH] =
+        "SELECT end_ms, id FROM jobs WHERE state >= 2 AND start_ms != 0 "
+        "ORDER BY end_ms DESC, id DESC LIMIT 1 OFFSET ?1",
+    [SQ_TRIM_OLDEST] =
+        "SELECT end_ms, id FROM jobs WHERE state >= 2 AND start_ms != 0 "
+        "ORDER BY end_ms, id LIMIT 1",
+    [SQ_TRIM_STARTED] =
+        "DELETE FROM jobs WHERE state >= 2 AND start_ms != 0 "
+        "AND (end_ms < ?1 OR (end_ms = ?1 AND id < ?2))",
+    [SQ_TRIM_UNSTARTED] =
+        "DELETE FROM jobs WHERE state >= 2 AND start_ms = 0 AND end_ms < ?1",
+    [SQ_META_GET] = "SELECT value FROM meta WHERE key = ?1",
+    [SQ_META_SET] =
+        "INSERT INTO meta (key, value) VALUES (?1, ?2) "
+        "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+};
+
+/* store_jobs_list builds its SQL from the filter's shape (which fields are
+ * set, which states) so each shape gets a plan that can use an index; one
+ * cached statement per shape: 6 state bits + project, jobid, node,
+ * started_only and limit. */
+#define SQLITE_LIST_ALL_STATES ((1u << JOB_NSTATES) - 1)
+#define SQLITE_LIST_FINAL_STATES (SQLITE_LIST_ALL_STATES & ~3u)
+#define SQLITE_LIST_SHAPES (1u << (JOB_NSTATES + 5))
+
+struct sqlite_store {
+  struct store base;
+  sqlite3 *db;
+  int in_tx;    /* inside store_tx_begin .. commit/rollback */
+  int sp_depth; /* open savepoints */
+  sqlite3_stmt *stmt[SQ_COUNT];
+  sqlite3_stmt **list_stmt; /* [SQLITE_LIST_SHAPES], allocated on first list */
+};
+
+#define SQ(s) ((struct sqlite_store *)(s))
+
+static int64_t sqlite_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int sqlite_fail(struct sqlite_store *q, const char *what) {
+  log_error("store", "sqlite %s: %s (%d)", what, sqlite3_errmsg(q->db),
+            sqlite3_extended_errcode(q->db));
+  return SPD_ESTORE;
+}
+
+static sqlite3_stmt *sqlite_stmt(struct sqlite_store *q, int id) {
+  if (!q->stmt[id] &&
+      sqlite3_prepare_v3(q->db, sqlite_sql[id], -1, SQLITE_PREPARE_PERSISTENT,
+                         &q->stmt[id], NULL) != SQLITE_OK) {
+    sqlite_fail(q, "prepare");
+    q->stmt[id] = NULL;
+  }
+  return q->stmt[id];
+}
+
+/* Steps a statement that returns no rows and resets it. */
+static int sqlite_done(struct sqlite_store *q, sqlite3_stmt *st, const char *what) {
+  int src = sqlite3_step(st);
+  int rc = (src == SQLITE_DONE || src == SQLITE_ROW) ? 0 : sqlite_fail(q, what);
+  sqlite3_reset(st);
+  return rc;
+}
+
+static int sqlite_run(struct sqlite_store *q, int id) {
+  sqlite3_stmt *st = sqlite_stmt(q, id);
+  if (!st) return SPD_ESTORE;
+  return sqlite_done(q, st, sqlite_sql[id]);
+}
+
+/* ---- transactions ---- */
+
+/* SQLite rolls a whole transaction back by itself after some errors
+ * (SQLITE_FULL, SQLITE_IOERR, ...); afterwards every savepoint is gone. */
+static int sqlite_tx_lost(struct sqlite_store *q) {
+  if (q->in_tx && sqlite3_get_autocommit(q->db)) {
+    log_error("store", "sqlite transaction was rolled back by an earlier error");
+    q->in_tx = 0;
+    q->sp_depth = 0;
+    return 1;
+  }
+  return 0;
+}
+
+static int sqlite_tx_begin(store_t *s) {
+  struct sqlite_store *q = SQ(s);
+  if (q->in_tx) return -EINVAL;
+  int rc = sqlite_run(q, SQ_BEGIN);
+  if (rc) return rc;
+  q->in_tx = 1;
+  q->sp_depth = 0;
+  return 0;
+}
+
+static int sqlite_tx_rollback(store_t *s) {
+  struct sqlite_store *q = SQ(s);
+  if (!q->in_tx) return -EINVAL;
+  int rc = sqlite3_get_autocommit(q->db) ? 0 : sqlite_run(q, SQ_ROLLBACK);
+  q->in_tx = 0;
+  q->sp_depth = 0;
+  return rc;
+}
+
+static int sqlite_tx_commit(store_t *s) {
+  struct sqlite_store *q = SQ(s);
+  if (!q->in_tx) return -EINVAL;
+  if (sqlite_tx_lost(q)) return SPD_ESTORE;
+  int rc = sqlite_run(q, SQ_COMMIT);
+  /* A failed COMMIT can leave the transaction open; end it so the
+   * connection is usable again and the caller's view (failed) holds. */
+  if (rc && !sqlite3_get_autocommit(q->db)) sqlite_run(q, SQ_ROLLBACK);
+  q->in_tx = 0;
+  q->sp_depth = 0;
+  return rc;
+}
+
+static int sqlite_sp_begin(store_t *s) {
+  struct sqlite_store *q = SQ(s);
+  if (!q->in_tx) return -EINVAL;
+  if (sqlite_tx_lost(q)) return SPD_ESTORE;
+  int rc = sqlite_run(q, SQ_SAVEPOINT);
+  if (!rc) q->sp_depth++;
+  return rc;
+}
+
+static int sqlite_sp_release(store_t *s) {
+  struct sqlite_store *q = SQ(s);
+  if (!q->in_tx || q->sp_depth == 0) return -EINVAL;
+  if (sqlite_tx_lost(q)) return SPD_ESTORE;
+  int rc = sqlite_run(q, SQ_RELEASE);
+  if (!rc) q->sp_depth--;
+  return rc;
+}
+
+static int sqlite_sp_rollback(store_t *s) {
+  struct sqlite_store *q = SQ(s);
+  if (!q->in_tx || q->sp_depth == 0) return -EINVAL;
+  if (sqlite_tx_lost(q)) return SPD_ESTORE;
+  int rc = sqlite_run(q, SQ_ROLLBACK_TO);
+  if (!rc) rc = sqlite_run(q, SQ_RELEASE);
+  if (!rc) q->sp_depth--;
+  return rc;
+}
+
+/* Operations of several statements are one transaction of their own unless
+ * the caller already opened one. */
+static int sqlite_auto_begin(struct sqlite_store *q, int *began) {
+  *began = 0;
+  if (q->in_tx) return 0;
+  int rc = sqlite_run(q, SQ_BEGIN);
+  if (!rc) *began = 1;
+  return rc;
+}
+
+static int sqlite_auto_end(struct sqlite_store *q, int began, int rc) {
+  if (!began) return rc;
+  if (rc) {
+    if (!sqlite3_get_autocommit(q->db)) sqlite_run(q, SQ_ROLLBACK);
+    return rc;
+  }
+  rc = sqlite_run(q, SQ_COMMIT);
+  if (rc && !sqlite3_get_autocommit(q->db)) sqlite_run(q, SQ_ROLLBACK);
+  return rc;
+}
+
+/* ---- binding and reading rows ---- */
+
+static int sqlite_bind_str(sqlite3_stmt *st, int i, const char *v) {
+  return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
+}
+
+/* The dump is handed to SQLite, which frees it when the binding is
+ * replaced or the statement finalized. */
+static int sqlite_bind_json(sqlite3_stmt *st, int i, const json_t *v) {
+  if (!v) return sqlite3_bind_null(st, i);
+  char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+  if (!text) return SQLITE_NOMEM;
+  return sqlite3_bind_text(st, i, text, -1, free);
+}
+
+static int sqlite_col_str(sqlite3_stmt *st, int i, char **out) {
+  const unsigned char *v = sqlite3_column_text(st, i);
+  *out = NULL;
+  if (!v) return 0;
+  *out = strdup((const char *)v);
+  return *out ? 0 : -ENOMEM;
+}
+
+static int sqlite_col_json(sqlite3_stmt *st, int i, json_t **out) {
+  const char *v = (const char *)sqlite3_column_text(st, i);
+  json_error_t jerr;
+  *out = NULL;
+  if (!v) return 0;
+  *out = json_loads(v, JSON_DECODE_ANY, &jerr);
+  if (!*out) {
+    log_error("store", "sqlite: job %lld has a bad JSON column %d: %s",
+              (long long)sqlite3_column_int64(st, 0), i, jerr.text);
+    return SPD_ESTORE;
+  }
+  return 0;
+}
+
+/* Reads one row of SQLITE_JOB_COLS into j (initialised here). */
+static int sqlite_row_job(sqlite3_stmt *st, job_t *j) {
+  int rc;
+  job_init(j);
+  j->id = sqlite3_column_int64(st, 0);
+  if ((rc = sqlite_col_str(st, 1, &j->jobid))) goto out;
+  if ((rc = sqlite_col_str(st, 2, &j->project))) goto out;
+  if ((rc = sqlite_col_str(st, 3, &j->spider))) goto out;
+  if ((rc = sqlite_col_str(st, 4, &j->version))) goto out;
+  if ((rc = sqlite_col_json(st, 5, &j->args))) goto out;
+  if ((rc = sqlite_col_json(st, 6, &j->settings))) goto out;
+  j->priority = sqlite3_column_double(st, 7);
+  j->state = (job_state_t)sqlite3_column_int(st, 8);
+  if ((rc = sqlite_col_str(st, 9, &j->node))) goto out;
+  j->pid = sqlite3_column_int(st, 10);
+  j->pid_start = sqlite3_column_int64(st, 11);
+  j->created_ms = sqlite3_column_int64(st, 12);
+  j->start_ms = sqlite3_column_int64(st, 13);
+  j->end_ms = sqlite3_column_int64(st, 14);
+  j->exit_code = sqlite3_column_int(st, 15);
+  j->term_signal = sqlite3_column_int(st, 16);
+  rc = sqlite_col_json(st, 17, &j->stats);
+out:
+  if (rc) job_release(j);
+  return rc;
+}
+
+/* A growable array of jobs read from a statement, handed to the caller's
+ * list in one piece so a failure halfway leaves the list untouched. */
+struct sqlite_rows {
+  job_t *v;
+  size_t n, cap;
+};
+
+static void sqlite_rows_release(struct sqlite_rows *r) {
+  for (size_t i = 0; i < r->n; i++) job_release(&r->v[i]);
+  free(r->v);
+  r->v = NULL;
+  r->n = r->cap = 0;
+}
+
+/* Steps st to the end, reading every row; resets st. */
+static int sqlite_read_rows(struct sqlite_store *q, sqlite3_stmt *st,
+                            struct sqlite_rows *r, const char *what) {
+  int rc = 0, src;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    if (r->n == r->cap) {
+      size_t cap = r->cap ? r->cap * 2 : 16;
+      job_t *v = realloc(r->v, cap * sizeof(*v));
+      if (!v) {
+        rc = -ENOMEM;
+        goto out;
+      }
+      r->v = v;
+      r->cap = cap;
+    }
+    rc = sqlite_row_job(st, &r->v[r->n]);
+    if (rc) goto out;
+    r->n++;
+  }
+  if (src != SQLITE_DONE) rc = sqlite_fail(q, what);
+out:
+  sqlite3_reset(st);
+  return rc;
+}
+
+static int64_t sqlite_clamp(size_t v) {
+  return v > (size_t)INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+/* ---- jobs ---- */
+
+static int sqlite_job_insert(store_t *s, job_t *j) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_INSERT);
+  if (!st) return SPD_ESTORE;
+  int64_t created = j->created_ms ? j->created_ms : sqlite_now_ms();
+  int b = sqlite_bind_str(st, 1, j->jobid);
+  b |= sqlite_bind_str(st, 2, j->project);
+  b |= sqlite_bind_str(st, 3, j->spider);
+  b |= sqlite_bind_str(st, 4, j->version);
+  b |= sqlite_bind_json(st, 5, j->args);
+  b |= sqlite_bind_json(st, 6, j->settings);
+  b |= sqlite3_bind_double(st, 7, j->priority);
+  b |= sqlite3_bind_int(st, 8, (int)j->state);
+  b |= sqlite_bind_str(st, 9, j->node);
+  b |= sqlite3_bind_int(st, 10, j->pid);
+  b |= sqlite3_bind_int64(st, 11, j->pid_start);
+  b |= sqlite3_bind_int64(st, 12, created);
+  b |= sqlite3_bind_int64(st, 13, j->start_ms);
+  b |= sqlite3_bind_int64(st, 14, j->end_ms);
+  b |= sqlite3_bind_int(st, 15, j->exit_code);
+  b |= sqlite3_bind_int(st, 16, j->term_signal);
+  b |= sqlite_bind_json(st, 17, j->stats);
+  if (b != SQLITE_OK) {
+    sqlite3_clear_bindings(st);
+    return sqlite_fail(q, "bind job");
+  }
+  int rc = sqlite_done(q, st, "insert job");
+  if (rc) return rc;
+  j->id = sqlite3_last_insert_rowid(q->db);
+  j->created_ms = created;
+  return 0;
+}
+
+static int sqlite_cmp_claimed(const void *a, const void *b) {
+  const job_t *x = a, *y = b;
+  if (x->priority != y->priority) return x->priority > y->priority ? -1 : 1;
+  return (x->id > y->id) - (x->id < y->id);
+}
+
+static int sqlite_job_claim(store_t *s, const char *node, size_t max,
+                            int64_t now_ms, job_list_t *out) {
+  struct sqlite_store *q = SQ(s);
+  struct sqlite_rows r = {0};
+  int began = 0;
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_CLAIM);
+  if (!st) return SPD_ESTORE;
+  /* BEGIN IMMEDIATE takes the write lock before the SELECT inside the
+   * UPDATE reads, so two connections can never pick the same rows. */
+  int rc = sqlite_auto_begin(q, &began);
+  if (rc) return rc;
+  sqlite_bind_str(st, 1, node);
+  sqlite3_bind_int64(st, 2, now_ms);
+  sqlite3_bind_int64(st, 3, sqlite_clamp(max));
+  rc = sqlite_read_rows(q, st, &r, "claim jobs");
+  rc = sqlite_auto_end(q, began, rc);
+  if (rc) goto out;
+  /* RETURNING gives rows in no promised order. */
+  qsort(r.v, r.n, sizeof(*r.v), sqlite_cmp_claimed);
+  rc = store_list_append(out, r.v, r.n);
+out:
+  sqlite_rows_release(&r);
+  return rc;
+}
+
+static int sqlite_changed(struct sqlite_store *q, int rc) {
+  if (rc) return rc;
+  return sqlite3_changes(q->db) ? 0 : -ENOENT;
+}
+
+static int sqlite_job_started(store_t *s, int64_t id, int pid, int64_t pid_start) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_STARTED);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_int(st, 2, pid);
+  sqlite3_bind_int64(st, 3, pid_start);
+  return sqlite_changed(q, sqlite_done(q, st, "record job process"));
+}
+
+static int sqlite_job_finish(store_t *s, int64_t id, job_state_t state,
+                             int64_t end_ms, int exit_code, int term_signal,
+                             const json_t *stats) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_FINISH);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_int(st, 2, (int)state);
+  sqlite3_bind_int64(st, 3, end_ms);
+  sqlite3_bind_int(st, 4, exit_code);
+  sqlite3_bind_int(st, 5, term_signal);
+  if (sqlite_bind_json(st, 6, stats) != SQLITE_OK) return -ENOMEM;
+  int rc = sqlite_changed(q, sqlite_done(q, st, "finish job"));
+  sqlite3_bind_null(st, 6); /* frees the stats dump now, not at next use */
+  return rc;
+}
+
+static int sqlite_job_cancel_pending(store_t *s, const char *project,
+                                     const char *jobid, int64_t now_ms,
+                                     int *count) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_CANCEL);
+  if (!st) return SPD_ESTORE;
+  sqlite_bind_str(st, 1, project);
+  sqlite_bind_str(st, 2, jobid);
+  sqlite3_bind_int64(st, 3, now_ms);
+  int rc = sqlite_done(q, st, "cancel pending jobs");
+  if (!rc) *count = sqlite3_changes(q->db);
+  return rc;
+}
+
+static int sqlite_job_get(store_t *s, int64_t id, job_t *out) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_GET);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  int rc, src = sqlite3_step(st);
+  if (src == SQLITE_ROW) {
+    job_t j;
+    rc = sqlite_row_job(st, &j);
+    if (!rc) *out = j;
+  } else {
+    rc = src == SQLITE_DONE ? -ENOENT : sqlite_fail(q, "get job");
+  }
+  sqlite3_reset(st);
+  return rc;
+}
+
+static int sqlite_job_status(store_t *s, const char *project, const char *jobid,
+                             job_state_t *out) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_STATUS);
+  if (!st) return SPD_ESTORE;
+  sqlite_bind_str(st, 1, jobid);
+  sqlite_bind_str(st, 2, project);
+  int rc = 0, src = sqlite3_step(st);
+  if (src == SQLITE_ROW)
+    *out = (job_state_t)sqlite3_column_int(st, 0);
+  else
+    rc = src == SQLITE_DONE ? -ENOENT : sqlite_fail(q, "job status");
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* Writes the SQL for one filter shape into buf. */
+static void sqlite_list_sql(char *buf, size_t len, unsigned states, int project,
+                            int jobid, int node, int started, int limit) {
+  size_t n = (size_t)snprintf(buf, len, "SELECT " SQLITE_JOB_COLS " FROM jobs WHERE 1");
+#define SQLITE_ADD(...) n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__)
+  if (states == SQLITE_LIST_FINAL_STATES) {
+    /* Spelled as the partial index's own condition so the planner uses it. */
+    SQLITE_ADD(" AND state >= 2");
+  } else if (states != SQLITE_LIST_ALL_STATES) {
+    const char *sep = " AND state IN (";
+    for (int i = 0; i < JOB_NSTATES; i++)
+      if (states & (1u << i)) {
+        SQLITE_ADD("%s%d", sep, i);
+        sep = ", ";
+      }
+    SQLITE_ADD(")");
+  }
+  if (project) SQLITE_ADD(" AND project = ?1");
+  if (jobid) SQLITE_ADD(" AND jobid = ?2");
+  if (node) SQLITE_ADD(" AND node = ?3");
+  if (started) SQLITE_ADD(" AND start_ms != 0");
+  if (states == 1u << JOB_PENDING)
+    SQLITE_ADD(" ORDER BY priority DESC, id");
+  else if (states == 1u << JOB_RUNNING)
+    SQLITE_ADD(" ORDER BY start_ms, id");
+  else if (!(states & 3u))
+    SQLITE_ADD(" ORDER BY end_ms DESC, id DESC");
+  else
+    SQLITE_ADD(" ORDER BY CASE WHEN state >= 2 THEN 2 ELSE state END, "
+               "CASE state WHEN 0 THEN -priority WHEN 1 THEN start_ms "
+               "ELSE -end_ms END, "
+               "CASE WHEN state >= 2 THEN -id ELSE id END");
+  if (limit) SQLITE_ADD(" LIMIT ?4");
+#undef SQLITE_ADD
+}
+
+static int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
+  struct sqlite_store *q = SQ(s);
+  struct sqlite_rows r = {0};
+  unsigned states = f->states ? f->states : SQLITE_LIST_ALL_STATES;
+  unsigned shape = states | (unsigned)!!f->project << JOB_NSTATES |
+                   (unsigned)!!f->jobid << (JOB_NSTATES + 1) |
+                   (unsigned)!!f->node << (JOB_NSTATES + 2) |
+                   (unsigned)!!f->started_only << (JOB_NSTATES + 3) |
+                   (unsigned)!!f->limit << (JOB_NSTATES + 4);
+  if (!q->list_stmt) {
+    q->list_stmt = calloc(SQLITE_LIST_SHAPES, sizeof(*q->list_stmt));
+    if (!q->list_stmt) return -ENOMEM;
+  }
+  sqlite3_stmt *st = q->list_stmt[shape];
+  if (!st) {
+    char sql[1024];
+    sqlite_list_sql(sql, sizeof(sql), states, !!f->project, !!f->jobid, !!f->node,
+                    !!f->started_only, !!f->limit);
+    if (sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
+        SQLITE_OK)
+      return sqlite_fail(q, "prepare job list");
+    q->list_stmt[shape] = st;
+  }
+  if (f->project) sqlite_bind_str(st, 1, f->project);
+  if (f->jobid) sqlite_bind_str(st, 2, f->jobid);
+  if (f->node) sqlite_bind_str(st, 3, f->node);
+  if (f->limit) sqlite3_bind_int64(st, 4, sqlite_clamp(f->limit));
+  int rc = sqlite_read_rows(q, st, &r, "list jobs");
+  if (!rc) rc = store_list_append(out, r.v, r.n);
+  sqlite_rows_release(&r);
+  return rc;
+}
+
+static int sqlite_job_counts(store_t *s, const char *project,
+                             int64_t counts[JOB_NSTATES]) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sqlite_stmt(q, project ? SQ_COUNTS_PROJECT : SQ_COUNTS);
+  if (!st) return SPD_ESTORE;
+  if (project) sqlite_bind_str(st, 1, project);
+  int rc = 0, src;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    int state = sqlite3_column_int(st, 0);
+    if (state >= 0 && state < JOB_NSTATES) counts[state] = sqlite3_column_int64(st, 1);
+  }
+  if (src != SQLITE_DONE) rc = sqlite_fail(q, "count jobs");
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* Finds the oldest job trimming keeps: the keep-th newest started final
+ * job, or the oldest one when there are fewer. -ENOENT when none. */
+static int sqlite_trim_cutoff(struct sqlite_store *q, int keep, int64_t *end_ms,
+                              int64_t *id) {
+  int rc = -ENOENT;
+  for (int pass = 0; pass < 2 && rc == -ENOENT; pass++) {
+    sqlite3_stmt *st = sqlite_stmt(q, pass ? SQ_TRIM_OLDEST : SQ_TRIM_NTH);
+    if (!st) return SPD_ESTORE;
+    if (!pass) sqlite3_bind_int64(st, 1, keep - 1);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW) {
+      *end_ms = sqlite3_column_int64(st, 0);
+      *id = sqlite3_column_int64(st, 1);
+      rc = 0;
+    } else if (src != SQLITE_DONE) {
+      rc = sqlite_fail(q, "trim jobs");
+    }
+    sqlite3_reset(st);
+  }
+  return rc;
+}
+
+/* Final jobs that never started (cancelled while pending) are trimmed by the
+ * same cut-off whatever their final state: lists and counts never show
+ * them, so nothing is served by keeping one. */
+static int sqlite_trim_finished(store_t *s, int keep, int *deleted) {
+  struct sqlite_store *q = SQ(s);
+  int64_t end_ms = 0, id = 0;
+  int began = 0, n = 0;
+  int rc = sqlite_auto_begin(q, &began);
+  if (rc) return rc;
+  rc = sqlite_trim_cutoff(q, keep, &end_ms, &id);
+  if (rc == -ENOENT) {
+    rc = 0;
+    goto out;
+  }
+  if (rc) goto out;
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_TRIM_STARTED);
+  if (!st) {
+    rc = SPD_ESTORE;
+    goto out;
+  }
+  sqlite3_bind_int64(st, 1, end_ms);
+  sqlite3_bind_int64(st, 2, id);
+  if ((rc = sqlite_done(q, st, "trim jobs"))) goto out;
+  n += sqlite3_changes(q->db);
+  if (!(st = sqlite_stmt(q, SQ_TRIM_UNSTARTED))) {
+    rc = SPD_ESTORE;
+    goto out;
+  }
+  sqlite3_bind_int64(st, 1, end_ms);
+  if ((rc = sqlite_done(q, st, "trim jobs"))) goto out;
+  n += sqlite3_changes(q->db);
+out:
+  rc = sqlite_auto_end(q, began, rc);
+  if (!rc) *deleted = n;
+  return rc;
+}
+
+/* ---- meta ---- */
+
+static int sqlite_meta_get(store_t *s, const char *key, char **value) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_META_GET);
+  if (!st) return SPD_ESTORE;
+  sqlite_bind_str(st, 1, key);
+  int rc, src = sqlite3_step(st);
+  if (src == SQLITE_ROW)
+    rc = sqlite_col_str(st, 0, value);
+  else
+    rc = src == SQLITE_DONE ? -ENOENT : sqlite_fail(q, "get meta");
+  sqlite3_reset(st);
+  return rc;
+}
+
+static int sqlite_meta_set(store_t *s, const char *key, const char *value) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_META_SET);
+  if (!st) return SPD_ESTORE;
+  sqlite_bind_str(st, 1, key);
+  sqlite_bind_str(st, 2, value);
+  return sqlite_done(q, st, "set meta");
+}
+
+/* ---- open, schema, close ---- */
+
+/* store.h promises the directory's missing last component is created, so
+ * "dbs/jobs.db" works on a fresh install without creating arbitrary trees
+ * from a typo. */
+static int sqlite_mkdir_parent(const char *path, char *err, size_t errlen) {
+  const char *slash = strrchr(path, '/');
+  if (!slash || slash == path) return 0;
+  char *dir = strndup(path, (size_t)(slash - path));
+  if (!dir) return -ENOMEM;
+  int rc = 0;
+  if (mkdir(dir, 0755) && errno != EEXIST) {
+    rc = -errno;
+    snprintf(err, errlen, "cannot create directory %s: %s", dir, strerror(errno));
+  }
+  free(dir);
+  return rc;
+}
+
+static int sqlite_exec(struct sqlite_store *q, const char *sql, char *err,
+                       size_t errlen) {
+  char *msg = NULL;
+  if (sqlite3_exec(q->db, sql, NULL, NULL, &msg) == SQLITE_OK) return 0;
+  snprintf(err, errlen, "sqlite: %s", msg ? msg : sqlite3_errmsg(q->db));
+  log_error("store", "sqlite: %s: %s", sql, msg ? msg : sqlite3_errmsg(q->db));
+  sqlite3_free(msg);
+  return SPD_ESTORE;
+}
+
+static int sqlite_user_version(struct sqlite_store *q, int *v, char *err,
+                               size_t errlen) {
+  sqlite3_stmt *st = NULL;
+  int rc = SPD_ESTORE;
+  if (sqlite3_prepare_v2(q->db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    *v = sqlite3_column_int(st, 0);
+    rc = 0;
+  } else {
+    snprintf(err, errlen, "sqlite: cannot read the schema version: %s",
+             sqlite3_errmsg(q->db));
+  }
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* The schema version is PRAGMA user_version, read again under BEGIN
+ * IMMEDIATE so two processes opening a new file at once migrate it once:
+ * the second waits for the first's write lock, then finds nothing to do. */
+static int sqlite_migrate(struct sqlite_store *q, char *err, size_t errlen) {
+  int v = 0, rc = sqlite_user_version(q, &v, err, errlen);
+  if (rc || v == SQLITE_SCHEMA_VERSION) return rc;
+  if (v < SQLITE_SCHEMA_VERSION) {
+    if ((rc = sqlite_exec(q, "BEGIN IMMEDIATE", err, errlen))) return rc;
+    if ((rc = sqlite_user_version(q, &v, err, errlen))) goto out;
+    for (int i = v; i < SQLITE_SCHEMA_VERSION; i++)
+      if ((rc = sqlite_exec(q, sqlite_migrations[i], err, errlen))) goto out;
+    if (v < SQLITE_SCHEMA_VERSION) {
+      char sql[48];
+      snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", SQLITE_SCHEMA_VERSION);
+      if ((rc = sqlite_exec(q, sql, err, errlen))) goto out;
+    }
+    if ((rc = sqlite_exec(q, "COMMIT", err, errlen))) goto out;
+    if (v < SQLITE_SCHEMA_VERSION)
+      log_info("store", "sqlite schema migrated from version %d to %d", v,
+               SQLITE_SCHEMA_VERSION);
+  }
+  if (v > SQLITE_SCHEMA_VERSION) {
+    snprintf(err, errlen,
+             "the database's schema version %d is newer than this build's (%d)", v,
+             SQLITE_SCHEMA_VERSION);
+    rc = SPD_ESTORE;
+  }
+out:
+  if (rc && !sqlite3_get_autocommit(q->db))
+    sqlite3_exec(q->db, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}
+
+/* Switching a new file to WAL needs a moment of exclusive access; when
+ * another process holds it, SQLite may answer BUSY without calling the busy
+ * handler, so retry here for as long as the busy timeout. */
+static int sqlite_wal(struct sqlite_store *q, char *err, size_t errlen) {
+  for (int waited = 0;; waited += 10) {
+    sqlite3_stmt *st = NULL;
+    int src = sqlite3_prepare_v2(q->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+    if (src == SQLITE_OK) src = sqlite3_step(st);
+    if (src == SQLITE_ROW) {
+      const char *mode = (const char *)sqlite3_column_text(st, 0);
+      int ok = mode && (strcmp(mode, "wal") == 0 || strcmp(mode, "memory") == 0);
+      if (!ok)
+        snprintf(err, errlen, "sqlite: cannot use WAL mode (journal mode is %s)",
+                 mode ? mode : "unknown");
+      sqlite3_finalize(st);
+      return ok ? 0 : SPD_ESTORE;
+    }
+    sqlite3_finalize(st);
+    if ((src & 0xff) != SQLITE_BUSY && (src & 0xff) != SQLITE_LOCKED) break;
+    if (waited >= SQLITE_BUSY_MS) break;
+    sqlite3_sleep(10);
+  }
+  snprintf(err, errlen, "sqlite: cannot switch to WAL mode: %s", sqlite3_errmsg(q->db));
+  return SPD_ESTORE;
+}
+
+static void sqlite_close(store_t *s) {
+  struct sqlite_store *q = SQ(s);
+  if (!q) return;
+  for (int i = 0; i < SQ_COUNT; i++) sqlite3_finalize(q->stmt[i]);
+  if (q->list_stmt) {
+    for (unsigned i = 0; i < SQLITE_LIST_SHAPES; i++) sqlite3_finalize(q->list_stmt[i]);
+    free(q->list_stmt);
+  }
+  if (q->db && sqlite3_close(q->db) != SQLITE_OK)
+    log_error("store", "sqlite close: %s", sqlite3_errmsg(q->db));
+  free(q);
+}
+
+static int sqlite_open(const char *url, const char *path, store_t **out, char *err,
+                       size_t errlen) {
+  struct sqlite_store *q = NULL;
+  int rc;
+  if (!*path) {
+    snprintf(err, errlen, "store URL %s names no file", url);
+    return -EINVAL;
+  }
+  if (!sqlite3_threadsafe()) {
+    snprintf(err, errlen, "this SQLite library was built without thread support");
+    return SPD_ESTORE;
+  }
+  if ((rc = sqlite_mkdir_parent(path, err, errlen))) return rc;
+  q = calloc(1, sizeof(*q));
+  if (!q) return -ENOMEM;
+  q->base.ops = &store_sqlite_ops;
+  int src = sqlite3_open_v2(path, &q->db,
+                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
+                                SQLITE_OPEN_NOMUTEX,
+                            NULL);
+  if (src != SQLITE_OK) {
+    snprintf(err, errlen, "cannot open %s: %s", path,
+             q->db ? sqlite3_errmsg(q->db) : sqlite3_errstr(src));
+    rc = SPD_ESTORE;
+    goto out;
+  }
+  sqlite3_extended_result_codes(q->db, 1);
+  sqlite3_busy_timeout(q->db, SQLITE_BUSY_MS);
+  if ((rc = sqlite_wal(q, err, errlen))) goto out;
+  /* journal_size_limit: a burst of writes must not leave a huge WAL file
+   * behind after the checkpoint that follows it. */
+  rc = sqlite_exec(q,
+                   "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; "
+                   "PRAGMA journal_size_limit = 67108864",
+                   err, errlen);
+  if (rc) goto out;
+  if ((rc = sqlite_migrate(q, err, errlen))) goto out;
+  *out = &q->base;
+out:
+  if (rc) {
+    log_error("store", "open %s: %s", url, err);
+    sqlite_close(&q->base);
+  }
+  return rc;
+}
+
+const struct store_ops store_sqlite_ops = {
+    .name = "sqlite",
+    .open = sqlite_open,
+    .close = sqlite_close,
+    .tx_begin = sqlite_tx_begin,
+    .tx_commit = sqlite_tx_commit,
+    .tx_rollback = sqlite_tx_rollback,
+    .sp_begin = sqlite_sp_begin,
+    .sp_release = sqlite_sp_release,
+    .sp_rollback = sqlite_sp_rollback,
+    .job_insert = sqlite_job_insert,
+    .job_claim = sqlite_job_claim,
+    .job_started = sqlite_job_started,
+    .job_finish = sqlite_job_finish,
+    .job_cancel_pending = sqlite_job_cancel_pending,
+    .job_get = sqlite_job_get,
+    .job_status = sqlite_job_status,
+    .jobs_list = sqlite_jobs_list,
+    .job_counts = sqlite_job_counts,
+    .trim_finished = sqlite_trim_finished,
+    .meta_get = sqlite_meta_get,
+    .meta_set = sqlite_meta_set,
+};

@@ -1,0 +1,180 @@
+/* Backend dispatch: picks a backend by URL scheme and forwards every call
+ * through its ops table, after the argument checks every backend shares (so
+ * each backend answers -EINVAL the same way and needs no checks of its own).
+ */
+#include "store/store_impl.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+static const struct store_ops *const store_backends[] = {
+    &store_sqlite_ops,
+};
+
+/* Schemes a later build may offer, named so the error says what is missing
+ * rather than calling a PostgreSQL URL a bad path. */
+static const char *const store_known_schemes[] = {"postgres", "postgresql",
+                                                  "redis", "rediss"};
+
+/* Splits "scheme://rest" or "sqlite:rest"; anything else is a bare SQLite
+ * path. A scheme is letters, digits, '+', '-', '.' after a letter (RFC 3986),
+ * which keeps paths such as "./a:b" from being read as URLs. */
+static int store_parse_url(const char *url, char *scheme, size_t schemelen,
+                           const char **rest) {
+  const char *p = url;
+  if (isalpha((unsigned char)*p)) {
+    p++;
+    while (isalnum((unsigned char)*p) || *p == '+' || *p == '-' || *p == '.')
+      p++;
+    size_t n = (size_t)(p - url);
+    int sqlite_short = n == 6 && strncmp(url, "sqlite", 6) == 0 && *p == ':';
+    if (strncmp(p, "://", 3) == 0 || sqlite_short) {
+      if (n >= schemelen) return -EINVAL;
+      memcpy(scheme, url, n);
+      scheme[n] = '\0';
+      for (size_t i = 0; i < n; i++)
+        scheme[i] = (char)tolower((unsigned char)scheme[i]);
+      *rest = strncmp(p, "://", 3) == 0 ? p + 3 : p + 1;
+      return 0;
+    }
+  }
+  snprintf(scheme, schemelen, "sqlite");
+  *rest = url;
+  return 0;
+}
+
+int store_open(const char *url, store_t **out, char *err, size_t errlen) {
+  char scheme[32];
+  const char *rest;
+  if (err && errlen) err[0] = '\0';
+  if (!out) return -EINVAL;
+  *out = NULL;
+  if (!url || !*url) {
+    snprintf(err, errlen, "store URL is empty");
+    return -EINVAL;
+  }
+  if (store_parse_url(url, scheme, sizeof(scheme), &rest)) {
+    snprintf(err, errlen, "store URL has an over-long scheme: %s", url);
+    return -EINVAL;
+  }
+  for (size_t i = 0; i < sizeof(store_backends) / sizeof(store_backends[0]); i++)
+    if (strcmp(scheme, store_backends[i]->name) == 0)
+      return store_backends[i]->open(url, rest, out, err, errlen);
+  for (size_t i = 0; i < sizeof(store_known_schemes) / sizeof(store_known_schemes[0]); i++)
+    if (strcmp(scheme, store_known_schemes[i]) == 0) {
+      snprintf(err, errlen, "store backend \"%s\" is not available in this build",
+               scheme);
+      return -EINVAL;
+    }
+  snprintf(err, errlen, "unknown store URL scheme \"%s\" in %s", scheme, url);
+  return -EINVAL;
+}
+
+void store_close(store_t *s) {
+  if (s) s->ops->close(s);
+}
+
+int store_tx_begin(store_t *s) { return s ? s->ops->tx_begin(s) : -EINVAL; }
+int store_tx_commit(store_t *s) { return s ? s->ops->tx_commit(s) : -EINVAL; }
+int store_tx_rollback(store_t *s) { return s ? s->ops->tx_rollback(s) : -EINVAL; }
+int store_sp_begin(store_t *s) { return s ? s->ops->sp_begin(s) : -EINVAL; }
+int store_sp_release(store_t *s) { return s ? s->ops->sp_release(s) : -EINVAL; }
+int store_sp_rollback(store_t *s) { return s ? s->ops->sp_rollback(s) : -EINVAL; }
+
+int store_job_insert(store_t *s, job_t *j) {
+  if (!s || !j || !j->jobid || !j->project || !j->spider) return -EINVAL;
+  if (j->state < 0 || j->state >= JOB_NSTATES) return -EINVAL;
+  return s->ops->job_insert(s, j);
+}
+
+int store_job_claim(store_t *s, const char *node, size_t max, int64_t now_ms,
+                    job_list_t *out) {
+  if (!s || !node || !out) return -EINVAL;
+  if (max == 0) return 0;
+  return s->ops->job_claim(s, node, max, now_ms, out);
+}
+
+int store_job_started(store_t *s, int64_t id, int pid, int64_t pid_start) {
+  if (!s) return -EINVAL;
+  return s->ops->job_started(s, id, pid, pid_start);
+}
+
+int store_job_finish(store_t *s, int64_t id, job_state_t state, int64_t end_ms,
+                     int exit_code, int term_signal, const json_t *stats) {
+  if (!s || !job_state_final(state)) return -EINVAL;
+  return s->ops->job_finish(s, id, state, end_ms, exit_code, term_signal, stats);
+}
+
+int store_job_cancel_pending(store_t *s, const char *project, const char *jobid,
+                             int64_t now_ms, int *count) {
+  int n = 0;
+  if (count) *count = 0;
+  if (!s || !project || !jobid) return -EINVAL;
+  int rc = s->ops->job_cancel_pending(s, project, jobid, now_ms, &n);
+  if (!rc && count) *count = n;
+  return rc;
+}
+
+int store_job_get(store_t *s, int64_t id, job_t *out) {
+  if (!s || !out) return -EINVAL;
+  /* Callers pass an uninitialised job as often as an empty one; either way
+   * it is safe to job_release afterwards, whatever the result. */
+  job_init(out);
+  return s->ops->job_get(s, id, out);
+}
+
+int store_job_status(store_t *s, const char *project, const char *jobid,
+                     job_state_t *out) {
+  if (!s || !jobid || !out) return -EINVAL;
+  return s->ops->job_status(s, project, jobid, out);
+}
+
+int store_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
+  static const job_filter_t all;
+  if (!s || !out) return -EINVAL;
+  if (f && (f->states >> JOB_NSTATES)) return -EINVAL;
+  return s->ops->jobs_list(s, f ? f : &all, out);
+}
+
+int store_job_counts(store_t *s, const char *project, int64_t counts[JOB_NSTATES]) {
+  if (!s || !counts) return -EINVAL;
+  for (int i = 0; i < JOB_NSTATES; i++) counts[i] = 0;
+  return s->ops->job_counts(s, project, counts);
+}
+
+int store_trim_finished(store_t *s, int keep, int *deleted) {
+  int n = 0;
+  if (deleted) *deleted = 0;
+  if (!s || keep < 0) return -EINVAL;
+  if (keep == 0) return 0;
+  int rc = s->ops->trim_finished(s, keep, &n);
+  if (!rc && deleted) *deleted = n;
+  return rc;
+}
+
+int store_meta_get(store_t *s, const char *key, char **value) {
+  if (!s || !key || !value) return -EINVAL;
+  *value = NULL;
+  return s->ops->meta_get(s, key, value);
+}
+
+int store_meta_set(store_t *s, const char *key, const char *value) {
+  if (!s || !key || !value) return -EINVAL;
+  return s->ops->meta_set(s, key, value);
+}
+
+int store_list_append(job_list_t *out, job_t *v, size_t n) {
+  if (n == 0) return 0;
+  job_t *nv = realloc(out->v, (out->n + n) * sizeof(*nv));
+  if (!nv) return -ENOMEM;
+  memcpy(nv + out->n, v, n * sizeof(*v));
+  for (size_t i = 0; i < n; i++) job_init(&v[i]);
+  out->v = nv;
+  out->n += n;
+  return 0;
+}
