@@ -6,7 +6,7 @@
  * Sources, later wins (as Scrapyd's config.py, then spiderd's own):
  *   1. built-in defaults (Scrapyd 1.6's default_scrapyd.conf + spiderd's)
  *   2. /etc/scrapyd/scrapyd.conf
- *   3. /etc/scrapyd/conf.d/*   (sorted by name)
+ *   3. /etc/scrapyd/conf.d/ (every file, sorted by name)
  *   4. ./scrapyd.conf          (the daemon's cwd)
  *   5. ~/.scrapyd.conf
  *   6. the closest scrapy.cfg from cwd upwards

@@ -1,0 +1,162 @@
+#include "api/render.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "run/launcher.h"
+
+/* jansson writes \u escapes in upper case; Python in lower case. Only the
+ * hex digits of real escapes change: a "\\u" is an escaped backslash
+ * followed by 'u' and must stay. */
+static void lower_unicode_escapes(char *s) {
+  for (char *p = s; *p; p++) {
+    if (*p != '\\') continue;
+    if (p[1] == 'u') {
+      for (int i = 2; i < 6 && p[i]; i++)
+        if (p[i] >= 'A' && p[i] <= 'F') p[i] = (char)(p[i] - 'A' + 'a');
+      p += 5;
+    } else if (p[1]) {
+      p++;
+    }
+  }
+}
+
+char *render_json(const json_t *o, size_t *len) {
+  char *s = json_dumps(o, JSON_ENSURE_ASCII | JSON_ENCODE_ANY);
+  if (!s) return NULL;
+  lower_unicode_escapes(s);
+  size_t n = strlen(s);
+  char *out = realloc(s, n + 2);
+  if (!out) {
+    free(s);
+    return NULL;
+  }
+  out[n] = '\n';
+  out[n + 1] = '\0';
+  if (len) *len = n + 1;
+  return out;
+}
+
+char *render_json_string(const char *s) {
+  json_t *j = json_string(s);
+  if (!j) return NULL;
+  char *out = json_dumps(j, JSON_ENSURE_ASCII | JSON_ENCODE_ANY);
+  json_decref(j);
+  if (out) lower_unicode_escapes(out);
+  return out;
+}
+
+void render_time(int64_t ms, int micro, char out[32]) {
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  localtime_r(&t, &tm);
+  size_t n = strftime(out, 32, "%Y-%m-%d %H:%M:%S", &tm);
+  int frac = (int)(ms % 1000);
+  if (micro && frac) snprintf(out + n, 32 - n, ".%06d", frac * 1000);
+}
+
+void render_runtime(int64_t ms, char out[32]) {
+  if (ms < 0) ms = 0;
+  int64_t s = ms / 1000;
+  snprintf(out, 32, "%lld:%02d:%02d", (long long)(s / 3600), (int)(s / 60 % 60), (int)(s % 60));
+}
+
+static int file_exists(const char *path) {
+  struct stat st;
+  return path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+char *render_log_url(const config_t *cfg, const job_t *j) {
+  char *path = launcher_log_path(cfg, j->project, j->spider, j->jobid);
+  char *url = NULL;
+  if (file_exists(path) &&
+      asprintf(&url, "/logs/%s/%s/%s.log", j->project, j->spider, j->jobid) < 0)
+    url = NULL;
+  free(path);
+  return url;
+}
+
+char *render_items_url(const config_t *cfg, const job_t *j) {
+  char *path = launcher_items_path(cfg, j->project, j->spider, j->jobid);
+  char *url = NULL;
+  if (file_exists(path) &&
+      asprintf(&url, "/items/%s/%s/%s.jl", j->project, j->spider, j->jobid) < 0)
+    url = NULL;
+  free(path);
+  return url;
+}
+
+static json_t *str_or_null(char *s) { /* takes s */
+  json_t *v = s ? json_string(s) : json_null();
+  free(s);
+  return v;
+}
+
+static json_t *time_or_null(int64_t ms) {
+  if (!ms) return json_null();
+  char buf[32];
+  render_time(ms, 1, buf);
+  return json_string(buf);
+}
+
+/* The crawl's stats as spiderd reports them; the runner's full dump stays
+ * in the store for the REST API. */
+static json_t *stats_summary(const json_t *stats) {
+  if (!json_is_object(stats)) return json_null();
+  static const char *const keys[] = {"items", "requests", "responses", "errors",
+                                     "finish_reason", "elapsed"};
+  json_t *o = json_object();
+  for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+    json_t *v = json_object_get(stats, keys[i]);
+    json_object_set(o, keys[i], v ? v : json_null());
+  }
+  return o;
+}
+
+json_t *render_listjobs(const config_t *cfg, const job_list_t lists[3]) {
+  json_t *pending = json_array(), *running = json_array(), *finished = json_array();
+  for (size_t i = 0; i < lists[0].n; i++) {
+    const job_t *j = &lists[0].v[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(j->jobid));
+    json_object_set_new(o, "project", json_string(j->project));
+    json_object_set_new(o, "spider", json_string(j->spider));
+    json_object_set_new(o, "version", j->version ? json_string(j->version) : json_null());
+    json_object_set(o, "settings", j->settings ? j->settings : json_object());
+    json_object_set(o, "args", j->args ? j->args : json_object());
+    json_object_set_new(o, "priority", json_real(j->priority));
+    json_array_append_new(pending, o);
+  }
+  for (size_t i = 0; i < lists[1].n; i++) {
+    const job_t *j = &lists[1].v[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(j->jobid));
+    json_object_set_new(o, "project", json_string(j->project));
+    json_object_set_new(o, "spider", json_string(j->spider));
+    json_object_set_new(o, "pid", j->pid ? json_integer(j->pid) : json_null());
+    json_object_set_new(o, "start_time", time_or_null(j->start_ms));
+    json_object_set_new(o, "log_url", str_or_null(render_log_url(cfg, j)));
+    json_object_set_new(o, "items_url", str_or_null(render_items_url(cfg, j)));
+    json_array_append_new(running, o);
+  }
+  for (size_t i = 0; i < lists[2].n; i++) {
+    const job_t *j = &lists[2].v[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "id", json_string(j->jobid));
+    json_object_set_new(o, "project", json_string(j->project));
+    json_object_set_new(o, "spider", json_string(j->spider));
+    json_object_set_new(o, "start_time", time_or_null(j->start_ms));
+    json_object_set_new(o, "end_time", time_or_null(j->end_ms));
+    json_object_set_new(o, "log_url", str_or_null(render_log_url(cfg, j)));
+    json_object_set_new(o, "items_url", str_or_null(render_items_url(cfg, j)));
+    json_object_set_new(o, "state", json_string(job_state_name(j->state)));
+    json_object_set_new(o, "exit_code", j->exit_code >= 0 ? json_integer(j->exit_code) : json_null());
+    json_object_set_new(o, "signal", j->term_signal ? json_integer(j->term_signal) : json_null());
+    json_object_set_new(o, "stats", stats_summary(j->stats));
+    json_array_append_new(finished, o);
+  }
+  return json_pack("{s:o,s:o,s:o}", "pending", pending, "running", running, "finished", finished);
+}

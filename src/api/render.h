@@ -1,0 +1,40 @@
+/* Rendering shared by the API faces: Python-compatible JSON, Scrapyd's time
+ * format and job listings.
+ *
+ * Ownership: every char* returned is malloc'd (caller frees); json_t*
+ * returned carry one reference for the caller.
+ */
+#ifndef SPIDERD_API_RENDER_H
+#define SPIDERD_API_RENDER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "core/job.h"
+
+/* json.dumps(o) + "\n" as Python writes it: ", " and ": " separators,
+ * non-ASCII as lower-case \uXXXX. *len gets the length. NULL on failure. */
+char *render_json(const json_t *o, size_t *len);
+
+/* One JSON string literal ("..." with Python's escapes). */
+char *render_json_string(const char *s);
+
+/* Python's str(datetime) of naive local time: "YYYY-MM-DD HH:MM:SS.ffffff",
+ * without the fraction when it is zero; micro = 0 always omits it. */
+void render_time(int64_t ms, int micro, char out[32]);
+
+/* Scrapyd's timedelta text "H:MM:SS" (no fraction). */
+void render_runtime(int64_t ms, char out[32]);
+
+/* Scrapyd's listjobs object (pending, running, finished) plus spiderd's
+ * fields, from lists[0] pending, lists[1] running, lists[2] finished.
+ * log_url / items_url are set only when the file exists now (stat). */
+json_t *render_listjobs(const config_t *cfg, const job_list_t lists[3]);
+
+/* "/logs/P/S/J.log" or "/items/P/S/J.jl" when that file exists, else NULL. */
+char *render_log_url(const config_t *cfg, const job_t *j);
+char *render_items_url(const config_t *cfg, const job_t *j);
+
+#endif

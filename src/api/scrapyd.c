@@ -1,0 +1,800 @@
+/* Scrapyd 1.6's JSON API (scrapyd-api.md §1-2): same paths, parameters,
+ * fields, messages, status codes and headers, over spiderd's store and
+ * launcher. Thin: parse and validate, call the store or the launcher, render.
+ */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "api/render.h"
+#include "app.h"
+#include "core/names.h"
+#include "error.h"
+#include "log.h"
+#include "store/eggs.h"
+
+typedef struct endpoint endpoint_t;
+typedef struct call call_t;
+
+struct endpoint {
+  const char *name;  /* "schedule.json" */
+  int post;          /* POST-only (else GET) */
+  const char *cls;   /* Scrapyd's resource class, for the HEAD quirk */
+  void (*fn)(call_t *c);
+};
+
+typedef struct scrapyd {
+  app_t *app;
+  uint64_t uuid_last;   /* uuid1 timestamps handed out so far never repeat */
+  uint16_t uuid_seq;
+  uint8_t uuid_node[6];
+  struct binding {
+    struct scrapyd *sd;
+    const endpoint_t *ep;
+  } bindings[16];
+} scrapyd_t;
+
+/* One API call in flight. Calls that wait on the store or on a runner are
+ * heap-allocated and finish in a callback. */
+struct call {
+  scrapyd_t *sd;
+  app_t *app;
+  http_req_t *req;
+  const endpoint_t *ep;
+  /* per-endpoint state */
+  job_t job;
+  char *egg_path;
+  char *project;
+  char *version;
+  char *spider;
+  char *jobid;
+  int count;
+  int found;
+  job_state_t state;
+  char *body;
+};
+
+static const char *methods_of(const endpoint_t *ep) {
+  return ep->post ? "OPTIONS, HEAD, POST" : "OPTIONS, HEAD, GET";
+}
+
+static void add_cors(call_t *c) {
+  http_reply_header(c->req, "Access-Control-Allow-Origin", "*");
+  http_reply_header(c->req, "Access-Control-Allow-Methods", methods_of(c->ep));
+  http_reply_header(c->req, "Access-Control-Allow-Headers", "X-Requested-With");
+}
+
+static void call_free(call_t *c) {
+  job_release(&c->job);
+  free(c->egg_path);
+  free(c->project);
+  free(c->version);
+  free(c->spider);
+  free(c->jobid);
+  free(c->body);
+  free(c);
+}
+
+/* Replies with fields + status + node_name (fields is consumed) and frees c. */
+static void reply_ok(call_t *c, json_t *fields) {
+  json_object_set_new(fields, "status", json_string("ok"));
+  json_object_set_new(fields, "node_name", json_string(c->app->cfg.node_name));
+  size_t len = 0;
+  char *body = render_json(fields, &len);
+  json_decref(fields);
+  add_cors(c);
+  if (body) http_reply(c->req, 200, "application/json", body, len);
+  else http_reply(c->req, 500, "text/plain", "out of memory\n", 14);
+  free(body);
+  call_free(c);
+}
+
+/* Scrapyd reports every API error with HTTP 200 and this body; with
+ * debug = on, as plain text without CORS headers. Frees c. */
+static void reply_error(call_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reply_error(call_t *c, const char *fmt, ...) {
+  char msg[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (c->app->cfg.debug) {
+    char *txt = NULL;
+    int n = asprintf(&txt, "Traceback (most recent call last):\n  (spiderd)\n%s\n", msg);
+    if (n >= 0) http_reply(c->req, 200, "text/html", txt, (size_t)n);
+    else http_reply(c->req, 500, "text/plain", "out of memory\n", 14);
+    free(txt);
+    call_free(c);
+    return;
+  }
+  json_t *o = json_object();
+  json_object_set_new(o, "status", json_string("error"));
+  json_object_set_new(o, "message", json_string(msg));
+  json_object_set_new(o, "node_name", json_string(c->app->cfg.node_name));
+  size_t len = 0;
+  char *body = render_json(o, &len);
+  json_decref(o);
+  add_cors(c);
+  if (body) http_reply(c->req, 200, "application/json", body, len);
+  else http_reply(c->req, 500, "text/plain", "out of memory\n", 14);
+  free(body);
+  call_free(c);
+}
+
+/* ---- parameters (Scrapyd's @param decorator) ---- */
+
+/* Reads a text parameter: NULL + error reply when required and missing or
+ * not UTF-8 (c is freed then; the caller must return at once). *ok tells. */
+static const char *text_param(call_t *c, const char *key, int required, int *ok) {
+  const http_param_t *p = http_req_param(c->req, key);
+  *ok = 1;
+  if (!p) {
+    if (required) {
+      *ok = 0;
+      reply_error(c, "'%s' parameter is required", key);
+    }
+    return NULL;
+  }
+  char why[160];
+  if (!utf8_valid(p->value, p->len, why, sizeof(why))) {
+    *ok = 0;
+    reply_error(c, "%s is invalid: %s", key, why);
+    return NULL;
+  }
+  if (strlen(p->value) != p->len) {
+    *ok = 0;
+    reply_error(c, "%s is invalid: embedded null character", key);
+    return NULL;
+  }
+  return p->value;
+}
+
+#define PARAM(var, key, required)                      \
+  int var##_ok;                                        \
+  const char *var = text_param(c, key, required, &var##_ok); \
+  if (!var##_ok) return
+
+static int has_traversal(const char *s) { return strstr(s, "..") || strchr(s, '/'); }
+
+/* Refuses a project name that would leave eggs_dir, as Scrapyd does, and any
+ * other name unsafe as a path. 1 = refused (c freed). */
+static int bad_project(call_t *c, const char *project) {
+  if (has_traversal(project)) {
+    reply_error(c, "DirectoryTraversalError: %s", project);
+    return 1;
+  }
+  char why[256];
+  if (!name_valid("project", project, why, sizeof(why))) {
+    reply_error(c, "%s", why);
+    return 1;
+  }
+  return 0;
+}
+
+static int project_known(app_t *app, const char *project) {
+  if (config_project_settings(&app->cfg, project)) return 1;
+  char **v = NULL;
+  size_t n = 0;
+  if (has_traversal(project) || eggs_versions(app->cfg.eggs_dir, project, &v, &n) != 0) return 0;
+  strv_free(v, n);
+  return n > 0;
+}
+
+/* ---- daemonstatus.json ---- */
+
+static void ep_daemonstatus(call_t *c) {
+  /* The hot path of every monitoring client: no JSON library, no I/O. */
+  char *node = render_json_string(c->app->cfg.node_name);
+  char body[512];
+  int n = snprintf(body, sizeof(body),
+                   "{\"pending\": %lld, \"running\": %lld, \"finished\": %lld, "
+                   "\"status\": \"ok\", \"node_name\": %s}\n",
+                   (long long)c->app->counters.pending, (long long)c->app->counters.running,
+                   (long long)c->app->counters.finished, node ? node : "null");
+  free(node);
+  add_cors(c);
+  http_reply(c->req, 200, "application/json", body, (size_t)n);
+  call_free(c);
+}
+
+/* ---- listprojects.json / listversions.json ---- */
+
+static void ep_listprojects(call_t *c) {
+  char **v = NULL;
+  size_t n = 0;
+  json_t *arr = json_array();
+  if (eggs_projects(c->app->cfg.eggs_dir, &v, &n) == 0) {
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_string(v[i]));
+    strv_free(v, n);
+  }
+  for (size_t i = 0; i < c->app->cfg.nsettings; i++) {
+    const char *name = c->app->cfg.settings[i].name;
+    int dup = 0;
+    for (size_t k = 0; k < json_array_size(arr); k++)
+      if (!strcmp(json_string_value(json_array_get(arr, k)), name)) dup = 1;
+    if (!dup) json_array_append_new(arr, json_string(name));
+  }
+  reply_ok(c, json_pack("{s:o}", "projects", arr));
+}
+
+static void ep_listversions(call_t *c) {
+  PARAM(project, "project", 1);
+  if (bad_project(c, project)) return;
+  char **v = NULL;
+  size_t n = 0;
+  json_t *arr = json_array();
+  if (eggs_versions(c->app->cfg.eggs_dir, project, &v, &n) == 0) {
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_string(v[i]));
+    strv_free(v, n);
+  }
+  reply_ok(c, json_pack("{s:o}", "versions", arr));
+}
+
+/* ---- listspiders.json ---- */
+
+static void spiders_reply(void *ud, int rc, char *const *names, size_t n, const char *error) {
+  call_t *c = ud;
+  if (rc) {
+    reply_error(c, "RunnerError: %s", error ? error : spd_strerror(rc));
+    return;
+  }
+  json_t *arr = json_array();
+  for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_string(names[i]));
+  reply_ok(c, json_pack("{s:o}", "spiders", arr));
+}
+
+/* Resolves the egg of project/version into c->egg_path. 1 = error replied. */
+static int resolve_egg(call_t *c, const char *project, const char *version) {
+  if (!project_known(c->app, project)) {
+    reply_error(c, "project '%s' not found", project);
+    return 1;
+  }
+  int rc = eggs_path(c->app->cfg.eggs_dir, project, version, &c->egg_path);
+  if (rc == -ENOENT && !version && config_project_settings(&c->app->cfg, project)) return 0;
+  if (rc) {
+    if (version) reply_error(c, "version '%s' not found", version);
+    else reply_error(c, "project '%s' not found", project);
+    return 1;
+  }
+  return 0;
+}
+
+static void ep_listspiders(call_t *c) {
+  PARAM(project, "project", 1);
+  PARAM(version, "_version", 0);
+  if (resolve_egg(c, project, version)) return;
+  int rc = spiders_list(c->app->spiders, project, c->egg_path, version, spiders_reply, c);
+  if (rc) reply_error(c, "RunnerError: %s", spd_strerror(rc));
+}
+
+/* ---- addversion.json ---- */
+
+static void addversion_listed(void *ud, int rc, char *const *names, size_t n, const char *error) {
+  call_t *c = ud;
+  if (rc) {
+    /* Scrapyd stores a broken egg and makes it the latest version; spiderd
+     * rejects it and keeps what was there. */
+    eggs_discard(c->egg_path);
+    reply_error(c, "RunnerError: %s", error ? error : spd_strerror(rc));
+    return;
+  }
+  char *final_path = NULL;
+  rc = eggs_commit(c->app->cfg.eggs_dir, c->project, c->version, c->egg_path, &final_path);
+  if (rc) {
+    eggs_discard(c->egg_path);
+    reply_error(c, "OSError: cannot store the egg: %s", spd_strerror(rc));
+    return;
+  }
+  free(final_path);
+  spiders_forget(c->app->spiders, c->project);
+  log_info("webservice", "Added version '%s' of project '%s' (%zu spiders)", c->version,
+           c->project, n);
+  json_t *o = json_object();
+  json_object_set_new(o, "project", json_string(c->project));
+  json_object_set_new(o, "version", json_string(c->version));
+  json_object_set_new(o, "spiders", json_integer((json_int_t)n));
+  reply_ok(c, o);
+}
+
+static void ep_addversion(call_t *c) {
+  PARAM(project, "project", 1);
+  PARAM(version, "version", 1);
+  const http_param_t *egg = http_req_param(c->req, "egg");
+  if (!egg) {
+    reply_error(c, "'egg' parameter is required");
+    return;
+  }
+  if (bad_project(c, project)) return;
+  char why[512];
+  int rc = eggs_stage(c->app->cfg.eggs_dir, egg->value, egg->len, &c->egg_path, why, sizeof(why));
+  if (rc) {
+    reply_error(c, "%s", why);
+    return;
+  }
+  c->project = strdup(project);
+  c->version = strdup(version);
+  if (!c->project || !c->version) {
+    eggs_discard(c->egg_path);
+    reply_error(c, "MemoryError: out of memory");
+    return;
+  }
+  rc = spiders_list(c->app->spiders, project, c->egg_path, version, addversion_listed, c);
+  if (rc) {
+    eggs_discard(c->egg_path);
+    reply_error(c, "RunnerError: %s", spd_strerror(rc));
+  }
+}
+
+/* ---- schedule.json ---- */
+
+/* uuid.uuid1().hex: 60-bit time in 100 ns since 1582-10-15, version 1, RFC
+ * 4122 variant, a random node with the multicast bit set (as Python does
+ * without a MAC address). Timestamps never repeat within this daemon. */
+static void uuid1_hex(scrapyd_t *sd, char out[33]) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t t = (uint64_t)ts.tv_sec * 10000000u + (uint64_t)ts.tv_nsec / 100u +
+               0x01B21DD213814000ull;
+  if (t <= sd->uuid_last) t = sd->uuid_last + 1;
+  sd->uuid_last = t;
+  uint32_t time_low = (uint32_t)(t & 0xffffffffu);
+  uint16_t time_mid = (uint16_t)((t >> 32) & 0xffff);
+  uint16_t time_hi = (uint16_t)(((t >> 48) & 0x0fff) | 0x1000);
+  uint16_t seq = (uint16_t)((sd->uuid_seq & 0x3fff) | 0x8000);
+  snprintf(out, 33, "%08x%04x%04x%04x%02x%02x%02x%02x%02x%02x", time_low, time_mid, time_hi, seq,
+           sd->uuid_node[0], sd->uuid_node[1], sd->uuid_node[2], sd->uuid_node[3],
+           sd->uuid_node[4], sd->uuid_node[5]);
+}
+
+/* Python's repr() of a bytes value, for float() error messages. */
+static void bytes_repr(const char *s, char *out, size_t cap) {
+  char quote = (strchr(s, '\'') && !strchr(s, '"')) ? '"' : '\'';
+  size_t w = 0;
+  w += (size_t)snprintf(out + w, cap - w, "b%c", quote);
+  for (const unsigned char *p = (const unsigned char *)s; *p && w + 8 < cap; p++) {
+    if (*p == '\\' || *p == (unsigned char)quote) w += (size_t)snprintf(out + w, cap - w, "\\%c", *p);
+    else if (*p == '\n') w += (size_t)snprintf(out + w, cap - w, "\\n");
+    else if (*p == '\r') w += (size_t)snprintf(out + w, cap - w, "\\r");
+    else if (*p == '\t') w += (size_t)snprintf(out + w, cap - w, "\\t");
+    else if (*p < 0x20 || *p >= 0x7f) w += (size_t)snprintf(out + w, cap - w, "\\x%02x", *p);
+    else out[w++] = (char)*p;
+  }
+  snprintf(out + w, cap - w, "%c", quote);
+}
+
+/* Python's float(): surrounding white space allowed, no hex. */
+static int parse_py_float(const char *s, double *out) {
+  while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r' || *s == '\f' || *s == '\v') s++;
+  if (!*s || strpbrk(s, "xX")) return -EINVAL;
+  char *end = NULL;
+  errno = 0;
+  double d = strtod(s, &end);
+  if (end == s) return -EINVAL;
+  while (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r' || *end == '\f' ||
+         *end == '\v')
+    end++;
+  if (*end) return -EINVAL;
+  *out = d;
+  return 0;
+}
+
+static int sched_fn(store_t *s, void *arg) {
+  call_t *c = arg;
+  return store_job_insert(s, &c->job);
+}
+
+static void sched_done(void *arg, int rc) {
+  call_t *c = arg;
+  if (rc) {
+    reply_error(c, "StoreError: the job could not be stored: %s", spd_strerror(rc));
+    return;
+  }
+  c->app->counters.pending++;
+  launcher_kick(c->app->launcher);
+  reply_ok(c, json_pack("{s:s}", "jobid", c->job.jobid));
+}
+
+static const char *const schedule_own_params[] = {"project", "spider",  "_version",
+                                                  "jobid",   "priority", "setting", NULL};
+
+static int is_own_param(const char *key) {
+  for (int i = 0; schedule_own_params[i]; i++)
+    if (!strcmp(key, schedule_own_params[i])) return 1;
+  return 0;
+}
+
+static void schedule_listed(void *ud, int rc, char *const *names, size_t n, const char *error) {
+  call_t *c = ud;
+  if (rc) {
+    reply_error(c, "RunnerError: %s", error ? error : spd_strerror(rc));
+    return;
+  }
+  int found = 0;
+  for (size_t i = 0; i < n && !found; i++) found = !strcmp(names[i], c->job.spider);
+  if (!found) {
+    reply_error(c, "spider '%s' not found", c->job.spider);
+    return;
+  }
+  if (store_submit(c->app->store, STORE_WRITE, sched_fn, c, sched_done))
+    reply_error(c, "StoreError: the daemon is shutting down");
+}
+
+static void ep_schedule(call_t *c) {
+  PARAM(project, "project", 1);
+  PARAM(spider, "spider", 1);
+  PARAM(version, "_version", 0);
+  PARAM(jobid, "jobid", 0);
+  PARAM(priority_s, "priority", 0);
+  double priority = 0;
+  if (priority_s && parse_py_float(priority_s, &priority)) {
+    char repr[600];
+    bytes_repr(priority_s, repr, sizeof(repr));
+    reply_error(c, "priority is invalid: could not convert string to float: %s", repr);
+    return;
+  }
+  if (!isfinite(priority)) {
+    reply_error(c, "priority is invalid: it must be a finite number");
+    return;
+  }
+  /* Settings (every value) and spider arguments (first value of every other
+   * key, in first-appearance order), as Scrapyd reads request.args. */
+  size_t np = 0;
+  const http_param_t *ps = http_req_params(c->req, &np);
+  json_t *settings = json_object(), *args = json_object();
+  c->job.settings = settings;
+  c->job.args = args;
+  int setting_index = 0;
+  char why[256];
+  for (size_t i = 0; i < np; i++) {
+    const http_param_t *p = &ps[i];
+    if (!utf8_valid(p->value, p->len, why, sizeof(why))) {
+      reply_error(c, "%s is invalid: %s", p->key, why);
+      return;
+    }
+    if (!strcmp(p->key, "setting")) {
+      /* Twisted's args.update: body values replace the query's. */
+      const http_param_t *first = http_req_param(c->req, "setting");
+      if (first && first->from_body != p->from_body) continue;
+      const char *eq = strchr(p->value, '=');
+      if (!eq) {
+        reply_error(c,
+                    "ValueError: dictionary update sequence element #%d has length 1; 2 is "
+                    "required",
+                    setting_index);
+        return;
+      }
+      char *name = strndup(p->value, (size_t)(eq - p->value));
+      json_object_set_new(settings, name ? name : "", json_string(eq + 1));
+      free(name);
+      setting_index++;
+      continue;
+    }
+    if (is_own_param(p->key) || json_object_get(args, p->key)) continue;
+    if (!strcmp(p->key, "settings") || !strcmp(p->key, "_job") || !strcmp(p->key, "name")) {
+      reply_error(c, "TypeError: add() got multiple values for keyword argument '%s'", p->key);
+      return;
+    }
+    const http_param_t *v = http_req_param(c->req, p->key);
+    json_object_set_new(args, p->key, json_string(v->value));
+  }
+  if (resolve_egg(c, project, version)) return;
+  if (!name_valid("spider", spider, why, sizeof(why))) {
+    reply_error(c, "spider '%s' not found", spider);
+    return;
+  }
+  char generated[33];
+  if (!jobid) {
+    uuid1_hex(c->sd, generated);
+    jobid = generated;
+  } else if (!name_valid("job id", jobid, why, sizeof(why))) {
+    reply_error(c, "%s", why);
+    return;
+  }
+  c->job.jobid = strdup(jobid);
+  c->job.project = strdup(project);
+  c->job.spider = strdup(spider);
+  c->job.version = version ? strdup(version) : NULL;
+  c->job.priority = priority;
+  c->job.state = JOB_PENDING;
+  if (!c->job.jobid || !c->job.project || !c->job.spider || (version && !c->job.version)) {
+    reply_error(c, "MemoryError: out of memory");
+    return;
+  }
+  int rc = spiders_list(c->app->spiders, project, c->egg_path, version, schedule_listed, c);
+  if (rc) reply_error(c, "RunnerError: %s", spd_strerror(rc));
+}
+
+/* ---- cancel.json ---- */
+
+static int parse_signal(const char *s, int *sig) {
+  static const struct {
+    const char *name;
+    int sig;
+  } names[] = {{"HUP", SIGHUP}, {"INT", SIGINT}, {"KILL", SIGKILL}, {"STOP", SIGSTOP},
+               {"TERM", SIGTERM}};
+  if (*s && strspn(s, "0123456789") == strlen(s)) {
+    long v = strtol(s, NULL, 10);
+    if (v < 1 || v > 64) return -EINVAL;
+    *sig = (int)v;
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (!strcmp(s, names[i].name)) {
+      *sig = names[i].sig;
+      return 0;
+    }
+  return -EINVAL;
+}
+
+static int cancel_fn(store_t *s, void *arg) {
+  call_t *c = arg;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return store_job_cancel_pending(s, c->project, c->jobid,
+                                  (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, &c->count);
+}
+
+static void cancel_done(void *arg, int rc) {
+  call_t *c = arg;
+  if (rc) {
+    reply_error(c, "StoreError: %s", spd_strerror(rc));
+    return;
+  }
+  c->app->counters.pending -= c->count;
+  if (c->app->counters.pending < 0) c->app->counters.pending = 0;
+  json_t *o = json_object();
+  const char *prev = c->found ? "running" : c->count ? "pending" : NULL;
+  json_object_set_new(o, "prevstate", prev ? json_string(prev) : json_null());
+  reply_ok(c, o);
+}
+
+static void ep_cancel(call_t *c) {
+  PARAM(project, "project", 1);
+  PARAM(job, "job", 1);
+  PARAM(signame, "signal", 0);
+  int sig = SIGINT;
+  if (signame && parse_signal(signame, &sig)) {
+    reply_error(c, "TypeError: 'str' object cannot be interpreted as an integer");
+    return;
+  }
+  if (!project_known(c->app, project)) {
+    reply_error(c, "project '%s' not found", project);
+    return;
+  }
+  launcher_cancel(c->app->launcher, project, job, sig, &c->found);
+  c->project = strdup(project);
+  c->jobid = strdup(job);
+  if (!c->project || !c->jobid) {
+    reply_error(c, "MemoryError: out of memory");
+    return;
+  }
+  if (store_submit(c->app->store, STORE_WRITE, cancel_fn, c, cancel_done))
+    reply_error(c, "StoreError: the daemon is shutting down");
+}
+
+/* ---- status.json ---- */
+
+static int status_fn(store_t *s, void *arg) {
+  call_t *c = arg;
+  int rc = store_job_status(s, c->project, c->jobid, &c->state);
+  if (rc == -ENOENT) {
+    c->found = 0;
+    return 0;
+  }
+  c->found = rc == 0;
+  return rc;
+}
+
+static void status_done(void *arg, int rc) {
+  call_t *c = arg;
+  if (rc) {
+    reply_error(c, "StoreError: %s", spd_strerror(rc));
+    return;
+  }
+  json_t *o = json_object();
+  if (!c->found) {
+    json_object_set_new(o, "currstate", json_null());
+  } else {
+    const char *curr = c->state == JOB_PENDING   ? "pending"
+                       : c->state == JOB_RUNNING ? "running"
+                                                 : "finished";
+    json_object_set_new(o, "currstate", json_string(curr));
+    json_object_set_new(o, "state", json_string(job_state_name(c->state)));
+  }
+  reply_ok(c, o);
+}
+
+static void ep_status(call_t *c) {
+  PARAM(job, "job", 1);
+  PARAM(project, "project", 0);
+  if (project && !project_known(c->app, project)) {
+    reply_error(c, "project '%s' not found", project);
+    return;
+  }
+  c->project = project ? strdup(project) : NULL;
+  c->jobid = strdup(job);
+  if (store_submit(c->app->store, STORE_READ, status_fn, c, status_done))
+    reply_error(c, "StoreError: the daemon is shutting down");
+}
+
+/* ---- listjobs.json ---- */
+
+static int listjobs_fn(store_t *s, void *arg) {
+  call_t *c = arg;
+  job_list_t lists[3] = {{0}};
+  job_filter_t f = {.project = c->project};
+  int rc;
+  f.states = 1u << JOB_PENDING;
+  if ((rc = store_jobs_list(s, &f, &lists[0]))) goto out;
+  f.states = 1u << JOB_RUNNING;
+  if ((rc = store_jobs_list(s, &f, &lists[1]))) goto out;
+  f.states = (1u << JOB_FINISHED) | (1u << JOB_FAILED) | (1u << JOB_CANCELLED) | (1u << JOB_LOST);
+  f.started_only = 1;
+  if ((rc = store_jobs_list(s, &f, &lists[2]))) goto out;
+  /* Rendered here, off the loop: it stats every job's files and can be large. */
+  json_t *o = render_listjobs(&c->app->cfg, lists);
+  json_object_set_new(o, "status", json_string("ok"));
+  json_object_set_new(o, "node_name", json_string(c->app->cfg.node_name));
+  size_t len;
+  c->body = render_json(o, &len);
+  json_decref(o);
+  rc = c->body ? 0 : -ENOMEM;
+out:
+  for (int i = 0; i < 3; i++) job_list_release(&lists[i]);
+  return rc;
+}
+
+static void listjobs_done(void *arg, int rc) {
+  call_t *c = arg;
+  if (rc) {
+    reply_error(c, "StoreError: %s", spd_strerror(rc));
+    return;
+  }
+  add_cors(c);
+  http_reply(c->req, 200, "application/json", c->body, strlen(c->body));
+  call_free(c);
+}
+
+static void ep_listjobs(call_t *c) {
+  PARAM(project, "project", 0);
+  if (project && !project_known(c->app, project)) {
+    reply_error(c, "project '%s' not found", project);
+    return;
+  }
+  c->project = project ? strdup(project) : NULL;
+  if (store_submit(c->app->store, STORE_READ, listjobs_fn, c, listjobs_done))
+    reply_error(c, "StoreError: the daemon is shutting down");
+}
+
+/* ---- delversion.json / delproject.json ---- */
+
+static void ep_delversion(call_t *c) {
+  PARAM(project, "project", 1);
+  PARAM(version, "version", 1);
+  if (bad_project(c, project)) return;
+  int rc = eggs_delete_version(c->app->cfg.eggs_dir, project, version);
+  if (rc == -ENOENT || rc == SPD_ETRAVERSAL) {
+    reply_error(c, "version '%s' not found", version);
+    return;
+  }
+  if (rc) {
+    reply_error(c, "OSError: %s", spd_strerror(rc));
+    return;
+  }
+  spiders_forget(c->app->spiders, project);
+  log_info("webservice", "Deleted version '%s' of project '%s'", version, project);
+  reply_ok(c, json_object());
+}
+
+static void ep_delproject(call_t *c) {
+  PARAM(project, "project", 1);
+  if (bad_project(c, project)) return;
+  int rc = eggs_delete_project(c->app->cfg.eggs_dir, project);
+  if (rc == -ENOENT) {
+    reply_error(c, "project '%s' not found", project);
+    return;
+  }
+  if (rc) {
+    reply_error(c, "OSError: %s", spd_strerror(rc));
+    return;
+  }
+  spiders_forget(c->app->spiders, project);
+  log_info("webservice", "Deleted project '%s'", project);
+  reply_ok(c, json_object());
+}
+
+/* ---- dispatch ---- */
+
+static const endpoint_t endpoints[] = {
+    {"daemonstatus.json", 0, "DaemonStatus", ep_daemonstatus},
+    {"addversion.json", 1, "AddVersion", ep_addversion},
+    {"schedule.json", 1, "Schedule", ep_schedule},
+    {"cancel.json", 1, "Cancel", ep_cancel},
+    {"status.json", 0, "Status", ep_status},
+    {"listprojects.json", 0, "ListProjects", ep_listprojects},
+    {"listversions.json", 0, "ListVersions", ep_listversions},
+    {"listspiders.json", 0, "ListSpiders", ep_listspiders},
+    {"delproject.json", 1, "DeleteProject", ep_delproject},
+    {"delversion.json", 1, "DeleteVersion", ep_delversion},
+    {"listjobs.json", 0, "ListJobs", ep_listjobs},
+};
+
+static void on_request(http_req_t *req, void *ud) {
+  struct binding *b = ud;
+  call_t *c = calloc(1, sizeof(*c));
+  if (!c) {
+    http_reply(req, 500, "text/plain", "out of memory\n", 14);
+    return;
+  }
+  job_init(&c->job);
+  c->sd = b->sd;
+  c->app = b->sd->app;
+  c->req = req;
+  c->ep = b->ep;
+  const char *m = http_req_method(req);
+  if (!strcmp(m, "OPTIONS")) {
+    http_reply_header(req, "Allow", methods_of(c->ep));
+    add_cors(c);
+    http_reply(req, 204, NULL, "", 0);
+    call_free(c);
+    return;
+  }
+  int head = http_req_is_head(req);
+  if (c->ep->post) {
+    if (head) {
+      /* Twisted answers HEAD with the missing render_GET's error. */
+      reply_error(c, "AttributeError: '%s' object has no attribute 'render_GET'", c->ep->cls);
+      return;
+    }
+    if (strcmp(m, "POST")) {
+      reply_error(c, "UnsupportedMethod: Expected one of [b'HEAD', b'OPTIONS', b'POST']");
+      return;
+    }
+  } else if (strcmp(m, "GET") && !head) {
+    reply_error(c, "UnsupportedMethod: Expected one of [b'HEAD', b'OPTIONS', b'GET']");
+    return;
+  }
+  c->ep->fn(c);
+}
+
+static int scrapyd_init(scrapyd_t *sd) {
+  if (getrandom(sd->uuid_node, sizeof(sd->uuid_node), 0) != (ssize_t)sizeof(sd->uuid_node))
+    return -EIO;
+  sd->uuid_node[0] |= 0x01; /* multicast bit: not a real MAC */
+  uint16_t seq;
+  if (getrandom(&seq, sizeof(seq), 0) != (ssize_t)sizeof(seq)) return -EIO;
+  sd->uuid_seq = seq;
+  return 0;
+}
+
+int api_scrapyd_register(app_t *app) {
+  scrapyd_t *sd = calloc(1, sizeof(*sd));
+  if (!sd) return -ENOMEM;
+  app->scrapyd = sd;
+  sd->app = app;
+  int rc = scrapyd_init(sd);
+  if (rc) return rc;
+  size_t nb = 0;
+  for (size_t i = 0; i < sizeof(endpoints) / sizeof(endpoints[0]); i++) {
+    if (!config_service_enabled(&app->cfg, endpoints[i].name)) continue;
+    struct binding *b = &sd->bindings[nb++];
+    b->sd = sd;
+    b->ep = &endpoints[i];
+    char path[64];
+    snprintf(path, sizeof(path), "/%s", endpoints[i].name);
+    rc = http_route(app->http, path, on_request, b);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+void api_scrapyd_free(app_t *app) {
+  free(app->scrapyd);
+  app->scrapyd = NULL;
+}

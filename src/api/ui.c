@@ -1,0 +1,307 @@
+/* Scrapyd's web pages: the home page, /jobs, and the /logs/ and /items/
+ * trees. ScrapydWeb scrapes /jobs and the directory listings with regular
+ * expressions (scrapyd-api.md §7.3), so the row layout is kept exactly: one
+ * <td> per line, no attributes on job rows' <tr> and <td>. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/render.h"
+#include "app.h"
+#include "error.h"
+#include "store/eggs.h"
+
+typedef struct buf {
+  char *s;
+  size_t n, cap;
+  int oom;
+} buf_t;
+
+static void buf_add(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void buf_add(buf_t *b, const char *fmt, ...) {
+  if (b->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int need = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (need < 0) {
+      b->oom = 1;
+      return;
+    }
+    if (b->s && b->n + (size_t)need < b->cap) {
+      b->n += (size_t)need;
+      return;
+    }
+    size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)need;
+    char *s = realloc(b->s, cap);
+    if (!s) {
+      b->oom = 1;
+      return;
+    }
+    b->s = s;
+    b->cap = cap;
+  }
+}
+
+/* The prefix a reverse proxy asks links to carry (prefix_header). */
+static char *link_prefix(app_t *app, http_req_t *req) {
+  const char *p = http_req_header(req, app->cfg.prefix_header);
+  return http_html_escape(p ? p : "");
+}
+
+static void reply_html(http_req_t *req, buf_t *b) {
+  if (b->oom) http_reply(req, 500, "text/plain", "out of memory\n", 14);
+  else http_reply(req, 200, "text/html; charset=utf-8", b->s, b->n);
+  free(b->s);
+}
+
+static int get_only(http_req_t *req) {
+  const char *m = http_req_method(req);
+  if (!strcmp(m, "GET") || http_req_is_head(req)) return 1;
+  static const char body[] =
+      "\n<html>\n  <head><title>405 - Method Not Allowed</title></head>\n  <body>\n"
+      "    <h1>Method Not Allowed</h1>\n    <p>Your browser approached me (at the page) with "
+      "the method \"\" that I do not support.</p>\n  </body>\n</html>\n";
+  http_reply_header(req, "Allow", "HEAD, GET");
+  http_reply(req, 405, "text/html; charset=utf-8", body, sizeof(body) - 1);
+  return 0;
+}
+
+/* ---- / ---- */
+
+static void on_home(http_req_t *req, void *ud) {
+  app_t *app = ud;
+  if (!get_only(req)) return;
+  char *prefix = link_prefix(app, req);
+  int items_local = app->cfg.items_dir[0] && !config_items_remote(&app->cfg);
+  buf_t b = {0};
+  buf_add(&b,
+          "<html>\n<head><title>Scrapyd</title></head>\n<body>\n<h1>Scrapyd</h1>\n<ul>\n"
+          "<li><a href=\"%s/jobs\">Jobs</a></li>\n",
+          prefix ? prefix : "");
+  if (items_local) buf_add(&b, "<li><a href=\"%s/items/\">Items</a></li>\n", prefix ? prefix : "");
+  buf_add(&b,
+          "<li><a href=\"%s/logs/\">Logs</a></li>\n"
+          "<li><a href=\"https://scrapyd.readthedocs.io/en/latest/\">Documentation</a></li>\n"
+          "</ul>\n",
+          prefix ? prefix : "");
+  char **v = NULL;
+  size_t n = 0;
+  eggs_projects(app->cfg.eggs_dir, &v, &n);
+  size_t total = n + app->cfg.nsettings;
+  if (total) {
+    /* sorted, as Scrapyd's page: eggs_projects is sorted; merge settings ones */
+    char **all = calloc(total, sizeof(*all));
+    size_t k = 0;
+    for (size_t i = 0; all && i < n; i++) all[k++] = v[i];
+    for (size_t i = 0; all && i < app->cfg.nsettings; i++) {
+      int dup = 0;
+      for (size_t j = 0; j < n; j++) dup |= !strcmp(v[j], app->cfg.settings[i].name);
+      if (!dup) all[k++] = app->cfg.settings[i].name;
+    }
+    for (size_t i = 1; all && i < k; i++)
+      for (size_t j = i; j > 0 && strcmp(all[j - 1], all[j]) > 0; j--) {
+        char *t = all[j - 1];
+        all[j - 1] = all[j];
+        all[j] = t;
+      }
+    buf_add(&b, "<p>Scrapy projects:</p>\n<ul>\n");
+    for (size_t i = 0; all && i < k; i++) {
+      char *e = http_html_escape(all[i]);
+      buf_add(&b, "<li>%s</li>\n", e ? e : "");
+      free(e);
+    }
+    buf_add(&b, "</ul>\n");
+    free(all);
+  } else {
+    buf_add(&b, "<p>No Scrapy projects yet.</p>\n");
+  }
+  strv_free(v, n);
+  buf_add(&b,
+          "<h2>How to schedule a spider?</h2>\n"
+          "<p>To schedule a spider you need to use the API (this web UI is only for "
+          "monitoring)</p>\n"
+          "<p>Example using <a href=\"https://curl.se/\">curl</a>:</p>\n"
+          "<p><code>curl http://localhost:%d/schedule.json -d project=default -d "
+          "spider=somespider</code></p>\n"
+          "<p>For more information about the API, see the <a "
+          "href=\"https://scrapyd.readthedocs.io/en/latest/\">Scrapyd documentation</a></p>\n"
+          "</body>\n</html>\n",
+          app->cfg.http_port);
+  free(prefix);
+  reply_html(req, &b);
+}
+
+/* ---- /jobs ---- */
+
+typedef struct jobs_page {
+  app_t *app;
+  http_req_t *req;
+  char *prefix;
+  buf_t b;
+} jobs_page_t;
+
+static void cell(buf_t *b, const char *text) {
+  char *e = text ? http_html_escape(text) : NULL;
+  buf_add(b, "<td>%s</td>\n", e ? e : "");
+  free(e);
+}
+
+static void link_cell(buf_t *b, const char *prefix, char *url, const char *label) {
+  if (url) buf_add(b, "<td><a href=\"%s%s\">%s</a></td>\n", prefix, url, label);
+  else buf_add(b, "<td></td>\n");
+  free(url);
+}
+
+static void job_row(jobs_page_t *pg, const job_t *j, int section, int64_t now) {
+  const config_t *cfg = &pg->app->cfg;
+  buf_t *b = &pg->b;
+  int items_local = cfg->items_dir[0] && !config_items_remote(cfg);
+  int cancel = config_service_enabled(cfg, "cancel.json");
+  char t1[32], t2[32], rt[32], pid[24];
+  buf_add(b, "<tr>\n");
+  cell(b, j->project);
+  cell(b, j->spider);
+  cell(b, j->jobid);
+  if (section == 0) {
+    buf_add(b, "<td></td>\n<td></td>\n<td></td>\n<td></td>\n<td></td>\n");
+    if (items_local) buf_add(b, "<td></td>\n");
+  } else {
+    snprintf(pid, sizeof(pid), "%d", j->pid);
+    cell(b, section == 1 && j->pid ? pid : NULL);
+    render_time(j->start_ms, 0, t1);
+    cell(b, j->start_ms ? t1 : NULL);
+    render_runtime((section == 1 ? now : j->end_ms) - j->start_ms, rt);
+    cell(b, j->start_ms ? rt : NULL);
+    render_time(j->end_ms, 0, t2);
+    cell(b, section == 2 && j->end_ms ? t2 : NULL);
+    link_cell(b, pg->prefix, render_log_url(cfg, j), "Log");
+    if (items_local) link_cell(b, pg->prefix, render_items_url(cfg, j), "Items");
+  }
+  if (cancel) {
+    if (section < 2) {
+      char *p = http_html_escape(j->project), *jb = http_html_escape(j->jobid);
+      buf_add(b,
+              "<td><form method=\"post\" onsubmit=\"return confirm('Are you sure?');\" "
+              "action=\"%s/cancel.json\"><input type=\"hidden\" name=\"project\" value=\"%s\">"
+              "<input type=\"hidden\" name=\"job\" value=\"%s\"><input type=\"submit\" "
+              "value=\"Cancel\"></form></td>\n",
+              pg->prefix, p ? p : "", jb ? jb : "");
+      free(p);
+      free(jb);
+    } else {
+      buf_add(b, "<td></td>\n");
+    }
+  }
+  buf_add(b, "</tr>\n");
+}
+
+static int jobs_fn(store_t *s, void *arg) {
+  jobs_page_t *pg = arg;
+  const config_t *cfg = &pg->app->cfg;
+  job_list_t lists[3] = {{0}};
+  job_filter_t f = {0};
+  int rc;
+  f.states = 1u << JOB_PENDING;
+  if ((rc = store_jobs_list(s, &f, &lists[0]))) goto out;
+  f.states = 1u << JOB_RUNNING;
+  if ((rc = store_jobs_list(s, &f, &lists[1]))) goto out;
+  f.states = (1u << JOB_FINISHED) | (1u << JOB_FAILED) | (1u << JOB_CANCELLED) | (1u << JOB_LOST);
+  f.started_only = 1;
+  if ((rc = store_jobs_list(s, &f, &lists[2]))) goto out;
+
+  int items_local = cfg->items_dir[0] && !config_items_remote(cfg);
+  int cancel = config_service_enabled(cfg, "cancel.json");
+  int cols = 8 + items_local + cancel;
+  buf_t *b = &pg->b;
+  buf_add(b,
+          "<html>\n<head><title>Scrapyd</title>\n<style type=\"text/css\">\n"
+          "#jobs>thead td {text-align: center; font-weight: bold}\n"
+          "#jobs>tbody>tr:first-child {background-color: #eee}\n"
+          "</style>\n</head>\n<body>\n<h1>Jobs</h1>\n"
+          "<p><a href=\"%s/\">Go up</a></p>\n<table id=\"jobs\" border=\"1\">\n"
+          "<thead><tr><th>Project</th><th>Spider</th><th>Job</th><th>PID</th><th>Start</th>"
+          "<th>Runtime</th><th>Finish</th><th>Log</th>%s%s</tr></thead>\n",
+          pg->prefix, items_local ? "<th>Items</th>" : "", cancel ? "<th>Cancel</th>" : "");
+  static const char *const titles[3] = {"Pending", "Running", "Finished"};
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  for (int sec = 0; sec < 3; sec++) {
+    buf_add(b, "<tbody>\n<tr><th colspan=\"%d\" style=\"background-color: #ddd\">%s</th></tr>\n",
+            cols, titles[sec]);
+    for (size_t i = 0; i < lists[sec].n; i++) job_row(pg, &lists[sec].v[i], sec, now);
+    buf_add(b, "</tbody>\n");
+  }
+  buf_add(b, "</table>\n</body>\n</html>\n");
+  rc = pg->b.oom ? -ENOMEM : 0;
+out:
+  for (int i = 0; i < 3; i++) job_list_release(&lists[i]);
+  return rc;
+}
+
+static void jobs_done(void *arg, int rc) {
+  jobs_page_t *pg = arg;
+  if (rc) {
+    free(pg->b.s);
+    http_reply(pg->req, 500, "text/plain", "the job list could not be read\n", 31);
+  } else {
+    reply_html(pg->req, &pg->b);
+  }
+  free(pg->prefix);
+  free(pg);
+}
+
+static void on_jobs(http_req_t *req, void *ud) {
+  app_t *app = ud;
+  if (!get_only(req)) return;
+  jobs_page_t *pg = calloc(1, sizeof(*pg));
+  if (!pg) {
+    http_reply(req, 500, "text/plain", "out of memory\n", 14);
+    return;
+  }
+  pg->app = app;
+  pg->req = req;
+  pg->prefix = link_prefix(app, req);
+  if (!pg->prefix || store_submit(app->store, STORE_READ, jobs_fn, pg, jobs_done)) {
+    free(pg->prefix);
+    free(pg);
+    http_reply(req, 503, "text/plain", "the daemon is shutting down\n", 28);
+  }
+}
+
+/* ---- /logs/ and /items/ ---- */
+
+static void serve_tree(http_req_t *req, const char *root, const char *mount) {
+  if (!get_only(req)) return;
+  const char *path = http_req_path(req);
+  const char *rel = path + strlen(mount);
+  while (*rel == '/') rel++;
+  http_serve_tree(req, root, rel, path);
+}
+
+static void on_logs(http_req_t *req, void *ud) {
+  app_t *app = ud;
+  serve_tree(req, app->cfg.logs_dir, "/logs");
+}
+
+static void on_items(http_req_t *req, void *ud) {
+  app_t *app = ud;
+  serve_tree(req, app->cfg.items_dir, "/items");
+}
+
+int api_ui_register(app_t *app) {
+  int rc;
+  if ((rc = http_route(app->http, "/", on_home, app))) return rc;
+  if ((rc = http_route(app->http, "/jobs", on_jobs, app))) return rc;
+  if (app->cfg.logs_dir[0] && (rc = http_route_prefix(app->http, "/logs/", on_logs, app)))
+    return rc;
+  if (app->cfg.items_dir[0] && !config_items_remote(&app->cfg) &&
+      (rc = http_route_prefix(app->http, "/items/", on_items, app)))
+    return rc;
+  return 0;
+}

@@ -1,0 +1,33 @@
+/* The daemon's one context: everything the loop thread owns, created and torn
+ * down by main.c and passed to every face of the API. Only the loop thread
+ * touches it. */
+#ifndef SPIDERD_APP_H
+#define SPIDERD_APP_H
+
+#include <uv.h>
+
+#include "config.h"
+#include "http/http.h"
+#include "run/launcher.h"
+#include "run/spiders.h"
+#include "store/async.h"
+
+typedef struct app {
+  uv_loop_t *loop;
+  config_t cfg;
+  store_pool_t *store;
+  http_server_t *http;
+  spiders_t *spiders;
+  launcher_t *launcher;
+  job_counters_t counters;
+  int stopping;
+  struct scrapyd *scrapyd; /* api/scrapyd.c's state */
+} app_t;
+
+/* Registers the Scrapyd endpoints enabled in [services] (api/scrapyd.c). */
+int api_scrapyd_register(app_t *app);
+void api_scrapyd_free(app_t *app);
+/* Registers /, /jobs, /logs/ and /items/ (api/ui.c). */
+int api_ui_register(app_t *app);
+
+#endif

@@ -1,0 +1,10 @@
+/* Small file-system helpers shared by the layers. */
+#ifndef SPIDERD_FSUTIL_H
+#define SPIDERD_FSUTIL_H
+
+#include <sys/types.h>
+
+/* mkdir -p: creates path and its missing parents with mode. 0 or -errno. */
+int fs_mkdirs(const char *path, mode_t mode);
+
+#endif

@@ -1,0 +1,233 @@
+/* spiderd: command line and the daemon's life (start, recovery, stop). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app.h"
+#include "error.h"
+#include "fsutil.h"
+#include "log.h"
+
+typedef struct server {
+  app_t app;
+  uv_signal_t sig_term, sig_int, sig_hup;
+  int signals_open;
+} server_t;
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: spiderd [serve] [options]\n"
+          "       spiderd --version\n"
+          "\n"
+          "serve: run the daemon in the current directory, reading scrapyd.conf like Scrapyd.\n"
+          "options:\n"
+          "  --config FILE          read FILE after the usual config files (repeatable)\n"
+          "  --bind ADDR            bind_address (default 127.0.0.1)\n"
+          "  --port N               http_port (default 6800)\n"
+          "  --unix-socket PATH     also listen on a Unix socket\n"
+          "  --store URL            store (default sqlite:<dbs_dir>/spiderd.db)\n"
+          "  --python PATH          interpreter that runs crawls\n"
+          "  --max-proc N           concurrent crawls (0 = cpus x max_proc_per_cpu)\n"
+          "  --eggs-dir D --logs-dir D --items-dir D --dbs-dir D\n"
+          "  --node-name NAME       node_name in every response\n"
+          "  --log-file F           the daemon's log (default stderr)\n"
+          "  --log-level L          debug | info | warning | error\n"
+          "  --pidfile F            write the pid to F\n"
+          "  --set SECTION.KEY=VAL  any config key\n");
+}
+
+static void close_cb(uv_handle_t *h) { (void)h; }
+
+static void launcher_stopped(void *ud) {
+  server_t *srv = ud;
+  app_t *app = &srv->app;
+  spiders_free(app->spiders);
+  app->spiders = NULL;
+  /* The store's last callbacks reply to requests still waiting on it, so the
+   * pool stops before the HTTP server. */
+  store_pool_stop(app->store);
+  app->store = NULL;
+  http_server_stop(app->http);
+  app->http = NULL;
+  launcher_free(app->launcher);
+  app->launcher = NULL;
+  if (srv->signals_open) {
+    srv->signals_open = 0;
+    uv_close((uv_handle_t *)&srv->sig_term, close_cb);
+    uv_close((uv_handle_t *)&srv->sig_int, close_cb);
+    uv_close((uv_handle_t *)&srv->sig_hup, close_cb);
+  }
+  log_info("main", "stopped");
+}
+
+static void begin_stop(server_t *srv) {
+  app_t *app = &srv->app;
+  if (app->stopping) return;
+  app->stopping = 1;
+  log_info("main", "stopping: crawls get SIGTERM, pending jobs stay queued");
+  launcher_stop(app->launcher, launcher_stopped, srv);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  server_t *srv = h->data;
+  if (signum == SIGHUP) {
+    log_reopen();
+    log_info("main", "SIGHUP: log reopened");
+    return;
+  }
+  log_info("main", "received %s", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+  begin_stop(srv);
+}
+
+/* Reads what the store knows before the loop starts: the counts daemonstatus
+ * serves, and the jobs a previous daemon left running. */
+static int recover(app_t *app, job_list_t *running, char *err, size_t errlen) {
+  store_t *s = NULL;
+  int rc = store_open(app->cfg.store, &s, err, errlen);
+  if (rc) return rc;
+  int64_t counts[JOB_NSTATES];
+  rc = store_job_counts(s, NULL, counts);
+  if (rc == 0) {
+    app->counters.pending = counts[JOB_PENDING];
+    app->counters.finished =
+        counts[JOB_FINISHED] + counts[JOB_FAILED] + counts[JOB_CANCELLED] + counts[JOB_LOST];
+    job_filter_t f = {.states = 1u << JOB_RUNNING};
+    rc = store_jobs_list(s, &f, running);
+  }
+  if (rc) snprintf(err, errlen, "%s: cannot read jobs: %s", app->cfg.store, spd_strerror(rc));
+  store_close(s);
+  return rc;
+}
+
+static int make_dirs(const config_t *cfg, char *err, size_t errlen) {
+  const char *dirs[] = {cfg->dbs_dir, cfg->eggs_dir, cfg->logs_dir,
+                        config_items_remote(cfg) ? "" : cfg->items_dir};
+  for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+    if (!dirs[i][0] || !strcmp(dirs[i], ":memory:")) continue;
+    int rc = fs_mkdirs(dirs[i], 0755);
+    if (rc) {
+      snprintf(err, errlen, "cannot create directory '%s': %s", dirs[i], strerror(-rc));
+      return rc;
+    }
+  }
+  return 0;
+}
+
+static int serve(int argc, char **argv) {
+  server_t srv;
+  memset(&srv, 0, sizeof(srv));
+  app_t *app = &srv.app;
+  char err[1024] = "";
+  job_list_t running = {0};
+  int rc = config_load(&app->cfg, argc, argv, err, sizeof(err));
+  if (rc) {
+    fprintf(stderr, "spiderd: %s\n", err);
+    return 2;
+  }
+  const config_t *cfg = &app->cfg;
+  if ((rc = log_open(cfg->log_file))) {
+    fprintf(stderr, "spiderd: cannot open log file '%s': %s\n", cfg->log_file, strerror(-rc));
+    config_release(&app->cfg);
+    return 2;
+  }
+  log_set_level(cfg->log_level);
+  signal(SIGPIPE, SIG_IGN);
+
+  if ((rc = make_dirs(cfg, err, sizeof(err))) || (rc = recover(app, &running, err, sizeof(err))))
+    goto fail;
+  app->loop = uv_default_loop();
+  if ((rc = store_pool_start(app->loop, cfg->store, &app->store, err, sizeof(err)))) goto fail;
+  if ((rc = spiders_init(&app->spiders, app->loop, cfg))) {
+    snprintf(err, sizeof(err), "cannot start the spider lister: %s", spd_strerror(rc));
+    goto fail;
+  }
+  if ((rc = launcher_init(&app->launcher, app->loop, cfg, app->store, &app->counters))) {
+    snprintf(err, sizeof(err), "cannot start the launcher: %s", spd_strerror(rc));
+    goto fail;
+  }
+  http_options_t ho = {
+      .bind_address = cfg->bind_address,
+      .port = cfg->http_port,
+      .unix_socket_path = cfg->unix_socket_path,
+      .username = cfg->username,
+      .password = cfg->password,
+      .realm = "Scrapyd",
+      .max_body = cfg->max_upload,
+  };
+  if ((rc = http_server_start(app->loop, &ho, &app->http, err, sizeof(err)))) goto fail;
+  if ((rc = api_scrapyd_register(app)) || (rc = api_ui_register(app))) {
+    snprintf(err, sizeof(err), "cannot register routes: %s", spd_strerror(rc));
+    goto fail;
+  }
+  if (cfg->pidfile[0]) {
+    FILE *f = fopen(cfg->pidfile, "w");
+    if (!f) {
+      snprintf(err, sizeof(err), "cannot write pidfile '%s': %s", cfg->pidfile, strerror(errno));
+      rc = -errno;
+      goto fail;
+    }
+    fprintf(f, "%d\n", (int)getpid());
+    fclose(f);
+  }
+  uv_signal_init(app->loop, &srv.sig_term);
+  uv_signal_init(app->loop, &srv.sig_int);
+  uv_signal_init(app->loop, &srv.sig_hup);
+  srv.sig_term.data = srv.sig_int.data = srv.sig_hup.data = &srv;
+  uv_signal_start(&srv.sig_term, on_signal, SIGTERM);
+  uv_signal_start(&srv.sig_int, on_signal, SIGINT);
+  uv_signal_start(&srv.sig_hup, on_signal, SIGHUP);
+  srv.signals_open = 1;
+
+  log_info("launcher", "spiderd %s started: max_proc=%d, runner='spiderd_runner', store='%s'",
+           SPIDERD_VERSION, config_max_proc(cfg), cfg->store);
+  if (cfg->http_port)
+    log_info("main", "web console available at http://%s:%d/", cfg->bind_address, cfg->http_port);
+  if (cfg->unix_socket_path[0])
+    log_info("main", "web console available at unix:%s", cfg->unix_socket_path);
+  launcher_adopt(app->launcher, &running);
+  launcher_kick(app->launcher);
+  uv_run(app->loop, UV_RUN_DEFAULT);
+  rc = 0;
+  goto out;
+
+fail:
+  fprintf(stderr, "spiderd: %s\n", err[0] ? err : spd_strerror(rc));
+  log_error("main", "%s", err[0] ? err : spd_strerror(rc));
+  job_list_release(&running);
+  if (app->http) http_server_stop(app->http);
+  if (app->spiders) spiders_free(app->spiders);
+  if (app->store) store_pool_stop(app->store);
+  if (app->launcher) {
+    launcher_stop(app->launcher, NULL, NULL);
+    launcher_free(app->launcher);
+  }
+  if (app->loop) uv_run(app->loop, UV_RUN_DEFAULT);
+out:
+  if (app->loop) uv_loop_close(app->loop);
+  if (cfg->pidfile[0] && rc == 0) unlink(cfg->pidfile);
+  api_scrapyd_free(app);
+  config_release(&app->cfg);
+  log_close();
+  return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-v") ||
+                   !strcmp(argv[1], "version"))) {
+    printf("spiderd %s (Scrapyd 1.6.0 compatible)\n", SPIDERD_VERSION);
+    return 0;
+  }
+  if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+                   !strcmp(argv[1], "help"))) {
+    usage(stdout);
+    return 0;
+  }
+  if (argc == 1 || argv[1][0] == '-') return serve(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "serve")) return serve(argc - 2, argv + 2);
+  fprintf(stderr, "spiderd: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

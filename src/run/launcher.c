@@ -1,0 +1,860 @@
+#include "run/launcher.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "log.h"
+#include "run/env.h"
+#include "fsutil.h"
+#include "store/eggs.h"
+
+/* How often an adopted process (not our child: no exit callback) is checked. */
+#define ADOPT_POLL_MS 500
+
+typedef struct proc {
+  struct proc *next;
+  launcher_t *l;
+  uv_process_t process; /* our child; unused when adopted */
+  uv_timer_t timer;     /* cancel grace, or the adopted process's watch */
+  int open_handles;     /* closed handles still to come back */
+  int adopted;
+  int pid;
+  int cancels;          /* user cancels received */
+  int stopped;          /* TERM'd by a daemon stop */
+  int ended;            /* exit seen, end submitted */
+  job_t job;            /* owned */
+  char *stats_path;
+} proc_t;
+
+struct launcher {
+  uv_loop_t *loop;
+  const config_t *cfg;
+  store_pool_t *store;
+  job_counters_t *counters;
+  proc_t *procs;
+  unsigned nprocs;
+  unsigned max_proc;
+  int claiming;       /* a claim is in flight */
+  int kick_again;     /* a kick arrived while claiming */
+  unsigned ends_in_flight;
+  int stopping;
+  int stop_timer_open;
+  uv_timer_t stop_timer;
+  void (*stop_done)(void *ud);
+  void *stop_ud;
+  char *cwd;
+  char *stats_dir;
+};
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Process start time in clock ticks since boot (/proc/PID/stat field 22):
+ * with the pid it names one process for good, so a recycled pid is never
+ * mistaken for our crawl. 0 when the process does not exist. */
+static int64_t proc_start_time(int pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  if (!p) return 0;
+  p++;
+  /* After the command name: field 3 (state) is token 0, field 22 token 19. */
+  char *save = NULL;
+  char *tok = strtok_r(p, " ", &save);
+  for (int i = 0; tok && i < 19; i++) tok = strtok_r(NULL, " ", &save);
+  return tok ? strtoll(tok, NULL, 10) : 0;
+}
+
+static char *abs_path(const launcher_t *l, const char *path) {
+  char *out = NULL;
+  if (path[0] == '/') return strdup(path);
+  if (asprintf(&out, "%s/%s", l->cwd, path) < 0) return NULL;
+  return out;
+}
+
+static char *job_file(const config_t *cfg, const char *dir, const char *project,
+                      const char *spider, const char *jobid, const char *ext) {
+  char *out = NULL;
+  if (!dir || !*dir) return NULL;
+  if (asprintf(&out, "%s/%s/%s/%s%s", dir, project, spider, jobid, ext) < 0) return NULL;
+  return out;
+}
+
+char *launcher_log_path(const config_t *cfg, const char *project, const char *spider,
+                        const char *jobid) {
+  return job_file(cfg, cfg->logs_dir, project, spider, jobid, ".log");
+}
+
+char *launcher_items_path(const config_t *cfg, const char *project, const char *spider,
+                          const char *jobid) {
+  if (config_items_remote(cfg)) return NULL;
+  return job_file(cfg, cfg->items_dir, project, spider, jobid, ".jl");
+}
+
+int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
+                  store_pool_t *store, job_counters_t *counters) {
+  launcher_t *l = calloc(1, sizeof(*l));
+  if (!l) return -ENOMEM;
+  l->loop = loop;
+  l->cfg = cfg;
+  l->store = store;
+  l->counters = counters;
+  l->max_proc = (unsigned)config_max_proc(cfg);
+  l->cwd = getcwd(NULL, 0);
+  if (!l->cwd || asprintf(&l->stats_dir, "%s/%s/run", l->cwd, cfg->dbs_dir) < 0) {
+    free(l->cwd);
+    free(l);
+    return -ENOMEM;
+  }
+  if (cfg->dbs_dir[0] == '/') {
+    free(l->stats_dir);
+    if (asprintf(&l->stats_dir, "%s/run", cfg->dbs_dir) < 0) {
+      free(l->cwd);
+      free(l);
+      return -ENOMEM;
+    }
+  }
+  int rc = fs_mkdirs(l->stats_dir, 0755);
+  if (rc) {
+    log_error("launcher", "cannot create %s: %s", l->stats_dir, strerror(-rc));
+    free(l->stats_dir);
+    free(l->cwd);
+    free(l);
+    return rc;
+  }
+  uv_timer_init(loop, &l->stop_timer);
+  l->stop_timer.data = l;
+  l->stop_timer_open = 1;
+  *out = l;
+  return 0;
+}
+
+unsigned launcher_running(const launcher_t *l) { return l->nprocs; }
+
+/* ---- ending a job ---- */
+
+typedef struct end_op {
+  launcher_t *l;
+  int64_t id;
+  job_state_t state;
+  int from_stats;     /* state decided by the stats file (adopted / recovered) */
+  int64_t end_ms;
+  int exit_code;
+  int term_signal;
+  char *stats_path;
+  int finished_count; /* -1 unless the history was trimmed */
+} end_op_t;
+
+static int end_fn(store_t *s, void *arg) {
+  end_op_t *op = arg;
+  json_t *stats = NULL;
+  if (op->stats_path) {
+    stats = json_load_file(op->stats_path, 0, NULL);
+    unlink(op->stats_path);
+  }
+  if (op->from_stats) {
+    const char *reason = json_string_value(json_object_get(stats, "finish_reason"));
+    op->state = (reason && strcmp(reason, "finished") == 0) ? JOB_FINISHED
+                : stats                                     ? JOB_FAILED
+                                                            : JOB_LOST;
+  }
+  int rc = store_job_finish(s, op->id, op->state, op->end_ms, op->exit_code,
+                            op->term_signal, stats);
+  json_decref(stats);
+  if (rc) return rc;
+  int keep = op->l->cfg->finished_to_keep, deleted = 0;
+  if (keep > 0) {
+    rc = store_trim_finished(s, keep, &deleted);
+    if (rc == 0 && deleted > 0) {
+      int64_t counts[JOB_NSTATES];
+      rc = store_job_counts(s, NULL, counts);
+      if (rc == 0)
+        op->finished_count = (int)(counts[JOB_FINISHED] + counts[JOB_FAILED] +
+                                   counts[JOB_CANCELLED] + counts[JOB_LOST]);
+    }
+  }
+  return rc;
+}
+
+static void maybe_stopped(launcher_t *l);
+
+static void end_done(void *arg, int rc) {
+  end_op_t *op = arg;
+  launcher_t *l = op->l;
+  if (rc) {
+    log_error("launcher", "could not record the end of job #%lld: %s", (long long)op->id,
+              spd_strerror(rc));
+  } else if (op->finished_count >= 0) {
+    l->counters->finished = op->finished_count;
+  } else {
+    l->counters->finished++;
+  }
+  l->ends_in_flight--;
+  free(op->stats_path);
+  free(op);
+  maybe_stopped(l);
+}
+
+/* Records a job's end. Slots are counted by live processes, so the caller
+ * kicks dispatch at once rather than after the commit. */
+static void submit_end(launcher_t *l, int64_t id, job_state_t state, int from_stats,
+                       int exit_code, int term_signal, const char *stats_path) {
+  end_op_t *op = calloc(1, sizeof(*op));
+  if (!op) {
+    log_error("launcher", "out of memory recording job #%lld", (long long)id);
+    return;
+  }
+  op->l = l;
+  op->id = id;
+  op->state = state;
+  op->from_stats = from_stats;
+  op->end_ms = wall_ms();
+  op->exit_code = exit_code;
+  op->term_signal = term_signal;
+  op->stats_path = stats_path ? strdup(stats_path) : NULL;
+  op->finished_count = -1;
+  l->ends_in_flight++;
+  if (store_submit(l->store, STORE_WRITE, end_fn, op, end_done) != 0) {
+    l->ends_in_flight--;
+    log_error("launcher", "store closed: end of job #%lld not recorded", (long long)id);
+    free(op->stats_path);
+    free(op);
+  }
+}
+
+static void proc_close_cb(uv_handle_t *h) {
+  proc_t *p = h->data;
+  if (--p->open_handles > 0) return;
+  launcher_t *l = p->l;
+  job_release(&p->job);
+  free(p->stats_path);
+  free(p);
+  maybe_stopped(l);
+}
+
+static void proc_unlink(launcher_t *l, proc_t *p) {
+  for (proc_t **pp = &l->procs; *pp; pp = &(*pp)->next)
+    if (*pp == p) {
+      *pp = p->next;
+      l->nprocs--;
+      break;
+    }
+  l->counters->running = l->nprocs;
+}
+
+static void proc_dispose(proc_t *p) {
+  p->open_handles = p->adopted ? 1 : 2;
+  uv_close((uv_handle_t *)&p->timer, proc_close_cb);
+  if (!p->adopted) uv_close((uv_handle_t *)&p->process, proc_close_cb);
+}
+
+static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
+  launcher_t *l = p->l;
+  job_t *j = &p->job;
+  if (p->ended) return;
+  p->ended = 1;
+  job_state_t state;
+  if (p->cancels || p->stopped) state = JOB_CANCELLED;
+  else if (exit_status == 0 && term_signal == 0) state = JOB_FINISHED;
+  else state = JOB_FAILED;
+  if (p->adopted) {
+    log_info("launcher", "Adopted process ended: project='%s' spider='%s' job='%s' pid=%d",
+             j->project, j->spider, j->jobid, p->pid);
+  } else if (exit_status == 0 && term_signal == 0) {
+    log_info("launcher", "Process finished: project='%s' spider='%s' job='%s' pid=%d",
+             j->project, j->spider, j->jobid, p->pid);
+  } else {
+    log_error("launcher",
+              "Process died: exitstatus=%lld signal=%d project='%s' spider='%s' job='%s' pid=%d",
+              (long long)exit_status, term_signal, j->project, j->spider, j->jobid, p->pid);
+  }
+  int adopted_unknown = p->adopted && !p->cancels && !p->stopped;
+  submit_end(l, j->id, state, adopted_unknown, p->adopted ? -1 : (term_signal ? -1 : (int)exit_status),
+             term_signal, p->stats_path);
+  proc_unlink(l, p);
+  proc_dispose(p);
+  launcher_kick(l);
+}
+
+static void on_proc_exit(uv_process_t *h, int64_t exit_status, int term_signal) {
+  proc_ended(h->data, exit_status, term_signal);
+}
+
+static void kill_group(proc_t *p) {
+  /* The crawl leads its own session (UV_PROCESS_DETACHED): -pid reaches
+   * everything it started too. */
+  if (kill(-p->pid, SIGKILL) != 0) kill(p->pid, SIGKILL);
+}
+
+static void grace_expired(uv_timer_t *t) {
+  proc_t *p = t->data;
+  if (p->ended) return;
+  log_warn("launcher", "job '%s' did not stop within the grace period: killing pid %d",
+           p->job.jobid, p->pid);
+  kill_group(p);
+}
+
+static void adopt_watch(uv_timer_t *t) {
+  proc_t *p = t->data;
+  if (proc_start_time(p->pid) != p->job.pid_start) {
+    uv_timer_stop(t);
+    proc_ended(p, -1, 0);
+  }
+}
+
+/* ---- starting a job ---- */
+
+typedef struct started_op {
+  int64_t id;
+  int pid;
+  int64_t pid_start;
+} started_op_t;
+
+static int started_fn(store_t *s, void *arg) {
+  started_op_t *op = arg;
+  return store_job_started(s, op->id, op->pid, op->pid_start);
+}
+
+static void started_done(void *arg, int rc) {
+  started_op_t *op = arg;
+  if (rc)
+    log_error("launcher", "could not record the pid of job #%lld: %s", (long long)op->id,
+              spd_strerror(rc));
+  free(op);
+}
+
+/* Scrapyd's jobs_to_keep: before a job's file is created in dir, delete all
+ * but the newest `keep` files there (by mtime), whatever made them. */
+static void prune_dir(const char *dir, int keep) {
+  if (keep <= 0) return;
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct ent {
+    char *name;
+    struct timespec mtime;
+  } *v = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    struct stat st;
+    if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+      continue;
+    if (fstatat(dirfd(d), e->d_name, &st, 0) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 16;
+      struct ent *nv = realloc(v, cap * sizeof(*v));
+      if (!nv) break;
+      v = nv;
+    }
+    v[n].name = strdup(e->d_name);
+    v[n].mtime = st.st_mtim;
+    if (v[n].name) n++;
+  }
+  /* newest first: a simple insertion sort, the directory holds few files */
+  for (size_t i = 1; i < n; i++)
+    for (size_t k = i; k > 0; k--) {
+      struct timespec a = v[k - 1].mtime, b = v[k].mtime;
+      if (a.tv_sec > b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec >= b.tv_nsec)) break;
+      struct ent t = v[k - 1];
+      v[k - 1] = v[k];
+      v[k] = t;
+    }
+  for (size_t i = 0; i < n; i++) {
+    if (i >= (size_t)keep) unlinkat(dirfd(d), v[i].name, 0);
+    free(v[i].name);
+  }
+  free(v);
+  closedir(d);
+}
+
+/* Prepares dir/project/spider, prunes it, and returns the absolute path of
+ * the job's file there. */
+static char *job_file_prepared(launcher_t *l, const char *dir, const job_t *j, const char *ext) {
+  char *sub = NULL, *abs = NULL, *file = NULL;
+  if (asprintf(&sub, "%s/%s/%s", dir, j->project, j->spider) < 0) return NULL;
+  abs = abs_path(l, sub);
+  free(sub);
+  if (!abs) return NULL;
+  if (fs_mkdirs(abs, 0755) == 0) {
+    prune_dir(abs, l->cfg->jobs_to_keep);
+    if (asprintf(&file, "%s/%s%s", abs, j->jobid, ext) < 0) file = NULL;
+  }
+  free(abs);
+  return file;
+}
+
+/* items_dir as a URL: <scheme://host/path>/<project>/<spider>/<jobid>.jl,
+ * keeping the URL's query and fragment (Scrapyd's behaviour). */
+static char *remote_feed_uri(const char *base, const job_t *j) {
+  size_t cut = strcspn(base, "?#");
+  const char *tail = base + cut;
+  int trim = cut > 0 && base[cut - 1] == '/';
+  char *out = NULL;
+  if (asprintf(&out, "%.*s/%s/%s/%s.jl%s", (int)(cut - trim), base, j->project, j->spider,
+               j->jobid, tail) < 0)
+    return NULL;
+  return out;
+}
+
+typedef struct strv {
+  char **v;
+  size_t n, cap;
+} strv_t;
+
+static int strv_push(strv_t *s, char *str) { /* takes str */
+  if (!str) return -ENOMEM;
+  if (s->n + 2 > s->cap) {
+    size_t cap = s->cap ? s->cap * 2 : 32;
+    char **nv = realloc(s->v, cap * sizeof(*nv));
+    if (!nv) {
+      free(str);
+      return -ENOMEM;
+    }
+    s->v = nv;
+    s->cap = cap;
+  }
+  s->v[s->n++] = str;
+  s->v[s->n] = NULL;
+  return 0;
+}
+
+static int strv_pushf(strv_t *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int strv_pushf(strv_t *s, const char *fmt, ...) {
+  va_list ap;
+  char *str = NULL;
+  va_start(ap, fmt);
+  int n = vasprintf(&str, fmt, ap);
+  va_end(ap);
+  return strv_push(s, n < 0 ? NULL : str);
+}
+
+static void strv_release(strv_t *s) {
+  for (size_t i = 0; i < s->n; i++) free(s->v[i]);
+  free(s->v);
+  memset(s, 0, sizeof(*s));
+}
+
+static char *settings_value(json_t *v) {
+  if (json_is_string(v)) return strdup(json_string_value(v));
+  return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+/* Builds argv exactly as Scrapyd's launcher (scrapyd-api.md §5.1). */
+static int build_argv(launcher_t *l, const job_t *j, const char *log_file, const char *feed_uri,
+                      const char *jobdir, strv_t *argv) {
+  const config_t *cfg = l->cfg;
+  int rc = 0;
+  json_t *settings = j->settings ? json_deep_copy(j->settings) : json_object();
+  if (!settings) return -ENOMEM;
+  /* Scrapyd's own settings replace user settings of the same name in place
+   * (a dict update), so the order is the user's. */
+  if (log_file) json_object_set_new(settings, "LOG_FILE", json_string(log_file));
+  if (feed_uri) {
+    json_t *feeds = json_pack("{s:{s:s}}", feed_uri, "format", "jsonlines");
+    char *txt = feeds ? json_dumps(feeds, JSON_ENSURE_ASCII) : NULL;
+    json_decref(feeds);
+    if (!txt) {
+      json_decref(settings);
+      return -ENOMEM;
+    }
+    json_object_set_new(settings, "FEEDS", json_string(txt));
+    free(txt);
+  }
+  if (jobdir) json_object_set_new(settings, "JOBDIR", json_string(jobdir));
+
+  if ((rc = strv_push(argv, strdup(cfg->python))) || (rc = strv_push(argv, strdup("-m"))) ||
+      (rc = strv_push(argv, strdup("spiderd_runner"))) ||
+      (rc = strv_push(argv, strdup("crawl"))) || (rc = strv_push(argv, strdup(j->spider))))
+    goto out;
+  const char *key;
+  json_t *val;
+  json_object_foreach(settings, key, val) {
+    char *v = settings_value(val);
+    if (!v) {
+      rc = -ENOMEM;
+      goto out;
+    }
+    rc = strv_push(argv, strdup("-s"));
+    if (!rc) rc = strv_pushf(argv, "%s=%s", key, v);
+    free(v);
+    if (rc) goto out;
+  }
+  if ((rc = strv_push(argv, strdup("-a"))) || (rc = strv_pushf(argv, "_job=%s", j->jobid)))
+    goto out;
+  json_object_foreach(j->args, key, val) {
+    char *v = settings_value(val);
+    if (!v) {
+      rc = -ENOMEM;
+      goto out;
+    }
+    rc = strv_push(argv, strdup("-a"));
+    if (!rc) rc = strv_pushf(argv, "%s=%s", key, v);
+    free(v);
+    if (rc) goto out;
+  }
+  if (j->version) {
+    if ((rc = strv_push(argv, strdup("-a"))) ||
+        (rc = strv_pushf(argv, "_version=%s", j->version)))
+      goto out;
+  }
+out:
+  json_decref(settings);
+  return rc;
+}
+
+/* Starts one claimed job. On failure the job is ended as failed. Takes the
+ * job's contents. */
+static void start_job(launcher_t *l, job_t *j) {
+  const config_t *cfg = l->cfg;
+  char *egg = NULL, *log_file = NULL, *feed_uri = NULL, *items_file = NULL, *jobdir = NULL;
+  char *stats_path = NULL, *url = NULL;
+  strv_t argv = {0}, extra = {0};
+  char **env = NULL;
+  int log_fd = -1;
+  proc_t *p = NULL;
+  char why[256] = "";
+
+  int rc = eggs_path(cfg->eggs_dir, j->project, j->version, &egg);
+  if (rc == -ENOENT && !j->version && config_project_settings(cfg, j->project)) rc = 0;
+  if (rc) {
+    snprintf(why, sizeof(why), "%s '%s' not found", j->version ? "version" : "project",
+             j->version ? j->version : j->project);
+    goto fail;
+  }
+  if (cfg->logs_dir[0]) {
+    log_file = job_file_prepared(l, cfg->logs_dir, j, ".log");
+    if (!log_file) {
+      snprintf(why, sizeof(why), "cannot create the log directory: %s", strerror(errno));
+      goto fail;
+    }
+    log_fd = open(log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
+      snprintf(why, sizeof(why), "cannot open %s: %s", log_file, strerror(errno));
+      goto fail;
+    }
+  }
+  if (cfg->items_dir[0]) {
+    if (config_items_remote(cfg)) {
+      feed_uri = remote_feed_uri(cfg->items_dir, j);
+    } else {
+      items_file = job_file_prepared(l, cfg->items_dir, j, ".jl");
+      if (items_file && asprintf(&feed_uri, "file://%s", items_file) < 0) feed_uri = NULL;
+    }
+    if (!feed_uri) {
+      snprintf(why, sizeof(why), "cannot prepare the items directory");
+      goto fail;
+    }
+  }
+  if (cfg->jobs_dir[0] &&
+      asprintf(&jobdir, "%s/%s/%s/%s", cfg->jobs_dir, j->project, j->spider, j->jobid) < 0) {
+    jobdir = NULL;
+    goto nomem;
+  }
+  if (asprintf(&stats_path, "%s/%lld.json", l->stats_dir, (long long)j->id) < 0) {
+    stats_path = NULL;
+    goto nomem;
+  }
+  unlink(stats_path);
+  if (build_argv(l, j, log_file, feed_uri, jobdir, &argv)) goto nomem;
+
+  const char *host = cfg->bind_address;
+  if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host) host = "127.0.0.1";
+  if (strv_pushf(&extra, "SPIDERD_STATS_FILE=%s", stats_path) ||
+      strv_pushf(&extra, "SPIDERD_JOB=%s", j->jobid) ||
+      strv_pushf(&extra, strchr(host, ':') ? "SPIDERD_URL=http://[%s]:%d" : "SPIDERD_URL=http://%s:%d",
+                 host, cfg->http_port) ||
+      /* The variables Scrapyd set before 1.5: old projects still read them. */
+      strv_pushf(&extra, "SCRAPYD_SLOT=%u", l->nprocs) ||
+      strv_pushf(&extra, "SCRAPYD_SPIDER=%s", j->spider) ||
+      strv_pushf(&extra, "SCRAPYD_JOB=%s", j->jobid) ||
+      strv_pushf(&extra, "SCRAPYD_LOG_FILE=%s", log_file ? log_file : "") ||
+      strv_pushf(&extra, "SCRAPYD_FEED_URI=%s", feed_uri ? feed_uri : ""))
+    goto nomem;
+  env = env_build(cfg, j->project, egg, j->version, (const char *const *)extra.v);
+  if (!env) goto nomem;
+
+  p = calloc(1, sizeof(*p));
+  if (!p) goto nomem;
+  p->l = l;
+  uv_stdio_container_t stdio[3];
+  stdio[0].flags = UV_IGNORE;
+  if (log_fd >= 0) {
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = log_fd;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = log_fd;
+  } else {
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = STDERR_FILENO;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = STDERR_FILENO;
+  }
+  uv_process_options_t opts = {0};
+  opts.exit_cb = on_proc_exit;
+  opts.file = argv.v[0];
+  opts.args = argv.v;
+  opts.env = env;
+  opts.flags = UV_PROCESS_DETACHED;
+  opts.stdio_count = 3;
+  opts.stdio = stdio;
+  p->process.data = p;
+  rc = uv_spawn(l->loop, &p->process, &opts);
+  if (rc) {
+    snprintf(why, sizeof(why), "cannot start %s: %s", cfg->python, uv_strerror(rc));
+    /* A failed uv_spawn still initialised the handle: it must be closed. */
+    p->open_handles = 1;
+    p->adopted = 1; /* only the process handle to close below */
+    uv_close((uv_handle_t *)&p->process, proc_close_cb);
+    p = NULL;
+    goto fail;
+  }
+  p->pid = p->process.pid;
+  p->job = *j;
+  job_init(j);
+  p->job.pid = p->pid;
+  p->job.pid_start = proc_start_time(p->pid);
+  p->stats_path = stats_path;
+  stats_path = NULL;
+  uv_timer_init(l->loop, &p->timer);
+  p->timer.data = p;
+  p->next = l->procs;
+  l->procs = p;
+  l->nprocs++;
+  l->counters->running = l->nprocs;
+
+  {
+    size_t len = 0;
+    for (size_t i = 1; i < argv.n; i++) len += strlen(argv.v[i]) + 4;
+    char *shown = malloc(len + 1), *w = shown;
+    if (shown) {
+      for (size_t i = 1; i < argv.n; i++) w += sprintf(w, "%s'%s'", i > 1 ? ", " : "", argv.v[i]);
+      *w = '\0';
+    }
+    log_info("launcher", "Process started: project='%s' spider='%s' job='%s' pid=%d args=[%s]",
+             p->job.project, p->job.spider, p->job.jobid, p->pid, shown ? shown : "");
+    free(shown);
+  }
+  started_op_t *sop = malloc(sizeof(*sop));
+  if (sop) {
+    sop->id = p->job.id;
+    sop->pid = p->pid;
+    sop->pid_start = p->job.pid_start;
+    if (store_submit(l->store, STORE_WRITE, started_fn, sop, started_done)) free(sop);
+  }
+  goto out;
+
+nomem:
+  snprintf(why, sizeof(why), "out of memory");
+fail:
+  log_error("launcher", "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
+            j->project, j->spider, why);
+  submit_end(l, j->id, JOB_FAILED, 0, -1, 0, NULL);
+  job_release(j);
+out:
+  if (log_fd >= 0) close(log_fd);
+  env_free(env);
+  strv_release(&argv);
+  strv_release(&extra);
+  free(egg);
+  free(log_file);
+  free(feed_uri);
+  free(items_file);
+  free(jobdir);
+  free(stats_path);
+  free(url);
+}
+
+/* ---- dispatch ---- */
+
+typedef struct claim_op {
+  launcher_t *l;
+  size_t max;
+  int64_t now;
+  const char *node;
+  job_list_t jobs;
+} claim_op_t;
+
+static int claim_fn(store_t *s, void *arg) {
+  claim_op_t *op = arg;
+  return store_job_claim(s, op->node, op->max, op->now, &op->jobs);
+}
+
+static void claim_done(void *arg, int rc) {
+  claim_op_t *op = arg;
+  launcher_t *l = op->l;
+  l->claiming = 0;
+  if (rc) {
+    log_error("launcher", "claiming pending jobs failed: %s", spd_strerror(rc));
+  } else {
+    l->counters->pending -= (int64_t)op->jobs.n;
+    if (l->counters->pending < 0) l->counters->pending = 0;
+    if (op->jobs.n < op->max) l->counters->pending = 0; /* the store has no more */
+    for (size_t i = 0; i < op->jobs.n; i++) {
+      if (l->stopping) {
+        /* Stopping: leave it running without a process; the next start finds
+         * it (pid 0) and records it as lost. */
+        job_release(&op->jobs.v[i]);
+        continue;
+      }
+      start_job(l, &op->jobs.v[i]);
+    }
+  }
+  job_list_release(&op->jobs);
+  free(op);
+  if (l->stopping) {
+    maybe_stopped(l);
+    return;
+  }
+  if (l->kick_again || rc == 0) {
+    l->kick_again = 0;
+    launcher_kick(l);
+  }
+}
+
+void launcher_kick(launcher_t *l) {
+  if (l->stopping) return;
+  if (l->claiming) {
+    l->kick_again = 1;
+    return;
+  }
+  if (l->counters->pending <= 0 || l->nprocs >= l->max_proc) return;
+  claim_op_t *op = calloc(1, sizeof(*op));
+  if (!op) return;
+  op->l = l;
+  op->max = l->max_proc - l->nprocs;
+  op->now = wall_ms();
+  op->node = l->cfg->node_name;
+  l->claiming = 1;
+  if (store_submit(l->store, STORE_WRITE, claim_fn, op, claim_done)) {
+    l->claiming = 0;
+    free(op);
+  }
+}
+
+/* ---- adoption after a crash ---- */
+
+void launcher_adopt(launcher_t *l, job_list_t *running) {
+  for (size_t i = 0; i < running->n; i++) {
+    job_t *j = &running->v[i];
+    char *stats_path = NULL;
+    if (asprintf(&stats_path, "%s/%lld.json", l->stats_dir, (long long)j->id) < 0) {
+      stats_path = NULL;
+    }
+    if (j->pid > 0 && j->pid_start > 0 && proc_start_time(j->pid) == j->pid_start) {
+      proc_t *p = calloc(1, sizeof(*p));
+      if (!p) {
+        free(stats_path);
+        continue;
+      }
+      p->l = l;
+      p->adopted = 1;
+      p->pid = j->pid;
+      p->job = *j;
+      job_init(j);
+      p->stats_path = stats_path;
+      uv_timer_init(l->loop, &p->timer);
+      p->timer.data = p;
+      uv_timer_start(&p->timer, adopt_watch, ADOPT_POLL_MS, ADOPT_POLL_MS);
+      p->next = l->procs;
+      l->procs = p;
+      l->nprocs++;
+      log_info("launcher", "Adopted running process: project='%s' spider='%s' job='%s' pid=%d",
+               p->job.project, p->job.spider, p->job.jobid, p->pid);
+    } else {
+      log_warn("launcher",
+               "job '%s' (project '%s') was running when the daemon stopped and its process "
+               "is gone: recording how it ended",
+               j->jobid, j->project);
+      submit_end(l, j->id, JOB_LOST, 1, -1, 0, stats_path);
+      free(stats_path);
+    }
+  }
+  l->counters->running = l->nprocs;
+  job_list_release(running);
+}
+
+/* ---- cancel and stop ---- */
+
+int launcher_cancel(launcher_t *l, const char *project, const char *jobid, int sig, int *found) {
+  *found = 0;
+  for (proc_t *p = l->procs; p; p = p->next) {
+    if (p->ended || strcmp(p->job.project, project) || strcmp(p->job.jobid, jobid)) continue;
+    (*found)++;
+    p->cancels++;
+    log_info("launcher", "Cancelling job '%s' (pid %d) with signal %d", jobid, p->pid, sig);
+    if (sig == SIGKILL) {
+      kill_group(p);
+      continue;
+    }
+    kill(p->pid, sig);
+    if (p->cancels == 1 && l->cfg->cancel_grace > 0 && !uv_is_active((uv_handle_t *)&p->timer)) {
+      uv_timer_start(&p->timer, grace_expired, (uint64_t)(l->cfg->cancel_grace * 1000), 0);
+    }
+  }
+  return 0;
+}
+
+static void stop_expired(uv_timer_t *t) {
+  launcher_t *l = t->data;
+  for (proc_t *p = l->procs; p; p = p->next) {
+    log_warn("launcher", "job '%s' still running after shutdown_grace: killing pid %d",
+             p->job.jobid, p->pid);
+    kill_group(p);
+  }
+}
+
+static void maybe_stopped(launcher_t *l) {
+  if (!l->stopping || !l->stop_done) return;
+  if (l->procs || l->claiming || l->ends_in_flight) return;
+  void (*done)(void *) = l->stop_done;
+  l->stop_done = NULL;
+  uv_timer_stop(&l->stop_timer);
+  done(l->stop_ud);
+}
+
+void launcher_stop(launcher_t *l, void (*done)(void *ud), void *ud) {
+  l->stopping = 1;
+  l->stop_done = done;
+  l->stop_ud = ud;
+  for (proc_t *p = l->procs; p; p = p->next) {
+    p->stopped = 1;
+    kill(p->pid, SIGTERM);
+  }
+  if (l->procs) {
+    log_info("launcher", "stopping %u running crawl(s) (SIGTERM, KILL after %.0f s)", l->nprocs,
+             l->cfg->shutdown_grace);
+    uv_timer_start(&l->stop_timer, stop_expired, (uint64_t)(l->cfg->shutdown_grace * 1000), 0);
+  }
+  maybe_stopped(l);
+}
+
+static void launcher_close_cb(uv_handle_t *h) {
+  launcher_t *l = h->data;
+  free(l->stats_dir);
+  free(l->cwd);
+  free(l);
+}
+
+void launcher_free(launcher_t *l) {
+  if (!l) return;
+  uv_close((uv_handle_t *)&l->stop_timer, launcher_close_cb);
+}

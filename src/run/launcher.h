@@ -1,0 +1,75 @@
+/* The launcher: claims pending jobs for free slots and supervises their
+ * processes (spawn, log, cancel, reap, adopt after a crash).
+ *
+ * Dispatch is event-driven: launcher_kick() after a job is queued and every
+ * exit frees a slot, so a job starts the moment a slot is free. The launcher
+ * is the only owner of crawl processes and runs on the loop thread only.
+ *
+ * Every process runs `<python> -m spiderd_runner crawl SPIDER ...` with
+ * Scrapyd's argv and environment (scrapyd-api.md §5.1-5.2), in its own
+ * session (so a forced cancel can KILL the whole group), stdout and stderr
+ * appended to the job's log file. Its crawl stats are read from the stats
+ * file the runner writes (SPIDERD_STATS_FILE).
+ *
+ * Ownership: the launcher borrows cfg, the store pool and counters for its
+ * whole life; launcher_free() frees it once its handles are closed.
+ */
+#ifndef SPIDERD_RUN_LAUNCHER_H
+#define SPIDERD_RUN_LAUNCHER_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "config.h"
+#include "core/job.h"
+#include "store/async.h"
+
+/* Job counts kept on the loop thread (a cache of the store's counts, updated
+ * by every change this daemon makes), so daemonstatus never waits on I/O. */
+typedef struct job_counters {
+  int64_t pending;
+  int64_t running;
+  int64_t finished; /* started jobs in a final state still in history */
+} job_counters_t;
+
+typedef struct launcher launcher_t;
+
+int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
+                  store_pool_t *store, job_counters_t *counters);
+
+/* Takes over jobs a previous daemon left running (list from
+ * store_jobs_list, state running): a process that still lives with the same
+ * start time is adopted and watched until it exits; any other is ended at
+ * once as finished (when its stats file shows it finished) or lost. Takes
+ * ownership of the list's jobs. */
+void launcher_adopt(launcher_t *l, job_list_t *running);
+
+/* Claims and starts pending jobs while slots are free. Cheap to call often. */
+void launcher_kick(launcher_t *l);
+
+/* Sends sig to every running process of project + jobid (the process only, as
+ * Scrapyd: Scrapy drains on the first INT/TERM and forces on the second).
+ * SIGKILL, or cancel_grace seconds after the first cancel, KILLs the whole
+ * process group. *found = number of processes signalled. */
+int launcher_cancel(launcher_t *l, const char *project, const char *jobid,
+                    int sig, int *found);
+
+/* Number of crawl processes alive. */
+unsigned launcher_running(const launcher_t *l);
+
+/* Graceful stop: no new starts; TERM every crawl (recorded as cancelled),
+ * KILL after shutdown_grace; done(ud) runs once every process has exited and
+ * its end is committed to the store. */
+void launcher_stop(launcher_t *l, void (*done)(void *ud), void *ud);
+
+/* Frees the launcher after launcher_stop completed (handles close async). */
+void launcher_free(launcher_t *l);
+
+/* Paths of a job's files as Scrapyd lays them out; malloc'd, NULL when the
+ * directory setting is empty (or, for items, a URL). */
+char *launcher_log_path(const config_t *cfg, const char *project,
+                        const char *spider, const char *jobid);
+char *launcher_items_path(const config_t *cfg, const char *project,
+                          const char *spider, const char *jobid);
+
+#endif
