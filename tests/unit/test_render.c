@@ -1,0 +1,83 @@
+/* Rendering must match what Python's json.dumps and str(datetime) print,
+ * because Scrapyd clients compare and parse those bytes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "api/render.h"
+
+static void json_like_python(void **state) {
+  (void)state;
+  json_t *o = json_pack("{s:s,s:i,s:f,s:[i,i],s:n}", "jobid", "\xc3\xb1", "n", 3, "p", 2.0,
+                        "a", 1, 2, "z");
+  size_t len = 0;
+  char *s = render_json(o, &len);
+  assert_string_equal(s, "{\"jobid\": \"\\u00f1\", \"n\": 3, \"p\": 2.0, \"a\": [1, 2], \"z\": null}\n");
+  assert_int_equal(len, strlen(s));
+  free(s);
+  json_decref(o);
+}
+
+static void escaped_backslash_u_is_kept(void **state) {
+  (void)state;
+  /* A literal backslash followed by "uABCD" must not be lower-cased. */
+  json_t *o = json_pack("{s:s}", "k", "\\uABCD \xe2\x82\xac");
+  char *s = render_json(o, NULL);
+  assert_string_equal(s, "{\"k\": \"\\\\uABCD \\u20ac\"}\n");
+  free(s);
+  json_decref(o);
+}
+
+static void json_string_literal(void **state) {
+  (void)state;
+  char *s = render_json_string("a\"b\xc3\xa9");
+  assert_string_equal(s, "\"a\\\"b\\u00e9\"");
+  free(s);
+}
+
+static void time_formats(void **state) {
+  (void)state;
+  setenv("TZ", "UTC", 1);
+  tzset();
+  char buf[32];
+  render_time(1795302542320LL, 1, buf); /* 2026-11-21 23:09:02.320 UTC */
+  assert_string_equal(buf, "2026-11-21 23:09:02.320000");
+  render_time(1795302542000LL, 1, buf); /* whole second: no fraction, as Python */
+  assert_string_equal(buf, "2026-11-21 23:09:02");
+  render_time(1795302542320LL, 0, buf);
+  assert_string_equal(buf, "2026-11-21 23:09:02");
+  setenv("TZ", "Europe/Paris", 1);
+  tzset();
+  render_time(1795302542000LL, 1, buf); /* local time, as Scrapyd */
+  assert_string_equal(buf, "2026-11-22 00:09:02");
+}
+
+static void runtime_format(void **state) {
+  (void)state;
+  char buf[32];
+  render_runtime(0, buf);
+  assert_string_equal(buf, "0:00:00");
+  render_runtime(3723999, buf);
+  assert_string_equal(buf, "1:02:03");
+  render_runtime(-5, buf);
+  assert_string_equal(buf, "0:00:00");
+  render_runtime(100LL * 3600 * 1000, buf);
+  assert_string_equal(buf, "100:00:00");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(json_like_python),
+      cmocka_unit_test(escaped_backslash_u_is_kept),
+      cmocka_unit_test(json_string_literal),
+      cmocka_unit_test(time_formats),
+      cmocka_unit_test(runtime_format),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
