@@ -1,0 +1,5 @@
+import sys
+
+from spiderd_runner import main
+
+sys.exit(main())

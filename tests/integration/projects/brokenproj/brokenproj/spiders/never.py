@@ -1,0 +1,5 @@
+import scrapy
+
+
+class NeverSpider(scrapy.Spider):
+    name = "never"

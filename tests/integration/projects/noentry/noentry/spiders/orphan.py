@@ -1,0 +1,5 @@
+import scrapy
+
+
+class OrphanSpider(scrapy.Spider):
+    name = "orphan"

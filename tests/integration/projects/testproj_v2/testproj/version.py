@@ -1,0 +1,2 @@
+# The project variant this egg was built from.
+VERSION = "2.0"
