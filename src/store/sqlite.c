@@ -50,8 +50,9 @@ static const char *const sqlite_migrations[] = {
     ");"
     /* The claim and the pending list walk this in order, no sort. */
     "CREATE INDEX jobs_queue ON jobs(state, priority DESC, id);"
-    /* status.json and cancel.json. */
-    "CREATE INDEX jobs_jobid ON jobs(jobid, project);"
+    /* status.json and cancel.json; state included so the planner prefers
+     * it to jobs_project for cancel (a project may hold many pending). */
+    "CREATE INDEX jobs_jobid ON jobs(jobid, project, state);"
     /* listjobs.json and counts for one project. */
     "CREATE INDEX jobs_project ON jobs(project, state);"
     /* The finished list and trimming, newest first, across final states;
@@ -463,7 +464,7 @@ static int sqlite_job_claim(store_t *s, const char *node, size_t max,
   rc = sqlite_auto_end(q, began, rc);
   if (rc) goto out;
   /* RETURNING gives rows in no promised order. */
-  qsort(r.v, r.n, sizeof(*r.v), sqlite_cmp_claimed);
+  if (r.n > 1) qsort(r.v, r.n, sizeof(*r.v), sqlite_cmp_claimed);
   rc = store_list_append(out, r.v, r.n);
 out:
   sqlite_rows_release(&r);
