@@ -1,0 +1,1171 @@
+/* Configuration loading; the sources and their order are in config.h.
+ *
+ * INI files are merged first into one raw view, the way Python's
+ * ConfigParser merges Scrapyd's files, and only then are the merged values
+ * interpolated ("%(name)s", "%%") and validated, each naming the file that
+ * gave its final value. So a scrapyd.conf that Scrapyd accepts means the same
+ * here, including a value that is overridden by a later file. Environment
+ * variables and flags are validated one by one as they are applied.
+ *
+ * Differences from ConfigParser that come from libinih and are kept: a ';'
+ * after whitespace starts an inline comment, lines are limited to inih's
+ * buffer (a longer line is an error, not a silent split), and [DEFAULT] only
+ * serves as a fallback for interpolation.
+ */
+#include "config.h"
+
+#include "error.h"
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ini.h>
+#include <limits.h>
+#include <math.h>
+#include <pwd.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifndef SPIDERD_DEFAULT_PYTHON
+#error "SPIDERD_DEFAULT_PYTHON must be defined by the build"
+#endif
+#ifndef SPIDERD_PYTHONDIR
+#error "SPIDERD_PYTHONDIR must be defined by the build"
+#endif
+
+#define FORMAT(a, b) __attribute__((format(printf, a, b)))
+
+/* A config file bigger than this is a mistake (a device, a log), not config. */
+#define MAX_FILE_SIZE (16 * 1024 * 1024)
+/* Python's configparser.MAX_INTERPOLATION_DEPTH. */
+#define MAX_INTERPOLATION_DEPTH 10
+
+static const char SEC_SCRAPYD[] = "scrapyd";
+static const char SEC_SPIDERD[] = "spiderd";
+static const char SEC_SERVICES[] = "services";
+static const char SEC_SETTINGS[] = "settings";
+static const char SEC_DEFAULT[] = "DEFAULT";
+
+enum ktype { T_STR, T_USER, T_LEVEL, T_INT, T_PORT, T_BOOL, T_REAL, T_SIZE };
+enum kmin { M_NONE, M_GE0, M_GE1, M_GT0, M_GE1024 };
+
+struct key {
+  const char *section;
+  const char *name;
+  enum ktype type;
+  enum kmin min;
+  size_t off;
+  const char *def; /* NULL: computed (node_name) or derived at the end (store) */
+  const char *flag;
+};
+
+#define KEY(sec, field, type, min, def, flag) \
+  {sec, #field, type, min, offsetof(config_t, field), def, flag}
+
+static const struct key keys[] = {
+    KEY(SEC_SCRAPYD, bind_address, T_STR, M_NONE, "127.0.0.1", "--bind"),
+    KEY(SEC_SCRAPYD, http_port, T_PORT, M_NONE, "6800", "--port"),
+    KEY(SEC_SCRAPYD, unix_socket_path, T_STR, M_NONE, "", "--unix-socket"),
+    KEY(SEC_SCRAPYD, username, T_USER, M_NONE, "", NULL),
+    KEY(SEC_SCRAPYD, password, T_STR, M_NONE, "", NULL),
+    KEY(SEC_SCRAPYD, poll_interval, T_REAL, M_GT0, "5.0", NULL),
+    KEY(SEC_SCRAPYD, max_proc, T_INT, M_GE0, "0", "--max-proc"),
+    KEY(SEC_SCRAPYD, max_proc_per_cpu, T_INT, M_GE1, "4", NULL),
+    KEY(SEC_SCRAPYD, logs_dir, T_STR, M_NONE, "logs", "--logs-dir"),
+    KEY(SEC_SCRAPYD, items_dir, T_STR, M_NONE, "", "--items-dir"),
+    KEY(SEC_SCRAPYD, jobs_dir, T_STR, M_NONE, "", NULL),
+    KEY(SEC_SCRAPYD, jobs_to_keep, T_INT, M_GE0, "5", NULL),
+    KEY(SEC_SCRAPYD, runner, T_STR, M_NONE, "scrapyd.runner", NULL),
+    KEY(SEC_SCRAPYD, prefix_header, T_STR, M_NONE, "x-forwarded-prefix", NULL),
+    KEY(SEC_SCRAPYD, node_name, T_STR, M_NONE, NULL, "--node-name"),
+    KEY(SEC_SCRAPYD, debug, T_BOOL, M_NONE, "off", NULL),
+    KEY(SEC_SCRAPYD, eggs_dir, T_STR, M_NONE, "eggs", "--eggs-dir"),
+    KEY(SEC_SCRAPYD, finished_to_keep, T_INT, M_GE0, "100", NULL),
+    KEY(SEC_SCRAPYD, dbs_dir, T_STR, M_NONE, "dbs", "--dbs-dir"),
+    KEY(SEC_SPIDERD, store, T_STR, M_NONE, NULL, "--store"),
+    KEY(SEC_SPIDERD, python, T_STR, M_NONE, SPIDERD_DEFAULT_PYTHON, "--python"),
+    KEY(SEC_SPIDERD, pythonpath, T_STR, M_NONE, SPIDERD_PYTHONDIR, NULL),
+    KEY(SEC_SPIDERD, cancel_grace, T_REAL, M_GE0, "60", NULL),
+    KEY(SEC_SPIDERD, shutdown_grace, T_REAL, M_GE0, "10", NULL),
+    KEY(SEC_SPIDERD, max_upload, T_SIZE, M_GE1024, "64M", NULL),
+    KEY(SEC_SPIDERD, log_file, T_STR, M_NONE, "", "--log-file"),
+    KEY(SEC_SPIDERD, log_level, T_LEVEL, M_NONE, "info", "--log-level"),
+    KEY(SEC_SPIDERD, pidfile, T_STR, M_NONE, "", "--pidfile"),
+};
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+/* Keys of Scrapyd's default_scrapyd.conf that name Python classes. spiderd
+ * ignores them, but a file may refer to them with %(name)s. */
+static const char *const scrapyd_class_keys[][2] = {
+    {"application", "scrapyd.app.application"},
+    {"launcher", "scrapyd.launcher.Launcher"},
+    {"webroot", "scrapyd.website.Root"},
+    {"spiderqueue", "scrapyd.spiderqueue.SqliteSpiderQueue"},
+    {"poller", "scrapyd.poller.QueuePoller"},
+    {"eggstorage", "scrapyd.eggstorage.FilesystemEggStorage"},
+    {"jobstorage", "scrapyd.jobstorage.MemoryJobStorage"},
+};
+
+static const char *const default_services[][2] = {
+    {"daemonstatus.json", "scrapyd.webservice.DaemonStatus"},
+    {"addversion.json", "scrapyd.webservice.AddVersion"},
+    {"schedule.json", "scrapyd.webservice.Schedule"},
+    {"cancel.json", "scrapyd.webservice.Cancel"},
+    {"status.json", "scrapyd.webservice.Status"},
+    {"listprojects.json", "scrapyd.webservice.ListProjects"},
+    {"listversions.json", "scrapyd.webservice.ListVersions"},
+    {"listspiders.json", "scrapyd.webservice.ListSpiders"},
+    {"delproject.json", "scrapyd.webservice.DeleteProject"},
+    {"delversion.json", "scrapyd.webservice.DeleteVersion"},
+    {"listjobs.json", "scrapyd.webservice.ListJobs"},
+};
+
+static const char *const scrapyd_env[][2] = {
+    {"SCRAPYD_BIND_ADDRESS", "bind_address"},
+    {"SCRAPYD_HTTP_PORT", "http_port"},
+    {"SCRAPYD_UNIX_SOCKET_PATH", "unix_socket_path"},
+    {"SCRAPYD_USERNAME", "username"},
+    {"SCRAPYD_PASSWORD", "password"},
+};
+
+static const char *const log_levels[] = {"debug", "info", "warning", "error"};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* One key of the merged INI view. */
+struct raw {
+  const char *section; /* one of the SEC_* strings */
+  char *name;          /* lower-cased, as ConfigParser's optionxform */
+  char *value;         /* uninterpolated */
+  const char *src;     /* the file (owned by config_t.sources); NULL: built in */
+  int file;            /* which file set it, to catch a key set twice in one */
+  int line;
+};
+
+enum src_kind { SRC_DEFAULT, SRC_FILE, SRC_ENV, SRC_FLAG, SRC_SET };
+
+/* Where a value came from, for messages. */
+struct src {
+  enum src_kind kind;
+  const char *name; /* path, variable or flag */
+};
+
+/* A flag from argv, kept until after the files and environment are read. */
+struct flag {
+  const struct key *key; /* NULL for --set and --config */
+  const char *name;      /* "--port" */
+  const char *value;
+};
+
+struct loader {
+  config_t *c;
+  char *err;
+  size_t errlen;
+  struct raw *raw;
+  size_t nraw, capraw;
+  struct flag *flags;
+  size_t nflags;
+
+  /* the file being parsed */
+  const char *path;
+  const char *text;
+  size_t len, pos;
+  int file, lineno;
+  int have_prev; /* a key was read since the last section header */
+  int cont;      /* the current line continues the previous key's value */
+  int rc;        /* first error inside inih's callbacks */
+  int errline;   /* and its line: inih may have seen a syntax error before */
+};
+
+struct sbuf {
+  char *p;
+  size_t len, cap;
+};
+
+static int report(struct loader *L, int code, const char *fmt, ...) FORMAT(3, 4);
+static int bad(struct loader *L, const struct src *s, const char *section,
+               const char *name, const char *fmt, ...) FORMAT(5, 6);
+
+static int report(struct loader *L, int code, const char *fmt, ...) {
+  if (L->err && L->errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(L->err, L->errlen, fmt, ap);
+    va_end(ap);
+  }
+  return code;
+}
+
+static int oom(struct loader *L) { return report(L, -ENOMEM, "out of memory"); }
+
+/* A value is rejected: the message names its source, section and key. */
+static int bad(struct loader *L, const struct src *s, const char *section,
+               const char *name, const char *fmt, ...) {
+  char reason[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, sizeof(reason), fmt, ap);
+  va_end(ap);
+  switch (s->kind) {
+  case SRC_FILE:
+    return report(L, SPD_ECONFIG, "%s: [%s] %s: %s", s->name, section, name, reason);
+  case SRC_ENV:
+    return report(L, SPD_ECONFIG, "environment %s: %s", s->name, reason);
+  case SRC_FLAG:
+    return report(L, SPD_ECONFIG, "flag %s: %s", s->name, reason);
+  case SRC_SET:
+    return report(L, SPD_ECONFIG, "flag --set: [%s] %s: %s", section, name, reason);
+  case SRC_DEFAULT:
+  default:
+    return report(L, SPD_ECONFIG, "built-in default [%s] %s: %s", section, name, reason);
+  }
+}
+
+static int sb_add(struct sbuf *b, const char *s, size_t n) {
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < b->len + n + 1) cap *= 2;
+    char *p = realloc(b->p, cap);
+    if (!p) return -ENOMEM;
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+  return 0;
+}
+
+static char *lower_dup(const char *s, size_t n) {
+  char *d = malloc(n + 1);
+  if (!d) return NULL;
+  for (size_t i = 0; i < n; i++) d[i] = (char)tolower((unsigned char)s[i]);
+  d[n] = '\0';
+  return d;
+}
+
+static const struct key *key_find(const char *section, const char *name) {
+  for (size_t i = 0; i < NKEYS; i++)
+    if (keys[i].section == section && strcmp(keys[i].name, name) == 0) return &keys[i];
+  return NULL;
+}
+
+/* ---- pairs ([services], [settings]) ---- */
+
+static void pairs_free(config_pair_t *p, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(p[i].name);
+    free(p[i].value);
+  }
+  free(p);
+}
+
+/* Replaces NAME's value in place (ConfigParser keeps a key's first position)
+ * or appends it. */
+static int pairs_put(config_pair_t **arr, size_t *n, const char *name, const char *value) {
+  char *v = strdup(value);
+  if (!v) return -ENOMEM;
+  for (size_t i = 0; i < *n; i++)
+    if (strcmp((*arr)[i].name, name) == 0) {
+      free((*arr)[i].value);
+      (*arr)[i].value = v;
+      return 0;
+    }
+  char *k = strdup(name);
+  config_pair_t *grown = realloc(*arr, (*n + 1) * sizeof(**arr));
+  if (!k || !grown) {
+    free(k);
+    free(v);
+    if (grown) *arr = grown;
+    return -ENOMEM;
+  }
+  *arr = grown;
+  grown[*n].name = k;
+  grown[*n].value = v;
+  (*n)++;
+  return 0;
+}
+
+static void pairs_del(config_pair_t *arr, size_t *n, const char *name) {
+  for (size_t i = 0; i < *n; i++)
+    if (strcmp(arr[i].name, name) == 0) {
+      free(arr[i].name);
+      free(arr[i].value);
+      memmove(&arr[i], &arr[i + 1], (*n - i - 1) * sizeof(*arr));
+      (*n)--;
+      return;
+    }
+}
+
+/* ---- typed values ---- */
+
+static void trim(const char **s, size_t *n) {
+  while (*n && isspace((unsigned char)**s)) (*s)++, (*n)--;
+  while (*n && isspace((unsigned char)(*s)[*n - 1])) (*n)--;
+}
+
+/* Python's int(): optional sign, decimal digits, single '_' between digits,
+ * surrounding whitespace. Returns 0, -EINVAL or -ERANGE. */
+static int parse_int_n(const char *s, size_t n, long long *out) {
+  trim(&s, &n);
+  const char *p = s, *end = s + n;
+  int neg = 0;
+  if (p < end && (*p == '+' || *p == '-')) neg = *p++ == '-';
+  if (p == end || !isdigit((unsigned char)*p)) return -EINVAL;
+  unsigned long long v = 0;
+  int range = 0;
+  for (; p < end; p++) {
+    if (isdigit((unsigned char)*p)) {
+      unsigned d = (unsigned)(*p - '0');
+      if (v > ((unsigned long long)LLONG_MAX - d) / 10) range = 1;
+      else v = v * 10 + d;
+    } else if (*p == '_' && p + 1 < end && isdigit((unsigned char)p[1]) &&
+               isdigit((unsigned char)p[-1])) {
+      continue;
+    } else {
+      return -EINVAL;
+    }
+  }
+  if (range) return -ERANGE;
+  *out = neg ? -(long long)v : (long long)v;
+  return 0;
+}
+
+static int parse_real(const char *s, double *out) {
+  size_t n = strlen(s);
+  trim(&s, &n);
+  if (!n) return -EINVAL;
+  /* strtod reads hex floats, Python's float() does not */
+  for (size_t i = 0; i < n; i++)
+    if (s[i] == 'x' || s[i] == 'X') return -EINVAL;
+  char buf[64], *end;
+  if (n >= sizeof(buf)) return -EINVAL;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  errno = 0;
+  double d = strtod(buf, &end);
+  if (*end) return -EINVAL;
+  if (!isfinite(d)) return -ERANGE;
+  *out = d;
+  return 0;
+}
+
+/* Bytes, optionally with a binary K, M or G suffix. */
+static int parse_size(const char *s, long long *out) {
+  size_t n = strlen(s);
+  trim(&s, &n);
+  long long mult = 1;
+  if (n) switch (s[n - 1]) {
+    case 'k': case 'K': mult = 1LL << 10; n--; break;
+    case 'm': case 'M': mult = 1LL << 20; n--; break;
+    case 'g': case 'G': mult = 1LL << 30; n--; break;
+    default: break;
+    }
+  long long v;
+  int rc = parse_int_n(s, n, &v);
+  if (rc) return rc;
+  if (v > LLONG_MAX / mult || v < LLONG_MIN / mult) return -ERANGE;
+  *out = v * mult;
+  return 0;
+}
+
+/* ConfigParser.BOOLEAN_STATES */
+static int parse_bool(const char *s, int *out) {
+  static const char *const yes[] = {"1", "yes", "true", "on"};
+  static const char *const no[] = {"0", "no", "false", "off"};
+  for (size_t i = 0; i < COUNT(yes); i++) {
+    if (strcasecmp(s, yes[i]) == 0) return *out = 1, 0;
+    if (strcasecmp(s, no[i]) == 0) return *out = 0, 0;
+  }
+  return -EINVAL;
+}
+
+static const char *min_text(enum kmin m) {
+  switch (m) {
+  case M_GE0: return ">= 0";
+  case M_GE1: return ">= 1";
+  case M_GT0: return "> 0";
+  case M_GE1024: return ">= 1024";
+  case M_NONE:
+  default: return "";
+  }
+}
+
+static int below_min(enum kmin m, double v) {
+  switch (m) {
+  case M_GE0: return v < 0;
+  case M_GE1: return v < 1;
+  case M_GT0: return v <= 0;
+  case M_GE1024: return v < 1024;
+  case M_NONE:
+  default: return 0;
+  }
+}
+
+static int set_string(struct loader *L, char **field, const char *v) {
+  char *copy = strdup(v);
+  if (!copy) return oom(L);
+  free(*field);
+  *field = copy;
+  return 0;
+}
+
+/* Validates V for key K and stores it in the config. */
+static int apply(struct loader *L, const struct key *k, const char *v, const struct src *s) {
+  void *field = (char *)L->c + k->off;
+  long long n;
+  double d;
+  int b, rc;
+
+  switch (k->type) {
+  case T_STR:
+    return set_string(L, field, v);
+  case T_USER:
+    /* Basic auth joins user and password with ':' (Scrapyd refuses it too) */
+    if (strchr(v, ':')) return bad(L, s, k->section, k->name, "'%s' must not contain ':'", v);
+    return set_string(L, field, v);
+  case T_LEVEL:
+    for (size_t i = 0; i < COUNT(log_levels); i++)
+      if (strcasecmp(v, log_levels[i]) == 0) return set_string(L, field, log_levels[i]);
+    return bad(L, s, k->section, k->name, "'%s' is not one of debug, info, warning, error", v);
+  case T_INT:
+    rc = parse_int_n(v, strlen(v), &n);
+    if (rc == -EINVAL) return bad(L, s, k->section, k->name, "'%s' is not an integer", v);
+    if (rc || n > INT_MAX || n < INT_MIN)
+      return bad(L, s, k->section, k->name, "'%s' is too large", v);
+    if (below_min(k->min, (double)n))
+      return bad(L, s, k->section, k->name, "'%s' is out of range (must be %s)", v,
+                 min_text(k->min));
+    *(int *)field = (int)n;
+    return 0;
+  case T_PORT:
+    rc = parse_int_n(v, strlen(v), &n);
+    if (rc || n < 0 || n > 65535)
+      return bad(L, s, k->section, k->name, "'%s' is not a port (0-65535)", v);
+    *(int *)field = (int)n;
+    return 0;
+  case T_BOOL:
+    if (parse_bool(v, &b))
+      return bad(L, s, k->section, k->name,
+                 "'%s' is not a boolean (1/yes/true/on or 0/no/false/off)", v);
+    *(int *)field = b;
+    return 0;
+  case T_REAL:
+    rc = parse_real(v, &d);
+    if (rc == -EINVAL) return bad(L, s, k->section, k->name, "'%s' is not a number", v);
+    if (rc) return bad(L, s, k->section, k->name, "'%s' is not a finite number", v);
+    if (below_min(k->min, d))
+      return bad(L, s, k->section, k->name, "'%s' is out of range (must be %s)", v,
+                 min_text(k->min));
+    *(double *)field = d;
+    return 0;
+  case T_SIZE:
+    rc = parse_size(v, &n);
+    if (rc == -EINVAL)
+      return bad(L, s, k->section, k->name,
+                 "'%s' is not a size (bytes, or a number with a K, M or G suffix)", v);
+    if (rc) return bad(L, s, k->section, k->name, "'%s' is too large", v);
+    if (below_min(k->min, (double)n))
+      return bad(L, s, k->section, k->name, "'%s' is out of range (must be %s)", v,
+                 min_text(k->min));
+    *(long long *)field = n;
+    return 0;
+  }
+  return bad(L, s, k->section, k->name, "unsupported key type");
+}
+
+/* ---- the merged raw view ---- */
+
+static struct raw *raw_find(struct loader *L, const char *section, const char *name) {
+  for (size_t i = 0; i < L->nraw; i++)
+    if (L->raw[i].section == section && strcmp(L->raw[i].name, name) == 0) return &L->raw[i];
+  return NULL;
+}
+
+/* Sets section.name = value in the merged view; takes NAME. */
+static int raw_set(struct loader *L, const char *section, char *name, const char *value) {
+  char *v = strdup(value);
+  if (!v) {
+    free(name);
+    return -ENOMEM;
+  }
+  struct raw *r = raw_find(L, section, name);
+  if (r) {
+    free(name);
+    free(r->value);
+  } else {
+    if (L->nraw == L->capraw) {
+      size_t cap = L->capraw ? 2 * L->capraw : 64;
+      struct raw *grown = realloc(L->raw, cap * sizeof(*grown));
+      if (!grown) {
+        free(name);
+        free(v);
+        return -ENOMEM;
+      }
+      L->raw = grown;
+      L->capraw = cap;
+    }
+    r = &L->raw[L->nraw++];
+    r->section = section;
+    r->name = name;
+  }
+  r->value = v;
+  r->src = L->path;
+  r->file = L->file;
+  r->line = L->lineno;
+  return 0;
+}
+
+static void raw_free(struct loader *L) {
+  for (size_t i = 0; i < L->nraw; i++) {
+    free(L->raw[i].name);
+    free(L->raw[i].value);
+  }
+  free(L->raw);
+  L->raw = NULL;
+  L->nraw = L->capraw = 0;
+}
+
+/* ConfigParser's BasicInterpolation: "%%" is '%', "%(name)s" is another key
+ * of the same section (or of [DEFAULT]), resolved in the merged view. */
+static int interpolate(struct loader *L, const struct src *s, const char *section,
+                       const char *key, const char *value, struct sbuf *out, int depth) {
+  if (depth > MAX_INTERPOLATION_DEPTH)
+    return bad(L, s, section, key, "'%s': interpolation nested deeper than %d", value,
+               MAX_INTERPOLATION_DEPTH);
+  const char *p = value;
+  while (*p) {
+    const char *pc = strchr(p, '%');
+    if (!pc) return sb_add(out, p, strlen(p)) ? oom(L) : 0;
+    if (sb_add(out, p, (size_t)(pc - p))) return oom(L);
+    if (pc[1] == '%') {
+      if (sb_add(out, "%", 1)) return oom(L);
+      p = pc + 2;
+    } else if (pc[1] == '(') {
+      const char *close = strchr(pc + 2, ')');
+      if (!close || close == pc + 2 || close[1] != 's')
+        return bad(L, s, section, key,
+                   "'%s': bad interpolation reference (write %%(name)s, or %%%% for '%%')",
+                   value);
+      char *name = lower_dup(pc + 2, (size_t)(close - pc - 2));
+      if (!name) return oom(L);
+      struct raw *r = raw_find(L, section, name);
+      if (!r) r = raw_find(L, SEC_DEFAULT, name);
+      if (!r) {
+        int rc = bad(L, s, section, key, "'%s' refers to '%s', which is not set in [%s]",
+                     value, name, section);
+        free(name);
+        return rc;
+      }
+      free(name);
+      int rc = interpolate(L, s, section, key, r->value, out, depth + 1);
+      if (rc) return rc;
+      p = close + 2;
+    } else {
+      return bad(L, s, section, key,
+                 "'%s': '%%' must be followed by '%%' or '(' (write %%%% for '%%')", value);
+    }
+  }
+  return 0;
+}
+
+/* ---- reading INI files ---- */
+
+static const char *tracked_section(const char *section) {
+  static const char *const all[] = {SEC_SCRAPYD, SEC_SPIDERD, SEC_SERVICES, SEC_SETTINGS,
+                                    SEC_DEFAULT};
+  for (size_t i = 0; i < COUNT(all); i++)
+    if (strcmp(section, all[i]) == 0) return all[i];
+  return NULL;
+}
+
+/* inih's fgets-like reader over the file in memory. It also notes what kind
+ * of line inih is about to see, so the handler can tell a continuation line
+ * from a key set twice. */
+static char *read_line(char *str, int num, void *stream) {
+  struct loader *L = stream;
+  if (L->rc || L->pos >= L->len) return NULL;
+  const char *p = L->text + L->pos;
+  size_t left = L->len - L->pos;
+  const char *nl = memchr(p, '\n', left);
+  size_t n = nl ? (size_t)(nl - p) + 1 : left;
+  size_t content = nl ? n - 1 : n;
+  if (content && p[content - 1] == '\r') content--;
+  L->lineno++;
+  /* inih needs room for "\r\n\0"; it would split a longer line silently */
+  if (num < 4 || content > (size_t)num - 3) {
+    L->rc = report(L, SPD_ECONFIG, "%s:%d: line longer than %d characters", L->path,
+                   L->lineno, num < 4 ? 0 : num - 3);
+    L->errline = L->lineno;
+    return NULL;
+  }
+  memcpy(str, p, n);
+  str[n] = '\0';
+  L->pos += n;
+
+  /* Mirror inih's order of tests: comment, continuation, section, pair. */
+  const char *q = str;
+  while (*q && isspace((unsigned char)*q)) q++;
+  int indented = q > str;
+  L->cont = 0;
+  if (!*q || *q == ';' || *q == '#') return str;
+  if (indented && L->have_prev) L->cont = 1;
+  else if (*q == '[') L->have_prev = 0;
+  return str;
+}
+
+static int on_pair(void *user, const char *section, const char *name, const char *value) {
+  struct loader *L = user;
+  if (L->rc) return 0;
+  L->errline = L->lineno;
+  int cont = L->cont;
+  if (!cont) L->have_prev = 1;
+  if (!*section) {
+    L->rc = report(L, SPD_ECONFIG, "%s:%d: '%s' comes before any [section]", L->path,
+                   L->lineno, name);
+    return 0;
+  }
+  const char *sec = tracked_section(section);
+  if (!sec) return 1;
+  char *lname = lower_dup(name, strlen(name));
+  if (!lname) return L->rc = oom(L), 0;
+  struct raw *r = raw_find(L, sec, lname);
+
+  if (cont) {
+    /* ConfigParser joins a multi-line value with newlines */
+    free(lname);
+    if (!r || r->file != L->file) return 1;
+    size_t a = strlen(r->value), b = strlen(value);
+    char *v = realloc(r->value, a + b + 2);
+    if (!v) return L->rc = oom(L), 0;
+    v[a] = '\n';
+    memcpy(v + a + 1, value, b + 1);
+    r->value = v;
+    return 1;
+  }
+  if (r && r->file == L->file) {
+    L->rc = report(L, SPD_ECONFIG, "%s:%d: [%s] %s: set twice (first on line %d)", L->path,
+                   L->lineno, sec, lname, r->line);
+    free(lname);
+    return 0;
+  }
+  if (raw_set(L, sec, lname, value)) return L->rc = oom(L), 0;
+  return 1;
+}
+
+/* Line N of the file being parsed, shortened for a message. */
+static void line_text(struct loader *L, int lineno, char *buf, size_t size) {
+  const char *p = L->text, *end = L->text + L->len;
+  for (int i = 1; i < lineno && p < end; i++) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    p = nl ? nl + 1 : end;
+  }
+  size_t n = 0;
+  while (p + n < end && p[n] != '\n' && p[n] != '\r') n++;
+  if (n >= size) {
+    n = size > 4 ? size - 4 : 0;
+    snprintf(buf, size, "%.*s...", (int)n, p);
+  } else {
+    snprintf(buf, size, "%.*s", (int)n, p);
+  }
+}
+
+static int slurp(const char *path, char **out, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return -errno;
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  int rc = 0;
+  for (;;) {
+    if (n == cap) {
+      cap = cap ? 2 * cap : 4096;
+      if (cap > MAX_FILE_SIZE + 1) cap = MAX_FILE_SIZE + 1;
+      if (n == cap) {
+        rc = -EFBIG;
+        goto out;
+      }
+      char *grown = realloc(buf, cap);
+      if (!grown) {
+        rc = -ENOMEM;
+        goto out;
+      }
+      buf = grown;
+    }
+    size_t got = fread(buf + n, 1, cap - n, f);
+    n += got;
+    if (got == 0) {
+      if (ferror(f)) rc = errno ? -errno : -EIO;
+      break;
+    }
+  }
+out:
+  fclose(f);
+  if (rc) {
+    free(buf);
+    return rc;
+  }
+  *out = buf;
+  *len = n;
+  return 0;
+}
+
+static int add_source(struct loader *L, const char *path, const char **stored) {
+  config_t *c = L->c;
+  char *copy = strdup(path);
+  char **grown = copy ? realloc(c->sources, (c->nsources + 1) * sizeof(*grown)) : NULL;
+  if (!grown) {
+    free(copy);
+    return oom(L);
+  }
+  c->sources = grown;
+  c->sources[c->nsources++] = copy;
+  *stored = copy;
+  return 0;
+}
+
+static int read_file(struct loader *L, const char *path, int required) {
+  char *text = NULL;
+  size_t len = 0;
+  int rc = slurp(path, &text, &len);
+  if (rc == -ENOENT && !required) return 0;
+  if (rc == -ENOMEM) return oom(L);
+  if (rc == -EFBIG)
+    return report(L, SPD_ECONFIG, "%s: larger than %d bytes, not a config file", path,
+                  MAX_FILE_SIZE);
+  if (rc) return report(L, rc, "%s: cannot read: %s", path, strerror(-rc));
+
+  rc = add_source(L, path, &L->path);
+  if (rc) goto out;
+  L->text = text;
+  L->len = len;
+  L->pos = 0;
+  L->file++;
+  L->lineno = 0;
+  L->have_prev = 0;
+  L->cont = 0;
+  L->rc = 0;
+  int line = ini_parse_stream(read_line, L, on_pair, L);
+  /* inih goes on after a syntax error, so a handler error can come later */
+  if (L->rc && !(line > 0 && line < L->errline)) {
+    rc = L->rc;
+  } else if (line > 0) {
+    char text_of_line[80];
+    line_text(L, line, text_of_line, sizeof(text_of_line));
+    rc = report(L, SPD_ECONFIG,
+                "%s:%d: syntax error: '%s' is neither a [section] nor a 'name = value' line",
+                path, line, text_of_line);
+  } else if (line < 0) {
+    rc = oom(L);
+  }
+out:
+  L->text = NULL;
+  L->path = NULL;
+  free(text);
+  return rc;
+}
+
+static int visible(const struct dirent *d) { return d->d_name[0] != '.'; }
+
+/* Python's sorted() on str: code point order, which is byte order in UTF-8 */
+static int by_name(const struct dirent **a, const struct dirent **b) {
+  return strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/* Every regular file of DIR not starting with a dot, sorted: Scrapyd globs
+ * conf.d with "*" and sorts the names. */
+static int read_dir(struct loader *L, const char *dir) {
+  struct dirent **list = NULL;
+  int n = scandir(dir, &list, visible, by_name);
+  if (n < 0) return report(L, -errno, "%s: cannot read: %s", dir, strerror(errno));
+  int rc = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    char *path = NULL;
+    struct stat st;
+    if (asprintf(&path, "%s/%s", dir, list[i]->d_name) < 0) {
+      rc = oom(L);
+      break;
+    }
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) rc = read_file(L, path, 0);
+    free(path);
+  }
+  for (int i = 0; i < n; i++) free(list[i]);
+  free(list);
+  return rc;
+}
+
+/* A missing path is skipped unless REQUIRED; a directory stands for its files. */
+static int read_path(struct loader *L, const char *path, int required) {
+  struct stat st;
+  if (stat(path, &st)) {
+    int e = errno;
+    if ((e == ENOENT || e == ENOTDIR) && !required) return 0;
+    return report(L, e == ENOENT ? SPD_ECONFIG : -e, "%s: cannot read: %s", path, strerror(e));
+  }
+  if (S_ISDIR(st.st_mode)) return read_dir(L, path);
+  return read_file(L, path, required);
+}
+
+/* Scrapy's closest_scrapy_cfg(): the first scrapy.cfg from cwd upwards. */
+static int find_scrapy_cfg(const char *cwd, char **out) {
+  *out = NULL;
+  char *dir = strdup(cwd);
+  if (!dir) return -ENOMEM;
+  for (;;) {
+    char *path = NULL;
+    struct stat st;
+    if (asprintf(&path, "%s/scrapy.cfg", strcmp(dir, "/") == 0 ? "" : dir) < 0) {
+      free(dir);
+      return -ENOMEM;
+    }
+    if (stat(path, &st) == 0) {
+      /* Scrapy stops at the first one that exists, whatever it is */
+      if (S_ISREG(st.st_mode)) *out = path;
+      else free(path);
+      break;
+    }
+    free(path);
+    char *slash = strrchr(dir, '/');
+    if (!slash || strcmp(dir, "/") == 0) break;
+    if (slash == dir) slash[1] = '\0';
+    else *slash = '\0';
+  }
+  free(dir);
+  return 0;
+}
+
+static const char *home_dir(void) {
+  const char *home = getenv("HOME");
+  if (home && *home) return home;
+  struct passwd *pw = getpwuid(getuid());
+  return pw ? pw->pw_dir : NULL;
+}
+
+static int read_default_files(struct loader *L) {
+  int rc = read_path(L, "/etc/scrapyd/scrapyd.conf", 0);
+  if (!rc) rc = read_path(L, "/etc/scrapyd/conf.d", 0);
+  if (rc) return rc;
+
+  char *cwd = getcwd(NULL, 0);
+  char *path = NULL;
+  if (cwd) {
+    if (asprintf(&path, "%s/scrapyd.conf", cwd) < 0) path = NULL;
+  } else {
+    path = strdup("scrapyd.conf");
+  }
+  if (!path) rc = oom(L);
+  if (!rc) rc = read_path(L, path, 0);
+  free(path);
+  path = NULL;
+
+  const char *home = home_dir();
+  if (!rc && home) {
+    if (asprintf(&path, "%s/.scrapyd.conf", home) < 0) rc = oom(L);
+    else rc = read_path(L, path, 0);
+    free(path);
+    path = NULL;
+  }
+
+  if (!rc && cwd) {
+    if (find_scrapy_cfg(cwd, &path)) rc = oom(L);
+    else if (path) rc = read_file(L, path, 0);
+    free(path);
+  }
+  free(cwd);
+  return rc;
+}
+
+/* SPIDERD_CONFIG_FILES, when set, stands for sources 2-6 (not --config). */
+static int read_listed_files(struct loader *L, const char *list) {
+  char *copy = strdup(list);
+  if (!copy) return oom(L);
+  int rc = 0;
+  char *save = NULL;
+  for (char *p = strtok_r(copy, ":", &save); p && !rc; p = strtok_r(NULL, ":", &save))
+    rc = read_path(L, p, 0);
+  free(copy);
+  return rc;
+}
+
+/* ---- applying the merged files ---- */
+
+static int resolve(struct loader *L, const struct src *s, const struct raw *r, struct sbuf *v) {
+  v->len = 0;
+  if (sb_add(v, "", 0)) return oom(L);
+  return interpolate(L, s, r->section, r->name, r->value, v, 1);
+}
+
+static int apply_files(struct loader *L) {
+  config_t *c = L->c;
+  struct sbuf v = {0};
+  int rc = 0;
+
+  for (size_t i = 0; i < L->nraw && !rc; i++) {
+    const struct raw *r = &L->raw[i];
+    struct src s = {r->src ? SRC_FILE : SRC_DEFAULT, r->src};
+    if (r->section == SEC_SERVICES) {
+      /* an empty value disables a service but keeps its place (Scrapyd 1.5) */
+      rc = resolve(L, &s, r, &v);
+      if (!rc && v.len && pairs_put(&c->services, &c->nservices, r->name, v.p)) rc = oom(L);
+    } else if (r->section == SEC_SETTINGS) {
+      rc = resolve(L, &s, r, &v);
+      if (!rc && pairs_put(&c->settings, &c->nsettings, r->name, v.p)) rc = oom(L);
+    } else if (r->src && (r->section == SEC_SCRAPYD || r->section == SEC_SPIDERD)) {
+      const struct key *k = key_find(r->section, r->name);
+      if (!k) {
+        /* [scrapyd] also holds Scrapyd's class names, which spiderd does not
+         * use; [spiderd] is ours, so an unknown key there is a typo */
+        if (r->section == SEC_SPIDERD) rc = bad(L, &s, r->section, r->name, "unknown key");
+        continue;
+      }
+      rc = resolve(L, &s, r, &v);
+      if (!rc) rc = apply(L, k, v.p, &s);
+    }
+  }
+  free(v.p);
+  return rc;
+}
+
+static int apply_env(struct loader *L) {
+  int rc = 0;
+  /* Scrapyd reads these as `os.getenv(...) or config`, so empty means unset */
+  for (size_t i = 0; i < COUNT(scrapyd_env) && !rc; i++) {
+    const char *v = getenv(scrapyd_env[i][0]);
+    struct src s = {SRC_ENV, scrapyd_env[i][0]};
+    if (v && *v) rc = apply(L, key_find(SEC_SCRAPYD, scrapyd_env[i][1]), v, &s);
+  }
+  for (size_t i = 0; i < NKEYS && !rc; i++) {
+    char var[64];
+    size_t n = (size_t)snprintf(var, sizeof(var), "SPIDERD_%s", keys[i].name);
+    for (size_t j = 0; j < n && j < sizeof(var); j++)
+      var[j] = (char)toupper((unsigned char)var[j]);
+    const char *v = getenv(var);
+    struct src s = {SRC_ENV, var};
+    if (v) rc = apply(L, &keys[i], v, &s);
+  }
+  return rc;
+}
+
+/* ---- flags ---- */
+
+static int parse_flags(struct loader *L, int argc, char **argv) {
+  if (argc <= 0) return 0;
+  L->flags = calloc((size_t)argc, sizeof(*L->flags));
+  if (!L->flags) return oom(L);
+  for (int i = 0; i < argc; i++) {
+    const char *arg = argv[i];
+    if (arg[0] != '-') return report(L, SPD_ECONFIG, "unexpected argument '%s'", arg);
+    const char *eq = strchr(arg, '=');
+    size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+    struct flag f = {NULL, NULL, NULL};
+    if (n == 5 && strncmp(arg, "--set", 5) == 0) {
+      f.name = "--set";
+    } else if (n == 8 && strncmp(arg, "--config", 8) == 0) {
+      f.name = "--config";
+    } else {
+      for (size_t k = 0; k < NKEYS; k++)
+        if (keys[k].flag && strlen(keys[k].flag) == n && strncmp(arg, keys[k].flag, n) == 0) {
+          f.key = &keys[k];
+          f.name = keys[k].flag;
+        }
+    }
+    if (!f.name) return report(L, SPD_ECONFIG, "unknown option '%.*s'", (int)n, arg);
+    if (eq) f.value = eq + 1;
+    else if (i + 1 < argc) f.value = argv[++i];
+    else return report(L, SPD_ECONFIG, "option '%s' requires a value", f.name);
+    L->flags[L->nflags++] = f;
+  }
+  return 0;
+}
+
+/* --set SECTION.KEY=VALUE: the same rules as a file's key. */
+static int apply_set(struct loader *L, const char *arg) {
+  config_t *c = L->c;
+  const char *eq = strchr(arg, '=');
+  const char *dot = eq ? memchr(arg, '.', (size_t)(eq - arg)) : NULL;
+  if (!dot || dot == arg || dot + 1 == eq)
+    return report(L, SPD_ECONFIG, "flag --set: '%s' is not SECTION.KEY=VALUE", arg);
+  char section[32];
+  size_t sn = (size_t)(dot - arg);
+  snprintf(section, sizeof(section), "%.*s", (int)sn, arg);
+  const char *sec = sn < sizeof(section) ? tracked_section(section) : NULL;
+  if (!sec || sec == SEC_DEFAULT)
+    return report(L, SPD_ECONFIG,
+                  "flag --set: unknown section '%.*s' (scrapyd, spiderd, services or settings)",
+                  (int)sn, arg);
+  char *name = lower_dup(dot + 1, (size_t)(eq - dot - 1));
+  if (!name) return oom(L);
+  const char *value = eq + 1;
+  struct src s = {SRC_SET, "--set"};
+  int rc = 0;
+  if (sec == SEC_SERVICES) {
+    if (!*value) pairs_del(c->services, &c->nservices, name);
+    else if (pairs_put(&c->services, &c->nservices, name, value)) rc = oom(L);
+  } else if (sec == SEC_SETTINGS) {
+    if (pairs_put(&c->settings, &c->nsettings, name, value)) rc = oom(L);
+  } else {
+    const struct key *k = key_find(sec, name);
+    if (k) rc = apply(L, k, value, &s);
+    else if (sec == SEC_SPIDERD) rc = bad(L, &s, sec, name, "unknown key");
+  }
+  free(name);
+  return rc;
+}
+
+static int apply_flags(struct loader *L) {
+  int rc = 0;
+  for (size_t i = 0; i < L->nflags && !rc; i++) {
+    const struct flag *f = &L->flags[i];
+    struct src s = {SRC_FLAG, f->name};
+    if (f->key) rc = apply(L, f->key, f->value, &s);
+    else if (strcmp(f->name, "--set") == 0) rc = apply_set(L, f->value);
+  }
+  return rc;
+}
+
+static int read_config_flags(struct loader *L) {
+  int rc = 0;
+  for (size_t i = 0; i < L->nflags && !rc; i++)
+    if (!L->flags[i].key && strcmp(L->flags[i].name, "--config") == 0)
+      rc = read_path(L, L->flags[i].value, 1);
+  return rc;
+}
+
+/* ---- defaults and derived values ---- */
+
+static int set_defaults(struct loader *L) {
+  config_t *c = L->c;
+  struct src s = {SRC_DEFAULT, NULL};
+  int rc = 0;
+  for (size_t i = 0; i < NKEYS && !rc; i++) {
+    if (!keys[i].def) continue;
+    rc = apply(L, &keys[i], keys[i].def, &s);
+    char *name = rc ? NULL : strdup(keys[i].name);
+    if (!rc && (!name || raw_set(L, keys[i].section, name, keys[i].def))) rc = oom(L);
+  }
+  for (size_t i = 0; i < COUNT(scrapyd_class_keys) && !rc; i++) {
+    char *name = strdup(scrapyd_class_keys[i][0]);
+    if (!name || raw_set(L, SEC_SCRAPYD, name, scrapyd_class_keys[i][1])) rc = oom(L);
+  }
+  for (size_t i = 0; i < COUNT(default_services) && !rc; i++) {
+    char *name = strdup(default_services[i][0]);
+    if (!name || raw_set(L, SEC_SERVICES, name, default_services[i][1])) rc = oom(L);
+  }
+  if (rc) return rc;
+
+  char host[256];
+  if (gethostname(host, sizeof(host)) != 0) snprintf(host, sizeof(host), "localhost");
+  host[sizeof(host) - 1] = '\0';
+  return set_string(L, &c->node_name, host);
+}
+
+static int finish(struct loader *L) {
+  config_t *c = L->c;
+  int rc = 0;
+
+  /* derived last, so that a dbs_dir from any source moves the database */
+  if (!c->store || !*c->store) {
+    char *store = NULL;
+    size_t n = strlen(c->dbs_dir);
+    while (n > 1 && c->dbs_dir[n - 1] == '/') n--;
+    if (strcmp(c->dbs_dir, ":memory:") == 0) store = strdup("sqlite::memory:");
+    else if (n == 0) store = strdup("sqlite:spiderd.db");
+    else if (n == 1 && c->dbs_dir[0] == '/') store = strdup("sqlite:/spiderd.db");
+    else if (asprintf(&store, "sqlite:%.*s/spiderd.db", (int)n, c->dbs_dir) < 0) store = NULL;
+    if (!store) return oom(L);
+    free(c->store);
+    c->store = store;
+  }
+
+  /* Scrapyd treats a file: URL as the local directory of its path; keeping
+   * items_dir a plain path means "not remote" always means "a directory" */
+  const char *it = c->items_dir;
+  if (strncasecmp(it, "file://", 7) == 0) {
+    const char *slash = strchr(it + 7, '/');
+    rc = set_string(L, &c->items_dir, slash ? slash : "");
+  }
+  return rc;
+}
+
+/* ---- public ---- */
+
+int config_load(config_t *c, int argc, char **argv, char *err, size_t errlen) {
+  struct loader L;
+  int rc;
+
+  memset(c, 0, sizeof(*c));
+  memset(&L, 0, sizeof(L));
+  L.c = c;
+  L.err = err;
+  L.errlen = errlen;
+  if (err && errlen) err[0] = '\0';
+
+  rc = parse_flags(&L, argc, argv);
+  if (rc) goto out;
+  rc = set_defaults(&L);
+  if (rc) goto out;
+  const char *list = getenv("SPIDERD_CONFIG_FILES");
+  rc = list ? read_listed_files(&L, list) : read_default_files(&L);
+  if (rc) goto out;
+  rc = read_config_flags(&L);
+  if (rc) goto out;
+  rc = apply_files(&L);
+  if (rc) goto out;
+  rc = apply_env(&L);
+  if (rc) goto out;
+  rc = apply_flags(&L);
+  if (rc) goto out;
+  rc = finish(&L);
+out:
+  raw_free(&L);
+  free(L.flags);
+  if (rc) config_release(c);
+  return rc;
+}
+
+void config_release(config_t *c) {
+  for (size_t i = 0; i < NKEYS; i++) {
+    if (keys[i].type == T_STR || keys[i].type == T_USER || keys[i].type == T_LEVEL) {
+      char **field = (char **)((char *)c + keys[i].off);
+      free(*field);
+    }
+  }
+  pairs_free(c->services, c->nservices);
+  pairs_free(c->settings, c->nsettings);
+  for (size_t i = 0; i < c->nsources; i++) free(c->sources[i]);
+  free(c->sources);
+  memset(c, 0, sizeof(*c));
+}
+
+int config_service_enabled(const config_t *c, const char *name) {
+  for (size_t i = 0; i < c->nservices; i++)
+    if (strcmp(c->services[i].name, name) == 0) return 1;
+  return 0;
+}
+
+const char *config_project_settings(const config_t *c, const char *project) {
+  for (size_t i = 0; i < c->nsettings; i++)
+    if (strcmp(c->settings[i].name, project) == 0) return c->settings[i].value;
+  return NULL;
+}
+
+int config_max_proc(const config_t *c) {
+  if (c->max_proc > 0) return c->max_proc;
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  if (ncpu < 1) ncpu = 1;
+  long long n = (long long)ncpu * (c->max_proc_per_cpu > 0 ? c->max_proc_per_cpu : 1);
+  return n > INT_MAX ? INT_MAX : (int)n;
+}
+
+int config_items_remote(const config_t *c) {
+  const char *s = c->items_dir;
+  if (!s || !isalpha((unsigned char)*s)) return 0;
+  size_t n = 1;
+  while (isalnum((unsigned char)s[n]) || s[n] == '+' || s[n] == '-' || s[n] == '.') n++;
+  if (strncmp(s + n, "://", 3) != 0) return 0;
+  return !(n == 4 && strncasecmp(s, "file", 4) == 0);
+}
