@@ -893,6 +893,18 @@ static int read_listed_files(struct loader *L, const char *list) {
 
 /* ---- applying the merged files ---- */
 
+/* [scrapyd] also holds Scrapyd's class names, which spiderd does not use;
+ * [spiderd] is ours, so an unknown key there is a typo. A key of the other
+ * section is an error either way: silently ignoring a misplaced store URL
+ * would put a cluster node on a private SQLite file. */
+static int unknown_key(struct loader *L, const struct src *s, const char *section,
+                       const char *name) {
+  const struct key *other = key_find(section == SEC_SCRAPYD ? SEC_SPIDERD : SEC_SCRAPYD, name);
+  if (other) return bad(L, s, section, name, "belongs in [%s]", other->section);
+  if (section == SEC_SPIDERD) return bad(L, s, section, name, "unknown key");
+  return 0;
+}
+
 static int resolve(struct loader *L, const struct src *s, const struct raw *r, struct sbuf *v) {
   v->len = 0;
   if (sb_add(v, "", 0)) return oom(L);
@@ -917,9 +929,7 @@ static int apply_files(struct loader *L) {
     } else if (r->src && (r->section == SEC_SCRAPYD || r->section == SEC_SPIDERD)) {
       const struct key *k = key_find(r->section, r->name);
       if (!k) {
-        /* [scrapyd] also holds Scrapyd's class names, which spiderd does not
-         * use; [spiderd] is ours, so an unknown key there is a typo */
-        if (r->section == SEC_SPIDERD) rc = bad(L, &s, r->section, r->name, "unknown key");
+        rc = unknown_key(L, &s, r->section, r->name);
         continue;
       }
       rc = resolve(L, &s, r, &v);
@@ -1009,8 +1019,7 @@ static int apply_set(struct loader *L, const char *arg) {
     if (pairs_put(&c->settings, &c->nsettings, name, value)) rc = oom(L);
   } else {
     const struct key *k = key_find(sec, name);
-    if (k) rc = apply(L, k, value, &s);
-    else if (sec == SEC_SPIDERD) rc = bad(L, &s, sec, name, "unknown key");
+    rc = k ? apply(L, k, value, &s) : unknown_key(L, &s, sec, name);
   }
   free(name);
   return rc;

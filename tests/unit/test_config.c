@@ -52,31 +52,38 @@ static void clear_env(void) {
 
 static char *path_in(struct fx *f, const char *rel) {
   char *p = NULL;
-  assert_true(asprintf(&p, "%s/%s", f->dir, rel) > 0);
+  if (asprintf(&p, "%s/%s", f->dir, rel) < 0) fail();
   return p;
 }
 
+/* mkdir -p DIR/REL */
 static void make_dirs(struct fx *f, const char *rel) {
-  char *p = path_in(f, rel);
-  for (char *s = p + strlen(f->dir) + 1; *s; s++)
-    if (*s == '/') {
+  char *sub = strdup(rel);
+  assert_non_null(sub);
+  for (char *s = sub;; s++) {
+    char c = *s;
+    if (c == '/' || c == '\0') {
       *s = '\0';
+      char *p = path_in(f, sub);
       mkdir(p, 0755);
-      *s = '/';
+      free(p);
+      *s = c;
     }
-  mkdir(p, 0755);
-  free(p);
+    if (!c) break;
+  }
+  free(sub);
 }
 
 /* Writes TEXT to DIR/REL (creating parents) and returns the full path. */
 static char *write_file(struct fx *f, const char *rel, const char *text) {
-  char *p = path_in(f, rel);
-  char *slash = strrchr(p, '/');
-  if (slash > p + strlen(f->dir)) {
-    *slash = '\0';
-    make_dirs(f, p + strlen(f->dir) + 1);
-    *slash = '/';
+  const char *slash = strrchr(rel, '/');
+  if (slash) {
+    char *parent = strndup(rel, (size_t)(slash - rel));
+    assert_non_null(parent);
+    make_dirs(f, parent);
+    free(parent);
   }
+  char *p = path_in(f, rel);
   FILE *fp = fopen(p, "w");
   assert_non_null(fp);
   fputs(text, fp);
@@ -86,15 +93,18 @@ static char *write_file(struct fx *f, const char *rel, const char *text) {
 
 /* SPIDERD_CONFIG_FILES = the given files of the test dir, ':'-joined. */
 static void use_files(struct fx *f, const char *first, ...) {
-  char list[4096] = "";
+  char *list = strdup("");
   va_list ap;
   va_start(ap, first);
   for (const char *rel = first; rel; rel = va_arg(ap, const char *)) {
-    size_t n = strlen(list);
-    snprintf(list + n, sizeof(list) - n, "%s%s/%s", n ? ":" : "", f->dir, rel);
+    char *longer = NULL;
+    if (asprintf(&longer, "%s%s%s/%s", list, *list ? ":" : "", f->dir, rel) < 0) fail();
+    free(list);
+    list = longer;
   }
   va_end(ap);
   setenv("SPIDERD_CONFIG_FILES", list, 1);
+  free(list);
 }
 
 static int load(struct fx *f, int argc, char **argv) {
@@ -378,8 +388,12 @@ static void test_multiline_interpolation_case(void **state) {
                   "    second\n"
                   "\t# a comment inside does not join\n"
                   "    third\n"
+                  "runner = my.runner ; inih strips this comment, ConfigParser would not\n"
+                  "jobs_dir = a;b\n"
+                  "[services]\n"
+                  "x.json = a.B\n"
                   "[settings]\n"
-                  "MyProject = %(pkg)s.settings\n"
+                  "  MyProject = %(pkg)s.settings\n"
                   "pkg = mine\n"));
   free(write_file(f, "b.conf",
                   "[scrapyd]\n"
@@ -392,6 +406,9 @@ static void test_multiline_interpolation_case(void **state) {
   assert_string_equal(c->eggs_dir, "/later/eggs");
   assert_string_equal(c->password, "100%");
   assert_string_equal(c->prefix_header, "first\nsecond\nthird");
+  assert_string_equal(c->runner, "my.runner");
+  assert_string_equal(c->jobs_dir, "a;b");
+  assert_string_equal(c->services[c->nservices - 1].value, "a.B");
   /* names are lower-cased like ConfigParser's optionxform */
   assert_string_equal(config_project_settings(c, "myproject"), "mine.settings");
   assert_string_equal(config_project_settings(c, "pkg"), "mine");
@@ -778,6 +795,8 @@ static void test_error_values(void **state) {
   expect_file_error(f, "spiderd", "log_level", "verbose",
                     "'verbose' is not one of debug, info, warning, error");
   expect_file_error(f, "spiderd", "max_prc", "4", "unknown key");
+  expect_file_error(f, "spiderd", "max_proc", "4", "belongs in [scrapyd]");
+  expect_file_error(f, "scrapyd", "store", "postgresql://db/x", "belongs in [spiderd]");
   expect_file_error(f, "scrapyd", "logs_dir", "50%", "'50%': '%' must be followed by '%' or '(' "
                                                      "(write %% for '%')");
   expect_file_error(f, "scrapyd", "logs_dir", "%(nothere)s/x",
@@ -822,6 +841,8 @@ static void test_error_env_and_flags(void **state) {
   expect_error(f, 2, a8, "flag --set: [scrapyd] max_proc: 'abc' is not an integer");
   char *a9[] = {"--set", "spiderd.nope=1"};
   expect_error(f, 2, a9, "flag --set: [spiderd] nope: unknown key");
+  char *a9b[] = {"--set", "scrapyd.log_level=debug"};
+  expect_error(f, 2, a9b, "flag --set: [scrapyd] log_level: belongs in [spiderd]");
   char *a10[] = {"--set", "max_proc=1"};
   expect_error(f, 2, a10, "flag --set: 'max_proc=1' is not SECTION.KEY=VALUE");
   char *a11[] = {"--set", "scrapyd.max_proc"};
@@ -890,10 +911,25 @@ static void test_error_syntax(void **state) {
   free(p);
 }
 
+/* Only a missing file is skipped; any other failure to read one is an error. */
 static void test_error_unreadable(void **state) {
   struct fx *f = *state;
   char msg[PATH_MAX + 64];
-  if (geteuid() == 0) skip(); /* root reads mode 000 files */
+  char *loop = path_in(f, "loop.conf");
+  assert_int_equal(symlink(loop, loop), 0);
+  use_files(f, "loop.conf", NULL);
+  snprintf(msg, sizeof(msg), "%s: cannot read: Too many levels of symbolic links", loop);
+  expect_error(f, 0, NULL, msg);
+  free(loop);
+
+  /* a path through a regular file is as missing as a missing one */
+  free(write_file(f, "plain", "[scrapyd]\n"));
+  use_files(f, "plain/scrapyd.conf", NULL);
+  assert_int_equal(load(f, 0, NULL), 0);
+  assert_int_equal(f->c.nsources, 0);
+  config_release(&f->c);
+
+  if (geteuid() == 0) return; /* root reads mode 000 files */
   char *p = write_file(f, "locked.conf", "[scrapyd]\n");
   assert_int_equal(chmod(p, 0), 0);
   use_files(f, "locked.conf", NULL);
