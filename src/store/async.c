@@ -1,0 +1,312 @@
+/* The store pool: a writer thread with group commit, a reader thread, and
+ * one uv_async that carries completions back to the loop.
+ *
+ * One mutex guards the two submit queues, the completion queue and the free
+ * list of ops. Every critical section is a few pointer moves, so a single
+ * lock costs less than the extra wake-ups finer locking would need on a
+ * two-core machine. Threads are woken only when they sleep (idle flag), and
+ * the loop only when the completion queue goes from empty to non-empty, so
+ * a busy pool makes no redundant futex or eventfd calls.
+ */
+#include "store/async.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "error.h"
+#include "log.h"
+
+/* Ops are recycled rather than freed: a steady stream of submits then
+ * costs no malloc. The cap bounds what a burst leaves behind. */
+#define STORE_POOL_FREE_MAX 4096
+
+struct store_op {
+  struct store_op *next;
+  store_fn fn;
+  void *arg;
+  store_done_cb done;
+  int rc;
+};
+
+struct store_queue {
+  struct store_op *head, *tail;
+};
+
+struct store_worker {
+  struct store_pool *pool;
+  store_t *store;
+  int kind;
+  uv_thread_t thread;
+  uv_cond_t cond;
+  struct store_queue q; /* guarded by pool->lock */
+  int idle;             /* waiting on cond; guarded by pool->lock */
+  int stop;             /* guarded by pool->lock */
+  int started;
+};
+
+struct store_pool {
+  uv_loop_t *loop;
+  uv_async_t async;
+  uv_mutex_t lock;
+  struct store_worker w[2]; /* [STORE_READ], [STORE_WRITE] */
+  struct store_queue done;  /* completed ops; guarded by lock */
+  struct store_op *free;    /* guarded by lock */
+  size_t nfree;
+  struct store_op *delivering; /* loop thread only: taken, not yet delivered */
+  int stopping;                /* guarded by lock */
+};
+
+static void store_queue_push(struct store_queue *q, struct store_op *first,
+                             struct store_op *last) {
+  last->next = NULL;
+  if (q->tail)
+    q->tail->next = first;
+  else
+    q->head = first;
+  q->tail = last;
+}
+
+/* Hands finished ops (a linked run first..last) to the loop. */
+static void store_pool_complete(struct store_pool *p, struct store_op *first,
+                                struct store_op *last) {
+  uv_mutex_lock(&p->lock);
+  int was_empty = p->done.head == NULL;
+  store_queue_push(&p->done, first, last);
+  uv_mutex_unlock(&p->lock);
+  /* A non-empty queue already has a send in flight that the loop has not
+   * acted on yet; it will take these too. */
+  if (was_empty) uv_async_send(&p->async);
+}
+
+static void store_pool_fail_all(struct store_op *batch, int rc) {
+  for (struct store_op *op = batch; op; op = op->next) op->rc = rc;
+}
+
+/* One transaction for the whole batch, one savepoint per op. Any failure
+ * that leaves the transaction unusable fails every op: their writes are
+ * gone with it, so none may report success. */
+static void store_pool_write_batch(struct store_worker *w, struct store_op *batch) {
+  store_t *s = w->store;
+  int rc = store_tx_begin(s);
+  if (rc) {
+    log_error("store", "group commit: cannot begin a transaction (%s)",
+              spd_strerror(rc));
+    store_pool_fail_all(batch, SPD_ESTORE);
+    return;
+  }
+  int broken = 0;
+  for (struct store_op *op = batch; op && !broken; op = op->next) {
+    if ((rc = store_sp_begin(s))) {
+      broken = 1;
+      break;
+    }
+    op->rc = op->fn(s, op->arg);
+    rc = op->rc ? store_sp_rollback(s) : store_sp_release(s);
+    if (rc) broken = 1;
+  }
+  if (broken) {
+    log_error("store", "group commit: an op broke the transaction (%s); "
+              "failing its batch", spd_strerror(rc));
+    store_tx_rollback(s);
+    store_pool_fail_all(batch, SPD_ESTORE);
+    return;
+  }
+  if ((rc = store_tx_commit(s))) {
+    log_error("store", "group commit: COMMIT failed (%s)", spd_strerror(rc));
+    store_pool_fail_all(batch, SPD_ESTORE);
+  }
+}
+
+static void store_pool_worker_main(void *arg) {
+  struct store_worker *w = arg;
+  struct store_pool *p = w->pool;
+  uv_mutex_lock(&p->lock);
+  for (;;) {
+    while (!w->q.head && !w->stop) {
+      w->idle = 1;
+      uv_cond_wait(&w->cond, &p->lock);
+      w->idle = 0;
+    }
+    if (!w->q.head) break; /* stopping, and everything queued has run */
+    struct store_op *batch = w->q.head, *last = w->q.tail;
+    w->q.head = w->q.tail = NULL;
+    uv_mutex_unlock(&p->lock);
+    if (w->kind == STORE_WRITE) {
+      store_pool_write_batch(w, batch);
+      store_pool_complete(p, batch, last);
+    } else {
+      /* Reads complete one by one: a quick read queued behind a slow one
+       * should not wait for it to be delivered. */
+      while (batch) {
+        struct store_op *op = batch;
+        batch = op->next;
+        op->rc = op->fn(w->store, op->arg);
+        store_pool_complete(p, op, op);
+      }
+    }
+    uv_mutex_lock(&p->lock);
+  }
+  uv_mutex_unlock(&p->lock);
+}
+
+/* Loop thread: runs done callbacks in completion order. Re-entrant: a
+ * callback may call store_pool_stop, which delivers the rest from here. */
+static void store_pool_deliver(struct store_pool *p) {
+  for (;;) {
+    struct store_op *op = p->delivering;
+    uv_mutex_lock(&p->lock);
+    if (!op) {
+      op = p->done.head;
+      p->done.head = p->done.tail = NULL;
+    }
+    if (op) {
+      p->delivering = op->next;
+      store_done_cb done = op->done;
+      void *arg = op->arg;
+      int rc = op->rc;
+      if (p->nfree < STORE_POOL_FREE_MAX) {
+        op->next = p->free;
+        p->free = op;
+        p->nfree++;
+        op = NULL;
+      }
+      uv_mutex_unlock(&p->lock);
+      free(op);
+      if (done) done(arg, rc);
+      continue;
+    }
+    uv_mutex_unlock(&p->lock);
+    return;
+  }
+}
+
+static void store_pool_async_cb(uv_async_t *h) { store_pool_deliver(h->data); }
+
+static void store_pool_free(struct store_pool *p) {
+  while (p->free) {
+    struct store_op *op = p->free;
+    p->free = op->next;
+    free(op);
+  }
+  for (int i = 0; i < 2; i++) uv_cond_destroy(&p->w[i].cond);
+  uv_mutex_destroy(&p->lock);
+  free(p);
+}
+
+static void store_pool_closed(uv_handle_t *h) { store_pool_free(h->data); }
+
+/* Stops and joins the threads that were started, closes the stores. */
+static void store_pool_join(struct store_pool *p) {
+  uv_mutex_lock(&p->lock);
+  for (int i = 0; i < 2; i++) p->w[i].stop = 1;
+  uv_mutex_unlock(&p->lock);
+  for (int i = 0; i < 2; i++) {
+    struct store_worker *w = &p->w[i];
+    if (!w->started) continue;
+    uv_cond_signal(&w->cond);
+    uv_thread_join(&w->thread);
+    w->started = 0;
+  }
+}
+
+static void store_pool_close_stores(struct store_pool *p) {
+  for (int i = 0; i < 2; i++) {
+    store_close(p->w[i].store);
+    p->w[i].store = NULL;
+  }
+}
+
+int store_pool_start(uv_loop_t *loop, const char *url, store_pool_t **out,
+                     char *err, size_t errlen) {
+  int rc;
+  if (err && errlen) err[0] = '\0';
+  if (!loop || !url || !out) return -EINVAL;
+  *out = NULL;
+  struct store_pool *p = calloc(1, sizeof(*p));
+  if (!p) return -ENOMEM;
+  p->loop = loop;
+  if ((rc = uv_mutex_init(&p->lock))) {
+    free(p);
+    return rc;
+  }
+  for (int i = 0; i < 2; i++) {
+    struct store_worker *w = &p->w[i];
+    w->pool = p;
+    w->kind = i;
+    if ((rc = uv_cond_init(&w->cond))) {
+      snprintf(err, errlen, "store pool: %s", uv_strerror(rc));
+      if (i) uv_cond_destroy(&p->w[0].cond);
+      uv_mutex_destroy(&p->lock);
+      free(p);
+      return rc;
+    }
+  }
+  /* The writer opens first so that it alone runs any migration. */
+  if ((rc = store_open(url, &p->w[STORE_WRITE].store, err, errlen))) goto fail;
+  if ((rc = store_open(url, &p->w[STORE_READ].store, err, errlen))) goto fail;
+  if ((rc = uv_async_init(loop, &p->async, store_pool_async_cb))) {
+    snprintf(err, errlen, "store pool: %s", uv_strerror(rc));
+    goto fail;
+  }
+  p->async.data = p;
+  for (int i = 0; i < 2; i++) {
+    if ((rc = uv_thread_create(&p->w[i].thread, store_pool_worker_main, &p->w[i]))) {
+      snprintf(err, errlen, "store pool: cannot start a thread: %s", uv_strerror(rc));
+      log_error("store", "%s", err);
+      store_pool_join(p);
+      store_pool_close_stores(p);
+      uv_close((uv_handle_t *)&p->async, store_pool_closed);
+      return rc;
+    }
+    p->w[i].started = 1;
+  }
+  *out = p;
+  return 0;
+fail:
+  store_pool_close_stores(p);
+  store_pool_free(p);
+  return rc;
+}
+
+int store_submit(store_pool_t *p, int kind, store_fn fn, void *arg,
+                 store_done_cb done) {
+  if (!p || !fn || (kind != STORE_READ && kind != STORE_WRITE)) return -EINVAL;
+  struct store_worker *w = &p->w[kind];
+  uv_mutex_lock(&p->lock);
+  if (p->stopping) {
+    uv_mutex_unlock(&p->lock);
+    return SPD_ESHUTDOWN;
+  }
+  struct store_op *op = p->free;
+  if (op) {
+    p->free = op->next;
+    p->nfree--;
+  } else if (!(op = malloc(sizeof(*op)))) {
+    uv_mutex_unlock(&p->lock);
+    return -ENOMEM;
+  }
+  op->fn = fn;
+  op->arg = arg;
+  op->done = done;
+  op->rc = 0;
+  store_queue_push(&w->q, op, op);
+  int wake = w->idle;
+  uv_mutex_unlock(&p->lock);
+  if (wake) uv_cond_signal(&w->cond);
+  return 0;
+}
+
+void store_pool_stop(store_pool_t *p) {
+  if (!p) return;
+  uv_mutex_lock(&p->lock);
+  int again = p->stopping;
+  p->stopping = 1;
+  uv_mutex_unlock(&p->lock);
+  if (again) return;
+  /* The threads run everything already queued before they exit. */
+  store_pool_join(p);
+  store_pool_deliver(p);
+  store_pool_close_stores(p);
+  uv_close((uv_handle_t *)&p->async, store_pool_closed);
+}

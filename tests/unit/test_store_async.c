@@ -1,0 +1,335 @@
+/* Tests for the store pool (store/async.h): ops run off the loop, callbacks
+ * come back on the loop in order, a batch isolates a failing op, a broken
+ * transaction fails its whole batch, and stop drains what was queued.
+ * Same URL rule as test_store.c: SPIDERD_TEST_STORE_URL with "{}" replaced
+ * per test, else a SQLite file in a temporary directory.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <uv.h>
+
+#include "error.h"
+#include "store/async.h"
+
+struct fx {
+  char dir[64];
+  char url[512];
+  uv_loop_t loop;
+  uv_thread_t loop_thread;
+  store_pool_t *pool;
+  /* what the callbacks saw */
+  int ndone;
+  int expect;
+  int order[1024];
+  int rcs[1024];
+  int off_loop;     /* a callback ran off the loop thread */
+  int on_loop_fn;   /* an op ran on the loop thread */
+  int stop_at_end;  /* store_pool_stop once `expect` callbacks arrived */
+};
+
+struct op {
+  struct fx *f;
+  int seq;
+  int fail;        /* fn returns this after doing its write */
+  int break_tx;    /* fn rolls back the pool's transaction */
+  uv_sem_t *entered; /* fn posts this first */
+  uv_sem_t *gate;    /* then waits on this */
+  int64_t id;      /* the job it inserted or read */
+  int found;       /* read op: the job was there */
+};
+
+static int fx_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  return remove(path);
+}
+
+static int fx_setup(void **state) {
+  struct fx *f = calloc(1, sizeof(*f));
+  char err[256];
+  assert_non_null(f);
+  snprintf(f->dir, sizeof(f->dir), "/tmp/spiderd-test-async-XXXXXX");
+  assert_non_null(mkdtemp(f->dir));
+  const char *tmpl = getenv("SPIDERD_TEST_STORE_URL");
+  const char *hole = tmpl ? strstr(tmpl, "{}") : NULL;
+  if (!tmpl || !*tmpl)
+    snprintf(f->url, sizeof(f->url), "sqlite:%s/store.db", f->dir);
+  else if (!hole)
+    snprintf(f->url, sizeof(f->url), "%s", tmpl);
+  else
+    snprintf(f->url, sizeof(f->url), "%.*s%s%s", (int)(hole - tmpl), tmpl,
+             strrchr(f->dir, '-') + 1, hole + 2);
+  assert_int_equal(uv_loop_init(&f->loop), 0);
+  f->loop_thread = uv_thread_self();
+  int rc = store_pool_start(&f->loop, f->url, &f->pool, err, sizeof(err));
+  if (rc) fail_msg("store_pool_start(%s): %s", f->url, err);
+  *state = f;
+  return 0;
+}
+
+static int fx_teardown(void **state) {
+  struct fx *f = *state;
+  if (f->pool) {
+    store_pool_stop(f->pool);
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+  }
+  /* Every handle closed: the pool freed itself. */
+  assert_int_equal(uv_loop_close(&f->loop), 0);
+  nftw(f->dir, fx_rm, 16, FTW_DEPTH | FTW_PHYS);
+  free(f);
+  return 0;
+}
+
+static void fx_stop(struct fx *f) {
+  store_pool_stop(f->pool);
+  f->pool = NULL;
+}
+
+/* Runs the loop until the pool is stopped and closed. */
+static void fx_run(struct fx *f) {
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  assert_null(f->pool);
+}
+
+static void check_off_loop(struct op *o) {
+  uv_thread_t self = uv_thread_self();
+  if (uv_thread_equal(&self, &o->f->loop_thread)) o->f->on_loop_fn = 1;
+  if (o->entered) uv_sem_post(o->entered);
+  if (o->gate) uv_sem_wait(o->gate);
+}
+
+static int op_insert(store_t *s, void *arg) {
+  struct op *o = arg;
+  check_off_loop(o);
+  job_t j;
+  char jobid[32];
+  job_init(&j);
+  snprintf(jobid, sizeof(jobid), "job-%d", o->seq);
+  j.jobid = strdup(jobid);
+  j.project = strdup("p");
+  j.spider = strdup("s");
+  int rc = store_job_insert(s, &j);
+  o->id = j.id;
+  job_release(&j);
+  if (rc) return rc;
+  if (o->break_tx) store_tx_rollback(s);
+  return o->fail;
+}
+
+static int op_get(store_t *s, void *arg) {
+  struct op *o = arg;
+  check_off_loop(o);
+  job_t j;
+  int rc = store_job_get(s, o->id, &j);
+  o->found = rc == 0;
+  job_release(&j);
+  return rc == -ENOENT ? 0 : rc;
+}
+
+static void op_done(void *arg, int rc) {
+  struct op *o = arg;
+  struct fx *f = o->f;
+  uv_thread_t self = uv_thread_self();
+  if (!uv_thread_equal(&self, &f->loop_thread)) f->off_loop = 1;
+  assert_true(f->ndone < 1024);
+  f->order[f->ndone] = o->seq;
+  f->rcs[f->ndone] = rc;
+  f->ndone++;
+  if (f->stop_at_end && f->ndone == f->expect) fx_stop(f);
+}
+
+static int64_t count_jobs(struct fx *f) {
+  char err[256];
+  store_t *s;
+  int64_t c[JOB_NSTATES];
+  assert_int_equal(store_open(f->url, &s, err, sizeof(err)), 0);
+  assert_int_equal(store_job_counts(s, NULL, c), 0);
+  store_close(s);
+  return c[JOB_PENDING];
+}
+
+/* Writes and reads interleaved: every op runs on a store thread, every
+ * callback on the loop thread, each kind in submission order. */
+static void test_order_and_threads(void **state) {
+  struct fx *f = *state;
+  enum { NW = 300, NR = 100 };
+  static struct op w[NW], r[NR];
+  int ri = 0;
+  for (int i = 0; i < NW; i++) {
+    w[i] = (struct op){.f = f, .seq = i};
+    assert_int_equal(store_submit(f->pool, STORE_WRITE, op_insert, &w[i], op_done), 0);
+    if (i % 3 == 0 && ri < NR) {
+      r[ri] = (struct op){.f = f, .seq = 10000 + ri, .id = ri + 1};
+      assert_int_equal(store_submit(f->pool, STORE_READ, op_get, &r[ri], op_done), 0);
+      ri++;
+    }
+  }
+  f->expect = NW + ri;
+  f->stop_at_end = 1;
+  fx_run(f);
+
+  assert_int_equal(f->ndone, NW + ri);
+  assert_false(f->off_loop);
+  assert_false(f->on_loop_fn);
+  int next_w = 0, next_r = 10000;
+  for (int i = 0; i < f->ndone; i++) {
+    assert_int_equal(f->rcs[i], 0);
+    if (f->order[i] < 10000)
+      assert_int_equal(f->order[i], next_w++);
+    else
+      assert_int_equal(f->order[i], next_r++);
+  }
+  for (int i = 1; i < NW; i++) assert_true(w[i].id > w[i - 1].id);
+  assert_int_equal(count_jobs(f), NW);
+}
+
+/* A read submitted from a write's callback sees the committed write. */
+static struct op chain_w, chain_r;
+
+static void chain_read_done(void *arg, int rc) {
+  op_done(arg, rc);
+}
+
+static void chain_write_done(void *arg, int rc) {
+  op_done(arg, rc);
+  chain_r = (struct op){.f = chain_w.f, .seq = 1, .id = chain_w.id};
+  assert_int_equal(
+      store_submit(chain_w.f->pool, STORE_READ, op_get, &chain_r, chain_read_done), 0);
+}
+
+static void test_chain(void **state) {
+  struct fx *f = *state;
+  chain_w = (struct op){.f = f, .seq = 0};
+  assert_int_equal(store_submit(f->pool, STORE_WRITE, op_insert, &chain_w,
+                                chain_write_done), 0);
+  f->expect = 2;
+  f->stop_at_end = 1;
+  fx_run(f);
+  assert_int_equal(f->ndone, 2);
+  assert_int_equal(f->rcs[0], 0);
+  assert_int_equal(f->rcs[1], 0);
+  assert_true(chain_r.found);
+}
+
+/* Blocks the writer in a gate op, then queues the ops under test, so they
+ * are all queued when the writer next looks and land in one batch. */
+static void run_gated_batch(struct fx *f, struct op *ops, int n) {
+  static uv_sem_t gate, entered;
+  static struct op gate_op;
+  assert_int_equal(uv_sem_init(&gate, 0), 0);
+  assert_int_equal(uv_sem_init(&entered, 0), 0);
+  gate_op = (struct op){.f = f, .seq = -1, .gate = &gate, .entered = &entered};
+  assert_int_equal(store_submit(f->pool, STORE_WRITE, op_insert, &gate_op, op_done), 0);
+  uv_sem_wait(&entered);
+  for (int i = 0; i < n; i++)
+    assert_int_equal(store_submit(f->pool, STORE_WRITE, op_insert, &ops[i], op_done), 0);
+  uv_sem_post(&gate);
+  f->expect = n + 1;
+  f->stop_at_end = 1;
+  fx_run(f);
+  uv_sem_destroy(&gate);
+  uv_sem_destroy(&entered);
+  assert_int_equal(f->ndone, n + 1);
+  assert_int_equal(f->order[0], -1);
+  assert_int_equal(f->rcs[0], 0);
+  for (int i = 0; i < n; i++) assert_int_equal(f->order[i + 1], ops[i].seq);
+}
+
+static void test_failing_op_isolated(void **state) {
+  struct fx *f = *state;
+  struct op ops[5];
+  for (int i = 0; i < 5; i++) ops[i] = (struct op){.f = f, .seq = i};
+  ops[1].fail = -EIO;
+  ops[3].fail = SPD_ECONFLICT;
+  run_gated_batch(f, ops, 5);
+  assert_int_equal(f->rcs[1], 0);
+  assert_int_equal(f->rcs[2], -EIO);
+  assert_int_equal(f->rcs[3], 0);
+  assert_int_equal(f->rcs[4], SPD_ECONFLICT);
+  assert_int_equal(f->rcs[5], 0);
+  /* gate + 3 successful inserts; the failed ones were rolled back */
+  assert_int_equal(count_jobs(f), 4);
+}
+
+static void test_broken_tx_fails_batch(void **state) {
+  struct fx *f = *state;
+  struct op ops[3];
+  for (int i = 0; i < 3; i++) ops[i] = (struct op){.f = f, .seq = i};
+  ops[1].break_tx = 1;
+  run_gated_batch(f, ops, 3);
+  for (int i = 1; i <= 3; i++) assert_int_equal(f->rcs[i], SPD_ESTORE);
+  assert_int_equal(count_jobs(f), 1); /* only the gate's own batch */
+}
+
+/* stop runs everything queued, delivers the callbacks before it returns,
+ * and refuses later submits without calling their callbacks. */
+static void test_stop_drains(void **state) {
+  struct fx *f = *state;
+  enum { NW = 200, NR = 50 };
+  static struct op w[NW], r[NR], late;
+  uv_sem_t gate;
+  assert_int_equal(uv_sem_init(&gate, 0), 0);
+  for (int i = 0; i < NW; i++) {
+    w[i] = (struct op){.f = f, .seq = i, .gate = i == 0 ? &gate : NULL};
+    assert_int_equal(store_submit(f->pool, STORE_WRITE, op_insert, &w[i], op_done), 0);
+  }
+  for (int i = 0; i < NR; i++) {
+    r[i] = (struct op){.f = f, .seq = 10000 + i, .id = 1};
+    assert_int_equal(store_submit(f->pool, STORE_READ, op_get, &r[i], op_done), 0);
+  }
+  uv_sem_post(&gate);
+  store_pool_t *p = f->pool;
+  store_pool_stop(p);
+  f->pool = NULL;
+  /* delivered synchronously, before the loop ran at all */
+  assert_int_equal(f->ndone, NW + NR);
+  for (int i = 0; i < f->ndone; i++) assert_int_equal(f->rcs[i], 0);
+  late = (struct op){.f = f, .seq = 99999};
+  assert_int_equal(store_submit(p, STORE_WRITE, op_insert, &late, op_done), SPD_ESHUTDOWN);
+  assert_int_equal(store_submit(p, STORE_READ, op_get, &late, op_done), SPD_ESHUTDOWN);
+  store_pool_stop(p); /* a second stop is harmless */
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  assert_int_equal(f->ndone, NW + NR);
+  uv_sem_destroy(&gate);
+  assert_int_equal(count_jobs(f), NW);
+}
+
+static void test_bad_calls(void **state) {
+  struct fx *f = *state;
+  struct op o = {.f = f};
+  char err[256];
+  store_pool_t *p = (store_pool_t *)&o;
+  assert_int_equal(store_submit(f->pool, 7, op_insert, &o, op_done), -EINVAL);
+  assert_int_equal(store_submit(f->pool, STORE_WRITE, NULL, &o, op_done), -EINVAL);
+  assert_int_equal(store_submit(NULL, STORE_WRITE, op_insert, &o, op_done), -EINVAL);
+  assert_int_equal(f->ndone, 0);
+  /* a bad URL: no pool, no handle left on the loop */
+  assert_int_equal(store_pool_start(&f->loop, "nosuch://x", &p, err, sizeof(err)),
+                   -EINVAL);
+  assert_null(p);
+  assert_true(err[0] != '\0');
+  /* done may be NULL: fire and forget */
+  assert_int_equal(store_submit(f->pool, STORE_WRITE, op_insert, &o, NULL), 0);
+  fx_stop(f);
+  fx_run(f);
+  assert_int_equal(f->ndone, 0);
+  assert_int_equal(count_jobs(f), 1);
+}
+
+int main(void) {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+  const struct CMUnitTest tests[] = {
+      T(test_order_and_threads),  T(test_chain),       T(test_failing_op_isolated),
+      T(test_broken_tx_fails_batch), T(test_stop_drains), T(test_bad_calls),
+  };
+#undef T
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
