@@ -1,0 +1,1247 @@
+/* HTTP server glue: libmicrohttpd daemons in external-epoll mode, driven by
+ * the libuv loop, with request state, body parsing, basic auth, routing and
+ * replies (synchronous or deferred through suspend/resume).
+ *
+ * Request lifetime: a request object is taken from a per-server pool when MHD
+ * first calls the access handler, and goes back to the pool once MHD says the
+ * request is complete AND it has been replied to (or was never handed to a
+ * handler). A request whose connection dies while it waits for a reply (only
+ * possible at server stop, since suspended connections are not polled) is
+ * kept, detached, until the handler's late http_reply frees it.
+ */
+#include "http/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define ARENA_FIRST 4096      /* first arena block, kept across requests */
+#define SMALL_VALUE 512       /* longer body values get their own buffer */
+#define POST_BUFFER 16384     /* MHD post processor parse buffer */
+#define POOL_MAX 1024         /* idle request objects kept for reuse */
+#define MAX_BOUNDARY 200      /* RFC 2046 says 70; be lenient */
+#define TAIL_SLACK 64         /* trailing whitespace tolerated after "--b--" */
+#define CONN_TIMEOUT_S 300    /* idle keep-alive connections are closed */
+#define LISTEN_BACKLOG 1024
+
+static const char not_found_page[] =
+    "\n<html>\n  <head><title>404 - No Such Resource</title></head>\n  <body>\n"
+    "    <h1>No Such Resource</h1>\n    <p>Sorry. No luck finding that resource.</p>\n"
+    "  </body>\n</html>\n";
+
+/* ---- data structures ---- */
+
+typedef struct arena_block {
+  struct arena_block *next;
+  size_t cap, used;
+  char data[];
+} arena_block;
+
+typedef struct reply_header {
+  const char *name, *value;
+} reply_header;
+
+struct listener;
+
+struct http_req {
+  http_server_t *srv;          /* NULL once detached from a stopped server */
+  struct listener *lsn;
+  struct MHD_Connection *conn; /* NULL once MHD is done with the connection */
+  struct http_req *next, *prev; /* pool or suspended list */
+
+  const char *method, *path;    /* copies in the arena: outlive the connection */
+  bool is_head, keepalive10;
+  bool dispatched, in_handler, replied, suspended, dropped, failed;
+  bool too_big, unauthorized, discard, multipart;
+  const char *body_error;       /* static text: why the body is rejected */
+  char last_byte;
+  uint64_t body_len;
+
+  struct MHD_PostProcessor *pp;
+  size_t cur;                   /* param being filled by body chunks */
+  bool cur_big;                 /* its value lives in bigs[], not the arena */
+  size_t cur_cap;
+  char **bigs;
+  size_t nbigs, bigcap;
+
+  http_param_t *params;
+  size_t nparams, pcap;
+  reply_header *hdrs;
+  size_t nhdrs, hcap;
+
+  arena_block *arena;           /* current block first; the last is kept */
+
+  struct MHD_Response *pending; /* deferred reply waiting for the resume */
+  unsigned pending_status;
+  uint64_t pending_bytes;
+
+  char boundary[MAX_BOUNDARY + 1];
+  size_t blen;
+  char tail[MAX_BOUNDARY + 4 + TAIL_SLACK];
+  size_t tail_len;
+};
+
+typedef struct route {
+  char *path;
+  http_handler_fn fn;
+  void *ud;
+} route;
+
+struct listener {
+  http_server_t *srv;
+  struct MHD_Daemon *mhd;
+  uv_poll_t poll;
+  uv_timer_t timer;
+  bool in_run, kick, handles_open;
+  char name[128]; /* "127.0.0.1:6800" or the socket path, for messages */
+};
+
+struct http_server {
+  uv_loop_t *loop;
+  struct listener *lsn[2];
+  int nlsn;
+  int open_handles;
+  bool closing;
+
+  route *exact; /* open addressing, power-of-two capacity */
+  size_t exact_cap, exact_n;
+  route *prefix;
+  size_t nprefix;
+  http_handler_fn fallback;
+  void *fallback_ud;
+  http_access_fn access;
+  void *access_ud;
+
+  char *cred; /* "user:password" when basic auth is on */
+  size_t cred_len;
+  char *www_auth;
+  long long max_body;
+  char *unix_path;
+
+  http_req_t *pool;
+  size_t npool;
+  http_req_t *suspended;
+};
+
+/* ---- arena: strings of one request, reused across requests ---- */
+
+static arena_block *block_new(size_t cap) {
+  arena_block *b = malloc(sizeof(*b) + cap);
+  if (!b) return NULL;
+  b->next = NULL;
+  b->cap = cap;
+  b->used = 0;
+  return b;
+}
+
+static char *arena_alloc(http_req_t *r, size_t n) {
+  arena_block *b = r->arena;
+  if (b->cap - b->used < n) {
+    size_t cap = b->cap * 2;
+    if (cap < n) cap = n;
+    arena_block *nb = block_new(cap);
+    if (!nb) return NULL;
+    nb->next = b;
+    r->arena = b = nb;
+  }
+  char *p = b->data + b->used;
+  b->used += n;
+  return p;
+}
+
+static char *arena_strndup(http_req_t *r, const char *s, size_t n) {
+  char *p = arena_alloc(r, n + 1);
+  if (!p) return NULL;
+  if (n) memcpy(p, s, n);
+  p[n] = '\0';
+  return p;
+}
+
+/* ---- request pool ---- */
+
+static http_req_t *req_new(void) {
+  http_req_t *r = calloc(1, sizeof(*r));
+  if (!r) return NULL;
+  r->arena = block_new(ARENA_FIRST);
+  if (!r->arena) {
+    free(r);
+    return NULL;
+  }
+  return r;
+}
+
+/* Returns the request to its just-allocated state, keeping the first arena
+ * block and the arrays so a keep-alive stream of requests allocates nothing. */
+static void req_reset(http_req_t *r) {
+  if (r->pp) MHD_destroy_post_processor(r->pp);
+  if (r->pending) MHD_destroy_response(r->pending);
+  while (r->arena->next) {
+    arena_block *b = r->arena;
+    r->arena = b->next;
+    free(b);
+  }
+  r->arena->used = 0;
+  for (size_t i = 0; i < r->nbigs; i++) free(r->bigs[i]);
+  http_param_t *params = r->params;
+  reply_header *hdrs = r->hdrs;
+  char **bigs = r->bigs;
+  size_t pcap = r->pcap, hcap = r->hcap, bigcap = r->bigcap;
+  arena_block *arena = r->arena;
+  memset(r, 0, offsetof(http_req_t, boundary));
+  r->params = params;
+  r->pcap = pcap;
+  r->hdrs = hdrs;
+  r->hcap = hcap;
+  r->bigs = bigs;
+  r->bigcap = bigcap;
+  r->arena = arena;
+  r->blen = 0;
+  r->tail_len = 0;
+}
+
+static void req_free(http_req_t *r) {
+  req_reset(r);
+  free(r->arena);
+  free(r->params);
+  free(r->hdrs);
+  free(r->bigs);
+  free(r);
+}
+
+static http_req_t *req_get(http_server_t *s) {
+  http_req_t *r = s->pool;
+  if (r) {
+    s->pool = r->next;
+    s->npool--;
+    r->next = NULL;
+  } else {
+    r = req_new();
+    if (!r) return NULL;
+  }
+  r->srv = s;
+  return r;
+}
+
+static void req_release(http_req_t *r) {
+  http_server_t *s = r->srv;
+  if (!s || s->npool >= POOL_MAX) {
+    req_free(r);
+    return;
+  }
+  req_reset(r);
+  r->next = s->pool;
+  s->pool = r;
+  s->npool++;
+}
+
+static void suspended_unlink(http_req_t *r) {
+  if (!r->suspended) return;
+  if (r->prev) r->prev->next = r->next;
+  else if (r->srv) r->srv->suspended = r->next;
+  if (r->next) r->next->prev = r->prev;
+  r->next = r->prev = NULL;
+  r->suspended = false;
+}
+
+/* ---- params ---- */
+
+static http_param_t *param_add(http_req_t *r, const char *key, size_t klen, const char *filename,
+                               int from_body) {
+  if (r->nparams == r->pcap) {
+    size_t cap = r->pcap ? r->pcap * 2 : 16;
+    http_param_t *p = realloc(r->params, cap * sizeof(*p));
+    if (!p) return NULL;
+    r->params = p;
+    r->pcap = cap;
+  }
+  const char *k = arena_strndup(r, key ? key : "", key ? klen : 0);
+  const char *f = filename ? arena_strndup(r, filename, strlen(filename)) : NULL;
+  if (!k || (filename && !f)) return NULL;
+  http_param_t *p = &r->params[r->nparams++];
+  p->key = k;
+  p->value = "";
+  p->len = 0;
+  p->filename = f;
+  p->from_body = from_body;
+  return p;
+}
+
+static enum MHD_Result on_query_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    size_t klen, const char *value, size_t vlen) {
+  http_req_t *r = cls;
+  http_param_t *p = param_add(r, key, klen, NULL, 0);
+  if (!p) goto oom;
+  if (value) {
+    char *v = arena_strndup(r, value, vlen);
+    if (!v) goto oom;
+    p->value = v;
+    p->len = vlen;
+  }
+  return MHD_YES;
+oom:
+  r->failed = true;
+  return MHD_NO;
+}
+
+static int bigs_push(http_req_t *r, char *buf) {
+  if (r->nbigs == r->bigcap) {
+    size_t cap = r->bigcap ? r->bigcap * 2 : 4;
+    char **b = realloc(r->bigs, cap * sizeof(*b));
+    if (!b) return -ENOMEM;
+    r->bigs = b;
+    r->bigcap = cap;
+  }
+  r->bigs[r->nbigs++] = buf;
+  return 0;
+}
+
+/* Appends a body chunk to the value of the current param. Small values grow
+ * in place at the end of the arena; large ones move to their own buffer that
+ * grows by an eighth, so memory stays close to the body size. */
+static int value_append(http_req_t *r, const char *data, size_t n) {
+  http_param_t *p = &r->params[r->cur];
+  char *v = (char *)p->value;
+  size_t need = p->len + n;
+  if (r->cur_big) {
+    if (need + 1 > r->cur_cap) {
+      size_t cap = need + need / 8 + 1;
+      char *nv = realloc(v, cap);
+      if (!nv) return -ENOMEM;
+      r->bigs[r->nbigs - 1] = nv;
+      r->cur_cap = cap;
+      v = nv;
+    }
+  } else {
+    arena_block *b = r->arena;
+    bool at_end = p->len > 0 && v + p->len + 1 == b->data + b->used;
+    if (at_end && b->cap - b->used >= n) {
+      b->used += n;
+    } else if (need < SMALL_VALUE) {
+      char *nv = arena_alloc(r, need + 1);
+      if (!nv) return -ENOMEM;
+      if (p->len) memcpy(nv, v, p->len);
+      v = nv;
+    } else {
+      size_t cap = need + need / 8 + 1;
+      char *nv = malloc(cap);
+      if (!nv) return -ENOMEM;
+      if (p->len) memcpy(nv, v, p->len);
+      if (bigs_push(r, nv)) {
+        free(nv);
+        return -ENOMEM;
+      }
+      r->cur_big = true;
+      r->cur_cap = cap;
+      v = nv;
+    }
+  }
+  memcpy(v + p->len, data, n);
+  v[need] = '\0';
+  p->value = v;
+  p->len = need;
+  return 0;
+}
+
+static enum MHD_Result on_post_data(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *filename, const char *content_type,
+                                    const char *transfer_encoding, const char *data,
+                                    uint64_t off, size_t size) {
+  http_req_t *r = cls;
+  if (off == 0 || r->cur == SIZE_MAX) {
+    http_param_t *p = param_add(r, key, key ? strlen(key) : 0, filename, 1);
+    if (!p) goto oom;
+    r->cur = r->nparams - 1;
+    r->cur_big = false;
+  }
+  if (size && value_append(r, data, size)) goto oom;
+  return MHD_YES;
+oom:
+  r->failed = true;
+  return MHD_NO;
+}
+
+/* ---- multipart sanity ---- */
+
+/* MHD's multipart parser skips a preamble without a boundary, so a body
+ * that is all garbage would look like an empty form; remember the boundary
+ * to check that the body ended with the closing delimiter. */
+static int parse_boundary(http_req_t *r, const char *ct) {
+  const char *p = ct;
+  while ((p = strcasestr(p, "boundary=")) != NULL) {
+    if (p == ct || p[-1] == ';' || p[-1] == ' ' || p[-1] == '\t') break;
+    p += 9;
+  }
+  if (!p) return -EINVAL;
+  p += 9;
+  const char *end;
+  if (*p == '"') {
+    end = strchr(++p, '"');
+    if (!end) return -EINVAL;
+  } else {
+    end = p + strcspn(p, "; \t");
+  }
+  size_t n = (size_t)(end - p);
+  if (n == 0 || n > MAX_BOUNDARY) return -EINVAL;
+  memcpy(r->boundary, p, n);
+  r->boundary[n] = '\0';
+  r->blen = n;
+  return 0;
+}
+
+static void tail_feed(http_req_t *r, const char *data, size_t n) {
+  size_t cap = r->blen + 4 + TAIL_SLACK;
+  if (n >= cap) {
+    memcpy(r->tail, data + n - cap, cap);
+    r->tail_len = cap;
+    return;
+  }
+  if (r->tail_len + n > cap) {
+    size_t drop = r->tail_len + n - cap;
+    memmove(r->tail, r->tail + drop, r->tail_len - drop);
+    r->tail_len -= drop;
+  }
+  memcpy(r->tail + r->tail_len, data, n);
+  r->tail_len += n;
+}
+
+static bool tail_closes(const http_req_t *r) {
+  size_t n = r->tail_len;
+  while (n && (r->tail[n - 1] == '\r' || r->tail[n - 1] == '\n' || r->tail[n - 1] == ' ' ||
+               r->tail[n - 1] == '\t'))
+    n--;
+  size_t want = r->blen + 4;
+  if (n < want) return false;
+  const char *t = r->tail + n - want;
+  return t[0] == '-' && t[1] == '-' && memcmp(t + 2, r->boundary, r->blen) == 0 &&
+         t[want - 2] == '-' && t[want - 1] == '-';
+}
+
+/* ---- basic auth ---- */
+
+static int b64val(unsigned char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+static bool auth_ok(const http_server_t *s, const char *h) {
+  if (!h) return false;
+  while (*h == ' ' || *h == '\t') h++;
+  if (strncasecmp(h, "basic", 5) != 0 || (h[5] != ' ' && h[5] != '\t')) return false;
+  h += 5;
+  while (*h == ' ' || *h == '\t') h++;
+  unsigned char out[512];
+  size_t n = 0;
+  unsigned acc = 0;
+  int bits = 0;
+  for (; *h && *h != '=' && *h != ' ' && *h != '\t'; h++) {
+    int v = b64val((unsigned char)*h);
+    if (v < 0) return false;
+    acc = (acc << 6) | (unsigned)v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      if (n == sizeof(out)) return false;
+      out[n++] = (unsigned char)(acc >> bits);
+    }
+  }
+  if (n != s->cred_len) return false;
+  unsigned char diff = 0; /* no early exit: timing must not leak the match */
+  for (size_t i = 0; i < n; i++) diff |= out[i] ^ (unsigned char)s->cred[i];
+  return diff == 0;
+}
+
+/* ---- replies ---- */
+
+static void access_log(http_req_t *r, unsigned status, uint64_t bytes) {
+  http_server_t *s = r->srv;
+  if (s && s->access) s->access(s->access_ud, r->method, r->path, (int)status, r->is_head ? 0 : bytes);
+}
+
+static int add_headers(http_req_t *r, struct MHD_Response *resp, const char *ct) {
+  if (ct && MHD_add_response_header(resp, "Content-Type", ct) != MHD_YES) return -EINVAL;
+  for (size_t i = 0; i < r->nhdrs; i++)
+    if (MHD_add_response_header(resp, r->hdrs[i].name, r->hdrs[i].value) != MHD_YES)
+      log_warn("http", "header %s rejected by libmicrohttpd", r->hdrs[i].name);
+  if (r->keepalive10) MHD_set_response_options(resp, MHD_RF_SEND_KEEP_ALIVE_HEADER, MHD_RO_END);
+  return 0;
+}
+
+static void queue_now(http_req_t *r, struct MHD_Response *resp, unsigned status, uint64_t bytes) {
+  if (MHD_queue_response(r->conn, status, resp) != MHD_YES) r->failed = true;
+  MHD_destroy_response(resp);
+  access_log(r, status, bytes);
+}
+
+static void on_timer(uv_timer_t *t);
+
+/* A resumed connection is only processed by MHD_run: make the next loop
+ * iteration run it instead of waiting for unrelated I/O. */
+static void kick(struct listener *l) {
+  l->kick = true;
+  if (!l->in_run && !l->srv->closing) uv_timer_start(&l->timer, on_timer, 0, 0);
+}
+
+/* Takes resp: queues it now if the handler is still running, else hands it
+ * to the suspended connection and resumes it. */
+static void deliver(http_req_t *r, struct MHD_Response *resp, unsigned status, uint64_t bytes) {
+  r->replied = true;
+  if (!r->conn) { /* the connection died while waiting; we owned r */
+    MHD_destroy_response(resp);
+    req_free(r);
+    return;
+  }
+  if (r->in_handler) {
+    queue_now(r, resp, status, bytes);
+    return;
+  }
+  r->pending = resp;
+  r->pending_status = status;
+  r->pending_bytes = bytes;
+  suspended_unlink(r);
+  MHD_resume_connection(r->conn);
+  kick(r->lsn);
+}
+
+static void reply_failed(http_req_t *r) {
+  r->replied = true;
+  if (!r->conn) {
+    req_free(r);
+  } else if (r->in_handler) {
+    r->failed = true;
+  } else {
+    r->dropped = true; /* the resumed connection is closed */
+    suspended_unlink(r);
+    MHD_resume_connection(r->conn);
+    kick(r->lsn);
+  }
+}
+
+void http_reply(http_req_t *r, int status, const char *content_type, const void *body,
+                size_t len) {
+  if (r->replied) {
+    log_warn("http", "second reply to %s %s ignored", r->method, r->path);
+    return;
+  }
+  struct MHD_Response *resp =
+      MHD_create_response_from_buffer(len, (void *)(body ? body : ""), MHD_RESPMEM_MUST_COPY);
+  if (!resp || add_headers(r, resp, content_type)) {
+    if (resp) MHD_destroy_response(resp);
+    reply_failed(r);
+    return;
+  }
+  deliver(r, resp, (unsigned)status, len);
+}
+
+void http_reply_fd(http_req_t *r, int status, const char *content_type, int fd, uint64_t offset,
+                   uint64_t len) {
+  if (r->replied) {
+    log_warn("http", "second reply to %s %s ignored", r->method, r->path);
+    close(fd);
+    return;
+  }
+  struct MHD_Response *resp = MHD_create_response_from_fd_at_offset64(len, fd, offset);
+  if (!resp) {
+    close(fd);
+    reply_failed(r);
+    return;
+  }
+  if (add_headers(r, resp, content_type)) {
+    MHD_destroy_response(resp);
+    reply_failed(r);
+    return;
+  }
+  deliver(r, resp, (unsigned)status, len);
+}
+
+int http_reply_header(http_req_t *r, const char *name, const char *value) {
+  if (r->nhdrs == r->hcap) {
+    size_t cap = r->hcap ? r->hcap * 2 : 8;
+    reply_header *h = realloc(r->hdrs, cap * sizeof(*h));
+    if (!h) return -ENOMEM;
+    r->hdrs = h;
+    r->hcap = cap;
+  }
+  const char *n = arena_strndup(r, name, strlen(name));
+  const char *v = arena_strndup(r, value, strlen(value));
+  if (!n || !v) return -ENOMEM;
+  r->hdrs[r->nhdrs].name = n;
+  r->hdrs[r->nhdrs].value = v;
+  r->nhdrs++;
+  return 0;
+}
+
+static void reply_text(http_req_t *r, int status, const char *ct, const char *text) {
+  http_reply(r, status, ct, text, strlen(text));
+}
+
+static void reply_401(http_req_t *r) {
+  r->nhdrs = 0;
+  http_reply_header(r, "WWW-Authenticate", r->srv->www_auth);
+  reply_text(r, 401, "text/html", "Unauthorized");
+}
+
+static void reply_413(http_req_t *r) {
+  char msg[128];
+  snprintf(msg, sizeof(msg), "Request body too large: the limit is %lld bytes.\n",
+           r->srv->max_body);
+  reply_text(r, 413, "text/plain; charset=utf-8", msg);
+}
+
+static void default_404(http_req_t *r, void *ud) {
+  http_reply(r, 404, "text/html; charset=utf-8", not_found_page, sizeof(not_found_page) - 1);
+}
+
+/* ---- routing ---- */
+
+static uint64_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return h;
+}
+
+static route *exact_find(const http_server_t *s, const char *path) {
+  if (!s->exact_cap) return NULL;
+  size_t mask = s->exact_cap - 1;
+  for (size_t i = hash_str(path) & mask;; i = (i + 1) & mask) {
+    route *rt = &s->exact[i];
+    if (!rt->path) return NULL;
+    if (strcmp(rt->path, path) == 0) return rt;
+  }
+}
+
+static int exact_insert(route *tab, size_t cap, route rt) {
+  size_t mask = cap - 1;
+  for (size_t i = hash_str(rt.path) & mask;; i = (i + 1) & mask) {
+    if (!tab[i].path) {
+      tab[i] = rt;
+      return 0;
+    }
+  }
+}
+
+int http_route(http_server_t *s, const char *path, http_handler_fn fn, void *ud) {
+  route *old = exact_find(s, path);
+  if (old) {
+    old->fn = fn;
+    old->ud = ud;
+    return 0;
+  }
+  if ((s->exact_n + 1) * 2 > s->exact_cap) {
+    size_t cap = s->exact_cap ? s->exact_cap * 2 : 64;
+    route *tab = calloc(cap, sizeof(*tab));
+    if (!tab) return -ENOMEM;
+    for (size_t i = 0; i < s->exact_cap; i++)
+      if (s->exact[i].path) exact_insert(tab, cap, s->exact[i]);
+    free(s->exact);
+    s->exact = tab;
+    s->exact_cap = cap;
+  }
+  char *copy = strdup(path);
+  if (!copy) return -ENOMEM;
+  exact_insert(s->exact, s->exact_cap, (route){copy, fn, ud});
+  s->exact_n++;
+  return 0;
+}
+
+int http_route_prefix(http_server_t *s, const char *prefix, http_handler_fn fn, void *ud) {
+  size_t n = strlen(prefix);
+  while (n && prefix[n - 1] == '/') n--; /* "/logs/" also matches "/logs" */
+  char *copy = strndup(prefix, n);
+  if (!copy) return -ENOMEM;
+  route *tab = realloc(s->prefix, (s->nprefix + 1) * sizeof(*tab));
+  if (!tab) {
+    free(copy);
+    return -ENOMEM;
+  }
+  s->prefix = tab;
+  tab[s->nprefix++] = (route){copy, fn, ud};
+  return 0;
+}
+
+void http_set_fallback(http_server_t *s, http_handler_fn fn, void *ud) {
+  s->fallback = fn ? fn : default_404;
+  s->fallback_ud = fn ? ud : NULL;
+}
+
+void http_set_access_log(http_server_t *s, http_access_fn fn, void *ud) {
+  s->access = fn;
+  s->access_ud = ud;
+}
+
+static void route_request(http_req_t *r) {
+  http_server_t *s = r->srv;
+  route *rt = exact_find(s, r->path);
+  if (!rt) {
+    size_t best = 0;
+    for (size_t i = 0; i < s->nprefix; i++) {
+      size_t n = strlen(s->prefix[i].path);
+      if (strncmp(r->path, s->prefix[i].path, n) == 0 && (r->path[n] == '\0' || r->path[n] == '/') &&
+          (!rt || n > best)) {
+        rt = &s->prefix[i];
+        best = n;
+      }
+    }
+  }
+  if (rt) rt->fn(r, rt->ud);
+  else s->fallback(r, s->fallback_ud);
+}
+
+/* ---- the request accessors ---- */
+
+const char *http_req_method(const http_req_t *r) { return r->method; }
+const char *http_req_path(const http_req_t *r) { return r->path; }
+int http_req_is_head(const http_req_t *r) { return r->is_head; }
+
+const char *http_req_header(const http_req_t *r, const char *name) {
+  if (!r->conn) return NULL;
+  return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const http_param_t *http_req_params(const http_req_t *r, size_t *n) {
+  *n = r->nparams;
+  return r->params;
+}
+
+const http_param_t *http_req_param(const http_req_t *r, const char *key) {
+  const http_param_t *query = NULL;
+  for (size_t i = 0; i < r->nparams; i++) {
+    const http_param_t *p = &r->params[i];
+    if (strcmp(p->key, key) != 0) continue;
+    if (p->from_body) return p;
+    if (!query) query = p;
+  }
+  return query;
+}
+
+/* ---- the access handler ---- */
+
+static bool token_in_list(const char *list, const char *token) {
+  size_t n = strlen(token);
+  for (const char *p = list; p && *p;) {
+    p += strspn(p, " \t,");
+    size_t len = strcspn(p, ",");
+    size_t t = len;
+    while (t && (p[t - 1] == ' ' || p[t - 1] == '\t')) t--;
+    if (t == n && strncasecmp(p, token, n) == 0) return true;
+    p += len;
+  }
+  return false;
+}
+
+/* First call, headers only: copy what must outlive the connection, collect
+ * the query string, refuse a too-large declared body, set up body parsing. */
+static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *method,
+                                 const char *version) {
+  http_server_t *s = r->srv;
+  struct MHD_Connection *c = r->conn;
+  r->method = arena_strndup(r, method, strlen(method));
+  r->path = arena_strndup(r, url, strlen(url));
+  if (!r->method || !r->path) return MHD_NO;
+  r->is_head = strcmp(method, "HEAD") == 0;
+  if (strcmp(version, MHD_HTTP_VERSION_1_0) == 0)
+    r->keepalive10 =
+        token_in_list(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connection"), "keep-alive");
+  r->cur = SIZE_MAX;
+
+  MHD_get_connection_values_n(c, MHD_GET_ARGUMENT_KIND, on_query_arg, r);
+  if (r->failed) return MHD_NO;
+
+  const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+  if (cl) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(cl, &end, 10);
+    if (errno == ERANGE || (s->max_body >= 0 && v > (unsigned long long)s->max_body)) {
+      r->too_big = true;
+      r->dispatched = true;
+      r->in_handler = true;
+      reply_413(r);
+      r->in_handler = false;
+      return r->failed ? MHD_NO : MHD_YES;
+    }
+  }
+
+  if (s->cred && !auth_ok(s, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"))) {
+    r->unauthorized = true;
+    r->discard = true; /* do not parse what a stranger sends */
+    return MHD_YES;
+  }
+
+  const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+  if (!ct) {
+    r->discard = true;
+  } else if (strncasecmp(ct, "multipart/form-data", 19) == 0) {
+    r->multipart = true;
+    if (parse_boundary(r, ct)) {
+      r->body_error = "multipart/form-data without a valid boundary parameter";
+      r->discard = true;
+    } else {
+      r->pp = MHD_create_post_processor(c, POST_BUFFER, on_post_data, r);
+      if (!r->pp) return MHD_NO;
+    }
+  } else if (strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0) {
+    r->pp = MHD_create_post_processor(c, POST_BUFFER, on_post_data, r);
+    if (!r->pp) return MHD_NO;
+  } else {
+    r->discard = true; /* JSON and others: Scrapyd ignores them */
+  }
+  return MHD_YES;
+}
+
+static void drop_body_parser(http_req_t *r) {
+  if (r->pp) MHD_destroy_post_processor(r->pp);
+  r->pp = NULL;
+  r->discard = true;
+}
+
+static enum MHD_Result req_body(http_req_t *r, const char *data, size_t n) {
+  http_server_t *s = r->srv;
+  r->body_len += n;
+  if (r->too_big) return MHD_YES;
+  if (s->max_body >= 0 && r->body_len > (uint64_t)s->max_body) {
+    r->too_big = true;
+    drop_body_parser(r);
+    /* Free what the body already took: memory stays bounded by max_body. */
+    for (size_t i = 0; i < r->nbigs; i++) free(r->bigs[i]);
+    r->nbigs = 0;
+    r->nparams = 0;
+    /* MHD accepts a response only before or after the body, so the rest is
+     * read and thrown away; cap that, then just hang up. */
+    return MHD_YES;
+  }
+  if (r->discard) return MHD_YES;
+  if (r->multipart) tail_feed(r, data, n);
+  r->last_byte = data[n - 1];
+  if (MHD_post_process(r->pp, data, n) != MHD_YES) {
+    if (r->failed) return MHD_NO;
+    r->body_error = r->multipart ? "malformed multipart/form-data body"
+                                 : "malformed application/x-www-form-urlencoded body";
+    drop_body_parser(r);
+  }
+  return MHD_YES;
+}
+
+static void req_finish_body(http_req_t *r) {
+  if (!r->pp) return;
+  /* MHD 0.9.75 keeps a last key without '=' ("a=1&flag") waiting for more
+   * input; a final separator flushes it (parse_qs keeps it with ""). */
+  if (!r->multipart && r->body_len > 0 && r->last_byte != '&' &&
+      MHD_post_process(r->pp, "&", 1) != MHD_YES && r->failed)
+    return;
+  bool ok = MHD_destroy_post_processor(r->pp) == MHD_YES;
+  r->pp = NULL;
+  /* A url-encoded body is never malformed to Twisted (parse_qs is lenient). */
+  if (r->multipart && (!ok || (r->body_len > 0 && !tail_closes(r))))
+    r->body_error = "malformed multipart/form-data body: truncated, or no closing boundary";
+}
+
+static void req_suspend(http_req_t *r) {
+  http_server_t *s = r->srv;
+  MHD_suspend_connection(r->conn);
+  r->suspended = true;
+  r->prev = NULL;
+  r->next = s->suspended;
+  if (s->suspended) s->suspended->prev = r;
+  s->suspended = r;
+}
+
+static enum MHD_Result req_dispatch(http_req_t *r) {
+  r->dispatched = true;
+  r->in_handler = true;
+  req_finish_body(r);
+  if (r->failed) {
+    r->in_handler = false;
+    return MHD_NO;
+  }
+  if (r->too_big) {
+    reply_413(r);
+  } else if (r->unauthorized) {
+    reply_401(r);
+  } else if (r->body_error) {
+    char msg[256];
+    snprintf(msg, sizeof(msg), "400 Bad Request: %s.\n", r->body_error);
+    reply_text(r, 400, "text/plain; charset=utf-8", msg);
+  } else {
+    route_request(r);
+  }
+  r->in_handler = false;
+  if (r->failed) return MHD_NO;
+  if (!r->replied) req_suspend(r);
+  return MHD_YES;
+}
+
+static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
+                                 const char *method, const char *version, const char *upload,
+                                 size_t *upload_size, void **con_cls) {
+  struct listener *l = cls;
+  http_req_t *r = *con_cls;
+  if (!r) {
+    r = req_get(l->srv);
+    if (!r) return MHD_NO;
+    *con_cls = r;
+    r->conn = c;
+    r->lsn = l;
+    return req_begin(r, url, method, version);
+  }
+  if (r->dispatched) { /* resumed: the deferred reply is ready */
+    if (r->dropped || !r->pending) return MHD_NO;
+    struct MHD_Response *resp = r->pending;
+    r->pending = NULL;
+    r->in_handler = true;
+    queue_now(r, resp, r->pending_status, r->pending_bytes);
+    r->in_handler = false;
+    return r->failed ? MHD_NO : MHD_YES;
+  }
+  if (*upload_size) {
+    size_t n = *upload_size;
+    *upload_size = 0;
+    return req_body(r, upload, n);
+  }
+  return req_dispatch(r);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  http_req_t *r = *con_cls;
+  if (!r) return;
+  *con_cls = NULL;
+  suspended_unlink(r);
+  if (r->dispatched && !r->replied) {
+    /* The handler still holds r and will reply later: detach it. */
+    r->conn = NULL;
+    r->lsn = NULL;
+    r->srv = NULL;
+    return;
+  }
+  r->conn = NULL;
+  req_release(r);
+}
+
+/* ---- the loop glue ---- */
+
+static void listener_run(struct listener *l) {
+  if (l->srv->closing) return;
+  l->in_run = true;
+  l->kick = false;
+  MHD_run(l->mhd);
+  l->in_run = false;
+  MHD_UNSIGNED_LONG_LONG to = 0;
+  if (!l->kick && MHD_get_timeout(l->mhd, &to) != MHD_YES) {
+    uv_timer_stop(&l->timer);
+    return;
+  }
+  l->kick = false;
+  uv_timer_start(&l->timer, on_timer, to, 0);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events) { listener_run(h->data); }
+static void on_timer(uv_timer_t *t) { listener_run(t->data); }
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  struct listener *l = cls;
+  char buf[512];
+  vsnprintf(buf, sizeof(buf), fmt, ap);
+  size_t n = strlen(buf);
+  while (n && buf[n - 1] == '\n') buf[--n] = '\0';
+  log_debug("http", "%s: %s", l->name, buf);
+}
+
+/* ---- listeners ---- */
+
+static int set_err(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int set_err(char *err, size_t errlen, int rc, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return rc;
+}
+
+static int bind_tcp(const char *addr, int port, bool *v6any, int *out, char *err, size_t errlen,
+                    char *name, size_t namelen) {
+  char host[INET6_ADDRSTRLEN + 2];
+  if (!addr || !*addr) addr = "127.0.0.1";
+  size_t n = strlen(addr);
+  if (addr[0] == '[' && n > 2 && addr[n - 1] == ']') { /* "[::1]" */
+    if (n - 2 >= sizeof(host)) return set_err(err, errlen, -EINVAL, "%s: bad address", addr);
+    memcpy(host, addr + 1, n - 2);
+    host[n - 2] = '\0';
+  } else {
+    snprintf(host, sizeof(host), "%s", addr);
+  }
+  char portstr[16];
+  snprintf(portstr, sizeof(portstr), "%d", port);
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                           .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+  struct addrinfo *ai = NULL;
+  int gai = getaddrinfo(host, portstr, &hints, &ai);
+  bool is6 = strchr(host, ':') != NULL;
+  snprintf(name, namelen, is6 ? "[%s]:%d" : "%s:%d", host, port);
+  if (gai) return set_err(err, errlen, -EINVAL, "%s: %s", name, gai_strerror(gai));
+  int rc = 0, one = 1;
+  int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    rc = -errno;
+    goto out;
+  }
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (ai->ai_family == AF_INET6) {
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ai->ai_addr;
+    *v6any = IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr);
+    int only = *v6any ? 0 : 1; /* "::" also takes IPv4, as Twisted's does */
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &only, sizeof(only));
+  }
+  if (bind(fd, ai->ai_addr, ai->ai_addrlen) || listen(fd, LISTEN_BACKLOG)) {
+    rc = -errno;
+    goto out;
+  }
+  *out = fd;
+  fd = -1;
+out:
+  if (rc) set_err(err, errlen, rc, "%s: %s", name, strerror(-rc));
+  if (fd >= 0) close(fd);
+  freeaddrinfo(ai);
+  return rc;
+}
+
+/* A socket file nobody listens on is left over from a crash: remove it. A
+ * live one, or anything that is not a socket, is an error. */
+static int bind_unix(const char *path, int *out, char *err, size_t errlen) {
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof(sa.sun_path))
+    return set_err(err, errlen, -ENAMETOOLONG, "%s: socket path too long", path);
+  strcpy(sa.sun_path, path);
+  int rc = 0;
+  int fd = -1;
+  struct stat st;
+  if (lstat(path, &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return set_err(err, errlen, -EEXIST, "%s: exists and is not a socket", path);
+    int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (probe < 0) {
+      rc = -errno;
+      goto out;
+    }
+    int live = connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(probe);
+    if (live) return set_err(err, errlen, -EADDRINUSE, "%s: %s", path, strerror(EADDRINUSE));
+    if (unlink(path) && errno != ENOENT) {
+      rc = -errno;
+      goto out;
+    }
+  }
+  fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    rc = -errno;
+    goto out;
+  }
+  if (bind(fd, (struct sockaddr *)&sa, sizeof(sa))) {
+    rc = -errno;
+    goto out;
+  }
+  if (chmod(path, 0660) || listen(fd, LISTEN_BACKLOG)) {
+    rc = -errno;
+    unlink(path);
+    goto out;
+  }
+  *out = fd;
+  fd = -1;
+out:
+  if (rc) set_err(err, errlen, rc, "%s: %s", path, strerror(-rc));
+  if (fd >= 0) close(fd);
+  return rc;
+}
+
+static unsigned conn_limit(void) {
+  struct rlimit rl;
+  rlim_t n = 1024;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) n = rl.rlim_cur;
+  n = n > 128 ? n - 64 : 64; /* keep descriptors for logs, stores, children */
+  return n > 16384 ? 16384 : (unsigned)n;
+}
+
+static void on_handle_closed(uv_handle_t *h);
+
+static int listener_start(http_server_t *s, int fd, unsigned extra_flags, const char *name,
+                          char *err, size_t errlen) {
+  struct listener *l = calloc(1, sizeof(*l));
+  if (!l) {
+    close(fd);
+    return set_err(err, errlen, -ENOMEM, "%s: out of memory", name);
+  }
+  l->srv = s;
+  snprintf(l->name, sizeof(l->name), "%s", name);
+  s->lsn[s->nlsn++] = l;
+  unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO | MHD_USE_ERROR_LOG |
+                   extra_flags;
+  l->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, l,
+                            MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
+                            MHD_OPTION_CONNECTION_LIMIT, conn_limit(),
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, l,
+                            MHD_OPTION_END);
+  if (!l->mhd) {
+    close(fd);
+    return set_err(err, errlen, -EIO, "%s: libmicrohttpd failed to start", name);
+  }
+  const union MHD_DaemonInfo *info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
+  if (!info) return set_err(err, errlen, -EIO, "%s: no epoll descriptor", name);
+  int rc = uv_poll_init(s->loop, &l->poll, info->epoll_fd);
+  if (rc) return set_err(err, errlen, rc, "%s: %s", name, uv_strerror(rc));
+  uv_timer_init(s->loop, &l->timer);
+  l->poll.data = l->timer.data = l;
+  l->handles_open = true;
+  s->open_handles += 2;
+  rc = uv_poll_start(&l->poll, UV_READABLE, on_poll);
+  if (rc) return set_err(err, errlen, rc, "%s: %s", name, uv_strerror(rc));
+  uv_timer_start(&l->timer, on_timer, 0, 0);
+  return 0;
+}
+
+int http_server_start(uv_loop_t *loop, const http_options_t *o, http_server_t **out, char *err,
+                      size_t errlen) {
+  int rc = 0;
+  *out = NULL;
+  http_server_t *s = calloc(1, sizeof(*s));
+  if (!s) return set_err(err, errlen, -ENOMEM, "out of memory");
+  s->loop = loop;
+  s->fallback = default_404;
+  s->max_body = o->max_body > 0 ? o->max_body : -1;
+  if (o->username && *o->username && o->password && *o->password) {
+    const char *realm = o->realm && *o->realm ? o->realm : "Scrapyd";
+    if (asprintf(&s->cred, "%s:%s", o->username, o->password) < 0) s->cred = NULL;
+    if (asprintf(&s->www_auth, "basic realm=\"%s\"", realm) < 0) s->www_auth = NULL;
+    if (!s->cred || !s->www_auth) {
+      rc = set_err(err, errlen, -ENOMEM, "out of memory");
+      goto out;
+    }
+    s->cred_len = strlen(s->cred);
+  }
+  if (o->port <= 0 && !(o->unix_socket_path && *o->unix_socket_path)) {
+    rc = set_err(err, errlen, -EINVAL, "no listener: set a port or a unix socket path");
+    goto out;
+  }
+  if (o->port > 65535) {
+    rc = set_err(err, errlen, -EINVAL, "port %d out of range", o->port);
+    goto out;
+  }
+  /* Bind everything before opening any uv handle, so that the common
+   * failures (address in use) clean up synchronously. */
+  int tcp_fd = -1, unix_fd = -1;
+  bool v6any = false;
+  char tcp_name[128];
+  if (o->port > 0) {
+    rc = bind_tcp(o->bind_address, o->port, &v6any, &tcp_fd, err, errlen, tcp_name,
+                  sizeof(tcp_name));
+    if (rc) goto out;
+  }
+  if (o->unix_socket_path && *o->unix_socket_path) {
+    rc = bind_unix(o->unix_socket_path, &unix_fd, err, errlen);
+    if (rc) {
+      if (tcp_fd >= 0) close(tcp_fd);
+      goto out;
+    }
+    s->unix_path = strdup(o->unix_socket_path);
+    if (!s->unix_path) {
+      unlink(o->unix_socket_path);
+      close(unix_fd);
+      if (tcp_fd >= 0) close(tcp_fd);
+      rc = set_err(err, errlen, -ENOMEM, "out of memory");
+      goto out;
+    }
+  }
+  if (tcp_fd >= 0) {
+    rc = listener_start(s, tcp_fd, v6any ? MHD_USE_DUAL_STACK : 0, tcp_name, err, errlen);
+    if (rc) {
+      if (unix_fd >= 0) close(unix_fd);
+      goto out;
+    }
+  }
+  if (unix_fd >= 0) {
+    rc = listener_start(s, unix_fd, 0, o->unix_socket_path, err, errlen);
+    if (rc) goto out;
+  }
+  *out = s;
+out:
+  if (rc) http_server_stop(s);
+  return rc;
+}
+
+/* ---- stopping ---- */
+
+static void server_free(http_server_t *s) {
+  for (int i = 0; i < s->nlsn; i++) {
+    struct listener *l = s->lsn[i];
+    if (!l->mhd) continue;
+    /* MHD refuses to stop with suspended connections: resume them all; the
+     * handlers' late replies find their requests detached. */
+    for (http_req_t *r = s->suspended; r; r = r->next)
+      if (r->lsn == l) {
+        r->dropped = true;
+        MHD_resume_connection(r->conn);
+      }
+    MHD_stop_daemon(l->mhd);
+    l->mhd = NULL;
+  }
+  for (int i = 0; i < s->nlsn; i++) free(s->lsn[i]);
+  while (s->pool) {
+    http_req_t *r = s->pool;
+    s->pool = r->next;
+    req_free(r);
+  }
+  if (s->unix_path) unlink(s->unix_path);
+  for (size_t i = 0; i < s->exact_cap; i++) free(s->exact[i].path);
+  for (size_t i = 0; i < s->nprefix; i++) free(s->prefix[i].path);
+  free(s->exact);
+  free(s->prefix);
+  free(s->cred);
+  free(s->www_auth);
+  free(s->unix_path);
+  free(s);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  struct listener *l = h->data;
+  http_server_t *s = l->srv;
+  if (--s->open_handles == 0) server_free(s);
+}
+
+void http_server_stop(http_server_t *s) {
+  if (!s || s->closing) return;
+  s->closing = true;
+  /* MHD is stopped from the close callbacks: never from inside MHD_run,
+   * where a handler may call this. */
+  bool any = false;
+  for (int i = 0; i < s->nlsn; i++) {
+    struct listener *l = s->lsn[i];
+    if (!l->handles_open) continue;
+    any = true;
+    uv_close((uv_handle_t *)&l->poll, on_handle_closed);
+    uv_close((uv_handle_t *)&l->timer, on_handle_closed);
+  }
+  if (!any) server_free(s);
+}
