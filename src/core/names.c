@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "error.h"
-
 #define NAME_MAX_BYTES 200
 
 static int is_digit(int c) { return c >= '0' && c <= '9'; }
@@ -26,9 +24,10 @@ static int utf8_fail(char *err, size_t errlen, const unsigned char *u, size_t po
       snprintf(err, errlen, "'utf-8' codec can't decode bytes in position %zu-%zu: %s", pos,
                pos + span - 1, reason);
   }
-  return SPD_EBADPARAM;
+  return 0;
 }
 
+/* A predicate, as the header's "Is s valid UTF-8?" reads: 1 valid, 0 not. */
 int utf8_valid(const char *s, size_t len, char *err, size_t errlen) {
   const unsigned char *u = (const unsigned char *)s;
   size_t i = 0;
@@ -64,27 +63,28 @@ int utf8_valid(const char *s, size_t len, char *err, size_t errlen) {
     }
     i += need + 1;
   }
-  return 0;
+  return 1;
 }
 
 /* ---- names --------------------------------------------------------------- */
 
+/* A predicate like utf8_valid: 1 safe, 0 refused with the reason in err. */
 int name_valid(const char *what, const char *s, char *err, size_t errlen) {
   char why[160];
   if (!what) what = "name";
   if (!s || !*s) {
     if (err && errlen) snprintf(err, errlen, "%s must not be empty", what);
-    return SPD_EBADPARAM;
+    return 0;
   }
   size_t len = strlen(s);
   if (len > NAME_MAX_BYTES) {
     if (err && errlen)
       snprintf(err, errlen, "%s is longer than %d bytes", what, NAME_MAX_BYTES);
-    return SPD_EBADPARAM;
+    return 0;
   }
-  if (utf8_valid(s, len, why, sizeof(why))) {
+  if (!utf8_valid(s, len, why, sizeof(why))) {
     if (err && errlen) snprintf(err, errlen, "%s is invalid: %s", what, why);
-    return SPD_EBADPARAM;
+    return 0;
   }
   for (size_t i = 0; i < len; i++) {
     unsigned char c = (unsigned char)s[i];
@@ -94,22 +94,22 @@ int name_valid(const char *what, const char *s, char *err, size_t errlen) {
         snprintf(err, errlen,
                  "%s must not contain control characters (byte 0x%02x in position %zu)", what,
                  c, i);
-      return SPD_EBADPARAM;
+      return 0;
     }
   }
   if (strcmp(s, ".") == 0 || strcmp(s, "..") == 0) {
     if (err && errlen) snprintf(err, errlen, "%s '%s' must not be '.' or '..'", what, s);
-    return SPD_ETRAVERSAL;
+    return 0;
   }
   if (strchr(s, '/') || strstr(s, "..")) {
     if (err && errlen) snprintf(err, errlen, "%s '%s' must not contain '/' or '..'", what, s);
-    return SPD_ETRAVERSAL;
+    return 0;
   }
   if (strchr(s, '\\')) {
     if (err && errlen) snprintf(err, errlen, "%s '%s' must not contain '\\'", what, s);
-    return SPD_ETRAVERSAL;
+    return 0;
   }
-  return 0;
+  return 1;
 }
 
 char *version_sanitize(const char *version) {

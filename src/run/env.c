@@ -3,8 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-extern char **environ;
+#include <unistd.h> /* environ (_GNU_SOURCE) */
 
 typedef struct {
   char **v;

@@ -49,7 +49,8 @@ out:
 /* Projects beginning with '.' would collide with the staging directory and
  * be hidden from listings, so they are refused along with traversal. */
 static int check_project(const char *project) {
-  if (name_valid("project", project, NULL, 0) || project[0] == '.') return SPD_ETRAVERSAL;
+  if (!project) return SPD_ETRAVERSAL;
+  if (!name_valid("project", project, NULL, 0) || project[0] == '.') return SPD_ETRAVERSAL;
   return 0;
 }
 
@@ -104,6 +105,7 @@ int eggs_stage(const char *eggs_dir, const void *data, size_t len, char **tmp_pa
   int fd = -1, rc;
 
   *tmp_path = NULL;
+  if (!eggs_dir || !*eggs_dir) return -EINVAL;
   if (!is_zip(data, len)) {
     if (err && errlen) snprintf(err, errlen, "%s", not_zip_msg);
     return SPD_EBADEGG;
@@ -157,6 +159,7 @@ int eggs_commit(const char *eggs_dir, const char *project, const char *version,
   int rc;
 
   if (final_path) *final_path = NULL;
+  if (!eggs_dir || !*eggs_dir) return -EINVAL;
   rc = check_project(project);
   if (rc) return rc;
   /* An empty version would make ".egg", a hidden file no listing shows. */
@@ -257,6 +260,7 @@ int eggs_versions(const char *eggs_dir, const char *project, char ***out, size_t
 
   *out = NULL;
   *n = 0;
+  if (!eggs_dir || !*eggs_dir) return -EINVAL;
   rc = check_project(project);
   if (rc) return rc;
   pdir = path_join(eggs_dir, project, NULL);
@@ -289,6 +293,7 @@ int eggs_path(const char *eggs_dir, const char *project, const char *version, ch
   int rc;
 
   *path = NULL;
+  if (!eggs_dir || !*eggs_dir) return -EINVAL;
   rc = check_project(project);
   if (rc) return rc;
   if (version) {
@@ -326,6 +331,7 @@ int eggs_projects(const char *eggs_dir, char ***out, size_t *n) {
 
   *out = NULL;
   *n = 0;
+  if (!eggs_dir || !*eggs_dir) return -EINVAL;
   d = opendir(eggs_dir);
   if (!d) return (errno == ENOENT || errno == ENOTDIR) ? 0 : -errno;
   for (;;) {
@@ -376,6 +382,7 @@ int eggs_delete_version(const char *eggs_dir, const char *project, const char *v
   size_t nleft = 0;
   int rc;
 
+  if (!eggs_dir || !*eggs_dir) return -EINVAL;
   rc = check_project(project);
   if (rc) return rc;
   rc = version_file(eggs_dir, project, version, &path);
@@ -402,6 +409,7 @@ int eggs_delete_project(const char *eggs_dir, const char *project) {
   char *pdir;
   int rc;
 
+  if (!eggs_dir || !*eggs_dir) return -EINVAL;
   rc = check_project(project);
   if (rc) return rc;
   pdir = path_join(eggs_dir, project, NULL);

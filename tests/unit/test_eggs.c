@@ -374,6 +374,13 @@ static void test_delete_project(void **state) {
 }
 
 static void test_strv_free_null(void **state) {
+  char **none, *p;
+  size_t n;
+  /* An unset eggs_dir must not turn into paths under "/". */
+  assert_int_equal(eggs_versions("", "p", &none, &n), -EINVAL);
+  assert_int_equal(eggs_projects(NULL, &none, &n), -EINVAL);
+  assert_int_equal(eggs_path("", "p", NULL, &p), -EINVAL);
+  assert_int_equal(eggs_stage("", "PK", 2, &p, NULL, 0), -EINVAL);
   strv_free(NULL, 0);
   char **v = malloc(2 * sizeof(*v));
   v[0] = strdup("a");

@@ -600,7 +600,6 @@ static void test_env_build(void **state) {
 }
 
 static void test_env_build_dedups_environ(void **state) {
-  extern char **environ;
   char **saved = environ;
   char *fake[] = {(char *)"A=1", (char *)"B=2", (char *)"A=3", (char *)"NOEQ", (char *)"A=4",
                   NULL};
