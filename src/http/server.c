@@ -35,9 +35,18 @@
 #define SMALL_VALUE 512       /* longer body values get their own buffer */
 #define POST_BUFFER 16384     /* MHD post processor parse buffer */
 #define POOL_MAX 1024         /* idle request objects kept for reuse */
+#define MAX_PARAMS 10000      /* fields in one request */
 #define MAX_BOUNDARY 200      /* RFC 2046 says 70; be lenient */
 #define TAIL_SLACK 64         /* trailing whitespace tolerated after "--b--" */
 #define CONN_TIMEOUT_S 300    /* idle keep-alive connections are closed */
+/* MHD 0.9.75 zeroes a connection's whole memory pool after every request, so
+ * its size is paid per request: 16 KiB instead of the default 32 KiB costs
+ * ~30% less CPU per small request, and still takes ~8 KiB of request headers
+ * (nginx's and Apache's default; larger get 431). */
+#define CONN_MEMORY (16 * 1024)
+/* Past max_body a streamed body is read and dropped so the client still gets
+ * its 413; beyond this much more, it is cut off instead. */
+#define DISCARD_MAX (64ULL << 20)
 #define LISTEN_BACKLOG 1024
 
 static const char not_found_page[] =
@@ -364,6 +373,10 @@ static enum MHD_Result on_post_data(void *cls, enum MHD_ValueKind kind, const ch
                                     uint64_t off, size_t size) {
   http_req_t *r = cls;
   if (off == 0 || r->cur == SIZE_MAX) {
+    if (r->nparams >= MAX_PARAMS) { /* 40 bytes each: cap what tiny fields cost */
+      r->too_big = true;
+      return MHD_NO;
+    }
     http_param_t *p = param_add(r, key, key ? strlen(key) : 0, filename, 1);
     if (!p) goto oom;
     r->cur = r->nparams - 1;
@@ -602,8 +615,11 @@ static void reply_401(http_req_t *r) {
 
 static void reply_413(http_req_t *r) {
   char msg[128];
-  snprintf(msg, sizeof(msg), "Request body too large: the limit is %lld bytes.\n",
-           r->srv->max_body);
+  if (r->srv->max_body >= 0)
+    snprintf(msg, sizeof(msg), "Request body too large: the limit is %lld bytes and %d fields.\n",
+             r->srv->max_body, MAX_PARAMS);
+  else
+    snprintf(msg, sizeof(msg), "Request body too large: the limit is %d fields.\n", MAX_PARAMS);
   reply_text(r, 413, "text/plain; charset=utf-8", msg);
 }
 
@@ -814,19 +830,24 @@ static void drop_body_parser(http_req_t *r) {
   r->discard = true;
 }
 
+/* Past the limit: free what the body already took, so memory stays bounded
+ * by max_body, and read the rest without keeping it. */
+static void shed_body(http_req_t *r) {
+  r->too_big = true;
+  drop_body_parser(r);
+  for (size_t i = 0; i < r->nbigs; i++) free(r->bigs[i]);
+  r->nbigs = 0;
+  r->nparams = 0;
+}
+
 static enum MHD_Result req_body(http_req_t *r, const char *data, size_t n) {
   http_server_t *s = r->srv;
   r->body_len += n;
-  if (r->too_big) return MHD_YES;
-  if (s->max_body >= 0 && r->body_len > (uint64_t)s->max_body) {
-    r->too_big = true;
-    drop_body_parser(r);
-    /* Free what the body already took: memory stays bounded by max_body. */
-    for (size_t i = 0; i < r->nbigs; i++) free(r->bigs[i]);
-    r->nbigs = 0;
-    r->nparams = 0;
-    /* MHD accepts a response only before or after the body, so the rest is
-     * read and thrown away; cap that, then just hang up. */
+  uint64_t limit = s->max_body >= 0 ? (uint64_t)s->max_body : UINT64_MAX;
+  if (r->too_big) /* MHD 0.9.75 takes no response in mid-body */
+    return r->body_len > limit && r->body_len - limit > DISCARD_MAX ? MHD_NO : MHD_YES;
+  if (r->body_len > limit) {
+    shed_body(r);
     return MHD_YES;
   }
   if (r->discard) return MHD_YES;
@@ -834,6 +855,10 @@ static enum MHD_Result req_body(http_req_t *r, const char *data, size_t n) {
   r->last_byte = data[n - 1];
   if (MHD_post_process(r->pp, data, n) != MHD_YES) {
     if (r->failed) return MHD_NO;
+    if (r->too_big) { /* too many fields */
+      shed_body(r);
+      return MHD_YES;
+    }
     r->body_error = r->multipart ? "malformed multipart/form-data body"
                                  : "malformed application/x-www-form-urlencoded body";
     drop_body_parser(r);
@@ -846,8 +871,10 @@ static void req_finish_body(http_req_t *r) {
   /* MHD 0.9.75 keeps a last key without '=' ("a=1&flag") waiting for more
    * input; a final separator flushes it (parse_qs keeps it with ""). */
   if (!r->multipart && r->body_len > 0 && r->last_byte != '&' &&
-      MHD_post_process(r->pp, "&", 1) != MHD_YES && r->failed)
+      MHD_post_process(r->pp, "&", 1) != MHD_YES && (r->failed || r->too_big)) {
+    if (r->too_big) shed_body(r);
     return;
+  }
   bool ok = MHD_destroy_post_processor(r->pp) == MHD_YES;
   r->pp = NULL;
   /* A url-encoded body is never malformed to Twisted (parse_qs is lenient). */
@@ -1101,6 +1128,7 @@ static int listener_start(http_server_t *s, int fd, unsigned extra_flags, const 
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
                             MHD_OPTION_CONNECTION_LIMIT, conn_limit(),
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, l,
                             MHD_OPTION_END);

@@ -408,10 +408,12 @@ static resp *get(ctx *c, const char *target) {
 }
 
 static resp *get_h(ctx *c, const char *target, const char *headers) {
-  char raw[2048];
-  int n = snprintf(raw, sizeof(raw), "GET %s HTTP/1.1\r\nHost: x\r\n%sConnection: close\r\n\r\n",
-                   target, headers);
-  return once(c, raw, (size_t)n, 0);
+  char *raw = NULL;
+  int n = asprintf(&raw, "GET %s HTTP/1.1\r\nHost: x\r\n%sConnection: close\r\n\r\n", target,
+                   headers);
+  resp *r = once(c, raw, (size_t)n, 0);
+  free(raw);
+  return r;
 }
 
 static resp *post(ctx *c, const char *target, const char *ct, const void *body, size_t len) {
@@ -603,6 +605,25 @@ static void cl_limits(ctx *c) {
   post(c, "/echo", "application/x-www-form-urlencoded", body, sizeof(body));
 }
 
+static void cl_many_fields(ctx *c) {
+  size_t n = 10001;
+  char *body = malloc(n * 2);
+  for (size_t i = 0; i < n; i++) memcpy(body + 2 * i, "k&", 2);
+  post(c, "/echo", "application/x-www-form-urlencoded", body, n * 2 - 1);
+  post(c, "/echo", "application/x-www-form-urlencoded", body, 9999 * 2 - 1);
+  free(body);
+  /* headers up to ~8 KiB fit (nginx's and Apache's default), larger: 431 */
+  char *hdr = malloc(12000);
+  memcpy(hdr, "Cookie: c=", 10);
+  memset(hdr + 10, 'x', 7000);
+  memcpy(hdr + 7010, "\r\n", 3);
+  get_h(c, "/echo?a=big", hdr);
+  memset(hdr + 10, 'x', 10000);
+  memcpy(hdr + 10010, "\r\n", 3);
+  get_h(c, "/echo?a=big", hdr);
+  free(hdr);
+}
+
 static void test_body_limits(void **state) {
   ctx c;
   ctx_init(&c);
@@ -613,6 +634,20 @@ static void test_body_limits(void **state) {
   assert_int_equal(c.r[1].status, 413);
   assert_int_equal(c.r[2].status, 200);
   assert_non_null(strstr(c.r[2].body, "B|a|-|998|fnv:"));
+  ctx_end(&c);
+}
+
+static void test_field_limit(void **state) {
+  ctx c;
+  ctx_init(&c);
+  ctx_start(&c);
+  ctx_run(&c, cl_many_fields);
+  assert_int_equal(c.r[0].status, 413);
+  assert_int_equal(c.r[1].status, 200);
+  assert_non_null(strstr(c.r[1].body, "B|k|-|0|\na=(none)\n"));
+  assert_int_equal(c.r[2].status, 200);
+  assert_non_null(strstr(c.r[2].body, "a=big\n"));
+  assert_int_equal(c.r[3].status, 431);
   ctx_end(&c);
 }
 
@@ -1157,6 +1192,7 @@ int main(void) {
       cmocka_unit_test(test_urlencoded_body),
       cmocka_unit_test(test_multipart_body),
       cmocka_unit_test(test_body_limits),
+      cmocka_unit_test(test_field_limit),
       cmocka_unit_test(test_malformed_multipart),
       cmocka_unit_test(test_basic_auth),
       cmocka_unit_test(test_routing),
