@@ -78,6 +78,8 @@ struct http_req {
   bool is_head, keepalive10;
   bool dispatched, in_handler, replied, suspended, dropped, failed;
   bool too_big, unauthorized, discard, multipart;
+  bool new_part;                /* the next post data starts a new field */
+  unsigned match;               /* bytes of "\r\n--boundary" (or "&") seen */
   const char *body_error;       /* static text: why the body is rejected */
   char last_byte;
   uint64_t body_len;
@@ -372,7 +374,12 @@ static enum MHD_Result on_post_data(void *cls, enum MHD_ValueKind kind, const ch
                                     const char *transfer_encoding, const char *data,
                                     uint64_t off, size_t size) {
   http_req_t *r = cls;
-  if (off == 0 || r->cur == SIZE_MAX) {
+  /* off == 0 alone cannot tell a new field from a field whose first call
+   * had no data yet (MHD calls with 0 bytes when input stops right after a
+   * part's headers); the separators seen in the stream can. A nested part
+   * (multipart/mixed) has no outer separator but starts at 0 after data. */
+  if (r->new_part || r->cur == SIZE_MAX || (off == 0 && r->params[r->cur].len > 0)) {
+    r->new_part = false;
     if (r->nparams >= MAX_PARAMS) { /* 40 bytes each: cap what tiny fields cost */
       r->too_big = true;
       return MHD_NO;
@@ -410,7 +417,7 @@ static int parse_boundary(http_req_t *r, const char *ct) {
     end = p + strcspn(p, "; \t");
   }
   size_t n = (size_t)(end - p);
-  if (n == 0 || n > MAX_BOUNDARY) return -EINVAL;
+  if (n == 0 || n > MAX_BOUNDARY || memchr(p, '\r', n) || memchr(p, '\n', n)) return -EINVAL;
   memcpy(r->boundary, p, n);
   r->boundary[n] = '\0';
   r->blen = n;
@@ -814,10 +821,12 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
     } else {
       r->pp = MHD_create_post_processor(c, POST_BUFFER, on_post_data, r);
       if (!r->pp) return MHD_NO;
+      r->match = 2; /* the first delimiter has no CRLF before it */
     }
   } else if (strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0) {
     r->pp = MHD_create_post_processor(c, POST_BUFFER, on_post_data, r);
     if (!r->pp) return MHD_NO;
+    r->new_part = true;
   } else {
     r->discard = true; /* JSON and others: Scrapyd ignores them */
   }
@@ -840,6 +849,36 @@ static void shed_body(http_req_t *r) {
   r->nparams = 0;
 }
 
+/* Feeds MHD's parser, cut right after every field separator ("&", or the
+ * "\r\n--boundary" delimiter, which MHD then fully handles), so that all
+ * parser callbacks between two cuts belong to one field. */
+static enum MHD_Result form_feed(http_req_t *r, const char *data, size_t n) {
+  size_t start = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!r->multipart) {
+      const char *amp = memchr(data + i, '&', n - i);
+      if (!amp) break;
+      i = (size_t)(amp - data);
+    } else {
+      if (r->match == 0) {
+        const char *cr = memchr(data + i, '\r', n - i);
+        if (!cr) break;
+        i = (size_t)(cr - data);
+      }
+      /* '\r' occurs only first in the pattern: no KMP table needed. */
+      char want = r->match < 4 ? "\r\n--"[r->match] : r->boundary[r->match - 4];
+      r->match = data[i] == want ? r->match + 1 : data[i] == '\r';
+      if (r->match < r->blen + 4) continue;
+      r->match = 0;
+    }
+    if (MHD_post_process(r->pp, data + start, i + 1 - start) != MHD_YES) return MHD_NO;
+    r->new_part = true;
+    start = i + 1;
+  }
+  if (start < n) return MHD_post_process(r->pp, data + start, n - start);
+  return MHD_YES;
+}
+
 static enum MHD_Result req_body(http_req_t *r, const char *data, size_t n) {
   http_server_t *s = r->srv;
   r->body_len += n;
@@ -853,7 +892,7 @@ static enum MHD_Result req_body(http_req_t *r, const char *data, size_t n) {
   if (r->discard) return MHD_YES;
   if (r->multipart) tail_feed(r, data, n);
   r->last_byte = data[n - 1];
-  if (MHD_post_process(r->pp, data, n) != MHD_YES) {
+  if (form_feed(r, data, n) != MHD_YES) {
     if (r->failed) return MHD_NO;
     if (r->too_big) { /* too many fields */
       shed_body(r);

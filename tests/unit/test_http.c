@@ -545,6 +545,111 @@ static void cl_multipart(ctx *c) {
   free(body);
 }
 
+/* The same bodies sent a few bytes at a time: fields cut anywhere. */
+static void drip_n(ctx *c, const char *ct, const char *body, size_t len, size_t step) {
+  conn k;
+  resp *r = &c->r[c->n++];
+  if (conn_tcp(&k, c->port)) {
+    r->err = -1;
+    return;
+  }
+  char head[256];
+  snprintf(head, sizeof(head),
+           "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+           "Connection: close\r\n\r\n",
+           ct, len);
+  send_str(&k, head);
+  for (size_t i = 0; i < len; i += step) {
+    send_all(&k, body + i, len - i < step ? len - i : step);
+    usleep(100);
+  }
+  read_resp(&k, r, 0);
+  conn_close(&k);
+}
+
+static void drip(ctx *c, const char *ct, const char *body, size_t len) {
+  drip_n(c, ct, body, len, 3);
+}
+
+/* Empty and repeated fields, whatever the cuts. */
+static size_t tricky_multipart(char *out) {
+  size_t n = 0;
+  const char *names[] = {"a", "a", "a", "b", "a"};
+  const char *vals[] = {"", "x", "", NULL, ""};
+  for (int i = 0; i < 5; i++) {
+    n += (size_t)sprintf(out + n, "--XyZ\r\nContent-Disposition: form-data; name=\"%s\"%s\r\n\r\n",
+                         names[i], vals[i] ? "" : "; filename=\"f.bin\"");
+    if (vals[i]) {
+      n += (size_t)sprintf(out + n, "%s", vals[i]);
+    } else {
+      for (int k = 0; k < 700; k++) out[n++] = (char)(k % 3 == 0 ? '\r' : k % 3 == 1 ? '\n' : '-');
+    }
+    n += (size_t)sprintf(out + n, "\r\n");
+  }
+  n += (size_t)sprintf(out + n, "--XyZ--\r\n");
+  return n;
+}
+
+static void cl_tricky(ctx *c) {
+  char body[4096];
+  size_t n = tricky_multipart(body);
+  post(c, "/echo", "multipart/form-data; boundary=XyZ", body, n);
+  const size_t steps[] = {1, 2, 5, 7, 64};
+  for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
+    drip_n(c, "multipart/form-data; boundary=XyZ", body, n, steps[i]);
+}
+
+static void test_multipart_cuts(void **state) {
+  ctx c;
+  ctx_init(&c);
+  ctx_start(&c);
+  ctx_run(&c, cl_tricky);
+  assert_int_equal(c.r[0].status, 200);
+  assert_non_null(strstr(c.r[0].body, "POST /echo\nB|a|-|0|\nB|a|-|1|78\nB|a|-|0|\n"
+                                      "B|b|f.bin|700|fnv:"));
+  assert_non_null(strstr(c.r[0].body, "\nB|a|-|0|\na=\n"));
+  for (int i = 1; i <= 5; i++) {
+    assert_int_equal(c.r[i].status, 200);
+    assert_string_equal(c.r[i].body, c.r[0].body);
+  }
+  ctx_end(&c);
+}
+
+static void cl_drip(ctx *c) {
+  static const unsigned char bin[] = {0, 1, 2, '\r', '\n', '-', '-', 'X', 'y', 0xff, 0};
+  char body[1024];
+  size_t n = build_multipart(body, bin, sizeof(bin));
+  drip(c, "multipart/form-data; boundary=XyZ", body, n);
+  const char *form = "a=B1&&k2=hello+world%21&mid&a=B2&empty=&bare";
+  drip(c, "application/x-www-form-urlencoded", form, strlen(form));
+  /* an empty file part */
+  const char *empty = "--XyZ\r\nContent-Disposition: form-data; name=\"egg\"; filename=\"e.egg\"\r\n"
+                      "Content-Type: application/octet-stream\r\n\r\n\r\n--XyZ--\r\n";
+  post(c, "/echo", "multipart/form-data; boundary=XyZ", empty, strlen(empty));
+}
+
+static void test_body_in_pieces(void **state) {
+  ctx c;
+  ctx_init(&c);
+  ctx_start(&c);
+  ctx_run(&c, cl_drip);
+  assert_int_equal(c.r[0].status, 200);
+  assert_string_equal(c.r[0].body, "POST /echo\nB|project|-|6|6d7970726f6a\n"
+                                   "B|egg|project.egg|11|0001020d0a2d2d5879ff00\nB|a|-|0|\na=\n");
+  assert_int_equal(c.r[1].status, 200);
+  assert_string_equal(c.r[1].body, "POST /echo\n"
+                                   "B|a|-|2|4231\n"
+                                   "B|k2|-|12|68656c6c6f20776f726c6421\n"
+                                   "B|mid|-|0|\n"
+                                   "B|a|-|2|4232\n"
+                                   "B|empty|-|0|\n"
+                                   "B|bare|-|0|\n"
+                                   "a=B1\n");
+  assert_int_equal(c.r[2].status, 200);
+  assert_string_equal(c.r[2].body, "POST /echo\nB|egg|e.egg|0|\na=(none)\n");
+  ctx_end(&c);
+}
+
 static void test_multipart_body(void **state) {
   for (size_t i = 0; i < sizeof(bigfile); i++) bigfile[i] = (unsigned char)(i * 7 + (i >> 9));
   uint32_t h = 2166136261u;
@@ -967,6 +1072,23 @@ static void test_unix_and_tcp(void **state) {
   rmdir(tmpl);
 }
 
+static void cl_dual(ctx *c) { get(c, "/daemonstatus.json"); }
+
+/* "::" takes IPv4 clients too, as Twisted's listener on "::" does. */
+static void test_dual_stack(void **state) {
+  ctx c;
+  ctx_init(&c);
+  c.opts.bind_address = "::";
+  char err[256] = "";
+  if (http_server_start(&c.loop, &c.opts, &c.srv, err, sizeof(err))) {
+    uv_loop_close(&c.loop); /* no IPv6 here */
+    skip();
+  }
+  ctx_run(&c, cl_dual);
+  assert_int_equal(c.r[0].status, 404); /* no routes: reached the fallback over IPv4 */
+  ctx_end(&c);
+}
+
 static void test_start_errors(void **state) {
   uv_loop_t loop;
   uv_loop_init(&loop);
@@ -1191,6 +1313,8 @@ int main(void) {
       cmocka_unit_test(test_query_params),
       cmocka_unit_test(test_urlencoded_body),
       cmocka_unit_test(test_multipart_body),
+      cmocka_unit_test(test_body_in_pieces),
+      cmocka_unit_test(test_multipart_cuts),
       cmocka_unit_test(test_body_limits),
       cmocka_unit_test(test_field_limit),
       cmocka_unit_test(test_malformed_multipart),
@@ -1200,6 +1324,7 @@ int main(void) {
       cmocka_unit_test(test_head),
       cmocka_unit_test(test_keepalive),
       cmocka_unit_test(test_unix_and_tcp),
+      cmocka_unit_test(test_dual_stack),
       cmocka_unit_test(test_start_errors),
       cmocka_unit_test(test_serve_tree),
       cmocka_unit_test(test_html_escape),
