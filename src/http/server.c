@@ -17,6 +17,7 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -791,9 +792,8 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
 
   const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
   if (cl) {
-    char *end;
     errno = 0;
-    unsigned long long v = strtoull(cl, &end, 10);
+    unsigned long long v = strtoull(cl, NULL, 10);
     if (errno == ERANGE || (s->max_body >= 0 && v > (unsigned long long)s->max_body)) {
       r->too_big = true;
       r->dispatched = true;
@@ -1011,6 +1011,7 @@ static void listener_run(struct listener *l) {
   l->kick = false;
   MHD_run(l->mhd);
   l->in_run = false;
+  if (l->srv->closing) return; /* a handler stopped the server */
   MHD_UNSIGNED_LONG_LONG to = 0;
   if (!l->kick && MHD_get_timeout(l->mhd, &to) != MHD_YES) {
     uv_timer_stop(&l->timer);
@@ -1149,7 +1150,12 @@ static unsigned conn_limit(void) {
   return n > 16384 ? 16384 : (unsigned)n;
 }
 
-static void on_handle_closed(uv_handle_t *h);
+/* sendfile() may raise SIGPIPE, so MHD only uses it for fd replies when told
+ * that the process ignores SIGPIPE (the daemon does; a test may not). */
+static int sigpipe_ignored(void) {
+  struct sigaction sa;
+  return sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN;
+}
 
 static int listener_start(http_server_t *s, int fd, unsigned extra_flags, const char *name,
                           char *err, size_t errlen) {
@@ -1170,6 +1176,7 @@ static int listener_start(http_server_t *s, int fd, unsigned extra_flags, const 
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
                             MHD_OPTION_CONNECTION_LIMIT, conn_limit(),
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, l,
+                            MHD_OPTION_SIGPIPE_HANDLED_BY_APP, sigpipe_ignored(),
                             MHD_OPTION_END);
   if (!l->mhd) {
     close(fd);

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <regex.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -1299,6 +1300,50 @@ static void test_serve_tree(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+static void cl_big(ctx *c) {
+  get(c, "/logs/big.log");
+  get_h(c, "/logs/big.log", "Range: bytes=1000000-1000009\r\n");
+  /* a client that leaves in the middle of a large file */
+  conn k;
+  if (conn_tcp(&k, c->port) == 0) {
+    send_str(&k, "GET /logs/big.log HTTP/1.1\r\nHost: x\r\n\r\n");
+    fill(&k);
+    conn_close(&k);
+  }
+  usleep(100 * 1000);
+  get(c, "/logs/big.log");
+}
+
+/* With SIGPIPE ignored (as in the daemon) files go out with sendfile(). */
+static void test_big_file(void **state) {
+  signal(SIGPIPE, SIG_IGN);
+  ctx c;
+  ctx_init(&c);
+  char tmpl[] = "/tmp/spiderd-http-XXXXXX";
+  assert_non_null(mkdtemp(tmpl));
+  snprintf(c.dir, sizeof(c.dir), "%s", tmpl);
+  size_t n = 3 << 20;
+  char *data = malloc(n);
+  for (size_t i = 0; i < n; i++) data[i] = (char)('a' + (i * 31 + (i >> 12)) % 26);
+  write_file(tmpl, "big.log", data, n, time(NULL));
+  ctx_start(&c);
+  ctx_run(&c, cl_big);
+  assert_int_equal(c.r[0].status, 200);
+  assert_int_equal(c.r[0].body_len, n);
+  assert_memory_equal(c.r[0].body, data, n);
+  assert_int_equal(c.r[1].status, 206);
+  assert_int_equal(c.r[1].body_len, 10);
+  assert_memory_equal(c.r[1].body, data + 1000000, 10);
+  assert_int_equal(c.r[2].status, 200);
+  assert_int_equal(c.r[2].body_len, n);
+  free(data);
+  ctx_end(&c);
+  char cmd[600];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpl);
+  assert_int_equal(system(cmd), 0);
+  signal(SIGPIPE, SIG_DFL);
+}
+
 static void test_html_escape(void **state) {
   char *s = http_html_escape("<a href=\"x\">Tom & Jerry's</a>");
   assert_string_equal(s, "&lt;a href=&quot;x&quot;&gt;Tom &amp; Jerry&#x27;s&lt;/a&gt;");
@@ -1327,6 +1372,7 @@ int main(void) {
       cmocka_unit_test(test_dual_stack),
       cmocka_unit_test(test_start_errors),
       cmocka_unit_test(test_serve_tree),
+      cmocka_unit_test(test_big_file),
       cmocka_unit_test(test_html_escape),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
