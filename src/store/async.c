@@ -95,6 +95,22 @@ static void store_pool_write_batch(struct store_worker *w, struct store_op *batc
     store_pool_fail_all(batch, SPD_ESTORE);
     return;
   }
+  /* A batch of one needs no savepoint: rolling back the transaction is the
+   * same as rolling back the savepoint and committing nothing, and it
+   * saves two statements on the latency-bound path of a lone client. */
+  if (!batch->next) {
+    batch->rc = batch->fn(s, batch->arg);
+    if (batch->rc) {
+      if ((rc = store_tx_rollback(s)) && rc != -EINVAL)
+        log_error("store", "group commit: ROLLBACK failed (%s)", spd_strerror(rc));
+      return;
+    }
+    if ((rc = store_tx_commit(s))) {
+      log_error("store", "group commit: COMMIT failed (%s)", spd_strerror(rc));
+      batch->rc = SPD_ESTORE;
+    }
+    return;
+  }
   int broken = 0;
   for (struct store_op *op = batch; op && !broken; op = op->next) {
     if ((rc = store_sp_begin(s))) {

@@ -970,7 +970,7 @@ static void test_migrations(void **state) {
       {"PRAGMA journal_mode", "wal"},
       {"SELECT user_version > 0 FROM pragma_user_version", "1"},
       {"SELECT count(*) FROM sqlite_master WHERE name IN "
-       "('jobs', 'meta', 'jobs_queue', 'jobs_jobid', 'jobs_ended')", "5"},
+       "('jobs', 'meta', 'jobs_pending', 'jobs_running', 'jobs_jobid', 'jobs_ended')", "6"},
   };
   for (size_t i = 0; i < N(checks); i++) {
     assert_int_equal(sqlite3_prepare_v2(db, checks[i][0], -1, &st, NULL), SQLITE_OK);
