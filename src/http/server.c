@@ -78,11 +78,10 @@ struct http_req {
   const char *method, *path;    /* copies in the arena: outlive the connection */
   bool is_head, keepalive10;
   bool dispatched, in_handler, replied, suspended, dropped, failed;
-  bool too_big, unauthorized, discard, multipart;
+  bool too_big, unauthorized, discard, multipart, urlencoded;
   bool new_part;                /* the next post data starts a new field */
   unsigned match;               /* bytes of "\r\n--boundary" (or "&") seen */
   const char *body_error;       /* static text: why the body is rejected */
-  char last_byte;
   uint64_t body_len;
 
   struct MHD_PostProcessor *pp;
@@ -91,6 +90,8 @@ struct http_req {
   size_t cur_cap;
   char **bigs;
   size_t nbigs, bigcap;
+  char *ubuf;                   /* a url-encoded body, parsed when complete */
+  size_t ulen, ucap, ubig;      /* ubig: its index in bigs[] */
 
   http_param_t *params;
   size_t nparams, pcap;
@@ -395,6 +396,85 @@ static enum MHD_Result on_post_data(void *cls, enum MHD_ValueKind kind, const ch
 oom:
   r->failed = true;
   return MHD_NO;
+}
+
+/* ---- url-encoded bodies ----
+ * MHD 0.9.75's url-encoded parser refuses values holding '=' ("x=a=b") and
+ * drops some keys; Twisted uses Python's parse_qs, which splits each '&'
+ * piece at its first '=', keeps blank values, skips empty pieces and decodes
+ * '+' and %XX (an invalid escape stays as it is). The body is kept whole
+ * (bounded by max_body) and parsed once it has arrived. */
+
+static int ubuf_append(http_req_t *r, const char *data, size_t n) {
+  if (r->ulen + n + 1 > r->ucap) {
+    size_t cap = r->ulen + n + 1 + (r->ulen + n) / 8 + 64;
+    char *nb = realloc(r->ubuf, cap);
+    if (!nb) return -ENOMEM;
+    if (r->ubuf) {
+      r->bigs[r->ubig] = nb;
+    } else if (bigs_push(r, nb)) {
+      free(nb);
+      return -ENOMEM;
+    } else {
+      r->ubig = r->nbigs - 1;
+    }
+    r->ubuf = nb;
+    r->ucap = cap;
+  }
+  memcpy(r->ubuf + r->ulen, data, n);
+  r->ulen += n;
+  r->ubuf[r->ulen] = '\0';
+  return 0;
+}
+
+static int hexval(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* unquote_plus in place over [s, s+n); returns the decoded length. */
+static size_t unquote_plus(char *s, size_t n) {
+  size_t w = 0;
+  for (size_t i = 0; i < n; i++) {
+    int hi, lo;
+    if (s[i] == '+') {
+      s[w++] = ' ';
+    } else if (s[i] == '%' && i + 2 < n && (hi = hexval(s[i + 1])) >= 0 &&
+               (lo = hexval(s[i + 2])) >= 0) {
+      s[w++] = (char)(hi * 16 + lo);
+      i += 2;
+    } else {
+      s[w++] = s[i];
+    }
+  }
+  return w;
+}
+
+static int urlencoded_parse(http_req_t *r) {
+  char *p = r->ubuf, *end = r->ubuf + r->ulen;
+  while (p && p < end) {
+    char *amp = memchr(p, '&', (size_t)(end - p));
+    char *stop = amp ? amp : end;
+    if (stop > p) {
+      if (r->nparams >= MAX_PARAMS) {
+        r->too_big = true;
+        return -E2BIG;
+      }
+      char *eq = memchr(p, '=', (size_t)(stop - p));
+      size_t klen = unquote_plus(p, (size_t)((eq ? eq : stop) - p));
+      char *v = eq ? eq + 1 : stop;
+      size_t vlen = eq ? unquote_plus(v, (size_t)(stop - v)) : 0;
+      http_param_t *prm = param_add(r, p, klen, NULL, 1);
+      char *val = prm ? arena_strndup(r, v, vlen) : NULL;
+      if (!val) return -ENOMEM;
+      prm->value = val;
+      prm->len = vlen;
+    }
+    p = amp ? amp + 1 : NULL;
+  }
+  return 0;
 }
 
 /* ---- multipart sanity ---- */
@@ -824,9 +904,7 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
       r->match = 2; /* the first delimiter has no CRLF before it */
     }
   } else if (strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0) {
-    r->pp = MHD_create_post_processor(c, POST_BUFFER, on_post_data, r);
-    if (!r->pp) return MHD_NO;
-    r->new_part = true;
+    r->urlencoded = true;
   } else {
     r->discard = true; /* JSON and others: Scrapyd ignores them */
   }
@@ -847,6 +925,8 @@ static void shed_body(http_req_t *r) {
   for (size_t i = 0; i < r->nbigs; i++) free(r->bigs[i]);
   r->nbigs = 0;
   r->nparams = 0;
+  r->ubuf = NULL;
+  r->ulen = r->ucap = 0;
 }
 
 /* Feeds MHD's parser, cut right after every field separator ("&", or the
@@ -855,22 +935,16 @@ static void shed_body(http_req_t *r) {
 static enum MHD_Result form_feed(http_req_t *r, const char *data, size_t n) {
   size_t start = 0;
   for (size_t i = 0; i < n; i++) {
-    if (!r->multipart) {
-      const char *amp = memchr(data + i, '&', n - i);
-      if (!amp) break;
-      i = (size_t)(amp - data);
-    } else {
-      if (r->match == 0) {
-        const char *cr = memchr(data + i, '\r', n - i);
-        if (!cr) break;
-        i = (size_t)(cr - data);
-      }
-      /* '\r' occurs only first in the pattern: no KMP table needed. */
-      char want = r->match < 4 ? "\r\n--"[r->match] : r->boundary[r->match - 4];
-      r->match = data[i] == want ? r->match + 1 : data[i] == '\r';
-      if (r->match < r->blen + 4) continue;
-      r->match = 0;
+    if (r->match == 0) {
+      const char *cr = memchr(data + i, '\r', n - i);
+      if (!cr) break;
+      i = (size_t)(cr - data);
     }
+    /* '\r' occurs only first in the pattern: no KMP table needed. */
+    char want = r->match < 4 ? "\r\n--"[r->match] : r->boundary[r->match - 4];
+    r->match = data[i] == want ? r->match + 1 : data[i] == '\r';
+    if (r->match < r->blen + 4) continue;
+    r->match = 0;
     if (MHD_post_process(r->pp, data + start, i + 1 - start) != MHD_YES) return MHD_NO;
     r->new_part = true;
     start = i + 1;
@@ -890,34 +964,37 @@ static enum MHD_Result req_body(http_req_t *r, const char *data, size_t n) {
     return MHD_YES;
   }
   if (r->discard) return MHD_YES;
-  if (r->multipart) tail_feed(r, data, n);
-  r->last_byte = data[n - 1];
+  if (r->urlencoded) {
+    if (ubuf_append(r, data, n)) {
+      r->failed = true;
+      return MHD_NO;
+    }
+    return MHD_YES;
+  }
+  tail_feed(r, data, n);
   if (form_feed(r, data, n) != MHD_YES) {
     if (r->failed) return MHD_NO;
     if (r->too_big) { /* too many fields */
       shed_body(r);
       return MHD_YES;
     }
-    r->body_error = r->multipart ? "malformed multipart/form-data body"
-                                 : "malformed application/x-www-form-urlencoded body";
+    r->body_error = "malformed multipart/form-data body";
     drop_body_parser(r);
   }
   return MHD_YES;
 }
 
 static void req_finish_body(http_req_t *r) {
-  if (!r->pp) return;
-  /* MHD 0.9.75 keeps a last key without '=' ("a=1&flag") waiting for more
-   * input; a final separator flushes it (parse_qs keeps it with ""). */
-  if (!r->multipart && r->body_len > 0 && r->last_byte != '&' &&
-      MHD_post_process(r->pp, "&", 1) != MHD_YES && (r->failed || r->too_big)) {
-    if (r->too_big) shed_body(r);
+  if (r->urlencoded && !r->discard && r->ubuf) {
+    int rc = urlencoded_parse(r);
+    if (rc == -E2BIG) shed_body(r);
+    else if (rc) r->failed = true;
     return;
   }
+  if (!r->pp) return;
   bool ok = MHD_destroy_post_processor(r->pp) == MHD_YES;
   r->pp = NULL;
-  /* A url-encoded body is never malformed to Twisted (parse_qs is lenient). */
-  if (r->multipart && (!ok || (r->body_len > 0 && !tail_closes(r))))
+  if (!ok || (r->body_len > 0 && !tail_closes(r)))
     r->body_error = "malformed multipart/form-data body: truncated, or no closing boundary";
 }
 
