@@ -171,7 +171,7 @@ int main(int argc, char **argv) {
   int64_t n = 20000;
   int clients = 64, opt;
   const char *url = NULL;
-  char dir[64] = "", urlbuf[128], err[256];
+  char dir[256] = "", urlbuf[320], err[256];
   while ((opt = getopt(argc, argv, "n:c:u:")) != -1) {
     switch (opt) {
     case 'n': n = atoll(optarg); break;
@@ -184,7 +184,8 @@ int main(int argc, char **argv) {
   }
   if (n < 1 || clients < 1) return 2;
   if (!url) {
-    snprintf(dir, sizeof(dir), "/tmp/spiderd-bench-XXXXXX");
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof(dir), "%s/spiderd-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir)) return 1;
     snprintf(urlbuf, sizeof(urlbuf), "sqlite:%s/bench.db", dir);
     url = urlbuf;

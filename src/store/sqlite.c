@@ -160,7 +160,7 @@ static const char *const sqlite_sql[SQ_COUNT] = {
         "SELECT end_ms, id FROM jobs WHERE state >= 2 AND start_ms != 0 "
         "ORDER BY end_ms, id LIMIT 1",
     [SQ_TRIM_LAST_ID] =
-        "INSERT INTO meta (key, value) SELECT 'jobs.last_id', max(id) FROM jobs "
+        "INSERT INTO meta (key, value) SELECT 'jobs.last_id', coalesce(max(id), 0) FROM jobs "
         "WHERE 1 ON CONFLICT (key) DO UPDATE SET value = excluded.value "
         "WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER)",
     [SQ_TRIM_STARTED] =

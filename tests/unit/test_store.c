@@ -30,7 +30,7 @@
 #include "store/store.h"
 
 struct fx {
-  char dir[64];
+  char dir[256];
   char url[512];
   int sqlite_default; /* the URL is our own SQLite file in dir */
   int nurls;
@@ -58,7 +58,8 @@ static int fx_setup(void **state) {
   struct fx *f = calloc(1, sizeof(*f));
   char err[256];
   assert_non_null(f);
-  snprintf(f->dir, sizeof(f->dir), "/tmp/spiderd-test-store-XXXXXX");
+  const char *tmp = getenv("TMPDIR");
+  snprintf(f->dir, sizeof(f->dir), "%s/spiderd-test-store-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   assert_non_null(mkdtemp(f->dir));
   const char *env = getenv("SPIDERD_TEST_STORE_URL");
   f->sqlite_default = !env || !*env;
@@ -153,7 +154,7 @@ static void list_expect(store_t *s, const job_filter_t *f, const int64_t *ids, s
 
 static void test_open_urls(void **state) {
   struct fx *f = *state;
-  char url[256], err[256];
+  char url[512], err[256];
   store_t *s = NULL;
   if (!f->sqlite_default) skip();
 
@@ -947,7 +948,7 @@ static void test_transactions(void **state) {
 
 static void test_migrations(void **state) {
   struct fx *f = *state;
-  char err[256], path[256];
+  char err[256], path[512];
   int64_t a = ins(f->s, "p", "a", 0);
   store_close(f->s);
   f->s = NULL;

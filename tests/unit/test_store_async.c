@@ -22,7 +22,7 @@
 #include "store/async.h"
 
 struct fx {
-  char dir[64];
+  char dir[256];
   char url[512];
   uv_loop_t loop;
   uv_thread_t loop_thread;
@@ -56,7 +56,8 @@ static int fx_setup(void **state) {
   struct fx *f = calloc(1, sizeof(*f));
   char err[256];
   assert_non_null(f);
-  snprintf(f->dir, sizeof(f->dir), "/tmp/spiderd-test-async-XXXXXX");
+  const char *tmp = getenv("TMPDIR");
+  snprintf(f->dir, sizeof(f->dir), "%s/spiderd-test-async-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   assert_non_null(mkdtemp(f->dir));
   const char *tmpl = getenv("SPIDERD_TEST_STORE_URL");
   const char *hole = tmpl ? strstr(tmpl, "{}") : NULL;
