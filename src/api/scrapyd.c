@@ -29,8 +29,24 @@ struct endpoint {
   void (*fn)(call_t *c);
 };
 
+/* A project's version stems as last read from eggs_dir/<project>, valid
+ * while the directory's inode and mtime are unchanged (any egg added,
+ * replaced or removed changes them), so a schedule costs one stat, not two
+ * directory scans. */
+typedef struct vcache {
+  char *project;
+  ino_t ino;
+  struct timespec mtime;
+  char **v;
+  size_t n;
+} vcache_t;
+
+#define VCACHE_MAX 64
+
 typedef struct scrapyd {
   app_t *app;
+  vcache_t vcache[VCACHE_MAX];
+  size_t nvcache;
   uint64_t uuid_last;   /* uuid1 timestamps handed out so far never repeat */
   uint16_t uuid_seq;
   uint8_t uuid_node[6];
@@ -177,13 +193,61 @@ static int bad_project(call_t *c, const char *project) {
   return 0;
 }
 
-static int project_known(app_t *app, const char *project) {
-  if (config_project_settings(&app->cfg, project)) return 1;
-  char **v = NULL;
-  size_t n = 0;
-  if (has_traversal(project) || eggs_versions(app->cfg.eggs_dir, project, &v, &n) != 0) return 0;
-  strv_free(v, n);
-  return n > 0;
+/* The project's version stems, latest last (borrowed until the next call).
+ * 0 with n = 0 when the project has no eggs. */
+static int project_versions(scrapyd_t *sd, const char *project, char *const **v, size_t *n) {
+  *v = NULL;
+  *n = 0;
+  if (has_traversal(project)) return 0;
+  char dir[4096];
+  snprintf(dir, sizeof(dir), "%s/%s", sd->app->cfg.eggs_dir, project);
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+  vcache_t *e = NULL;
+  for (size_t i = 0; i < sd->nvcache && !e; i++)
+    if (!strcmp(sd->vcache[i].project, project)) e = &sd->vcache[i];
+  if (e && e->ino == st.st_ino && e->mtime.tv_sec == st.st_mtim.tv_sec &&
+      e->mtime.tv_nsec == st.st_mtim.tv_nsec) {
+    *v = e->v;
+    *n = e->n;
+    return 0;
+  }
+  char **nv = NULL;
+  size_t nn = 0;
+  int rc = eggs_versions(sd->app->cfg.eggs_dir, project, &nv, &nn);
+  if (rc) return rc;
+  if (!e) {
+    if (sd->nvcache == VCACHE_MAX) { /* evict the oldest entry */
+      strv_free(sd->vcache[0].v, sd->vcache[0].n);
+      free(sd->vcache[0].project);
+      memmove(&sd->vcache[0], &sd->vcache[1], (VCACHE_MAX - 1) * sizeof(vcache_t));
+      sd->nvcache--;
+    }
+    e = &sd->vcache[sd->nvcache];
+    memset(e, 0, sizeof(*e));
+    e->project = strdup(project);
+    if (!e->project) {
+      strv_free(nv, nn);
+      return -ENOMEM;
+    }
+    sd->nvcache++;
+  } else {
+    strv_free(e->v, e->n);
+  }
+  e->ino = st.st_ino;
+  e->mtime = st.st_mtim;
+  e->v = nv;
+  e->n = nn;
+  *v = nv;
+  *n = nn;
+  return 0;
+}
+
+static int project_known(scrapyd_t *sd, const char *project) {
+  if (config_project_settings(&sd->app->cfg, project)) return 1;
+  char *const *v;
+  size_t n;
+  return project_versions(sd, project, &v, &n) == 0 && n > 0;
 }
 
 /* ---- daemonstatus.json ---- */
@@ -249,17 +313,34 @@ static void spiders_reply(void *ud, int rc, char *const *names, size_t n, const 
   reply_ok(c, json_pack("{s:o}", "spiders", arr));
 }
 
-/* Resolves the egg of project/version into c->egg_path. 1 = error replied. */
+/* Resolves the egg of project/version (raw or sanitized; NULL = latest) into
+ * c->egg_path, which stays NULL for a [settings] project without eggs.
+ * 1 = error replied. */
 static int resolve_egg(call_t *c, const char *project, const char *version) {
-  if (!project_known(c->app, project)) {
+  char *const *v;
+  size_t n;
+  int rc = project_versions(c->sd, project, &v, &n);
+  if (rc == 0 && n == 0 && config_project_settings(&c->app->cfg, project) && !version) return 0;
+  if (rc || n == 0) {
     reply_error(c, "project '%s' not found", project);
     return 1;
   }
-  int rc = eggs_path(c->app->cfg.eggs_dir, project, version, &c->egg_path);
-  if (rc == -ENOENT && !version && config_project_settings(&c->app->cfg, project)) return 0;
-  if (rc) {
-    if (version) reply_error(c, "version '%s' not found", version);
-    else reply_error(c, "project '%s' not found", project);
+  const char *stem = NULL;
+  if (!version) {
+    stem = v[n - 1];
+  } else {
+    char *want = version_sanitize(version);
+    for (size_t i = 0; want && i < n && !stem; i++)
+      if (!strcmp(v[i], want)) stem = v[i];
+    free(want);
+  }
+  if (!stem) {
+    reply_error(c, "version '%s' not found", version);
+    return 1;
+  }
+  if (asprintf(&c->egg_path, "%s/%s/%s.egg", c->app->cfg.eggs_dir, project, stem) < 0) {
+    c->egg_path = NULL;
+    reply_error(c, "MemoryError: out of memory");
     return 1;
   }
   return 0;
@@ -563,7 +644,7 @@ static void ep_cancel(call_t *c) {
     reply_error(c, "TypeError: 'str' object cannot be interpreted as an integer");
     return;
   }
-  if (!project_known(c->app, project)) {
+  if (!project_known(c->sd, project)) {
     reply_error(c, "project '%s' not found", project);
     return;
   }
@@ -613,7 +694,7 @@ static void status_done(void *arg, int rc) {
 static void ep_status(call_t *c) {
   PARAM(job, "job", 1);
   PARAM(project, "project", 0);
-  if (project && !project_known(c->app, project)) {
+  if (project && !project_known(c->sd, project)) {
     reply_error(c, "project '%s' not found", project);
     return;
   }
@@ -663,7 +744,7 @@ static void listjobs_done(void *arg, int rc) {
 
 static void ep_listjobs(call_t *c) {
   PARAM(project, "project", 0);
-  if (project && !project_known(c->app, project)) {
+  if (project && !project_known(c->sd, project)) {
     reply_error(c, "project '%s' not found", project);
     return;
   }
@@ -795,6 +876,11 @@ int api_scrapyd_register(app_t *app) {
 }
 
 void api_scrapyd_free(app_t *app) {
+  scrapyd_t *sd = app->scrapyd;
+  for (size_t i = 0; sd && i < sd->nvcache; i++) {
+    strv_free(sd->vcache[i].v, sd->vcache[i].n);
+    free(sd->vcache[i].project);
+  }
   free(app->scrapyd);
   app->scrapyd = NULL;
 }
