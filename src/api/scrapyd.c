@@ -822,6 +822,7 @@ static void on_request(http_req_t *req, void *ud) {
   if (!strcmp(m, "OPTIONS")) {
     http_reply_header(req, "Allow", methods_of(c->ep));
     add_cors(c);
+    http_reply_header(req, "Content-Length", "0");
     http_reply(req, 204, NULL, "", 0);
     call_free(c);
     return;

@@ -579,11 +579,17 @@ static void access_log(http_req_t *r, unsigned status, uint64_t bytes) {
 }
 
 static int add_headers(http_req_t *r, struct MHD_Response *resp, const char *ct) {
+  enum MHD_ResponseFlags flags = r->keepalive10 ? MHD_RF_SEND_KEEP_ALIVE_HEADER : MHD_RF_NONE;
+  /* A handler may set Content-Length itself where MHD would leave it out
+   * (Twisted sends "Content-Length: 0" on a 204). */
+  for (size_t i = 0; i < r->nhdrs; i++)
+    if (strcasecmp(r->hdrs[i].name, "Content-Length") == 0)
+      flags |= MHD_RF_INSANITY_HEADER_CONTENT_LENGTH;
+  if (flags != MHD_RF_NONE) MHD_set_response_options(resp, flags, MHD_RO_END);
   if (ct && MHD_add_response_header(resp, "Content-Type", ct) != MHD_YES) return -EINVAL;
   for (size_t i = 0; i < r->nhdrs; i++)
     if (MHD_add_response_header(resp, r->hdrs[i].name, r->hdrs[i].value) != MHD_YES)
       log_warn("http", "header %s rejected by libmicrohttpd", r->hdrs[i].name);
-  if (r->keepalive10) MHD_set_response_options(resp, MHD_RF_SEND_KEEP_ALIVE_HEADER, MHD_RO_END);
   return 0;
 }
 
