@@ -82,7 +82,6 @@ def test_home_page_without_projects_or_items(spiderd):
     assert r.headers["Content-Type"] == "text/html; charset=utf-8"
     assert r.headers["Content-Length"] == str(len(r.content))
     text = r.text
-    assert text.lstrip().startswith("<!DOCTYPE html>")
     assert "<h1>Scrapyd</h1>" in text
     assert 'href="/jobs"' in text and 'href="/logs/"' in text
     assert "/items/" not in text
@@ -96,6 +95,12 @@ def test_home_page_without_projects_or_items(spiderd):
     assert r.status_code == 405
     assert r.headers.get("Allow") == "HEAD, GET"
     assert b"Method Not Allowed" in r.content
+
+
+def test_home_page_is_scrapyd_16s_html5_page(wd):
+    text = wd.get("/").text
+    assert text.startswith("<!DOCTYPE html>\n<html lang=\"en\">"), text[:80]
+    assert '<meta charset="utf-8">' in text
 
 
 def test_home_page_lists_projects_sorted_and_honours_the_prefix_header(wd):
@@ -116,101 +121,10 @@ def test_unknown_paths_get_twisteds_404_page(wd):
     assert b"Sorry. No luck finding that resource." in r.content
 
 
-# ---- /jobs -------------------------------------------------------------
-
-def test_jobs_page_parses_with_scrapydwebs_regexes(wd):
-    wd.schedule("web", "quick", count=1, jobid="fin1")
-    fin = wd.wait_finished("fin1")
-    wd.schedule("web", "slow", jobid="run1")
-    wait_for(lambda: (wd.find("run1")[1] or {}).get("log_url"), 30, "run1's log")
-    weird = "x<y>&z"
-    wd.schedule("web", "quick", jobid="pend1")
-    wd.schedule("web", "quick", jobid=weird)
-    try:
-        run = wd.find("run1")[1]
-        r = wd.get("/jobs")
-        assert r.status_code == 200
-        assert r.headers["Content-Type"] == "text/html; charset=utf-8"
-        text = r.text
-        assert '<table id="jobs">' in text
-        thead = re.search(r"<thead>(.*?)</thead>", text, re.S).group(1)
-        assert re.findall(r"<th>(\w+)</th>", thead) == JOBS_HEADERS
-        assert re.findall(r'<th colspan="10">(\w+)</th>', text) == ["Pending", "Running", "Finished"]
-        assert text.count("<tbody>") == 3
-
-        rows = scrapydweb_jobs(text)
-        by_job = {row["job"]: row for row in rows}
-        assert {"fin1", "run1", "pend1"} <= set(by_job)
-
-        p = by_job["pend1"]
-        assert scrapydweb_state(p) == "pending"
-        assert (p["project"], p["spider"], p["pid"], p["start"], p["runtime"], p["finish"]) == \
-            ("web", "quick", "", "", "", "")
-
-        g = by_job["run1"]
-        assert scrapydweb_state(g) == "running"
-        assert (g["project"], g["spider"], g["pid"]) == ("web", "slow", str(run["pid"]))
-        assert datetime.datetime.strptime(g["start"], "%Y-%m-%d %H:%M:%S")
-        assert g["start"] == run["start_time"][:19]
-        assert re.fullmatch(r"\d+:\d\d:\d\d", g["runtime"]), g["runtime"]
-        assert href(g["href_log"]) == "/logs/web/slow/run1.log"
-
-        f = by_job["fin1"]
-        assert scrapydweb_state(f) == "finished"
-        assert (f["project"], f["spider"], f["pid"]) == ("web", "quick", "")
-        assert f["start"] == fin["start_time"][:19] and f["finish"] == fin["end_time"][:19]
-        assert datetime.datetime.strptime(f["finish"], "%Y-%m-%d %H:%M:%S")
-        assert re.fullmatch(r"\d+:\d\d:\d\d", f["runtime"]), f["runtime"]
-        assert href(f["href_log"]) == "/logs/web/quick/fin1.log"
-        assert href(f["href_items"]) == "/items/web/quick/fin1.jl"
-
-        # Each row sits in its section.
-        pos = {name: text.index(f'<th colspan="10">{name}</th>') for name in ("Pending", "Running", "Finished")}
-        assert pos["Pending"] < text.index("<td>pend1</td>") < pos["Running"]
-        assert pos["Running"] < text.index("<td>run1</td>") < pos["Finished"]
-        assert pos["Finished"] < text.index("<td>fin1</td>")
-
-        # Names are HTML-escaped.
-        assert "x<y>&z" not in text
-        assert "<td>x&lt;y&gt;&amp;z</td>" in text
-
-        # Cancel buttons for pending and running jobs only.
-        forms = re.findall(r"<form.*?</form>", text, re.S)
-        cancel_jobs = set()
-        for form in forms:
-            assert 'method="post"' in form and 'action="/cancel.json"' in form
-            assert "confirm('Are you sure?')" in form
-            assert '<input type="hidden" name="project" value="web">' in form
-            cancel_jobs.add(re.search(r'name="job" value="(.*?)"', form).group(1))
-        assert {"pend1", "run1", "x&lt;y&gt;&amp;z"} <= cancel_jobs
-        assert "fin1" not in cancel_jobs
-
-        text = wd.get("/jobs", headers={"X-Forwarded-Prefix": "/pre/fix"}).text
-        assert 'href="/pre/fix/logs/web/quick/fin1.log"' in text
-        assert 'href="/pre/fix/items/web/quick/fin1.jl"' in text
-        assert 'action="/pre/fix/cancel.json"' in text
-    finally:
-        wd.cancel("web", "pend1")
-        wd.cancel("web", weird)
-        wd.cancel("web", "run1", "KILL")
-        wd.wait_finished("run1", 15)
-
-
-def test_jobs_page_without_cancel_service(spiderd):
-    d = spiderd(services={"cancel.json": ""})
-    assert d.request("POST", "/cancel.json", data={"project": "p", "job": "j"}).status_code == 404
-    text = d.get("/jobs").text
-    thead = re.search(r"<thead>(.*?)</thead>", text, re.S).group(1)
-    assert re.findall(r"<th>(\w+)</th>", thead) == JOBS_HEADERS[:8]
-    assert re.findall(r'<th colspan="8">(\w+)</th>', text) == ["Pending", "Running", "Finished"]
-    assert d.api("daemonstatus.json")["status"] == "ok"
-
-
-# ---- /logs/ and /items/ ------------------------------------------------
-
 @pytest.fixture(scope="module")
 def listed(wd):
-    """A finished `fail` job in project web, plus other files in its log dir."""
+    """A finished `fail` job in project web, plus other files in its log dir
+    (made first: the jobs page fixture then holds the only slot)."""
     wd.schedule("web", "fail", jobid="lst1")
     wd.wait_finished("lst1")
     base = os.path.dirname(wd.log_path("web", "fail", "lst1"))
@@ -223,6 +137,123 @@ def listed(wd):
         f.write('{"status": "ok"}\n')
     return base
 
+
+# ---- /jobs -------------------------------------------------------------
+
+WEIRD = "x<y>&z"  # a job id that needs HTML escaping
+
+
+@pytest.fixture(scope="module")
+def jobs_page(wd, listed):
+    """One finished, one running and two pending jobs (one id needing
+    escaping); yields (listjobs entries by id, /jobs text); cleans up."""
+    wd.schedule("web", "quick", count=1, jobid="fin1")
+    wd.wait_finished("fin1")
+    wd.schedule("web", "slow", jobid="run1")
+    wait_for(lambda: (wd.find("run1")[1] or {}).get("log_url"), 30, "run1's log")
+    wd.schedule("web", "quick", jobid="pend1")
+    wd.schedule("web", "quick", jobid=WEIRD)
+    try:
+        lj = wd.listjobs()
+        entries = {e["id"]: e for section in ("pending", "running", "finished") for e in lj[section]}
+        r = wd.get("/jobs")
+        assert r.status_code == 200
+        assert r.headers["Content-Type"] == "text/html; charset=utf-8"
+        yield entries, r.text
+    finally:
+        wd.cancel("web", "pend1")
+        wd.cancel("web", WEIRD)
+        wd.cancel("web", "run1", "KILL")
+        wd.wait_finished("run1", 15)
+
+
+def test_jobs_page_layout_is_scrapyd_16s(jobs_page):
+    _, text = jobs_page
+    assert '<table id="jobs">' in text
+    thead = re.search(r"<thead>(.*?)</thead>", text, re.S).group(1)
+    assert re.findall(r"<th>(\w+)</th>", thead) == JOBS_HEADERS
+    assert re.findall(r'<th colspan="10">(\w+)</th>', text) == ["Pending", "Running", "Finished"]
+    assert text.count("<tbody>") == 3
+    # One cell per line, as ScrapydWeb's issue #249 taught.
+    assert re.search(r"<tr>\n\s*<td>web</td>\n\s*<td>quick</td>\n\s*<td>fin1</td>\n", text)
+
+
+def test_jobs_page_parses_with_scrapydwebs_regexes(wd, jobs_page):
+    entries, text = jobs_page
+    thead = re.search(r"<thead>(.*?)</thead>", text, re.S).group(1)
+    assert re.findall(r"<th>(\w+)</th>", thead) == JOBS_HEADERS
+    rows = scrapydweb_jobs(text)
+    by_job = {row["job"]: row for row in rows}
+    assert {"fin1", "run1", "pend1"} <= set(by_job)
+
+    p = by_job["pend1"]
+    assert scrapydweb_state(p) == "pending"
+    assert (p["project"], p["spider"], p["pid"], p["start"], p["runtime"], p["finish"]) == \
+        ("web", "quick", "", "", "", "")
+
+    run = entries["run1"]
+    g = by_job["run1"]
+    assert scrapydweb_state(g) == "running"
+    assert (g["project"], g["spider"], g["pid"]) == ("web", "slow", str(run["pid"]))
+    assert datetime.datetime.strptime(g["start"], "%Y-%m-%d %H:%M:%S")
+    assert g["start"] == run["start_time"][:19]
+    assert re.fullmatch(r"\d+:\d\d:\d\d", g["runtime"]), g["runtime"]
+    assert href(g["href_log"]) == "/logs/web/slow/run1.log"
+
+    fin = entries["fin1"]
+    f = by_job["fin1"]
+    assert scrapydweb_state(f) == "finished"
+    assert (f["project"], f["spider"], f["pid"]) == ("web", "quick", "")
+    assert f["start"] == fin["start_time"][:19] and f["finish"] == fin["end_time"][:19]
+    assert datetime.datetime.strptime(f["finish"], "%Y-%m-%d %H:%M:%S")
+    assert re.fullmatch(r"\d+:\d\d:\d\d", f["runtime"]), f["runtime"]
+    assert href(f["href_log"]) == "/logs/web/quick/fin1.log"
+    assert href(f["href_items"]) == "/items/web/quick/fin1.jl"
+
+    # Each row sits in its section.
+    pos = {m.group(1): m.start() for m in re.finditer(r"<th colspan=\"10\"[^>]*>(\w+)</th>", text)}
+    assert sorted(pos, key=pos.get) == ["Pending", "Running", "Finished"]
+    assert pos["Pending"] < text.index("<td>pend1</td>") < pos["Running"]
+    assert pos["Running"] < text.index("<td>run1</td>") < pos["Finished"]
+    assert pos["Finished"] < text.index("<td>fin1</td>")
+
+    # Names are HTML-escaped.
+    assert WEIRD not in text
+    assert "<td>x&lt;y&gt;&amp;z</td>" in text
+
+
+def test_jobs_page_cancel_buttons(jobs_page):
+    _, text = jobs_page
+    forms = re.findall(r"<form.*?</form>", text, re.S)
+    cancel_jobs = set()
+    for form in forms:
+        assert re.search(r'method="post"', form, re.I) and 'action="/cancel.json"' in form
+        assert "confirm('Are you sure?')" in form
+        assert re.search(r'<input type="hidden" name="project" value="web"\s*/?>', form)
+        cancel_jobs.add(re.search(r'<input type="hidden" name="job" value="(.*?)"', form).group(1))
+    # For pending and running jobs only.
+    assert {"pend1", "run1", "x&lt;y&gt;&amp;z"} <= cancel_jobs
+    assert "fin1" not in cancel_jobs
+
+
+def test_jobs_page_honours_the_prefix_header(wd, jobs_page):
+    text = wd.get("/jobs", headers={"X-Forwarded-Prefix": "/pre/fix"}).text
+    assert 'href="/pre/fix/logs/web/quick/fin1.log"' in text
+    assert 'href="/pre/fix/items/web/quick/fin1.jl"' in text
+    assert 'action="/pre/fix/cancel.json"' in text
+
+
+def test_jobs_page_without_cancel_service(spiderd):
+    d = spiderd(services={"cancel.json": ""})
+    assert d.request("POST", "/cancel.json", data={"project": "p", "job": "j"}).status_code == 404
+    text = d.get("/jobs").text
+    thead = re.search(r"<thead>(.*?)</thead>", text, re.S).group(1)
+    assert re.findall(r"<th>(\w+)</th>", thead) == JOBS_HEADERS[:8]
+    assert re.findall(r'<th colspan="8"[^>]*>(\w+)</th>', text) == ["Pending", "Running", "Finished"]
+    assert d.api("daemonstatus.json")["status"] == "ok"
+
+
+# ---- /logs/ and /items/ ------------------------------------------------
 
 def listing(d, url):
     r = d.get(url)
