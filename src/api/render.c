@@ -60,8 +60,14 @@ void render_time(int64_t ms, int micro, char out[32]) {
 
 void render_runtime(int64_t ms, char out[32]) {
   if (ms < 0) ms = 0;
-  int64_t s = ms / 1000;
-  snprintf(out, 32, "%lld:%02d:%02d", (long long)(s / 3600), (int)(s / 60 % 60), (int)(s % 60));
+  int64_t s = ms / 1000, days = s / 86400;
+  s %= 86400;
+  /* str(timedelta): "1 day, 2:03:04", "3 days, 0:00:00" */
+  if (days)
+    snprintf(out, 32, "%lld day%s, %d:%02d:%02d", (long long)days, days == 1 ? "" : "s",
+             (int)(s / 3600), (int)(s / 60 % 60), (int)(s % 60));
+  else
+    snprintf(out, 32, "%d:%02d:%02d", (int)(s / 3600), (int)(s / 60 % 60), (int)(s % 60));
 }
 
 static int file_exists(const char *path) {

@@ -25,7 +25,7 @@ char *render_json_string(const char *s);
  * without the fraction when it is zero; micro = 0 always omits it. */
 void render_time(int64_t ms, int micro, char out[32]);
 
-/* Scrapyd's timedelta text "H:MM:SS" (no fraction). */
+/* Python's str(timedelta) without the fraction: "H:MM:SS", "2 days, H:MM:SS". */
 void render_runtime(int64_t ms, char out[32]);
 
 /* Scrapyd's listjobs object (pending, running, finished) plus spiderd's

@@ -77,61 +77,60 @@ static void on_home(http_req_t *req, void *ud) {
   app_t *app = ud;
   if (!get_only(req)) return;
   char *prefix = link_prefix(app, req);
+  const char *pf = prefix ? prefix : "";
   int items_local = app->cfg.items_dir[0] && !config_items_remote(&app->cfg);
   buf_t b = {0};
   buf_add(&b,
-          "<html>\n<head><title>Scrapyd</title></head>\n<body>\n<h1>Scrapyd</h1>\n<ul>\n"
-          "<li><a href=\"%s/jobs\">Jobs</a></li>\n",
-          prefix ? prefix : "");
-  if (items_local) buf_add(&b, "<li><a href=\"%s/items/\">Items</a></li>\n", prefix ? prefix : "");
+          "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n    <meta charset=\"utf-8\">\n"
+          "    <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+          "    <title>Scrapyd</title>\n    <style>\n        body { font-family: sans-serif; }\n"
+          "    </style>\n</head>\n<body>\n    <h1>Scrapyd</h1>\n\n    <ul>\n"
+          "        <li><a href=\"%s/jobs\">Jobs</a></li>\n        ",
+          pf);
+  if (items_local) buf_add(&b, "<li><a href=\"%s/items/\">Items</a></li>", pf);
   buf_add(&b,
-          "<li><a href=\"%s/logs/\">Logs</a></li>\n"
-          "<li><a href=\"https://scrapyd.readthedocs.io/en/latest/\">Documentation</a></li>\n"
-          "</ul>\n",
-          prefix ? prefix : "");
+          "\n        <li><a href=\"%s/logs/\">Logs</a></li>\n"
+          "        <li><a href=\"https://scrapyd.readthedocs.io/en/latest/\">Documentation</a></li>\n"
+          "    </ul>\n\n",
+          pf);
   char **v = NULL;
   size_t n = 0;
   eggs_projects(app->cfg.eggs_dir, &v, &n);
   size_t total = n + app->cfg.nsettings;
-  if (total) {
-    /* sorted, as Scrapyd's page: eggs_projects is sorted; merge settings ones */
-    char **all = calloc(total, sizeof(*all));
-    size_t k = 0;
-    for (size_t i = 0; all && i < n; i++) all[k++] = v[i];
-    for (size_t i = 0; all && i < app->cfg.nsettings; i++) {
-      int dup = 0;
-      for (size_t j = 0; j < n; j++) dup |= !strcmp(v[j], app->cfg.settings[i].name);
-      if (!dup) all[k++] = app->cfg.settings[i].name;
+  char **all = total ? calloc(total, sizeof(*all)) : NULL;
+  size_t k = 0;
+  for (size_t i = 0; all && i < n; i++) all[k++] = v[i];
+  for (size_t i = 0; all && i < app->cfg.nsettings; i++) {
+    int dup = 0;
+    for (size_t j = 0; j < n; j++) dup |= !strcmp(v[j], app->cfg.settings[i].name);
+    if (!dup) all[k++] = app->cfg.settings[i].name;
+  }
+  for (size_t i = 1; i < k; i++) /* sorted, as Scrapyd's page */
+    for (size_t j = i; j > 0 && strcmp(all[j - 1], all[j]) > 0; j--) {
+      char *t = all[j - 1];
+      all[j - 1] = all[j];
+      all[j] = t;
     }
-    for (size_t i = 1; all && i < k; i++)
-      for (size_t j = i; j > 0 && strcmp(all[j - 1], all[j]) > 0; j--) {
-        char *t = all[j - 1];
-        all[j - 1] = all[j];
-        all[j] = t;
-      }
-    buf_add(&b, "<p>Scrapy projects:</p>\n<ul>\n");
-    for (size_t i = 0; all && i < k; i++) {
+  if (k) {
+    buf_add(&b, "    <p>Scrapy projects:</p>\n    <ul>\n");
+    for (size_t i = 0; i < k; i++) {
       char *e = http_html_escape(all[i]);
-      buf_add(&b, "<li>%s</li>\n", e ? e : "");
+      buf_add(&b, "        <li>%s</li>\n", e ? e : "");
       free(e);
     }
-    buf_add(&b, "</ul>\n");
-    free(all);
+    buf_add(&b, "    </ul>\n");
   } else {
-    buf_add(&b, "<p>No Scrapy projects yet.</p>\n");
+    buf_add(&b, "    <p>No Scrapy projects yet.</p>\n");
   }
+  free(all);
   strv_free(v, n);
   buf_add(&b,
-          "<h2>How to schedule a spider?</h2>\n"
-          "<p>To schedule a spider you need to use the API (this web UI is only for "
-          "monitoring)</p>\n"
-          "<p>Example using <a href=\"https://curl.se/\">curl</a>:</p>\n"
-          "<p><code>curl http://localhost:%d/schedule.json -d project=default -d "
-          "spider=somespider</code></p>\n"
-          "<p>For more information about the API, see the <a "
-          "href=\"https://scrapyd.readthedocs.io/en/latest/\">Scrapyd documentation</a></p>\n"
-          "</body>\n</html>\n",
-          app->cfg.http_port);
+          "\n    <p>\n        This web UI is for monitoring only. To upload projects and schedule "
+          "crawls, use the API.\n        For example, using <a href=\"https://curl.se/\">curl</a>:\n"
+          "    </p>\n\n    <p>\n        <code>curl http://localhost:6800/schedule.json -d "
+          "project=default -d spider=somespider</code>\n    </p>\n\n    <p>\n        See the <a "
+          "href=\"https://scrapyd.readthedocs.io/en/latest/\">Scrapyd documentation</a> for "
+          "details.\n    </p>\n</body>\n</html>\n");
   free(prefix);
   reply_html(req, &b);
 }
@@ -145,16 +144,33 @@ typedef struct jobs_page {
   buf_t b;
 } jobs_page_t;
 
+/* Row cells are indented as Scrapyd's page (24 + 4 spaces). */
+#define ROW "                        "
+
 static void cell(buf_t *b, const char *text) {
   char *e = text ? http_html_escape(text) : NULL;
-  buf_add(b, "<td>%s</td>\n", e ? e : "");
+  buf_add(b, ROW "    <td>%s</td>\n", e ? e : "");
   free(e);
 }
 
 static void link_cell(buf_t *b, const char *prefix, char *url, const char *label) {
-  if (url) buf_add(b, "<td><a href=\"%s%s\">%s</a></td>\n", prefix, url, label);
-  else buf_add(b, "<td></td>\n");
+  if (url) buf_add(b, ROW "    <td><a href=\"%s%s\">%s</a></td>\n", prefix, url, label);
+  else buf_add(b, ROW "    <td></td>\n");
   free(url);
+}
+
+static void cancel_cell(jobs_page_t *pg, const job_t *j) {
+  char *p = http_html_escape(j->project), *jb = http_html_escape(j->jobid);
+  buf_add(&pg->b,
+          ROW "    <td>\n" ROW "    <form method=\"post\" onsubmit=\"return confirm('Are you "
+          "sure?');\" action=\"%s/cancel.json\">\n" ROW
+          "    <input type=\"hidden\" name=\"project\" value=\"%s\">\n" ROW
+          "    <input type=\"hidden\" name=\"job\" value=\"%s\">\n" ROW
+          "    <input type=\"submit\" style=\"float: left;\" value=\"Cancel\">\n" ROW
+          "    </form>\n" ROW "    </td>\n",
+          pg->prefix, p ? p : "", jb ? jb : "");
+  free(p);
+  free(jb);
 }
 
 static void job_row(jobs_page_t *pg, const job_t *j, int section, int64_t now) {
@@ -163,13 +179,12 @@ static void job_row(jobs_page_t *pg, const job_t *j, int section, int64_t now) {
   int items_local = cfg->items_dir[0] && !config_items_remote(cfg);
   int cancel = config_service_enabled(cfg, "cancel.json");
   char t1[32], t2[32], rt[32], pid[24];
-  buf_add(b, "<tr>\n");
+  buf_add(b, ROW "<tr>\n");
   cell(b, j->project);
   cell(b, j->spider);
   cell(b, j->jobid);
   if (section == 0) {
-    buf_add(b, "<td></td>\n<td></td>\n<td></td>\n<td></td>\n<td></td>\n");
-    if (items_local) buf_add(b, "<td></td>\n");
+    for (int i = 0; i < 5 + items_local; i++) cell(b, NULL);
   } else {
     snprintf(pid, sizeof(pid), "%d", j->pid);
     cell(b, section == 1 && j->pid ? pid : NULL);
@@ -183,21 +198,10 @@ static void job_row(jobs_page_t *pg, const job_t *j, int section, int64_t now) {
     if (items_local) link_cell(b, pg->prefix, render_items_url(cfg, j), "Items");
   }
   if (cancel) {
-    if (section < 2) {
-      char *p = http_html_escape(j->project), *jb = http_html_escape(j->jobid);
-      buf_add(b,
-              "<td><form method=\"post\" onsubmit=\"return confirm('Are you sure?');\" "
-              "action=\"%s/cancel.json\"><input type=\"hidden\" name=\"project\" value=\"%s\">"
-              "<input type=\"hidden\" name=\"job\" value=\"%s\"><input type=\"submit\" "
-              "value=\"Cancel\"></form></td>\n",
-              pg->prefix, p ? p : "", jb ? jb : "");
-      free(p);
-      free(jb);
-    } else {
-      buf_add(b, "<td></td>\n");
-    }
+    if (section < 2) cancel_cell(pg, j);
+    else cell(b, NULL);
   }
-  buf_add(b, "</tr>\n");
+  buf_add(b, ROW "</tr>\n");
 }
 
 static int jobs_fn(store_t *s, void *arg) {
@@ -219,25 +223,33 @@ static int jobs_fn(store_t *s, void *arg) {
   int cols = 8 + items_local + cancel;
   buf_t *b = &pg->b;
   buf_add(b,
-          "<html>\n<head><title>Scrapyd</title>\n<style type=\"text/css\">\n"
-          "#jobs>thead td {text-align: center; font-weight: bold}\n"
-          "#jobs>tbody>tr:first-child {background-color: #eee}\n"
-          "</style>\n</head>\n<body>\n<h1>Jobs</h1>\n"
-          "<p><a href=\"%s/\">Go up</a></p>\n<table id=\"jobs\" border=\"1\">\n"
-          "<thead><tr><th>Project</th><th>Spider</th><th>Job</th><th>PID</th><th>Start</th>"
-          "<th>Runtime</th><th>Finish</th><th>Log</th>%s%s</tr></thead>\n",
-          pg->prefix, items_local ? "<th>Items</th>" : "", cancel ? "<th>Cancel</th>" : "");
+          "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n    <meta charset=\"utf-8\">\n"
+          "    <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+          "    <title>Scrapyd</title>\n    <style>\n        body { font-family: sans-serif; }\n"
+          "        table { border-collapse: collapse; }\n"
+          "        th, td { border-style: solid; border-width: 1px; }\n"
+          "        tbody > tr:first-child { background-color: #eee; }\n"
+          "        th, td { padding: .5rem; }\n    </style>\n</head>\n<body>\n"
+          "    <h1>Jobs</h1>\n    <p><a href=\"./\">Go up</a></p>\n    <table id=\"jobs\">\n"
+          "        <thead>\n" ROW "<tr>\n");
+  static const char *const heads[] = {"Project", "Spider", "Job", "PID", "Start",
+                                      "Runtime", "Finish", "Log"};
+  for (size_t i = 0; i < 8; i++) buf_add(b, ROW "    <th>%s</th>\n", heads[i]);
+  if (items_local) buf_add(b, ROW "    <th>Items</th>\n");
+  if (cancel) buf_add(b, ROW "    <th>Cancel</th>\n");
+  buf_add(b, ROW "</tr>\n        </thead>\n");
   static const char *const titles[3] = {"Pending", "Running", "Finished"};
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
   for (int sec = 0; sec < 3; sec++) {
-    buf_add(b, "<tbody>\n<tr><th colspan=\"%d\" style=\"background-color: #ddd\">%s</th></tr>\n",
+    buf_add(b,
+            "        <tbody>\n" ROW "<tr>\n" ROW "    <th colspan=\"%d\">%s</th>\n" ROW "</tr>\n",
             cols, titles[sec]);
     for (size_t i = 0; i < lists[sec].n; i++) job_row(pg, &lists[sec].v[i], sec, now);
-    buf_add(b, "</tbody>\n");
+    buf_add(b, "        </tbody>\n");
   }
-  buf_add(b, "</table>\n</body>\n</html>\n");
+  buf_add(b, "    </table>\n</body>\n</html>\n");
   rc = pg->b.oom ? -ENOMEM : 0;
 out:
   for (int i = 0; i < 3; i++) job_list_release(&lists[i]);

@@ -68,7 +68,9 @@ static void runtime_format(void **state) {
   render_runtime(-5, buf);
   assert_string_equal(buf, "0:00:00");
   render_runtime(100LL * 3600 * 1000, buf);
-  assert_string_equal(buf, "100:00:00");
+  assert_string_equal(buf, "4 days, 4:00:00");
+  render_runtime((86400LL + 61) * 1000 + 999, buf);
+  assert_string_equal(buf, "1 day, 0:01:01");
 }
 
 int main(void) {
