@@ -200,22 +200,24 @@ static void maybe_stopped(launcher_t *l);
 static void end_done(void *arg, int rc) {
   end_op_t *op = arg;
   launcher_t *l = op->l;
+  l->ends_in_flight--;
   if (rc) {
     log_error("launcher", "could not record the end of job #%lld: %s", (long long)op->id,
               spd_strerror(rc));
+    l->counters->finished--;
   } else if (op->finished_count >= 0) {
-    l->counters->finished = op->finished_count;
-  } else {
-    l->counters->finished++;
+    /* The store's count after the trim, plus the ends submitted after this
+     * one: they are counted already but not yet committed. */
+    l->counters->finished = op->finished_count + l->ends_in_flight;
   }
-  l->ends_in_flight--;
   free(op->stats_path);
   free(op);
   maybe_stopped(l);
 }
 
 /* Records a job's end. Slots are counted by live processes, so the caller
- * kicks dispatch at once rather than after the commit. */
+ * kicks dispatch at once rather than after the commit; the job counts as
+ * finished from now on too, so pending + running + finished never dips. */
 static void submit_end(launcher_t *l, int64_t id, job_state_t state, int from_stats,
                        int exit_code, int term_signal, const char *stats_path) {
   end_op_t *op = calloc(1, sizeof(*op));
@@ -233,8 +235,10 @@ static void submit_end(launcher_t *l, int64_t id, job_state_t state, int from_st
   op->stats_path = stats_path ? strdup(stats_path) : NULL;
   op->finished_count = -1;
   l->ends_in_flight++;
+  l->counters->finished++;
   if (store_submit(l->store, STORE_WRITE, end_fn, op, end_done) != 0) {
     l->ends_in_flight--;
+    l->counters->finished--;
     log_error("launcher", "store closed: end of job #%lld not recorded", (long long)id);
     free(op->stats_path);
     free(op);
@@ -586,8 +590,8 @@ static void start_job(launcher_t *l, job_t *j) {
       strv_pushf(&extra, "SCRAPYD_SLOT=%u", l->nprocs) ||
       strv_pushf(&extra, "SCRAPYD_SPIDER=%s", j->spider) ||
       strv_pushf(&extra, "SCRAPYD_JOB=%s", j->jobid) ||
-      strv_pushf(&extra, "SCRAPYD_LOG_FILE=%s", log_file ? log_file : "") ||
-      strv_pushf(&extra, "SCRAPYD_FEED_URI=%s", feed_uri ? feed_uri : ""))
+      (log_file && strv_pushf(&extra, "SCRAPYD_LOG_FILE=%s", log_file)) ||
+      (feed_uri && strv_pushf(&extra, "SCRAPYD_FEED_URI=%s", feed_uri)))
     goto nomem;
   env = env_build(cfg, j->project, egg, j->version, (const char *const *)extra.v);
   if (!env) goto nomem;
