@@ -516,6 +516,13 @@ class Daemon:
                 return False
         return wait_for(check, seconds, f"{text!r} in {path}", interval=0.1)
 
+    def wait_crawling(self, project, spider, job, seconds=30):
+        """Waits until the crawl has downloaded a page; the job must run
+        with setting LOG_LEVEL=DEBUG. By then Scrapy's reactor runs and its
+        SIGINT/SIGTERM handlers are in place ("Spider opened" comes earlier,
+        and a signal then kills the process outright)."""
+        return self.wait_log(project, spider, job, "DEBUG: Crawled (200)", seconds)
+
     def read_log(self, project, spider, job):
         with open(self.log_path(project, spider, job), encoding="utf-8", errors="replace") as f:
             return f.read()

@@ -21,9 +21,9 @@ def test_sigterm_stops_crawls_records_them_and_restart_keeps_everything(spiderd,
     d.schedule("p", "quick", count=1, jobid="done1")
     d.wait_finished("done1")
     # drain=60: a graceful stop would take a minute, so shutdown_grace must cut it.
-    d.schedule("p", "slow", drain=60, jobid="run1")
+    d.schedule("p", "slow", settings=["LOG_LEVEL=DEBUG"], drain=60, jobid="run1")
     pid = d.wait_running("run1")["pid"]
-    d.wait_log("p", "slow", "run1", "Spider opened", 30)
+    d.wait_crawling("p", "slow", "run1")
     d.schedule("p", "quick", count=1, jobid="p1")
     d.schedule("p", "quick", count=1, jobid="p2")
 
