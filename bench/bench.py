@@ -193,6 +193,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--only", default="")
     a = ap.parse_args()
+    a.bin = os.path.abspath(a.bin)
     only = set(a.only.split(",")) if a.only else None
 
     def want(name):
