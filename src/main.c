@@ -10,6 +10,8 @@
 #include "error.h"
 #include "fsutil.h"
 #include "log.h"
+#include "store/eggs.h"
+#include "store/scrapyd_import.h"
 
 typedef struct server {
   app_t app;
@@ -88,6 +90,15 @@ static int recover(app_t *app, job_list_t *running, char *err, size_t errlen) {
   store_t *s = NULL;
   int rc = store_open(app->cfg.store, &s, err, errlen);
   if (rc) return rc;
+  const char *store_path = app->cfg.store;
+  if (!strncmp(store_path, "sqlite://", 9)) store_path += 9;
+  else if (!strncmp(store_path, "sqlite:", 7)) store_path += 7;
+  int np = 0, nf = 0;
+  rc = scrapyd_import(s, app->cfg.dbs_dir, store_path, &np, &nf, err, errlen);
+  if (rc) {
+    store_close(s);
+    return rc;
+  }
   int64_t counts[JOB_NSTATES];
   rc = store_job_counts(s, NULL, counts);
   if (rc == 0) {
