@@ -55,7 +55,7 @@ void log_close(void) {
 }
 
 void log_msg(int level, const char *system, const char *fmt, ...) {
-  if (level < log_level) return;
+  if (level < log_level || !fmt) return;
   char ts[40];
   time_t now = time(NULL);
   struct tm tm;

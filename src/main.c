@@ -149,6 +149,8 @@ static int serve(int argc, char **argv) {
 
   if ((rc = make_dirs(cfg, err, sizeof(err))) || (rc = recover(app, &running, err, sizeof(err))))
     goto fail;
+  if (eggs_clean_staging(cfg->eggs_dir) > 0)
+    log_info("main", "removed egg uploads left unfinished by a previous run");
   app->loop = uv_default_loop();
   if ((rc = store_pool_start(app->loop, cfg->store, &app->store, err, sizeof(err)))) goto fail;
   if ((rc = spiders_init(&app->spiders, app->loop, cfg))) {

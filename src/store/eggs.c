@@ -193,6 +193,19 @@ void eggs_discard(const char *tmp_path) {
   if (tmp_path) unlink(tmp_path);
 }
 
+int eggs_clean_staging(const char *eggs_dir) {
+  char dir[4096];
+  snprintf(dir, sizeof(dir), "%s/" STAGING, eggs_dir);
+  DIR *d = opendir(dir);
+  if (!d) return errno == ENOENT ? 0 : -errno;
+  int removed = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.' && unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
+  closedir(d);
+  return removed;
+}
+
 static int strv_push(char ***v, size_t *n, size_t *cap, const char *s, size_t len) {
   if (*n == *cap) {
     size_t ncap = *cap ? *cap * 2 : 8;

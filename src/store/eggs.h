@@ -28,6 +28,10 @@ int eggs_commit(const char *eggs_dir, const char *project, const char *version,
 /* Removes a staged file; NULL is ignored. */
 void eggs_discard(const char *tmp_path);
 
+/* Removes staging files a crash left behind (none can be in use before the
+ * daemon serves). Returns how many, or a negative code. */
+int eggs_clean_staging(const char *eggs_dir);
+
 /* Path of a project's egg: version raw or sanitized, or NULL for the latest
  * (last by version_compare). -ENOENT if the project has no egg or that
  * version is missing. */

@@ -233,6 +233,27 @@ static void test_discard(void **state) {
   free(zip);
 }
 
+static void test_clean_staging(void **state) {
+  struct fx *f = *state;
+  char *zip, *a = NULL, *b = NULL;
+  size_t len;
+  struct stat st;
+  assert_int_equal(eggs_clean_staging(f->eggs), 0); /* nothing staged yet */
+  make_zip(f, "x", &zip, &len);
+  assert_int_equal(eggs_stage(f->eggs, zip, len, &a, NULL, 0), 0);
+  assert_int_equal(eggs_stage(f->eggs, zip, len, &b, NULL, 0), 0);
+  add(f, "kept", "1.0");
+  assert_int_equal(eggs_clean_staging(f->eggs), 2);
+  assert_int_not_equal(stat(a, &st), 0);
+  assert_int_not_equal(stat(b, &st), 0);
+  char *path = NULL;
+  assert_int_equal(eggs_path(f->eggs, "kept", NULL, &path), 0); /* versions untouched */
+  free(path);
+  free(a);
+  free(b);
+  free(zip);
+}
+
 static void test_versions_order(void **state) {
   struct fx *f = *state;
   const char *in[] = {"10.0", "1.5", "2.0", "2.0rc1", "abc"};
@@ -396,6 +417,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_stage_and_commit, setup, teardown),
       cmocka_unit_test_setup_teardown(test_commit_refuses_bad_names, setup, teardown),
       cmocka_unit_test_setup_teardown(test_discard, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_clean_staging, setup, teardown),
       cmocka_unit_test_setup_teardown(test_versions_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_path, setup, teardown),
       cmocka_unit_test_setup_teardown(test_projects, setup, teardown),
