@@ -372,8 +372,11 @@ static void addversion_listed(void *ud, int rc, char *const *names, size_t n, co
     reply_error(c, "OSError: cannot store the egg: %s", spd_strerror(rc));
     return;
   }
-  free(final_path);
   spiders_forget(c->app->spiders, c->project);
+  /* The list just made is the new egg's: the deploy-then-schedule of every
+   * client then needs no second runner start. */
+  spiders_prime(c->app->spiders, c->project, final_path, names, n);
+  free(final_path);
   log_info("webservice", "Added version '%s' of project '%s' (%zu spiders)", c->version,
            c->project, n);
   json_t *o = json_object();

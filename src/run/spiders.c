@@ -582,3 +582,25 @@ void spiders_forget(spiders_t *sp, const char *project) {
   for (listing_t *l = sp->listings; l; l = l->next)
     if (l->key.project && strcmp(l->key.project, project) == 0) l->no_cache = 1;
 }
+
+int spiders_prime(spiders_t *sp, const char *project, const char *egg_path,
+                  char *const *names, size_t n) {
+  egg_key_t key;
+  int rc = key_make(&key, project, egg_path);
+  if (rc) return rc;
+  namelist_t *nl = calloc(1, sizeof(*nl));
+  if (nl) {
+    nl->refs = 1;
+    nl->names = calloc(n ? n : 1, sizeof(char *));
+  }
+  for (size_t i = 0; nl && nl->names && i < n; i++, nl->n++)
+    if (!(nl->names[i] = strdup(names[i]))) break;
+  if (!nl || !nl->names || nl->n < n) {
+    rc = -ENOMEM;
+  } else {
+    rc = cache_put(sp, &key, nl);
+  }
+  namelist_unref(nl); /* the cache holds its own reference */
+  key_release(&key);
+  return rc;
+}

@@ -45,4 +45,10 @@ int spiders_list(spiders_t *sp, const char *project, const char *egg_path,
 /* Drops every cached entry of project. */
 void spiders_forget(spiders_t *sp, const char *project);
 
+/* Records names as the list of the egg now at egg_path (e.g. the egg just
+ * listed under its staging name and moved into place), so the next listing
+ * of that egg needs no runner. Copies names. */
+int spiders_prime(spiders_t *sp, const char *project, const char *egg_path,
+                  char *const *names, size_t n);
+
 #endif

@@ -309,6 +309,31 @@ static void test_cache_follows_egg_file(void **state) {
   assert_int_equal(r.calls, 0);
 }
 
+static void test_prime(void **state) {
+  struct fx *f = *state;
+  struct result r = {.f = f};
+  char *const names[] = {(char *)"one", (char *)"two"};
+  const char *want[] = {"one", "two"};
+  assert_int_equal(spiders_prime(f->sp, "proj", f->egg, names, 2), 0);
+  /* Answered from the primed list, before spiders_list returns, no runner. */
+  assert_int_equal(spiders_list(f->sp, "proj", f->egg, NULL, on_list, &r), 0);
+  assert_int_equal(r.calls, 1);
+  assert_names(&r, want, N_ELEMS(want));
+  assert_int_equal(spawns(f), 0);
+  result_reset(&r);
+  /* The egg changes: the primed list no longer applies. */
+  write_file(f->egg, "another egg, another size", 0644);
+  assert_int_equal(spiders_list(f->sp, "proj", f->egg, NULL, on_list, &r), 0);
+  assert_int_equal(r.calls, 0);
+  run_until(f, &r.calls, 1);
+  assert_int_equal(spawns(f), 1);
+  result_reset(&r);
+  /* A missing egg cannot be primed. */
+  char missing[160];
+  snprintf(missing, sizeof(missing), "%s/nosuch.egg", f->root);
+  assert_int_equal(spiders_prime(f->sp, "proj", missing, names, 2), -ENOENT);
+}
+
 static void test_forget(void **state) {
   struct fx *f = *state;
   struct result r = {.f = f};
@@ -635,6 +660,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_output_is_bounded, setup, teardown),
       cmocka_unit_test_setup_teardown(test_invalid_utf8_replaced, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cache_follows_egg_file, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_prime, setup, teardown),
       cmocka_unit_test_setup_teardown(test_forget, setup, teardown),
       cmocka_unit_test_setup_teardown(test_environment_and_argv, setup, teardown),
       cmocka_unit_test_setup_teardown(test_concurrent_calls_share_one_runner, setup, teardown),
