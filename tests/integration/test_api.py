@@ -373,3 +373,41 @@ def test_unknown_endpoint_paths_are_404(d):
         r = d.get(path)
         assert r.status_code == 404, path
         assert b"No Such Resource" in r.content, path
+
+
+# ---- client flows ------------------------------------------------------
+
+def test_scrapyd_client_and_python_scrapyd_api_flow(d):
+    ua = {"User-Agent": "Scrapyd-client/2.0.3"}
+    r = d.get("/listprojects.json", headers=ua)
+    assert "api" in d.check_api_response(r, "GET")["projects"]
+    r = d.get("/listspiders.json", params={"project": "api"}, headers=ua)
+    assert d.check_api_response(r, "GET")["spiders"] == TESTPROJ_SPIDERS
+    # scrapyd-client posts the spider arguments first, then project and spider;
+    # `--arg setting=...` becomes a setting field.
+    r = d.request("POST", "/schedule.json", headers=ua,
+                  data=[("setting", "DOWNLOAD_DELAY=0"), ("count", "1"), ("project", "api"), ("spider", "quick")])
+    job = d.check_api_response(r, "POST")["jobid"]
+    # python-scrapyd-api's job_status(): scan listjobs?project= for the id.
+    lj = d.listjobs("api")
+    assert job in [e["id"] for section in ("pending", "running", "finished") for e in lj[section]]
+    assert d.wait_finished(job)["state"] == "finished"
+    assert d.api("status.json", job=job, project="api")["currstate"] == "finished"
+
+
+def test_scrapydweb_flow(d):
+    # Start-up connectivity check, then its polling calls.
+    assert d.get("/").status_code == 200
+    st = d.api("daemonstatus.json")
+    assert {"pending", "running", "finished", "status", "node_name"} <= set(st)
+    assert d.api("listversions.json", project="api")["versions"] == ["1_0"]
+    assert d.api("listspiders.json", project="api", _version="1_0")["spiders"] == TESTPROJ_SPIDERS
+    # ScrapydWeb's own job ids: %Y-%m-%dT%H_%M_%S.
+    job = "2019-01-01T00_00_01"
+    assert d.schedule("api", "quick", settings=["CLOSESPIDER_TIMEOUT=60"], _version="1_0",
+                      jobid=job, count=1) == job
+    assert d.wait_finished(job)["state"] == "finished"
+    r = d.get("/jobs")
+    assert r.status_code == 200 and f"<td>{job}</td>" in r.text
+    log = d.get(f"/logs/api/quick/{job}.log")
+    assert log.status_code == 200 and b"Spider closed (finished)" in log.content
