@@ -299,6 +299,34 @@ def test_cancel_grace_escalates_to_kill(spiderd, egg):
     assert "Received SIGINT, shutting down gracefully" in d.read_log("p", "slow", job)
 
 
+def test_cancel_signals_every_running_process_with_the_id(jd):
+    jd.schedule("jobs", "slow", jobid="twin")
+    jd.schedule("jobs", "slow", jobid="twin")
+
+    def twins(section):
+        return [e for e in jd.listjobs()[section] if e["id"] == "twin"]
+    wait_for(lambda: len(twins("running")) == 2, 20, "both twins to run")
+    assert jd.cancel("jobs", "twin", "KILL") == "running"
+    wait_for(lambda: len(twins("finished")) == 2, 10, "both twins to end")
+    assert [(e["state"], e["signal"]) for e in twins("finished")] == [("cancelled", 9)] * 2
+
+
+def test_cancel_prefers_running_and_removes_every_pending_entry(single):
+    single.schedule("one", "slow", jobid="both")
+    single.wait_running("both")
+    single.schedule("one", "quick", jobid="both")
+    single.schedule("one", "quick", jobid="both")
+    assert [e["id"] for e in single.listjobs()["pending"]] == ["both", "both"]
+    assert single.cancel("one", "both", "KILL") == "running"
+    assert single.listjobs()["pending"] == []
+
+    def ended():
+        done = [e for e in single.listjobs()["finished"] if e["id"] == "both"]
+        return done if single.find("both")[0] == "finished" else None
+    done = wait_for(ended, 10, "the running 'both' to end")
+    assert [(e["spider"], e["state"], e["signal"]) for e in done] == [("slow", "cancelled", 9)]
+
+
 def test_pending_job_record_and_cancel(single):
     with blocked(single, "one"):
         form = [("project", "one"), ("spider", "quick"), ("setting", "DOWNLOAD_DELAY=2"),
