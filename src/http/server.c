@@ -860,6 +860,8 @@ static bool token_in_list(const char *list, const char *token) {
 
 /* First call, headers only: copy what must outlive the connection, collect
  * the query string, refuse a too-large declared body, set up body parsing. */
+static void shed_body(http_req_t *r);
+
 static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *method,
                                  const char *version) {
   http_server_t *s = r->srv;
@@ -880,7 +882,19 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
   if (cl) {
     errno = 0;
     unsigned long long v = strtoull(cl, NULL, 10);
-    if (errno == ERANGE || (s->max_body >= 0 && v > (unsigned long long)s->max_body)) {
+    int over = errno == ERANGE || (s->max_body >= 0 && v > (unsigned long long)s->max_body);
+    /* A client that sends the body without waiting for an answer (no
+     * "Expect: 100-continue", as Python's requests) would see its upload
+     * cut by a reset instead of the 413: a body at most DISCARD_MAX over the
+     * limit is read and thrown away first (memory stays bounded), and the
+     * 413 comes at its end. */
+    const char *expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Expect");
+    if (over && errno != ERANGE && !(expect && strcasecmp(expect, "100-continue") == 0) &&
+        v - (unsigned long long)s->max_body <= DISCARD_MAX) {
+      shed_body(r);
+      return MHD_YES;
+    }
+    if (over) {
       r->too_big = true;
       r->dispatched = true;
       r->in_handler = true;

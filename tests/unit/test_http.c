@@ -683,12 +683,13 @@ static void test_multipart_body(void **state) {
 /* ---- body limits and malformed bodies ---- */
 
 static void cl_limits(ctx *c) {
-  /* declared too large: answered before the body is sent */
+  /* declared too large by a client that waits (Expect: 100-continue), or
+   * beyond what is worth reading: answered before the body is sent */
   conn k;
   resp *r = &c->r[c->n++];
   if (conn_tcp(&k, c->port) == 0) {
     send_str(&k, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
-                 "Content-Length: 5000\r\n\r\n");
+                 "Expect: 100-continue\r\nContent-Length: 5000\r\n\r\n");
     read_resp(&k, r, 0);
     conn_close(&k);
   }
@@ -717,6 +718,25 @@ static void cl_limits(ctx *c) {
   memset(body, 'z', sizeof(body));
   memcpy(body, "a=", 2);
   post(c, "/echo", "application/x-www-form-urlencoded", body, sizeof(body));
+  /* declared too large and sent at once: read, thrown away, then 413 (a
+   * client still sending would otherwise see a reset, not the answer) */
+  r = &c->r[c->n++];
+  if (conn_tcp(&k, c->port) == 0) {
+    char big[5000];
+    memset(big, 'b', sizeof(big));
+    send_str(&k, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+                 "Content-Length: 5000\r\n\r\n");
+    send_all(&k, big, sizeof(big));
+    read_resp(&k, r, 0);
+    conn_close(&k);
+  }
+  r = &c->r[c->n++];
+  if (conn_tcp(&k, c->port) == 0) {
+    send_str(&k, "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\n"
+                 "Content-Length: 999999999999\r\n\r\n");
+    read_resp(&k, r, 0);
+    conn_close(&k);
+  }
 }
 
 static void cl_many_fields(ctx *c) {
@@ -748,6 +768,8 @@ static void test_body_limits(void **state) {
   assert_int_equal(c.r[1].status, 413);
   assert_int_equal(c.r[2].status, 200);
   assert_non_null(strstr(c.r[2].body, "B|a|-|998|fnv:"));
+  assert_int_equal(c.r[3].status, 413);
+  assert_int_equal(c.r[4].status, 413);
   ctx_end(&c);
 }
 
