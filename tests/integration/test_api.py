@@ -25,7 +25,10 @@ def d(module_spiderd, egg):
 
 
 def call_bytes(d, endpoint, **params):
-    d.call(endpoint, params=params) if endpoint_verb(endpoint) == "GET" else \
+    """The raw body of a call (its envelope checked by d.call)."""
+    if endpoint_verb(endpoint) == "GET":
+        d.call(endpoint, params=params)
+    else:
         d.call(endpoint, data=params)
     return d.last.content
 
