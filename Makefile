@@ -37,13 +37,13 @@ test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 test-integration: build
-	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd python3 -m pytest -q -x -p no:cacheprovider
+	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd /usr/bin/python3 -m pytest -q -x -p no:cacheprovider
 
 test-asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(ASAN_BUILD)/spiderd SPIDERD_SANITIZED=1 \
-		python3 -m pytest -q -p no:cacheprovider
+		/usr/bin/python3 -m pytest -q -p no:cacheprovider
 
 test: test-unit test-integration test-asan
 
