@@ -132,23 +132,27 @@ def bench_schedule(binary):
         d.stop()
 
 
-def bench_start_latency(binary, n=40):
+def bench_start_latency(binary, n=20):
+    # One job at a time into an idle daemon: every job finds a free slot, so
+    # the figure is dispatch latency, not queueing behind other crawls.
     d = Daemon(binary, max_proc=4)
     try:
         d.deploy()
+        sent = {}
         for i in range(n):
+            sent[f"lat{i}"] = time.time() * 1000
             d.post("/schedule.json", {"project": "testproj", "spider": "quick", "jobid": f"lat{i}"})
             deadline = time.time() + 60
-            while time.time() < deadline:  # one at a time: a slot is always free
-                st = d.get(f"/status.json?job=lat{i}")
-                if st["currstate"] != "pending":
+            while time.time() < deadline:
+                s = d.get("/daemonstatus.json")
+                if s["pending"] == 0 and s["running"] == 0:
                     break
-                time.sleep(0.002)
-        while d.get("/daemonstatus.json")["running"]:
-            time.sleep(0.1)
+                time.sleep(0.01)
         db = sqlite3.connect(os.path.join(d.dir, "dbs", "spiderd.db"))
-        waits = sorted(r[0] for r in db.execute(
-            "SELECT start_ms - created_ms FROM jobs WHERE jobid LIKE 'lat%' AND start_ms > 0"))
+        # From the client sending schedule.json to the daemon starting the
+        # crawl (start_ms is stamped right before its spawn), one clock.
+        waits = sorted(start - sent[job] for job, start in db.execute(
+            "SELECT jobid, start_ms FROM jobs WHERE jobid LIKE 'lat%' AND start_ms > 0"))
         db.close()
         p50 = statistics.median(waits)
         p99 = waits[min(len(waits) - 1, int(len(waits) * 0.99))]
@@ -210,7 +214,7 @@ def main():
     if want("latency"):
         p50, p99, n = bench_start_latency(a.bin)
         print(f"schedule -> start: p50 {p50:.1f} ms, p99 {p99:.1f} ms over {n} jobs "
-              "(store timestamps: claim time minus insert time)")
+              "(client send -> daemon's start stamp)")
     if want("twenty"):
         elapsed, ok = bench_twenty(a.bin)
         print(f"20 quick Scrapy jobs at max_proc=4: {elapsed:.2f} s end to end ({ok} finished)")
