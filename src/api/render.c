@@ -166,3 +166,15 @@ json_t *render_listjobs(const config_t *cfg, const job_list_t lists[3]) {
   }
   return json_pack("{s:o,s:o,s:o}", "pending", pending, "running", running, "finished", finished);
 }
+
+int render_read_jobs(store_t *s, const char *project, job_list_t lists[3]) {
+  job_filter_t f = {.project = project};
+  int rc;
+  f.states = 1u << JOB_PENDING;
+  if ((rc = store_jobs_list(s, &f, &lists[0]))) return rc;
+  f.states = 1u << JOB_RUNNING;
+  if ((rc = store_jobs_list(s, &f, &lists[1]))) return rc;
+  f.states = (1u << JOB_FINISHED) | (1u << JOB_FAILED) | (1u << JOB_CANCELLED) | (1u << JOB_LOST);
+  f.started_only = 1;
+  return store_jobs_list(s, &f, &lists[2]);
+}

@@ -13,6 +13,7 @@
 
 #include "config.h"
 #include "core/job.h"
+#include "store/store.h"
 
 /* json.dumps(o) + "\n" as Python writes it: ", " and ": " separators,
  * non-ASCII as lower-case \uXXXX. *len gets the length. NULL on failure. */
@@ -27,6 +28,11 @@ void render_time(int64_t ms, int micro, char out[32]);
 
 /* Python's str(timedelta) without the fraction: "H:MM:SS", "2 days, H:MM:SS". */
 void render_runtime(int64_t ms, char out[32]);
+
+/* Reads Scrapyd's three job lists (for one project, or all when NULL):
+ * lists[0] pending, lists[1] running, lists[2] ended (started jobs only, as
+ * Scrapyd's "finished"). Runs on a store thread. */
+int render_read_jobs(store_t *s, const char *project, job_list_t lists[3]);
 
 /* Scrapyd's listjobs object (pending, running, finished) plus spiderd's
  * fields, from lists[0] pending, lists[1] running, lists[2] finished.

@@ -97,18 +97,23 @@ static void call_free(call_t *c) {
   free(c);
 }
 
-/* Replies with fields + status + node_name (fields is consumed) and frees c. */
-static void reply_ok(call_t *c, json_t *fields) {
-  json_object_set_new(fields, "status", json_string("ok"));
-  json_object_set_new(fields, "node_name", json_string(c->app->cfg.node_name));
+/* Sends o (consumed) as Scrapyd's JSON with its CORS headers; frees c. */
+static void send_json(call_t *c, json_t *o) {
   size_t len = 0;
-  char *body = render_json(fields, &len);
-  json_decref(fields);
+  char *body = render_json(o, &len);
+  json_decref(o);
   add_cors(c);
   if (body) http_reply(c->req, 200, "application/json", body, len);
   else http_reply(c->req, 500, "text/plain", "out of memory\n", 14);
   free(body);
   call_free(c);
+}
+
+/* Replies with fields + status + node_name (fields is consumed) and frees c. */
+static void reply_ok(call_t *c, json_t *fields) {
+  json_object_set_new(fields, "status", json_string("ok"));
+  json_object_set_new(fields, "node_name", json_string(c->app->cfg.node_name));
+  send_json(c, fields);
 }
 
 /* Scrapyd reports every API error with HTTP 200 and this body; with
@@ -133,14 +138,7 @@ static void reply_error(call_t *c, const char *fmt, ...) {
   json_object_set_new(o, "status", json_string("error"));
   json_object_set_new(o, "message", json_string(msg));
   json_object_set_new(o, "node_name", json_string(c->app->cfg.node_name));
-  size_t len = 0;
-  char *body = render_json(o, &len);
-  json_decref(o);
-  add_cors(c);
-  if (body) http_reply(c->req, 200, "application/json", body, len);
-  else http_reply(c->req, 500, "text/plain", "out of memory\n", 14);
-  free(body);
-  call_free(c);
+  send_json(c, o);
 }
 
 /* ---- parameters (Scrapyd's @param decorator) ---- */
@@ -712,15 +710,8 @@ static void ep_status(call_t *c) {
 static int listjobs_fn(store_t *s, void *arg) {
   call_t *c = arg;
   job_list_t lists[3] = {{0}};
-  job_filter_t f = {.project = c->project};
-  int rc;
-  f.states = 1u << JOB_PENDING;
-  if ((rc = store_jobs_list(s, &f, &lists[0]))) goto out;
-  f.states = 1u << JOB_RUNNING;
-  if ((rc = store_jobs_list(s, &f, &lists[1]))) goto out;
-  f.states = (1u << JOB_FINISHED) | (1u << JOB_FAILED) | (1u << JOB_CANCELLED) | (1u << JOB_LOST);
-  f.started_only = 1;
-  if ((rc = store_jobs_list(s, &f, &lists[2]))) goto out;
+  int rc = render_read_jobs(s, c->project, lists);
+  if (rc) goto out;
   /* Rendered here, off the loop: it stats every job's files and can be large. */
   json_t *o = render_listjobs(&c->app->cfg, lists);
   json_object_set_new(o, "status", json_string("ok"));

@@ -208,15 +208,8 @@ static int jobs_fn(store_t *s, void *arg) {
   jobs_page_t *pg = arg;
   const config_t *cfg = &pg->app->cfg;
   job_list_t lists[3] = {{0}};
-  job_filter_t f = {0};
-  int rc;
-  f.states = 1u << JOB_PENDING;
-  if ((rc = store_jobs_list(s, &f, &lists[0]))) goto out;
-  f.states = 1u << JOB_RUNNING;
-  if ((rc = store_jobs_list(s, &f, &lists[1]))) goto out;
-  f.states = (1u << JOB_FINISHED) | (1u << JOB_FAILED) | (1u << JOB_CANCELLED) | (1u << JOB_LOST);
-  f.started_only = 1;
-  if ((rc = store_jobs_list(s, &f, &lists[2]))) goto out;
+  int rc = render_read_jobs(s, NULL, lists);
+  if (rc) goto out;
 
   int items_local = cfg->items_dir[0] && !config_items_remote(cfg);
   int cancel = config_service_enabled(cfg, "cancel.json");

@@ -27,41 +27,59 @@ static int utf8_fail(char *err, size_t errlen, const unsigned char *u, size_t po
   return 0;
 }
 
+/* Length of the valid sequence at u (1-4), or 0 with the reason and the
+ * number of bytes Python had accepted before giving up. The second byte's
+ * range excludes overlongs (E0, F0), surrogates (ED) and code points above
+ * U+10FFFF (F4), as Python's decoder does. */
+static size_t seq_check(const unsigned char *u, size_t left, size_t *span, const char **reason) {
+  unsigned c = u[0], lo = 0x80, hi = 0xbf;
+  size_t need;
+  if (c < 0x80) return 1;
+  if (c >= 0xc2 && c <= 0xdf) {
+    need = 1;
+  } else if (c >= 0xe0 && c <= 0xef) {
+    need = 2;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    need = 3;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else {
+    *span = 1;
+    *reason = "invalid start byte";
+    return 0;
+  }
+  for (size_t k = 1; k <= need; k++) {
+    *span = k;
+    if (k >= left) {
+      *reason = "unexpected end of data";
+      return 0;
+    }
+    unsigned cc = u[k];
+    if (cc < (k == 1 ? lo : 0x80) || cc > (k == 1 ? hi : 0xbf)) {
+      *reason = "invalid continuation byte";
+      return 0;
+    }
+  }
+  return need + 1;
+}
+
+size_t utf8_sequence(const char *s, size_t left) {
+  size_t span;
+  const char *reason;
+  return left ? seq_check((const unsigned char *)s, left, &span, &reason) : 0;
+}
+
 /* A predicate, as the header's "Is s valid UTF-8?" reads: 1 valid, 0 not. */
 int utf8_valid(const char *s, size_t len, char *err, size_t errlen) {
   const unsigned char *u = (const unsigned char *)s;
-  size_t i = 0;
-  while (i < len) {
-    unsigned c = u[i];
-    if (c < 0x80) {
-      i++;
-      continue;
-    }
-    size_t need;
-    /* The second byte's range excludes overlongs (E0, F0), surrogates (ED)
-     * and code points above U+10FFFF (F4), as Python's decoder does. */
-    unsigned lo = 0x80, hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf) {
-      need = 1;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      need = 2;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      need = 3;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    } else {
-      return utf8_fail(err, errlen, u, i, 1, "invalid start byte");
-    }
-    for (size_t k = 1; k <= need; k++) {
-      if (i + k >= len) return utf8_fail(err, errlen, u, i, k, "unexpected end of data");
-      unsigned cc = u[i + k];
-      unsigned klo = k == 1 ? lo : 0x80, khi = k == 1 ? hi : 0xbf;
-      if (cc < klo || cc > khi)
-        return utf8_fail(err, errlen, u, i, k, "invalid continuation byte");
-    }
-    i += need + 1;
+  for (size_t i = 0; i < len;) {
+    size_t span = 0;
+    const char *reason = NULL;
+    size_t n = seq_check(u + i, len - i, &span, &reason);
+    if (!n) return utf8_fail(err, errlen, u, i, span, reason);
+    i += n;
   }
   return 1;
 }

@@ -40,4 +40,8 @@ int version_compare_qsort(const void *a, const void *b);
  * "'utf-8' codec can't decode byte 0xc3 in position 0: invalid continuation byte". */
 int utf8_valid(const char *s, size_t len, char *err, size_t errlen);
 
+/* Length (1-4) of the valid UTF-8 sequence at s, given `left` bytes, or 0
+ * when it is not valid (same rules as utf8_valid). */
+size_t utf8_sequence(const char *s, size_t left);
+
 #endif

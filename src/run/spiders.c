@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/names.h"
 #include "error.h"
 #include "log.h"
 #include "run/env.h"
@@ -172,31 +173,6 @@ static int cache_put(spiders_t *sp, egg_key_t *k, namelist_t *nl) {
 
 /* ---- output ---------------------------------------------------------------- */
 
-/* Length of the valid UTF-8 sequence at u, or 0. */
-static size_t utf8_seq(const unsigned char *u, size_t left) {
-  unsigned c = u[0], lo = 0x80, hi = 0xbf;
-  size_t need;
-  if (c < 0x80) return 1;
-  if (c >= 0xc2 && c <= 0xdf) {
-    need = 1;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    need = 2;
-    if (c == 0xe0) lo = 0xa0;
-    if (c == 0xed) hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    need = 3;
-    if (c == 0xf0) lo = 0x90;
-    if (c == 0xf4) hi = 0x8f;
-  } else {
-    return 0;
-  }
-  if (left < need + 1) return 0;
-  for (size_t k = 1; k <= need; k++) {
-    unsigned cc = u[k];
-    if (cc < (k == 1 ? lo : 0x80) || cc > (k == 1 ? hi : 0xbf)) return 0;
-  }
-  return need + 1;
-}
 
 /* A NUL-terminated copy with every invalid byte replaced by U+FFFD, as
  * Python's errors="replace" would: the text ends up in JSON, which must be
@@ -206,7 +182,7 @@ static char *utf8_scrub(const char *s, size_t len) {
   char *out = malloc(len * 3 + 1), *o = out;
   if (!out) return NULL;
   for (size_t i = 0; i < len;) {
-    size_t l = utf8_seq(u + i, len - i);
+    size_t l = utf8_sequence((const char *)u + i, len - i);
     if (l) {
       memcpy(o, u + i, l);
       o += l;
