@@ -530,7 +530,7 @@ out:
 static void start_job(launcher_t *l, job_t *j) {
   const config_t *cfg = l->cfg;
   char *egg = NULL, *log_file = NULL, *feed_uri = NULL, *items_file = NULL, *jobdir = NULL;
-  char *stats_path = NULL, *url = NULL;
+  char *stats_path = NULL;
   strv_t argv = {0}, extra = {0};
   char **env = NULL;
   int log_fd = -1;
@@ -684,7 +684,6 @@ out:
   free(items_file);
   free(jobdir);
   free(stats_path);
-  free(url);
 }
 
 /* ---- dispatch ---- */
@@ -702,25 +701,47 @@ static int claim_fn(store_t *s, void *arg) {
   return store_job_claim(s, op->node, op->max, op->now, &op->jobs);
 }
 
+static int requeue_fn(store_t *s, void *arg) {
+  job_list_t *jobs = arg;
+  for (size_t i = 0; i < jobs->n; i++) {
+    int rc = store_job_requeue(s, jobs->v[i].id);
+    if (rc && rc != -ENOENT) return rc;
+  }
+  return 0;
+}
+
+static void requeue_done(void *arg, int rc) {
+  job_list_t *jobs = arg;
+  if (rc) log_error("launcher", "could not put %zu claimed job(s) back: %s", jobs->n,
+                    spd_strerror(rc));
+  job_list_release(jobs);
+  free(jobs);
+}
+
 static void claim_done(void *arg, int rc) {
   claim_op_t *op = arg;
   launcher_t *l = op->l;
   l->claiming = 0;
   if (rc) {
     log_error("launcher", "claiming pending jobs failed: %s", spd_strerror(rc));
+  } else if (l->stopping && op->jobs.n) {
+    /* Claimed as the daemon began to stop: they never ran, so they go back
+     * to pending for the next start (the store pool drains this write
+     * before it stops). */
+    job_list_t *back = malloc(sizeof(*back));
+    if (back) {
+      *back = op->jobs;
+      memset(&op->jobs, 0, sizeof(op->jobs));
+      if (store_submit(l->store, STORE_WRITE, requeue_fn, back, requeue_done)) {
+        job_list_release(back);
+        free(back);
+      }
+    }
   } else {
     l->counters->pending -= (int64_t)op->jobs.n;
     if (l->counters->pending < 0) l->counters->pending = 0;
     if (op->jobs.n < op->max) l->counters->pending = 0; /* the store has no more */
-    for (size_t i = 0; i < op->jobs.n; i++) {
-      if (l->stopping) {
-        /* Stopping: leave it running without a process; the next start finds
-         * it (pid 0) and records it as lost. */
-        job_release(&op->jobs.v[i]);
-        continue;
-      }
-      start_job(l, &op->jobs.v[i]);
-    }
+    for (size_t i = 0; i < op->jobs.n; i++) start_job(l, &op->jobs.v[i]);
   }
   job_list_release(&op->jobs);
   free(op);

@@ -85,6 +85,7 @@ enum sqlite_stmt_id {
   SQ_CLAIM,
   SQ_CLAIM_ONE,
   SQ_STARTED,
+  SQ_REQUEUE,
   SQ_FINISH,
   SQ_CANCEL,
   SQ_GET,
@@ -130,6 +131,8 @@ static const char *const sqlite_sql[SQ_COUNT] = {
         "(SELECT id FROM jobs WHERE state = 0 ORDER BY priority DESC, id LIMIT 1) "
         "RETURNING " SQLITE_JOB_COLS,
     [SQ_STARTED] = "UPDATE jobs SET pid = ?2, pid_start = ?3 WHERE id = ?1",
+    [SQ_REQUEUE] = "UPDATE jobs SET state = 0, node = NULL, start_ms = 0, pid = 0, "
+                   "pid_start = 0 WHERE id = ?1 AND state = 1",
     [SQ_FINISH] =
         "UPDATE jobs SET state = ?2, end_ms = ?3, exit_code = ?4, "
         "term_signal = ?5, stats = ?6 WHERE id = ?1",
@@ -510,6 +513,14 @@ static int sqlite_job_started(store_t *s, int64_t id, int pid, int64_t pid_start
   sqlite3_bind_int(st, 2, pid);
   sqlite3_bind_int64(st, 3, pid_start);
   return sqlite_changed(q, sqlite_done(q, st, "record job process"));
+}
+
+static int sqlite_job_requeue(store_t *s, int64_t id) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_REQUEUE);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  return sqlite_changed(q, sqlite_done(q, st, "requeue job"));
 }
 
 static int sqlite_job_finish(store_t *s, int64_t id, job_state_t state,
@@ -931,6 +942,7 @@ const struct store_ops store_sqlite_ops = {
     .job_insert = sqlite_job_insert,
     .job_claim = sqlite_job_claim,
     .job_started = sqlite_job_started,
+    .job_requeue = sqlite_job_requeue,
     .job_finish = sqlite_job_finish,
     .job_cancel_pending = sqlite_job_cancel_pending,
     .job_get = sqlite_job_get,

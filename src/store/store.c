@@ -104,6 +104,11 @@ int store_job_started(store_t *s, int64_t id, int pid, int64_t pid_start) {
   return s->ops->job_started(s, id, pid, pid_start);
 }
 
+int store_job_requeue(store_t *s, int64_t id) {
+  if (!s) return -EINVAL;
+  return s->ops->job_requeue(s, id);
+}
+
 int store_job_finish(store_t *s, int64_t id, job_state_t state, int64_t end_ms,
                      int exit_code, int term_signal, const json_t *stats) {
   if (!s || !job_state_final(state)) return -EINVAL;

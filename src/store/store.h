@@ -58,6 +58,11 @@ int store_job_claim(store_t *s, const char *node, size_t max, int64_t now_ms,
 /* Records the process of a running job. */
 int store_job_started(store_t *s, int64_t id, int pid, int64_t pid_start);
 
+/* Puts a running job that never got a process back to pending (its claim is
+ * undone: node, start_ms, pid cleared; priority and id kept, so it keeps its
+ * place). -ENOENT when no running job has this id. */
+int store_job_requeue(store_t *s, int64_t id);
+
 /* Ends a job: state must be final; stats may be NULL. -ENOENT if no row. */
 int store_job_finish(store_t *s, int64_t id, job_state_t state, int64_t end_ms,
                      int exit_code, int term_signal, const json_t *stats);

@@ -30,6 +30,7 @@ struct store_ops {
   int (*job_claim)(store_t *s, const char *node, size_t max, int64_t now_ms,
                    job_list_t *out);
   int (*job_started)(store_t *s, int64_t id, int pid, int64_t pid_start);
+  int (*job_requeue)(store_t *s, int64_t id);
   int (*job_finish)(store_t *s, int64_t id, job_state_t state, int64_t end_ms,
                     int exit_code, int term_signal, const json_t *stats);
   int (*job_cancel_pending)(store_t *s, const char *project, const char *jobid,

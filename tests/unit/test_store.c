@@ -522,6 +522,35 @@ static void test_started_finish(void **state) {
   job_release(&g);
 }
 
+static void test_requeue(void **state) {
+  struct fx *f = *state;
+  store_t *s = f->s;
+  job_list_t l = {0};
+  job_t g;
+
+  int64_t a = ins(s, "p", "a", 5), b = ins(s, "p", "b", 1);
+  assert_int_equal(store_job_claim(s, "n1", 1, 1000, &l), 0);
+  assert_int_equal(l.n, 1);
+  assert_int_equal(l.v[0].id, a);
+  job_list_release(&l);
+  assert_int_equal(store_job_requeue(s, a), 0);
+  assert_int_equal(store_job_get(s, a, &g), 0);
+  assert_int_equal(g.state, JOB_PENDING);
+  assert_int_equal(g.start_ms, 0);
+  assert_null(g.node);
+  job_release(&g);
+  /* Back in its place: priority first again. */
+  assert_int_equal(store_job_claim(s, "n1", 2, 2000, &l), 0);
+  assert_int_equal(l.n, 2);
+  assert_int_equal(l.v[0].id, a);
+  assert_int_equal(l.v[1].id, b);
+  job_list_release(&l);
+  /* Only running jobs go back. */
+  assert_int_equal(store_job_finish(s, b, JOB_FINISHED, 3000, 0, 0, NULL), 0);
+  assert_int_equal(store_job_requeue(s, b), -ENOENT);
+  assert_int_equal(store_job_requeue(s, b + 100), -ENOENT);
+}
+
 static void test_cancel_pending(void **state) {
   struct fx *f = *state;
   store_t *s = f->s;
@@ -1044,7 +1073,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       T(test_open_urls),    T(test_empty_store),     T(test_bad_arguments),
       T(test_insert_get),   T(test_claim_order),     T(test_claim_concurrent),
-      T(test_started_finish), T(test_cancel_pending), T(test_status),
+      T(test_started_finish), T(test_requeue),
+      T(test_cancel_pending), T(test_status),
       T(test_list),         T(test_counts),          T(test_trim),
       T(test_meta),         T(test_reopen),          T(test_transactions),
       T(test_migrations),   T(test_concurrent_first_open),
