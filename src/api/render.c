@@ -122,6 +122,12 @@ static json_t *stats_summary(const json_t *stats) {
   return o;
 }
 
+void render_job_end(json_t *o, const job_t *j) {
+  json_object_set_new(o, "exit_code", j->exit_code >= 0 ? json_integer(j->exit_code) : json_null());
+  json_object_set_new(o, "signal", j->term_signal ? json_integer(j->term_signal) : json_null());
+  json_object_set_new(o, "stats", stats_summary(j->stats));
+}
+
 json_t *render_listjobs(const config_t *cfg, const job_list_t lists[3]) {
   json_t *pending = json_array(), *running = json_array(), *finished = json_array();
   for (size_t i = 0; i < lists[0].n; i++) {
@@ -159,9 +165,7 @@ json_t *render_listjobs(const config_t *cfg, const job_list_t lists[3]) {
     json_object_set_new(o, "log_url", str_or_null(render_log_url(cfg, j)));
     json_object_set_new(o, "items_url", str_or_null(render_items_url(cfg, j)));
     json_object_set_new(o, "state", json_string(job_state_name(j->state)));
-    json_object_set_new(o, "exit_code", j->exit_code >= 0 ? json_integer(j->exit_code) : json_null());
-    json_object_set_new(o, "signal", j->term_signal ? json_integer(j->term_signal) : json_null());
-    json_object_set_new(o, "stats", stats_summary(j->stats));
+    render_job_end(o, j);
     json_array_append_new(finished, o);
   }
   return json_pack("{s:o,s:o,s:o}", "pending", pending, "running", running, "finished", finished);

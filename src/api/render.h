@@ -34,6 +34,10 @@ void render_runtime(int64_t ms, char out[32]);
  * Scrapyd's "finished"). Runs on a store thread. */
 int render_read_jobs(store_t *s, const char *project, job_list_t lists[3]);
 
+/* Adds spiderd's fields of an ended job to o: exit_code, signal, and stats
+ * (items, requests, responses, errors, finish_reason, elapsed). */
+void render_job_end(json_t *o, const job_t *j);
+
 /* Scrapyd's listjobs object (pending, running, finished) plus spiderd's
  * fields, from lists[0] pending, lists[1] running, lists[2] finished.
  * log_url / items_url are set only when the file exists now (stat). */

@@ -669,7 +669,20 @@ static int status_fn(store_t *s, void *arg) {
     c->found = 0;
     return 0;
   }
-  c->found = rc == 0;
+  if (rc) return rc;
+  c->found = 1;
+  if (!job_state_final(c->state)) return 0;
+  /* An ended job also reports how it ended: the newest of that id wins, as
+   * in Scrapyd's finished-first lookup. */
+  job_list_t l = {0};
+  job_filter_t f = {.project = c->project, .jobid = c->jobid, .started_only = 1, .limit = 1};
+  f.states = (1u << JOB_FINISHED) | (1u << JOB_FAILED) | (1u << JOB_CANCELLED) | (1u << JOB_LOST);
+  rc = store_jobs_list(s, &f, &l);
+  if (rc == 0 && l.n == 1) {
+    c->job = l.v[0];
+    job_init(&l.v[0]);
+  }
+  job_list_release(&l);
   return rc;
 }
 
@@ -688,6 +701,7 @@ static void status_done(void *arg, int rc) {
                                                  : "finished";
     json_object_set_new(o, "currstate", json_string(curr));
     json_object_set_new(o, "state", json_string(job_state_name(c->state)));
+    if (c->job.jobid) render_job_end(o, &c->job);
   }
   reply_ok(c, o);
 }

@@ -174,6 +174,8 @@ def test_finished_failed_and_callback_error_records(jd):
     assert "Spider closed (finished)" in jd.read_log("jobs", "quick", quick)
     st = status(jd, quick)
     assert (st["currstate"], st["state"]) == ("finished", "finished")
+    assert (st["exit_code"], st["signal"]) == (0, None)
+    assert st["stats"] == e["stats"]
 
     e = jd.wait_finished(crash)
     assert (e["state"], e["exit_code"], e["signal"]) == ("failed", 1, None)
@@ -181,6 +183,7 @@ def test_finished_failed_and_callback_error_records(jd):
     assert "crash spider fails in __init__ on purpose" in jd.read_log("jobs", "crash", crash)
     st = status(jd, crash, "jobs")
     assert (st["currstate"], st["state"]) == ("finished", "failed")
+    assert (st["exit_code"], st["signal"]) == (1, None)
 
     # An exception in a callback does not fail a Scrapy crawl: exit 0, counted.
     e = jd.wait_finished(fail)
