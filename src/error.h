@@ -28,7 +28,9 @@
   X(SPD_ESTORE,      -1012, 500, -32603, "store failure")                          \
   X(SPD_ECONFIG,     -1013, 500, -32603, "configuration error")                    \
   X(SPD_ECONFLICT,   -1014, 409, -32012, "conflict")                               \
-  X(SPD_ESHUTDOWN,   -1015, 503, -32013, "daemon is shutting down")
+  X(SPD_ESHUTDOWN,   -1015, 503, -32013, "daemon is shutting down")                 \
+  X(SPD_EFENCED,     -1016, 409, -32014, "lease lost: another scheduler took over")   \
+  X(SPD_ENOSCHEDULE, -1017, 404, -32015, "schedule not found")
 
 enum spd_error {
 #define SPD_ERR_ENUM(name, value, http, rpc, desc) name = value,

@@ -10,6 +10,7 @@ static const char *const state_names[JOB_NSTATES] = {
 void job_init(job_t *j) {
   memset(j, 0, sizeof(*j));
   j->exit_code = -1;
+  j->attempt = 1;
 }
 
 void job_release(job_t *j) {

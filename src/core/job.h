@@ -43,6 +43,16 @@ typedef struct job {
   int exit_code;       /* -1 = none (still running, or killed by a signal) */
   int term_signal;     /* 0 = none */
   json_t *stats;       /* NULL, or the crawl's stats object (see spiderd_runner) */
+  /* Scheduling and robustness (all 0 = none / unlimited / Scrapyd's defaults). */
+  int64_t schedule_id;     /* the schedule that fired it */
+  int64_t parent_id;       /* the job that fanned it out */
+  int64_t retry_of;        /* the attempt this one retries */
+  int attempt;             /* 1 = first try */
+  int max_retries;         /* further attempts after a failed or lost one */
+  int64_t retry_backoff_ms;/* first retry delay; doubles per attempt */
+  int64_t timeout_ms;      /* kill a crawl running longer than this */
+  int64_t not_before_ms;   /* a pending job is not claimed before this time */
+  int64_t heartbeat_ms;    /* last sign of life of a running crawl */
 } job_t;
 
 typedef struct job_list {
@@ -50,7 +60,7 @@ typedef struct job_list {
   size_t n;
 } job_list_t;
 
-/* Sets every field to its empty value (NULLs, exit_code -1). */
+/* Sets every field to its empty value (NULLs, exit_code -1, attempt 1). */
 void job_init(job_t *j);
 void job_release(job_t *j);
 void job_list_release(job_list_t *l);

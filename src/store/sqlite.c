@@ -17,7 +17,7 @@
 
 #include "error.h"
 #include "log.h"
-#include "store/store_impl.h"
+#include "store/sqlite_int.h"
 
 /* Long enough for another process's group commit to finish, short enough
  * that a wedged writer shows up as an error rather than a hang. */
@@ -64,6 +64,83 @@ static const char *const sqlite_migrations[] = {
     /* No index on project alone: one more page in every insert's commit,
      * while a project's listing walks the small per-state indexes above. */
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;",
+    /* 2: schedules, their runs, events, leases; jobs learn where they came
+     * from (schedule, parent, retried attempt) and how to be robust. */
+    "ALTER TABLE jobs ADD COLUMN schedule_id INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN parent_id INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN retry_of INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1;"
+    "ALTER TABLE jobs ADD COLUMN max_retries INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN retry_backoff_ms INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN timeout_ms INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN not_before_ms INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE jobs ADD COLUMN heartbeat_ms INTEGER NOT NULL DEFAULT 0;"
+    /* Partial: only jobs that came from a schedule or a parent pay for it. */
+    "CREATE INDEX jobs_schedule ON jobs(schedule_id, id) WHERE schedule_id != 0;"
+    "CREATE INDEX jobs_parent ON jobs(parent_id, id) WHERE parent_id != 0;"
+    /* A claim skips jobs waiting out a retry delay from the index alone. */
+    "DROP INDEX jobs_pending;"
+    "CREATE INDEX jobs_pending ON jobs(priority DESC, id, not_before_ms) WHERE state = 0;"
+    "CREATE TABLE schedules ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  name TEXT NOT NULL UNIQUE,"
+    "  kind INTEGER NOT NULL,"
+    "  expr TEXT,"
+    "  interval_ms INTEGER NOT NULL DEFAULT 0,"
+    "  once_ms INTEGER NOT NULL DEFAULT 0,"
+    "  tz TEXT,"
+    "  start_ms INTEGER NOT NULL DEFAULT 0,"
+    "  end_ms INTEGER NOT NULL DEFAULT 0,"
+    "  jitter_ms INTEGER NOT NULL DEFAULT 0,"
+    "  overlap INTEGER NOT NULL DEFAULT 0,"
+    "  missed INTEGER NOT NULL DEFAULT 0,"
+    "  catchup_max INTEGER NOT NULL DEFAULT 1,"
+    "  paused INTEGER NOT NULL DEFAULT 0,"
+    "  project TEXT NOT NULL,"
+    "  spider TEXT NOT NULL,"
+    "  version TEXT,"
+    "  args TEXT,"
+    "  settings TEXT,"
+    "  priority REAL NOT NULL DEFAULT 0,"
+    "  timeout_ms INTEGER NOT NULL DEFAULT 0,"
+    "  max_retries INTEGER NOT NULL DEFAULT 0,"
+    "  retry_backoff_ms INTEGER NOT NULL DEFAULT 0,"
+    "  webhooks TEXT,"
+    "  created_ms INTEGER NOT NULL,"
+    "  updated_ms INTEGER NOT NULL,"
+    "  horizon_ms INTEGER NOT NULL DEFAULT 0,"
+    "  last_due_ms INTEGER NOT NULL DEFAULT 0"
+    ");"
+    /* One row per due time of a schedule: the UNIQUE key is what makes a
+     * due time fire once, whoever materialises it and however often. */
+    "CREATE TABLE runs ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  schedule_id INTEGER NOT NULL REFERENCES schedules(id) ON DELETE CASCADE,"
+    "  due_ms INTEGER NOT NULL,"
+    "  fire_ms INTEGER NOT NULL,"
+    "  state INTEGER NOT NULL DEFAULT 0,"
+    "  job_id INTEGER NOT NULL DEFAULT 0,"
+    "  done_ms INTEGER NOT NULL DEFAULT 0,"
+    "  reason TEXT,"
+    "  UNIQUE (schedule_id, due_ms)"
+    ");"
+    "CREATE INDEX runs_upcoming ON runs(fire_ms, id) WHERE state = 0;"
+    "CREATE TABLE events ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  ts_ms INTEGER NOT NULL,"
+    "  type TEXT NOT NULL,"
+    "  schedule_id INTEGER NOT NULL DEFAULT 0,"
+    "  job_id INTEGER NOT NULL DEFAULT 0,"
+    "  data TEXT"
+    ");"
+    "CREATE INDEX events_schedule ON events(schedule_id, id) WHERE schedule_id != 0;"
+    "CREATE INDEX events_job ON events(job_id, id) WHERE job_id != 0;"
+    "CREATE TABLE leases ("
+    "  name TEXT PRIMARY KEY,"
+    "  holder TEXT NOT NULL,"
+    "  token INTEGER NOT NULL,"
+    "  expires_ms INTEGER NOT NULL"
+    ") WITHOUT ROWID;",
 };
 
 #define SQLITE_SCHEMA_VERSION \
@@ -72,7 +149,8 @@ static const char *const sqlite_migrations[] = {
 #define SQLITE_JOB_COLS                                                      \
   "id, jobid, project, spider, version, args, settings, priority, state, " \
   "node, pid, pid_start, created_ms, start_ms, end_ms, exit_code, "        \
-  "term_signal, stats"
+  "term_signal, stats, schedule_id, parent_id, retry_of, attempt, "        \
+  "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms"
 
 enum sqlite_stmt_id {
   SQ_BEGIN,
@@ -97,6 +175,8 @@ enum sqlite_stmt_id {
   SQ_TRIM_LAST_ID,
   SQ_TRIM_STARTED,
   SQ_TRIM_UNSTARTED,
+  SQ_HEARTBEAT,
+  SQ_NEXT_DUE,
   SQ_META_GET,
   SQ_META_SET,
   SQ_COUNT
@@ -114,13 +194,16 @@ static const char *const sqlite_sql[SQ_COUNT] = {
     [SQ_INSERT] =
         "INSERT INTO jobs (id, jobid, project, spider, version, args, settings, "
         "priority, state, node, pid, pid_start, created_ms, start_ms, end_ms, "
-        "exit_code, term_signal, stats) VALUES "
+        "exit_code, term_signal, stats, schedule_id, parent_id, retry_of, attempt, "
+        "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms) VALUES "
         "(max(coalesce((SELECT max(id) FROM jobs), 0), coalesce((SELECT "
         "CAST(value AS INTEGER) FROM meta WHERE key = 'jobs.last_id'), 0)) + 1, "
-        "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+        "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
+        "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
     [SQ_CLAIM] =
         "UPDATE jobs SET state = 1, node = ?1, start_ms = ?2 WHERE id IN "
-        "(SELECT id FROM jobs WHERE state = 0 ORDER BY priority DESC, id LIMIT ?3) "
+        "(SELECT id FROM jobs WHERE state = 0 AND not_before_ms <= ?2 "
+        "ORDER BY priority DESC, id LIMIT ?3) "
         "RETURNING " SQLITE_JOB_COLS,
     /* The common case (one free slot) as a scalar subquery: IN (...) would
      * build a second temporary b-tree besides RETURNING's, and those two
@@ -128,7 +211,8 @@ static const char *const sqlite_sql[SQ_COUNT] = {
      * every claim, which halves group-commit throughput. */
     [SQ_CLAIM_ONE] =
         "UPDATE jobs SET state = 1, node = ?1, start_ms = ?2 WHERE id = "
-        "(SELECT id FROM jobs WHERE state = 0 ORDER BY priority DESC, id LIMIT 1) "
+        "(SELECT id FROM jobs WHERE state = 0 AND not_before_ms <= ?2 "
+        "ORDER BY priority DESC, id LIMIT 1) "
         "RETURNING " SQLITE_JOB_COLS,
     [SQ_STARTED] = "UPDATE jobs SET pid = ?2, pid_start = ?3 WHERE id = ?1",
     [SQ_REQUEUE] = "UPDATE jobs SET state = 0, node = NULL, start_ms = 0, pid = 0, "
@@ -171,6 +255,9 @@ static const char *const sqlite_sql[SQ_COUNT] = {
         "AND (end_ms < ?1 OR (end_ms = ?1 AND id < ?2))",
     [SQ_TRIM_UNSTARTED] =
         "DELETE FROM jobs WHERE state >= 2 AND start_ms = 0 AND end_ms < ?1",
+    [SQ_HEARTBEAT] = "UPDATE jobs SET heartbeat_ms = ?2 WHERE id = ?1 AND state = 1",
+    [SQ_NEXT_DUE] =
+        "SELECT min(not_before_ms) FROM jobs WHERE state = 0 AND not_before_ms > ?1",
     [SQ_META_GET] = "SELECT value FROM meta WHERE key = ?1",
     [SQ_META_SET] =
         "INSERT INTO meta (key, value) VALUES (?1, ?2) "
@@ -185,41 +272,35 @@ static const char *const sqlite_sql[SQ_COUNT] = {
 #define SQLITE_LIST_FINAL_STATES (SQLITE_LIST_ALL_STATES & ~3u)
 #define SQLITE_LIST_SHAPES (1u << (JOB_NSTATES + 5))
 
-struct sqlite_store {
-  struct store base;
-  sqlite3 *db;
-  int in_tx;    /* inside store_tx_begin .. commit/rollback */
-  int sp_depth; /* open savepoints */
-  sqlite3_stmt *stmt[SQ_COUNT];
-  sqlite3_stmt **list_stmt; /* [SQLITE_LIST_SHAPES], allocated on first list */
-};
-
-#define SQ(s) ((struct sqlite_store *)(s))
-
-static int64_t sqlite_now_ms(void) {
+int64_t sqlite_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static int sqlite_fail(struct sqlite_store *q, const char *what) {
+int sqlite_fail(struct sqlite_store *q, const char *what) {
   log_error("store", "sqlite %s: %s (%d)", what, sqlite3_errmsg(q->db),
             sqlite3_extended_errcode(q->db));
   return SPD_ESTORE;
 }
 
-static sqlite3_stmt *sqlite_stmt(struct sqlite_store *q, int id) {
-  if (!q->stmt[id] &&
-      sqlite3_prepare_v3(q->db, sqlite_sql[id], -1, SQLITE_PREPARE_PERSISTENT,
-                         &q->stmt[id], NULL) != SQLITE_OK) {
+sqlite3_stmt *sqlite_prepare_slot(struct sqlite_store *q, sqlite3_stmt **slot,
+                                  const char *sql) {
+  if (!*slot &&
+      sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) !=
+          SQLITE_OK) {
     sqlite_fail(q, "prepare");
-    q->stmt[id] = NULL;
+    *slot = NULL;
   }
-  return q->stmt[id];
+  return *slot;
+}
+
+static sqlite3_stmt *sqlite_stmt(struct sqlite_store *q, int id) {
+  return sqlite_prepare_slot(q, &q->stmt[id], sqlite_sql[id]);
 }
 
 /* Steps a statement that returns no rows and resets it. */
-static int sqlite_done(struct sqlite_store *q, sqlite3_stmt *st, const char *what) {
+int sqlite_done(struct sqlite_store *q, sqlite3_stmt *st, const char *what) {
   int src = sqlite3_step(st);
   int rc = (src == SQLITE_DONE || src == SQLITE_ROW) ? 0 : sqlite_fail(q, what);
   sqlite3_reset(st);
@@ -308,7 +389,7 @@ static int sqlite_sp_rollback(store_t *s) {
 
 /* Operations of several statements are one transaction of their own unless
  * the caller already opened one. */
-static int sqlite_auto_begin(struct sqlite_store *q, int *began) {
+int sqlite_auto_begin(struct sqlite_store *q, int *began) {
   *began = 0;
   if (q->in_tx) return 0;
   int rc = sqlite_run(q, SQ_BEGIN);
@@ -316,7 +397,7 @@ static int sqlite_auto_begin(struct sqlite_store *q, int *began) {
   return rc;
 }
 
-static int sqlite_auto_end(struct sqlite_store *q, int began, int rc) {
+int sqlite_auto_end(struct sqlite_store *q, int began, int rc) {
   if (!began) return rc;
   if (rc) {
     if (!sqlite3_get_autocommit(q->db)) sqlite_run(q, SQ_ROLLBACK);
@@ -329,20 +410,20 @@ static int sqlite_auto_end(struct sqlite_store *q, int began, int rc) {
 
 /* ---- binding and reading rows ---- */
 
-static int sqlite_bind_str(sqlite3_stmt *st, int i, const char *v) {
+int sqlite_bind_str(sqlite3_stmt *st, int i, const char *v) {
   return v ? sqlite3_bind_text(st, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(st, i);
 }
 
 /* The dump is handed to SQLite, which frees it when the binding is
  * replaced or the statement finalized. */
-static int sqlite_bind_json(sqlite3_stmt *st, int i, const json_t *v) {
+int sqlite_bind_json(sqlite3_stmt *st, int i, const json_t *v) {
   if (!v) return sqlite3_bind_null(st, i);
   char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
   if (!text) return SQLITE_NOMEM;
   return sqlite3_bind_text(st, i, text, -1, free);
 }
 
-static int sqlite_col_str(sqlite3_stmt *st, int i, char **out) {
+int sqlite_col_str(sqlite3_stmt *st, int i, char **out) {
   const unsigned char *v = sqlite3_column_text(st, i);
   *out = NULL;
   if (!v) return 0;
@@ -350,14 +431,14 @@ static int sqlite_col_str(sqlite3_stmt *st, int i, char **out) {
   return *out ? 0 : -ENOMEM;
 }
 
-static int sqlite_col_json(sqlite3_stmt *st, int i, json_t **out) {
+int sqlite_col_json(sqlite3_stmt *st, int i, json_t **out) {
   const char *v = (const char *)sqlite3_column_text(st, i);
   json_error_t jerr;
   *out = NULL;
   if (!v) return 0;
   *out = json_loads(v, JSON_DECODE_ANY, &jerr);
   if (!*out) {
-    log_error("store", "sqlite: job %lld has a bad JSON column %d: %s",
+    log_error("store", "sqlite: row %lld has a bad JSON column %d: %s",
               (long long)sqlite3_column_int64(st, 0), i, jerr.text);
     return SPD_ESTORE;
   }
@@ -385,7 +466,16 @@ static int sqlite_row_job(sqlite3_stmt *st, job_t *j) {
   j->end_ms = sqlite3_column_int64(st, 14);
   j->exit_code = sqlite3_column_int(st, 15);
   j->term_signal = sqlite3_column_int(st, 16);
-  rc = sqlite_col_json(st, 17, &j->stats);
+  if ((rc = sqlite_col_json(st, 17, &j->stats))) goto out;
+  j->schedule_id = sqlite3_column_int64(st, 18);
+  j->parent_id = sqlite3_column_int64(st, 19);
+  j->retry_of = sqlite3_column_int64(st, 20);
+  j->attempt = sqlite3_column_int(st, 21);
+  j->max_retries = sqlite3_column_int(st, 22);
+  j->retry_backoff_ms = sqlite3_column_int64(st, 23);
+  j->timeout_ms = sqlite3_column_int64(st, 24);
+  j->not_before_ms = sqlite3_column_int64(st, 25);
+  j->heartbeat_ms = sqlite3_column_int64(st, 26);
 out:
   if (rc) job_release(j);
   return rc;
@@ -430,7 +520,7 @@ out:
   return rc;
 }
 
-static int64_t sqlite_clamp(size_t v) {
+int64_t sqlite_clamp(size_t v) {
   return v > (size_t)INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
@@ -458,6 +548,15 @@ static int sqlite_job_insert(store_t *s, job_t *j) {
   b |= sqlite3_bind_int(st, 15, j->exit_code);
   b |= sqlite3_bind_int(st, 16, j->term_signal);
   b |= sqlite_bind_json(st, 17, j->stats);
+  b |= sqlite3_bind_int64(st, 18, j->schedule_id);
+  b |= sqlite3_bind_int64(st, 19, j->parent_id);
+  b |= sqlite3_bind_int64(st, 20, j->retry_of);
+  b |= sqlite3_bind_int(st, 21, j->attempt > 0 ? j->attempt : 1);
+  b |= sqlite3_bind_int(st, 22, j->max_retries);
+  b |= sqlite3_bind_int64(st, 23, j->retry_backoff_ms);
+  b |= sqlite3_bind_int64(st, 24, j->timeout_ms);
+  b |= sqlite3_bind_int64(st, 25, j->not_before_ms);
+  b |= sqlite3_bind_int64(st, 26, j->heartbeat_ms);
   if (b != SQLITE_OK) {
     sqlite3_clear_bindings(st);
     return sqlite_fail(q, "bind job");
@@ -500,7 +599,7 @@ out:
   return rc;
 }
 
-static int sqlite_changed(struct sqlite_store *q, int rc) {
+int sqlite_changed(struct sqlite_store *q, int rc) {
   if (rc) return rc;
   return sqlite3_changes(q->db) ? 0 : -ENOENT;
 }
@@ -587,6 +686,79 @@ static int sqlite_job_status(store_t *s, const char *project, const char *jobid,
   return rc;
 }
 
+static int sqlite_job_heartbeat(store_t *s, int64_t id, int64_t now_ms) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_HEARTBEAT);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_int64(st, 2, now_ms);
+  return sqlite_changed(q, sqlite_done(q, st, "job heartbeat"));
+}
+
+static int sqlite_job_next_due(store_t *s, int64_t now_ms, int64_t *out) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_NEXT_DUE);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, now_ms);
+  int rc = 0, src = sqlite3_step(st);
+  if (src == SQLITE_ROW)
+    *out = sqlite3_column_int64(st, 0);
+  else if (src != SQLITE_DONE)
+    rc = sqlite_fail(q, "next due job");
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* The native API's listing: filters that vary per call, newest id first,
+ * prepared per call (the API pages through, it does not poll). */
+static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f,
+                                   job_list_t *out) {
+  char sql[1024];
+  size_t n = (size_t)snprintf(sql, sizeof(sql), "SELECT " SQLITE_JOB_COLS " FROM jobs WHERE 1");
+#define SQLITE_ADD(...) n += (size_t)snprintf(sql + n, sizeof(sql) - n, __VA_ARGS__)
+  if (f->states) {
+    const char *sep = " AND state IN (";
+    for (int i = 0; i < JOB_NSTATES; i++)
+      if (f->states & (1u << i)) {
+        SQLITE_ADD("%s%d", sep, i);
+        sep = ", ";
+      }
+    SQLITE_ADD(")");
+  }
+  if (f->project) SQLITE_ADD(" AND project = ?1");
+  if (f->jobid) SQLITE_ADD(" AND jobid = ?2");
+  if (f->node) SQLITE_ADD(" AND node = ?3");
+  if (f->started_only) SQLITE_ADD(" AND start_ms != 0");
+  if (f->spider) SQLITE_ADD(" AND spider = ?4");
+  if (f->schedule_id) SQLITE_ADD(" AND schedule_id = ?5");
+  if (f->parent_id) SQLITE_ADD(" AND parent_id = ?6");
+  if (f->created_from_ms) SQLITE_ADD(" AND created_ms >= ?7");
+  if (f->created_to_ms) SQLITE_ADD(" AND created_ms < ?8");
+  if (f->before_id) SQLITE_ADD(" AND id < ?9");
+  SQLITE_ADD(" ORDER BY id DESC");
+  if (f->limit) SQLITE_ADD(" LIMIT ?10");
+#undef SQLITE_ADD
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK)
+    return sqlite_fail(q, "prepare job list");
+  sqlite_bind_str(st, 1, f->project);
+  sqlite_bind_str(st, 2, f->jobid);
+  sqlite_bind_str(st, 3, f->node);
+  sqlite_bind_str(st, 4, f->spider);
+  sqlite3_bind_int64(st, 5, f->schedule_id);
+  sqlite3_bind_int64(st, 6, f->parent_id);
+  sqlite3_bind_int64(st, 7, f->created_from_ms);
+  sqlite3_bind_int64(st, 8, f->created_to_ms);
+  sqlite3_bind_int64(st, 9, f->before_id);
+  sqlite3_bind_int64(st, 10, sqlite_clamp(f->limit));
+  struct sqlite_rows r = {0};
+  int rc = sqlite_read_rows(q, st, &r, "list jobs");
+  sqlite3_finalize(st);
+  if (!rc) rc = store_list_append(out, r.v, r.n);
+  sqlite_rows_release(&r);
+  return rc;
+}
+
 /* Writes the SQL for one filter shape into buf. */
 static void sqlite_list_sql(char *buf, size_t len, unsigned states, int project,
                             int jobid, int node, int started, int limit) {
@@ -630,6 +802,9 @@ static void sqlite_list_sql(char *buf, size_t len, unsigned states, int project,
 static int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   struct sqlite_store *q = SQ(s);
   struct sqlite_rows r = {0};
+  if (f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
+      f->created_to_ms || f->before_id || f->newest_first)
+    return sqlite_jobs_list_native(q, f, out);
   unsigned states = f->states ? f->states : SQLITE_LIST_ALL_STATES;
   unsigned shape = states | (unsigned)!!f->project << JOB_NSTATES |
                    (unsigned)!!f->jobid << (JOB_NSTATES + 1) |
@@ -868,7 +1043,9 @@ static int sqlite_wal(struct sqlite_store *q, char *err, size_t errlen) {
 static void sqlite_close(store_t *s) {
   struct sqlite_store *q = SQ(s);
   if (!q) return;
-  for (int i = 0; i < SQ_COUNT; i++) sqlite3_finalize(q->stmt[i]);
+  for (int i = 0; q->stmt && i < SQ_COUNT; i++) sqlite3_finalize(q->stmt[i]);
+  free(q->stmt);
+  sqlite_sched_close(q);
   if (q->list_stmt) {
     for (unsigned i = 0; i < SQLITE_LIST_SHAPES; i++) sqlite3_finalize(q->list_stmt[i]);
     free(q->list_stmt);
@@ -894,6 +1071,10 @@ static int sqlite_open(const char *url, const char *path, store_t **out, char *e
   q = calloc(1, sizeof(*q));
   if (!q) return -ENOMEM;
   q->base.ops = &store_sqlite_ops;
+  if (!(q->stmt = calloc(SQ_COUNT, sizeof(*q->stmt)))) {
+    free(q);
+    return -ENOMEM;
+  }
   int src = sqlite3_open_v2(path, &q->db,
                             SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
                                 SQLITE_OPEN_NOMUTEX,
@@ -950,6 +1131,25 @@ const struct store_ops store_sqlite_ops = {
     .jobs_list = sqlite_jobs_list,
     .job_counts = sqlite_job_counts,
     .trim_finished = sqlite_trim_finished,
+    .job_heartbeat = sqlite_job_heartbeat,
+    .job_next_due = sqlite_job_next_due,
+    .schedule_insert = sqlite_schedule_insert,
+    .schedule_update = sqlite_schedule_update,
+    .schedule_delete = sqlite_schedule_delete,
+    .schedule_get = sqlite_schedule_get,
+    .schedules_list = sqlite_schedules_list,
+    .runs_add = sqlite_runs_add,
+    .runs_clear = sqlite_runs_clear,
+    .runs_due = sqlite_runs_due,
+    .runs_list = sqlite_runs_list,
+    .run_end = sqlite_run_end,
+    .run_add_ended = sqlite_run_add_ended,
+    .event_add = sqlite_event_add,
+    .events_list = sqlite_events_list,
+    .lease_acquire = sqlite_lease_acquire,
+    .lease_check = sqlite_lease_check,
+    .lease_release = sqlite_lease_release,
+    .lease_get = sqlite_lease_get,
     .meta_get = sqlite_meta_get,
     .meta_set = sqlite_meta_set,
 };

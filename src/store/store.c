@@ -162,6 +162,126 @@ int store_trim_finished(store_t *s, int keep, int *deleted) {
   return rc;
 }
 
+int store_job_heartbeat(store_t *s, int64_t id, int64_t now_ms) {
+  if (!s) return -EINVAL;
+  return s->ops->job_heartbeat(s, id, now_ms);
+}
+
+int store_job_next_due(store_t *s, int64_t now_ms, int64_t *out) {
+  if (!s || !out) return -EINVAL;
+  *out = 0;
+  return s->ops->job_next_due(s, now_ms, out);
+}
+
+static int store_schedule_ok(const schedule_t *sc) {
+  return sc && sc->name && sc->project && sc->spider && sc->kind >= 0 &&
+         sc->kind < SCHED_NKINDS && sc->overlap >= 0 && sc->overlap < OVERLAP_N &&
+         sc->missed >= 0 && sc->missed < MISSED_N;
+}
+
+int store_schedule_insert(store_t *s, schedule_t *sc) {
+  if (!s || !store_schedule_ok(sc)) return -EINVAL;
+  return s->ops->schedule_insert(s, sc);
+}
+
+int store_schedule_update(store_t *s, const schedule_t *sc) {
+  if (!s || !store_schedule_ok(sc)) return -EINVAL;
+  return s->ops->schedule_update(s, sc);
+}
+
+int store_schedule_delete(store_t *s, int64_t id) {
+  if (!s) return -EINVAL;
+  return s->ops->schedule_delete(s, id);
+}
+
+int store_schedule_get(store_t *s, int64_t id, schedule_t *out) {
+  if (!s || !out) return -EINVAL;
+  schedule_init(out);
+  return s->ops->schedule_get(s, id, NULL, out);
+}
+
+int store_schedule_find(store_t *s, const char *name, schedule_t *out) {
+  if (!s || !out || !name) return -EINVAL;
+  schedule_init(out);
+  return s->ops->schedule_get(s, 0, name, out);
+}
+
+int store_schedules_list(store_t *s, int64_t after_id, size_t limit,
+                         schedule_list_t *out) {
+  if (!s || !out) return -EINVAL;
+  return s->ops->schedules_list(s, after_id, limit, out);
+}
+
+int store_runs_add(store_t *s, int64_t schedule_id, const int64_t *due,
+                   const int64_t *fire, size_t n, int64_t horizon_ms) {
+  if (!s || (n && (!due || !fire))) return -EINVAL;
+  return s->ops->runs_add(s, schedule_id, due, fire, n, horizon_ms);
+}
+
+int store_runs_clear(store_t *s, int64_t schedule_id) {
+  if (!s) return -EINVAL;
+  return s->ops->runs_clear(s, schedule_id);
+}
+
+int store_runs_due(store_t *s, int64_t until_ms, size_t max, sched_run_list_t *out) {
+  if (!s || !out) return -EINVAL;
+  if (max == 0) return 0;
+  return s->ops->runs_due(s, until_ms, max, out);
+}
+
+int store_runs_list(store_t *s, const run_filter_t *f, sched_run_list_t *out) {
+  static const run_filter_t all;
+  if (!s || !out) return -EINVAL;
+  if (f && (f->states >> RUN_NSTATES)) return -EINVAL;
+  return s->ops->runs_list(s, f ? f : &all, out);
+}
+
+int store_run_end(store_t *s, int64_t run_id, run_state_t state, int64_t job_id,
+                  const char *reason, int64_t now_ms) {
+  if (!s || state <= RUN_UPCOMING || state >= RUN_NSTATES) return -EINVAL;
+  return s->ops->run_end(s, run_id, state, job_id, reason, now_ms);
+}
+
+int store_run_add_ended(store_t *s, sched_run_t *r) {
+  if (!s || !r || r->state <= RUN_UPCOMING || r->state >= RUN_NSTATES) return -EINVAL;
+  return s->ops->run_add_ended(s, r);
+}
+
+int store_event_add(store_t *s, event_t *e) {
+  if (!s || !e || !e->type) return -EINVAL;
+  return s->ops->event_add(s, e);
+}
+
+int store_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {
+  static const event_filter_t all;
+  if (!s || !out) return -EINVAL;
+  return s->ops->events_list(s, f ? f : &all, out);
+}
+
+int store_lease_acquire(store_t *s, const char *name, const char *holder,
+                        int64_t now_ms, int64_t ttl_ms, int64_t *token) {
+  if (!s || !name || !holder || !token || ttl_ms <= 0) return -EINVAL;
+  return s->ops->lease_acquire(s, name, holder, now_ms, ttl_ms, token);
+}
+
+int store_lease_check(store_t *s, const char *name, int64_t token, int64_t now_ms) {
+  if (!s || !name) return -EINVAL;
+  return s->ops->lease_check(s, name, token, now_ms);
+}
+
+int store_lease_release(store_t *s, const char *name, const char *holder,
+                        int64_t token) {
+  if (!s || !name || !holder) return -EINVAL;
+  return s->ops->lease_release(s, name, holder, token);
+}
+
+int store_lease_get(store_t *s, const char *name, char **holder, int64_t *token,
+                    int64_t *expires_ms) {
+  if (!s || !name || !holder || !token || !expires_ms) return -EINVAL;
+  *holder = NULL;
+  return s->ops->lease_get(s, name, holder, token, expires_ms);
+}
+
 int store_meta_get(store_t *s, const char *key, char **value) {
   if (!s || !key || !value) return -EINVAL;
   *value = NULL;

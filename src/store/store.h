@@ -1,5 +1,5 @@
-/* The store: the single source of truth for jobs (and, later, schedules,
- * queues, leases and nodes). One interface, one table of operations per
+/* The store: the single source of truth for jobs, schedules and their runs,
+ * events and leases (and, later, queues and nodes). One interface, one table of operations per
  * backend (as SQLite's VFS); only SQLite exists today.
  *
  * The API is synchronous and must never be called on the loop thread: the
@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "core/job.h"
+#include "core/schedule.h"
 
 typedef struct store store_t;
 
@@ -88,11 +89,20 @@ typedef struct job_filter {
   unsigned states;       /* bit mask of (1u << job_state_t); 0 = all */
   int started_only;      /* 1 = only jobs with start_ms != 0 */
   size_t limit;          /* 0 = no limit */
+  /* The native API's filters. Any of these set switches the order to
+   * newest id first (a stable cursor order). */
+  const char *spider;    /* NULL = all */
+  int64_t schedule_id;   /* 0 = all */
+  int64_t parent_id;     /* 0 = all */
+  int64_t created_from_ms, created_to_ms; /* [from, to); 0 = unbounded */
+  int64_t before_id;     /* > 0: only ids below (the next page's cursor) */
+  int newest_first;      /* 1 = order by id DESC whatever else is set */
 } job_filter_t;
 
 /* Lists jobs matching f, appended to out. Order: pending jobs by priority
  * DESC, id ASC; running by start_ms ASC, id ASC; final states by end_ms DESC,
- * id DESC. When several states are asked for, groups come in state order. */
+ * id DESC. When several states are asked for, groups come in state order.
+ * With any native-API field set, newest id first. */
 int store_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out);
 
 /* Counts per state (counts[JOB_NSTATES]); final states count only jobs that
@@ -103,6 +113,100 @@ int store_job_counts(store_t *s, const char *project, int64_t counts[JOB_NSTATES
  * deletes older ones, along with cancelled-before-start jobs older than the
  * oldest kept. keep 0 = keep all. *deleted = rows removed (may be NULL). */
 int store_trim_finished(store_t *s, int keep, int *deleted);
+
+/* Records a sign of life of a running job. -ENOENT when it is not running. */
+int store_job_heartbeat(store_t *s, int64_t id, int64_t now_ms);
+
+/* The earliest not_before_ms later than now_ms among pending jobs (*out = 0
+ * when there is none): when the dispatcher must look again. */
+int store_job_next_due(store_t *s, int64_t now_ms, int64_t *out);
+
+/* ---- schedules ---- */
+
+/* Inserts sc; sets sc->id and created_ms/updated_ms (now when 0).
+ * SPD_ECONFLICT when the name is taken. */
+int store_schedule_insert(store_t *s, schedule_t *sc);
+/* Replaces every field of schedule sc->id (bookkeeping included).
+ * -ENOENT when no such schedule; SPD_ECONFLICT when the new name is taken. */
+int store_schedule_update(store_t *s, const schedule_t *sc);
+/* Deletes a schedule and its runs (jobs and events stay). -ENOENT. */
+int store_schedule_delete(store_t *s, int64_t id);
+int store_schedule_get(store_t *s, int64_t id, schedule_t *out);          /* -ENOENT */
+int store_schedule_find(store_t *s, const char *name, schedule_t *out);   /* -ENOENT */
+/* Schedules with id > after_id in id order, at most limit (0 = all). */
+int store_schedules_list(store_t *s, int64_t after_id, size_t limit,
+                         schedule_list_t *out);
+
+/* ---- runs: a schedule's due times, materialised ---- */
+
+/* Adds upcoming runs of a schedule (due[i], fire[i]) and sets its
+ * horizon_ms. A due time the schedule already has is left as it is, so a
+ * run is never fired twice. */
+int store_runs_add(store_t *s, int64_t schedule_id, const int64_t *due,
+                   const int64_t *fire, size_t n, int64_t horizon_ms);
+/* Deletes a schedule's upcoming runs and resets its horizon (after an
+ * update, a pause or a resume the runs are computed again). */
+int store_runs_clear(store_t *s, int64_t schedule_id);
+/* Upcoming runs with fire_ms <= until_ms, earliest first, at most max,
+ * appended to out. */
+int store_runs_due(store_t *s, int64_t until_ms, size_t max, sched_run_list_t *out);
+
+typedef struct run_filter {
+  int64_t schedule_id;  /* 0 = all */
+  unsigned states;      /* bit mask of (1u << run_state_t); 0 = all */
+  int64_t from_ms;      /* due_ms >= from; 0 = unbounded */
+  int64_t to_ms;        /* due_ms < to; 0 = unbounded */
+  int64_t after_id;     /* id > after_id */
+  size_t limit;         /* 0 = no limit */
+} run_filter_t;
+
+/* Runs matching f in due time order (then id). */
+int store_runs_list(store_t *s, const run_filter_t *f, sched_run_list_t *out);
+
+/* Ends an upcoming run as fired (with job_id), missed or skipped, and sets
+ * the schedule's last_due_ms. -ENOENT when the run is no longer upcoming
+ * (it ended already: each run ends once). */
+int store_run_end(store_t *s, int64_t run_id, run_state_t state, int64_t job_id,
+                  const char *reason, int64_t now_ms);
+/* Records a run that was never materialised (found missed after a long
+ * downtime), already ended; a due time already present is left alone
+ * (-EEXIST). Sets r->id. */
+int store_run_add_ended(store_t *s, sched_run_t *r);
+
+/* ---- events ---- */
+
+/* Appends e; sets e->id and, when 0, e->ts_ms. */
+int store_event_add(store_t *s, event_t *e);
+
+typedef struct event_filter {
+  int64_t after_id;        /* id > after_id */
+  const char *type_prefix; /* "job." matches every job event; NULL = all */
+  int64_t schedule_id;     /* 0 = all */
+  int64_t job_id;          /* 0 = all */
+  size_t limit;            /* 0 = no limit */
+} event_filter_t;
+
+/* Events matching f, oldest first. */
+int store_events_list(store_t *s, const event_filter_t *f, event_list_t *out);
+
+/* ---- leases: one holder at a time, with a fencing token ---- */
+
+/* Takes lease `name` for holder until now_ms + ttl_ms, or renews it when
+ * holder already holds it unexpired. *token is the fencing token of this
+ * tenure: it grows every time the lease changes hands or is taken again
+ * after expiring, so work stamped with an old token can be refused.
+ * -EBUSY when another holder's lease is still valid. */
+int store_lease_acquire(store_t *s, const char *name, const char *holder,
+                        int64_t now_ms, int64_t ttl_ms, int64_t *token);
+/* 0 when token is the lease's current token and it is unexpired at now_ms;
+ * SPD_EFENCED otherwise. Call inside the transaction of the fenced work. */
+int store_lease_check(store_t *s, const char *name, int64_t token, int64_t now_ms);
+/* Gives the lease up early (expires it) when holder + token still hold it. */
+int store_lease_release(store_t *s, const char *name, const char *holder,
+                        int64_t token);
+/* The current holder (malloc'd), token and expiry. -ENOENT when never taken. */
+int store_lease_get(store_t *s, const char *name, char **holder, int64_t *token,
+                    int64_t *expires_ms);
 
 /* ---- key/value (daemon metadata: node identity, schema notes, ...) ---- */
 int store_meta_get(store_t *s, const char *key, char **value); /* -ENOENT */

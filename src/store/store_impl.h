@@ -43,6 +43,33 @@ struct store_ops {
                     int64_t counts[JOB_NSTATES]);
   int (*trim_finished)(store_t *s, int keep, int *deleted);
 
+  int (*job_heartbeat)(store_t *s, int64_t id, int64_t now_ms);
+  int (*job_next_due)(store_t *s, int64_t now_ms, int64_t *out);
+
+  int (*schedule_insert)(store_t *s, schedule_t *sc);
+  int (*schedule_update)(store_t *s, const schedule_t *sc);
+  int (*schedule_delete)(store_t *s, int64_t id);
+  int (*schedule_get)(store_t *s, int64_t id, const char *name, schedule_t *out);
+  int (*schedules_list)(store_t *s, int64_t after_id, size_t limit,
+                        schedule_list_t *out);
+  int (*runs_add)(store_t *s, int64_t schedule_id, const int64_t *due,
+                  const int64_t *fire, size_t n, int64_t horizon_ms);
+  int (*runs_clear)(store_t *s, int64_t schedule_id);
+  int (*runs_due)(store_t *s, int64_t until_ms, size_t max, sched_run_list_t *out);
+  int (*runs_list)(store_t *s, const run_filter_t *f, sched_run_list_t *out);
+  int (*run_end)(store_t *s, int64_t run_id, run_state_t state, int64_t job_id,
+                 const char *reason, int64_t now_ms);
+  int (*run_add_ended)(store_t *s, sched_run_t *r);
+  int (*event_add)(store_t *s, event_t *e);
+  int (*events_list)(store_t *s, const event_filter_t *f, event_list_t *out);
+  int (*lease_acquire)(store_t *s, const char *name, const char *holder,
+                       int64_t now_ms, int64_t ttl_ms, int64_t *token);
+  int (*lease_check)(store_t *s, const char *name, int64_t token, int64_t now_ms);
+  int (*lease_release)(store_t *s, const char *name, const char *holder,
+                       int64_t token);
+  int (*lease_get)(store_t *s, const char *name, char **holder, int64_t *token,
+                   int64_t *expires_ms);
+
   int (*meta_get)(store_t *s, const char *key, char **value);
   int (*meta_set)(store_t *s, const char *key, const char *value);
 };

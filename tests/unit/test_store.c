@@ -29,66 +29,7 @@
 #include "error.h"
 #include "store/store.h"
 
-struct fx {
-  char dir[256];
-  char url[512];
-  int sqlite_default; /* the URL is our own SQLite file in dir */
-  int nurls;
-  store_t *s;
-};
-
-/* Builds a fresh store URL; name makes it unique within the test. */
-static void fx_url(struct fx *f, const char *name, char *out, size_t len) {
-  const char *tmpl = getenv("SPIDERD_TEST_STORE_URL");
-  if (!tmpl || !*tmpl) {
-    snprintf(out, len, "sqlite:%s/%s.db", f->dir, name);
-    return;
-  }
-  const char *hole = strstr(tmpl, "{}");
-  if (!hole) {
-    snprintf(out, len, "%s", tmpl);
-    return;
-  }
-  /* The temp dir's random suffix keeps runs from colliding too. */
-  snprintf(out, len, "%.*s%s_%s%s", (int)(hole - tmpl), tmpl,
-           strrchr(f->dir, '-') + 1, name, hole + 2);
-}
-
-static int fx_setup(void **state) {
-  struct fx *f = calloc(1, sizeof(*f));
-  char err[256];
-  assert_non_null(f);
-  const char *tmp = getenv("TMPDIR");
-  snprintf(f->dir, sizeof(f->dir), "%s/spiderd-test-store-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  assert_non_null(mkdtemp(f->dir));
-  const char *env = getenv("SPIDERD_TEST_STORE_URL");
-  f->sqlite_default = !env || !*env;
-  fx_url(f, "main", f->url, sizeof(f->url));
-  int rc = store_open(f->url, &f->s, err, sizeof(err));
-  if (rc) fail_msg("store_open(%s): %s", f->url, err);
-  *state = f;
-  return 0;
-}
-
-static int fx_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  return remove(path);
-}
-
-static int fx_teardown(void **state) {
-  struct fx *f = *state;
-  store_close(f->s);
-  nftw(f->dir, fx_rm, 16, FTW_DEPTH | FTW_PHYS);
-  free(f);
-  return 0;
-}
-
-static store_t *fx_open(const char *url) {
-  char err[256];
-  store_t *s = NULL;
-  int rc = store_open(url, &s, err, sizeof(err));
-  if (rc) fail_msg("store_open(%s): %s", url, err);
-  return s;
-}
+#include "store_fx.h"
 
 /* A job with args and settings whose keys are not in sorted order, so a
  * round trip that sorted them would show. */

@@ -1,0 +1,92 @@
+#include "core/schedule.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[SCHED_NKINDS] = {"cron", "interval", "once"};
+static const char *const overlap_names[OVERLAP_N] = {"allow", "skip", "queue", "replace"};
+static const char *const missed_names[MISSED_N] = {"skip", "once", "catchup"};
+static const char *const run_names[RUN_NSTATES] = {"upcoming", "fired", "missed", "skipped"};
+
+void schedule_init(schedule_t *s) {
+  memset(s, 0, sizeof(*s));
+  s->catchup_max = 1;
+}
+
+void schedule_release(schedule_t *s) {
+  if (!s) return;
+  free(s->name);
+  free(s->expr);
+  free(s->tz);
+  free(s->project);
+  free(s->spider);
+  free(s->version);
+  json_decref(s->args);
+  json_decref(s->settings);
+  json_decref(s->webhooks);
+  schedule_init(s);
+}
+
+void schedule_list_release(schedule_list_t *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->n; i++) schedule_release(&l->v[i]);
+  free(l->v);
+  l->v = NULL;
+  l->n = 0;
+}
+
+void sched_run_release(sched_run_t *r) {
+  if (!r) return;
+  free(r->reason);
+  memset(r, 0, sizeof(*r));
+}
+
+void sched_run_list_release(sched_run_list_t *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->n; i++) sched_run_release(&l->v[i]);
+  free(l->v);
+  l->v = NULL;
+  l->n = 0;
+}
+
+void event_release(event_t *e) {
+  if (!e) return;
+  free(e->type);
+  json_decref(e->data);
+  memset(e, 0, sizeof(*e));
+}
+
+void event_list_release(event_list_t *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->n; i++) event_release(&l->v[i]);
+  free(l->v);
+  l->v = NULL;
+  l->n = 0;
+}
+
+static const char *name_of(const char *const *names, int n, int v) {
+  return v >= 0 && v < n ? names[v] : "unknown";
+}
+
+static int parse_name(const char *const *names, int n, const char *s, int *out) {
+  for (int i = 0; s && i < n; i++)
+    if (strcmp(s, names[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  return -EINVAL;
+}
+
+#define SCHED_NAMES(fn, type, names, count)                             \
+  const char *fn##_name(type v) { return name_of(names, count, (int)v); } \
+  int fn##_parse(const char *s, type *out) {                            \
+    int v = 0, rc = parse_name(names, count, s, &v);                    \
+    if (!rc) *out = (type)v;                                            \
+    return rc;                                                          \
+  }
+
+SCHED_NAMES(sched_kind, sched_kind_t, kind_names, SCHED_NKINDS)
+SCHED_NAMES(sched_overlap, sched_overlap_t, overlap_names, OVERLAP_N)
+SCHED_NAMES(sched_missed, sched_missed_t, missed_names, MISSED_N)
+SCHED_NAMES(run_state, run_state_t, run_names, RUN_NSTATES)

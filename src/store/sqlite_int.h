@@ -1,0 +1,73 @@
+/* The SQLite backend's private header, shared by sqlite.c (connection,
+ * schema, jobs) and sqlite_sched.c (schedules, runs, events, leases).
+ * Ownership as in store.h. */
+#ifndef SPIDERD_STORE_SQLITE_INT_H
+#define SPIDERD_STORE_SQLITE_INT_H
+
+#include <jansson.h>
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "store/store_impl.h"
+
+/* Statement slots of sqlite_sched.c (sqlite_sched_sql[]). */
+#define SQLITE_SCHED_SLOTS 40
+
+struct sqlite_store {
+  struct store base;
+  sqlite3 *db;
+  int in_tx;    /* inside store_tx_begin .. commit/rollback */
+  int sp_depth; /* open savepoints */
+  sqlite3_stmt **stmt;          /* sqlite.c's statements, prepared on first use */
+  sqlite3_stmt **list_stmt;     /* job list shapes, allocated on first list */
+  sqlite3_stmt *sched_stmt[SQLITE_SCHED_SLOTS];
+};
+
+#define SQ(s) ((struct sqlite_store *)(s))
+
+int64_t sqlite_now_ms(void);
+/* Logs the connection's last error; returns SPD_ESTORE. */
+int sqlite_fail(struct sqlite_store *q, const char *what);
+/* Prepares (once) sql into *slot; NULL on failure (logged). */
+sqlite3_stmt *sqlite_prepare_slot(struct sqlite_store *q, sqlite3_stmt **slot,
+                                  const char *sql);
+/* Steps a statement that returns no rows and resets it. */
+int sqlite_done(struct sqlite_store *q, sqlite3_stmt *st, const char *what);
+/* rc, or -ENOENT when the last statement changed no row. */
+int sqlite_changed(struct sqlite_store *q, int rc);
+int sqlite_bind_str(sqlite3_stmt *st, int i, const char *v);
+int sqlite_bind_json(sqlite3_stmt *st, int i, const json_t *v);
+int sqlite_col_str(sqlite3_stmt *st, int i, char **out);
+int sqlite_col_json(sqlite3_stmt *st, int i, json_t **out);
+/* A transaction of its own unless the caller opened one. */
+int sqlite_auto_begin(struct sqlite_store *q, int *began);
+int sqlite_auto_end(struct sqlite_store *q, int began, int rc);
+int64_t sqlite_clamp(size_t v);
+
+/* sqlite_sched.c's ops, filled into store_sqlite_ops. */
+int sqlite_schedule_insert(store_t *s, schedule_t *sc);
+int sqlite_schedule_update(store_t *s, const schedule_t *sc);
+int sqlite_schedule_delete(store_t *s, int64_t id);
+int sqlite_schedule_get(store_t *s, int64_t id, const char *name, schedule_t *out);
+int sqlite_schedules_list(store_t *s, int64_t after_id, size_t limit,
+                          schedule_list_t *out);
+int sqlite_runs_add(store_t *s, int64_t schedule_id, const int64_t *due,
+                    const int64_t *fire, size_t n, int64_t horizon_ms);
+int sqlite_runs_clear(store_t *s, int64_t schedule_id);
+int sqlite_runs_due(store_t *s, int64_t until_ms, size_t max, sched_run_list_t *out);
+int sqlite_runs_list(store_t *s, const run_filter_t *f, sched_run_list_t *out);
+int sqlite_run_end(store_t *s, int64_t run_id, run_state_t state, int64_t job_id,
+                   const char *reason, int64_t now_ms);
+int sqlite_run_add_ended(store_t *s, sched_run_t *r);
+int sqlite_event_add(store_t *s, event_t *e);
+int sqlite_events_list(store_t *s, const event_filter_t *f, event_list_t *out);
+int sqlite_lease_acquire(store_t *s, const char *name, const char *holder,
+                         int64_t now_ms, int64_t ttl_ms, int64_t *token);
+int sqlite_lease_check(store_t *s, const char *name, int64_t token, int64_t now_ms);
+int sqlite_lease_release(store_t *s, const char *name, const char *holder,
+                         int64_t token);
+int sqlite_lease_get(store_t *s, const char *name, char **holder, int64_t *token,
+                     int64_t *expires_ms);
+void sqlite_sched_close(struct sqlite_store *q);
+
+#endif
