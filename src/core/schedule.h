@@ -63,6 +63,7 @@ typedef struct schedule {
   int64_t updated_ms;
   /* scheduler bookkeeping */
   int64_t horizon_ms;     /* runs are materialised up to here (0 = none yet) */
+  int64_t refill_ms;      /* when the scheduler materialises more */
   int64_t last_due_ms;    /* due time of the newest run fired, missed or skipped */
 } schedule_t;
 
@@ -87,7 +88,8 @@ typedef struct sched_run {
   run_state_t state;
   int64_t job_id;     /* 0 = none */
   int64_t done_ms;    /* when it left upcoming */
-  char *reason;       /* why missed / skipped, or NULL */
+  char *reason;       /* why missed / skipped; on an upcoming run: why it
+                         waits (overlap policy queue), else NULL */
 } sched_run_t;
 
 typedef struct sched_run_list {

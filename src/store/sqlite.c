@@ -109,6 +109,7 @@ static const char *const sqlite_migrations[] = {
     "  created_ms INTEGER NOT NULL,"
     "  updated_ms INTEGER NOT NULL,"
     "  horizon_ms INTEGER NOT NULL DEFAULT 0,"
+    "  refill_ms INTEGER NOT NULL DEFAULT 0,"
     "  last_due_ms INTEGER NOT NULL DEFAULT 0"
     ");"
     /* One row per due time of a schedule: the UNIQUE key is what makes a
@@ -125,6 +126,7 @@ static const char *const sqlite_migrations[] = {
     "  UNIQUE (schedule_id, due_ms)"
     ");"
     "CREATE INDEX runs_upcoming ON runs(fire_ms, id) WHERE state = 0;"
+    "CREATE INDEX schedules_refill ON schedules(refill_ms) WHERE paused = 0;"
     "CREATE TABLE events ("
     "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
     "  ts_ms INTEGER NOT NULL,"
@@ -1140,6 +1142,8 @@ const struct store_ops store_sqlite_ops = {
     .schedules_list = sqlite_schedules_list,
     .runs_add = sqlite_runs_add,
     .runs_clear = sqlite_runs_clear,
+    .schedules_refill = sqlite_schedules_refill,
+    .run_defer = sqlite_run_defer,
     .runs_due = sqlite_runs_due,
     .runs_list = sqlite_runs_list,
     .run_end = sqlite_run_end,

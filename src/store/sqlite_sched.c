@@ -14,10 +14,10 @@
   "id, name, kind, expr, interval_ms, once_ms, tz, start_ms, end_ms, jitter_ms, " \
   "overlap, missed, catchup_max, paused, project, spider, version, args, "       \
   "settings, priority, timeout_ms, max_retries, retry_backoff_ms, webhooks, "    \
-  "created_ms, updated_ms, horizon_ms, last_due_ms"
+  "created_ms, updated_ms, horizon_ms, last_due_ms, refill_ms"
 #define SCHED_PARAMS                                                              \
   "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, " \
-  "?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28"
+  "?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29"
 #define RUN_COLS "id, schedule_id, due_ms, fire_ms, state, job_id, done_ms, reason"
 #define EVENT_COLS "id, ts_ms, type, schedule_id, job_id, data"
 
@@ -29,6 +29,8 @@ enum {
   SS_SCHED_FIND,
   SS_SCHED_LIST,
   SS_SCHED_HORIZON,
+  SS_SCHED_REFILL,
+  SS_RUN_DEFER,
   SS_SCHED_LAST_DUE,
   SS_RUN_ADD,
   SS_RUN_CLEAR,
@@ -54,7 +56,10 @@ static const char *const sched_sql[SS_COUNT] = {
     [SS_SCHED_FIND] = "SELECT " SCHED_COLS " FROM schedules WHERE name = ?1",
     [SS_SCHED_LIST] =
         "SELECT " SCHED_COLS " FROM schedules WHERE id > ?1 ORDER BY id LIMIT ?2",
-    [SS_SCHED_HORIZON] = "UPDATE schedules SET horizon_ms = ?2 WHERE id = ?1",
+    [SS_SCHED_HORIZON] = "UPDATE schedules SET horizon_ms = ?2, refill_ms = ?3 WHERE id = ?1",
+    [SS_SCHED_REFILL] = "SELECT " SCHED_COLS " FROM schedules WHERE paused = 0 "
+                        "AND refill_ms <= ?1 ORDER BY refill_ms LIMIT ?2",
+    [SS_RUN_DEFER] = "UPDATE runs SET reason = ?2 WHERE id = ?1 AND state = 0",
     [SS_SCHED_LAST_DUE] =
         "UPDATE schedules SET last_due_ms = max(last_due_ms, ?2) WHERE id = ?1",
     [SS_RUN_ADD] = "INSERT INTO runs (schedule_id, due_ms, fire_ms) VALUES (?1, ?2, ?3) "
@@ -144,6 +149,7 @@ static int bind_schedule(sqlite3_stmt *st, const schedule_t *sc) {
   b |= sqlite3_bind_int64(st, 26, sc->updated_ms);
   b |= sqlite3_bind_int64(st, 27, sc->horizon_ms);
   b |= sqlite3_bind_int64(st, 28, sc->last_due_ms);
+  b |= sqlite3_bind_int64(st, 29, sc->refill_ms);
   return b;
 }
 
@@ -178,6 +184,7 @@ static int row_schedule(sqlite3_stmt *st, schedule_t *sc) {
   sc->updated_ms = sqlite3_column_int64(st, 25);
   sc->horizon_ms = sqlite3_column_int64(st, 26);
   sc->last_due_ms = sqlite3_column_int64(st, 27);
+  sc->refill_ms = sqlite3_column_int64(st, 28);
 out:
   if (rc) schedule_release(sc);
   return rc;
@@ -244,12 +251,9 @@ int sqlite_schedule_get(store_t *s, int64_t id, const char *name, schedule_t *ou
   return rc;
 }
 
-int sqlite_schedules_list(store_t *s, int64_t after_id, size_t limit,
-                          schedule_list_t *out) {
-  struct sqlite_store *q = SQ(s);
-  sqlite3_stmt *st = sched_stmt(q, SS_SCHED_LIST);
-  if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, after_id);
+static int read_schedules(struct sqlite_store *q, sqlite3_stmt *st, int64_t key,
+                          size_t limit, schedule_list_t *out) {
+  sqlite3_bind_int64(st, 1, key);
   sqlite3_bind_int64(st, 2, limit ? sqlite_clamp(limit) : -1);
   size_t cap = out->n;
   int rc = 0, src;
@@ -267,6 +271,29 @@ int sqlite_schedules_list(store_t *s, int64_t after_id, size_t limit,
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "list schedules");
   sqlite3_reset(st);
   return rc;
+}
+
+int sqlite_schedules_list(store_t *s, int64_t after_id, size_t limit,
+                          schedule_list_t *out) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sched_stmt(q, SS_SCHED_LIST);
+  return st ? read_schedules(q, st, after_id, limit, out) : SPD_ESTORE;
+}
+
+int sqlite_schedules_refill(store_t *s, int64_t now_ms, size_t limit,
+                            schedule_list_t *out) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sched_stmt(q, SS_SCHED_REFILL);
+  return st ? read_schedules(q, st, now_ms, limit, out) : SPD_ESTORE;
+}
+
+int sqlite_run_defer(store_t *s, int64_t run_id, const char *reason) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sched_stmt(q, SS_RUN_DEFER);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, run_id);
+  sqlite_bind_str(st, 2, reason);
+  return sqlite_changed(q, sqlite_done(q, st, "defer run"));
 }
 
 /* ---- runs ---- */
@@ -302,16 +329,18 @@ static int read_runs(struct sqlite_store *q, sqlite3_stmt *st, sched_run_list_t 
   return rc;
 }
 
-static int set_horizon(struct sqlite_store *q, int64_t schedule_id, int64_t horizon_ms) {
+static int set_horizon(struct sqlite_store *q, int64_t schedule_id, int64_t horizon_ms,
+                       int64_t refill_ms) {
   sqlite3_stmt *st = sched_stmt(q, SS_SCHED_HORIZON);
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, schedule_id);
   sqlite3_bind_int64(st, 2, horizon_ms);
+  sqlite3_bind_int64(st, 3, refill_ms);
   return sqlite_changed(q, sqlite_done(q, st, "set schedule horizon"));
 }
 
 int sqlite_runs_add(store_t *s, int64_t schedule_id, const int64_t *due,
-                    const int64_t *fire, size_t n, int64_t horizon_ms) {
+                    const int64_t *fire, size_t n, int64_t horizon_ms, int64_t refill_ms) {
   struct sqlite_store *q = SQ(s);
   int began = 0;
   sqlite3_stmt *st = sched_stmt(q, SS_RUN_ADD);
@@ -319,7 +348,7 @@ int sqlite_runs_add(store_t *s, int64_t schedule_id, const int64_t *due,
   int rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
   /* The horizon first: it also says whether the schedule still exists. */
-  rc = set_horizon(q, schedule_id, horizon_ms);
+  rc = set_horizon(q, schedule_id, horizon_ms, refill_ms);
   for (size_t i = 0; i < n && !rc; i++) {
     sqlite3_bind_int64(st, 1, schedule_id);
     sqlite3_bind_int64(st, 2, due[i]);
@@ -329,14 +358,14 @@ int sqlite_runs_add(store_t *s, int64_t schedule_id, const int64_t *due,
   return sqlite_auto_end(q, began, rc);
 }
 
-int sqlite_runs_clear(store_t *s, int64_t schedule_id) {
+int sqlite_runs_clear(store_t *s, int64_t schedule_id, int64_t from_ms) {
   struct sqlite_store *q = SQ(s);
   int began = 0;
   sqlite3_stmt *st = sched_stmt(q, SS_RUN_CLEAR);
   if (!st) return SPD_ESTORE;
   int rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
-  rc = set_horizon(q, schedule_id, 0);
+  rc = set_horizon(q, schedule_id, from_ms, 0);
   if (!rc) {
     sqlite3_bind_int64(st, 1, schedule_id);
     rc = sqlite_done(q, st, "clear runs");

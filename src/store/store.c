@@ -213,14 +213,25 @@ int store_schedules_list(store_t *s, int64_t after_id, size_t limit,
 }
 
 int store_runs_add(store_t *s, int64_t schedule_id, const int64_t *due,
-                   const int64_t *fire, size_t n, int64_t horizon_ms) {
+                   const int64_t *fire, size_t n, int64_t horizon_ms, int64_t refill_ms) {
   if (!s || (n && (!due || !fire))) return -EINVAL;
-  return s->ops->runs_add(s, schedule_id, due, fire, n, horizon_ms);
+  return s->ops->runs_add(s, schedule_id, due, fire, n, horizon_ms, refill_ms);
 }
 
-int store_runs_clear(store_t *s, int64_t schedule_id) {
+int store_runs_clear(store_t *s, int64_t schedule_id, int64_t from_ms) {
   if (!s) return -EINVAL;
-  return s->ops->runs_clear(s, schedule_id);
+  return s->ops->runs_clear(s, schedule_id, from_ms);
+}
+
+int store_schedules_refill(store_t *s, int64_t now_ms, size_t limit,
+                           schedule_list_t *out) {
+  if (!s || !out) return -EINVAL;
+  return s->ops->schedules_refill(s, now_ms, limit, out);
+}
+
+int store_run_defer(store_t *s, int64_t run_id, const char *reason) {
+  if (!s) return -EINVAL;
+  return s->ops->run_defer(s, run_id, reason);
 }
 
 int store_runs_due(store_t *s, int64_t until_ms, size_t max, sched_run_list_t *out) {

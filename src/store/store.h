@@ -140,13 +140,21 @@ int store_schedules_list(store_t *s, int64_t after_id, size_t limit,
 /* ---- runs: a schedule's due times, materialised ---- */
 
 /* Adds upcoming runs of a schedule (due[i], fire[i]) and sets its
- * horizon_ms. A due time the schedule already has is left as it is, so a
- * run is never fired twice. */
+ * horizon_ms and refill_ms. A due time the schedule already has is left as
+ * it is, so a run is never fired twice. -ENOENT when no such schedule. */
 int store_runs_add(store_t *s, int64_t schedule_id, const int64_t *due,
-                   const int64_t *fire, size_t n, int64_t horizon_ms);
-/* Deletes a schedule's upcoming runs and resets its horizon (after an
- * update, a pause or a resume the runs are computed again). */
-int store_runs_clear(store_t *s, int64_t schedule_id);
+                   const int64_t *fire, size_t n, int64_t horizon_ms, int64_t refill_ms);
+/* Deletes a schedule's upcoming runs, sets its horizon to from_ms (runs are
+ * computed again after it) and asks for a refill now (refill_ms 0): after
+ * an update, a pause or a resume. -ENOENT when no such schedule. */
+int store_runs_clear(store_t *s, int64_t schedule_id, int64_t from_ms);
+/* Unpaused schedules whose refill_ms <= now_ms, most overdue first, at most
+ * limit (0 = all), appended to out. */
+int store_schedules_refill(store_t *s, int64_t now_ms, size_t limit,
+                           schedule_list_t *out);
+/* Notes why an upcoming run waits (its reason); it stays upcoming.
+ * -ENOENT when it is not upcoming. */
+int store_run_defer(store_t *s, int64_t run_id, const char *reason);
 /* Upcoming runs with fire_ms <= until_ms, earliest first, at most max,
  * appended to out. */
 int store_runs_due(store_t *s, int64_t until_ms, size_t max, sched_run_list_t *out);

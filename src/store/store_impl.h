@@ -53,8 +53,11 @@ struct store_ops {
   int (*schedules_list)(store_t *s, int64_t after_id, size_t limit,
                         schedule_list_t *out);
   int (*runs_add)(store_t *s, int64_t schedule_id, const int64_t *due,
-                  const int64_t *fire, size_t n, int64_t horizon_ms);
-  int (*runs_clear)(store_t *s, int64_t schedule_id);
+                  const int64_t *fire, size_t n, int64_t horizon_ms, int64_t refill_ms);
+  int (*runs_clear)(store_t *s, int64_t schedule_id, int64_t from_ms);
+  int (*schedules_refill)(store_t *s, int64_t now_ms, size_t limit,
+                          schedule_list_t *out);
+  int (*run_defer)(store_t *s, int64_t run_id, const char *reason);
   int (*runs_due)(store_t *s, int64_t until_ms, size_t max, sched_run_list_t *out);
   int (*runs_list)(store_t *s, const run_filter_t *f, sched_run_list_t *out);
   int (*run_end)(store_t *s, int64_t run_id, run_state_t state, int64_t job_id,

@@ -74,11 +74,13 @@ static void test_schedule_crud(void **state) {
 
   /* Update: every field, and a rename onto a taken name is a conflict. */
   a.paused = 1;
+  a.refill_ms = 42;
   free(a.expr);
   a.expr = strdup("0 3 * * *");
   assert_int_equal(store_schedule_update(f->s, &a), 0);
   assert_int_equal(store_schedule_get(f->s, a.id, &got), 0);
   assert_int_equal(got.paused, 1);
+  assert_int_equal(got.refill_ms, 42);
   assert_string_equal(got.expr, "0 3 * * *");
   schedule_release(&got);
   free(a.name);
@@ -115,17 +117,24 @@ static void test_runs(void **state) {
   mksched(&a, "a");
   assert_int_equal(store_schedule_insert(f->s, &a), 0);
   int64_t due[] = {1000, 2000, 3000}, fire[] = {1010, 2020, 3030};
-  assert_int_equal(store_runs_add(f->s, a.id, due, fire, 3, 3000), 0);
+  assert_int_equal(store_runs_add(f->s, a.id, due, fire, 3, 3000, 2500), 0);
   /* Adding the same due times again (another materialiser, a restart)
    * leaves the rows as they are: a due time is one run. */
   int64_t fire2[] = {1500, 2500, 3500};
-  assert_int_equal(store_runs_add(f->s, a.id, due, fire2, 3, 3000), 0);
-  assert_int_equal(store_runs_add(f->s, 9999, due, fire, 3, 3000), -ENOENT);
+  assert_int_equal(store_runs_add(f->s, a.id, due, fire2, 3, 3000, 2500), 0);
+  assert_int_equal(store_runs_add(f->s, 9999, due, fire, 3, 3000, 2500), -ENOENT);
 
   schedule_t got;
   assert_int_equal(store_schedule_get(f->s, a.id, &got), 0);
   assert_int_equal(got.horizon_ms, 3000);
+  assert_int_equal(got.refill_ms, 2500);
   schedule_release(&got);
+  schedule_list_t sl = {0};
+  assert_int_equal(store_schedules_refill(f->s, 2499, 0, &sl), 0);
+  assert_int_equal(sl.n, 0);
+  assert_int_equal(store_schedules_refill(f->s, 2500, 0, &sl), 0);
+  assert_int_equal(sl.n, 1);
+  schedule_list_release(&sl);
 
   sched_run_list_t l = {0};
   assert_int_equal(store_runs_due(f->s, 2020, 10, &l), 0);
@@ -136,11 +145,16 @@ static void test_runs(void **state) {
   assert_int_equal(l.v[0].state, RUN_UPCOMING);
   int64_t r1 = l.v[0].id, r2 = l.v[1].id;
   sched_run_list_release(&l);
+  assert_int_equal(store_run_defer(f->s, r1, "waits for job 5"), 0);
+  assert_int_equal(store_runs_due(f->s, 1010, 10, &l), 0);
+  assert_string_equal(l.v[0].reason, "waits for job 5");
+  sched_run_list_release(&l);
 
   assert_int_equal(store_run_end(f->s, r1, RUN_FIRED, 77, NULL, 5000), 0);
   assert_int_equal(store_run_end(f->s, r1, RUN_FIRED, 78, NULL, 5000), -ENOENT);
   assert_int_equal(store_run_end(f->s, r2, RUN_SKIPPED, 0, "previous run still running", 5000), 0);
   assert_int_equal(store_run_end(f->s, r2, RUN_UPCOMING, 0, NULL, 5000), -EINVAL);
+  assert_int_equal(store_run_defer(f->s, r1, "x"), -ENOENT);
   assert_int_equal(store_schedule_get(f->s, a.id, &got), 0);
   assert_int_equal(got.last_due_ms, 2000);
   schedule_release(&got);
@@ -179,13 +193,14 @@ static void test_runs(void **state) {
   assert_int_equal(store_run_add_ended(f->s, &m), -EEXIST);
 
   /* Clearing removes only upcoming runs and resets the horizon. */
-  assert_int_equal(store_runs_clear(f->s, a.id), 0);
+  assert_int_equal(store_runs_clear(f->s, a.id, 4500), 0);
   rf = (run_filter_t){.schedule_id = a.id};
   assert_int_equal(store_runs_list(f->s, &rf, &l), 0);
   assert_int_equal(l.n, 3); /* fired, skipped, missed */
   sched_run_list_release(&l);
   assert_int_equal(store_schedule_get(f->s, a.id, &got), 0);
-  assert_int_equal(got.horizon_ms, 0);
+  assert_int_equal(got.horizon_ms, 4500);
+  assert_int_equal(got.refill_ms, 0);
   assert_int_equal(got.last_due_ms, 4000);
   schedule_release(&got);
 
