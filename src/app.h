@@ -9,6 +9,7 @@
 #include "config.h"
 #include "http/http.h"
 #include "run/launcher.h"
+#include "run/scheduler.h"
 #include "run/spiders.h"
 #include "store/async.h"
 
@@ -19,6 +20,7 @@ typedef struct app {
   http_server_t *http;
   spiders_t *spiders;
   launcher_t *launcher;
+  scheduler_t *scheduler;
   job_counters_t counters;
   int stopping;
   struct scrapyd *scrapyd; /* api/scrapyd.c's state */

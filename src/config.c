@@ -96,6 +96,10 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, log_file, T_STR, M_NONE, "", "--log-file"),
     KEY(SEC_SPIDERD, log_level, T_LEVEL, M_NONE, "info", "--log-level"),
     KEY(SEC_SPIDERD, pidfile, T_STR, M_NONE, "", "--pidfile"),
+    KEY(SEC_SPIDERD, scheduler, T_BOOL, M_NONE, "on", NULL),
+    KEY(SEC_SPIDERD, scheduler_lease, T_REAL, M_GT0, "10", NULL),
+    KEY(SEC_SPIDERD, schedule_horizon, T_REAL, M_GT0, "3", NULL),
+    KEY(SEC_SPIDERD, misfire_grace, T_REAL, M_GE0, "60", NULL),
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 

@@ -73,6 +73,10 @@ typedef struct config {
   char *log_file;          /* "" = stderr: the daemon's own log */
   char *log_level;         /* "info": debug|info|warning|error */
   char *pidfile;           /* "" = none */
+  int scheduler;           /* on: take part in firing schedules (lease holder fires) */
+  double scheduler_lease;  /* 10 s: the scheduler lease's time to live */
+  double schedule_horizon; /* 3 days of upcoming runs materialised */
+  double misfire_grace;    /* 60 s: a run later than this counts as missed */
 
   /* Files actually read, in order (for `spiderd config` and messages). */
   char **sources;

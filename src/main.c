@@ -56,6 +56,8 @@ static void launcher_stopped(void *ud) {
   app->http = NULL;
   launcher_free(app->launcher);
   app->launcher = NULL;
+  scheduler_free(app->scheduler);
+  app->scheduler = NULL;
   if (srv->signals_open) {
     srv->signals_open = 0;
     uv_close((uv_handle_t *)&srv->sig_term, close_cb);
@@ -65,12 +67,19 @@ static void launcher_stopped(void *ud) {
   log_info("main", "stopped");
 }
 
+/* The scheduler stops first (and gives its lease up, so another node
+ * takes over at once); no job it could still queue is then left behind. */
+static void scheduler_stopped(void *ud) {
+  server_t *srv = ud;
+  launcher_stop(srv->app.launcher, launcher_stopped, srv);
+}
+
 static void begin_stop(server_t *srv) {
   app_t *app = &srv->app;
   if (app->stopping) return;
   app->stopping = 1;
   log_info("main", "stopping: crawls get SIGTERM, pending jobs stay queued");
-  launcher_stop(app->launcher, launcher_stopped, srv);
+  scheduler_stop(app->scheduler, scheduler_stopped, srv);
 }
 
 static void on_signal(uv_signal_t *h, int signum) {
@@ -105,7 +114,8 @@ static int recover(app_t *app, job_list_t *running, char *err, size_t errlen) {
     app->counters.pending = counts[JOB_PENDING];
     app->counters.finished =
         counts[JOB_FINISHED] + counts[JOB_FAILED] + counts[JOB_CANCELLED] + counts[JOB_LOST];
-    job_filter_t f = {.states = 1u << JOB_RUNNING};
+    /* Only this node's: on a shared store, other nodes' crawls are theirs. */
+    job_filter_t f = {.states = 1u << JOB_RUNNING, .node = app->cfg.node_name};
     rc = store_jobs_list(s, &f, running);
   }
   if (rc) snprintf(err, errlen, "%s: cannot read jobs: %s", app->cfg.store, spd_strerror(rc));
@@ -161,6 +171,11 @@ static int serve(int argc, char **argv) {
     snprintf(err, sizeof(err), "cannot start the launcher: %s", spd_strerror(rc));
     goto fail;
   }
+  if ((rc = scheduler_init(&app->scheduler, app->loop, cfg, app->store, app->launcher,
+                           &app->counters))) {
+    snprintf(err, sizeof(err), "cannot start the scheduler: %s", spd_strerror(rc));
+    goto fail;
+  }
   http_options_t ho = {
       .bind_address = cfg->bind_address,
       .port = cfg->http_port,
@@ -213,6 +228,10 @@ fail:
   if (app->http) http_server_stop(app->http);
   if (app->spiders) spiders_free(app->spiders);
   if (app->store) store_pool_stop(app->store);
+  if (app->scheduler) {
+    scheduler_stop(app->scheduler, NULL, NULL);
+    scheduler_free(app->scheduler);
+  }
   if (app->launcher) {
     launcher_stop(app->launcher, NULL, NULL);
     launcher_free(app->launcher);

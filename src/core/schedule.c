@@ -1,8 +1,11 @@
 #include "core/schedule.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "error.h"
 
 static const char *const kind_names[SCHED_NKINDS] = {"cron", "interval", "once"};
 static const char *const overlap_names[OVERLAP_N] = {"allow", "skip", "queue", "replace"};
@@ -90,3 +93,34 @@ SCHED_NAMES(sched_kind, sched_kind_t, kind_names, SCHED_NKINDS)
 SCHED_NAMES(sched_overlap, sched_overlap_t, overlap_names, OVERLAP_N)
 SCHED_NAMES(sched_missed, sched_missed_t, missed_names, MISSED_N)
 SCHED_NAMES(run_state, run_state_t, run_names, RUN_NSTATES)
+
+int schedule_compile(const schedule_t *sc, cron_spec_t *spec, char *err, size_t errlen) {
+  int rc;
+  cron_spec_init(spec);
+  switch (sc->kind) {
+  case SCHED_CRON:
+    rc = sc->expr ? cron_spec_parse(spec, sc->expr, sc->tz, err, errlen) : SPD_EBADPARAM;
+    break;
+  case SCHED_INTERVAL:
+    rc = cron_spec_interval(spec, sc->interval_ms, sc->start_ms ? sc->start_ms : sc->created_ms,
+                            sc->tz, err, errlen);
+    break;
+  case SCHED_ONCE:
+    rc = cron_spec_once(spec, sc->once_ms, sc->tz, err, errlen);
+    break;
+  default:
+    rc = SPD_EBADPARAM;
+  }
+  if (rc == SPD_EBADPARAM && err && errlen && !err[0])
+    snprintf(err, errlen, "the schedule has no valid timing");
+  if (!rc)
+    rc = cron_spec_bounds(spec, sc->start_ms ? sc->start_ms : CRON_NO_START,
+                          sc->end_ms ? sc->end_ms : CRON_NO_END, err, errlen);
+  if (!rc && sc->jitter_ms < 0) {
+    snprintf(err, errlen, "jitter must not be negative");
+    rc = SPD_EBADPARAM;
+  }
+  spec->jitter_ms = sc->jitter_ms;
+  if (rc) cron_spec_release(spec);
+  return rc;
+}

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/cron.h"
+
 typedef enum sched_kind { SCHED_CRON = 0, SCHED_INTERVAL, SCHED_ONCE, SCHED_NKINDS } sched_kind_t;
 
 /* When the previous run of a schedule is still pending or running. */
@@ -118,6 +120,12 @@ void sched_run_release(sched_run_t *r);
 void sched_run_list_release(sched_run_list_t *l);
 void event_release(event_t *e);
 void event_list_release(event_list_t *l);
+
+/* Compiles sc's timing (kind, expr / interval / once time, zone, start and
+ * end, jitter) into spec (initialised here; cron_spec_release it). An
+ * interval counts from start_ms, else from created_ms. Returns 0 or
+ * SPD_EBADPARAM with a reason in err. */
+int schedule_compile(const schedule_t *sc, cron_spec_t *spec, char *err, size_t errlen);
 
 /* Names as used in the API ("cron", "interval", "once"; "allow", "skip",
  * "queue", "replace"; "skip", "once", "catchup"; "upcoming", "fired",
