@@ -34,6 +34,15 @@ void job_list_release(job_list_t *l) {
   l->n = 0;
 }
 
+int job_list_take(job_list_t *l, job_t *j) {
+  job_t *v = realloc(l->v, (l->n + 1) * sizeof(*v));
+  if (!v) return -ENOMEM;
+  v[l->n++] = *j;
+  l->v = v;
+  job_init(j);
+  return 0;
+}
+
 const char *job_state_name(job_state_t s) {
   return (s >= 0 && s < JOB_NSTATES) ? state_names[s] : "unknown";
 }

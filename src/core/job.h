@@ -64,6 +64,8 @@ typedef struct job_list {
 void job_init(job_t *j);
 void job_release(job_t *j);
 void job_list_release(job_list_t *l);
+/* Appends *j to l, moving its contents (j is left empty). 0 or -ENOMEM. */
+int job_list_take(job_list_t *l, job_t *j);
 
 /* "pending", "running", "finished", "failed", "cancelled", "lost". */
 const char *job_state_name(job_state_t s);

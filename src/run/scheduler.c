@@ -66,7 +66,7 @@ static void add_event(store_t *s, const char *type, int64_t schedule_id, int64_t
   event_t e = {.type = (char *)type, .schedule_id = schedule_id, .job_id = job_id,
                .data = data};
   int rc = store_event_add(s, &e);
-  if (rc) log_warning("scheduler", "cannot record event %s: %s", type, spd_strerror(rc));
+  if (rc) log_warn("scheduler", "cannot record event %s: %s", type, spd_strerror(rc));
   json_decref(data);
 }
 
@@ -95,7 +95,7 @@ static int materialise(store_t *s, const tick_t *t, const schedule_t *sc, int64_
   if (rc) {
     /* Stored schedules were validated; one that no longer compiles (a zone
      * gone from ICU's data) is reported and looked at again later. */
-    log_warning("scheduler", "schedule %" PRId64 " (%s) cannot be computed: %s", sc->id,
+    log_warn("scheduler", "schedule %" PRId64 " (%s) cannot be computed: %s", sc->id,
                 sc->name, err);
     return store_runs_add(s, sc->id, NULL, NULL, 0, sc->horizon_ms, now + REFILL_EVERY_MS);
   }
@@ -133,7 +133,7 @@ static int materialise(store_t *s, const tick_t *t, const schedule_t *sc, int64_
     }
     k += n;
   } else {
-    log_warning("scheduler", "schedule %" PRId64 ": %s", sc->id, spd_strerror(rc));
+    log_warn("scheduler", "schedule %" PRId64 ": %s", sc->id, spd_strerror(rc));
   }
   cron_spec_release(&spec);
   return store_runs_add(s, sc->id, due, fire, k, horizon, refill);
@@ -260,7 +260,7 @@ static int fire_or_hold(store_t *s, tick_t *t, const schedule_t *sc, const sched
         t->queued -= n;
       } else {
         /* Running ones are stopped by the launcher, on the loop. */
-        rc = store_list_append(&t->cancel, a, 1);
+        rc = job_list_take(&t->cancel, a);
       }
     }
     if (!rc) rc = fire_run(s, t, sc, r, "replaces the previous run", now);
@@ -377,7 +377,7 @@ static void release_done(void *arg, int rc) {
   scheduler_t *s = t->sch;
   free(t);
   s->busy = 0;
-  if (rc) log_warning("scheduler", "cannot give the lease up: %s", spd_strerror(rc));
+  if (rc) log_warn("scheduler", "cannot give the lease up: %s", spd_strerror(rc));
   finish_stop(s);
 }
 
