@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/common.h"
 #include "app.h"
 #include "error.h"
 #include "fsutil.h"
@@ -222,6 +223,7 @@ out:
   if (app->loop) uv_loop_close(app->loop);
   if (cfg->pidfile[0] && rc == 0) unlink(cfg->pidfile);
   api_scrapyd_free(app);
+  api_common_free(app);
   config_release(&app->cfg);
   log_close();
   return rc ? 1 : 0;
