@@ -28,7 +28,11 @@
   X(SPD_ESTORE,      -1012, 500, -32603, "store failure")                          \
   X(SPD_ECONFIG,     -1013, 500, -32603, "configuration error")                    \
   X(SPD_ECONFLICT,   -1014, 409, -32012, "conflict")                               \
-  X(SPD_ESHUTDOWN,   -1015, 503, -32013, "daemon is shutting down")
+  X(SPD_ESHUTDOWN,   -1015, 503, -32013, "daemon is shutting down")             \
+  X(SPD_ENOROUTE,    -1016, 404, -32601, "no such route")                          \
+  X(SPD_EBADJSON,    -1017, 400, -32700, "malformed JSON")                         \
+  X(SPD_ENOFILE,     -1018, 404, -32014, "file not available")                     \
+  X(SPD_EBADREQUEST, -1019, 400, -32600, "invalid request")
 
 enum spd_error {
 #define SPD_ERR_ENUM(name, value, http, rpc, desc) name = value,

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "api/common.h"
@@ -172,7 +173,8 @@ static int serve(int argc, char **argv) {
       .max_body = cfg->max_upload,
   };
   if ((rc = http_server_start(app->loop, &ho, &app->http, err, sizeof(err)))) goto fail;
-  if ((rc = api_scrapyd_register(app)) || (rc = api_ui_register(app))) {
+  if ((rc = api_scrapyd_register(app)) || (rc = api_rest_register(app)) ||
+      (rc = api_ui_register(app))) {
     snprintf(err, sizeof(err), "cannot register routes: %s", spd_strerror(rc));
     goto fail;
   }
@@ -201,6 +203,9 @@ static int serve(int argc, char **argv) {
     log_info("main", "web console available at http://%s:%d/", cfg->bind_address, cfg->http_port);
   if (cfg->unix_socket_path[0])
     log_info("main", "web console available at unix:%s", cfg->unix_socket_path);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  app->started_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
   launcher_adopt(app->launcher, &running);
   launcher_kick(app->launcher);
   uv_run(app->loop, UV_RUN_DEFAULT);
