@@ -106,7 +106,7 @@ static const char *param_in(const op_def_t *def, const op_param_t *p) {
 static void send_index(app_t *app, http_req_t *req, const char *allow) {
   json_t *routes = json_array(), *methods = json_array();
   for (size_t i = 0; i < NSPECIALS; i++)
-    json_array_append_new(routes, json_pack("{s:s,s:s++,s:n,s:[]}", "method", specials[i].method,
+    json_array_append_new(routes, json_pack("{s:s,s:s+,s:n,s:[]}", "method", specials[i].method,
                                             "path", PREFIX, specials[i].path, "op", "params"));
   for (size_t i = 0; i < op_count; i++) {
     const op_def_t *d = &op_table[i];
@@ -115,7 +115,7 @@ static void send_index(app_t *app, http_req_t *req, const char *allow) {
       json_array_append_new(params, json_pack("{s:s,s:s,s:b,s:s}", "name", p->name, "type",
                                               op_type_name(p->type), "required",
                                               !!(p->flags & OPF_REQUIRED), "in", param_in(d, p)));
-    json_array_append_new(routes, json_pack("{s:s,s:s++,s:s,s:o}", "method", d->method, "path",
+    json_array_append_new(routes, json_pack("{s:s,s:s+,s:s,s:o}", "method", d->method, "path",
                                             PREFIX, d->path, "op", d->name, "params", params));
     json_array_append_new(methods, json_string(d->name));
     if (d->alias) json_array_append_new(methods, json_string(d->alias));
