@@ -61,7 +61,7 @@ static int list_fn(store_t *s, void *arg) {
     all.v[keep++] = *j;
   }
   all.n = keep;
-  qsort(all.v, all.n, sizeof(job_t), by_id_desc);
+  if (all.n) qsort(all.v, all.n, sizeof(job_t), by_id_desc);
   size_t limit = (size_t)c->num[2];
   c->num[3] = all.n > limit;
   for (size_t i = limit; i < all.n; i++) job_release(&all.v[i]);

@@ -467,7 +467,7 @@ def test_jsonrpc_single_and_aliases(d):
     assert "Spider closed" in r["result"]["text"]
     r = rpc(d, {"jsonrpc": "2.0", "method": "get_task_instances", "id": 5,
                 "params": {"project": "rp", "state": ["finished"], "limit": 1}})
-    assert len(r["result"]["jobs"]) == 1 and r["result"]["next_cursor"]
+    assert len(r["result"]["jobs"]) == 1
     r = rpc(d, {"jsonrpc": "2.0", "method": "get_scrapers", "id": 6})
     assert {"id": "rp/quick", "project": "rp", "spider": "quick"} in r["result"]["scrapers"]
     r = rpc(d, {"jsonrpc": "2.0", "method": "kill_task", "id": 7, "params": {"id": job["id"]}})
