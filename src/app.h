@@ -23,12 +23,19 @@ typedef struct app {
   scheduler_t *scheduler;
   job_counters_t counters;
   int stopping;
+  int64_t started_ms;      /* wall clock when serving began (status uptime) */
   struct scrapyd *scrapyd; /* api/scrapyd.c's state */
+  struct api_common *api_common; /* api/common.c's state, shared by the faces */
 } app_t;
+
+typedef struct api_common api_common_t;
 
 /* Registers the Scrapyd endpoints enabled in [services] (api/scrapyd.c). */
 int api_scrapyd_register(app_t *app);
 void api_scrapyd_free(app_t *app);
+/* Registers the native API under /api/v1/: REST, JSON-RPC at
+ * /api/v1/jsonrpc and the OpenAPI document (api/rest.c). */
+int api_rest_register(app_t *app);
 /* Registers /, /jobs, /logs/ and /items/ (api/ui.c). */
 int api_ui_register(app_t *app);
 

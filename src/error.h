@@ -29,8 +29,12 @@
   X(SPD_ECONFIG,     -1013, 500, -32603, "configuration error")                    \
   X(SPD_ECONFLICT,   -1014, 409, -32012, "conflict")                               \
   X(SPD_ESHUTDOWN,   -1015, 503, -32013, "daemon is shutting down")                 \
-  X(SPD_EFENCED,     -1016, 409, -32014, "lease lost: another scheduler took over")   \
-  X(SPD_ENOSCHEDULE, -1017, 404, -32015, "schedule not found")
+  X(SPD_ENOROUTE,    -1016, 404, -32601, "no such route")                           \
+  X(SPD_EBADJSON,    -1017, 400, -32700, "malformed JSON")                          \
+  X(SPD_ENOFILE,     -1018, 404, -32014, "file not available")                      \
+  X(SPD_EBADREQUEST, -1019, 400, -32600, "invalid request")                         \
+  X(SPD_EFENCED,     -1020, 409, -32015, "lease lost: another scheduler took over")  \
+  X(SPD_ENOSCHEDULE, -1021, 404, -32016, "schedule not found")
 
 enum spd_error {
 #define SPD_ERR_ENUM(name, value, http, rpc, desc) name = value,

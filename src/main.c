@@ -4,8 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "api/common.h"
 #include "app.h"
 #include "error.h"
 #include "fsutil.h"
@@ -186,7 +188,8 @@ static int serve(int argc, char **argv) {
       .max_body = cfg->max_upload,
   };
   if ((rc = http_server_start(app->loop, &ho, &app->http, err, sizeof(err)))) goto fail;
-  if ((rc = api_scrapyd_register(app)) || (rc = api_ui_register(app))) {
+  if ((rc = api_scrapyd_register(app)) || (rc = api_rest_register(app)) ||
+      (rc = api_ui_register(app))) {
     snprintf(err, sizeof(err), "cannot register routes: %s", spd_strerror(rc));
     goto fail;
   }
@@ -215,6 +218,9 @@ static int serve(int argc, char **argv) {
     log_info("main", "web console available at http://%s:%d/", cfg->bind_address, cfg->http_port);
   if (cfg->unix_socket_path[0])
     log_info("main", "web console available at unix:%s", cfg->unix_socket_path);
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  app->started_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
   launcher_adopt(app->launcher, &running);
   launcher_kick(app->launcher);
   uv_run(app->loop, UV_RUN_DEFAULT);
@@ -241,6 +247,7 @@ out:
   if (app->loop) uv_loop_close(app->loop);
   if (cfg->pidfile[0] && rc == 0) unlink(cfg->pidfile);
   api_scrapyd_free(app);
+  api_common_free(app);
   config_release(&app->cfg);
   log_close();
   return rc ? 1 : 0;

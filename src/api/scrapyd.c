@@ -4,14 +4,11 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <sys/stat.h>
-#include <time.h>
 
+#include "api/common.h"
 #include "api/render.h"
 #include "app.h"
 #include "core/names.h"
@@ -29,27 +26,8 @@ struct endpoint {
   void (*fn)(call_t *c);
 };
 
-/* A project's version stems as last read from eggs_dir/<project>, valid
- * while the directory's inode and mtime are unchanged (any egg added,
- * replaced or removed changes them), so a schedule costs one stat, not two
- * directory scans. */
-typedef struct vcache {
-  char *project;
-  ino_t ino;
-  struct timespec mtime;
-  char **v;
-  size_t n;
-} vcache_t;
-
-#define VCACHE_MAX 64
-
 typedef struct scrapyd {
   app_t *app;
-  vcache_t vcache[VCACHE_MAX];
-  size_t nvcache;
-  uint64_t uuid_last;   /* uuid1 timestamps handed out so far never repeat */
-  uint16_t uuid_seq;
-  uint8_t uuid_node[6];
   struct binding {
     struct scrapyd *sd;
     const endpoint_t *ep;
@@ -67,10 +45,7 @@ struct call {
   job_t job;
   char *egg_path;
   char *project;
-  char *version;
-  char *spider;
   char *jobid;
-  int count;
   int found;
   job_state_t state;
   char *body;
@@ -90,8 +65,6 @@ static void call_free(call_t *c) {
   job_release(&c->job);
   free(c->egg_path);
   free(c->project);
-  free(c->version);
-  free(c->spider);
   free(c->jobid);
   free(c->body);
   free(c);
@@ -174,12 +147,10 @@ static const char *text_param(call_t *c, const char *key, int required, int *ok)
   const char *var = text_param(c, key, required, &var##_ok); \
   if (!var##_ok) return
 
-static int has_traversal(const char *s) { return strstr(s, "..") || strchr(s, '/'); }
-
 /* Refuses a project name that would leave eggs_dir, as Scrapyd does, and any
  * other name unsafe as a path. 1 = refused (c freed). */
 static int bad_project(call_t *c, const char *project) {
-  if (has_traversal(project)) {
+  if (strstr(project, "..") || strchr(project, '/')) {
     reply_error(c, "DirectoryTraversalError: %s", project);
     return 1;
   }
@@ -189,63 +160,6 @@ static int bad_project(call_t *c, const char *project) {
     return 1;
   }
   return 0;
-}
-
-/* The project's version stems, latest last (borrowed until the next call).
- * 0 with n = 0 when the project has no eggs. */
-static int project_versions(scrapyd_t *sd, const char *project, char *const **v, size_t *n) {
-  *v = NULL;
-  *n = 0;
-  if (has_traversal(project)) return 0;
-  char dir[4096];
-  snprintf(dir, sizeof(dir), "%s/%s", sd->app->cfg.eggs_dir, project);
-  struct stat st;
-  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
-  vcache_t *e = NULL;
-  for (size_t i = 0; i < sd->nvcache && !e; i++)
-    if (!strcmp(sd->vcache[i].project, project)) e = &sd->vcache[i];
-  if (e && e->ino == st.st_ino && e->mtime.tv_sec == st.st_mtim.tv_sec &&
-      e->mtime.tv_nsec == st.st_mtim.tv_nsec) {
-    *v = e->v;
-    *n = e->n;
-    return 0;
-  }
-  char **nv = NULL;
-  size_t nn = 0;
-  int rc = eggs_versions(sd->app->cfg.eggs_dir, project, &nv, &nn);
-  if (rc) return rc;
-  if (!e) {
-    if (sd->nvcache == VCACHE_MAX) { /* evict the oldest entry */
-      strv_free(sd->vcache[0].v, sd->vcache[0].n);
-      free(sd->vcache[0].project);
-      memmove(&sd->vcache[0], &sd->vcache[1], (VCACHE_MAX - 1) * sizeof(vcache_t));
-      sd->nvcache--;
-    }
-    e = &sd->vcache[sd->nvcache];
-    memset(e, 0, sizeof(*e));
-    e->project = strdup(project);
-    if (!e->project) {
-      strv_free(nv, nn);
-      return -ENOMEM;
-    }
-    sd->nvcache++;
-  } else {
-    strv_free(e->v, e->n);
-  }
-  e->ino = st.st_ino;
-  e->mtime = st.st_mtim;
-  e->v = nv;
-  e->n = nn;
-  *v = nv;
-  *n = nn;
-  return 0;
-}
-
-static int project_known(scrapyd_t *sd, const char *project) {
-  if (config_project_settings(&sd->app->cfg, project)) return 1;
-  char *const *v;
-  size_t n;
-  return project_versions(sd, project, &v, &n) == 0 && n > 0;
 }
 
 /* ---- daemonstatus.json ---- */
@@ -315,33 +229,11 @@ static void spiders_reply(void *ud, int rc, char *const *names, size_t n, const 
  * c->egg_path, which stays NULL for a [settings] project without eggs.
  * 1 = error replied. */
 static int resolve_egg(call_t *c, const char *project, const char *version) {
-  char *const *v;
-  size_t n;
-  int rc = project_versions(c->sd, project, &v, &n);
-  if (rc == 0 && n == 0 && config_project_settings(&c->app->cfg, project) && !version) return 0;
-  if (rc || n == 0) {
-    reply_error(c, "project '%s' not found", project);
-    return 1;
-  }
-  const char *stem = NULL;
-  if (!version) {
-    stem = v[n - 1];
-  } else {
-    char *want = version_sanitize(version);
-    for (size_t i = 0; want && i < n && !stem; i++)
-      if (!strcmp(v[i], want)) stem = v[i];
-    free(want);
-  }
-  if (!stem) {
-    reply_error(c, "version '%s' not found", version);
-    return 1;
-  }
-  if (asprintf(&c->egg_path, "%s/%s/%s.egg", c->app->cfg.eggs_dir, project, stem) < 0) {
-    c->egg_path = NULL;
-    reply_error(c, "MemoryError: out of memory");
-    return 1;
-  }
-  return 0;
+  int rc = api_egg_resolve(c->app, project, version, &c->egg_path);
+  if (rc == SPD_ENOPROJECT) reply_error(c, "project '%s' not found", project);
+  else if (rc == SPD_ENOVERSION) reply_error(c, "version '%s' not found", version);
+  else if (rc) reply_error(c, "MemoryError: out of memory");
+  return rc != 0;
 }
 
 static void ep_listspiders(call_t *c) {
@@ -354,32 +246,20 @@ static void ep_listspiders(call_t *c) {
 
 /* ---- addversion.json ---- */
 
-static void addversion_listed(void *ud, int rc, char *const *names, size_t n, const char *error) {
+static void addversion_done(void *ud, int rc, int stage, const char *error, char *const *names,
+                             size_t n) {
   call_t *c = ud;
-  if (rc) {
-    /* Scrapyd stores a broken egg and makes it the latest version; spiderd
-     * rejects it and keeps what was there. */
-    eggs_discard(c->egg_path);
+  if (rc && stage == API_EGG_LIST) {
     reply_error(c, "RunnerError: %s", error ? error : spd_strerror(rc));
     return;
   }
-  char *final_path = NULL;
-  rc = eggs_commit(c->app->cfg.eggs_dir, c->project, c->version, c->egg_path, &final_path);
   if (rc) {
-    eggs_discard(c->egg_path);
     reply_error(c, "OSError: cannot store the egg: %s", spd_strerror(rc));
     return;
   }
-  spiders_forget(c->app->spiders, c->project);
-  /* The list just made is the new egg's: the deploy-then-schedule of every
-   * client then needs no second runner start. */
-  spiders_prime(c->app->spiders, c->project, final_path, names, n);
-  free(final_path);
-  log_info("webservice", "Added version '%s' of project '%s' (%zu spiders)", c->version,
-           c->project, n);
   json_t *o = json_object();
-  json_object_set_new(o, "project", json_string(c->project));
-  json_object_set_new(o, "version", json_string(c->version));
+  json_object_set_new(o, "project", json_string(http_req_param(c->req, "project")->value));
+  json_object_set_new(o, "version", json_string(http_req_param(c->req, "version")->value));
   json_object_set_new(o, "spiders", json_integer((json_int_t)n));
   reply_ok(c, o);
 }
@@ -394,45 +274,16 @@ static void ep_addversion(call_t *c) {
   }
   if (bad_project(c, project)) return;
   char why[512];
-  int rc = eggs_stage(c->app->cfg.eggs_dir, egg->value, egg->len, &c->egg_path, why, sizeof(why));
-  if (rc) {
-    reply_error(c, "%s", why);
-    return;
-  }
-  c->project = strdup(project);
-  c->version = strdup(version);
-  if (!c->project || !c->version) {
-    eggs_discard(c->egg_path);
-    reply_error(c, "MemoryError: out of memory");
-    return;
-  }
-  rc = spiders_list(c->app->spiders, project, c->egg_path, version, addversion_listed, c);
-  if (rc) {
-    eggs_discard(c->egg_path);
-    reply_error(c, "RunnerError: %s", spd_strerror(rc));
-  }
+  int stage = 0;
+  int rc = api_egg_add(c->app, project, version, egg->value, egg->len, addversion_done, c, &stage,
+                       why, sizeof(why));
+  if (!rc) return;
+  if (stage == API_EGG_STAGE) reply_error(c, "%s", why);
+  else if (stage == API_EGG_ALLOC) reply_error(c, "MemoryError: out of memory");
+  else reply_error(c, "RunnerError: %s", spd_strerror(rc));
 }
 
 /* ---- schedule.json ---- */
-
-/* uuid.uuid1().hex: 60-bit time in 100 ns since 1582-10-15, version 1, RFC
- * 4122 variant, a random node with the multicast bit set (as Python does
- * without a MAC address). Timestamps never repeat within this daemon. */
-static void uuid1_hex(scrapyd_t *sd, char out[33]) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  uint64_t t = (uint64_t)ts.tv_sec * 10000000u + (uint64_t)ts.tv_nsec / 100u +
-               0x01B21DD213814000ull;
-  if (t <= sd->uuid_last) t = sd->uuid_last + 1;
-  sd->uuid_last = t;
-  uint32_t time_low = (uint32_t)(t & 0xffffffffu);
-  uint16_t time_mid = (uint16_t)((t >> 32) & 0xffff);
-  uint16_t time_hi = (uint16_t)(((t >> 48) & 0x0fff) | 0x1000);
-  uint16_t seq = (uint16_t)((sd->uuid_seq & 0x3fff) | 0x8000);
-  snprintf(out, 33, "%08x%04x%04x%04x%02x%02x%02x%02x%02x%02x", time_low, time_mid, time_hi, seq,
-           sd->uuid_node[0], sd->uuid_node[1], sd->uuid_node[2], sd->uuid_node[3],
-           sd->uuid_node[4], sd->uuid_node[5]);
-}
 
 /* Python's repr() of a bytes value, for float() error messages. */
 static void bytes_repr(const char *s, char *out, size_t cap) {
@@ -466,20 +317,16 @@ static int parse_py_float(const char *s, double *out) {
   return 0;
 }
 
-static int sched_fn(store_t *s, void *arg) {
-  call_t *c = arg;
-  return store_job_insert(s, &c->job);
-}
-
-static void sched_done(void *arg, int rc) {
-  call_t *c = arg;
-  if (rc) {
+static void sched_done(void *ud, int rc, int stage, const char *error) {
+  call_t *c = ud;
+  switch (rc ? stage : 0) {
+  case 0: reply_ok(c, json_pack("{s:s}", "jobid", c->job.jobid)); break;
+  case API_JOB_LIST: reply_error(c, "RunnerError: %s", error ? error : spd_strerror(rc)); break;
+  case API_JOB_SPIDER: reply_error(c, "spider '%s' not found", c->job.spider); break;
+  case API_JOB_SUBMIT: reply_error(c, "StoreError: the daemon is shutting down"); break;
+  default:
     reply_error(c, "StoreError: the job could not be stored: %s", spd_strerror(rc));
-    return;
   }
-  c->app->counters.pending++;
-  launcher_kick(c->app->launcher);
-  reply_ok(c, json_pack("{s:s}", "jobid", c->job.jobid));
 }
 
 static const char *const schedule_own_params[] = {"project", "spider",  "_version",
@@ -489,22 +336,6 @@ static int is_own_param(const char *key) {
   for (int i = 0; schedule_own_params[i]; i++)
     if (!strcmp(key, schedule_own_params[i])) return 1;
   return 0;
-}
-
-static void schedule_listed(void *ud, int rc, char *const *names, size_t n, const char *error) {
-  call_t *c = ud;
-  if (rc) {
-    reply_error(c, "RunnerError: %s", error ? error : spd_strerror(rc));
-    return;
-  }
-  int found = 0;
-  for (size_t i = 0; i < n && !found; i++) found = !strcmp(names[i], c->job.spider);
-  if (!found) {
-    reply_error(c, "spider '%s' not found", c->job.spider);
-    return;
-  }
-  if (store_submit(c->app->store, STORE_WRITE, sched_fn, c, sched_done))
-    reply_error(c, "StoreError: the daemon is shutting down");
 }
 
 static void ep_schedule(call_t *c) {
@@ -572,7 +403,7 @@ static void ep_schedule(call_t *c) {
   }
   char generated[33];
   if (!jobid) {
-    uuid1_hex(c->sd, generated);
+    api_uuid1_hex(c->app, generated);
     jobid = generated;
   } else if (!name_valid("job id", jobid, why, sizeof(why))) {
     reply_error(c, "%s", why);
@@ -588,50 +419,20 @@ static void ep_schedule(call_t *c) {
     reply_error(c, "MemoryError: out of memory");
     return;
   }
-  int rc = spiders_list(c->app->spiders, project, c->egg_path, version, schedule_listed, c);
+  int rc = api_job_enqueue(c->app, &c->job, c->egg_path, sched_done, c);
   if (rc) reply_error(c, "RunnerError: %s", spd_strerror(rc));
 }
 
 /* ---- cancel.json ---- */
 
-static int parse_signal(const char *s, int *sig) {
-  static const struct {
-    const char *name;
-    int sig;
-  } names[] = {{"HUP", SIGHUP}, {"INT", SIGINT}, {"KILL", SIGKILL}, {"STOP", SIGSTOP},
-               {"TERM", SIGTERM}};
-  if (*s && strspn(s, "0123456789") == strlen(s)) {
-    long v = strtol(s, NULL, 10);
-    if (v < 1 || v > 64) return -EINVAL;
-    *sig = (int)v;
-    return 0;
-  }
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-    if (!strcmp(s, names[i].name)) {
-      *sig = names[i].sig;
-      return 0;
-    }
-  return -EINVAL;
-}
-
-static int cancel_fn(store_t *s, void *arg) {
-  call_t *c = arg;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return store_job_cancel_pending(s, c->project, c->jobid,
-                                  (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, &c->count);
-}
-
-static void cancel_done(void *arg, int rc) {
-  call_t *c = arg;
+static void cancel_done(void *ud, int rc, int found, int count) {
+  call_t *c = ud;
   if (rc) {
     reply_error(c, "StoreError: %s", spd_strerror(rc));
     return;
   }
-  c->app->counters.pending -= c->count;
-  if (c->app->counters.pending < 0) c->app->counters.pending = 0;
   json_t *o = json_object();
-  const char *prev = c->found ? "running" : c->count ? "pending" : NULL;
+  const char *prev = found ? "running" : count ? "pending" : NULL;
   json_object_set_new(o, "prevstate", prev ? json_string(prev) : json_null());
   reply_ok(c, o);
 }
@@ -641,23 +442,17 @@ static void ep_cancel(call_t *c) {
   PARAM(job, "job", 1);
   PARAM(signame, "signal", 0);
   int sig = SIGINT;
-  if (signame && parse_signal(signame, &sig)) {
+  if (signame && api_parse_signal(signame, &sig)) {
     reply_error(c, "TypeError: 'str' object cannot be interpreted as an integer");
     return;
   }
-  if (!project_known(c->sd, project)) {
+  if (!api_project_known(c->app, project)) {
     reply_error(c, "project '%s' not found", project);
     return;
   }
-  launcher_cancel(c->app->launcher, project, job, sig, &c->found);
-  c->project = strdup(project);
-  c->jobid = strdup(job);
-  if (!c->project || !c->jobid) {
-    reply_error(c, "MemoryError: out of memory");
-    return;
-  }
-  if (store_submit(c->app->store, STORE_WRITE, cancel_fn, c, cancel_done))
-    reply_error(c, "StoreError: the daemon is shutting down");
+  int rc = api_job_cancel(c->app, project, job, sig, cancel_done, c);
+  if (rc == -ENOMEM) reply_error(c, "MemoryError: out of memory");
+  else if (rc) reply_error(c, "StoreError: the daemon is shutting down");
 }
 
 /* ---- status.json ---- */
@@ -709,7 +504,7 @@ static void status_done(void *arg, int rc) {
 static void ep_status(call_t *c) {
   PARAM(job, "job", 1);
   PARAM(project, "project", 0);
-  if (project && !project_known(c->sd, project)) {
+  if (project && !api_project_known(c->app, project)) {
     reply_error(c, "project '%s' not found", project);
     return;
   }
@@ -752,7 +547,7 @@ static void listjobs_done(void *arg, int rc) {
 
 static void ep_listjobs(call_t *c) {
   PARAM(project, "project", 0);
-  if (project && !project_known(c->sd, project)) {
+  if (project && !api_project_known(c->app, project)) {
     reply_error(c, "project '%s' not found", project);
     return;
   }
@@ -853,22 +648,12 @@ static void on_request(http_req_t *req, void *ud) {
   c->ep->fn(c);
 }
 
-static int scrapyd_init(scrapyd_t *sd) {
-  if (getrandom(sd->uuid_node, sizeof(sd->uuid_node), 0) != (ssize_t)sizeof(sd->uuid_node))
-    return -EIO;
-  sd->uuid_node[0] |= 0x01; /* multicast bit: not a real MAC */
-  uint16_t seq;
-  if (getrandom(&seq, sizeof(seq), 0) != (ssize_t)sizeof(seq)) return -EIO;
-  sd->uuid_seq = seq;
-  return 0;
-}
-
 int api_scrapyd_register(app_t *app) {
   scrapyd_t *sd = calloc(1, sizeof(*sd));
   if (!sd) return -ENOMEM;
   app->scrapyd = sd;
   sd->app = app;
-  int rc = scrapyd_init(sd);
+  int rc = api_common_init(app);
   if (rc) return rc;
   size_t nb = 0;
   for (size_t i = 0; i < sizeof(endpoints) / sizeof(endpoints[0]); i++) {
@@ -885,11 +670,6 @@ int api_scrapyd_register(app_t *app) {
 }
 
 void api_scrapyd_free(app_t *app) {
-  scrapyd_t *sd = app->scrapyd;
-  for (size_t i = 0; sd && i < sd->nvcache; i++) {
-    strv_free(sd->vcache[i].v, sd->vcache[i].n);
-    free(sd->vcache[i].project);
-  }
   free(app->scrapyd);
   app->scrapyd = NULL;
 }

@@ -73,6 +73,10 @@ const http_param_t *http_req_params(const http_req_t *r, size_t *n);
 /* First value of key; a key present in the body hides the query string's
  * (as Twisted's request.args). NULL when absent. */
 const http_param_t *http_req_param(const http_req_t *r, const char *key);
+/* The body as it came when it was not a form (url-encoded or multipart):
+ * JSON, an egg, ...; at most max_body bytes, NUL-terminated after len.
+ * NULL with *len = 0 when there was none. */
+const void *http_req_body(const http_req_t *r, size_t *len);
 /* Is this HEAD? (Handlers answer as for GET; no body is sent.) */
 int http_req_is_head(const http_req_t *r);
 

@@ -79,6 +79,7 @@ struct http_req {
   bool is_head, keepalive10;
   bool dispatched, in_handler, replied, suspended, dropped, failed;
   bool too_big, unauthorized, discard, multipart, urlencoded;
+  bool raw;                     /* keep the body as it came (JSON, an egg) */
   bool new_part;                /* the next post data starts a new field */
   unsigned match;               /* bytes of "\r\n--boundary" (or "&") seen */
   const char *body_error;       /* static text: why the body is rejected */
@@ -90,7 +91,8 @@ struct http_req {
   size_t cur_cap;
   char **bigs;
   size_t nbigs, bigcap;
-  char *ubuf;                   /* a url-encoded body, parsed when complete */
+  char *ubuf;                   /* a url-encoded body, parsed when complete,
+                                   or a raw one */
   size_t ulen, ucap, ubig;      /* ubig: its index in bigs[] */
 
   http_param_t *params;
@@ -827,6 +829,11 @@ const char *http_req_header(const http_req_t *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }
 
+const void *http_req_body(const http_req_t *r, size_t *len) {
+  *len = r->raw && !r->discard && r->ubuf ? r->ulen : 0;
+  return *len ? r->ubuf : NULL;
+}
+
 const http_param_t *http_req_params(const http_req_t *r, size_t *n) {
   *n = r->nparams;
   return r->params;
@@ -912,7 +919,7 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
 
   const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
   if (!ct) {
-    r->discard = true;
+    r->raw = true;
   } else if (strncasecmp(ct, "multipart/form-data", 19) == 0) {
     r->multipart = true;
     if (parse_boundary(r, ct)) {
@@ -926,7 +933,7 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
   } else if (strncasecmp(ct, "application/x-www-form-urlencoded", 33) == 0) {
     r->urlencoded = true;
   } else {
-    r->discard = true; /* JSON and others: Scrapyd ignores them */
+    r->raw = true; /* JSON and others: Scrapyd's endpoints ignore them, the native API reads them */
   }
   return MHD_YES;
 }
@@ -984,7 +991,7 @@ static enum MHD_Result req_body(http_req_t *r, const char *data, size_t n) {
     return MHD_YES;
   }
   if (r->discard) return MHD_YES;
-  if (r->urlencoded) {
+  if (r->urlencoded || r->raw) {
     if (ubuf_append(r, data, n)) {
       r->failed = true;
       return MHD_NO;

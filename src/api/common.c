@@ -1,0 +1,375 @@
+#include "api/common.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "core/names.h"
+#include "error.h"
+#include "log.h"
+#include "store/eggs.h"
+
+/* A project's version stems as last read from eggs_dir/<project>, valid
+ * while the directory's inode and mtime are unchanged (any egg added,
+ * replaced or removed changes them), so a schedule costs one stat, not two
+ * directory scans. */
+typedef struct vcache {
+  char *project;
+  ino_t ino;
+  struct timespec mtime;
+  char **v;
+  size_t n;
+} vcache_t;
+
+#define VCACHE_MAX 64
+
+struct api_common {
+  vcache_t vcache[VCACHE_MAX];
+  size_t nvcache;
+  uint64_t uuid_last; /* uuid1 timestamps handed out so far never repeat */
+  uint16_t uuid_seq;
+  uint8_t uuid_node[6];
+};
+
+int api_common_init(app_t *app) {
+  if (app->api_common) return 0;
+  api_common_t *ac = calloc(1, sizeof(*ac));
+  if (!ac) return -ENOMEM;
+  uint16_t seq;
+  if (getrandom(ac->uuid_node, sizeof(ac->uuid_node), 0) != (ssize_t)sizeof(ac->uuid_node) ||
+      getrandom(&seq, sizeof(seq), 0) != (ssize_t)sizeof(seq)) {
+    free(ac);
+    return -EIO;
+  }
+  ac->uuid_node[0] |= 0x01; /* multicast bit: not a real MAC */
+  ac->uuid_seq = seq;
+  app->api_common = ac;
+  return 0;
+}
+
+void api_common_free(app_t *app) {
+  api_common_t *ac = app->api_common;
+  for (size_t i = 0; ac && i < ac->nvcache; i++) {
+    strv_free(ac->vcache[i].v, ac->vcache[i].n);
+    free(ac->vcache[i].project);
+  }
+  free(ac);
+  app->api_common = NULL;
+}
+
+static int has_traversal(const char *s) { return strstr(s, "..") || strchr(s, '/'); }
+
+int api_project_versions(app_t *app, const char *project, char *const **v, size_t *n) {
+  api_common_t *ac = app->api_common;
+  *v = NULL;
+  *n = 0;
+  if (has_traversal(project)) return 0;
+  char dir[4096];
+  snprintf(dir, sizeof(dir), "%s/%s", app->cfg.eggs_dir, project);
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+  vcache_t *e = NULL;
+  for (size_t i = 0; i < ac->nvcache && !e; i++)
+    if (!strcmp(ac->vcache[i].project, project)) e = &ac->vcache[i];
+  if (e && e->ino == st.st_ino && e->mtime.tv_sec == st.st_mtim.tv_sec &&
+      e->mtime.tv_nsec == st.st_mtim.tv_nsec) {
+    *v = e->v;
+    *n = e->n;
+    return 0;
+  }
+  char **nv = NULL;
+  size_t nn = 0;
+  int rc = eggs_versions(app->cfg.eggs_dir, project, &nv, &nn);
+  if (rc) return rc;
+  if (!e) {
+    if (ac->nvcache == VCACHE_MAX) { /* evict the oldest entry */
+      strv_free(ac->vcache[0].v, ac->vcache[0].n);
+      free(ac->vcache[0].project);
+      memmove(&ac->vcache[0], &ac->vcache[1], (VCACHE_MAX - 1) * sizeof(vcache_t));
+      ac->nvcache--;
+    }
+    e = &ac->vcache[ac->nvcache];
+    memset(e, 0, sizeof(*e));
+    e->project = strdup(project);
+    if (!e->project) {
+      strv_free(nv, nn);
+      return -ENOMEM;
+    }
+    ac->nvcache++;
+  } else {
+    strv_free(e->v, e->n);
+  }
+  e->ino = st.st_ino;
+  e->mtime = st.st_mtim;
+  e->v = nv;
+  e->n = nn;
+  *v = nv;
+  *n = nn;
+  return 0;
+}
+
+int api_project_known(app_t *app, const char *project) {
+  if (config_project_settings(&app->cfg, project)) return 1;
+  char *const *v;
+  size_t n;
+  return api_project_versions(app, project, &v, &n) == 0 && n > 0;
+}
+
+int api_egg_resolve(app_t *app, const char *project, const char *version, char **egg_path) {
+  char *const *v;
+  size_t n;
+  *egg_path = NULL;
+  int rc = api_project_versions(app, project, &v, &n);
+  if (rc == 0 && n == 0 && config_project_settings(&app->cfg, project) && !version) return 0;
+  if (rc || n == 0) return SPD_ENOPROJECT;
+  const char *stem = NULL;
+  if (!version) {
+    stem = v[n - 1];
+  } else {
+    char *want = version_sanitize(version);
+    for (size_t i = 0; want && i < n && !stem; i++)
+      if (!strcmp(v[i], want)) stem = v[i];
+    free(want);
+  }
+  if (!stem) return SPD_ENOVERSION;
+  if (asprintf(egg_path, "%s/%s/%s.egg", app->cfg.eggs_dir, project, stem) < 0) {
+    *egg_path = NULL;
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+/* uuid.uuid1().hex: 60-bit time in 100 ns since 1582-10-15, version 1, RFC
+ * 4122 variant, a random node with the multicast bit set (as Python does
+ * without a MAC address). Timestamps never repeat within this daemon. */
+void api_uuid1_hex(app_t *app, char out[33]) {
+  api_common_t *ac = app->api_common;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t t = (uint64_t)ts.tv_sec * 10000000u + (uint64_t)ts.tv_nsec / 100u +
+               0x01B21DD213814000ull;
+  if (t <= ac->uuid_last) t = ac->uuid_last + 1;
+  ac->uuid_last = t;
+  uint32_t time_low = (uint32_t)(t & 0xffffffffu);
+  uint16_t time_mid = (uint16_t)((t >> 32) & 0xffff);
+  uint16_t time_hi = (uint16_t)(((t >> 48) & 0x0fff) | 0x1000);
+  uint16_t seq = (uint16_t)((ac->uuid_seq & 0x3fff) | 0x8000);
+  snprintf(out, 33, "%08x%04x%04x%04x%02x%02x%02x%02x%02x%02x", time_low, time_mid, time_hi, seq,
+           ac->uuid_node[0], ac->uuid_node[1], ac->uuid_node[2], ac->uuid_node[3],
+           ac->uuid_node[4], ac->uuid_node[5]);
+}
+
+int api_parse_signal(const char *s, int *sig) {
+  static const struct {
+    const char *name;
+    int sig;
+  } names[] = {{"HUP", SIGHUP}, {"INT", SIGINT}, {"KILL", SIGKILL}, {"STOP", SIGSTOP},
+               {"TERM", SIGTERM}};
+  if (*s && strspn(s, "0123456789") == strlen(s)) {
+    long v = strtol(s, NULL, 10);
+    if (v < 1 || v > 64) return -EINVAL;
+    *sig = (int)v;
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (!strcmp(s, names[i].name)) {
+      *sig = names[i].sig;
+      return 0;
+    }
+  return -EINVAL;
+}
+
+/* ---- adding an egg ---- */
+
+typedef struct egg_add {
+  app_t *app;
+  char *project, *version, *tmp_path;
+  api_egg_cb cb;
+  void *ud;
+} egg_add_t;
+
+static void egg_add_free(egg_add_t *a) {
+  free(a->project);
+  free(a->version);
+  free(a->tmp_path);
+  free(a);
+}
+
+static void egg_listed(void *ud, int rc, char *const *names, size_t n, const char *error) {
+  egg_add_t *a = ud;
+  app_t *app = a->app;
+  if (rc) {
+    /* Scrapyd stores a broken egg and makes it the latest version; spiderd
+     * rejects it and keeps what was there. */
+    eggs_discard(a->tmp_path);
+    a->cb(a->ud, rc, API_EGG_LIST, error, NULL, 0);
+    egg_add_free(a);
+    return;
+  }
+  char *final_path = NULL;
+  rc = eggs_commit(app->cfg.eggs_dir, a->project, a->version, a->tmp_path, &final_path);
+  if (rc) {
+    eggs_discard(a->tmp_path);
+    a->cb(a->ud, rc, API_EGG_STORE, NULL, NULL, 0);
+    egg_add_free(a);
+    return;
+  }
+  spiders_forget(app->spiders, a->project);
+  /* The list just made is the new egg's: the deploy-then-schedule of every
+   * client then needs no second runner start. */
+  spiders_prime(app->spiders, a->project, final_path, names, n);
+  free(final_path);
+  log_info("webservice", "Added version '%s' of project '%s' (%zu spiders)", a->version,
+           a->project, n);
+  a->cb(a->ud, 0, 0, NULL, names, n);
+  egg_add_free(a);
+}
+
+int api_egg_add(app_t *app, const char *project, const char *version, const void *data,
+                size_t len, api_egg_cb cb, void *ud, int *stage, char *err, size_t errlen) {
+  char *tmp = NULL;
+  int rc = eggs_stage(app->cfg.eggs_dir, data, len, &tmp, err, errlen);
+  if (rc) {
+    *stage = API_EGG_STAGE;
+    return rc;
+  }
+  egg_add_t *a = calloc(1, sizeof(*a));
+  if (a) {
+    a->app = app;
+    a->tmp_path = tmp;
+    a->cb = cb;
+    a->ud = ud;
+    a->project = strdup(project);
+    a->version = strdup(version);
+  }
+  if (!a || !a->project || !a->version) {
+    eggs_discard(tmp);
+    if (a) egg_add_free(a);
+    else free(tmp);
+    *stage = API_EGG_ALLOC;
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
+  rc = spiders_list(app->spiders, project, tmp, version, egg_listed, a);
+  if (rc) {
+    eggs_discard(tmp);
+    egg_add_free(a);
+    *stage = API_EGG_LIST;
+    snprintf(err, errlen, "%s", spd_strerror(rc));
+  }
+  return rc;
+}
+
+/* ---- queueing a job ---- */
+
+typedef struct enqueue {
+  app_t *app;
+  job_t *job;
+  api_job_cb cb;
+  void *ud;
+} enqueue_t;
+
+static int enqueue_fn(store_t *s, void *arg) {
+  enqueue_t *e = arg;
+  return store_job_insert(s, e->job);
+}
+
+static void enqueue_done(void *arg, int rc) {
+  enqueue_t *e = arg;
+  if (!rc) {
+    e->app->counters.pending++;
+    launcher_kick(e->app->launcher);
+  }
+  e->cb(e->ud, rc, rc ? API_JOB_STORE : 0, NULL);
+  free(e);
+}
+
+static void enqueue_listed(void *ud, int rc, char *const *names, size_t n, const char *error) {
+  enqueue_t *e = ud;
+  if (rc) {
+    e->cb(e->ud, rc, API_JOB_LIST, error);
+    free(e);
+    return;
+  }
+  int found = 0;
+  for (size_t i = 0; i < n && !found; i++) found = !strcmp(names[i], e->job->spider);
+  if (!found) {
+    e->cb(e->ud, SPD_ENOSPIDER, API_JOB_SPIDER, NULL);
+    free(e);
+    return;
+  }
+  rc = store_submit(e->app->store, STORE_WRITE, enqueue_fn, e, enqueue_done);
+  if (rc) {
+    e->cb(e->ud, rc, API_JOB_SUBMIT, NULL);
+    free(e);
+  }
+}
+
+int api_job_enqueue(app_t *app, job_t *job, const char *egg_path, api_job_cb cb, void *ud) {
+  enqueue_t *e = calloc(1, sizeof(*e));
+  if (!e) return -ENOMEM;
+  *e = (enqueue_t){app, job, cb, ud};
+  int rc = spiders_list(app->spiders, job->project, egg_path, job->version, enqueue_listed, e);
+  if (rc) free(e);
+  return rc;
+}
+
+/* ---- cancelling a job ---- */
+
+typedef struct cancel {
+  app_t *app;
+  char *project, *jobid;
+  int found, count;
+  api_cancel_cb cb;
+  void *ud;
+} cancel_t;
+
+static void cancel_free(cancel_t *c) {
+  free(c->project);
+  free(c->jobid);
+  free(c);
+}
+
+static int cancel_fn(store_t *s, void *arg) {
+  cancel_t *c = arg;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return store_job_cancel_pending(s, c->project, c->jobid,
+                                  (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, &c->count);
+}
+
+static void cancel_done(void *arg, int rc) {
+  cancel_t *c = arg;
+  if (!rc) {
+    c->app->counters.pending -= c->count;
+    if (c->app->counters.pending < 0) c->app->counters.pending = 0;
+  }
+  c->cb(c->ud, rc, c->found, c->count);
+  cancel_free(c);
+}
+
+int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
+                   api_cancel_cb cb, void *ud) {
+  int found = 0;
+  launcher_cancel(app->launcher, project, jobid, sig, &found);
+  cancel_t *c = calloc(1, sizeof(*c));
+  if (!c) return -ENOMEM;
+  c->app = app;
+  c->found = found;
+  c->cb = cb;
+  c->ud = ud;
+  c->project = strdup(project);
+  c->jobid = strdup(jobid);
+  if (!c->project || !c->jobid) {
+    cancel_free(c);
+    return -ENOMEM;
+  }
+  int rc = store_submit(app->store, STORE_WRITE, cancel_fn, c, cancel_done);
+  if (rc) cancel_free(c);
+  return rc;
+}

@@ -1,0 +1,90 @@
+/* What the API faces (Scrapyd's endpoints and the native REST / JSON-RPC
+ * API) share, so a deploy or a run behaves the same whichever face asked:
+ * a project's versions (cached), egg resolution, Scrapyd job ids, signal
+ * names, adding an egg, queueing and cancelling a job.
+ *
+ * Loop thread only. The state lives in app->api_common, made on first use
+ * and freed by api_common_free().
+ *
+ * Ownership: pointers passed in are borrowed until the callback (or the
+ * return when no callback will run); *egg_path from api_egg_resolve is
+ * malloc'd for the caller. Callbacks never run when the call that would
+ * start them returned an error.
+ */
+#ifndef SPIDERD_API_COMMON_H
+#define SPIDERD_API_COMMON_H
+
+#include <stddef.h>
+
+#include "app.h"
+
+/* Makes app->api_common (idempotent). 0 or a negative code. */
+int api_common_init(app_t *app);
+void api_common_free(app_t *app);
+
+/* The project's version stems, latest last (borrowed until the next call).
+ * 0 with n = 0 when the project has no eggs. */
+int api_project_versions(app_t *app, const char *project, char *const **v, size_t *n);
+
+/* Has the project eggs, or a [settings] entry? */
+int api_project_known(app_t *app, const char *project);
+
+/* Path of project's egg for version (raw or sanitized; NULL = latest) into
+ * *egg_path; NULL for a [settings] project without eggs asked for no
+ * version. 0, SPD_ENOPROJECT, SPD_ENOVERSION or -ENOMEM. */
+int api_egg_resolve(app_t *app, const char *project, const char *version, char **egg_path);
+
+/* A new Scrapyd job id: uuid.uuid1().hex, never repeated by this daemon. */
+void api_uuid1_hex(app_t *app, char out[33]);
+
+/* "TERM", "INT", "KILL", "HUP", "STOP" or a number 1..64. -EINVAL else. */
+int api_parse_signal(const char *s, int *sig);
+
+/* ---- adding an egg ---- */
+
+/* Where adding an egg stopped. */
+enum {
+  API_EGG_STAGE = 1, /* not a ZIP, or it could not be written: err says why */
+  API_EGG_ALLOC,     /* out of memory */
+  API_EGG_LIST,      /* the runner could not list its spiders */
+  API_EGG_STORE,     /* it could not be moved into eggs_dir */
+};
+
+/* rc 0: the egg is stored and names/n are its spiders (borrowed). Else
+ * stage tells where it failed; error_text may hold the runner's stderr. */
+typedef void (*api_egg_cb)(void *ud, int rc, int stage, const char *error_text,
+                           char *const *names, size_t n);
+
+/* Stages data as an egg, lists its spiders, and only then makes it the
+ * project's version (a broken egg never replaces what was there). Returns
+ * 0 (cb runs, possibly before the return) or a code with *stage and a
+ * reason in err. Names must have passed name_valid(). */
+int api_egg_add(app_t *app, const char *project, const char *version, const void *data,
+                size_t len, api_egg_cb cb, void *ud, int *stage, char *err, size_t errlen);
+
+/* ---- queueing and cancelling jobs ---- */
+
+enum {
+  API_JOB_LIST = 1, /* the runner could not list the egg's spiders */
+  API_JOB_SPIDER,   /* the spider is not in the egg (SPD_ENOSPIDER) */
+  API_JOB_SUBMIT,   /* the store refused the op (SPD_ESHUTDOWN) */
+  API_JOB_STORE,    /* the insert failed */
+};
+
+typedef void (*api_job_cb)(void *ud, int rc, int stage, const char *error_text);
+
+/* Checks that job->spider is a spider of egg_path's project, inserts the job
+ * (job->id is set), counts it pending and wakes the launcher. job is
+ * borrowed until cb. Returns 0 (cb runs, possibly before the return) or a
+ * spawn error (stage API_JOB_LIST, no callback). */
+int api_job_enqueue(app_t *app, job_t *job, const char *egg_path, api_job_cb cb, void *ud);
+
+/* found: processes signalled; count: pending entries cancelled. */
+typedef void (*api_cancel_cb)(void *ud, int rc, int found, int count);
+
+/* Signals every running process of project + jobid and cancels its pending
+ * entries. Returns 0 (cb runs later) or SPD_ESHUTDOWN / -ENOMEM. */
+int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
+                   api_cancel_cb cb, void *ud);
+
+#endif

@@ -1,0 +1,618 @@
+/* The operation table and what every operation shares: parameter
+ * validation, replies, job rendering and lookup, cursors, and the small
+ * codecs the faces need (JSON bodies, base64, UTF-8 text of log files). */
+#include "api/ops.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/ops_impl.h"
+#include "core/names.h"
+#include "error.h"
+#include "store/eggs.h"
+
+/* ---- the table ---- */
+
+#define END {NULL, 0, 0, 0, 0}
+#define REQ OPF_REQUIRED
+#define NAME OPF_NAME
+
+static const op_param_t p_none[] = {END};
+static const op_param_t p_project[] = {{"project", OPT_STR, REQ | NAME, 0, 0}, END};
+static const op_param_t p_version_add[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
+                                           {"version", OPT_STR, REQ | NAME, 0, 0},
+                                           {"egg", OPT_BLOB, REQ, 0, 0},
+                                           END};
+static const op_param_t p_version[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
+                                       {"version", OPT_STR, REQ | NAME, 0, 0},
+                                       END};
+static const op_param_t p_spiders[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
+                                       {"version", OPT_STR, NAME, 0, 0},
+                                       END};
+static const op_param_t p_jobs_list[] = {{"state", OPT_STRS, 0, 0, 0},
+                                         {"project", OPT_STR, NAME, 0, 0},
+                                         {"spider", OPT_STR, NAME, 0, 0},
+                                         {"limit", OPT_INT, 0, 1, 1000},
+                                         {"cursor", OPT_STR, 0, 0, 0},
+                                         END};
+static const op_param_t p_job[] = {{"id", OPT_ID, REQ, 0, 0}, END};
+static const op_param_t p_jobs_create[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
+                                           {"spider", OPT_STR, REQ | NAME, 0, 0},
+                                           {"version", OPT_STR, NAME, 0, 0},
+                                           {"args", OPT_OBJ, 0, 0, 0},
+                                           {"settings", OPT_OBJ, 0, 0, 0},
+                                           {"priority", OPT_NUM, 0, 0, 0},
+                                           {"jobid", OPT_STR, NAME, 0, 0},
+                                           END};
+static const op_param_t p_cancel[] = {{"id", OPT_ID, REQ, 0, 0},
+                                      {"signal", OPT_STR, 0, 0, 0},
+                                      END};
+static const op_param_t p_tail[] = {{"id", OPT_ID, REQ, 0, 0},
+                                    {"offset", OPT_INT, 0, -(1LL << 52), 1LL << 52},
+                                    {"limit", OPT_INT, 0, 1, 1 << 20},
+                                    END};
+
+/* Order matters only for listings (the API index, the docs). */
+const op_def_t op_table[] = {
+    {"status.get", NULL, op_status_get, p_none, 0, "GET", "/status", 200, OP_BODY_NONE},
+    {"projects.list", NULL, op_projects_list, p_none, 0, "GET", "/projects", 200, OP_BODY_NONE},
+    {"projects.get", NULL, op_projects_get, p_project, 0, "GET", "/projects/{project}", 200,
+     OP_BODY_NONE},
+    {"projects.delete", NULL, op_projects_delete, p_project, OP_WRITE, "DELETE",
+     "/projects/{project}", 204, OP_BODY_NONE},
+    {"versions.list", NULL, op_versions_list, p_project, 0, "GET", "/projects/{project}/versions",
+     200, OP_BODY_NONE},
+    {"versions.add", NULL, op_versions_add, p_version_add, OP_WRITE, "POST",
+     "/projects/{project}/versions", 201, OP_BODY_BLOB},
+    {"versions.delete", NULL, op_versions_delete, p_version, OP_WRITE, "DELETE",
+     "/projects/{project}/versions/{version}", 204, OP_BODY_NONE},
+    {"spiders.list", NULL, op_spiders_list, p_spiders, 0, "GET", "/projects/{project}/spiders",
+     200, OP_BODY_NONE},
+    {"scrapers.list", "get_scrapers", op_scrapers_list, p_none, 0, "GET", "/spiders", 200,
+     OP_BODY_NONE},
+    {"jobs.list", "get_task_instances", op_jobs_list, p_jobs_list, 0, "GET", "/jobs", 200,
+     OP_BODY_NONE},
+    {"jobs.create", "enqueue_scraper", op_jobs_create, p_jobs_create, OP_WRITE, "POST", "/jobs",
+     201, OP_BODY_JSON},
+    {"jobs.get", "get_task_instance", op_jobs_get, p_job, 0, "GET", "/jobs/{id}", 200,
+     OP_BODY_NONE},
+    {"jobs.cancel", "kill_task", op_jobs_cancel, p_cancel, OP_WRITE, "POST", "/jobs/{id}/cancel",
+     200, OP_BODY_JSON},
+    {"jobs.log", "get_task_logs", op_jobs_log, p_tail, 0, "GET", "/jobs/{id}/log", 200,
+     OP_BODY_NONE},
+    {"jobs.items", NULL, op_jobs_items, p_tail, 0, "GET", "/jobs/{id}/items", 200, OP_BODY_NONE},
+};
+const size_t op_count = sizeof(op_table) / sizeof(op_table[0]);
+
+const op_def_t *op_find(const char *name) {
+  for (size_t i = 0; i < op_count; i++)
+    if (!strcmp(op_table[i].name, name) || (op_table[i].alias && !strcmp(op_table[i].alias, name)))
+      return &op_table[i];
+  return NULL;
+}
+
+const op_param_t *op_param(const op_def_t *def, const char *name) {
+  for (const op_param_t *p = def->params; p->name; p++)
+    if (!strcmp(p->name, name)) return p;
+  return NULL;
+}
+
+const char *op_type_name(op_type_t t) {
+  switch (t) {
+  case OPT_STR: return "string";
+  case OPT_INT: return "integer";
+  case OPT_NUM: return "number";
+  case OPT_BOOL: return "boolean";
+  case OPT_OBJ: return "object of strings";
+  case OPT_STRS: return "array of strings";
+  case OPT_ID: return "job id (integer or string)";
+  case OPT_BLOB: return "file";
+  }
+  return "value";
+}
+
+/* ---- validation ---- */
+
+static int bad(char *err, size_t errlen, json_t **details, const char *field, int code,
+               const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int bad(char *err, size_t errlen, json_t **details, const char *field, int code,
+               const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  *details = json_pack("{s:s}", "field", field);
+  return code;
+}
+
+static int is_digits(const char *s) { return *s && strspn(s, "0123456789") == strlen(s); }
+
+/* Checks one present value; may replace it in params (normalisation). */
+static int check_value(const op_param_t *p, json_t *params, json_t *v, char *err, size_t errlen,
+                       json_t **details) {
+  char why[256];
+  switch (p->type) {
+  case OPT_STR:
+    if (!json_is_string(v)) break;
+    if (strlen(json_string_value(v)) != json_string_length(v))
+      return bad(err, errlen, details, p->name, SPD_EBADPARAM,
+                 "'%s' must not contain a NUL character", p->name);
+    if ((p->flags & OPF_NAME) && !name_valid(p->name, json_string_value(v), why, sizeof(why)))
+      return bad(err, errlen, details, p->name, SPD_EBADPARAM, "%s", why);
+    return 0;
+  case OPT_INT:
+    if (!json_is_integer(v)) break;
+    if (p->max > p->min && (json_integer_value(v) < p->min || json_integer_value(v) > p->max))
+      return bad(err, errlen, details, p->name, SPD_EBADPARAM,
+                 "'%s' must be between %lld and %lld", p->name, p->min, p->max);
+    return 0;
+  case OPT_NUM:
+    if (!json_is_number(v)) break;
+    if (!isfinite(json_number_value(v)))
+      return bad(err, errlen, details, p->name, SPD_EBADPARAM, "'%s' must be finite", p->name);
+    return 0;
+  case OPT_BOOL:
+    if (!json_is_boolean(v)) break;
+    return 0;
+  case OPT_OBJ: {
+    if (!json_is_object(v)) break;
+    const char *k;
+    json_t *x;
+    json_object_foreach(v, k, x) {
+      if (!json_is_string(x))
+        return bad(err, errlen, details, p->name, SPD_EBADPARAM,
+                   "'%s.%s' must be a string, not %s", p->name, k,
+                   json_is_object(x) ? "an object" : json_is_array(x) ? "an array" : "a number");
+    }
+    return 0;
+  }
+  case OPT_STRS: {
+    json_t *arr = NULL;
+    if (json_is_string(v)) {
+      arr = json_array();
+      const char *s = json_string_value(v);
+      while (*s) {
+        size_t n = strcspn(s, ",");
+        if (n) json_array_append_new(arr, json_stringn(s, n));
+        s += n + (s[n] == ',');
+      }
+      json_object_set_new(params, p->name, arr);
+      return 0;
+    }
+    if (!json_is_array(v)) break;
+    size_t i;
+    json_t *x;
+    json_array_foreach(v, i, x) {
+      if (!json_is_string(x))
+        return bad(err, errlen, details, p->name, SPD_EBADPARAM,
+                   "'%s' must be an array of strings", p->name);
+    }
+    return 0;
+  }
+  case OPT_ID:
+    if (json_is_integer(v)) {
+      if (json_integer_value(v) < 1)
+        return bad(err, errlen, details, p->name, SPD_EBADPARAM, "'%s' must be at least 1",
+                   p->name);
+      char buf[32];
+      snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
+      json_object_set_new(params, p->name, json_string(buf));
+      return 0;
+    }
+    if (!json_is_string(v)) break;
+    if (!name_valid("job id", json_string_value(v), why, sizeof(why)))
+      return bad(err, errlen, details, p->name, SPD_EBADPARAM, "%s", why);
+    return 0;
+  case OPT_BLOB:
+    if (!json_is_string(v)) break;
+    return 0;
+  }
+  return bad(err, errlen, details, p->name, SPD_EBADPARAM, "'%s' must be %s%s", p->name,
+             p->type == OPT_INT || p->type == OPT_OBJ || p->type == OPT_ID ? "an " : "a ",
+             p->type == OPT_BLOB ? "base64 string" : op_type_name(p->type));
+}
+
+int op_validate(const op_def_t *def, json_t *params, int have_blob, char *err, size_t errlen,
+                json_t **details) {
+  const char *k;
+  json_t *v;
+  *details = NULL;
+  json_object_foreach(params, k, v) {
+    if (op_param(def, k)) continue;
+    char expected[256] = "";
+    size_t w = 0;
+    for (const op_param_t *p = def->params; p->name && w < sizeof(expected); p++)
+      w += (size_t)snprintf(expected + w, sizeof(expected) - w, "%s%s", w ? ", " : "", p->name);
+    return bad(err, errlen, details, k, SPD_EBADPARAM, "unknown field '%s' (%s%s)", k,
+               w ? "expected one of: " : "this takes no parameters", expected);
+  }
+  for (const op_param_t *p = def->params; p->name; p++) {
+    v = json_object_get(params, p->name);
+    if (v && json_is_null(v) && !(p->flags & OPF_REQUIRED)) {
+      json_object_del(params, p->name); /* null = absent: clients send {"version": null} */
+      continue;
+    }
+    if (!v && !(p->type == OPT_BLOB && have_blob)) {
+      if (p->flags & OPF_REQUIRED)
+        return bad(err, errlen, details, p->name, SPD_EMISSING, "'%s' is required", p->name);
+      continue;
+    }
+    if (v && p->type == OPT_BLOB && have_blob)
+      return bad(err, errlen, details, p->name, SPD_EBADPARAM,
+                 "'%s' is given twice (as the body and as a field)", p->name);
+    int rc = v ? check_value(p, params, v, err, errlen, details) : 0;
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+json_t *op_coerce(const op_param_t *p, const char *s, char *err, size_t errlen) {
+  char *end = NULL;
+  switch (p->type) {
+  case OPT_STR:
+  case OPT_STRS:
+  case OPT_ID:
+    return json_string(s);
+  case OPT_INT: {
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (*s && !*end && !errno && (is_digits(s) || (s[0] == '-' && is_digits(s + 1))))
+      return json_integer(v);
+    snprintf(err, errlen, "'%s' must be an integer, not '%.64s'", p->name, s);
+    return NULL;
+  }
+  case OPT_NUM: {
+    double v = strtod(s, &end);
+    if (*s && !*end && isfinite(v)) return json_real(v);
+    snprintf(err, errlen, "'%s' must be a number, not '%.64s'", p->name, s);
+    return NULL;
+  }
+  case OPT_BOOL:
+    if (!strcmp(s, "true") || !strcmp(s, "1")) return json_true();
+    if (!strcmp(s, "false") || !strcmp(s, "0")) return json_false();
+    snprintf(err, errlen, "'%s' must be true or false, not '%.64s'", p->name, s);
+    return NULL;
+  case OPT_OBJ:
+    snprintf(err, errlen, "'%s' is an object: send it in a JSON body", p->name);
+    return NULL;
+  case OPT_BLOB:
+    snprintf(err, errlen, "'%s' must be sent as the request body or a multipart file", p->name);
+    return NULL;
+  }
+  return NULL;
+}
+
+int op_parse_json(const char *body, size_t len, size_t max, int depth, json_t **out, char *err,
+                  size_t errlen) {
+  *out = NULL;
+  if (len > max) {
+    snprintf(err, errlen, "the JSON body is %zu bytes; the limit is %zu", len, max);
+    return SPD_ETOOBIG;
+  }
+  /* jansson recurses once per level (up to 2048): refuse deep nesting
+   * before it parses anything. */
+  int d = 0, in_str = 0;
+  for (size_t i = 0; i < len; i++) {
+    char ch = body[i];
+    if (in_str) {
+      if (ch == '\\') i++;
+      else if (ch == '"') in_str = 0;
+    } else if (ch == '"') {
+      in_str = 1;
+    } else if (ch == '[' || ch == '{') {
+      if (++d > depth) {
+        snprintf(err, errlen, "the JSON body is nested deeper than %d levels", depth);
+        return SPD_EBADJSON;
+      }
+    } else if (ch == ']' || ch == '}') {
+      d--;
+    }
+  }
+  json_error_t je;
+  *out = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+  if (!*out) {
+    snprintf(err, errlen, "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line,
+             je.column);
+    return SPD_EBADJSON;
+  }
+  return 0;
+}
+
+/* ---- cursors and base64 ---- */
+
+static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+static int b64val(unsigned char ch, int url) {
+  if (ch >= 'A' && ch <= 'Z') return ch - 'A';
+  if (ch >= 'a' && ch <= 'z') return ch - 'a' + 26;
+  if (ch >= '0' && ch <= '9') return ch - '0' + 52;
+  if (ch == (url ? '-' : '+')) return 62;
+  if (ch == (url ? '_' : '/')) return 63;
+  return -1;
+}
+
+/* Decodes n base64 characters (no padding, no white space) into out. */
+static int b64_decode_raw(const char *s, size_t n, int url, unsigned char *out, size_t *outlen) {
+  if (n % 4 == 1) return -EINVAL;
+  uint32_t acc = 0;
+  int bits = 0;
+  size_t w = 0;
+  for (size_t i = 0; i < n; i++) {
+    int v = b64val((unsigned char)s[i], url);
+    if (v < 0) return -EINVAL;
+    acc = (acc << 6) | (uint32_t)v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out[w++] = (unsigned char)(acc >> bits);
+    }
+  }
+  if (bits && (acc & ((1u << bits) - 1))) return -EINVAL; /* non-canonical tail */
+  *outlen = w;
+  return 0;
+}
+
+int op_base64_decode(const char *s, size_t n, unsigned char **out, size_t *outlen) {
+  while (n && s[n - 1] == '=') n--;
+  *out = malloc(n / 4 * 3 + 3);
+  if (!*out) return -ENOMEM;
+  int rc = b64_decode_raw(s, n, 0, *out, outlen);
+  if (rc) {
+    free(*out);
+    *out = NULL;
+  }
+  return rc;
+}
+
+void op_cursor_encode(int64_t last_id, uint32_t fingerprint, char out[24]) {
+  unsigned char b[12];
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)last_id >> (56 - 8 * i));
+  for (int i = 0; i < 4; i++) b[8 + i] = (unsigned char)(fingerprint >> (24 - 8 * i));
+  size_t w = 0;
+  for (int i = 0; i < 12; i += 3) {
+    uint32_t v = (uint32_t)b[i] << 16 | (uint32_t)b[i + 1] << 8 | b[i + 2];
+    for (int k = 3; k >= 0; k--) out[w++] = b64url[(v >> (6 * k)) & 63];
+  }
+  out[w] = '\0';
+}
+
+int op_cursor_decode(const char *s, int64_t *last_id, uint32_t *fingerprint) {
+  unsigned char b[12];
+  size_t n = 0;
+  if (strlen(s) != 16 || b64_decode_raw(s, 16, 1, b, &n) || n != 12) return -EINVAL;
+  uint64_t id = 0;
+  uint32_t fp = 0;
+  for (int i = 0; i < 8; i++) id = id << 8 | b[i];
+  for (int i = 8; i < 12; i++) fp = fp << 8 | b[i];
+  if (id < 1 || id > INT64_MAX) return -EINVAL;
+  *last_id = (int64_t)id;
+  *fingerprint = fp;
+  return 0;
+}
+
+/* ---- UTF-8 text of file bytes ---- */
+
+/* Could buf[0..n) be the start of a valid sequence cut short? */
+static int utf8_prefix(const unsigned char *s, size_t n) {
+  size_t need = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 ? 2 : 0;
+  if (!need || n >= need) return 0;
+  for (size_t i = 1; i < n; i++)
+    if ((s[i] & 0xc0) != 0x80) return 0;
+  return 1;
+}
+
+char *op_utf8_text(const char *buf, size_t n, int final, size_t *used, size_t *textlen) {
+  char *out = malloc(n * 3 + 1); /* every byte may become U+FFFD */
+  if (!out) return NULL;
+  size_t r = 0, w = 0;
+  while (r < n) {
+    size_t k = utf8_sequence(buf + r, n - r);
+    if (k) {
+      memcpy(out + w, buf + r, k);
+      w += k;
+      r += k;
+      continue;
+    }
+    if (!final && n - r < 4 && utf8_prefix((const unsigned char *)buf + r, n - r)) break;
+    memcpy(out + w, "\xef\xbf\xbd", 3);
+    w += 3;
+    r++;
+  }
+  out[w] = '\0';
+  *used = r;
+  *textlen = w;
+  return out;
+}
+
+/* ---- calls ---- */
+
+static void call_free(op_call_t *c) {
+  json_decref(c->params);
+  json_decref(c->result);
+  json_decref(c->details);
+  job_release(&c->job);
+  job_list_release(&c->list);
+  free(c->egg_path);
+  free(c->path);
+  free(c->text);
+  free(c->blob_owned);
+  if (c->names) strv_free(c->names, c->nnames);
+  free(c);
+}
+
+void op_ok(op_call_t *c, json_t *result) {
+  op_result_t r = {0, result, NULL, NULL};
+  c->reply(c->ud, &r);
+  json_decref(result);
+  call_free(c);
+}
+
+void op_fail(op_call_t *c, int code, json_t *details, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  if (!details) details = json_object();
+  op_result_t r = {code ? code : -EIO, NULL, msg, details};
+  c->reply(c->ud, &r);
+  json_decref(details);
+  call_free(c);
+}
+
+void op_store(op_call_t *c, int kind, int (*fn)(store_t *, void *), void (*done)(void *, int)) {
+  int rc = store_submit(c->app->store, kind, fn, c, done);
+  if (rc) op_fail(c, SPD_ESHUTDOWN, NULL, "the daemon is shutting down");
+}
+
+void op_start(app_t *app, const op_def_t *def, json_t *params, const void *blob,
+              size_t blob_len, op_reply_fn reply, void *ud) {
+  op_call_t *c = calloc(1, sizeof(*c));
+  if (!c) {
+    op_result_t r = {-ENOMEM, NULL, "out of memory", NULL};
+    reply(ud, &r);
+    json_decref(params);
+    return;
+  }
+  job_init(&c->job);
+  c->app = app;
+  c->def = def;
+  c->params = params ? params : json_object();
+  c->reply = reply;
+  c->ud = ud;
+  if (!json_is_object(c->params)) {
+    op_fail(c, SPD_EBADPARAM, NULL, "params must be an object of named parameters");
+    return;
+  }
+  char err[512];
+  json_t *details = NULL;
+  int rc = op_validate(def, c->params, blob != NULL, err, sizeof(err), &details);
+  if (rc) {
+    op_fail(c, rc, details, "%s", err);
+    return;
+  }
+  if ((def->flags & OP_WRITE) && app->stopping) {
+    op_fail(c, SPD_ESHUTDOWN, NULL, "the daemon is shutting down");
+    return;
+  }
+  for (const op_param_t *p = def->params; p->name; p++) {
+    if (p->type != OPT_BLOB) continue;
+    const json_t *v = json_object_get(c->params, p->name);
+    if (blob) {
+      c->blob = blob;
+      c->blob_len = blob_len;
+    } else if (v) {
+      rc = op_base64_decode(json_string_value(v), json_string_length(v), &c->blob_owned,
+                            &c->blob_len);
+      if (rc) {
+        op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", p->name),
+                "'%s' is not valid base64", p->name);
+        return;
+      }
+      c->blob = c->blob_owned;
+    }
+  }
+  def->fn(c);
+}
+
+/* ---- parameters ---- */
+
+const char *op_str(const op_call_t *c, const char *name) {
+  return json_string_value(json_object_get(c->params, name));
+}
+
+long long op_int(const op_call_t *c, const char *name, long long dflt) {
+  const json_t *v = json_object_get(c->params, name);
+  return v ? (long long)json_integer_value(v) : dflt;
+}
+
+double op_num(const op_call_t *c, const char *name, double dflt) {
+  const json_t *v = json_object_get(c->params, name);
+  return v ? json_number_value(v) : dflt;
+}
+
+const json_t *op_json(const op_call_t *c, const char *name) {
+  return json_object_get(c->params, name);
+}
+
+/* ---- jobs ---- */
+
+json_t *op_iso_time(int64_t ms) {
+  if (!ms) return json_null();
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char buf[40];
+  size_t n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(buf + n, sizeof(buf) - n, ".%03dZ", (int)(ms % 1000));
+  return json_string(buf);
+}
+
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+json_t *op_render_job(const job_t *j) {
+  json_t *o = json_object();
+  json_object_set_new(o, "id", json_integer(j->id));
+  json_object_set_new(o, "job", json_string(j->jobid));
+  json_object_set_new(o, "project", json_string(j->project));
+  json_object_set_new(o, "spider", json_string(j->spider));
+  json_object_set_new(o, "version", str_or_null(j->version));
+  json_object_set_new(o, "state", json_string(job_state_name(j->state)));
+  json_object_set_new(o, "priority", json_real(j->priority));
+  json_object_set_new(o, "args", j->args ? json_incref(j->args) : json_object());
+  json_object_set_new(o, "settings", j->settings ? json_incref(j->settings) : json_object());
+  json_object_set_new(o, "node", str_or_null(j->node));
+  json_object_set_new(o, "pid", j->pid ? json_integer(j->pid) : json_null());
+  json_object_set_new(o, "created_at", op_iso_time(j->created_ms));
+  json_object_set_new(o, "started_at", op_iso_time(j->start_ms));
+  json_object_set_new(o, "ended_at", op_iso_time(j->end_ms));
+  json_object_set_new(o, "exit_code", j->exit_code >= 0 ? json_integer(j->exit_code) : json_null());
+  json_object_set_new(o, "signal", j->term_signal ? json_integer(j->term_signal) : json_null());
+  json_object_set_new(o, "stats", j->stats ? json_incref(j->stats) : json_null());
+  return o;
+}
+
+int op_job_resolve(store_t *s, op_call_t *c) {
+  const char *id = op_str(c, "id");
+  int rc;
+  if (strlen(id) <= 18 && is_digits(id)) {
+    rc = store_job_get(s, strtoll(id, NULL, 10), &c->job);
+    if (rc != -ENOENT) return rc;
+    job_release(&c->job);
+    job_init(&c->job);
+  }
+  job_list_t l = {0};
+  job_filter_t f = {.jobid = id};
+  rc = store_jobs_list(s, &f, &l);
+  if (rc == 0 && l.n == 0) rc = SPD_ENOJOB;
+  if (rc == 0 && l.n == 1) {
+    c->job = l.v[0];
+    job_init(&l.v[0]);
+  } else if (rc == 0) {
+    json_t *ids = json_array();
+    for (size_t i = 0; i < l.n; i++) json_array_append_new(ids, json_integer(l.v[i].id));
+    c->details = json_pack("{s:o}", "ids", ids);
+    c->num[7] = (int64_t)l.n;
+    rc = SPD_ECONFLICT;
+  }
+  job_list_release(&l);
+  return rc;
+}
+
+void op_fail_resolve(op_call_t *c, int rc) {
+  const char *id = op_str(c, "id");
+  json_t *details = c->details;
+  c->details = NULL;
+  if (rc == SPD_ENOJOB)
+    op_fail(c, rc, json_pack("{s:s}", "id", id), "job '%s' not found", id);
+  else if (rc == SPD_ECONFLICT)
+    op_fail(c, rc, details, "job id '%s' names %lld jobs: use the numeric id", id,
+            (long long)c->num[7]);
+  else
+    op_fail(c, rc, details, "the store failed: %s", spd_strerror(rc));
+}

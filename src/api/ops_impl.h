@@ -1,0 +1,83 @@
+/* For operation handlers only (ops*.c): the call they fill and answer.
+ *
+ * A handler reads its validated parameters with op_str/op_int/..., may
+ * submit store ops or other async work with the call as the argument, and
+ * ends every path with exactly one op_ok or op_fail, which free the call.
+ * Scratch fields below are released by the call's end.
+ */
+#ifndef SPIDERD_API_OPS_IMPL_H
+#define SPIDERD_API_OPS_IMPL_H
+
+#include <uv.h>
+
+#include "api/ops.h"
+#include "core/job.h"
+
+struct op_call {
+  app_t *app;
+  const op_def_t *def;
+  json_t *params;
+  const void *blob;
+  size_t blob_len;
+  unsigned char *blob_owned;
+  op_reply_fn reply;
+  void *ud;
+  /* scratch for handlers */
+  job_t job;
+  job_list_t list;
+  json_t *result;
+  json_t *details;
+  char *egg_path;
+  char *path;
+  char *text;
+  int64_t num[8];
+  size_t idx;
+  char **names;
+  size_t nnames;
+  int err_code;
+  char err[512];
+  uv_work_t work;
+};
+
+void op_ok(op_call_t *c, json_t *result); /* takes result (may be NULL) */
+/* takes details (may be NULL) */
+void op_fail(op_call_t *c, int code, json_t *details, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Submits fn on the store; a refusal (stopping) fails the call. */
+void op_store(op_call_t *c, int kind, int (*fn)(store_t *, void *),
+              void (*done)(void *, int));
+
+const char *op_str(const op_call_t *c, const char *name); /* NULL when absent */
+long long op_int(const op_call_t *c, const char *name, long long dflt);
+double op_num(const op_call_t *c, const char *name, double dflt);
+const json_t *op_json(const op_call_t *c, const char *name);
+
+/* A job as the native API shows it. */
+json_t *op_render_job(const job_t *j);
+/* "2024-05-01T12:00:00.123Z", or null for 0. */
+json_t *op_iso_time(int64_t ms);
+
+/* Finds a job by row id or Scrapyd job id (on a store thread) into c->job;
+ * on failure sets c->err_code, c->err and c->details. */
+int op_job_resolve(store_t *s, op_call_t *c);
+/* Ends c with the error op_job_resolve left. */
+void op_fail_resolve(op_call_t *c, int rc);
+
+/* ---- the handlers ---- */
+void op_status_get(op_call_t *c);
+void op_projects_list(op_call_t *c);
+void op_projects_get(op_call_t *c);
+void op_projects_delete(op_call_t *c);
+void op_versions_list(op_call_t *c);
+void op_versions_add(op_call_t *c);
+void op_versions_delete(op_call_t *c);
+void op_spiders_list(op_call_t *c);
+void op_scrapers_list(op_call_t *c);
+void op_jobs_list(op_call_t *c);
+void op_jobs_get(op_call_t *c);
+void op_jobs_create(op_call_t *c);
+void op_jobs_cancel(op_call_t *c);
+void op_jobs_log(op_call_t *c);
+void op_jobs_items(op_call_t *c);
+
+#endif

@@ -1,0 +1,421 @@
+/* Job operations: list (filtered, paged), get, create (run now), cancel,
+ * and following a job's log and items files by byte offset. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/common.h"
+#include "api/ops_impl.h"
+#include "error.h"
+
+#define PAGE_DEFAULT 100
+#define TAIL_DEFAULT (64 * 1024)
+
+/* ---- jobs.list ---- */
+
+static uint32_t fnv1a(uint32_t h, const char *s) {
+  for (; s && *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+  return (h ^ 0xff) * 16777619u; /* separator: ("ab","") differs from ("a","b") */
+}
+
+/* What a cursor is bound to: the filters, not the page size. */
+static uint32_t list_fingerprint(unsigned states, const char *project, const char *spider) {
+  char mask[16];
+  snprintf(mask, sizeof(mask), "%x", states);
+  return fnv1a(fnv1a(fnv1a(2166136261u, mask), project), spider);
+}
+
+static int by_id_desc(const void *a, const void *b) {
+  const job_t *x = a, *y = b;
+  return x->id < y->id ? 1 : x->id > y->id ? -1 : 0;
+}
+
+/* num[0] states, num[1] cursor id (0 = first page), num[2] limit,
+ * num[3] = 1 when there is a next page.
+ *
+ * Pages are in id order, newest first, so a job never moves between pages
+ * as its state changes. The store can filter by project and states but not
+ * by spider, and cannot start after an id: the page is cut here from the
+ * whole filtered list. job_filter_t would need `spider` and `before_id`
+ * (WHERE id < ? ORDER BY id DESC LIMIT n, on an index of id) to make a page
+ * cost its own size. */
+static int list_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  job_filter_t f = {.project = op_str(c, "project"), .states = (unsigned)c->num[0]};
+  job_list_t all = {0};
+  int rc = store_jobs_list(s, &f, &all);
+  if (rc) return rc;
+  const char *spider = op_str(c, "spider");
+  size_t keep = 0;
+  for (size_t i = 0; i < all.n; i++) {
+    job_t *j = &all.v[i];
+    if ((spider && strcmp(j->spider, spider)) || (c->num[1] && j->id >= c->num[1])) {
+      job_release(j);
+      continue;
+    }
+    all.v[keep++] = *j;
+  }
+  all.n = keep;
+  if (all.n) qsort(all.v, all.n, sizeof(job_t), by_id_desc);
+  size_t limit = (size_t)c->num[2];
+  c->num[3] = all.n > limit;
+  for (size_t i = limit; i < all.n; i++) job_release(&all.v[i]);
+  if (all.n > limit) all.n = limit;
+  c->list = all;
+  return 0;
+}
+
+static void list_done(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
+    return;
+  }
+  json_t *jobs = json_array();
+  for (size_t i = 0; i < c->list.n; i++) json_array_append_new(jobs, op_render_job(&c->list.v[i]));
+  json_t *next = json_null();
+  if (c->num[3] && c->list.n) {
+    char cur[24];
+    op_cursor_encode(c->list.v[c->list.n - 1].id,
+                     list_fingerprint((unsigned)c->num[0], op_str(c, "project"),
+                                      op_str(c, "spider")),
+                     cur);
+    json_decref(next);
+    next = json_string(cur);
+  }
+  op_ok(c, json_pack("{s:o,s:o}", "jobs", jobs, "next_cursor", next));
+}
+
+void op_jobs_list(op_call_t *c) {
+  unsigned states = 0;
+  size_t i;
+  json_t *v;
+  json_array_foreach(op_json(c, "state"), i, v) {
+    job_state_t st;
+    if (job_state_parse(json_string_value(v), &st)) {
+      op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "state"),
+              "unknown state '%s' (expected pending, running, finished, failed, cancelled or "
+              "lost)",
+              json_string_value(v));
+      return;
+    }
+    states |= 1u << st;
+  }
+  c->num[0] = states;
+  c->num[2] = op_int(c, "limit", PAGE_DEFAULT);
+  const char *cursor = op_str(c, "cursor");
+  if (cursor) {
+    uint32_t fp = 0;
+    if (op_cursor_decode(cursor, &c->num[1], &fp)) {
+      op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "cursor"),
+              "'cursor' is not a cursor this API handed out");
+      return;
+    }
+    if (fp != list_fingerprint(states, op_str(c, "project"), op_str(c, "spider"))) {
+      op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "cursor"),
+              "'cursor' belongs to a listing with other filters (state, project, spider)");
+      return;
+    }
+  }
+  op_store(c, STORE_READ, list_fn, list_done);
+}
+
+/* ---- jobs.get ---- */
+
+static int resolve_fn(store_t *s, void *arg) { return op_job_resolve(s, arg); }
+
+static void get_done(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) op_fail_resolve(c, rc);
+  else op_ok(c, op_render_job(&c->job));
+}
+
+void op_jobs_get(op_call_t *c) { op_store(c, STORE_READ, resolve_fn, get_done); }
+
+/* ---- jobs.create ---- */
+
+static void create_done(void *ud, int rc, int stage, const char *error) {
+  op_call_t *c = ud;
+  const char *project = c->job.project, *spider = c->job.spider;
+  switch (rc ? stage : 0) {
+  case 0: op_ok(c, op_render_job(&c->job)); break;
+  case API_JOB_LIST:
+    op_fail(c, SPD_ERUNNER, json_pack("{s:s}", "stderr", error ? error : spd_strerror(rc)),
+            "the spiders of project '%s' could not be listed", project);
+    break;
+  case API_JOB_SPIDER:
+    op_fail(c, SPD_ENOSPIDER, json_pack("{s:s,s:s}", "project", project, "spider", spider),
+            "spider '%s' not found in project '%s'", spider, project);
+    break;
+  case API_JOB_SUBMIT: op_fail(c, SPD_ESHUTDOWN, NULL, "the daemon is shutting down"); break;
+  default: op_fail(c, rc, NULL, "the job could not be stored: %s", spd_strerror(rc));
+  }
+}
+
+static void create_enqueue(op_call_t *c) {
+  int rc = api_job_enqueue(c->app, &c->job, c->egg_path, create_done, c);
+  if (rc)
+    op_fail(c, SPD_ERUNNER, NULL, "the runner could not be started: %s", spd_strerror(rc));
+}
+
+/* A job id given by the client is refused while a job of that id waits or
+ * runs in the project: cancel and status would reach both. */
+static int busy_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  job_state_t st;
+  int rc = store_job_status(s, c->job.project, c->job.jobid, &st);
+  if (rc == -ENOENT) return 0;
+  if (rc == 0 && !job_state_final(st)) c->num[0] = 1;
+  return rc;
+}
+
+static void busy_done(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
+  else if (c->num[0])
+    op_fail(c, SPD_ECONFLICT, json_pack("{s:s}", "jobid", c->job.jobid),
+            "a job with id '%s' is already pending or running in project '%s'", c->job.jobid,
+            c->job.project);
+  else create_enqueue(c);
+}
+
+/* Spider arguments and settings become `-a K=V` and `-s K=V`. */
+static int check_pairs(op_call_t *c, const char *field) {
+  static const char *const reserved[] = {"_job", "_version", "settings", "name", NULL};
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)op_json(c, field), k, v) {
+    if (!*k || strchr(k, '=')) {
+      op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", field),
+              "'%s' keys must be non-empty and without '=' ('%s')", field, k);
+      return 1;
+    }
+    for (int i = 0; !strcmp(field, "args") && reserved[i]; i++)
+      if (!strcmp(k, reserved[i])) {
+        op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", field),
+                "'args.%s' is reserved: use the job's own fields", k);
+        return 1;
+      }
+  }
+  return 0;
+}
+
+void op_jobs_create(op_call_t *c) {
+  const char *project = op_str(c, "project"), *spider = op_str(c, "spider");
+  const char *version = op_str(c, "version"), *jobid = op_str(c, "jobid");
+  if (check_pairs(c, "args") || check_pairs(c, "settings")) return;
+  int rc = api_egg_resolve(c->app, project, version, &c->egg_path);
+  if (rc == SPD_ENOPROJECT) {
+    op_fail(c, rc, json_pack("{s:s}", "project", project), "project '%s' not found", project);
+    return;
+  }
+  if (rc == SPD_ENOVERSION) {
+    op_fail(c, rc, json_pack("{s:s,s:s}", "project", project, "version", version),
+            "version '%s' of project '%s' not found", version, project);
+    return;
+  }
+  if (rc) {
+    op_fail(c, rc, NULL, "%s", spd_strerror(rc));
+    return;
+  }
+  char generated[33];
+  if (!jobid) api_uuid1_hex(c->app, generated);
+  job_t *j = &c->job;
+  j->jobid = strdup(jobid ? jobid : generated);
+  j->project = strdup(project);
+  j->spider = strdup(spider);
+  j->version = version ? strdup(version) : NULL;
+  const json_t *args = op_json(c, "args"), *settings = op_json(c, "settings");
+  j->args = args ? json_deep_copy(args) : json_object();
+  j->settings = settings ? json_deep_copy(settings) : json_object();
+  j->priority = op_num(c, "priority", 0);
+  j->state = JOB_PENDING;
+  if (!j->jobid || !j->project || !j->spider || (version && !j->version) || !j->args ||
+      !j->settings) {
+    op_fail(c, -ENOMEM, NULL, "out of memory");
+    return;
+  }
+  if (jobid) op_store(c, STORE_READ, busy_fn, busy_done);
+  else create_enqueue(c);
+}
+
+/* ---- jobs.cancel ---- */
+
+static void cancel_reread(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    op_fail_resolve(c, rc);
+    return;
+  }
+  const char *prev = c->num[0] ? "running" : c->num[1] ? "pending" : NULL;
+  op_ok(c, json_pack("{s:o,s:o}", "prevstate", prev ? json_string(prev) : json_null(), "job",
+                     op_render_job(&c->job)));
+}
+
+static int reread_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  job_t j;
+  job_init(&j);
+  int rc = store_job_get(s, c->job.id, &j);
+  if (rc == 0) {
+    job_release(&c->job);
+    c->job = j;
+  } else {
+    job_release(&j);
+  }
+  return rc == -ENOENT ? 0 : rc; /* trimmed from history meanwhile: show what we had */
+}
+
+static void cancel_done(void *ud, int rc, int found, int count) {
+  op_call_t *c = ud;
+  if (rc) {
+    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
+    return;
+  }
+  c->num[0] = found;
+  c->num[1] = count;
+  op_store(c, STORE_READ, reread_fn, cancel_reread);
+}
+
+static void cancel_found(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    op_fail_resolve(c, rc);
+    return;
+  }
+  if (job_state_final(c->job.state)) {
+    op_fail(c, SPD_ECONFLICT,
+            json_pack("{s:I,s:s}", "id", (json_int_t)c->job.id, "state",
+                      job_state_name(c->job.state)),
+            "job %lld has already ended (%s)", (long long)c->job.id,
+            job_state_name(c->job.state));
+    return;
+  }
+  int sig = (int)c->num[2];
+  /* The launcher and the store know a job by project and Scrapyd job id:
+   * the row id cannot be more precise until the store can cancel one row. */
+  rc = api_job_cancel(c->app, c->job.project, c->job.jobid, sig, cancel_done, c);
+  if (rc == SPD_ESHUTDOWN) op_fail(c, rc, NULL, "the daemon is shutting down");
+  else if (rc) op_fail(c, rc, NULL, "%s", spd_strerror(rc));
+}
+
+void op_jobs_cancel(op_call_t *c) {
+  int sig = SIGINT;
+  const char *name = op_str(c, "signal");
+  if (name && api_parse_signal(name, &sig)) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "signal"),
+            "'signal' must be TERM, INT, KILL, HUP, STOP or a number 1-64, not '%s'", name);
+    return;
+  }
+  c->num[2] = sig;
+  op_store(c, STORE_READ, resolve_fn, cancel_found);
+}
+
+/* ---- jobs.log / jobs.items ---- */
+
+/* num[0] offset asked, num[1] limit, num[2] file size, num[3] start,
+ * num[4] bytes used, num[5] 1 = the job still runs (or waits). */
+static void tail_work(uv_work_t *w) {
+  op_call_t *c = w->data;
+  c->err_code = 0;
+  int fd = open(c->path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) { /* not written yet (pending), or removed */
+    c->num[2] = 0;
+    c->num[3] = c->num[0] < 0 ? 0 : c->num[0];
+    if (c->num[3] > 0) c->err_code = SPD_EBADPARAM;
+    return;
+  }
+  struct stat st;
+  if (fstat(fd, &st)) {
+    c->err_code = -errno;
+    close(fd);
+    return;
+  }
+  int64_t size = st.st_size, start = c->num[0];
+  if (start < 0) start = size + start < 0 ? 0 : size + start;
+  c->num[2] = size;
+  c->num[3] = start;
+  if (start > size) {
+    c->err_code = SPD_EBADPARAM;
+    close(fd);
+    return;
+  }
+  size_t want = (size_t)(size - start < c->num[1] ? size - start : c->num[1]);
+  char *buf = malloc(want + 1);
+  ssize_t got = buf ? pread(fd, buf, want, start) : -1;
+  close(fd);
+  if (got < 0) {
+    c->err_code = buf ? -errno : -ENOMEM;
+    free(buf);
+    return;
+  }
+  size_t used = 0, tlen = 0;
+  int final = !c->num[5] && start + got >= size;
+  c->text = op_utf8_text(buf, (size_t)got, final, &used, &tlen);
+  free(buf);
+  if (!c->text) c->err_code = -ENOMEM;
+  c->num[4] = (int64_t)used;
+  c->num[6] = (int64_t)tlen;
+}
+
+static void tail_after(uv_work_t *w, int status) {
+  op_call_t *c = w->data;
+  const char *what = !strcmp(c->def->name, "jobs.items") ? "items file" : "log";
+  if (status || c->err_code == -ENOMEM || (c->err_code && c->err_code != SPD_EBADPARAM)) {
+    op_fail(c, status ? status : c->err_code, NULL, "the %s could not be read: %s", what,
+            spd_strerror(status ? status : c->err_code));
+    return;
+  }
+  if (c->err_code) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:I}", "field", "offset", "size", (json_int_t)c->num[2]),
+            "offset %lld is past the end of the %s (%lld bytes)", (long long)c->num[0], what,
+            (long long)c->num[2]);
+    return;
+  }
+  json_t *o = json_object();
+  json_object_set_new(o, "id", json_integer(c->job.id));
+  json_object_set_new(o, "state", json_string(job_state_name(c->job.state)));
+  json_object_set_new(o, "running", json_boolean(c->num[5]));
+  json_object_set_new(o, "offset", json_integer(c->num[3]));
+  json_object_set_new(o, "next_offset", json_integer(c->num[3] + c->num[4]));
+  json_object_set_new(o, "size", json_integer(c->num[2]));
+  json_object_set_new(o, "eof", json_boolean(c->num[3] + c->num[4] >= c->num[2]));
+  json_object_set_new(o, "text", json_stringn(c->text ? c->text : "", (size_t)c->num[6]));
+  op_ok(c, o);
+}
+
+static void tail_found(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    op_fail_resolve(c, rc);
+    return;
+  }
+  const job_t *j = &c->job;
+  int items = !strcmp(c->def->name, "jobs.items");
+  c->path = items ? launcher_items_path(&c->app->cfg, j->project, j->spider, j->jobid)
+                  : launcher_log_path(&c->app->cfg, j->project, j->spider, j->jobid);
+  if (!c->path) {
+    op_fail(c, SPD_ENOFILE, json_pack("{s:I}", "id", (json_int_t)j->id),
+            items ? "items are not stored on this node (items_dir is empty or a URL)"
+                  : "logs are not stored on this node (logs_dir is empty)");
+    return;
+  }
+  c->num[5] = !job_state_final(j->state);
+  c->work.data = c;
+  rc = uv_queue_work(c->app->loop, &c->work, tail_work, tail_after);
+  if (rc) op_fail(c, rc, NULL, "%s", uv_strerror(rc));
+}
+
+static void tail_start(op_call_t *c) {
+  c->num[0] = op_int(c, "offset", 0);
+  c->num[1] = op_int(c, "limit", TAIL_DEFAULT);
+  op_store(c, STORE_READ, resolve_fn, tail_found);
+}
+
+void op_jobs_log(op_call_t *c) { tail_start(c); }
+void op_jobs_items(op_call_t *c) { tail_start(c); }

@@ -1,0 +1,274 @@
+/* Status, projects, versions (eggs) and spiders operations. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/common.h"
+#include "api/ops_impl.h"
+#include "error.h"
+#include "log.h"
+#include "store/eggs.h"
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- status.get ---- */
+
+void op_status_get(op_call_t *c) {
+  const app_t *app = c->app;
+  int64_t up = app->started_ms ? (now_ms() - app->started_ms) / 1000 : 0;
+  op_ok(c, json_pack("{s:s,s:s,s:I,s:o,s:I,s:I,s:I,s:b}", "node_name", app->cfg.node_name,
+                     "version", SPIDERD_VERSION, "uptime", (json_int_t)up, "started_at",
+                     op_iso_time(app->started_ms), "pending", (json_int_t)app->counters.pending,
+                     "running", (json_int_t)app->counters.running, "finished",
+                     (json_int_t)app->counters.finished, "stopping", app->stopping));
+}
+
+/* ---- projects ---- */
+
+static json_t *project_object(app_t *app, const char *name) {
+  char *const *v;
+  size_t n;
+  json_t *versions = json_array();
+  if (api_project_versions(app, name, &v, &n) == 0)
+    for (size_t i = 0; i < n; i++) json_array_append_new(versions, json_string(v[i]));
+  size_t nv = json_array_size(versions);
+  return json_pack("{s:s,s:o,s:O}", "name", name, "versions", versions, "latest_version",
+                   nv ? json_array_get(versions, nv - 1) : json_null());
+}
+
+static int fail_no_project(op_call_t *c, const char *project) {
+  if (api_project_known(c->app, project)) return 0;
+  op_fail(c, SPD_ENOPROJECT, json_pack("{s:s}", "project", project), "project '%s' not found",
+          project);
+  return 1;
+}
+
+/* Projects with eggs, then [settings] projects without, by name. */
+static int all_projects(app_t *app, char ***out, size_t *n) {
+  int rc = eggs_projects(app->cfg.eggs_dir, out, n);
+  if (rc) return rc;
+  for (size_t i = 0; i < app->cfg.nsettings; i++) {
+    const char *name = app->cfg.settings[i].name;
+    int dup = 0;
+    for (size_t k = 0; k < *n && !dup; k++) dup = !strcmp((*out)[k], name);
+    if (dup) continue;
+    char **v = realloc(*out, (*n + 1) * sizeof(*v));
+    if (!v || !(v[*n] = strdup(name))) {
+      if (v) *out = v;
+      return -ENOMEM;
+    }
+    *out = v;
+    (*n)++;
+  }
+  return 0;
+}
+
+void op_projects_list(op_call_t *c) {
+  int rc = all_projects(c->app, &c->names, &c->nnames);
+  if (rc) {
+    op_fail(c, rc, NULL, "the projects could not be read: %s", spd_strerror(rc));
+    return;
+  }
+  json_t *arr = json_array();
+  for (size_t i = 0; i < c->nnames; i++) json_array_append_new(arr, project_object(c->app, c->names[i]));
+  op_ok(c, json_pack("{s:o}", "projects", arr));
+}
+
+static int counts_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  int64_t counts[JOB_NSTATES];
+  int rc = store_job_counts(s, op_str(c, "project"), counts);
+  for (int i = 0; rc == 0 && i < JOB_NSTATES; i++) c->num[i] = counts[i];
+  return rc;
+}
+
+static void counts_done(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
+    return;
+  }
+  json_t *o = project_object(c->app, op_str(c, "project"));
+  json_t *jobs = json_object();
+  for (int i = 0; i < JOB_NSTATES; i++)
+    json_object_set_new(jobs, job_state_name((job_state_t)i), json_integer(c->num[i]));
+  json_object_set_new(o, "jobs", jobs);
+  op_ok(c, o);
+}
+
+void op_projects_get(op_call_t *c) {
+  if (fail_no_project(c, op_str(c, "project"))) return;
+  op_store(c, STORE_READ, counts_fn, counts_done);
+}
+
+void op_projects_delete(op_call_t *c) {
+  const char *project = op_str(c, "project");
+  int rc = eggs_delete_project(c->app->cfg.eggs_dir, project);
+  if (rc == -ENOENT && config_project_settings(&c->app->cfg, project)) {
+    op_fail(c, SPD_ECONFLICT, json_pack("{s:s}", "project", project),
+            "project '%s' has no eggs; it comes from the configuration's [settings]", project);
+    return;
+  }
+  if (rc == -ENOENT) {
+    fail_no_project(c, project);
+    return;
+  }
+  if (rc) {
+    op_fail(c, rc, NULL, "project '%s' could not be deleted: %s", project, spd_strerror(rc));
+    return;
+  }
+  spiders_forget(c->app->spiders, project);
+  log_info("webservice", "Deleted project '%s'", project);
+  op_ok(c, json_pack("{s:s,s:b}", "project", project, "deleted", 1));
+}
+
+/* ---- versions ---- */
+
+void op_versions_list(op_call_t *c) {
+  const char *project = op_str(c, "project");
+  if (fail_no_project(c, project)) return;
+  json_t *o = project_object(c->app, project);
+  json_t *r = json_pack("{s:s,s:O,s:O}", "project", project, "versions",
+                        json_object_get(o, "versions"), "latest_version",
+                        json_object_get(o, "latest_version"));
+  json_decref(o);
+  op_ok(c, r);
+}
+
+static void added(void *ud, int rc, int stage, const char *error, char *const *names, size_t n) {
+  op_call_t *c = ud;
+  if (rc && stage == API_EGG_LIST) {
+    op_fail(c, SPD_ERUNNER, json_pack("{s:s}", "stderr", error ? error : spd_strerror(rc)),
+            "the egg's spiders could not be listed, so it was not stored");
+    return;
+  }
+  if (rc) {
+    op_fail(c, rc, NULL, "the egg could not be stored: %s", spd_strerror(rc));
+    return;
+  }
+  json_t *arr = json_array();
+  for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_string(names[i]));
+  op_ok(c, json_pack("{s:s,s:s,s:o}", "project", op_str(c, "project"), "version",
+                     op_str(c, "version"), "spiders", arr));
+}
+
+void op_versions_add(op_call_t *c) {
+  int stage = 0;
+  char why[512];
+  int rc = api_egg_add(c->app, op_str(c, "project"), op_str(c, "version"), c->blob, c->blob_len,
+                       added, c, &stage, why, sizeof(why));
+  if (!rc) return;
+  if (stage == API_EGG_STAGE && rc == SPD_EBADEGG)
+    op_fail(c, rc, json_pack("{s:s}", "field", "egg"),
+            "the egg is not a ZIP file (send the .egg file's bytes as the body, or as the "
+            "multipart field 'egg')");
+  else if (stage == API_EGG_STAGE) op_fail(c, rc, NULL, "%s", why);
+  else op_fail(c, rc, NULL, "the egg could not be added: %s", why);
+}
+
+void op_versions_delete(op_call_t *c) {
+  const char *project = op_str(c, "project"), *version = op_str(c, "version");
+  if (fail_no_project(c, project)) return;
+  int rc = eggs_delete_version(c->app->cfg.eggs_dir, project, version);
+  if (rc == -ENOENT || rc == SPD_ETRAVERSAL) {
+    op_fail(c, SPD_ENOVERSION, json_pack("{s:s,s:s}", "project", project, "version", version),
+            "version '%s' of project '%s' not found", version, project);
+    return;
+  }
+  if (rc) {
+    op_fail(c, rc, NULL, "the version could not be deleted: %s", spd_strerror(rc));
+    return;
+  }
+  spiders_forget(c->app->spiders, project);
+  log_info("webservice", "Deleted version '%s' of project '%s'", version, project);
+  op_ok(c, json_pack("{s:s,s:s,s:b}", "project", project, "version", version, "deleted", 1));
+}
+
+/* ---- spiders ---- */
+
+/* Resolves project/version into c->egg_path; 1 = failed (c is ended). */
+static int resolve(op_call_t *c, const char *project, const char *version) {
+  int rc = api_egg_resolve(c->app, project, version, &c->egg_path);
+  if (rc == SPD_ENOPROJECT)
+    op_fail(c, rc, json_pack("{s:s}", "project", project), "project '%s' not found", project);
+  else if (rc == SPD_ENOVERSION)
+    op_fail(c, rc, json_pack("{s:s,s:s}", "project", project, "version", version),
+            "version '%s' of project '%s' not found", version, project);
+  else if (rc) op_fail(c, rc, NULL, "%s", spd_strerror(rc));
+  return rc != 0;
+}
+
+static void spiders_done(void *ud, int rc, char *const *names, size_t n, const char *error) {
+  op_call_t *c = ud;
+  if (rc) {
+    op_fail(c, SPD_ERUNNER, json_pack("{s:s}", "stderr", error ? error : spd_strerror(rc)),
+            "the spiders of project '%s' could not be listed", op_str(c, "project"));
+    return;
+  }
+  json_t *arr = json_array();
+  for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_string(names[i]));
+  const char *version = op_str(c, "version");
+  op_ok(c, json_pack("{s:s,s:o,s:o}", "project", op_str(c, "project"), "version",
+                     version ? json_string(version) : json_null(), "spiders", arr));
+}
+
+void op_spiders_list(op_call_t *c) {
+  const char *project = op_str(c, "project"), *version = op_str(c, "version");
+  if (resolve(c, project, version)) return;
+  int rc = spiders_list(c->app->spiders, project, c->egg_path, version, spiders_done, c);
+  if (rc) op_fail(c, SPD_ERUNNER, NULL, "the runner could not be started: %s", spd_strerror(rc));
+}
+
+/* scrapers.list: every project's latest spiders, one project at a time
+ * (each listing may start a runner; cached ones answer at once). c->idx is
+ * the project being listed; c->result collects. */
+static void scrapers_next(op_call_t *c);
+
+static void scrapers_listed(void *ud, int rc, char *const *names, size_t n, const char *error) {
+  op_call_t *c = ud;
+  const char *project = c->names[c->idx];
+  if (rc) {
+    json_array_append_new(json_object_get(c->result, "errors"),
+                          json_pack("{s:s,s:s}", "project", project, "message",
+                                    error ? error : spd_strerror(rc)));
+  }
+  for (size_t i = 0; !rc && i < n; i++)
+    json_array_append_new(json_object_get(c->result, "scrapers"),
+                          json_pack("{s:s++,s:s,s:s}", "id", project, "/", names[i], "project",
+                                    project, "spider", names[i]));
+  c->idx++;
+  scrapers_next(c);
+}
+
+static void scrapers_next(op_call_t *c) {
+  while (c->idx < c->nnames) {
+    free(c->egg_path);
+    c->egg_path = NULL;
+    const char *project = c->names[c->idx];
+    int rc = api_egg_resolve(c->app, project, NULL, &c->egg_path);
+    if (!rc) rc = spiders_list(c->app->spiders, project, c->egg_path, NULL, scrapers_listed, c);
+    if (!rc) return; /* scrapers_listed continues, maybe already done */
+    json_array_append_new(json_object_get(c->result, "errors"),
+                          json_pack("{s:s,s:s}", "project", project, "message", spd_strerror(rc)));
+    c->idx++;
+  }
+  json_t *r = c->result;
+  c->result = NULL;
+  op_ok(c, r);
+}
+
+void op_scrapers_list(op_call_t *c) {
+  int rc = all_projects(c->app, &c->names, &c->nnames);
+  if (rc) {
+    op_fail(c, rc, NULL, "the projects could not be read: %s", spd_strerror(rc));
+    return;
+  }
+  c->result = json_pack("{s:[],s:[]}", "scrapers", "errors");
+  scrapers_next(c);
+}
