@@ -37,6 +37,10 @@ static const op_param_t p_spiders[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
 static const op_param_t p_jobs_list[] = {{"state", OPT_STRS, 0, 0, 0},
                                          {"project", OPT_STR, NAME, 0, 0},
                                          {"spider", OPT_STR, NAME, 0, 0},
+                                         {"schedule", OPT_INT, 0, 1, INT64_MAX},
+                                         {"parent", OPT_INT, 0, 1, INT64_MAX},
+                                         {"from", OPT_STR, 0, 0, 0},
+                                         {"to", OPT_STR, 0, 0, 0},
                                          {"limit", OPT_INT, 0, 1, 1000},
                                          {"cursor", OPT_STR, 0, 0, 0},
                                          END};
@@ -57,6 +61,49 @@ static const op_param_t p_tail[] = {{"id", OPT_ID, REQ, 0, 0},
                                     {"limit", OPT_INT, 0, 1, 1 << 20},
                                     END};
 
+/* A schedule's fields: create needs name, project, spider and one timing. */
+#define SCHEDULE_FIELDS                                                                   \
+  {"version", OPT_STR, NAME, 0, 0}, {"cron", OPT_STR, 0, 0, 0}, {"interval", OPT_NUM, 0, 0, 0}, \
+      {"at", OPT_STR, 0, 0, 0}, {"tz", OPT_STR, 0, 0, 0}, {"start", OPT_STR, 0, 0, 0},       \
+      {"end", OPT_STR, 0, 0, 0}, {"jitter", OPT_NUM, 0, 0, 0},                               \
+      {"overlap", OPT_STR, 0, 0, 0}, {"missed", OPT_STR, 0, 0, 0},                           \
+      {"catchup_max", OPT_INT, 0, 1, 1000}, {"paused", OPT_BOOL, 0, 0, 0},                   \
+      {"args", OPT_OBJ, 0, 0, 0}, {"settings", OPT_OBJ, 0, 0, 0},                            \
+      {"priority", OPT_NUM, 0, 0, 0}, {"timeout", OPT_NUM, 0, 0, 0},                         \
+      {"retries", OPT_INT, 0, 0, 100}, {"retry_backoff", OPT_NUM, 0, 0, 0},                  \
+      {"webhooks", OPT_STRS, 0, 0, 0}
+static const op_param_t p_schedule_create[] = {{"name", OPT_STR, REQ | NAME, 0, 0},
+                                               {"project", OPT_STR, REQ | NAME, 0, 0},
+                                               {"spider", OPT_STR, REQ | NAME, 0, 0},
+                                               SCHEDULE_FIELDS,
+                                               END};
+static const op_param_t p_schedule_update[] = {{"schedule", OPT_STR, REQ, 0, 0},
+                                               {"name", OPT_STR, NAME, 0, 0},
+                                               {"project", OPT_STR, NAME, 0, 0},
+                                               {"spider", OPT_STR, NAME, 0, 0},
+                                               SCHEDULE_FIELDS,
+                                               END};
+static const op_param_t p_schedule[] = {{"schedule", OPT_STR, REQ, 0, 0}, END};
+static const op_param_t p_schedule_run[] = {{"schedule", OPT_STR, REQ, 0, 0},
+                                            {"priority", OPT_NUM, 0, 0, 0},
+                                            END};
+static const op_param_t p_page[] = {{"limit", OPT_INT, 0, 1, 1000},
+                                    {"cursor", OPT_STR, 0, 0, 0},
+                                    END};
+static const op_param_t p_runs[] = {{"schedule", OPT_STR, REQ, 0, 0},
+                                    {"state", OPT_STRS, 0, 0, 0},
+                                    {"from", OPT_STR, 0, 0, 0},
+                                    {"to", OPT_STR, 0, 0, 0},
+                                    {"limit", OPT_INT, 0, 1, 1000},
+                                    {"cursor", OPT_STR, 0, 0, 0},
+                                    END};
+static const op_param_t p_events[] = {{"after", OPT_INT, 0, 0, INT64_MAX},
+                                      {"type", OPT_STR, 0, 0, 0},
+                                      {"schedule", OPT_INT, 0, 1, INT64_MAX},
+                                      {"job", OPT_INT, 0, 1, INT64_MAX},
+                                      {"limit", OPT_INT, 0, 1, 1000},
+                                      END};
+
 /* Order matters only for listings (the API index, the docs). */
 const op_def_t op_table[] = {
     {"status.get", NULL, op_status_get, p_none, 0, "GET", "/status", 200, OP_BODY_NONE},
@@ -73,11 +120,11 @@ const op_def_t op_table[] = {
      "/projects/{project}/versions/{version}", 204, OP_BODY_NONE},
     {"spiders.list", NULL, op_spiders_list, p_spiders, 0, "GET", "/projects/{project}/spiders",
      200, OP_BODY_NONE},
-    {"scrapers.list", "get_scrapers", op_scrapers_list, p_none, 0, "GET", "/spiders", 200,
+    {"scrapers.list", NULL, op_scrapers_list, p_none, 0, "GET", "/spiders", 200,
      OP_BODY_NONE},
     {"jobs.list", "get_task_instances", op_jobs_list, p_jobs_list, 0, "GET", "/jobs", 200,
      OP_BODY_NONE},
-    {"jobs.create", "enqueue_scraper", op_jobs_create, p_jobs_create, OP_WRITE, "POST", "/jobs",
+    {"jobs.create", NULL, op_jobs_create, p_jobs_create, OP_WRITE, "POST", "/jobs",
      201, OP_BODY_JSON},
     {"jobs.get", "get_task_instance", op_jobs_get, p_job, 0, "GET", "/jobs/{id}", 200,
      OP_BODY_NONE},
@@ -86,6 +133,26 @@ const op_def_t op_table[] = {
     {"jobs.log", "get_task_logs", op_jobs_log, p_tail, 0, "GET", "/jobs/{id}/log", 200,
      OP_BODY_NONE},
     {"jobs.items", NULL, op_jobs_items, p_tail, 0, "GET", "/jobs/{id}/items", 200, OP_BODY_NONE},
+    /* Sneakpeek's "scraper" is a stored, scheduled definition: a schedule. */
+    {"schedules.list", "get_scrapers", op_schedules_list, p_page, 0, "GET", "/schedules", 200,
+     OP_BODY_NONE},
+    {"schedules.create", "create_scraper", op_schedules_create, p_schedule_create, OP_WRITE,
+     "POST", "/schedules", 201, OP_BODY_JSON},
+    {"schedules.get", "get_scraper", op_schedules_get, p_schedule, 0, "GET",
+     "/schedules/{schedule}", 200, OP_BODY_NONE},
+    {"schedules.update", "update_scraper", op_schedules_update, p_schedule_update, OP_WRITE,
+     "PATCH", "/schedules/{schedule}", 200, OP_BODY_JSON},
+    {"schedules.delete", "delete_scraper", op_schedules_delete, p_schedule, OP_WRITE, "DELETE",
+     "/schedules/{schedule}", 204, OP_BODY_NONE},
+    {"schedules.pause", NULL, op_schedules_pause, p_schedule, OP_WRITE, "POST",
+     "/schedules/{schedule}/pause", 200, OP_BODY_JSON},
+    {"schedules.resume", NULL, op_schedules_pause, p_schedule, OP_WRITE, "POST",
+     "/schedules/{schedule}/resume", 200, OP_BODY_JSON},
+    {"schedules.run", "enqueue_scraper", op_schedules_run, p_schedule_run, OP_WRITE, "POST",
+     "/schedules/{schedule}/run", 201, OP_BODY_JSON},
+    {"schedules.runs", NULL, op_schedules_runs, p_runs, 0, "GET", "/schedules/{schedule}/runs",
+     200, OP_BODY_NONE},
+    {"events.list", NULL, op_events_list, p_events, 0, "GET", "/events", 200, OP_BODY_NONE},
 };
 const size_t op_count = sizeof(op_table) / sizeof(op_table[0]);
 
@@ -574,6 +641,18 @@ json_t *op_render_job(const job_t *j) {
   json_object_set_new(o, "exit_code", j->exit_code >= 0 ? json_integer(j->exit_code) : json_null());
   json_object_set_new(o, "signal", j->term_signal ? json_integer(j->term_signal) : json_null());
   json_object_set_new(o, "stats", j->stats ? json_incref(j->stats) : json_null());
+  /* The same instants as integers, for programs that compute with them. */
+  json_object_set_new(o, "created_ms", json_integer(j->created_ms));
+  json_object_set_new(o, "started_ms", j->start_ms ? json_integer(j->start_ms) : json_null());
+  json_object_set_new(o, "ended_ms", j->end_ms ? json_integer(j->end_ms) : json_null());
+  json_object_set_new(o, "schedule_id", j->schedule_id ? json_integer(j->schedule_id) : json_null());
+  json_object_set_new(o, "parent_id", j->parent_id ? json_integer(j->parent_id) : json_null());
+  json_object_set_new(o, "retry_of", j->retry_of ? json_integer(j->retry_of) : json_null());
+  json_object_set_new(o, "attempt", json_integer(j->attempt));
+  json_object_set_new(o, "max_retries", json_integer(j->max_retries));
+  json_object_set_new(o, "timeout", j->timeout_ms ? json_real(j->timeout_ms / 1000.0) : json_null());
+  json_object_set_new(o, "not_before", op_iso_time(j->not_before_ms));
+  json_object_set_new(o, "heartbeat_at", op_iso_time(j->heartbeat_ms));
   return o;
 }
 

@@ -79,5 +79,14 @@ void op_jobs_create(op_call_t *c);
 void op_jobs_cancel(op_call_t *c);
 void op_jobs_log(op_call_t *c);
 void op_jobs_items(op_call_t *c);
+void op_schedules_list(op_call_t *c);
+void op_schedules_create(op_call_t *c);
+void op_schedules_get(op_call_t *c);
+void op_schedules_update(op_call_t *c);
+void op_schedules_delete(op_call_t *c);
+void op_schedules_pause(op_call_t *c); /* and resume, by the op's name */
+void op_schedules_run(op_call_t *c);
+void op_schedules_runs(op_call_t *c);
+void op_events_list(op_call_t *c);
 
 #endif

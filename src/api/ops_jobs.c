@@ -11,6 +11,7 @@
 
 #include "api/common.h"
 #include "api/ops_impl.h"
+#include "core/cron.h"
 #include "error.h"
 
 #define PAGE_DEFAULT 100
@@ -24,49 +25,38 @@ static uint32_t fnv1a(uint32_t h, const char *s) {
 }
 
 /* What a cursor is bound to: the filters, not the page size. */
-static uint32_t list_fingerprint(unsigned states, const char *project, const char *spider) {
-  char mask[16];
-  snprintf(mask, sizeof(mask), "%x", states);
-  return fnv1a(fnv1a(fnv1a(2166136261u, mask), project), spider);
-}
-
-static int by_id_desc(const void *a, const void *b) {
-  const job_t *x = a, *y = b;
-  return x->id < y->id ? 1 : x->id > y->id ? -1 : 0;
+static uint32_t list_fingerprint(const op_call_t *c) {
+  char buf[128];
+  snprintf(buf, sizeof(buf), "%llx/%lld/%lld/%lld/%lld", (long long)c->num[0],
+           op_int(c, "schedule", 0), op_int(c, "parent", 0), (long long)c->num[4],
+           (long long)c->num[5]);
+  return fnv1a(fnv1a(fnv1a(2166136261u, buf), op_str(c, "project")), op_str(c, "spider"));
 }
 
 /* num[0] states, num[1] cursor id (0 = first page), num[2] limit,
- * num[3] = 1 when there is a next page.
+ * num[3] = 1 when there is a next page, num[4]/num[5] created from/to.
  *
  * Pages are in id order, newest first, so a job never moves between pages
- * as its state changes. The store can filter by project and states but not
- * by spider, and cannot start after an id: the page is cut here from the
- * whole filtered list. job_filter_t would need `spider` and `before_id`
- * (WHERE id < ? ORDER BY id DESC LIMIT n, on an index of id) to make a page
- * cost its own size. */
+ * as its state changes; the store starts each page after the cursor's id
+ * and reads one job more than the page to know whether another follows. */
 static int list_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
-  job_filter_t f = {.project = op_str(c, "project"), .states = (unsigned)c->num[0]};
-  job_list_t all = {0};
-  int rc = store_jobs_list(s, &f, &all);
+  job_filter_t f = {.project = op_str(c, "project"),
+                    .spider = op_str(c, "spider"),
+                    .states = (unsigned)c->num[0],
+                    .schedule_id = op_int(c, "schedule", 0),
+                    .parent_id = op_int(c, "parent", 0),
+                    .created_from_ms = c->num[4],
+                    .created_to_ms = c->num[5],
+                    .before_id = c->num[1],
+                    .newest_first = 1,
+                    .limit = (size_t)c->num[2] + 1};
+  int rc = store_jobs_list(s, &f, &c->list);
   if (rc) return rc;
-  const char *spider = op_str(c, "spider");
-  size_t keep = 0;
-  for (size_t i = 0; i < all.n; i++) {
-    job_t *j = &all.v[i];
-    if ((spider && strcmp(j->spider, spider)) || (c->num[1] && j->id >= c->num[1])) {
-      job_release(j);
-      continue;
-    }
-    all.v[keep++] = *j;
-  }
-  all.n = keep;
-  if (all.n) qsort(all.v, all.n, sizeof(job_t), by_id_desc);
   size_t limit = (size_t)c->num[2];
-  c->num[3] = all.n > limit;
-  for (size_t i = limit; i < all.n; i++) job_release(&all.v[i]);
-  if (all.n > limit) all.n = limit;
-  c->list = all;
+  c->num[3] = c->list.n > limit;
+  for (size_t i = limit; i < c->list.n; i++) job_release(&c->list.v[i]);
+  if (c->list.n > limit) c->list.n = limit;
   return 0;
 }
 
@@ -81,10 +71,7 @@ static void list_done(void *arg, int rc) {
   json_t *next = json_null();
   if (c->num[3] && c->list.n) {
     char cur[24];
-    op_cursor_encode(c->list.v[c->list.n - 1].id,
-                     list_fingerprint((unsigned)c->num[0], op_str(c, "project"),
-                                      op_str(c, "spider")),
-                     cur);
+    op_cursor_encode(c->list.v[c->list.n - 1].id, list_fingerprint(c), cur);
     json_decref(next);
     next = json_string(cur);
   }
@@ -108,6 +95,13 @@ void op_jobs_list(op_call_t *c) {
   }
   c->num[0] = states;
   c->num[2] = op_int(c, "limit", PAGE_DEFAULT);
+  char err[256];
+  const char *from = op_str(c, "from"), *to = op_str(c, "to");
+  if ((from && cron_parse_iso(from, NULL, &c->num[4], err, sizeof(err))) ||
+      (to && cron_parse_iso(to, NULL, &c->num[5], err, sizeof(err)))) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", from ? "from" : "to"), "%s", err);
+    return;
+  }
   const char *cursor = op_str(c, "cursor");
   if (cursor) {
     uint32_t fp = 0;
@@ -116,9 +110,10 @@ void op_jobs_list(op_call_t *c) {
               "'cursor' is not a cursor this API handed out");
       return;
     }
-    if (fp != list_fingerprint(states, op_str(c, "project"), op_str(c, "spider"))) {
+    if (fp != list_fingerprint(c)) {
       op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "cursor"),
-              "'cursor' belongs to a listing with other filters (state, project, spider)");
+              "'cursor' belongs to a listing with other filters (state, project, spider, "
+              "schedule, parent, from, to)");
       return;
     }
   }

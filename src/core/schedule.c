@@ -124,3 +124,27 @@ int schedule_compile(const schedule_t *sc, cron_spec_t *spec, char *err, size_t 
   if (rc) cron_spec_release(spec);
   return rc;
 }
+
+static json_t *copy_or_empty(const json_t *v) { return v ? json_deep_copy(v) : json_object(); }
+
+int schedule_job(const schedule_t *sc, const char *jobid, int64_t now_ms, job_t *j) {
+  job_init(j);
+  j->jobid = strdup(jobid);
+  j->project = strdup(sc->project);
+  j->spider = strdup(sc->spider);
+  j->version = sc->version ? strdup(sc->version) : NULL;
+  j->args = copy_or_empty(sc->args);
+  j->settings = copy_or_empty(sc->settings);
+  j->priority = sc->priority;
+  j->schedule_id = sc->id;
+  j->timeout_ms = sc->timeout_ms;
+  j->max_retries = sc->max_retries;
+  j->retry_backoff_ms = sc->retry_backoff_ms;
+  j->created_ms = now_ms;
+  if (!j->jobid || !j->project || !j->spider || (sc->version && !j->version) || !j->args ||
+      !j->settings) {
+    job_release(j);
+    return -ENOMEM;
+  }
+  return 0;
+}

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "core/cron.h"
+#include "core/job.h"
 
 typedef enum sched_kind { SCHED_CRON = 0, SCHED_INTERVAL, SCHED_ONCE, SCHED_NKINDS } sched_kind_t;
 
@@ -126,6 +127,12 @@ void event_list_release(event_list_t *l);
  * interval counts from start_ms, else from created_ms. Returns 0 or
  * SPD_EBADPARAM with a reason in err. */
 int schedule_compile(const schedule_t *sc, cron_spec_t *spec, char *err, size_t errlen);
+
+/* Fills j (initialised here) with the schedule's job template: a pending
+ * job of its project, spider, version, args, settings, priority, timeout
+ * and retries, with schedule_id set, job id jobid, created at now_ms.
+ * 0 or -ENOMEM. */
+int schedule_job(const schedule_t *sc, const char *jobid, int64_t now_ms, job_t *j);
 
 /* Names as used in the API ("cron", "interval", "once"; "allow", "skip",
  * "queue", "replace"; "skip", "once", "catchup"; "upcoming", "fired",

@@ -162,28 +162,14 @@ static void random_jobid(char out[33]) {
   for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
 }
 
-static json_t *copy_or_null(const json_t *v) { return v ? json_deep_copy(v) : NULL; }
-
 /* Queues the schedule's job template for run r and ends r as fired. */
 static int fire_run(store_t *s, tick_t *t, const schedule_t *sc, const sched_run_t *r,
                     const char *why, int64_t now) {
   job_t j;
   char jobid[33];
-  job_init(&j);
   random_jobid(jobid);
-  j.jobid = strdup(jobid);
-  j.project = strdup(sc->project);
-  j.spider = strdup(sc->spider);
-  j.version = sc->version ? strdup(sc->version) : NULL;
-  j.args = copy_or_null(sc->args);
-  j.settings = copy_or_null(sc->settings);
-  j.priority = sc->priority;
-  j.schedule_id = sc->id;
-  j.timeout_ms = sc->timeout_ms;
-  j.max_retries = sc->max_retries;
-  j.retry_backoff_ms = sc->retry_backoff_ms;
-  j.created_ms = now;
-  int rc = (!j.jobid || !j.project || !j.spider) ? -ENOMEM : store_job_insert(s, &j);
+  int rc = schedule_job(sc, jobid, now, &j);
+  if (!rc) rc = store_job_insert(s, &j);
   if (!rc) rc = store_run_end(s, r->id, RUN_FIRED, j.id, why, now);
   if (!rc) {
     add_event(s, "job.queued", sc->id, j.id,

@@ -1,0 +1,616 @@
+/* Schedule operations (create, get, list, update, delete, pause, resume,
+ * run now, their runs) and the event log. A change of a schedule is read,
+ * checked and written in one store op, so two concurrent updates cannot
+ * lose each other's fields, and it appends its event in the same
+ * transaction. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/common.h"
+#include "api/ops_impl.h"
+#include "core/cron.h"
+#include "core/schedule.h"
+#include "error.h"
+
+#define NEXT_RUNS 5
+#define PAGE_DEFAULT 100
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+static json_t *iso_in(int64_t ms, const char *tz) {
+  char buf[CRON_ISO_MAX];
+  if (!ms || cron_format_iso(ms, tz, buf, sizeof(buf))) return json_null();
+  return json_string(buf);
+}
+
+static json_t *seconds_or_null(int64_t ms) { return ms ? json_real(ms / 1000.0) : json_null(); }
+
+/* A schedule as the API shows it, with its next fire times computed from
+ * its definition (the materialised runs are under /runs). */
+static json_t *render_schedule(const schedule_t *sc) {
+  json_t *o = json_object();
+  json_object_set_new(o, "id", json_integer(sc->id));
+  json_object_set_new(o, "name", json_string(sc->name));
+  json_object_set_new(o, "kind", json_string(sched_kind_name(sc->kind)));
+  json_object_set_new(o, "cron", sc->kind == SCHED_CRON ? str_or_null(sc->expr) : json_null());
+  json_object_set_new(o, "interval",
+                      sc->kind == SCHED_INTERVAL ? json_real(sc->interval_ms / 1000.0) : json_null());
+  json_object_set_new(o, "at", sc->kind == SCHED_ONCE ? iso_in(sc->once_ms, sc->tz) : json_null());
+  json_object_set_new(o, "tz", json_string(sc->tz ? sc->tz : "UTC"));
+  json_object_set_new(o, "start", iso_in(sc->start_ms, sc->tz));
+  json_object_set_new(o, "end", iso_in(sc->end_ms, sc->tz));
+  json_object_set_new(o, "jitter", seconds_or_null(sc->jitter_ms));
+  json_object_set_new(o, "overlap", json_string(sched_overlap_name(sc->overlap)));
+  json_object_set_new(o, "missed", json_string(sched_missed_name(sc->missed)));
+  json_object_set_new(o, "catchup_max", json_integer(sc->catchup_max));
+  json_object_set_new(o, "paused", json_boolean(sc->paused));
+  json_object_set_new(o, "project", json_string(sc->project));
+  json_object_set_new(o, "spider", json_string(sc->spider));
+  json_object_set_new(o, "version", str_or_null(sc->version));
+  json_object_set_new(o, "args", sc->args ? json_incref(sc->args) : json_object());
+  json_object_set_new(o, "settings", sc->settings ? json_incref(sc->settings) : json_object());
+  json_object_set_new(o, "priority", json_real(sc->priority));
+  json_object_set_new(o, "timeout", seconds_or_null(sc->timeout_ms));
+  json_object_set_new(o, "retries", json_integer(sc->max_retries));
+  json_object_set_new(o, "retry_backoff", seconds_or_null(sc->retry_backoff_ms));
+  json_object_set_new(o, "webhooks", sc->webhooks ? json_incref(sc->webhooks) : json_array());
+  json_object_set_new(o, "created_at", op_iso_time(sc->created_ms));
+  json_object_set_new(o, "updated_at", op_iso_time(sc->updated_ms));
+  json_object_set_new(o, "last_due_at", op_iso_time(sc->last_due_ms));
+  json_t *next = json_array();
+  cron_spec_t spec;
+  char err[256];
+  if (!sc->paused && !schedule_compile(sc, &spec, err, sizeof(err))) {
+    int64_t due[NEXT_RUNS];
+    size_t n = 0;
+    int64_t now = now_ms();
+    if (!cron_between(&spec, now, CRON_MS_MAX, due, NEXT_RUNS, &n, NULL))
+      for (size_t i = 0; i < n; i++) json_array_append_new(next, iso_in(due[i], sc->tz));
+    cron_spec_release(&spec);
+  }
+  json_object_set_new(o, "next_runs", next);
+  return o;
+}
+
+static json_t *render_run(const sched_run_t *r, const char *tz) {
+  return json_pack("{s:I, s:I, s:o, s:I, s:o, s:I, s:s, s:o, s:o, s:o}", "id", (json_int_t)r->id,
+                   "schedule_id", (json_int_t)r->schedule_id, "due", iso_in(r->due_ms, tz),
+                   "due_ms", (json_int_t)r->due_ms, "fire", iso_in(r->fire_ms, tz), "fire_ms",
+                   (json_int_t)r->fire_ms, "state", run_state_name(r->state), "job_id",
+                   r->job_id ? json_integer(r->job_id) : json_null(), "done_at",
+                   op_iso_time(r->done_ms), "reason", str_or_null(r->reason));
+}
+
+static json_t *render_event(const event_t *e) {
+  return json_pack("{s:I, s:s, s:o, s:I, s:o, s:o, s:o}", "id", (json_int_t)e->id, "type",
+                   e->type, "ts", op_iso_time(e->ts_ms), "ts_ms", (json_int_t)e->ts_ms,
+                   "schedule_id", e->schedule_id ? json_integer(e->schedule_id) : json_null(),
+                   "job_id", e->job_id ? json_integer(e->job_id) : json_null(), "data",
+                   e->data ? json_incref(e->data) : json_null());
+}
+
+/* ---- reading the fields of a create or an update ---- */
+
+static int set_str(char **dst, const char *v) {
+  char *copy = v ? strdup(v) : NULL;
+  if (v && !copy) return -ENOMEM;
+  free(*dst);
+  *dst = copy;
+  return 0;
+}
+
+static void set_json(json_t **dst, const json_t *v) {
+  json_decref(*dst);
+  *dst = v && !json_is_null(v) ? json_deep_copy(v) : NULL;
+}
+
+/* Seconds (a number >= 0) as ms; -1 with a message when negative. */
+static int seconds_field(const json_t *p, const char *key, int64_t *out, char *err, size_t len) {
+  const json_t *v = json_object_get(p, key);
+  if (!v || json_is_null(v)) return 0;
+  double d = json_number_value(v);
+  if (!isfinite(d) || d < 0 || d > 1e12) {
+    snprintf(err, len, "'%s' must be a number of seconds >= 0", key);
+    return SPD_EBADPARAM;
+  }
+  *out = (int64_t)llround(d * 1000.0);
+  return 0;
+}
+
+static int time_field(const json_t *p, const char *key, const char *tz, int64_t *out, char *err,
+                      size_t len) {
+  const json_t *v = json_object_get(p, key);
+  if (!v || json_is_null(v)) return 0;
+  char why[200] = "";
+  if (cron_parse_iso(json_string_value(v), tz, out, why, sizeof(why))) {
+    snprintf(err, len, "'%s': %s", key, why);
+    return SPD_EBADPARAM;
+  }
+  return 0;
+}
+
+/* Applies the fields present in params p to sc (a new schedule when
+ * creating), then checks the result as a whole. 0, or SPD_EBADPARAM /
+ * -ENOMEM with a message in err. Pure: runs on a store thread. */
+static int apply_fields(schedule_t *sc, const json_t *p, char *err, size_t len) {
+  const char *s;
+  int rc = 0;
+#define STR(key, field) \
+  if (json_object_get(p, key) && (rc = set_str(&sc->field, json_string_value(json_object_get(p, key))))) return rc
+  STR("name", name);
+  STR("project", project);
+  STR("spider", spider);
+  STR("version", version);
+#undef STR
+  if ((s = json_string_value(json_object_get(p, "tz")))) {
+    char canon[CRON_ZONE_MAX];
+    if ((rc = cron_zone_check(s, canon, sizeof(canon), err, len))) return rc;
+    if ((rc = set_str(&sc->tz, s))) return rc;
+  }
+  int timings = !!json_object_get(p, "cron") + !!json_object_get(p, "interval") +
+                !!json_object_get(p, "at");
+  if (timings > 1 || (!sc->id && timings == 0)) {
+    snprintf(err, len, "give exactly one of 'cron', 'interval' (seconds) or 'at' (a time)");
+    return SPD_EBADPARAM;
+  }
+  if ((s = json_string_value(json_object_get(p, "cron")))) {
+    sc->kind = SCHED_CRON;
+    if ((rc = set_str(&sc->expr, s))) return rc;
+  } else if (json_object_get(p, "interval")) {
+    double d = json_number_value(json_object_get(p, "interval"));
+    if (!isfinite(d) || d < 0.001 || d > 1e10) {
+      snprintf(err, len, "'interval' must be a number of seconds > 0");
+      return SPD_EBADPARAM;
+    }
+    sc->kind = SCHED_INTERVAL;
+    sc->interval_ms = (int64_t)llround(d * 1000.0);
+    set_str(&sc->expr, NULL);
+  } else if ((s = json_string_value(json_object_get(p, "at")))) {
+    sc->kind = SCHED_ONCE;
+    if ((rc = time_field(p, "at", sc->tz, &sc->once_ms, err, len))) return rc;
+    set_str(&sc->expr, NULL);
+  }
+  if ((rc = time_field(p, "start", sc->tz, &sc->start_ms, err, len)) ||
+      (rc = time_field(p, "end", sc->tz, &sc->end_ms, err, len)) ||
+      (rc = seconds_field(p, "jitter", &sc->jitter_ms, err, len)) ||
+      (rc = seconds_field(p, "timeout", &sc->timeout_ms, err, len)) ||
+      (rc = seconds_field(p, "retry_backoff", &sc->retry_backoff_ms, err, len)))
+    return rc;
+  if ((s = json_string_value(json_object_get(p, "overlap"))) &&
+      sched_overlap_parse(s, &sc->overlap)) {
+    snprintf(err, len, "'overlap' must be allow, skip, queue or replace, not '%s'", s);
+    return SPD_EBADPARAM;
+  }
+  if ((s = json_string_value(json_object_get(p, "missed"))) && sched_missed_parse(s, &sc->missed)) {
+    snprintf(err, len, "'missed' must be skip, once or catchup, not '%s'", s);
+    return SPD_EBADPARAM;
+  }
+  const json_t *v;
+  if ((v = json_object_get(p, "catchup_max"))) sc->catchup_max = (int)json_integer_value(v);
+  if ((v = json_object_get(p, "paused"))) sc->paused = json_is_true(v);
+  if ((v = json_object_get(p, "priority"))) sc->priority = json_number_value(v);
+  if ((v = json_object_get(p, "retries"))) sc->max_retries = (int)json_integer_value(v);
+  if ((v = json_object_get(p, "args"))) set_json(&sc->args, v);
+  if ((v = json_object_get(p, "settings"))) set_json(&sc->settings, v);
+  if ((v = json_object_get(p, "webhooks"))) set_json(&sc->webhooks, v);
+  if (!sc->tz && (rc = set_str(&sc->tz, "UTC"))) return rc;
+  /* The whole definition must compute, whatever part changed. */
+  cron_spec_t spec;
+  if ((rc = schedule_compile(sc, &spec, err, len))) return rc;
+  cron_spec_release(&spec);
+  return 0;
+}
+
+static int pairs_ok(op_call_t *c, const char *field) {
+  const json_t *o = op_json(c, field);
+  const char *k;
+  const json_t *v;
+  json_object_foreach((json_t *)o, k, v) {
+    if (!json_is_string(v)) {
+      op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", field),
+              "'%s' must map names to strings ('%s' is not a string)", field, k);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static int create_fn(store_t *s, void *arg);
+static int update_fn(store_t *s, void *arg);
+static void done_schedule(void *arg, int rc);
+
+static void target_listed(void *ud, int rc, char *const *names, size_t n, const char *error) {
+  op_call_t *c = ud;
+  if (rc) {
+    op_fail(c, SPD_ERUNNER, error ? json_pack("{s:s}", "stderr", error) : NULL,
+            "the spiders of project '%s' could not be listed", c->job.project);
+    return;
+  }
+  int found = 0;
+  for (size_t i = 0; i < n && !found; i++) found = !strcmp(names[i], c->job.spider);
+  if (!found) {
+    op_fail(c, SPD_ENOSPIDER, json_pack("{s:s,s:s}", "project", c->job.project, "spider",
+                                        c->job.spider),
+            "spider '%s' not found in project '%s'", c->job.spider, c->job.project);
+    return;
+  }
+  int create = !strcmp(c->def->name, "schedules.create");
+  op_store(c, STORE_WRITE, create ? create_fn : update_fn, done_schedule);
+}
+
+/* Checks, on the loop, that the project, version and spider the schedule
+ * will run (c->job's) exist, then writes. */
+static void check_target(op_call_t *c) {
+  const char *project = c->job.project, *version = c->job.version;
+  char *egg = NULL;
+  int rc = api_egg_resolve(c->app, project, version, &egg);
+  if (rc == SPD_ENOPROJECT)
+    op_fail(c, rc, json_pack("{s:s}", "project", project), "project '%s' not found", project);
+  else if (rc == SPD_ENOVERSION)
+    op_fail(c, rc, json_pack("{s:s,s:s}", "project", project, "version", version),
+            "version '%s' of project '%s' not found", version, project);
+  else if (rc)
+    op_fail(c, rc, NULL, "%s", spd_strerror(rc));
+  else if ((rc = spiders_list(c->app->spiders, project, egg, version, target_listed, c)))
+    op_fail(c, rc, NULL, "the spiders of project '%s' could not be listed: %s", project,
+            spd_strerror(rc));
+  free(egg);
+}
+
+static int copy_target(op_call_t *c, const char *project, const char *spider,
+                       const char *version) {
+  const char *p = op_str(c, "project"), *s = op_str(c, "spider"), *v = op_str(c, "version");
+  c->job.project = strdup(p ? p : project);
+  c->job.spider = strdup(s ? s : spider);
+  c->job.version = (v || version) ? strdup(v ? v : version) : NULL;
+  return c->job.project && c->job.spider && (!(v || version) || c->job.version) ? 0 : -ENOMEM;
+}
+
+/* ---- the store side ---- */
+
+/* c->num[0]: the schedule's id once known; c->result: the rendered
+ * schedule; c->err_code/c->err: why it failed. */
+static int find_schedule(store_t *s, op_call_t *c, schedule_t *sc) {
+  const char *key = op_str(c, "schedule");
+  int rc = -ENOENT;
+  schedule_init(sc);
+  if (key[0] >= '0' && key[0] <= '9' && strlen(key) <= 18 &&
+      strspn(key, "0123456789") == strlen(key))
+    rc = store_schedule_get(s, strtoll(key, NULL, 10), sc);
+  if (rc == -ENOENT) rc = store_schedule_find(s, key, sc);
+  if (rc == -ENOENT) {
+    c->err_code = SPD_ENOSCHEDULE;
+    snprintf(c->err, sizeof(c->err), "schedule '%s' not found", key);
+    return SPD_ENOSCHEDULE;
+  }
+  if (!rc) c->num[0] = sc->id;
+  return rc;
+}
+
+static void schedule_event(store_t *s, const char *type, const schedule_t *sc) {
+  event_t e = {.type = (char *)type, .schedule_id = sc->id,
+               .data = json_pack("{s:s, s:s, s:s}", "name", sc->name, "project", sc->project,
+                                 "spider", sc->spider)};
+  store_event_add(s, &e);
+  json_decref(e.data);
+}
+
+static void done_schedule(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    int code = c->err_code ? c->err_code : rc;
+    op_fail(c, code, NULL, "%s", c->err[0] ? c->err : spd_strerror(rc));
+    return;
+  }
+  scheduler_kick(c->app->scheduler);
+  json_t *r = c->result;
+  c->result = NULL;
+  op_ok(c, r);
+}
+
+static int create_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  schedule_t sc;
+  schedule_init(&sc);
+  int rc = apply_fields(&sc, c->params, c->err, sizeof(c->err));
+  if (!rc) {
+    rc = store_schedule_insert(s, &sc);
+    if (rc == SPD_ECONFLICT)
+      snprintf(c->err, sizeof(c->err), "a schedule named '%s' exists already", sc.name);
+  }
+  if (!rc) {
+    schedule_event(s, "schedule.created", &sc);
+    c->result = render_schedule(&sc);
+  }
+  c->err_code = rc;
+  schedule_release(&sc);
+  return rc;
+}
+
+void op_schedules_create(op_call_t *c) {
+  if (!pairs_ok(c, "args") || !pairs_ok(c, "settings")) return;
+  if (copy_target(c, NULL, NULL, NULL)) {
+    op_fail(c, -ENOMEM, NULL, "out of memory");
+    return;
+  }
+  check_target(c);
+}
+
+static int update_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  schedule_t sc;
+  int rc = find_schedule(s, c, &sc);
+  if (rc) goto out;
+  json_t *p = json_deep_copy(c->params);
+  json_object_del(p, "schedule");
+  rc = apply_fields(&sc, p, c->err, sizeof(c->err));
+  json_decref(p);
+  c->err_code = rc;
+  if (rc) goto out;
+  sc.updated_ms = now_ms();
+  if ((rc = store_schedule_update(s, &sc)) == SPD_ECONFLICT) {
+    c->err_code = rc;
+    snprintf(c->err, sizeof(c->err), "a schedule named '%s' exists already", sc.name);
+  }
+  /* Upcoming runs are recomputed from now: the old definition's are gone. */
+  if (!rc) rc = store_runs_clear(s, sc.id, sc.updated_ms);
+  if (!rc) {
+    schedule_event(s, "schedule.updated", &sc);
+    sc.horizon_ms = sc.updated_ms;
+    c->result = render_schedule(&sc);
+  }
+out:
+  schedule_release(&sc);
+  return rc;
+}
+
+/* The project, spider and version an update leaves the schedule with. */
+static int target_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  schedule_t sc;
+  int rc = find_schedule(s, c, &sc);
+  if (!rc) rc = copy_target(c, sc.project, sc.spider, sc.version);
+  schedule_release(&sc);
+  return rc;
+}
+
+static void target_done(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc)
+    done_schedule(c, rc);
+  else
+    check_target(c);
+}
+
+void op_schedules_update(op_call_t *c) {
+  if (!pairs_ok(c, "args") || !pairs_ok(c, "settings")) return;
+  if (op_str(c, "project") || op_str(c, "spider") || op_str(c, "version"))
+    op_store(c, STORE_READ, target_fn, target_done);
+  else
+    op_store(c, STORE_WRITE, update_fn, done_schedule);
+}
+
+static int pause_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  schedule_t sc;
+  int rc = find_schedule(s, c, &sc);
+  int pause = !strcmp(c->def->name, "schedules.pause");
+  if (!rc && sc.paused != pause) {
+    sc.paused = pause;
+    sc.updated_ms = now_ms();
+    rc = store_schedule_update(s, &sc);
+    /* Paused: no upcoming runs. Resumed: runs from now on; the time it
+     * was paused is not a downtime, so nothing in it counts as missed. */
+    if (!rc) rc = store_runs_clear(s, sc.id, sc.updated_ms);
+    if (!rc) schedule_event(s, pause ? "schedule.paused" : "schedule.resumed", &sc);
+  }
+  if (!rc) c->result = render_schedule(&sc);
+  schedule_release(&sc);
+  return rc;
+}
+
+void op_schedules_pause(op_call_t *c) { op_store(c, STORE_WRITE, pause_fn, done_schedule); }
+
+static int delete_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  schedule_t sc;
+  int rc = find_schedule(s, c, &sc);
+  if (!rc) rc = store_schedule_delete(s, sc.id);
+  if (!rc) schedule_event(s, "schedule.deleted", &sc);
+  schedule_release(&sc);
+  return rc;
+}
+
+void op_schedules_delete(op_call_t *c) { op_store(c, STORE_WRITE, delete_fn, done_schedule); }
+
+static int get_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  schedule_t sc;
+  int rc = find_schedule(s, c, &sc);
+  if (!rc) c->result = render_schedule(&sc);
+  schedule_release(&sc);
+  return rc;
+}
+
+void op_schedules_get(op_call_t *c) { op_store(c, STORE_READ, get_fn, done_schedule); }
+
+/* num[1] after id, num[2] limit. */
+static int list_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  schedule_list_t l = {0};
+  int rc = store_schedules_list(s, c->num[1], (size_t)c->num[2] + 1, &l);
+  if (rc) return rc;
+  json_t *arr = json_array();
+  size_t n = l.n > (size_t)c->num[2] ? (size_t)c->num[2] : l.n;
+  for (size_t i = 0; i < n; i++) json_array_append_new(arr, render_schedule(&l.v[i]));
+  json_t *next = json_null();
+  if (l.n > n) {
+    char cur[24];
+    op_cursor_encode(l.v[n - 1].id, 0x5c4ed, cur);
+    next = json_string(cur);
+  }
+  c->result = json_pack("{s:o, s:o}", "schedules", arr, "next_cursor", next);
+  schedule_list_release(&l);
+  return 0;
+}
+
+/* Reads limit and cursor into num[2] and num[1]; 0 or 1 (failed). */
+static int page_params(op_call_t *c, uint32_t fingerprint) {
+  c->num[2] = op_int(c, "limit", PAGE_DEFAULT);
+  const char *cursor = op_str(c, "cursor");
+  uint32_t fp = 0;
+  if (cursor && (op_cursor_decode(cursor, &c->num[1], &fp) || fp != fingerprint)) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "cursor"),
+            "'cursor' is not a cursor of this listing");
+    return 1;
+  }
+  return 0;
+}
+
+void op_schedules_list(op_call_t *c) {
+  if (!page_params(c, 0x5c4ed)) op_store(c, STORE_READ, list_fn, done_schedule);
+}
+
+/* ---- runs ---- */
+
+static uint32_t runs_fingerprint(const char *schedule, unsigned states) {
+  uint32_t h = 2166136261u ^ states;
+  for (const char *p = schedule; *p; p++) h = (h ^ (unsigned char)*p) * 16777619u;
+  return h;
+}
+
+/* num[1] the last due time shown (cursor), num[2] limit, num[3] states,
+ * num[4] from, num[5] to. Runs are paged by due time: it is unique per
+ * schedule and the listing's order. */
+static int runs_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  schedule_t sc;
+  int rc = find_schedule(s, c, &sc);
+  if (rc) return rc;
+  sched_run_list_t l = {0};
+  run_filter_t f = {.schedule_id = sc.id, .states = (unsigned)c->num[3], .from_ms = c->num[4],
+                    .to_ms = c->num[5], .limit = (size_t)c->num[2] + 1};
+  if (c->num[1] && c->num[1] + 1 > f.from_ms) f.from_ms = c->num[1] + 1;
+  rc = store_runs_list(s, &f, &l);
+  if (!rc) {
+    json_t *arr = json_array();
+    size_t n = l.n > (size_t)c->num[2] ? (size_t)c->num[2] : l.n;
+    for (size_t i = 0; i < n; i++) json_array_append_new(arr, render_run(&l.v[i], sc.tz));
+    json_t *next = json_null();
+    if (l.n > n) {
+      char cur[24];
+      op_cursor_encode(l.v[n - 1].due_ms, runs_fingerprint(op_str(c, "schedule"), f.states), cur);
+      next = json_string(cur);
+    }
+    c->result = json_pack("{s:o, s:o}", "runs", arr, "next_cursor", next);
+  }
+  sched_run_list_release(&l);
+  schedule_release(&sc);
+  return rc;
+}
+
+void op_schedules_runs(op_call_t *c) {
+  unsigned states = 0;
+  size_t i;
+  json_t *v;
+  json_array_foreach(op_json(c, "state"), i, v) {
+    run_state_t st;
+    if (run_state_parse(json_string_value(v), &st)) {
+      op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "state"),
+              "unknown run state '%s' (expected upcoming, fired, missed or skipped)",
+              json_string_value(v));
+      return;
+    }
+    states |= 1u << st;
+  }
+  c->num[3] = states;
+  char err[256];
+  const char *from = op_str(c, "from"), *to = op_str(c, "to");
+  if ((from && cron_parse_iso(from, NULL, &c->num[4], err, sizeof(err))) ||
+      (to && cron_parse_iso(to, NULL, &c->num[5], err, sizeof(err)))) {
+    op_fail(c, SPD_EBADPARAM, NULL, "%s", err);
+    return;
+  }
+  if (!page_params(c, runs_fingerprint(op_str(c, "schedule"), states)))
+    op_store(c, STORE_READ, runs_fn, done_schedule);
+}
+
+/* ---- run now ---- */
+
+static void run_enqueued(void *ud, int rc, int stage, const char *error_text) {
+  op_call_t *c = ud;
+  if (stage == API_JOB_SPIDER)
+    op_fail(c, SPD_ENOSPIDER, json_pack("{s:s}", "spider", c->job.spider),
+            "spider '%s' not found", c->job.spider);
+  else if (rc)
+    op_fail(c, rc, NULL, "%s", error_text ? error_text : spd_strerror(rc));
+  else
+    op_ok(c, op_render_job(&c->job));
+}
+
+static void run_found(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    done_schedule(c, rc);
+    return;
+  }
+  char *egg = NULL;
+  rc = api_egg_resolve(c->app, c->job.project, c->job.version, &egg);
+  if (!rc) rc = api_job_enqueue(c->app, &c->job, egg, run_enqueued, c);
+  free(egg);
+  if (rc) op_fail(c, rc, NULL, "cannot queue the run: %s", spd_strerror(rc));
+}
+
+static int run_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  schedule_t sc;
+  int rc = find_schedule(s, c, &sc);
+  if (!rc) {
+    rc = schedule_job(&sc, c->text, now_ms(), &c->job);
+    if (!rc && json_object_get(c->params, "priority"))
+      c->job.priority = op_num(c, "priority", 0);
+  }
+  schedule_release(&sc);
+  return rc;
+}
+
+void op_schedules_run(op_call_t *c) {
+  char jobid[33];
+  api_uuid1_hex(c->app, jobid); /* on the loop: it keeps the daemon's uuid state */
+  if (!(c->text = strdup(jobid))) {
+    op_fail(c, -ENOMEM, NULL, "out of memory");
+    return;
+  }
+  op_store(c, STORE_READ, run_fn, run_found);
+}
+
+/* ---- events ---- */
+
+static int events_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  event_list_t l = {0};
+  event_filter_t f = {.after_id = op_int(c, "after", 0), .type_prefix = op_str(c, "type"),
+                      .schedule_id = op_int(c, "schedule", 0), .job_id = op_int(c, "job", 0),
+                      .limit = (size_t)op_int(c, "limit", PAGE_DEFAULT)};
+  int rc = store_events_list(s, &f, &l);
+  if (rc) return rc;
+  json_t *arr = json_array();
+  for (size_t i = 0; i < l.n; i++) json_array_append_new(arr, render_event(&l.v[i]));
+  c->result = json_pack("{s:o, s:I}", "events", arr, "next_after",
+                        (json_int_t)(l.n ? l.v[l.n - 1].id : f.after_id));
+  event_list_release(&l);
+  return 0;
+}
+
+void op_events_list(op_call_t *c) { op_store(c, STORE_READ, events_fn, done_schedule); }
