@@ -95,7 +95,7 @@ def test_openapi_documents_exactly_the_routes_the_daemon_has(d):
     # The index is what the daemon routes: every route answers something other
     # than "no such route", and OPTIONS lists the documented methods.
     for path, item in doc["paths"].items():
-        concrete = path.replace("{project}", "rp").replace("{version}", "nov").replace("{id}", "999999")
+        concrete = path.replace("{project}", "rp").replace("{version}", "nov").replace("{id}", "999999").replace("{schedule}", "999999")
         r = d.request("OPTIONS", concrete)
         assert r.status_code == 204, (path, r.text)
         allowed = set(r.headers["Allow"].split(", "))
@@ -457,7 +457,7 @@ def test_jsonrpc_single_and_aliases(d):
     assert r["jsonrpc"] == "2.0" and r["id"] == 1 and r["result"]["node_name"] == "testnode"
     r = rpc(d, {"jsonrpc": "2.0", "method": "projects.list", "params": {}, "id": "a"})
     assert "rp" in [p["name"] for p in r["result"]["projects"]]
-    r = rpc(d, {"jsonrpc": "2.0", "method": "enqueue_scraper", "id": 2,
+    r = rpc(d, {"jsonrpc": "2.0", "method": "jobs.create", "id": 2,
                 "params": {"project": "rp", "spider": "quick"}})
     job = r["result"]
     r = rpc(d, {"jsonrpc": "2.0", "method": "get_task_instance", "id": 3, "params": {"id": job["id"]}})
@@ -468,8 +468,16 @@ def test_jsonrpc_single_and_aliases(d):
     r = rpc(d, {"jsonrpc": "2.0", "method": "get_task_instances", "id": 5,
                 "params": {"project": "rp", "state": ["finished"], "limit": 1}})
     assert len(r["result"]["jobs"]) == 1
-    r = rpc(d, {"jsonrpc": "2.0", "method": "get_scrapers", "id": 6})
+    r = rpc(d, {"jsonrpc": "2.0", "method": "scrapers.list", "id": 6})
     assert {"id": "rp/quick", "project": "rp", "spider": "quick"} in r["result"]["scrapers"]
+    r = rpc(d, {"jsonrpc": "2.0", "method": "create_scraper", "id": 8,
+                "params": {"name": "nightly", "project": "rp", "spider": "quick",
+                           "cron": "0 3 * * *", "tz": "Europe/Paris"}})
+    assert r["result"]["tz"] == "Europe/Paris"
+    r = rpc(d, {"jsonrpc": "2.0", "method": "enqueue_scraper", "id": 9,
+                "params": {"schedule": "nightly"}})
+    assert r["result"]["schedule_id"] == rpc(d, {"jsonrpc": "2.0", "method": "get_scrapers",
+                                                 "id": 10})["result"]["schedules"][0]["id"]
     r = rpc(d, {"jsonrpc": "2.0", "method": "kill_task", "id": 7, "params": {"id": job["id"]}})
     assert r["error"]["code"] == -32012 and r["error"]["data"]["code"] == "SPD_ECONFLICT"
 
