@@ -274,9 +274,18 @@ typedef struct enqueue {
   void *ud;
 } enqueue_t;
 
+/* The job and its job.queued event in one transaction. */
 static int enqueue_fn(store_t *s, void *arg) {
   enqueue_t *e = arg;
-  return store_job_insert(s, e->job);
+  int rc = store_job_insert(s, e->job);
+  if (rc) return rc;
+  event_t ev = {.type = "job.queued", .schedule_id = e->job->schedule_id, .job_id = e->job->id,
+                .ts_ms = e->job->created_ms,
+                .data = json_pack("{s:s, s:s, s:s}", "project", e->job->project, "spider",
+                                  e->job->spider, "jobid", e->job->jobid)};
+  rc = ev.data ? store_event_add(s, &ev) : -ENOMEM;
+  json_decref(ev.data);
+  return rc;
 }
 
 static void enqueue_done(void *arg, int rc) {
