@@ -81,6 +81,22 @@ const void *http_req_body(const http_req_t *r, size_t *len);
 int http_req_is_head(const http_req_t *r);
 
 /* ---- the reply ---- */
+/* A streamed reply of unknown length (chunked), e.g. Server-Sent Events.
+ * Returns the stream, or NULL when it could not be started (the client is
+ * gone, or a 500 was sent). on_gone(ud) runs exactly once, when the
+ * response is gone (the client left, the server stopped, or the stream
+ * ended and was sent) — possibly before this returns NULL; the stream must
+ * not be used after it. A stream waiting for data never times out: send a
+ * keep-alive now and then. */
+typedef struct http_stream http_stream_t;
+http_stream_t *http_reply_stream(http_req_t *r, int status, const char *content_type,
+                                 void (*on_gone)(void *ud), void *ud);
+/* Queues bytes (copied). -EPIPE once ended, -ENOBUFS when the client lags
+ * more than 1 MiB behind (it is then disconnected), -ENOMEM. */
+int http_stream_write(http_stream_t *st, const void *data, size_t len);
+/* Ends the reply once everything queued has been sent. */
+void http_stream_end(http_stream_t *st);
+
 /* Adds a header to the coming reply. */
 int http_reply_header(http_req_t *r, const char *name, const char *value);
 /* Replies with a copy of body; content_type may be NULL (none). */

@@ -69,6 +69,19 @@ typedef struct reply_header {
 
 struct listener;
 
+/* A reply of unknown length that the application writes to over time
+ * (Server-Sent Events). MHD pulls from buf through stream_read; when buf is
+ * empty the connection is suspended and a write resumes it. Freed by MHD's
+ * free callback once the response is gone. */
+struct http_stream {
+  http_req_t *req; /* NULL once the connection is done */
+  char *buf;
+  size_t off, len, cap;
+  bool ended, failed, waiting;
+  void (*on_gone)(void *ud);
+  void *ud;
+};
+
 struct http_req {
   http_server_t *srv;          /* NULL once detached from a stopped server */
   struct listener *lsn;
@@ -102,6 +115,7 @@ struct http_req {
 
   arena_block *arena;           /* current block first; the last is kept */
 
+  http_stream_t *stream;        /* a streamed reply in progress */
   struct MHD_Response *pending; /* deferred reply waiting for the resume */
   unsigned pending_status;
   uint64_t pending_bytes;
@@ -682,6 +696,110 @@ void http_reply_fd(http_req_t *r, int status, const char *content_type, int fd, 
   deliver(r, resp, (unsigned)status, len);
 }
 
+/* ---- streamed replies ---- */
+
+#define STREAM_MAX_BUFFER (1u << 20) /* a client this far behind is dropped */
+
+/* Wakes a connection parked in stream_read. */
+static void stream_wake(http_stream_t *st) {
+  http_req_t *r = st->req;
+  if (!st->waiting || !r || !r->conn) return;
+  st->waiting = false;
+  suspended_unlink(r);
+  MHD_resume_connection(r->conn);
+  kick(r->lsn);
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
+  http_stream_t *st = cls;
+  http_req_t *r = st->req;
+  if (st->failed || !r || r->dropped) return MHD_CONTENT_READER_END_WITH_ERROR;
+  if (st->off < st->len) {
+    size_t n = st->len - st->off < max ? st->len - st->off : max;
+    memcpy(out, st->buf + st->off, n);
+    st->off += n;
+    if (st->off == st->len) st->off = st->len = 0;
+    return (ssize_t)n;
+  }
+  if (st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
+  /* Nothing to send: park the connection (microhttpd.h's pattern for "no
+   * data yet") on the suspended list, so a server stop still finds it. */
+  http_server_t *s = r->srv;
+  MHD_suspend_connection(r->conn);
+  st->waiting = true;
+  r->suspended = true;
+  r->prev = NULL;
+  r->next = s->suspended;
+  if (s->suspended) s->suspended->prev = r;
+  s->suspended = r;
+  return 0;
+}
+
+static void stream_free(void *cls) {
+  http_stream_t *st = cls;
+  if (st->req) st->req->stream = NULL;
+  if (st->on_gone) st->on_gone(st->ud);
+  free(st->buf);
+  free(st);
+}
+
+http_stream_t *http_reply_stream(http_req_t *r, int status, const char *content_type,
+                                 void (*on_gone)(void *ud), void *ud) {
+  if (r->replied) {
+    log_warn("http", "second reply to %s %s ignored", r->method, r->path);
+    return NULL;
+  }
+  http_stream_t *st = calloc(1, sizeof(*st));
+  struct MHD_Response *resp =
+      st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free)
+         : NULL;
+  if (!resp || add_headers(r, resp, content_type)) {
+    if (resp) MHD_destroy_response(resp); /* frees st through stream_free */
+    else free(st);
+    reply_failed(r);
+    return NULL;
+  }
+  if (!r->conn) { /* the client left while the handler waited */
+    MHD_destroy_response(resp);
+    r->replied = true;
+    req_free(r);
+    return NULL;
+  }
+  st->req = r;
+  st->on_gone = on_gone;
+  st->ud = ud;
+  r->stream = st;
+  deliver(r, resp, (unsigned)status, 0);
+  /* A queue that failed at once destroyed the response (and ran on_gone). */
+  return r->stream == st ? st : NULL;
+}
+
+int http_stream_write(http_stream_t *st, const void *data, size_t len) {
+  if (st->ended || st->failed) return -EPIPE;
+  if (st->len + len > STREAM_MAX_BUFFER) {
+    st->failed = true; /* too slow a reader: end its connection */
+    stream_wake(st);
+    return -ENOBUFS;
+  }
+  if (st->len + len > st->cap) {
+    size_t cap = st->cap ? st->cap : 4096;
+    while (cap < st->len + len) cap *= 2;
+    char *b = realloc(st->buf, cap);
+    if (!b) return -ENOMEM;
+    st->buf = b;
+    st->cap = cap;
+  }
+  memcpy(st->buf + st->len, data, len);
+  st->len += len;
+  stream_wake(st);
+  return 0;
+}
+
+void http_stream_end(http_stream_t *st) {
+  st->ended = true;
+  stream_wake(st);
+}
+
 int http_reply_header(http_req_t *r, const char *name, const char *value) {
   if (r->nhdrs == r->hcap) {
     size_t cap = r->hcap ? r->hcap * 2 : 8;
@@ -1096,6 +1214,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   if (!r) return;
   *con_cls = NULL;
   suspended_unlink(r);
+  if (r->stream) { /* its response may outlive r inside MHD */
+    r->stream->req = NULL;
+    r->stream = NULL;
+  }
   if (r->dispatched && !r->replied) {
     /* The handler still holds r and will reply later: detach it. */
     r->conn = NULL;
