@@ -65,10 +65,13 @@ int job_retry_jobid(const char *jobid, int attempt, char *out, size_t cap) {
   char suffix[16];
   if (!jobid || attempt < 2 || cap < JOBID_MAX + 1) return -EINVAL;
   size_t n = strlen(jobid);
-  /* Strip an earlier retry's ".r<digits>". */
+  /* Strip the previous retry's own ".r<attempt-1>"; a first attempt's id
+   * is the user's, whatever it ends with. */
   size_t d = n;
   while (d > 0 && jobid[d - 1] >= '0' && jobid[d - 1] <= '9') d--;
-  if (d < n && d >= 2 && jobid[d - 1] == 'r' && jobid[d - 2] == '.') n = d - 2;
+  if (attempt > 2 && d < n && n - d < 10 && d >= 2 && jobid[d - 1] == 'r' &&
+      jobid[d - 2] == '.' && atoi(jobid + d) == attempt - 1)
+    n = d - 2;
   int sl = snprintf(suffix, sizeof(suffix), ".r%d", attempt);
   if (sl < 0 || (size_t)sl >= sizeof(suffix)) return -EINVAL;
   if (n + (size_t)sl > JOBID_MAX) {

@@ -82,10 +82,10 @@ int job_state_final(job_state_t s);
  * gives 0. Pure: the caller supplies the randomness. */
 int64_t job_retry_delay_ms(int64_t backoff_ms, int attempt, uint32_t rnd);
 
-/* The Scrapyd job id of attempt `attempt` (>= 2) of the job first queued as
- * the base of `jobid`: "<base>.r<attempt>", where a trailing ".r<N>" of
- * jobid (an earlier retry's suffix) is replaced, not stacked, so a user
- * sees one family of ids. The base is shortened (on a UTF-8 boundary) to
+/* The Scrapyd job id of attempt `attempt` (>= 2), given `jobid`, the id of
+ * attempt - 1: "<base>.r<attempt>", where the previous retry's own suffix
+ * ".r<attempt-1>" is replaced, not stacked, so a user sees one family of
+ * ids. The base is shortened (on a UTF-8 boundary) to
  * keep the id within name_valid's 200 bytes, and trailing dots are dropped
  * so the id never contains "..". Writes into out (cap >= 201); 0, or
  * -EINVAL when nothing valid can be made. */
