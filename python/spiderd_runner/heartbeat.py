@@ -6,7 +6,7 @@ named by SPIDERD_HEARTBEAT_FILE every SPIDERD_HEARTBEAT_INTERVAL seconds
 reactor (a callback stuck in time.sleep, a busy loop) stops the beats, and
 the daemon, seeing the file's mtime grow old, kills the crawl as lost.
 
-The beat starts when Scrapy's engine starts, so the time spent importing the
+The beat starts when Scrapy's engine starts (and ends with the reactor), so the time spent importing the
 project and building the crawler does not count; the daemon only enforces
 heartbeats once it has seen the first one. Touching never raises: a full
 disk must not fail the crawl (it only stops the beats).
@@ -58,15 +58,13 @@ class HeartbeatExtension:
             raise NotConfigured
         ext = cls(path, interval_from_env())
         crawler.signals.connect(ext.engine_started, signal=signals.engine_started)
-        crawler.signals.connect(ext.engine_stopped, signal=signals.engine_stopped)
         return ext
 
     def engine_started(self):
         from twisted.internet import task
 
+        # Never stopped by hand: it beats until the reactor itself stops, so
+        # a slow close (feed exports, a draining spider) is not taken for a
+        # wedged one.
         self.loop = task.LoopingCall(touch, self.path)
         self.loop.start(self.interval, now=True)
-
-    def engine_stopped(self):
-        if self.loop is not None and self.loop.running:
-            self.loop.stop()
