@@ -69,6 +69,12 @@ typedef struct config {
   char *pythonpath;        /* dir holding spiderd_runner; default SPIDERD_PYTHONDIR */
   double cancel_grace;     /* 60 s: after a cancel, KILL the crawl's group */
   double shutdown_grace;   /* 10 s: on daemon stop, TERM then KILL after this */
+  /* Job robustness defaults, for jobs whose own value is 0 (see operations.md). */
+  double job_timeout;      /* 0 s = none: TERM, then KILL after cancel_grace */
+  int job_retries;         /* 0: attempts after a failed or lost one */
+  double retry_backoff;    /* 10 s: first retry delay, doubling per attempt */
+  double heartbeat_interval; /* 5 s: how often a crawl's reactor proves it lives */
+  double heartbeat_timeout;  /* 60 s; 0 = off: a crawl silent this long is lost */
   long long max_upload;    /* 64 MiB: largest request body accepted */
   char *log_file;          /* "" = stderr: the daemon's own log */
   char *log_level;         /* "info": debug|info|warning|error */

@@ -11,6 +11,9 @@ Environment (set by the daemon):
   SCRAPYD_EGG_VERSION     the version asked for, if any (informational here)
   SPIDERD_STATS_FILE      crawl only: where to write the crawl's stats (JSON,
                           see spiderd_runner.stats)
+  SPIDERD_HEARTBEAT_FILE  crawl only: the file a reactor-driven heartbeat
+                          touches (see spiderd_runner.heartbeat)
+  SPIDERD_HEARTBEAT_INTERVAL  seconds between heartbeats (default 5)
 
 Like Scrapyd's runner, the egg is activated in place (its zip goes on
 sys.path), SCRAPY_SETTINGS_MODULE defaults to the egg's `scrapy`/`settings`
@@ -134,6 +137,10 @@ def _run():
         # EXTENSIONS_BASE, not EXTENSIONS: a project's or a -s EXTENSIONS
         # value replaces EXTENSIONS whole and would drop ours.
         settings["EXTENSIONS_BASE"][stats.EXTENSION_PATH] = stats.EXTENSION_ORDER
+    if os.environ.get("SPIDERD_HEARTBEAT_FILE") and _command_name(sys.argv) == "crawl":
+        from spiderd_runner import heartbeat
+
+        settings["EXTENSIONS_BASE"][heartbeat.EXTENSION_PATH] = heartbeat.EXTENSION_ORDER
     # sys.argv itself, as Scrapyd's runner does: Scrapy edits it in place and
     # spiders that read sys.argv see the same list as under Scrapyd.
     execute(sys.argv, settings)

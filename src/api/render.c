@@ -122,10 +122,25 @@ static json_t *stats_summary(const json_t *stats) {
   return o;
 }
 
+/* spiderd's retry and timeout bookkeeping, as extra fields Scrapyd clients
+ * ignore. Values as stored: 0 means the daemon's default (operations.md). */
+static void render_job_policy(json_t *o, const job_t *j) {
+  json_object_set_new(o, "attempt", json_integer(j->attempt));
+  json_object_set_new(o, "max_retries", json_integer(j->max_retries));
+  json_object_set_new(o, "retry_of", j->retry_of ? json_integer(j->retry_of) : json_null());
+  json_object_set_new(o, "timeout",
+                      j->timeout_ms > 0 ? json_real((double)j->timeout_ms / 1000.0) : json_null());
+  json_object_set_new(o, "not_before", time_or_null(j->not_before_ms));
+}
+
 void render_job_end(json_t *o, const job_t *j) {
   json_object_set_new(o, "exit_code", j->exit_code >= 0 ? json_integer(j->exit_code) : json_null());
   json_object_set_new(o, "signal", j->term_signal ? json_integer(j->term_signal) : json_null());
   json_object_set_new(o, "stats", stats_summary(j->stats));
+  /* Set by the launcher when it, not the crawl, ended the job. */
+  json_t *reason = json_object_get(j->stats, "end_reason");
+  json_object_set_new(o, "end_reason", json_is_string(reason) ? json_incref(reason) : json_null());
+  render_job_policy(o, j);
 }
 
 json_t *render_listjobs(const config_t *cfg, const job_list_t lists[3]) {
@@ -140,6 +155,7 @@ json_t *render_listjobs(const config_t *cfg, const job_list_t lists[3]) {
     json_object_set(o, "settings", j->settings ? j->settings : json_object());
     json_object_set(o, "args", j->args ? j->args : json_object());
     json_object_set_new(o, "priority", json_real(j->priority));
+    render_job_policy(o, j);
     json_array_append_new(pending, o);
   }
   for (size_t i = 0; i < lists[1].n; i++) {
@@ -152,6 +168,7 @@ json_t *render_listjobs(const config_t *cfg, const job_list_t lists[3]) {
     json_object_set_new(o, "start_time", time_or_null(j->start_ms));
     json_object_set_new(o, "log_url", str_or_null(render_log_url(cfg, j)));
     json_object_set_new(o, "items_url", str_or_null(render_items_url(cfg, j)));
+    render_job_policy(o, j);
     json_array_append_new(running, o);
   }
   for (size_t i = 0; i < lists[2].n; i++) {

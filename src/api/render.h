@@ -34,8 +34,11 @@ void render_runtime(int64_t ms, char out[32]);
  * Scrapyd's "finished"). Runs on a store thread. */
 int render_read_jobs(store_t *s, const char *project, job_list_t lists[3]);
 
-/* Adds spiderd's fields of an ended job to o: exit_code, signal, and stats
- * (items, requests, responses, errors, finish_reason, elapsed). */
+/* Adds spiderd's fields of an ended job to o: exit_code, signal, stats
+ * (items, requests, responses, errors, finish_reason, elapsed), end_reason
+ * ("timeout", "heartbeat" or null: why the daemon ended it) and the retry
+ * policy fields every listjobs entry has (attempt, max_retries, retry_of,
+ * timeout, not_before). */
 void render_job_end(json_t *o, const job_t *j);
 
 /* Scrapyd's listjobs object (pending, running, finished) plus spiderd's

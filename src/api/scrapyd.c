@@ -329,8 +329,29 @@ static void sched_done(void *ud, int rc, int stage, const char *error) {
   }
 }
 
-static const char *const schedule_own_params[] = {"project", "spider",  "_version",
-                                                  "jobid",   "priority", "setting", NULL};
+static const char *const schedule_own_params[] = {
+    "project", "spider", "_version", "jobid", "priority", "setting",
+    "_timeout", "_retries", "_retry_backoff", NULL};
+
+/* spiderd's robustness parameters, underscored like _version so they never
+ * reach the spider. Seconds become ms; 0 or absent = the daemon's default.
+ * 1 = error replied. */
+static int schedule_seconds(call_t *c, const char *name, const char *v, int64_t *ms) {
+  double d = 0;
+  if (!v) return 0;
+  if (parse_py_float(v, &d)) {
+    char repr[600];
+    bytes_repr(v, repr, sizeof(repr));
+    reply_error(c, "%s is invalid: could not convert string to float: %s", name, repr);
+    return 1;
+  }
+  if (!isfinite(d) || d < 0 || d > 315360000.0) {
+    reply_error(c, "%s is invalid: it must be a number of seconds from 0 to 315360000", name);
+    return 1;
+  }
+  *ms = (int64_t)llround(d * 1000.0);
+  return 0;
+}
 
 static int is_own_param(const char *key) {
   for (int i = 0; schedule_own_params[i]; i++)
@@ -354,6 +375,22 @@ static void ep_schedule(call_t *c) {
   if (!isfinite(priority)) {
     reply_error(c, "priority is invalid: it must be a finite number");
     return;
+  }
+  PARAM(timeout_s, "_timeout", 0);
+  PARAM(retries_s, "_retries", 0);
+  PARAM(backoff_s, "_retry_backoff", 0);
+  if (schedule_seconds(c, "_timeout", timeout_s, &c->job.timeout_ms) ||
+      schedule_seconds(c, "_retry_backoff", backoff_s, &c->job.retry_backoff_ms))
+    return;
+  if (retries_s) {
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(retries_s, &end, 10);
+    if (!*retries_s || *end || errno || n < 0 || n > 100) {
+      reply_error(c, "_retries is invalid: it must be an integer from 0 to 100");
+      return;
+    }
+    c->job.max_retries = (int)n;
   }
   /* Settings (every value) and spider arguments (first value of every other
    * key, in first-appearance order), as Scrapyd reads request.args. */

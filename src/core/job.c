@@ -1,6 +1,7 @@
 #include "core/job.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,3 +58,38 @@ int job_state_parse(const char *name, job_state_t *out) {
 }
 
 int job_state_final(job_state_t s) { return s >= JOB_FINISHED && s < JOB_NSTATES; }
+
+int64_t job_retry_delay_ms(int64_t backoff_ms, int attempt, uint32_t rnd) {
+  if (backoff_ms <= 0) return 0;
+  int64_t d = backoff_ms;
+  /* Doubling stops at the cap, so no shift can overflow. */
+  for (int i = 1; i < attempt && d < JOB_RETRY_DELAY_MAX_MS; i++) d *= 2;
+  if (d > JOB_RETRY_DELAY_MAX_MS) d = JOB_RETRY_DELAY_MAX_MS;
+  return d + (int64_t)((double)d * 0.1 * ((double)rnd / 4294967296.0));
+}
+
+#define JOBID_MAX 200
+
+int job_retry_jobid(const char *jobid, int attempt, char *out, size_t cap) {
+  char suffix[16];
+  if (!jobid || attempt < 2 || cap < JOBID_MAX + 1) return -EINVAL;
+  size_t n = strlen(jobid);
+  /* Strip the previous retry's own ".r<attempt-1>"; a first attempt's id
+   * is the user's, whatever it ends with. */
+  size_t d = n;
+  while (d > 0 && jobid[d - 1] >= '0' && jobid[d - 1] <= '9') d--;
+  if (attempt > 2 && d < n && n - d < 10 && d >= 2 && jobid[d - 1] == 'r' &&
+      jobid[d - 2] == '.' && atoi(jobid + d) == attempt - 1)
+    n = d - 2;
+  int sl = snprintf(suffix, sizeof(suffix), ".r%d", attempt);
+  if (sl < 0 || (size_t)sl >= sizeof(suffix)) return -EINVAL;
+  if (n + (size_t)sl > JOBID_MAX) {
+    n = JOBID_MAX - (size_t)sl;
+    /* Back off continuation bytes so a character is never cut in half. */
+    while (n > 0 && ((unsigned char)jobid[n] & 0xC0) == 0x80) n--;
+  }
+  while (n > 0 && jobid[n - 1] == '.') n--;
+  if (n == 0) return -EINVAL;
+  snprintf(out, cap, "%.*s%s", (int)n, jobid, suffix);
+  return 0;
+}

@@ -74,4 +74,23 @@ int job_state_parse(const char *name, job_state_t *out);
 /* Is the state one a job never leaves? */
 int job_state_final(job_state_t s);
 
+/* Retry delays never grow past this, however many attempts. */
+#define JOB_RETRY_DELAY_MAX_MS (3600LL * 1000)
+
+/* How long the retry after failed attempt `attempt` (1 = first try) waits:
+ * backoff_ms * 2^(attempt-1), capped at JOB_RETRY_DELAY_MAX_MS, plus up to
+ * 10% jitter scaled by rnd (uniform over uint32), so jobs that failed
+ * together do not all come back in the same millisecond. backoff_ms <= 0
+ * gives 0. Pure: the caller supplies the randomness. */
+int64_t job_retry_delay_ms(int64_t backoff_ms, int attempt, uint32_t rnd);
+
+/* The Scrapyd job id of attempt `attempt` (>= 2), given `jobid`, the id of
+ * attempt - 1: "<base>.r<attempt>", where the previous retry's own suffix
+ * ".r<attempt-1>" is replaced, not stacked, so a user sees one family of
+ * ids. The base is shortened (on a UTF-8 boundary) to
+ * keep the id within name_valid's 200 bytes, and trailing dots are dropped
+ * so the id never contains "..". Writes into out (cap >= 201); 0, or
+ * -EINVAL when nothing valid can be made. */
+int job_retry_jobid(const char *jobid, int attempt, char *out, size_t cap);
+
 #endif

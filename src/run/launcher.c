@@ -15,48 +15,14 @@
 #include "error.h"
 #include "log.h"
 #include "run/env.h"
+#include "run/supervise.h"
 #include "fsutil.h"
 #include "store/eggs.h"
 
 /* How often an adopted process (not our child: no exit callback) is checked. */
 #define ADOPT_POLL_MS 500
 
-typedef struct proc {
-  struct proc *next;
-  launcher_t *l;
-  uv_process_t process; /* our child; unused when adopted */
-  uv_timer_t timer;     /* cancel grace, or the adopted process's watch */
-  int open_handles;     /* closed handles still to come back */
-  int adopted;
-  int pid;
-  int cancels;          /* user cancels received */
-  int stopped;          /* TERM'd by a daemon stop */
-  int ended;            /* exit seen, end submitted */
-  job_t job;            /* owned */
-  char *stats_path;
-} proc_t;
-
-struct launcher {
-  uv_loop_t *loop;
-  const config_t *cfg;
-  store_pool_t *store;
-  job_counters_t *counters;
-  proc_t *procs;
-  unsigned nprocs;
-  unsigned max_proc;
-  int claiming;       /* a claim is in flight */
-  int kick_again;     /* a kick arrived while claiming */
-  unsigned ends_in_flight;
-  int stopping;
-  int stop_timer_open;
-  uv_timer_t stop_timer;
-  void (*stop_done)(void *ud);
-  void *stop_ud;
-  char *cwd;
-  char *stats_dir;
-};
-
-static int64_t wall_ms(void) {
+int64_t launcher_wall_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
@@ -143,7 +109,12 @@ int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
   }
   uv_timer_init(loop, &l->stop_timer);
   l->stop_timer.data = l;
-  l->stop_timer_open = 1;
+  l->open_handles = 1;
+  supervise_init(l);
+  if (cfg->heartbeat_timeout > 0 && cfg->heartbeat_timeout < 2 * cfg->heartbeat_interval)
+    log_warn("launcher", "heartbeat_timeout (%g s) is under two heartbeat_interval (%g s): "
+             "one late beat will kill a healthy crawl", cfg->heartbeat_timeout,
+             cfg->heartbeat_interval);
   *out = l;
   return 0;
 }
@@ -152,107 +123,15 @@ unsigned launcher_running(const launcher_t *l) { return l->nprocs; }
 
 /* ---- ending a job ---- */
 
-typedef struct end_op {
-  launcher_t *l;
-  int64_t id;
-  job_state_t state;
-  int from_stats;     /* state decided by the stats file (adopted / recovered) */
-  int64_t end_ms;
-  int exit_code;
-  int term_signal;
-  char *stats_path;
-  int finished_count; /* -1 unless the history was trimmed */
-} end_op_t;
-
-static int end_fn(store_t *s, void *arg) {
-  end_op_t *op = arg;
-  json_t *stats = NULL;
-  if (op->stats_path) {
-    stats = json_load_file(op->stats_path, 0, NULL);
-    unlink(op->stats_path);
-  }
-  if (op->from_stats) {
-    const char *reason = json_string_value(json_object_get(stats, "finish_reason"));
-    op->state = (reason && strcmp(reason, "finished") == 0) ? JOB_FINISHED
-                : stats                                     ? JOB_FAILED
-                                                            : JOB_LOST;
-  }
-  int rc = store_job_finish(s, op->id, op->state, op->end_ms, op->exit_code,
-                            op->term_signal, stats);
-  json_decref(stats);
-  if (rc) return rc;
-  int keep = op->l->cfg->finished_to_keep, deleted = 0;
-  if (keep > 0) {
-    rc = store_trim_finished(s, keep, &deleted);
-    if (rc == 0 && deleted > 0) {
-      int64_t counts[JOB_NSTATES];
-      rc = store_job_counts(s, NULL, counts);
-      if (rc == 0)
-        op->finished_count = (int)(counts[JOB_FINISHED] + counts[JOB_FAILED] +
-                                   counts[JOB_CANCELLED] + counts[JOB_LOST]);
-    }
-  }
-  return rc;
-}
-
-static void maybe_stopped(launcher_t *l);
-
-static void end_done(void *arg, int rc) {
-  end_op_t *op = arg;
-  launcher_t *l = op->l;
-  l->ends_in_flight--;
-  if (rc) {
-    log_error("launcher", "could not record the end of job #%lld: %s", (long long)op->id,
-              spd_strerror(rc));
-    l->counters->finished--;
-  } else if (op->finished_count >= 0) {
-    /* The store's count after the trim, plus the ends submitted after this
-     * one: they are counted already but not yet committed. */
-    l->counters->finished = op->finished_count + l->ends_in_flight;
-  }
-  free(op->stats_path);
-  free(op);
-  maybe_stopped(l);
-}
-
-/* Records a job's end. Slots are counted by live processes, so the caller
- * kicks dispatch at once rather than after the commit; the job counts as
- * finished from now on too, so pending + running + finished never dips. */
-static void submit_end(launcher_t *l, int64_t id, job_state_t state, int from_stats,
-                       int exit_code, int term_signal, const char *stats_path) {
-  end_op_t *op = calloc(1, sizeof(*op));
-  if (!op) {
-    log_error("launcher", "out of memory recording job #%lld", (long long)id);
-    return;
-  }
-  op->l = l;
-  op->id = id;
-  op->state = state;
-  op->from_stats = from_stats;
-  op->end_ms = wall_ms();
-  op->exit_code = exit_code;
-  op->term_signal = term_signal;
-  op->stats_path = stats_path ? strdup(stats_path) : NULL;
-  op->finished_count = -1;
-  l->ends_in_flight++;
-  l->counters->finished++;
-  if (store_submit(l->store, STORE_WRITE, end_fn, op, end_done) != 0) {
-    l->ends_in_flight--;
-    l->counters->finished--;
-    log_error("launcher", "store closed: end of job #%lld not recorded", (long long)id);
-    free(op->stats_path);
-    free(op);
-  }
-}
-
 static void proc_close_cb(uv_handle_t *h) {
   proc_t *p = h->data;
   if (--p->open_handles > 0) return;
   launcher_t *l = p->l;
   job_release(&p->job);
   free(p->stats_path);
+  free(p->hb_path);
   free(p);
-  maybe_stopped(l);
+  launcher_maybe_stopped(l);
 }
 
 static void proc_unlink(launcher_t *l, proc_t *p) {
@@ -276,10 +155,24 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
   job_t *j = &p->job;
   if (p->ended) return;
   p->ended = 1;
-  job_state_t state;
-  if (p->cancels || p->stopped) state = JOB_CANCELLED;
-  else if (exit_status == 0 && term_signal == 0) state = JOB_FINISHED;
-  else state = JOB_FAILED;
+  /* Who stopped it decides, before how it exited: a cancelled crawl is
+   * never retried, and one we killed for silence or time is not "finished"
+   * even when Scrapy's graceful shutdown exits 0. */
+  job_state_t state = JOB_FAILED;
+  const char *reason = NULL;
+  int from_stats = 0;
+  if (p->cancels || p->stopped) {
+    state = JOB_CANCELLED;
+  } else if (p->hb_lost) {
+    state = JOB_LOST;
+    reason = "heartbeat";
+  } else if (p->timed_out) {
+    reason = "timeout";
+  } else if (p->adopted) {
+    from_stats = 1; /* no exit status: the stats file tells */
+  } else if (exit_status == 0 && term_signal == 0) {
+    state = JOB_FINISHED;
+  }
   if (p->adopted) {
     log_info("launcher", "Adopted process ended: project='%s' spider='%s' job='%s' pid=%d",
              j->project, j->spider, j->jobid, p->pid);
@@ -291,9 +184,9 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
               "Process died: exitstatus=%lld signal=%d project='%s' spider='%s' job='%s' pid=%d",
               (long long)exit_status, term_signal, j->project, j->spider, j->jobid, p->pid);
   }
-  int adopted_unknown = p->adopted && !p->cancels && !p->stopped;
-  submit_end(l, j->id, state, adopted_unknown, p->adopted ? -1 : (term_signal ? -1 : (int)exit_status),
-             term_signal, p->stats_path);
+  supervise_end(l, j, state, from_stats,
+                p->adopted ? -1 : (term_signal ? -1 : (int)exit_status), term_signal,
+                p->stats_path, p->hb_path, reason);
   proc_unlink(l, p);
   proc_dispose(p);
   launcher_kick(l);
@@ -303,7 +196,7 @@ static void on_proc_exit(uv_process_t *h, int64_t exit_status, int term_signal) 
   proc_ended(h->data, exit_status, term_signal);
 }
 
-static void kill_group(proc_t *p) {
+void launcher_kill_group(proc_t *p) {
   /* The crawl leads its own session (UV_PROCESS_DETACHED): -pid reaches
    * everything it started too. */
   if (kill(-p->pid, SIGKILL) != 0) kill(p->pid, SIGKILL);
@@ -314,7 +207,7 @@ static void grace_expired(uv_timer_t *t) {
   if (p->ended) return;
   log_warn("launcher", "job '%s' did not stop within the grace period: killing pid %d",
            p->job.jobid, p->pid);
-  kill_group(p);
+  launcher_kill_group(p);
 }
 
 static void adopt_watch(uv_timer_t *t) {
@@ -326,25 +219,6 @@ static void adopt_watch(uv_timer_t *t) {
 }
 
 /* ---- starting a job ---- */
-
-typedef struct started_op {
-  int64_t id;
-  int pid;
-  int64_t pid_start;
-} started_op_t;
-
-static int started_fn(store_t *s, void *arg) {
-  started_op_t *op = arg;
-  return store_job_started(s, op->id, op->pid, op->pid_start);
-}
-
-static void started_done(void *arg, int rc) {
-  started_op_t *op = arg;
-  if (rc)
-    log_error("launcher", "could not record the pid of job #%lld: %s", (long long)op->id,
-              spd_strerror(rc));
-  free(op);
-}
 
 /* Scrapyd's jobs_to_keep: before a job's file is created in dir, delete all
  * but the newest `keep` files there (by mtime), whatever made them. */
@@ -530,7 +404,7 @@ out:
 static void start_job(launcher_t *l, job_t *j) {
   const config_t *cfg = l->cfg;
   char *egg = NULL, *log_file = NULL, *feed_uri = NULL, *items_file = NULL, *jobdir = NULL;
-  char *stats_path = NULL;
+  char *stats_path = NULL, *hb_path = NULL;
   strv_t argv = {0}, extra = {0};
   char **env = NULL;
   int log_fd = -1;
@@ -578,11 +452,18 @@ static void start_job(launcher_t *l, job_t *j) {
     goto nomem;
   }
   unlink(stats_path);
+  if (asprintf(&hb_path, "%s/%lld.hb", l->stats_dir, (long long)j->id) < 0) {
+    hb_path = NULL;
+    goto nomem;
+  }
+  unlink(hb_path);
   if (build_argv(l, j, log_file, feed_uri, jobdir, &argv)) goto nomem;
 
   const char *host = cfg->bind_address;
   if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host) host = "127.0.0.1";
   if (strv_pushf(&extra, "SPIDERD_STATS_FILE=%s", stats_path) ||
+      strv_pushf(&extra, "SPIDERD_HEARTBEAT_FILE=%s", hb_path) ||
+      strv_pushf(&extra, "SPIDERD_HEARTBEAT_INTERVAL=%g", cfg->heartbeat_interval) ||
       strv_pushf(&extra, "SPIDERD_JOB=%s", j->jobid) ||
       strv_pushf(&extra, strchr(host, ':') ? "SPIDERD_URL=http://[%s]:%d" : "SPIDERD_URL=http://%s:%d",
                  host, cfg->http_port) ||
@@ -638,6 +519,8 @@ static void start_job(launcher_t *l, job_t *j) {
   p->job.pid_start = proc_start_time(p->pid);
   p->stats_path = stats_path;
   stats_path = NULL;
+  p->hb_path = hb_path;
+  hb_path = NULL;
   uv_timer_init(l->loop, &p->timer);
   p->timer.data = p;
   p->next = l->procs;
@@ -657,13 +540,7 @@ static void start_job(launcher_t *l, job_t *j) {
              p->job.project, p->job.spider, p->job.jobid, p->pid, shown ? shown : "");
     free(shown);
   }
-  started_op_t *sop = malloc(sizeof(*sop));
-  if (sop) {
-    sop->id = p->job.id;
-    sop->pid = p->pid;
-    sop->pid_start = p->job.pid_start;
-    if (store_submit(l->store, STORE_WRITE, started_fn, sop, started_done)) free(sop);
-  }
+  supervise_started(l, p);
   goto out;
 
 nomem:
@@ -671,8 +548,7 @@ nomem:
 fail:
   log_error("launcher", "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
             j->project, j->spider, why);
-  submit_end(l, j->id, JOB_FAILED, 0, -1, 0, NULL);
-  job_release(j);
+  supervise_end(l, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL);
 out:
   if (log_fd >= 0) close(log_fd);
   env_free(env);
@@ -684,6 +560,7 @@ out:
   free(items_file);
   free(jobdir);
   free(stats_path);
+  free(hb_path);
 }
 
 /* ---- dispatch ---- */
@@ -694,11 +571,22 @@ typedef struct claim_op {
   int64_t now;
   const char *node;
   job_list_t jobs;
+  int64_t next_due; /* a short claim: the earliest delayed job, 0 = none */
+  int64_t delayed;  /* and how many wait */
 } claim_op_t;
 
 static int claim_fn(store_t *s, void *arg) {
   claim_op_t *op = arg;
-  return store_job_claim(s, op->node, op->max, op->now, &op->jobs);
+  int rc = store_job_claim(s, op->node, op->max, op->now, &op->jobs);
+  if (rc || op->jobs.n >= op->max) return rc;
+  /* Fewer than asked: every pending job left waits for its not_before, so
+   * this scans only those, and only when a claim comes back short. */
+  rc = store_job_next_due(s, op->now, &op->next_due);
+  if (rc || !op->next_due) return rc;
+  int64_t counts[JOB_NSTATES];
+  rc = store_job_counts(s, NULL, counts);
+  if (rc == 0) op->delayed = counts[JOB_PENDING];
+  return rc;
 }
 
 static int requeue_fn(store_t *s, void *arg) {
@@ -740,13 +628,19 @@ static void claim_done(void *arg, int rc) {
   } else {
     l->counters->pending -= (int64_t)op->jobs.n;
     if (l->counters->pending < 0) l->counters->pending = 0;
-    if (op->jobs.n < op->max) l->counters->pending = 0; /* the store has no more */
-    for (size_t i = 0; i < op->jobs.n; i++) start_job(l, &op->jobs.v[i]);
+    if (op->jobs.n < op->max) { /* the store has no more that are due */
+      l->counters->pending = op->delayed;
+      supervise_claimed(l, op->next_due, op->delayed);
+    }
+    for (size_t i = 0; i < op->jobs.n; i++) {
+      supervise_resolve(l->cfg, &op->jobs.v[i]);
+      start_job(l, &op->jobs.v[i]);
+    }
   }
   job_list_release(&op->jobs);
   free(op);
   if (l->stopping) {
-    maybe_stopped(l);
+    launcher_maybe_stopped(l);
     return;
   }
   if (l->kick_again || rc == 0) {
@@ -761,12 +655,15 @@ void launcher_kick(launcher_t *l) {
     l->kick_again = 1;
     return;
   }
-  if (l->counters->pending <= 0 || l->nprocs >= l->max_proc) return;
+  /* Delayed retries are pending but not claimable: only a due timer's wake
+   * (due_check) claims when every pending job is a delayed one. */
+  if ((l->counters->pending - l->delayed <= 0 && !l->due_check) || l->nprocs >= l->max_proc)
+    return;
   claim_op_t *op = calloc(1, sizeof(*op));
   if (!op) return;
   op->l = l;
   op->max = l->max_proc - l->nprocs;
-  op->now = wall_ms();
+  op->now = launcher_wall_ms();
   op->node = l->cfg->node_name;
   l->claiming = 1;
   if (store_submit(l->store, STORE_WRITE, claim_fn, op, claim_done)) {
@@ -780,14 +677,16 @@ void launcher_kick(launcher_t *l) {
 void launcher_adopt(launcher_t *l, job_list_t *running) {
   for (size_t i = 0; i < running->n; i++) {
     job_t *j = &running->v[i];
-    char *stats_path = NULL;
-    if (asprintf(&stats_path, "%s/%lld.json", l->stats_dir, (long long)j->id) < 0) {
+    char *stats_path = NULL, *hb_path = NULL;
+    if (asprintf(&stats_path, "%s/%lld.json", l->stats_dir, (long long)j->id) < 0)
       stats_path = NULL;
-    }
+    if (asprintf(&hb_path, "%s/%lld.hb", l->stats_dir, (long long)j->id) < 0) hb_path = NULL;
+    supervise_resolve(l->cfg, j);
     if (j->pid > 0 && j->pid_start > 0 && proc_start_time(j->pid) == j->pid_start) {
       proc_t *p = calloc(1, sizeof(*p));
       if (!p) {
         free(stats_path);
+        free(hb_path);
         continue;
       }
       p->l = l;
@@ -796,6 +695,7 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
       p->job = *j;
       job_init(j);
       p->stats_path = stats_path;
+      p->hb_path = hb_path;
       uv_timer_init(l->loop, &p->timer);
       p->timer.data = p;
       uv_timer_start(&p->timer, adopt_watch, ADOPT_POLL_MS, ADOPT_POLL_MS);
@@ -804,13 +704,15 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
       l->nprocs++;
       log_info("launcher", "Adopted running process: project='%s' spider='%s' job='%s' pid=%d",
                p->job.project, p->job.spider, p->job.jobid, p->pid);
+      supervise_started(l, p);
     } else {
       log_warn("launcher",
                "job '%s' (project '%s') was running when the daemon stopped and its process "
                "is gone: recording how it ended",
                j->jobid, j->project);
-      submit_end(l, j->id, JOB_LOST, 1, -1, 0, stats_path);
+      supervise_end(l, j, JOB_LOST, 1, -1, 0, stats_path, hb_path, NULL);
       free(stats_path);
+      free(hb_path);
     }
   }
   l->counters->running = l->nprocs;
@@ -827,7 +729,7 @@ int launcher_cancel(launcher_t *l, const char *project, const char *jobid, int s
     p->cancels++;
     log_info("launcher", "Cancelling job '%s' (pid %d) with signal %d", jobid, p->pid, sig);
     if (sig == SIGKILL) {
-      kill_group(p);
+      launcher_kill_group(p);
       continue;
     }
     kill(p->pid, sig);
@@ -843,11 +745,11 @@ static void stop_expired(uv_timer_t *t) {
   for (proc_t *p = l->procs; p; p = p->next) {
     log_warn("launcher", "job '%s' still running after shutdown_grace: killing pid %d",
              p->job.jobid, p->pid);
-    kill_group(p);
+    launcher_kill_group(p);
   }
 }
 
-static void maybe_stopped(launcher_t *l) {
+void launcher_maybe_stopped(launcher_t *l) {
   if (!l->stopping || !l->stop_done) return;
   if (l->procs || l->claiming || l->ends_in_flight) return;
   void (*done)(void *) = l->stop_done;
@@ -858,6 +760,7 @@ static void maybe_stopped(launcher_t *l) {
 
 void launcher_stop(launcher_t *l, void (*done)(void *ud), void *ud) {
   l->stopping = 1;
+  supervise_stop(l);
   l->stop_done = done;
   l->stop_ud = ud;
   for (proc_t *p = l->procs; p; p = p->next) {
@@ -869,11 +772,12 @@ void launcher_stop(launcher_t *l, void (*done)(void *ud), void *ud) {
              l->cfg->shutdown_grace);
     uv_timer_start(&l->stop_timer, stop_expired, (uint64_t)(l->cfg->shutdown_grace * 1000), 0);
   }
-  maybe_stopped(l);
+  launcher_maybe_stopped(l);
 }
 
 static void launcher_close_cb(uv_handle_t *h) {
   launcher_t *l = h->data;
+  if (--l->open_handles > 0) return;
   free(l->stats_dir);
   free(l->cwd);
   free(l);
@@ -882,4 +786,5 @@ static void launcher_close_cb(uv_handle_t *h) {
 void launcher_free(launcher_t *l) {
   if (!l) return;
   uv_close((uv_handle_t *)&l->stop_timer, launcher_close_cb);
+  supervise_close(l, launcher_close_cb);
 }

@@ -11,6 +11,9 @@
  * appended to the job's log file. Its crawl stats are read from the stats
  * file the runner writes (SPIDERD_STATS_FILE).
  *
+ * Timeouts, heartbeats (SPIDERD_HEARTBEAT_FILE), retries and job events are
+ * the supervision policy in run/supervise.c.
+ *
  * Ownership: the launcher borrows cfg, the store pool and counters for its
  * whole life; launcher_free() frees it once its handles are closed.
  */

@@ -225,6 +225,11 @@ static void test_defaults(void **state) {
   assert_string_equal(c->pythonpath, SPIDERD_PYTHONDIR);
   assert_true(c->cancel_grace == 60.0);
   assert_true(c->shutdown_grace == 10.0);
+  assert_true(c->job_timeout == 0.0);
+  assert_int_equal(c->job_retries, 0);
+  assert_true(c->retry_backoff == 10.0);
+  assert_true(c->heartbeat_interval == 5.0);
+  assert_true(c->heartbeat_timeout == 60.0);
   assert_true(c->max_upload == 64LL * 1024 * 1024);
   assert_string_equal(c->log_file, "");
   assert_string_equal(c->log_level, "info");
@@ -517,6 +522,8 @@ static void test_env_overrides(void **state) {
   setenv("SPIDERD_LOGS_DIR", "", 1);
   setenv("SPIDERD_DEBUG", "yes", 1);
   setenv("SPIDERD_CANCEL_GRACE", "2.5", 1);
+  setenv("SPIDERD_JOB_RETRIES", "3", 1);
+  setenv("SPIDERD_HEARTBEAT_TIMEOUT", "0", 1);
   setenv("SPIDERD_LOG_LEVEL", "debug", 1);
   /* not config keys: spiders get these, they must not disturb the daemon */
   setenv("SPIDERD_URL", "http://x", 1);
@@ -533,6 +540,8 @@ static void test_env_overrides(void **state) {
   assert_string_equal(c->logs_dir, "");
   assert_int_equal(c->debug, 1);
   assert_true(c->cancel_grace == 2.5);
+  assert_int_equal(c->job_retries, 3);
+  assert_true(c->heartbeat_timeout == 0.0);
   assert_string_equal(c->log_level, "debug");
   config_release(c);
 
@@ -788,6 +797,11 @@ static void test_error_values(void **state) {
   expect_file_error(f, "scrapyd", "username", "a:b", "'a:b' must not contain ':'");
   expect_file_error(f, "spiderd", "cancel_grace", "-1", "'-1' is out of range (must be >= 0)");
   expect_file_error(f, "spiderd", "shutdown_grace", "x", "'x' is not a number");
+  expect_file_error(f, "spiderd", "job_timeout", "-5", "'-5' is out of range (must be >= 0)");
+  expect_file_error(f, "spiderd", "job_retries", "2.5", "'2.5' is not an integer");
+  expect_file_error(f, "spiderd", "retry_backoff", "soon", "'soon' is not a number");
+  expect_file_error(f, "spiderd", "heartbeat_interval", "0", "'0' is out of range (must be > 0)");
+  expect_file_error(f, "spiderd", "heartbeat_timeout", "-1", "'-1' is out of range (must be >= 0)");
   expect_file_error(f, "spiderd", "max_upload", "512", "'512' is out of range (must be >= 1024)");
   expect_file_error(f, "spiderd", "max_upload", "10T",
                     "'10T' is not a size (bytes, or a number with a K, M or G suffix)");

@@ -1,0 +1,110 @@
+/* Supervision policy of the launcher: per-job timeouts, crawl heartbeats,
+ * retries with exponential backoff, the wake-up for delayed jobs, and the
+ * store writes (with their events) that record a job starting and ending.
+ *
+ * This is the launcher's private half: launcher.c spawns, reaps, cancels
+ * and adopts processes; this file decides what their ends mean and watches
+ * them while they run. Both run on the loop thread only and share the
+ * structures below, which nothing outside src/run/launcher.c and
+ * src/run/supervise.c may touch.
+ *
+ * Ownership: a proc_t owns its job and paths; supervise_end() takes the
+ * job's contents it is given.
+ */
+#ifndef SPIDERD_RUN_SUPERVISE_H
+#define SPIDERD_RUN_SUPERVISE_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "run/launcher.h"
+
+typedef struct proc {
+  struct proc *next;
+  launcher_t *l;
+  uv_process_t process; /* our child; unused when adopted */
+  uv_timer_t timer;     /* cancel grace, or the adopted process's watch */
+  int open_handles;     /* closed handles still to come back */
+  int adopted;
+  int pid;
+  int cancels;          /* user cancels received */
+  int stopped;          /* TERM'd by a daemon stop */
+  int ended;            /* exit seen, end submitted */
+  job_t job;            /* owned; robustness fields resolved (supervise_resolve) */
+  char *stats_path;
+  char *hb_path;        /* the heartbeat file the runner touches */
+  /* Watched by the supervision sweep (monotonic ms = uv_now; wall ms). */
+  int64_t timeout_at;   /* mono; 0 = no timeout */
+  int64_t kill_at;      /* mono; a timed-out crawl's group is KILLed then */
+  int64_t hb_seen;      /* wall; mtime of the newest heartbeat, 0 = none yet */
+  int64_t hb_stored;    /* wall; the heartbeat last written to the store */
+  int64_t hb_stored_at; /* mono; when it was written */
+  int timed_out;
+  int hb_lost;
+} proc_t;
+
+struct launcher {
+  uv_loop_t *loop;
+  const config_t *cfg;
+  store_pool_t *store;
+  job_counters_t *counters;
+  proc_t *procs;
+  unsigned nprocs;
+  unsigned max_proc;
+  int claiming;       /* a claim is in flight */
+  int kick_again;     /* a kick arrived while claiming */
+  unsigned ends_in_flight;
+  int stopping;
+  int open_handles;   /* launcher timers still to close */
+  uv_timer_t stop_timer;
+  void (*stop_done)(void *ud);
+  void *stop_ud;
+  char *cwd;
+  char *stats_dir;
+  /* Delayed jobs (retries waiting out their backoff): they are pending but
+   * not claimable, so the counters alone cannot tell dispatch to claim. */
+  int64_t delayed;    /* pending jobs known to be not yet due */
+  int due_check;      /* a delayed job may be due: claim even if none seem pending */
+  int64_t due_at;     /* wall ms the due timer is armed for; 0 = unarmed */
+  uv_timer_t due_timer;
+  uv_timer_t watch_timer; /* one sweep for every job's timeout and heartbeat */
+  int64_t next_sweep; /* mono */
+  uint64_t rng;       /* retry jitter */
+};
+
+int64_t launcher_wall_ms(void);
+/* KILLs the crawl's whole process group. */
+void launcher_kill_group(proc_t *p);
+/* After every commit that may finish the daemon's stop. */
+void launcher_maybe_stopped(launcher_t *l);
+
+/* Opens the supervision timers (2 handles, counted in l->open_handles). */
+void supervise_init(launcher_t *l);
+/* Stops them (daemon stop). */
+void supervise_stop(launcher_t *l);
+/* Closes them; cb runs once per handle. */
+void supervise_close(launcher_t *l, uv_close_cb cb);
+
+/* Fills a job's 0 timeout / retries / backoff with the daemon's defaults, so
+ * the policy a job ran under is the one its retries inherit. */
+void supervise_resolve(const config_t *cfg, job_t *j);
+
+/* A process of p->job is running (spawned or adopted): records the pid and
+ * the job.started event (spawned only) and starts watching it. */
+void supervise_started(launcher_t *l, proc_t *p);
+
+/* Records the end of job (its contents are taken): store_job_finish, the
+ * end event(s) and, when the job failed or was lost with attempts left, the
+ * retry, all in one store op. from_stats: the state is decided by the stats
+ * file (an adopted or vanished crawl: finished, failed, or lost when there
+ * is none). end_reason ("timeout", "heartbeat" or NULL) is recorded in the
+ * stats as "end_reason". hb_path may be NULL. */
+void supervise_end(launcher_t *l, job_t *job, job_state_t state, int from_stats,
+                   int exit_code, int term_signal, const char *stats_path,
+                   const char *hb_path, const char *end_reason);
+
+/* A claim came back short: next_due is the earliest not_before of the
+ * pending jobs left (0 = none), delayed how many there are. */
+void supervise_claimed(launcher_t *l, int64_t next_due, int64_t delayed);
+
+#endif
