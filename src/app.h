@@ -26,6 +26,7 @@ typedef struct app {
   int64_t started_ms;      /* wall clock when serving began (status uptime) */
   struct scrapyd *scrapyd; /* api/scrapyd.c's state */
   struct api_common *api_common; /* api/common.c's state, shared by the faces */
+  struct sse_hub *sse;           /* api/sse.c: live event streams */
 } app_t;
 
 typedef struct api_common api_common_t;

@@ -12,6 +12,7 @@
 #include "error.h"
 #include "fsutil.h"
 #include "log.h"
+#include "api/sse.h"
 #include "store/eggs.h"
 #include "store/scrapyd_import.h"
 
@@ -80,6 +81,8 @@ static void begin_stop(server_t *srv) {
   app_t *app = &srv->app;
   if (app->stopping) return;
   app->stopping = 1;
+  sse_hub_stop(app->sse); /* event streams end now, not after the crawls */
+  app->sse = NULL;
   log_info("main", "stopping: crawls get SIGTERM, pending jobs stay queued");
   scheduler_stop(app->scheduler, scheduler_stopped, srv);
 }
@@ -188,6 +191,10 @@ static int serve(int argc, char **argv) {
       .max_body = cfg->max_upload,
   };
   if ((rc = http_server_start(app->loop, &ho, &app->http, err, sizeof(err)))) goto fail;
+  if ((rc = sse_hub_init(app, &app->sse))) {
+    snprintf(err, sizeof(err), "cannot start the event streams: %s", spd_strerror(rc));
+    goto fail;
+  }
   if ((rc = api_scrapyd_register(app)) || (rc = api_rest_register(app)) ||
       (rc = api_ui_register(app))) {
     snprintf(err, sizeof(err), "cannot register routes: %s", spd_strerror(rc));
@@ -229,6 +236,7 @@ static int serve(int argc, char **argv) {
 
 fail:
   fprintf(stderr, "spiderd: %s\n", err[0] ? err : spd_strerror(rc));
+  sse_hub_stop(app->sse);
   log_error("main", "%s", err[0] ? err : spd_strerror(rc));
   job_list_release(&running);
   if (app->http) http_server_stop(app->http);

@@ -16,6 +16,7 @@
 #include "api/ops.h"
 #include "api/render.h"
 #include "api/route.h"
+#include "api/sse.h"
 #include "app.h"
 #include "error.h"
 
@@ -25,7 +26,7 @@
 extern const unsigned char api_openapi_json[];
 extern const size_t api_openapi_json_len;
 
-enum { SPECIAL_INDEX = 1, SPECIAL_OPENAPI, SPECIAL_JSONRPC };
+enum { SPECIAL_INDEX = 1, SPECIAL_OPENAPI, SPECIAL_JSONRPC, SPECIAL_EVENTS };
 
 static const struct special {
   const char *method, *path;
@@ -34,6 +35,7 @@ static const struct special {
     {"GET", "/", SPECIAL_INDEX},
     {"GET", "/openapi.json", SPECIAL_OPENAPI},
     {"POST", "/jsonrpc", SPECIAL_JSONRPC},
+    {"GET", "/events/stream", SPECIAL_EVENTS},
 };
 #define NSPECIALS (sizeof(specials) / sizeof(specials[0]))
 
@@ -307,6 +309,13 @@ static void on_rest(http_req_t *req, void *ud) {
   if (special == SPECIAL_OPENAPI) {
     add_cors(req, allow);
     http_reply(req, 200, "application/json", api_openapi_json, api_openapi_json_len);
+    return;
+  }
+  if (special == SPECIAL_EVENTS) {
+    char err[256];
+    add_cors(req, allow);
+    int rc = app->sse ? sse_hub_open(app->sse, req, err, sizeof(err)) : SPD_ESHUTDOWN;
+    if (rc) send_error(req, allow, rc, NULL, "%s", app->sse ? err : "the daemon is stopping");
     return;
   }
   if (special == SPECIAL_JSONRPC) {

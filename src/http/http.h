@@ -82,12 +82,11 @@ int http_req_is_head(const http_req_t *r);
 
 /* ---- the reply ---- */
 /* A streamed reply of unknown length (chunked), e.g. Server-Sent Events.
- * Returns the stream, or NULL when it could not be started (the client is
- * gone, or a 500 was sent). on_gone(ud) runs exactly once, when the
- * response is gone (the client left, the server stopped, or the stream
- * ended and was sent) — possibly before this returns NULL; the stream must
- * not be used after it. A stream waiting for data never times out: send a
- * keep-alive now and then. */
+ * on_gone(ud) runs exactly once, when the response is gone: the client
+ * left, the server stopped, the stream ended and was sent, or it could not
+ * start (then before this returns NULL; a 500 is sent when possible). The
+ * stream must not be used after on_gone. A stream waiting for data never
+ * times out: send a keep-alive now and then. */
 typedef struct http_stream http_stream_t;
 http_stream_t *http_reply_stream(http_req_t *r, int status, const char *content_type,
                                  void (*on_gone)(void *ud), void *ud);

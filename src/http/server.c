@@ -747,15 +747,26 @@ http_stream_t *http_reply_stream(http_req_t *r, int status, const char *content_
                                  void (*on_gone)(void *ud), void *ud) {
   if (r->replied) {
     log_warn("http", "second reply to %s %s ignored", r->method, r->path);
+    on_gone(ud);
     return NULL;
   }
   http_stream_t *st = calloc(1, sizeof(*st));
+  if (!st) {
+    on_gone(ud);
+    reply_failed(r);
+    return NULL;
+  }
+  st->on_gone = on_gone;
+  st->ud = ud;
   struct MHD_Response *resp =
-      st ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free)
-         : NULL;
-  if (!resp || add_headers(r, resp, content_type)) {
-    if (resp) MHD_destroy_response(resp); /* frees st through stream_free */
-    else free(st);
+      MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+  if (!resp) {
+    stream_free(st);
+    reply_failed(r);
+    return NULL;
+  }
+  if (add_headers(r, resp, content_type)) {
+    MHD_destroy_response(resp); /* runs stream_free */
     reply_failed(r);
     return NULL;
   }
@@ -766,8 +777,6 @@ http_stream_t *http_reply_stream(http_req_t *r, int status, const char *content_
     return NULL;
   }
   st->req = r;
-  st->on_gone = on_gone;
-  st->ud = ud;
   r->stream = st;
   deliver(r, resp, (unsigned)status, 0);
   /* A queue that failed at once destroyed the response (and ran on_gone). */

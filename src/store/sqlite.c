@@ -1150,6 +1150,7 @@ const struct store_ops store_sqlite_ops = {
     .run_add_ended = sqlite_run_add_ended,
     .event_add = sqlite_event_add,
     .events_list = sqlite_events_list,
+    .events_head = sqlite_events_head,
     .lease_acquire = sqlite_lease_acquire,
     .lease_check = sqlite_lease_check,
     .lease_release = sqlite_lease_release,

@@ -64,6 +64,7 @@ int sqlite_run_end(store_t *s, int64_t run_id, run_state_t state, int64_t job_id
 int sqlite_run_add_ended(store_t *s, sched_run_t *r);
 int sqlite_event_add(store_t *s, event_t *e);
 int sqlite_events_list(store_t *s, const event_filter_t *f, event_list_t *out);
+int sqlite_events_head(store_t *s, int64_t *id);
 int sqlite_lease_acquire(store_t *s, const char *name, const char *holder,
                          int64_t now_ms, int64_t ttl_ms, int64_t *token);
 int sqlite_lease_check(store_t *s, const char *name, int64_t token, int64_t now_ms);

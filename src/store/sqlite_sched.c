@@ -38,6 +38,7 @@ enum {
   SS_RUN_END,
   SS_RUN_ADD_ENDED,
   SS_EVENT_ADD,
+  SS_EVENT_HEAD,
   SS_LEASE_ACQUIRE,
   SS_LEASE_CHECK,
   SS_LEASE_RELEASE,
@@ -85,6 +86,7 @@ static const char *const sched_sql[SS_COUNT] = {
         "holder = excluded.holder, expires_ms = excluded.expires_ms "
         "WHERE holder = excluded.holder OR expires_ms <= ?3 "
         "RETURNING token",
+    [SS_EVENT_HEAD] = "SELECT coalesce(max(id), 0) FROM events",
     [SS_LEASE_CHECK] =
         "SELECT 1 FROM leases WHERE name = ?1 AND token = ?2 AND expires_ms > ?3",
     [SS_LEASE_RELEASE] =
@@ -535,6 +537,19 @@ int sqlite_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {
   }
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "list events");
   sqlite3_finalize(st);
+  return rc;
+}
+
+int sqlite_events_head(store_t *s, int64_t *id) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sched_stmt(q, SS_EVENT_HEAD);
+  if (!st) return SPD_ESTORE;
+  int rc = 0;
+  if (sqlite3_step(st) == SQLITE_ROW)
+    *id = sqlite3_column_int64(st, 0);
+  else
+    rc = sqlite_fail(q, "events head");
+  sqlite3_reset(st);
   return rc;
 }
 

@@ -269,6 +269,12 @@ int store_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {
   return s->ops->events_list(s, f ? f : &all, out);
 }
 
+int store_events_head(store_t *s, int64_t *id) {
+  if (!s || !id) return -EINVAL;
+  *id = 0;
+  return s->ops->events_head(s, id);
+}
+
 int store_lease_acquire(store_t *s, const char *name, const char *holder,
                         int64_t now_ms, int64_t ttl_ms, int64_t *token) {
   if (!s || !name || !holder || !token || ttl_ms <= 0) return -EINVAL;

@@ -196,6 +196,8 @@ typedef struct event_filter {
 
 /* Events matching f, oldest first. */
 int store_events_list(store_t *s, const event_filter_t *f, event_list_t *out);
+/* The newest event's id (0 when there are none): where "from now on" starts. */
+int store_events_head(store_t *s, int64_t *id);
 
 /* ---- leases: one holder at a time, with a fencing token ---- */
 

@@ -65,6 +65,7 @@ struct store_ops {
   int (*run_add_ended)(store_t *s, sched_run_t *r);
   int (*event_add)(store_t *s, event_t *e);
   int (*events_list)(store_t *s, const event_filter_t *f, event_list_t *out);
+  int (*events_head)(store_t *s, int64_t *id);
   int (*lease_acquire)(store_t *s, const char *name, const char *holder,
                        int64_t now_ms, int64_t ttl_ms, int64_t *token);
   int (*lease_check)(store_t *s, const char *name, int64_t token, int64_t now_ms);

@@ -215,6 +215,9 @@ static void test_runs(void **state) {
 
 static void test_events(void **state) {
   struct fx *f = *state;
+  int64_t head = -1;
+  assert_int_equal(store_events_head(f->s, &head), 0);
+  assert_int_equal(head, 0);
   const char *types[] = {"schedule.created", "job.queued", "job.started",
                          "job.finished", "run.missed"};
   for (int i = 0; i < 5; i++) {
@@ -229,6 +232,9 @@ static void test_events(void **state) {
   event_list_t l = {0};
   assert_int_equal(store_events_list(f->s, NULL, &l), 0);
   assert_int_equal(l.n, 5);
+  head = 0;
+  assert_int_equal(store_events_head(f->s, &head), 0);
+  assert_int_equal(head, l.v[4].id);
   for (size_t i = 1; i < l.n; i++) assert_true(l.v[i].id > l.v[i - 1].id);
   assert_string_equal(l.v[0].type, "schedule.created");
   assert_int_equal(json_integer_value(json_object_get(l.v[4].data, "n")), 4);
