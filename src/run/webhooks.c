@@ -361,7 +361,8 @@ static int targets_of(store_t *s, const webhooks_t *w, const event_t *e, sched_c
   oe->idx = calloc(max, sizeof(*oe->idx));
   if (!oe->urls || !oe->idx) return -ENOMEM;
   for (size_t i = 0; i < max; i++) {
-    const char *u = i < w->nurls ? w->urls[i] : json_string_value(json_array_get(hooks, i - w->nurls));
+    const char *u = i < w->nurls ? w->urls[i]
+                                 : json_string_value(json_array_get(hooks, i - w->nurls));
     if (!u || !http_url(u)) {
       if (u) log_debug(SYS, "schedule %" PRId64 ": '%s' is not an http(s) URL", e->schedule_id, u);
       continue;
@@ -554,7 +555,8 @@ static int on_curl_timeout(CURLM *m, long timeout_ms, void *userp) {
 
 static size_t discard(char *p, size_t size, size_t n, void *ud) { return size * n; }
 
-static int header(struct curl_slist **h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int header(struct curl_slist **h, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 static int header(struct curl_slist **h, const char *fmt, ...) {
   char line[512];
   va_list ap;
