@@ -8,6 +8,7 @@ JOBS ?= $(shell nproc)
 DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	libuv1-dev libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev \
 	libzip-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
+	libcurl4-openssl-dev libssl-dev \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
 	wrk zip unzip curl
 

@@ -11,6 +11,7 @@
 #include "run/launcher.h"
 #include "run/scheduler.h"
 #include "run/spiders.h"
+#include "run/webhooks.h"
 #include "store/async.h"
 
 typedef struct app {
@@ -21,6 +22,7 @@ typedef struct app {
   spiders_t *spiders;
   launcher_t *launcher;
   scheduler_t *scheduler;
+  webhooks_t *webhooks;
   job_counters_t counters;
   int stopping;
   int64_t started_ms;      /* wall clock when serving began (status uptime) */

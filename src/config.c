@@ -105,6 +105,12 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, scheduler_lease, T_REAL, M_GT0, "10", NULL),
     KEY(SEC_SPIDERD, schedule_horizon, T_REAL, M_GT0, "3", NULL),
     KEY(SEC_SPIDERD, misfire_grace, T_REAL, M_GE0, "60", NULL),
+    KEY(SEC_SPIDERD, webhooks, T_STR, M_NONE, "", NULL),
+    KEY(SEC_SPIDERD, webhook_events, T_STR, M_NONE, "job.finished job.failed", NULL),
+    KEY(SEC_SPIDERD, webhook_secret, T_STR, M_NONE, "", NULL),
+    KEY(SEC_SPIDERD, webhook_timeout, T_REAL, M_GT0, "10", NULL),
+    KEY(SEC_SPIDERD, webhook_retries, T_INT, M_GE0, "8", NULL),
+    KEY(SEC_SPIDERD, webhook_backoff, T_REAL, M_GT0, "1", NULL),
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 

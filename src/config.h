@@ -83,6 +83,12 @@ typedef struct config {
   double scheduler_lease;  /* 10 s: the scheduler lease's time to live */
   double schedule_horizon; /* 3 days of upcoming runs materialised */
   double misfire_grace;    /* 60 s: a run later than this counts as missed */
+  char *webhooks;          /* "": daemon-wide webhook URLs, comma/space separated */
+  char *webhook_events;    /* "job.finished job.failed": types, or prefixes ending in '.' */
+  char *webhook_secret;    /* "": when set, deliveries carry an HMAC-SHA256 signature */
+  double webhook_timeout;  /* 10 s per delivery attempt */
+  int webhook_retries;     /* 8 retries after a failed first attempt */
+  double webhook_backoff;  /* 1 s: first retry delay, doubling (tests shorten it) */
 
   /* Files actually read, in order (for `spiderd config` and messages). */
   char **sources;

@@ -1,4 +1,5 @@
 /* spiderd: command line and the daemon's life (start, recovery, stop). */
+#include <curl/curl.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,9 +47,11 @@ static void usage(FILE *out) {
 
 static void close_cb(uv_handle_t *h) { (void)h; }
 
-static void launcher_stopped(void *ud) {
+static void webhooks_stopped(void *ud) {
   server_t *srv = ud;
   app_t *app = &srv->app;
+  webhooks_free(app->webhooks);
+  app->webhooks = NULL;
   spiders_free(app->spiders);
   app->spiders = NULL;
   /* The store's last callbacks reply to requests still waiting on it, so the
@@ -68,6 +71,14 @@ static void launcher_stopped(void *ud) {
     uv_close((uv_handle_t *)&srv->sig_hup, close_cb);
   }
   log_info("main", "stopped");
+}
+
+/* Webhooks stop after the launcher (its last job events stay after the
+ * cursor and go out at the next start) and before the store, which keeps
+ * their cursor. */
+static void launcher_stopped(void *ud) {
+  server_t *srv = ud;
+  webhooks_stop(srv->app.webhooks, webhooks_stopped, srv);
 }
 
 /* The scheduler stops first (and gives its lease up, so another node
@@ -181,6 +192,8 @@ static int serve(int argc, char **argv) {
     snprintf(err, sizeof(err), "cannot start the scheduler: %s", spd_strerror(rc));
     goto fail;
   }
+  if ((rc = webhooks_init(&app->webhooks, app->loop, cfg, app->store, err, sizeof(err))))
+    goto fail;
   http_options_t ho = {
       .bind_address = cfg->bind_address,
       .port = cfg->http_port,
@@ -250,6 +263,10 @@ fail:
     launcher_stop(app->launcher, NULL, NULL);
     launcher_free(app->launcher);
   }
+  if (app->webhooks) {
+    webhooks_stop(app->webhooks, NULL, NULL);
+    webhooks_free(app->webhooks);
+  }
   if (app->loop) uv_run(app->loop, UV_RUN_DEFAULT);
 out:
   if (app->loop) uv_loop_close(app->loop);
@@ -272,8 +289,17 @@ int main(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  if (argc == 1 || argv[1][0] == '-') return serve(argc - 1, argv + 1);
-  if (!strcmp(argv[1], "serve")) return serve(argc - 2, argv + 2);
+  if (argc == 1 || argv[1][0] == '-' || !strcmp(argv[1], "serve")) {
+    /* Once, before any thread: curl_global_init is not thread-safe. */
+    if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+      fprintf(stderr, "spiderd: cannot initialise libcurl\n");
+      return 1;
+    }
+    int rc = argv[1] && strcmp(argv[1], "serve") ? serve(argc - 1, argv + 1)
+                                                 : serve(argc - 2, argv + 2);
+    curl_global_cleanup();
+    return rc;
+  }
   fprintf(stderr, "spiderd: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

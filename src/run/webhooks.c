@@ -1,0 +1,1076 @@
+/* Webhook delivery (webhooks.h). Store threads read events and render
+ * their bodies; the loop thread owns the queues, the lease state and
+ * libcurl, which it drives through uv_poll and uv_timer. */
+#include "run/webhooks.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "core/job.h"
+#include "core/schedule.h"
+#include "error.h"
+#include "log.h"
+
+#define SYS "webhooks"
+#define LEASE_NAME "webhooks"
+#define CURSOR_KEY "webhooks.cursor"
+#define LEASE_TTL_MS 5000
+#define TICK_MS 1000
+#define READ_BATCH 256
+#define SCAN_PAGES 16       /* pages an idle scan reads per tick at most */
+#define MAX_WINDOW 1024     /* events held in memory awaiting delivery */
+#define MAX_INFLIGHT 16     /* HTTP requests at once */
+#define BACKOFF_CAP_MS (5 * 60 * 1000LL)
+
+/* ---- pure helpers ---- */
+
+void webhooks_list_free(char **v, size_t n) {
+  for (size_t i = 0; i < n; i++) free(v[i]);
+  free(v);
+}
+
+int webhooks_list_parse(const char *text, char ***out, size_t *n) {
+  char **v = NULL;
+  size_t k = 0;
+  const char *p = text ? text : "";
+  *out = NULL;
+  *n = 0;
+  for (;;) {
+    while (*p && (*p == ',' || isspace((unsigned char)*p))) p++;
+    if (!*p) break;
+    const char *start = p;
+    while (*p && *p != ',' && !isspace((unsigned char)*p)) p++;
+    char **grown = realloc(v, (k + 1) * sizeof(*v));
+    char *item = grown ? strndup(start, (size_t)(p - start)) : NULL;
+    if (grown) v = grown;
+    if (!item) {
+      webhooks_list_free(v, k);
+      return -ENOMEM;
+    }
+    v[k++] = item;
+  }
+  *out = v;
+  *n = k;
+  return 0;
+}
+
+int webhooks_type_wanted(char *const *patterns, size_t n, const char *type) {
+  for (size_t i = 0; i < n; i++) {
+    const char *p = patterns[i];
+    size_t len = strlen(p);
+    if (!strcmp(p, "*") || !strcmp(p, type)) return 1;
+    if (len && p[len - 1] == '.' && !strncmp(p, type, len)) return 1;
+  }
+  return 0;
+}
+
+int64_t webhooks_backoff_ms(int failures, int64_t base_ms, int64_t cap_ms, double jitter01) {
+  int64_t d = base_ms > 0 ? base_ms : 1;
+  for (int i = 1; i < failures && d < cap_ms; i++) d *= 2;
+  if (d > cap_ms) d = cap_ms;
+  if (jitter01 < 0) jitter01 = 0;
+  if (jitter01 >= 1) jitter01 = 0.999;
+  return d + (int64_t)((double)d * 0.1 * jitter01);
+}
+
+int webhooks_sign(const char *secret, const char *timestamp, const char *body, size_t len,
+                  char out[72]) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int mdlen = 0;
+  size_t tlen = strlen(timestamp);
+  /* Signing the timestamp with the body is what lets a receiver refuse a
+   * captured request replayed later (Stripe's scheme). */
+  char *msg = malloc(tlen + 1 + len);
+  if (!msg) return -ENOMEM;
+  memcpy(msg, timestamp, tlen);
+  msg[tlen] = '.';
+  memcpy(msg + tlen + 1, body, len);
+  const unsigned char *r = HMAC(EVP_sha256(), secret, (int)strlen(secret),
+                                (const unsigned char *)msg, tlen + 1 + len, md, &mdlen);
+  free(msg);
+  if (!r || mdlen != 32) return -EINVAL;
+  memcpy(out, "sha256=", 7);
+  for (unsigned i = 0; i < mdlen; i++) snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
+  return 0;
+}
+
+/* ---- state ---- */
+
+/* An event read and not yet fully handled. The window of them is ordered by
+ * id; the cursor can pass an event only once it is at the front with no
+ * delivery left. */
+typedef struct wevent {
+  struct wevent *next;
+  int64_t id;
+  char *type;
+  char *body;
+  size_t len;
+  int pending; /* deliveries not yet delivered or given up */
+} wevent_t;
+
+typedef struct delivery {
+  struct delivery *next;
+  wevent_t *ev;
+  int url_index;
+  int failures;
+} delivery_t;
+
+/* One URL's FIFO: only its head is ever tried, which keeps a receiver's
+ * events in order. */
+typedef struct target {
+  struct target *next;
+  char *url;
+  delivery_t *head, *tail;
+  uint64_t next_ms; /* uv_now when the head may be tried */
+  CURL *easy;       /* the head's request in flight */
+  struct curl_slist *headers;
+  char errbuf[CURL_ERROR_SIZE];
+} target_t;
+
+typedef struct sock {
+  uv_poll_t poll;
+  struct sock *next;
+  curl_socket_t fd;
+  struct webhooks *w;
+} sock_t;
+
+struct webhooks {
+  uv_loop_t *loop;
+  const config_t *cfg;
+  store_pool_t *store;
+  char **urls, **types;
+  size_t nurls, ntypes;
+  int64_t timeout_ms, backoff_ms;
+  int retries;
+  uint64_t rng;
+
+  uv_timer_t tick, pump, curl_timer;
+  int closing;
+  CURLM *multi;
+  sock_t *socks;
+
+  int busy, again, stopping;
+  void (*stopped)(void *ud);
+  void *stopped_ud;
+
+  int leader;
+  int64_t token;
+  int work_seen;    /* an idle scan found an event for a schedule's hook */
+  int64_t scan_from; /* idle scan position; -1 = not known yet */
+  int caught_up;    /* the last read returned less than a full batch */
+  int64_t cursor, saved, read_upto;
+
+  wevent_t *whead, *wtail;
+  size_t wn;
+  target_t *targets;
+  size_t inflight;
+};
+
+enum { OP_LEASE, OP_RELEASE, OP_READ, OP_SCAN };
+
+typedef struct out_event {
+  int64_t id;
+  char *type;
+  char *body;
+  size_t len;
+  char **urls;
+  int *idx;
+  size_t nurls;
+} out_event_t;
+
+typedef struct op {
+  webhooks_t *w;
+  int kind;
+  /* lease */
+  int64_t token;
+  int was_leader;
+  int64_t save_cursor; /* >= 0: store it, fenced by the lease */
+  int64_t init_hint;   /* cursor when none is stored; -1 = the newest event */
+  int leader;
+  int64_t cursor;
+  /* read / scan */
+  int64_t after, last_id;
+  size_t nread;
+  int found, full;
+  out_event_t *ev;
+  size_t nev;
+} op_t;
+
+static int64_t wall_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static double rand01(webhooks_t *w) {
+  /* xorshift64: jitter only needs to spread retries, not to be secret */
+  uint64_t x = w->rng;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  w->rng = x;
+  return (double)(x >> 11) / (double)(1ULL << 53);
+}
+
+static void out_event_clear(out_event_t *e) {
+  free(e->type);
+  free(e->body);
+  webhooks_list_free(e->urls, e->nurls);
+  free(e->idx);
+}
+
+static void out_events_free(out_event_t *v, size_t n) {
+  for (size_t i = 0; i < n; i++) out_event_clear(&v[i]);
+  free(v);
+}
+
+static void op_free(op_t *o) {
+  if (!o) return;
+  out_events_free(o->ev, o->nev);
+  free(o);
+}
+
+/* ---- store side ---- */
+
+static void iso_ms(int64_t ms, char out[32]) {
+  time_t secs = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&secs, &tm);
+  size_t n = strftime(out, 32, "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
+}
+
+static json_t *time_or_null(int64_t ms) {
+  char buf[32];
+  if (!ms) return json_null();
+  iso_ms(ms, buf);
+  return json_string(buf);
+}
+
+static json_t *copy_or_null(const json_t *v) { return v ? json_deep_copy(v) : json_null(); }
+
+static json_t *job_json(const job_t *j) {
+  json_t *o = json_object();
+  if (!o) return NULL;
+  json_object_set_new(o, "id", json_integer(j->id));
+  json_object_set_new(o, "jobid", json_string(j->jobid));
+  json_object_set_new(o, "project", json_string(j->project));
+  json_object_set_new(o, "spider", json_string(j->spider));
+  json_object_set_new(o, "version", j->version ? json_string(j->version) : json_null());
+  json_object_set_new(o, "state", json_string(job_state_name(j->state)));
+  json_object_set_new(o, "node", j->node ? json_string(j->node) : json_null());
+  json_object_set_new(o, "priority", json_real(j->priority));
+  json_object_set_new(o, "attempt", json_integer(j->attempt));
+  json_object_set_new(o, "exit_code", j->exit_code >= 0 ? json_integer(j->exit_code) : json_null());
+  json_object_set_new(o, "signal", j->term_signal ? json_integer(j->term_signal) : json_null());
+  json_object_set_new(o, "created_ms", json_integer(j->created_ms));
+  json_object_set_new(o, "start_ms", j->start_ms ? json_integer(j->start_ms) : json_null());
+  json_object_set_new(o, "end_ms", j->end_ms ? json_integer(j->end_ms) : json_null());
+  json_object_set_new(o, "created_time", time_or_null(j->created_ms));
+  json_object_set_new(o, "start_time", time_or_null(j->start_ms));
+  json_object_set_new(o, "end_time", time_or_null(j->end_ms));
+  json_object_set_new(o, "schedule_id", json_integer(j->schedule_id));
+  json_object_set_new(o, "parent_id", json_integer(j->parent_id));
+  json_object_set_new(o, "args", copy_or_null(j->args));
+  json_object_set_new(o, "settings", copy_or_null(j->settings));
+  json_object_set_new(o, "stats", copy_or_null(j->stats));
+  return o;
+}
+
+/* The POST body of an event: the event, and for job events the job as it is
+ * now (a job deleted meanwhile is null). */
+static int render(store_t *s, const event_t *e, const char *node, char **body, size_t *len) {
+  char ts[32];
+  json_t *job = NULL;
+  int rc = 0;
+  if (e->job_id && !strncmp(e->type, "job.", 4)) {
+    job_t j;
+    job_init(&j);
+    rc = store_job_get(s, e->job_id, &j);
+    if (!rc) job = job_json(&j);
+    job_release(&j);
+    if (rc == -ENOENT) rc = 0, job = json_null();
+    if (rc) return rc;
+    if (!job) return -ENOMEM;
+  }
+  iso_ms(e->ts_ms, ts);
+  json_t *o = json_pack("{s:I, s:s, s:s, s:I, s:I, s:I, s:o, s:s}", "id", (json_int_t)e->id,
+                        "type", e->type, "ts", ts, "ts_ms", (json_int_t)e->ts_ms, "schedule_id",
+                        (json_int_t)e->schedule_id, "job_id", (json_int_t)e->job_id, "data",
+                        e->data ? json_incref(e->data) : json_object(), "node", node);
+  if (o && job) json_object_set_new(o, "job", job);
+  else json_decref(job);
+  *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+  json_decref(o);
+  if (!*body) return -ENOMEM;
+  *len = strlen(*body);
+  return 0;
+}
+
+static int http_url(const char *u) {
+  return !strncasecmp(u, "http://", 7) || !strncasecmp(u, "https://", 8);
+}
+
+/* A one-entry cache: consecutive events mostly share a schedule. */
+typedef struct sched_cache {
+  int64_t id;
+  json_t *hooks; /* array, or NULL = none */
+} sched_cache_t;
+
+static int schedule_hooks(store_t *s, int64_t id, sched_cache_t *c, json_t **out) {
+  if (c->id != id) {
+    schedule_t sc;
+    schedule_init(&sc);
+    int rc = store_schedule_get(s, id, &sc);
+    if (rc && rc != -ENOENT) {
+      schedule_release(&sc);
+      return rc;
+    }
+    json_decref(c->hooks);
+    c->hooks = json_is_array(sc.webhooks) && json_array_size(sc.webhooks)
+                   ? json_incref(sc.webhooks) : NULL;
+    c->id = id;
+    schedule_release(&sc);
+  }
+  *out = c->hooks;
+  return 0;
+}
+
+/* Where an event goes: the daemon-wide URLs (indexes 0..n-1), then its
+ * schedule's (n + position in the schedule's array), each URL once. The
+ * indexes only depend on the configuration, so a redelivery after a restart
+ * carries the same X-Spiderd-Delivery. */
+static int targets_of(store_t *s, const webhooks_t *w, const event_t *e, sched_cache_t *c,
+                      out_event_t *oe) {
+  json_t *hooks = NULL;
+  int rc = e->schedule_id ? schedule_hooks(s, e->schedule_id, c, &hooks) : 0;
+  if (rc) return rc;
+  size_t max = w->nurls + json_array_size(hooks);
+  if (!max) return 0;
+  oe->urls = calloc(max, sizeof(*oe->urls));
+  oe->idx = calloc(max, sizeof(*oe->idx));
+  if (!oe->urls || !oe->idx) return -ENOMEM;
+  for (size_t i = 0; i < max; i++) {
+    const char *u = i < w->nurls ? w->urls[i]
+                                 : json_string_value(json_array_get(hooks, i - w->nurls));
+    if (!u || !http_url(u)) {
+      if (u) log_debug(SYS, "schedule %" PRId64 ": '%s' is not an http(s) URL", e->schedule_id, u);
+      continue;
+    }
+    int dup = 0;
+    for (size_t k = 0; k < oe->nurls && !dup; k++) dup = !strcmp(oe->urls[k], u);
+    if (dup) continue;
+    if (!(oe->urls[oe->nurls] = strdup(u))) return -ENOMEM;
+    oe->idx[oe->nurls++] = (int)i;
+  }
+  return 0;
+}
+
+static int newest_event(store_t *s, int64_t *out) {
+  int64_t after = 0;
+  for (;;) {
+    event_list_t l = {0};
+    event_filter_t f = {.after_id = after, .limit = 1000};
+    int rc = store_events_list(s, &f, &l);
+    size_t n = l.n;
+    if (!rc && n) after = l.v[n - 1].id;
+    event_list_release(&l);
+    if (rc) return rc;
+    if (n < 1000) break;
+  }
+  *out = after;
+  return 0;
+}
+
+static int cursor_get(store_t *s, int64_t *out) {
+  char *v = NULL;
+  int rc = store_meta_get(s, CURSOR_KEY, &v);
+  if (!rc) {
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (*end || x < 0) rc = -EINVAL;
+    else *out = x;
+  }
+  free(v);
+  return rc;
+}
+
+static int cursor_put(store_t *s, int64_t c) {
+  char buf[24];
+  snprintf(buf, sizeof(buf), "%" PRId64, c);
+  return store_meta_set(s, CURSOR_KEY, buf);
+}
+
+static int lease_fn(store_t *s, void *arg) {
+  op_t *o = arg;
+  const char *node = o->w->cfg->node_name;
+  int64_t now = wall_ms();
+  int rc = 0;
+  if (o->kind == OP_RELEASE) {
+    /* Fenced: a node whose lease passed on must not move the cursor back. */
+    if (o->save_cursor >= 0 && !store_lease_check(s, LEASE_NAME, o->token, now))
+      rc = cursor_put(s, o->save_cursor);
+    int r2 = store_lease_release(s, LEASE_NAME, node, o->token);
+    return rc ? rc : r2 == -ENOENT ? 0 : r2;
+  }
+  int64_t prev = o->token;
+  rc = store_lease_acquire(s, LEASE_NAME, node, now, LEASE_TTL_MS, &o->token);
+  if (rc == -EBUSY) return 0;
+  if (rc) return rc;
+  o->leader = 1;
+  /* A new token means the lease lapsed in between: start again from the
+   * stored cursor, whatever this node believed. */
+  if (o->was_leader && o->token == prev)
+    return o->save_cursor >= 0 ? cursor_put(s, o->save_cursor) : 0;
+  rc = cursor_get(s, &o->cursor);
+  if (rc == -ENOENT || rc == -EINVAL) {
+    if (o->init_hint >= 0) o->cursor = o->init_hint, rc = 0;
+    else rc = newest_event(s, &o->cursor);
+    if (!rc) rc = cursor_put(s, o->cursor);
+  }
+  return rc;
+}
+
+/* OP_READ: renders up to READ_BATCH events after o->after. OP_SCAN (no
+ * daemon-wide URL, not holding the lease): only looks for the first event
+ * a schedule's hook wants, so an idle node costs one read per tick. */
+static int read_fn(store_t *s, void *arg) {
+  op_t *o = arg;
+  webhooks_t *w = o->w;
+  sched_cache_t cache = {0};
+  int rc = 0;
+  if (o->kind == OP_SCAN && o->after < 0) {
+    rc = cursor_get(s, &o->after);
+    if (rc == -ENOENT || rc == -EINVAL) rc = newest_event(s, &o->after);
+    if (rc) return rc;
+  }
+  o->last_id = o->after;
+  for (int page = 0; page < (o->kind == OP_SCAN ? SCAN_PAGES : 1) && !rc && !o->found; page++) {
+    event_list_t l = {0};
+    event_filter_t f = {.after_id = o->last_id, .limit = READ_BATCH};
+    if ((rc = store_events_list(s, &f, &l))) break;
+    if (o->kind == OP_READ && !(o->ev = calloc(l.n ? l.n : 1, sizeof(*o->ev)))) rc = -ENOMEM;
+    for (size_t i = 0; i < l.n && !rc; i++) {
+      const event_t *e = &l.v[i];
+      if (webhooks_type_wanted(w->types, w->ntypes, e->type)) {
+        out_event_t oe = {.id = e->id};
+        rc = targets_of(s, w, e, &cache, &oe);
+        if (!rc && oe.nurls && o->kind == OP_SCAN) o->found = 1;
+        if (!rc && oe.nurls && o->kind == OP_READ) {
+          rc = render(s, e, w->cfg->node_name, &oe.body, &oe.len);
+          if (!rc && !(oe.type = strdup(e->type))) rc = -ENOMEM;
+        }
+        if (!rc && oe.nurls && o->kind == OP_READ) o->ev[o->nev++] = oe;
+        else out_event_clear(&oe);
+        if (rc || o->found) break;
+      }
+      o->last_id = e->id;
+      o->nread++;
+    }
+    o->full = l.n == READ_BATCH;
+    event_list_release(&l);
+    if (!o->full) break;
+  }
+  json_decref(cache.hooks);
+  return rc;
+}
+
+/* ---- the loop side: libcurl ---- */
+
+static void tick_start(webhooks_t *w);
+static void pump(webhooks_t *w);
+
+static void sock_closed(uv_handle_t *h) { free(h->data); }
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  sock_t *c = h->data;
+  webhooks_t *w = c->w;
+  int flags = 0, running = 0;
+  if (status < 0) flags = CURL_CSELECT_ERR;
+  if (!status && (events & UV_READABLE)) flags |= CURL_CSELECT_IN;
+  if (!status && (events & UV_WRITABLE)) flags |= CURL_CSELECT_OUT;
+  curl_multi_socket_action(w->multi, c->fd, flags, &running);
+  pump(w);
+}
+
+static int on_socket(CURL *e, curl_socket_t fd, int what, void *userp, void *socketp) {
+  webhooks_t *w = userp;
+  sock_t *c = socketp;
+  if (what == CURL_POLL_REMOVE) {
+    if (!c) return 0;
+    for (sock_t **p = &w->socks; *p; p = &(*p)->next)
+      if (*p == c) {
+        *p = c->next;
+        break;
+      }
+    curl_multi_assign(w->multi, fd, NULL);
+    uv_close((uv_handle_t *)&c->poll, sock_closed);
+    return 0;
+  }
+  if (!c) {
+    if (!(c = calloc(1, sizeof(*c)))) return -1;
+    if (uv_poll_init_socket(w->loop, &c->poll, fd)) {
+      free(c);
+      return -1;
+    }
+    c->fd = fd;
+    c->w = w;
+    c->poll.data = c;
+    c->next = w->socks;
+    w->socks = c;
+    curl_multi_assign(w->multi, fd, c);
+  }
+  int ev = 0;
+  if (what & CURL_POLL_IN) ev |= UV_READABLE;
+  if (what & CURL_POLL_OUT) ev |= UV_WRITABLE;
+  uv_poll_start(&c->poll, ev, on_poll);
+  return 0;
+}
+
+static void on_curl_timer(uv_timer_t *h) {
+  webhooks_t *w = h->data;
+  int running = 0;
+  curl_multi_socket_action(w->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+  pump(w);
+}
+
+static int on_curl_timeout(CURLM *m, long timeout_ms, void *userp) {
+  webhooks_t *w = userp;
+  /* Never call back into curl from here: a 0 timeout runs on the next
+   * loop iteration instead. */
+  if (timeout_ms < 0) uv_timer_stop(&w->curl_timer);
+  else uv_timer_start(&w->curl_timer, on_curl_timer, (uint64_t)timeout_ms, 0);
+  return 0;
+}
+
+static size_t discard(char *p, size_t size, size_t n, void *ud) { return size * n; }
+
+static int header(struct curl_slist **h, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int header(struct curl_slist **h, const char *fmt, ...) {
+  char line[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof(line), fmt, ap);
+  va_end(ap);
+  struct curl_slist *n = curl_slist_append(*h, line);
+  if (!n) return -ENOMEM;
+  *h = n;
+  return 0;
+}
+
+static int attempt_start(webhooks_t *w, target_t *t) {
+  delivery_t *d = t->head;
+  wevent_t *ev = d->ev;
+  struct curl_slist *h = NULL;
+  char ts[24], sig[72];
+  int rc = 0;
+  CURL *e = curl_easy_init();
+  if (!e) return -ENOMEM;
+  snprintf(ts, sizeof(ts), "%" PRId64, wall_ms() / 1000);
+  /* "Expect:" stops curl from waiting for a 100-continue that simple
+   * receivers never send. */
+  if ((rc = header(&h, "Content-Type: application/json")) || (rc = header(&h, "Expect:")) ||
+      (rc = header(&h, "X-Spiderd-Event: %s", ev->type)) ||
+      (rc = header(&h, "X-Spiderd-Delivery: %" PRId64 "-%d", ev->id, d->url_index)) ||
+      (rc = header(&h, "X-Spiderd-Attempt: %d", d->failures + 1)))
+    goto out;
+  if (w->cfg->webhook_secret[0]) {
+    if ((rc = webhooks_sign(w->cfg->webhook_secret, ts, ev->body, ev->len, sig)) ||
+        (rc = header(&h, "X-Spiderd-Timestamp: %s", ts)) ||
+        (rc = header(&h, "X-Spiderd-Signature: %s", sig)))
+      goto out;
+  }
+  t->errbuf[0] = '\0';
+  curl_easy_setopt(e, CURLOPT_URL, t->url);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(e, CURLOPT_POST, 1L);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDS, ev->body);
+  curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)ev->len);
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, h);
+  curl_easy_setopt(e, CURLOPT_USERAGENT, "spiderd/" SPIDERD_VERSION);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)w->timeout_ms);
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)w->timeout_ms);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->errbuf);
+  curl_easy_setopt(e, CURLOPT_PRIVATE, t);
+  if (curl_multi_add_handle(w->multi, e) != CURLM_OK) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  t->easy = e;
+  t->headers = h;
+  w->inflight++;
+  return 0;
+out:
+  curl_slist_free_all(h);
+  curl_easy_cleanup(e);
+  return rc;
+}
+
+static void attempt_drop(webhooks_t *w, target_t *t) {
+  if (!t->easy) return;
+  curl_multi_remove_handle(w->multi, t->easy);
+  curl_easy_cleanup(t->easy);
+  curl_slist_free_all(t->headers);
+  t->easy = NULL;
+  t->headers = NULL;
+  w->inflight--;
+}
+
+/* ---- the loop side: queues and the cursor ---- */
+
+static void advance_cursor(webhooks_t *w) {
+  while (w->whead && !w->whead->pending) {
+    wevent_t *e = w->whead;
+    w->whead = e->next;
+    if (!w->whead) w->wtail = NULL;
+    w->wn--;
+    free(e->type);
+    free(e->body);
+    free(e);
+  }
+  w->cursor = w->whead ? w->whead->id - 1 : w->read_upto;
+}
+
+static void target_pop(webhooks_t *w, target_t *t) {
+  delivery_t *d = t->head;
+  t->head = d->next;
+  if (!t->head) t->tail = NULL;
+  d->ev->pending--;
+  free(d);
+  t->next_ms = 0;
+}
+
+/* Drops every delivery and request: the lease is gone or we stop. The
+ * cursor stays where it is, before everything dropped. */
+static void abandon_all(webhooks_t *w) {
+  while (w->targets) {
+    target_t *t = w->targets;
+    w->targets = t->next;
+    attempt_drop(w, t);
+    while (t->head) target_pop(w, t);
+    free(t->url);
+    free(t);
+  }
+  while (w->whead) {
+    wevent_t *e = w->whead;
+    w->whead = e->next;
+    free(e->type);
+    free(e->body);
+    free(e);
+  }
+  w->wtail = NULL;
+  w->wn = 0;
+}
+
+static void attempt_done(webhooks_t *w, target_t *t, CURLcode code) {
+  long status = 0;
+  delivery_t *d = t->head;
+  curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
+  attempt_drop(w, t);
+  d->failures++;
+  if (code == CURLE_OK && status >= 200 && status < 300) {
+    log_debug(SYS, "event %" PRId64 " (%s) delivered to %s: HTTP %ld", d->ev->id, d->ev->type,
+              t->url, status);
+  } else {
+    char why[CURL_ERROR_SIZE + 32];
+    if (code != CURLE_OK)
+      snprintf(why, sizeof(why), "%s", t->errbuf[0] ? t->errbuf : curl_easy_strerror(code));
+    else
+      snprintf(why, sizeof(why), "HTTP %ld", status);
+    if (d->failures <= w->retries) {
+      int64_t delay = webhooks_backoff_ms(d->failures, w->backoff_ms, BACKOFF_CAP_MS, rand01(w));
+      log_info(SYS, "event %" PRId64 " to %s failed (%s); retry %d of %d in %.1f s",
+               d->ev->id, t->url, why, d->failures, w->retries, (double)delay / 1000.0);
+      t->next_ms = uv_now(w->loop) + (uint64_t)delay;
+      return;
+    }
+    log_warn(SYS, "event %" PRId64 " (%s) to %s given up after %d attempts: %s", d->ev->id,
+             d->ev->type, t->url, d->failures, why);
+  }
+  target_pop(w, t);
+  advance_cursor(w);
+}
+
+static void read_finished(webhooks_t *w) {
+  CURLMsg *m;
+  int left;
+  while ((m = curl_multi_info_read(w->multi, &left))) {
+    if (m->msg != CURLMSG_DONE) continue;
+    char *t = NULL;
+    curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &t);
+    if (t) attempt_done(w, (target_t *)t, m->data.result);
+  }
+}
+
+static void on_pump(uv_timer_t *h) { pump(h->data); }
+
+/* Collects finished requests, starts every head that is due (MAX_INFLIGHT
+ * at most), frees empty queues, and arms the timer for the next retry. */
+static void pump(webhooks_t *w) {
+  if (!w->multi) return;
+  read_finished(w);
+  if (w->stopping) return;
+  uint64_t now = uv_now(w->loop), next = UINT64_MAX;
+  for (target_t **p = &w->targets; *p;) {
+    target_t *t = *p;
+    if (!t->head && !t->easy) {
+      *p = t->next;
+      free(t->url);
+      free(t);
+      continue;
+    }
+    p = &t->next;
+    if (t->easy) continue;
+    if (t->next_ms > now) {
+      if (t->next_ms < next) next = t->next_ms;
+      continue;
+    }
+    if (w->inflight >= MAX_INFLIGHT) continue; /* a finishing request pumps again */
+    int rc = attempt_start(w, t);
+    if (rc) {
+      log_warn(SYS, "cannot post to %s: %s", t->url, spd_strerror(rc));
+      t->next_ms = now + TICK_MS;
+      if (t->next_ms < next) next = t->next_ms;
+    }
+  }
+  if (next != UINT64_MAX) uv_timer_start(&w->pump, on_pump, next - now, 0);
+}
+
+static target_t *target_get(webhooks_t *w, const char *url) {
+  for (target_t *t = w->targets; t; t = t->next)
+    if (!strcmp(t->url, url)) return t;
+  target_t *t = calloc(1, sizeof(*t));
+  if (!t || !(t->url = strdup(url))) {
+    free(t);
+    return NULL;
+  }
+  t->next = w->targets;
+  w->targets = t;
+  return t;
+}
+
+/* Takes the rendered events of a read into the window and the queues. */
+static int enqueue(webhooks_t *w, op_t *o) {
+  for (size_t i = 0; i < o->nev; i++) {
+    out_event_t *oe = &o->ev[i];
+    wevent_t *e = calloc(1, sizeof(*e));
+    if (!e) return -ENOMEM;
+    e->id = oe->id;
+    e->type = oe->type;
+    e->body = oe->body;
+    e->len = oe->len;
+    oe->type = oe->body = NULL;
+    if (w->wtail) w->wtail->next = e;
+    else w->whead = e;
+    w->wtail = e;
+    w->wn++;
+    for (size_t k = 0; k < oe->nurls; k++) {
+      target_t *t = target_get(w, oe->urls[k]);
+      delivery_t *d = t ? calloc(1, sizeof(*d)) : NULL;
+      if (!d) return -ENOMEM;
+      d->ev = e;
+      d->url_index = oe->idx[k];
+      if (t->tail) t->tail->next = d;
+      else t->head = d;
+      t->tail = d;
+      e->pending++;
+    }
+  }
+  return 0;
+}
+
+/* ---- the loop side: ticks ---- */
+
+static void on_tick(uv_timer_t *h) { tick_start(h->data); }
+
+static void tick_later(webhooks_t *w, uint64_t ms) {
+  if (w->stopping) return;
+  if (w->again) ms = 0;
+  w->again = 0;
+  uv_timer_start(&w->tick, on_tick, ms, 0);
+}
+
+static void finish_stop(webhooks_t *w) {
+  void (*done)(void *) = w->stopped;
+  w->stopped = NULL;
+  if (done) done(w->stopped_ud);
+}
+
+static void release_done(void *arg, int rc) {
+  op_t *o = arg;
+  webhooks_t *w = o->w;
+  w->busy = 0;
+  if (rc) log_warn(SYS, "cannot store the cursor and give the lease up: %s", spd_strerror(rc));
+  else w->saved = o->save_cursor;
+  w->leader = 0;
+  w->scan_from = -1;
+  w->work_seen = 0;
+  op_free(o);
+  if (w->stopping) finish_stop(w);
+  else tick_later(w, TICK_MS);
+}
+
+static void release_lease(webhooks_t *w) {
+  op_t *o = calloc(1, sizeof(*o));
+  if (!o || !w->leader) {
+    free(o);
+    if (w->stopping) finish_stop(w);
+    return;
+  }
+  o->w = w;
+  o->kind = OP_RELEASE;
+  o->token = w->token;
+  o->save_cursor = w->cursor;
+  w->busy = 1;
+  if (store_submit(w->store, STORE_WRITE, lease_fn, o, release_done)) {
+    w->busy = 0;
+    free(o);
+    if (w->stopping) finish_stop(w);
+  }
+}
+
+static void read_done(void *arg, int rc) {
+  op_t *o = arg;
+  webhooks_t *w = o->w;
+  w->busy = 0;
+  if (w->stopping) {
+    op_free(o);
+    release_lease(w);
+    return;
+  }
+  if (rc) {
+    log_error(SYS, "cannot read events: %s", spd_strerror(rc));
+  } else if (o->kind == OP_SCAN) {
+    w->scan_from = o->last_id;
+    if (o->found) {
+      w->work_seen = 1;
+      w->again = 1;
+    } else if (o->full) {
+      w->again = 1;
+    }
+  } else if (w->leader) {
+    if ((rc = enqueue(w, o))) log_error(SYS, "cannot queue deliveries: %s", spd_strerror(rc));
+    /* On failure the whole batch is read again later: harmless, since
+     * what was queued of it is simply delivered again (at least once). */
+    if (!rc) w->read_upto = o->last_id;
+    w->caught_up = !o->full;
+    if (o->full && w->wn < MAX_WINDOW) w->again = 1;
+    advance_cursor(w);
+    pump(w);
+  }
+  op_free(o);
+  tick_later(w, TICK_MS);
+}
+
+static void read_start(webhooks_t *w, int kind) {
+  op_t *o = calloc(1, sizeof(*o));
+  if (!o) {
+    tick_later(w, TICK_MS);
+    return;
+  }
+  o->w = w;
+  o->kind = kind;
+  o->after = kind == OP_SCAN ? w->scan_from : w->read_upto;
+  w->busy = 1;
+  if (store_submit(w->store, STORE_READ, read_fn, o, read_done)) {
+    w->busy = 0;
+    free(o);
+  }
+}
+
+static void lease_done(void *arg, int rc) {
+  op_t *o = arg;
+  webhooks_t *w = o->w;
+  w->busy = 0;
+  if (w->stopping) {
+    if (!rc && o->leader) w->leader = 1, w->token = o->token;
+    op_free(o);
+    release_lease(w);
+    return;
+  }
+  if (rc) {
+    log_error(SYS, "lease tick failed: %s", spd_strerror(rc));
+    op_free(o);
+    tick_later(w, TICK_MS);
+    return;
+  }
+  if (!o->leader) {
+    if (w->leader) {
+      log_warn(SYS, "another node holds the webhooks lease now; dropping deliveries in flight");
+      abandon_all(w);
+    }
+    w->leader = 0;
+    op_free(o);
+    tick_later(w, TICK_MS);
+    return;
+  }
+  if (!w->leader || o->token != w->token) {
+    abandon_all(w);
+    w->cursor = w->saved = w->read_upto = o->cursor;
+    w->caught_up = 0;
+    log_info(SYS, "this node delivers webhooks now (lease token %" PRId64 ", after event %" PRId64
+             ")", o->token, o->cursor);
+  } else if (o->save_cursor >= 0) {
+    w->saved = o->save_cursor;
+  }
+  w->leader = 1;
+  w->token = o->token;
+  op_free(o);
+  if (w->wn >= MAX_WINDOW) tick_later(w, TICK_MS);
+  else read_start(w, OP_READ);
+}
+
+static void tick_start(webhooks_t *w) {
+  if (w->stopping) return;
+  if (w->busy) {
+    w->again = 1;
+    return;
+  }
+  if (!w->nurls && !w->leader && !w->work_seen) {
+    read_start(w, OP_SCAN);
+    return;
+  }
+  /* With only schedules' hooks, hand the lease back once everything is
+   * delivered: idle nodes then only scan, and any of them takes over. */
+  if (!w->nurls && w->leader && !w->wn && !w->targets && w->caught_up) {
+    release_lease(w);
+    return;
+  }
+  op_t *o = calloc(1, sizeof(*o));
+  if (!o) {
+    tick_later(w, TICK_MS);
+    return;
+  }
+  o->w = w;
+  o->kind = OP_LEASE;
+  o->token = w->token;
+  o->was_leader = w->leader;
+  o->save_cursor = w->leader && w->cursor != w->saved ? w->cursor : -1;
+  o->init_hint = w->nurls ? -1 : w->scan_from;
+  w->busy = 1;
+  if (store_submit(w->store, STORE_WRITE, lease_fn, o, lease_done)) {
+    w->busy = 0;
+    free(o);
+  }
+}
+
+/* ---- life ---- */
+
+static int bad_config(char *err, size_t errlen, int rc, const char *fmt, const char *arg) {
+  snprintf(err, errlen, fmt, arg);
+  return rc;
+}
+
+int webhooks_init(webhooks_t **out, uv_loop_t *loop, const config_t *cfg, store_pool_t *store,
+                  char *err, size_t errlen) {
+  webhooks_t *w = calloc(1, sizeof(*w));
+  int rc;
+  if (!w) return -ENOMEM;
+  w->loop = loop;
+  w->cfg = cfg;
+  w->store = store;
+  w->scan_from = -1;
+  w->timeout_ms = (int64_t)(cfg->webhook_timeout * 1000.0);
+  w->backoff_ms = (int64_t)(cfg->webhook_backoff * 1000.0);
+  w->retries = cfg->webhook_retries;
+  if (w->timeout_ms < 1) w->timeout_ms = 1;
+  if (getrandom(&w->rng, sizeof(w->rng), 0) != (ssize_t)sizeof(w->rng) || !w->rng)
+    w->rng = (uint64_t)wall_ms() | 1;
+  if ((rc = webhooks_list_parse(cfg->webhooks, &w->urls, &w->nurls)) ||
+      (rc = webhooks_list_parse(cfg->webhook_events, &w->types, &w->ntypes))) {
+    rc = bad_config(err, errlen, rc, "%s", "out of memory");
+    goto fail;
+  }
+  for (size_t i = 0; i < w->nurls; i++)
+    if (!http_url(w->urls[i])) {
+      rc = bad_config(err, errlen, SPD_ECONFIG,
+                      "[spiderd] webhooks: '%s' is not an http:// or https:// URL", w->urls[i]);
+      goto fail;
+    }
+  if (!(w->multi = curl_multi_init())) {
+    rc = bad_config(err, errlen, -ENOMEM, "%s", "cannot start libcurl");
+    goto fail;
+  }
+  curl_multi_setopt(w->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+  curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
+  curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, on_curl_timeout);
+  curl_multi_setopt(w->multi, CURLMOPT_TIMERDATA, w);
+  uv_timer_init(loop, &w->tick);
+  uv_timer_init(loop, &w->pump);
+  uv_timer_init(loop, &w->curl_timer);
+  w->tick.data = w->pump.data = w->curl_timer.data = w;
+  if (w->nurls)
+    log_info(SYS, "delivering %s to %zu URL(s)%s", cfg->webhook_events, w->nurls,
+             cfg->webhook_secret[0] ? ", signed" : "");
+  uv_timer_start(&w->tick, on_tick, 0, 0);
+  *out = w;
+  return 0;
+fail:
+  webhooks_list_free(w->urls, w->nurls);
+  webhooks_list_free(w->types, w->ntypes);
+  free(w);
+  return rc;
+}
+
+void webhooks_kick(webhooks_t *w) {
+  if (!w || w->stopping) return;
+  if (w->busy) w->again = 1;
+  else uv_timer_start(&w->tick, on_tick, 0, 0);
+}
+
+void webhooks_stop(webhooks_t *w, void (*done)(void *ud), void *ud) {
+  if (!w) {
+    if (done) done(ud);
+    return;
+  }
+  w->stopping = 1;
+  w->stopped = done;
+  w->stopped_ud = ud;
+  uv_timer_stop(&w->tick);
+  uv_timer_stop(&w->pump);
+  if (w->whead)
+    log_info(SYS, "stopping: %zu event(s) not yet delivered are delivered after the next start",
+             w->wn);
+  abandon_all(w);
+  if (!w->busy) release_lease(w); /* else the op in flight releases it */
+}
+
+static void handle_closed(uv_handle_t *h) {
+  webhooks_t *w = h->data;
+  if (--w->closing == 0) {
+    webhooks_list_free(w->urls, w->nurls);
+    webhooks_list_free(w->types, w->ntypes);
+    free(w);
+  }
+}
+
+void webhooks_free(webhooks_t *w) {
+  if (!w) return;
+  abandon_all(w);
+  curl_multi_cleanup(w->multi);
+  w->multi = NULL;
+  /* Sockets curl did not report removed (connections it kept) are ours. */
+  while (w->socks) {
+    sock_t *c = w->socks;
+    w->socks = c->next;
+    uv_close((uv_handle_t *)&c->poll, sock_closed);
+  }
+  w->closing = 3;
+  uv_close((uv_handle_t *)&w->tick, handle_closed);
+  uv_close((uv_handle_t *)&w->pump, handle_closed);
+  uv_close((uv_handle_t *)&w->curl_timer, handle_closed);
+}
