@@ -9,6 +9,7 @@
 
 #include "api/common.h"
 #include "app.h"
+#include "cli/cli.h"
 #include "error.h"
 #include "fsutil.h"
 #include "log.h"
@@ -24,6 +25,8 @@ typedef struct server {
 static void usage(FILE *out) {
   fprintf(out,
           "usage: spiderd [serve] [options]\n"
+          "       spiderd COMMAND [options]   (a client of a running daemon, below)\n"
+          "       spiderd help [COMMAND]\n"
           "       spiderd --version\n"
           "\n"
           "serve: run the daemon in the current directory, reading scrapyd.conf like Scrapyd.\n"
@@ -40,7 +43,9 @@ static void usage(FILE *out) {
           "  --log-file F           the daemon's log (default stderr)\n"
           "  --log-level L          debug | info | warning | error\n"
           "  --pidfile F            write the pid to F\n"
-          "  --set SECTION.KEY=VAL  any config key\n");
+          "  --set SECTION.KEY=VAL  any config key\n"
+          "\n");
+  cli_usage(out);
 }
 
 static void close_cb(uv_handle_t *h) { (void)h; }
@@ -259,6 +264,7 @@ int main(int argc, char **argv) {
     printf("spiderd %s (Scrapyd 1.6.0 compatible)\n", SPIDERD_VERSION);
     return 0;
   }
+  if (argc > 2 && !strcmp(argv[1], "help")) return cli_help(argc - 2, argv + 2, stdout);
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
                    !strcmp(argv[1], "help"))) {
     usage(stdout);
@@ -266,6 +272,7 @@ int main(int argc, char **argv) {
   }
   if (argc == 1 || argv[1][0] == '-') return serve(argc - 1, argv + 1);
   if (!strcmp(argv[1], "serve")) return serve(argc - 2, argv + 2);
+  if (cli_is_command(argv[1])) return cli_main(argc - 1, argv + 1);
   fprintf(stderr, "spiderd: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;
