@@ -264,7 +264,8 @@ int main(int argc, char **argv) {
     printf("spiderd %s (Scrapyd 1.6.0 compatible)\n", SPIDERD_VERSION);
     return 0;
   }
-  if (argc > 2 && !strcmp(argv[1], "help")) return cli_help(argc - 2, argv + 2, stdout);
+  if (argc > 2 && !strcmp(argv[1], "help") && strcmp(argv[2], "serve"))
+    return cli_help(argc - 2, argv + 2, stdout);
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
                    !strcmp(argv[1], "help"))) {
     usage(stdout);
