@@ -10,6 +10,7 @@
 
 #include "api/common.h"
 #include "app.h"
+#include "cli/cli.h"
 #include "error.h"
 #include "fsutil.h"
 #include "log.h"
@@ -26,6 +27,8 @@ typedef struct server {
 static void usage(FILE *out) {
   fprintf(out,
           "usage: spiderd [serve] [options]\n"
+          "       spiderd COMMAND [options]   (a client of a running daemon, below)\n"
+          "       spiderd help [COMMAND]\n"
           "       spiderd --version\n"
           "\n"
           "serve: run the daemon in the current directory, reading scrapyd.conf like Scrapyd.\n"
@@ -42,7 +45,9 @@ static void usage(FILE *out) {
           "  --log-file F           the daemon's log (default stderr)\n"
           "  --log-level L          debug | info | warning | error\n"
           "  --pidfile F            write the pid to F\n"
-          "  --set SECTION.KEY=VAL  any config key\n");
+          "  --set SECTION.KEY=VAL  any config key\n"
+          "\n");
+  cli_usage(out);
 }
 
 static void close_cb(uv_handle_t *h) { (void)h; }
@@ -284,6 +289,8 @@ int main(int argc, char **argv) {
     printf("spiderd %s (Scrapyd 1.6.0 compatible)\n", SPIDERD_VERSION);
     return 0;
   }
+  if (argc > 2 && !strcmp(argv[1], "help") && strcmp(argv[2], "serve"))
+    return cli_help(argc - 2, argv + 2, stdout);
   if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
                    !strcmp(argv[1], "help"))) {
     usage(stdout);
@@ -295,11 +302,12 @@ int main(int argc, char **argv) {
       fprintf(stderr, "spiderd: cannot initialise libcurl\n");
       return 1;
     }
-    int rc = argv[1] && strcmp(argv[1], "serve") ? serve(argc - 1, argv + 1)
-                                                 : serve(argc - 2, argv + 2);
+    int skip = argc > 1 && !strcmp(argv[1], "serve") ? 2 : 1;
+    int rc = serve(argc - skip, argv + skip);
     curl_global_cleanup();
     return rc;
   }
+  if (cli_is_command(argv[1])) return cli_main(argc - 1, argv + 1);
   fprintf(stderr, "spiderd: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

@@ -1,0 +1,711 @@
+/* The client sub-commands' plumbing (finding the daemon, calling it,
+ * printing) and the commands about the daemon, jobs, logs and events;
+ * the schedule commands are in cli_sched.c. */
+#include "cli/cli.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli_int.h"
+#include "cli/format.h"
+#include "config.h"
+
+/* The API's own cap on a log piece: fewer round trips while catching up. */
+#define LOG_CHUNK "1048576"
+#define LOG_POLL_MS 250
+#define EVENTS_POLL_MS 1000
+
+/* A signal handler can only talk to the loop through a global. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig) {
+  (void)sig;
+  interrupted = 1;
+}
+
+int cli_interrupted(void) { return interrupted; }
+
+int cli_sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  if (!interrupted) nanosleep(&ts, NULL);
+  return interrupted;
+}
+
+/* ---- output helpers ---- */
+
+int cli_call(cli_ctx_t *ctx, const char *method, const char *const *segs, size_t nsegs,
+             const char *const *query, json_t *body, json_t **out) {
+  char err[1024];
+  if (client_call(&ctx->client, method, segs, nsegs, query, body, out, err, sizeof(err))) {
+    fprintf(stderr, "spiderd: %s\n", err);
+    return CLI_EAPI;
+  }
+  return CLI_OK;
+}
+
+static void print_usage(const cli_cmd_t *cmd, FILE *out) {
+  fprintf(out, "usage: spiderd %s\n%s", cmd->synopsis, cmd->help);
+  fprintf(out,
+          "common options:\n"
+          "  --url URL          the daemon (default $SPIDERD_URL, else bind_address and\n"
+          "                     http_port from scrapyd.conf as `serve` reads it)\n"
+          "  -u, --user U:P     basic auth (default $SPIDERD_USER[:$SPIDERD_PASSWORD], else\n"
+          "                     username/password from scrapyd.conf when the URL comes from it)\n"
+          "  --json             print the API's JSON instead of a table\n"
+          "  -h, --help         this help\n");
+}
+
+int cli_usage_error(const cli_ctx_t *ctx, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "spiderd %s: ", ctx->cmd->name);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  print_usage(ctx->cmd, stderr);
+  return CLI_EUSAGE;
+}
+
+void cli_print_json(const json_t *j) {
+  json_dumpf(j, stdout, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  fputc('\n', stdout);
+}
+
+void cli_field(const json_t *o, const char *key, char *buf, size_t n) {
+  const json_t *v = json_object_get(o, key);
+  buf[0] = '\0';
+  if (json_is_string(v)) {
+    snprintf(buf, n, "%s", json_string_value(v));
+  } else if (json_is_integer(v)) {
+    snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+  } else if (json_is_real(v)) {
+    snprintf(buf, n, "%.15g", json_real_value(v));
+  } else if (json_is_boolean(v)) {
+    snprintf(buf, n, "%s", json_is_true(v) ? "yes" : "no");
+  } else if (v && !json_is_null(v)) {
+    char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    snprintf(buf, n, "%s", s ? s : "");
+    free(s);
+  }
+}
+
+void cli_ms_field(const json_t *o, const char *key, char *buf, size_t n) {
+  const json_t *v = json_object_get(o, key);
+  buf[0] = '\0';
+  if (json_is_integer(v)) fmt_local_time(json_integer_value(v), buf, n);
+}
+
+void cli_iso_field(const json_t *o, const char *key, char *buf, size_t n) {
+  const char *s = json_string_value(json_object_get(o, key));
+  int64_t ms;
+  buf[0] = '\0';
+  if (!s) return;
+  if (fmt_iso_to_ms(s, &ms) == 0)
+    fmt_local_time(ms, buf, n);
+  else
+    snprintf(buf, n, "%s", s);
+}
+
+void cli_pairs_field(const json_t *o, const char *key, char *buf, size_t n) {
+  const json_t *obj = json_object_get(o, key);
+  const char *k;
+  const json_t *v;
+  size_t len = 0;
+  buf[0] = '\0';
+  json_object_foreach((json_t *)obj, k, v) {
+    char val[512];
+    cli_field(obj, k, val, sizeof(val));
+    int w = snprintf(buf + len, n - len, "%s%s=%s", len ? ", " : "", k, val);
+    if (w < 0 || (size_t)w >= n - len) break;
+    len += (size_t)w;
+  }
+}
+
+int cli_pairs_option(const cli_args_t *a, int id, const char *flag, json_t *obj, const char *key,
+                     char *err, size_t errlen) {
+  json_t *pairs = NULL;
+  for (size_t i = 0; i < a->nopts; i++) {
+    if (a->opts[i].id != id) continue;
+    const char *s = a->opts[i].value, *eq = strchr(s, '=');
+    if (!eq || eq == s) {
+      snprintf(err, errlen, "%s '%s': expected NAME=VALUE", flag, s);
+      json_decref(pairs);
+      return -EINVAL;
+    }
+    if (!pairs && !(pairs = json_object())) return -ENOMEM;
+    char name[256];
+    snprintf(name, sizeof(name), "%.*s", (int)(eq - s), s);
+    json_object_set_new(pairs, name, json_string(eq + 1));
+  }
+  if (pairs) json_object_set_new(obj, key, pairs);
+  return 0;
+}
+
+/* ---- finding the daemon ---- */
+
+/* --url, $SPIDERD_URL, or the config `serve` would read; credentials
+ * from --user, $SPIDERD_USER (+ $SPIDERD_PASSWORD), or that config, but
+ * the config's only for the config's own URL: a password for this daemon
+ * must not travel to whatever host --url names. */
+static int connect_ctx(cli_ctx_t *ctx, const cli_args_t *a) {
+  const char *url = cli_args_get(a, O_URL), *user = cli_args_get(a, O_USER);
+  char *own_url = NULL, *own_user = NULL, *sock = NULL;
+  char err[1024];
+  int rc = CLI_OK;
+  if (!url || !*url) url = getenv("SPIDERD_URL");
+  if (url && !*url) url = NULL;
+  if (!user || !*user) {
+    const char *u = getenv("SPIDERD_USER"), *p = getenv("SPIDERD_PASSWORD");
+    if (u && *u && !strchr(u, ':')) {
+      if (asprintf(&own_user, "%s:%s", u, p ? p : "") < 0) own_user = NULL;
+      user = own_user;
+    } else if (u && *u) {
+      user = u;
+    }
+  }
+  if (!url) {
+    config_t cfg;
+    if (config_load(&cfg, 0, NULL, err, sizeof(err))) {
+      fprintf(stderr, "spiderd: %s\n(give the daemon's address with --url or SPIDERD_URL)\n", err);
+      free(own_user);
+      return CLI_EUSAGE;
+    }
+    if (cfg.http_port == 0 && cfg.unix_socket_path[0]) {
+      own_url = strdup("http://localhost/");
+      sock = strdup(cfg.unix_socket_path);
+    } else {
+      own_url = client_target_url(cfg.bind_address, cfg.http_port);
+    }
+    if (!user && cfg.username[0] && cfg.password[0]) {
+      free(own_user);
+      if (asprintf(&own_user, "%s:%s", cfg.username, cfg.password) < 0) own_user = NULL;
+      user = own_user;
+    }
+    config_release(&cfg);
+    url = own_url;
+  }
+  if (!url) {
+    fprintf(stderr, "spiderd: out of memory\n");
+    rc = CLI_EAPI;
+  } else if (client_init(&ctx->client, url, user, sock, err, sizeof(err))) {
+    rc = cli_usage_error(ctx, "--url: %s", err);
+  }
+  free(own_url);
+  free(own_user);
+  free(sock);
+  return rc;
+}
+
+/* ---- status ---- */
+
+static int cmd_status(cli_ctx_t *ctx, const cli_args_t *a) {
+  json_t *r = NULL;
+  int rc = cli_call(ctx, "GET", (const char *[]){"status"}, 1, NULL, NULL, &r);
+  if (rc) return rc;
+  if (ctx->json) {
+    cli_print_json(r);
+  } else {
+    char started[64], up[64], v[3][32];
+    cli_iso_field(r, "started_at", started, sizeof(started));
+    fmt_duration(json_integer_value(json_object_get(r, "uptime")), up, sizeof(up));
+    cli_field(r, "pending", v[0], sizeof(v[0]));
+    cli_field(r, "running", v[1], sizeof(v[1]));
+    cli_field(r, "finished", v[2], sizeof(v[2]));
+    printf("daemon:    %s (node %s)\n", ctx->client.base,
+           json_string_value(json_object_get(r, "node_name")));
+    printf("version:   %s\n", json_string_value(json_object_get(r, "version")));
+    printf("started:   %s (up %s)%s\n", started, up,
+           json_is_true(json_object_get(r, "stopping")) ? ", stopping" : "");
+    printf("jobs:      %s pending, %s running, %s finished\n", v[0], v[1], v[2]);
+  }
+  json_decref(r);
+  return CLI_OK;
+}
+
+/* ---- jobs ---- */
+
+int cli_jobs_query(const cli_args_t *a, const char **q, char *statebuf, size_t n, char *err,
+                   size_t errlen) {
+  size_t k = 0, len = 0;
+  long long num;
+  statebuf[0] = '\0';
+  for (size_t i = 0; i < a->nopts; i++) {
+    if (a->opts[i].id != O_STATE) continue;
+    int w = snprintf(statebuf + len, n - len, "%s%s", len ? "," : "", a->opts[i].value);
+    if (w < 0 || (size_t)w >= n - len) {
+      snprintf(err, errlen, "--state: too many states");
+      return -EINVAL;
+    }
+    len += (size_t)w;
+  }
+  const char *limit = cli_args_get(a, O_LIMIT), *sched = cli_args_get(a, O_SCHEDULE);
+  if (limit && cli_parse_long(limit, 1, 1000, &num)) {
+    snprintf(err, errlen, "--limit '%s': expected a number from 1 to 1000", limit);
+    return -EINVAL;
+  }
+  if (sched && cli_parse_long(sched, 1, INT64_MAX, &num)) {
+    snprintf(err, errlen, "--schedule '%s': expected a schedule id", sched);
+    return -EINVAL;
+  }
+  const char *pairs[][2] = {{"state", len ? statebuf : NULL},
+                            {"project", cli_args_get(a, O_PROJECT)},
+                            {"spider", cli_args_get(a, O_SPIDER)},
+                            {"schedule", sched},
+                            {"limit", limit}};
+  for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
+    if (pairs[i][1]) {
+      q[k++] = pairs[i][0];
+      q[k++] = pairs[i][1];
+    }
+  q[k] = NULL;
+  return 0;
+}
+
+static void exit_text(const json_t *j, char *buf, size_t n) {
+  const json_t *sig = json_object_get(j, "signal");
+  if (json_is_integer(sig))
+    snprintf(buf, n, "signal %lld", (long long)json_integer_value(sig));
+  else
+    cli_field(j, "exit_code", buf, n);
+}
+
+static int cmd_jobs(cli_ctx_t *ctx, const cli_args_t *a) {
+  const char *q[17];
+  char states[512], err[256];
+  if (cli_jobs_query(a, q, states, sizeof(states), err, sizeof(err)))
+    return cli_usage_error(ctx, "%s", err);
+  json_t *r = NULL;
+  int rc = cli_call(ctx, "GET", (const char *[]){"jobs"}, 1, q, NULL, &r);
+  if (rc) return rc;
+  if (ctx->json) {
+    cli_print_json(r);
+    json_decref(r);
+    return CLI_OK;
+  }
+  fmt_table_t t;
+  const char *hdr[] = {"ID", "JOB", "PROJECT", "SPIDER", "STATE", "CREATED", "STARTED", "ENDED", "EXIT"};
+  fmt_table_init(&t, 9, hdr);
+  size_t i;
+  json_t *j;
+  json_array_foreach(json_object_get(r, "jobs"), i, j) {
+    char c[9][256];
+    cli_field(j, "id", c[0], sizeof(c[0]));
+    cli_field(j, "job", c[1], sizeof(c[1]));
+    cli_field(j, "project", c[2], sizeof(c[2]));
+    cli_field(j, "spider", c[3], sizeof(c[3]));
+    cli_field(j, "state", c[4], sizeof(c[4]));
+    cli_ms_field(j, "created_ms", c[5], sizeof(c[5]));
+    cli_ms_field(j, "started_ms", c[6], sizeof(c[6]));
+    cli_ms_field(j, "ended_ms", c[7], sizeof(c[7]));
+    exit_text(j, c[8], sizeof(c[8]));
+    fmt_table_add(&t, (const char *[]){c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]});
+  }
+  fmt_table_print(&t, stdout);
+  fmt_table_release(&t);
+  if (!json_is_null(json_object_get(r, "next_cursor")))
+    fprintf(stderr, "(more jobs: raise --limit or narrow the filters)\n");
+  json_decref(r);
+  return CLI_OK;
+}
+
+/* Prints "  key:  value" lines; the order is the reader's, not the API's. */
+static void show_fields(const json_t *o, const char *const (*rows)[2], size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    char v[4096];
+    const char *key = rows[i][1];
+    size_t klen = strlen(key);
+    if (klen > 3 && !strcmp(key + klen - 3, "_ms"))
+      cli_ms_field(o, key, v, sizeof(v));
+    else if (klen > 3 && !strcmp(key + klen - 3, "_at"))
+      cli_iso_field(o, key, v, sizeof(v));
+    else if (json_is_object(json_object_get(o, key)))
+      cli_pairs_field(o, key, v, sizeof(v));
+    else
+      cli_field(o, key, v, sizeof(v));
+    printf("%-13s %s\n", rows[i][0], v[0] ? v : "-");
+  }
+}
+
+static int cmd_job_show(cli_ctx_t *ctx, const cli_args_t *a) {
+  json_t *r = NULL;
+  int rc = cli_call(ctx, "GET", (const char *[]){"jobs", a->pos[0]}, 2, NULL, NULL, &r);
+  if (rc) return rc;
+  if (ctx->json) {
+    cli_print_json(r);
+    json_decref(r);
+    return CLI_OK;
+  }
+  static const char *const rows[][2] = {
+      {"id:", "id"},           {"job:", "job"},           {"project:", "project"},
+      {"spider:", "spider"},   {"version:", "version"},   {"state:", "state"},
+      {"priority:", "priority"}, {"args:", "args"},       {"settings:", "settings"},
+      {"node:", "node"},       {"pid:", "pid"},           {"created:", "created_ms"},
+      {"started:", "started_ms"}, {"ended:", "ended_ms"}, {"exit code:", "exit_code"},
+      {"signal:", "signal"},   {"schedule:", "schedule_id"}, {"parent:", "parent_id"},
+      {"retry of:", "retry_of"}, {"attempt:", "attempt"}, {"max retries:", "max_retries"},
+      {"timeout:", "timeout"}, {"heartbeat:", "heartbeat_at"}};
+  show_fields(r, rows, sizeof(rows) / sizeof(rows[0]));
+  const json_t *stats = json_object_get(r, "stats");
+  if (json_object_size(stats)) {
+    printf("stats:\n");
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)stats, k, v) {
+      char val[1024];
+      cli_field(stats, k, val, sizeof(val));
+      printf("  %s: %s\n", k, val);
+    }
+  }
+  json_decref(r);
+  return CLI_OK;
+}
+
+int cli_job_body(const cli_args_t *a, json_t **body, char *err, size_t errlen) {
+  json_t *b = json_pack("{s:s,s:s}", "project", a->pos[0], "spider", a->pos[1]);
+  const char *version = cli_args_get(a, O_VERSION), *jobid = cli_args_get(a, O_JOBID);
+  const char *prio = cli_args_get(a, O_PRIORITY);
+  double d;
+  int rc = b ? 0 : -ENOMEM;
+  if (!rc && version) json_object_set_new(b, "version", json_string(version));
+  if (!rc && jobid) json_object_set_new(b, "jobid", json_string(jobid));
+  if (!rc && prio) {
+    if (cli_parse_double(prio, &d)) {
+      snprintf(err, errlen, "--priority '%s': expected a number", prio);
+      rc = -EINVAL;
+    } else {
+      json_object_set_new(b, "priority", json_real(d));
+    }
+  }
+  if (!rc) rc = cli_pairs_option(a, O_ARG, "--arg", b, "args", err, errlen);
+  if (!rc) rc = cli_pairs_option(a, O_SET, "--set", b, "settings", err, errlen);
+  if (rc) {
+    json_decref(b);
+    b = NULL;
+  }
+  *body = b;
+  return rc;
+}
+
+static int cmd_run(cli_ctx_t *ctx, const cli_args_t *a) {
+  json_t *body = NULL, *r = NULL;
+  char err[512];
+  if (cli_job_body(a, &body, err, sizeof(err))) return cli_usage_error(ctx, "%s", err);
+  int rc = cli_call(ctx, "POST", (const char *[]){"jobs"}, 1, NULL, body, &r);
+  json_decref(body);
+  if (rc) return rc;
+  if (ctx->json) {
+    cli_print_json(r);
+  } else {
+    char id[64];
+    cli_field(r, "id", id, sizeof(id));
+    printf("%s\n", id);
+  }
+  json_decref(r);
+  return CLI_OK;
+}
+
+static int cmd_cancel(cli_ctx_t *ctx, const cli_args_t *a) {
+  const char *sig = cli_args_get(a, O_SIGNAL);
+  json_t *body = sig ? json_pack("{s:s}", "signal", sig) : NULL, *r = NULL;
+  int rc = cli_call(ctx, "POST", (const char *[]){"jobs", a->pos[0], "cancel"}, 3, NULL, body, &r);
+  json_decref(body);
+  if (rc) return rc;
+  if (ctx->json) {
+    cli_print_json(r);
+  } else {
+    char id[64], prev[64], state[64];
+    const json_t *job = json_object_get(r, "job");
+    cli_field(job, "id", id, sizeof(id));
+    cli_field(r, "prevstate", prev, sizeof(prev));
+    cli_field(job, "state", state, sizeof(state));
+    printf("cancelled job %s (was %s, now %s)\n", id, prev[0] ? prev : "-", state);
+  }
+  json_decref(r);
+  return CLI_OK;
+}
+
+/* ---- logs ---- */
+
+/* Reads from next_offset to next_offset, so each byte is printed once
+ * however the pieces fall; the job's state comes from before the file is
+ * read, so "not running" plus eof means the log is complete. */
+static int cmd_logs(cli_ctx_t *ctx, const cli_args_t *a) {
+  int follow = cli_args_get(a, O_FOLLOW) != NULL;
+  const char *tail = cli_args_get(a, O_TAIL);
+  long long n = 0;
+  if (tail && cli_args_get(a, O_FROM_START))
+    return cli_usage_error(ctx, "--tail and --from-start exclude each other");
+  if (tail && cli_parse_long(tail, 1, INT64_MAX / 2, &n))
+    return cli_usage_error(ctx, "--tail '%s': expected a positive number of bytes", tail);
+  if (ctx->json && follow) return cli_usage_error(ctx, "--json and --follow exclude each other");
+  long long offset = -n;
+  char state[32] = "", code[64] = "";
+  int rc = CLI_OK;
+  signal(SIGINT, on_interrupt);
+  signal(SIGTERM, on_interrupt);
+  while (!interrupted) {
+    char off[32];
+    snprintf(off, sizeof(off), "%lld", offset);
+    const char *q[] = {"offset", off, "limit", LOG_CHUNK, NULL};
+    json_t *r = NULL;
+    rc = cli_call(ctx, "GET", (const char *[]){"jobs", a->pos[0], "log"}, 3, q, NULL, &r);
+    if (rc) break;
+    if (ctx->json) {
+      cli_print_json(r);
+      json_decref(r);
+      break;
+    }
+    const json_t *text = json_object_get(r, "text");
+    fwrite(json_string_value(text), 1, json_string_length(text), stdout);
+    fflush(stdout);
+    offset = json_integer_value(json_object_get(r, "next_offset"));
+    int eof = json_is_true(json_object_get(r, "eof"));
+    int running = json_is_true(json_object_get(r, "running"));
+    cli_field(r, "state", state, sizeof(state));
+    json_decref(r);
+    if (!eof) continue;
+    if (!follow || !running) break;
+    cli_sleep_ms(LOG_POLL_MS);
+  }
+  if (rc || !follow || interrupted || !strcmp(state, "finished")) return rc;
+  /* Scripts that follow a job want its outcome, as `wait` gives. */
+  json_t *j = NULL;
+  if (cli_call(ctx, "GET", (const char *[]){"jobs", a->pos[0]}, 2, NULL, NULL, &j) == CLI_OK)
+    exit_text(j, code, sizeof(code));
+  json_decref(j);
+  fprintf(stderr, "spiderd: job %s ended %s%s%s%s\n", a->pos[0], state, code[0] ? " (exit " : "",
+          code, code[0] ? ")" : "");
+  return CLI_EAPI;
+}
+
+/* ---- events ---- */
+
+static void print_event(const json_t *e) {
+  char id[32], when[64], type[128], sched[32], job[32], data[2048];
+  cli_field(e, "id", id, sizeof(id));
+  cli_ms_field(e, "ts_ms", when, sizeof(when));
+  cli_field(e, "type", type, sizeof(type));
+  cli_field(e, "schedule_id", sched, sizeof(sched));
+  cli_field(e, "job_id", job, sizeof(job));
+  cli_field(e, "data", data, sizeof(data));
+  printf("%-6s %s  %-18s schedule=%-4s job=%-5s %s\n", id, when, type, sched[0] ? sched : "-",
+         job[0] ? job : "-", data);
+}
+
+static int cmd_events(cli_ctx_t *ctx, const cli_args_t *a) {
+  int follow = cli_args_get(a, O_FOLLOW) != NULL;
+  const char *after = cli_args_get(a, O_AFTER), *limit = cli_args_get(a, O_LIMIT);
+  const char *sched = cli_args_get(a, O_SCHEDULE), *job = cli_args_get(a, O_JOB);
+  long long next = 0, num, page = 1000;
+  if (after && cli_parse_long(after, 0, INT64_MAX, &next))
+    return cli_usage_error(ctx, "--after '%s': expected an event id", after);
+  if (limit && cli_parse_long(limit, 1, 1000, &page))
+    return cli_usage_error(ctx, "--limit '%s': expected a number from 1 to 1000", limit);
+  if (sched && cli_parse_long(sched, 1, INT64_MAX, &num))
+    return cli_usage_error(ctx, "--schedule '%s': expected a schedule id", sched);
+  if (job && cli_parse_long(job, 1, INT64_MAX, &num))
+    return cli_usage_error(ctx, "--job '%s': expected a job's integer id", job);
+  int rc = CLI_OK;
+  signal(SIGINT, on_interrupt);
+  signal(SIGTERM, on_interrupt);
+  while (!interrupted) {
+    char aft[32];
+    snprintf(aft, sizeof(aft), "%lld", next);
+    const char *q[] = {"after", aft, "type", cli_args_get(a, O_TYPE), "schedule", sched,
+                       "job", job, "limit", limit ? limit : "1000", NULL};
+    json_t *r = NULL;
+    rc = cli_call(ctx, "GET", (const char *[]){"events"}, 1, q, NULL, &r);
+    if (rc) break;
+    const json_t *evs = json_object_get(r, "events");
+    size_t i, n = json_array_size(evs);
+    json_t *e;
+    if (ctx->json && !follow) {
+      cli_print_json(r);
+    } else {
+      json_array_foreach(evs, i, e) {
+        if (ctx->json) { /* one object a line, so a pipe can read them as they come */
+          json_dumpf(e, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
+          fputc('\n', stdout);
+        } else {
+          print_event(e);
+        }
+      }
+    }
+    fflush(stdout);
+    const json_t *na = json_object_get(r, "next_after");
+    if (json_is_integer(na)) next = json_integer_value(na);
+    json_decref(r);
+    /* Without -f, one listing: a full page is the caller's cue for --after. */
+    if (!follow) break;
+    if ((long long)n < page) cli_sleep_ms(EVENTS_POLL_MS);
+  }
+  return rc;
+}
+
+/* ---- the command table ---- */
+
+static const cli_opt_t common_opts[] = {CLI_COMMON_OPTS};
+static const cli_opt_t jobs_opts[] = {{"state", 0, 1, O_STATE}, {"project", 'p', 1, O_PROJECT},
+                                      {"spider", 's', 1, O_SPIDER}, {"schedule", 0, 1, O_SCHEDULE},
+                                      {"limit", 'n', 1, O_LIMIT}, CLI_COMMON_OPTS};
+static const cli_opt_t run_opts[] = {{"arg", 'a', 1, O_ARG}, {"set", 's', 1, O_SET},
+                                     {"priority", 0, 1, O_PRIORITY}, {"version", 0, 1, O_VERSION},
+                                     {"jobid", 0, 1, O_JOBID}, CLI_COMMON_OPTS};
+static const cli_opt_t cancel_opts[] = {{"signal", 0, 1, O_SIGNAL}, CLI_COMMON_OPTS};
+static const cli_opt_t logs_opts[] = {{"follow", 'f', 0, O_FOLLOW}, {"from-start", 0, 0, O_FROM_START},
+                                      {"tail", 0, 1, O_TAIL}, CLI_COMMON_OPTS};
+static const cli_opt_t events_opts[] = {{"type", 't', 1, O_TYPE}, {"schedule", 0, 1, O_SCHEDULE},
+                                        {"job", 0, 1, O_JOB}, {"after", 0, 1, O_AFTER},
+                                        {"limit", 'n', 1, O_LIMIT}, {"follow", 'f', 0, O_FOLLOW},
+                                        CLI_COMMON_OPTS};
+
+static const cli_cmd_t cmds[] = {
+    {"status", cmd_status, common_opts, 0, 0, "status [options]",
+     "The daemon's node, version, uptime and job counts.\n"},
+    {"jobs", cmd_jobs, jobs_opts, 0, 0, "jobs [--state S]... [--project P] [--spider S] "
+     "[--schedule ID] [--limit N]",
+     "Lists jobs, newest first (at most --limit, default 100).\n"
+     "  --state S          pending, running, finished, failed, cancelled, lost\n"
+     "                     (repeat or comma-separate for several)\n"
+     "  -p, --project P    -s, --spider S    --schedule ID    -n, --limit N (1-1000)\n"},
+    {"job show", cmd_job_show, common_opts, 1, 1, "job show ID",
+     "A job's details; ID is its integer id or its Scrapyd job id.\n"},
+    {"run", cmd_run, run_opts, 2, 2,
+     "run PROJECT SPIDER [--arg K=V]... [--set K=V]... [--priority N] [--version V] [--jobid J]",
+     "Queues a job now and prints its integer id.\n"
+     "  -a, --arg K=V      spider argument (repeatable)\n"
+     "  -s, --set K=V      Scrapy setting (repeatable)\n"},
+    {"cancel", cmd_cancel, cancel_opts, 1, 1, "cancel ID [--signal SIG]",
+     "Cancels a pending or running job.\n"
+     "  --signal SIG       TERM, INT (default), KILL, HUP, STOP or a number\n"},
+    {"logs", cmd_logs, logs_opts, 1, 1, "logs JOB [-f] [--from-start | --tail BYTES]",
+     "Prints a job's log.\n"
+     "  -f, --follow       keep printing until the job has ended and its log is\n"
+     "                     drained; then exit 0 if it finished, 1 if it failed,\n"
+     "                     was cancelled or was lost\n"
+     "  --from-start       from the first byte (the default)\n"
+     "  --tail BYTES       start BYTES before the end\n"},
+    {"events", cmd_events, events_opts, 0, 0,
+     "events [--type PREFIX] [--schedule ID] [--job ID] [--after N] [--limit N] [-f]",
+     "Lists events, oldest first (one page; continue with --after N).\n"
+     "  -t, --type PREFIX  only types starting with it (job., schedule.paused)\n"
+     "  -f, --follow       keep polling for new events until interrupted\n"
+     "                     (with --json: one JSON object a line)\n"},
+};
+
+const cli_cmd_t *cli_find(const char *name) {
+  for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+    if (!strcmp(cmds[i].name, name)) return &cmds[i];
+  for (size_t i = 0; i < cli_nsched_cmds; i++)
+    if (!strcmp(cli_sched_cmds[i].name, name)) return &cli_sched_cmds[i];
+  return NULL;
+}
+
+/* "job" and "schedule" take a verb; everything else is one word. */
+static int is_group(const char *name) { return !strcmp(name, "job") || !strcmp(name, "schedule"); }
+
+int cli_is_command(const char *name) {
+  if (is_group(name)) return 1;
+  const cli_cmd_t *c = cli_find(name);
+  return c != NULL && !strchr(c->name, ' ');
+}
+
+static void group_usage(const char *group, FILE *out) {
+  fprintf(out, "usage:\n");
+  size_t n = strlen(group);
+  for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+    if (!strncmp(cmds[i].name, group, n) && cmds[i].name[n] == ' ')
+      fprintf(out, "  spiderd %s\n", cmds[i].synopsis);
+  for (size_t i = 0; i < cli_nsched_cmds; i++)
+    if (!strncmp(cli_sched_cmds[i].name, group, n) && cli_sched_cmds[i].name[n] == ' ')
+      fprintf(out, "  spiderd %s\n", cli_sched_cmds[i].synopsis);
+  fprintf(out, "`spiderd %s VERB --help` describes each.\n", group);
+}
+
+void cli_usage(FILE *out) {
+  fprintf(out, "client commands (talk to a running daemon; `spiderd CMD --help`):\n");
+  for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+    if (strcmp(cmds[i].name, "job show"))
+      fprintf(out, "  spiderd %s\n", cmds[i].synopsis);
+  fprintf(out, "  spiderd job show ID\n");
+  for (size_t i = 0; i < cli_nsched_cmds; i++)
+    fprintf(out, "  spiderd %s\n", cli_sched_cmds[i].synopsis);
+}
+
+/* Splits "schedule add ..." into the command and its arguments. */
+static const cli_cmd_t *lookup(int argc, char **argv, int *used) {
+  *used = 1;
+  if (argc >= 2 && is_group(argv[0])) {
+    char name[64];
+    snprintf(name, sizeof(name), "%s %s", argv[0], argv[1]);
+    *used = 2;
+    return cli_find(name);
+  }
+  return is_group(argv[0]) ? NULL : cli_find(argv[0]);
+}
+
+int cli_help(int argc, char **argv, FILE *out) {
+  if (argc == 0) {
+    cli_usage(out);
+    return CLI_OK;
+  }
+  int used;
+  const cli_cmd_t *c = lookup(argc, argv, &used);
+  if (c) {
+    print_usage(c, out);
+    return CLI_OK;
+  }
+  if (is_group(argv[0])) {
+    group_usage(argv[0], out);
+    return CLI_OK;
+  }
+  fprintf(stderr, "spiderd: unknown command '%s'\n", argv[0]);
+  return CLI_EUSAGE;
+}
+
+int cli_main(int argc, char **argv) {
+  int used;
+  const cli_cmd_t *cmd = lookup(argc, argv, &used);
+  if (!cmd) {
+    int help = argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+    if (is_group(argv[0]) && (argc < 2 || help || argv[1][0] == '-')) {
+      group_usage(argv[0], help ? stdout : stderr);
+      return help ? CLI_OK : CLI_EUSAGE;
+    }
+    fprintf(stderr, "spiderd: unknown command '%s%s%s'\n", argv[0], argc >= 2 ? " " : "",
+            argc >= 2 ? argv[1] : "");
+    group_usage(argv[0], stderr);
+    return CLI_EUSAGE;
+  }
+  cli_ctx_t ctx = {.cmd = cmd};
+  cli_args_t a;
+  char err[512];
+  if (cli_args_parse(cmd->opts, argc - used, argv + used, &a, err, sizeof(err)))
+    return cli_usage_error(&ctx, "%s", err);
+  int rc;
+  if (cli_args_get(&a, O_HELP)) {
+    print_usage(cmd, stdout);
+    rc = CLI_OK;
+  } else if (a.npos < cmd->min_pos || a.npos > cmd->max_pos) {
+    rc = a.npos < cmd->min_pos ? cli_usage_error(&ctx, "missing argument")
+                               : cli_usage_error(&ctx, "unexpected argument '%s'", a.pos[cmd->max_pos]);
+  } else {
+    ctx.json = cli_args_get(&a, O_JSON) != NULL;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+      fprintf(stderr, "spiderd: cannot initialise libcurl\n");
+      rc = CLI_EAPI;
+    } else {
+      rc = connect_ctx(&ctx, &a);
+      if (rc == CLI_OK) rc = cmd->run(&ctx, &a);
+      client_release(&ctx.client);
+      curl_global_cleanup();
+    }
+  }
+  cli_args_release(&a);
+  return rc;
+}

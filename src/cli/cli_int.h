@@ -1,0 +1,105 @@
+/* Shared by the client sub-commands' files (cli.c, cli_sched.c) and their
+ * unit tests; not part of the CLI's interface.
+ *
+ * Ownership: request builders hand back new JSON references (json_decref)
+ * and strings that point into the parsed arguments.
+ */
+#ifndef SPIDERD_CLI_INT_H
+#define SPIDERD_CLI_INT_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli/args.h"
+#include "cli/client.h"
+
+enum { CLI_OK = 0, CLI_EAPI = 1, CLI_EUSAGE = 2 };
+
+enum cli_opt_id {
+  O_URL = 1, O_USER, O_JSON, O_HELP,
+  O_PROJECT, O_SPIDER, O_VERSION, O_NAME, O_CRON, O_EVERY, O_AT, O_TZ, O_START, O_END,
+  O_JITTER, O_OVERLAP, O_MISSED, O_CATCHUP, O_ARG, O_SET, O_PRIORITY, O_TIMEOUT,
+  O_RETRIES, O_BACKOFF, O_WEBHOOK, O_PAUSED, O_STATE, O_SCHEDULE, O_LIMIT, O_SIGNAL,
+  O_FOLLOW, O_FROM_START, O_TAIL, O_TYPE, O_AFTER, O_JOB, O_JOBID,
+};
+
+/* Every client command takes these (listed last in each command's table). */
+#define CLI_COMMON_OPTS                                                              \
+  {"url", 0, 1, O_URL}, {"user", 'u', 1, O_USER}, {"json", 0, 0, O_JSON},           \
+      {"help", 'h', 0, O_HELP}, { NULL, 0, 0, 0 }
+
+typedef struct cli_ctx cli_ctx_t;
+
+typedef struct cli_cmd {
+  const char *name;     /* "status", "schedule add" */
+  int (*run)(cli_ctx_t *ctx, const cli_args_t *a);
+  const cli_opt_t *opts;
+  size_t min_pos, max_pos;
+  const char *synopsis; /* after "spiderd " */
+  const char *help;     /* what it does and its own options */
+} cli_cmd_t;
+
+struct cli_ctx {
+  const cli_cmd_t *cmd;
+  client_t client;
+  int json; /* --json: print the API's JSON, not a table */
+};
+
+/* ---- cli.c: plumbing for every command ---- */
+
+/* Performs a call; on failure prints "spiderd: <reason>" to stderr.
+ * Returns CLI_OK with *out (may be NULL) or CLI_EAPI. */
+int cli_call(cli_ctx_t *ctx, const char *method, const char *const *segs, size_t nsegs,
+             const char *const *query, json_t *body, json_t **out);
+
+/* Prints "spiderd CMD: <message>" and the command's usage to stderr;
+ * returns CLI_EUSAGE. */
+int cli_usage_error(const cli_ctx_t *ctx, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+void cli_print_json(const json_t *j);
+
+/* A member as text for a table: strings as they are, numbers without a
+ * useless ".0", true/false as yes/no, null/absent as "" (printed "-"). */
+void cli_field(const json_t *o, const char *key, char *buf, size_t n);
+/* A member holding milliseconds since the epoch, in local time. */
+void cli_ms_field(const json_t *o, const char *key, char *buf, size_t n);
+/* A member holding an ISO 8601 time, in local time (as sent if unreadable). */
+void cli_iso_field(const json_t *o, const char *key, char *buf, size_t n);
+/* An object of strings as "k=v, k=v". */
+void cli_pairs_field(const json_t *o, const char *key, char *buf, size_t n);
+
+/* Adds "--arg k=v"-style options of id to obj[key] (created when needed).
+ * Returns 0 or -EINVAL with a message in err. */
+int cli_pairs_option(const cli_args_t *a, int id, const char *flag, json_t *obj, const char *key,
+                     char *err, size_t errlen);
+
+/* ---- request builders (pure; unit-tested) ---- */
+
+/* The body of POST /schedules (edit = 0; the name is a.pos[0]) or of
+ * PATCH /schedules/{s} (edit = 1; only what is given). Returns 0 with
+ * *body, or -EINVAL with a message in err. */
+int cli_schedule_body(const cli_args_t *a, int edit, json_t **body, char *err, size_t errlen);
+
+/* The body of POST /jobs from `run PROJECT SPIDER [options]`. */
+int cli_job_body(const cli_args_t *a, json_t **body, char *err, size_t errlen);
+
+/* The query of GET /jobs: NULL-terminated k, v pairs in q (room for 16
+ * entries); state values are joined into statebuf. */
+int cli_jobs_query(const cli_args_t *a, const char **q, char *statebuf, size_t n, char *err,
+                   size_t errlen);
+
+/* Looks a command up by name ("schedule add"); NULL when unknown. */
+const cli_cmd_t *cli_find(const char *name);
+
+/* ---- the commands ---- */
+extern const cli_cmd_t cli_sched_cmds[];
+extern const size_t cli_nsched_cmds;
+
+/* ---- interruption: -f loops stop cleanly on SIGINT/SIGTERM ---- */
+int cli_interrupted(void);
+/* Sleeps ms milliseconds or until a signal; returns cli_interrupted(). */
+int cli_sleep_ms(int ms);
+
+#endif

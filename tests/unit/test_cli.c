@@ -1,0 +1,413 @@
+/* The client sub-commands' pure pieces: option parsing, the requests
+ * built from options, URLs, times and tables. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "cli/args.h"
+#include "cli/cli.h"
+#include "cli/cli_int.h"
+#include "cli/client.h"
+#include "cli/format.h"
+
+#define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Parses a command line given as one string split at spaces. */
+static int parse(const char *cmd, const char *line, cli_args_t *a, char *err, size_t n) {
+  static char buf[1024];
+  static char *argv[64];
+  int argc = 0;
+  snprintf(buf, sizeof(buf), "%s", line);
+  for (char *t = strtok(buf, " "); t && argc < 64; t = strtok(NULL, " ")) argv[argc++] = t;
+  const cli_cmd_t *c = cli_find(cmd);
+  assert_non_null(c);
+  return cli_args_parse(c->opts, argc, argv, a, err, n);
+}
+
+static char *dump(json_t *j) {
+  return json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+}
+
+/* ---- args ---- */
+
+static void test_args_forms(void **state) {
+  (void)state;
+  cli_args_t a;
+  char err[256];
+  assert_int_equal(parse("logs", "-f 12 --tail=500 --url http://x:1/ -- -odd", &a, err, sizeof(err)), 0);
+  assert_int_equal(a.npos, 2);
+  assert_string_equal(a.pos[0], "12");
+  assert_string_equal(a.pos[1], "-odd");
+  assert_string_equal(cli_args_get(&a, O_FOLLOW), "");
+  assert_string_equal(cli_args_get(&a, O_TAIL), "500");
+  assert_string_equal(cli_args_get(&a, O_URL), "http://x:1/");
+  assert_null(cli_args_get(&a, O_JSON));
+  cli_args_release(&a);
+
+  assert_int_equal(parse("run", "p s -ak=v -a k2=v2 --arg=k3=v=3", &a, err, sizeof(err)), 0);
+  assert_int_equal(a.nopts, 3);
+  assert_string_equal(a.opts[0].value, "k=v");
+  assert_string_equal(a.opts[2].value, "k3=v=3");
+  cli_args_release(&a);
+}
+
+static void test_args_errors(void **state) {
+  (void)state;
+  const struct {
+    const char *cmd, *line, *msg;
+  } cases[] = {
+      {"jobs", "--bogus", "unknown option '--bogus'"},
+      {"jobs", "-x", "unknown option '-x'"},
+      {"jobs", "--limit", "option '--limit' needs a value"},
+      {"jobs", "--json=1", "option '--json' takes no value"},
+      {"logs", "-fx", "option '-f' takes no value"},
+      {"schedule add", "n --project", "option '--project' needs a value"},
+  };
+  for (size_t i = 0; i < N_ELEMS(cases); i++) {
+    cli_args_t a;
+    char err[256] = "";
+    assert_int_equal(parse(cases[i].cmd, cases[i].line, &a, err, sizeof(err)), -EINVAL);
+    assert_string_equal(err, cases[i].msg);
+    assert_null(a.opts);
+  }
+}
+
+static void test_numbers(void **state) {
+  (void)state;
+  double d;
+  long long n;
+  assert_int_equal(cli_parse_double("2.5", &d), 0);
+  assert_true(d == 2.5);
+  assert_int_equal(cli_parse_double("1e3", &d), 0);
+  assert_int_equal(cli_parse_double("", &d), -EINVAL);
+  assert_int_equal(cli_parse_double(" 1", &d), -EINVAL);
+  assert_int_equal(cli_parse_double("1x", &d), -EINVAL);
+  assert_int_equal(cli_parse_double("nan", &d), -EINVAL);
+  assert_int_equal(cli_parse_double("inf", &d), -EINVAL);
+  assert_int_equal(cli_parse_long("100", 0, 100, &n), 0);
+  assert_int_equal(n, 100);
+  assert_int_equal(cli_parse_long("101", 0, 100, &n), -EINVAL);
+  assert_int_equal(cli_parse_long("-1", 0, 100, &n), -EINVAL);
+  assert_int_equal(cli_parse_long("1.5", 0, 100, &n), -EINVAL);
+  assert_int_equal(cli_parse_long("99999999999999999999", 0, INT64_MAX, &n), -EINVAL);
+}
+
+/* ---- requests from options ---- */
+
+static void test_schedule_body_add(void **state) {
+  (void)state;
+  cli_args_t a;
+  char err[256];
+  json_t *b;
+  assert_int_equal(parse("schedule add",
+                         "nightly --project p --spider s --cron @daily --tz Europe/Berlin "
+                         "--arg a=1 --arg b=x=y --set LOG_LEVEL=INFO --overlap skip --missed once "
+                         "--priority 2.5 --timeout 60 --retries 3 --jitter 5 --start "
+                         "2030-01-01T00:00:00 --end 2031-01-01T00:00:00Z --paused --catchup-max 4 "
+                         "--retry-backoff 10 --webhook http://h/1 --webhook http://h/2 --version v1",
+                         &a, err, sizeof(err)),
+                   0);
+  assert_int_equal(cli_schedule_body(&a, 0, &b, err, sizeof(err)), 0);
+  char *s = dump(b);
+  assert_string_equal(s,
+                      "{\"args\":{\"a\":\"1\",\"b\":\"x=y\"},\"catchup_max\":4,\"cron\":\"@daily\","
+                      "\"end\":\"2031-01-01T00:00:00Z\",\"jitter\":5.0,\"missed\":\"once\","
+                      "\"name\":\"nightly\",\"overlap\":\"skip\",\"paused\":true,\"priority\":2.5,"
+                      "\"project\":\"p\",\"retries\":3,\"retry_backoff\":10.0,"
+                      "\"settings\":{\"LOG_LEVEL\":\"INFO\"},\"spider\":\"s\","
+                      "\"start\":\"2030-01-01T00:00:00\",\"timeout\":60.0,\"tz\":\"Europe/Berlin\","
+                      "\"version\":\"v1\",\"webhooks\":[\"http://h/1\",\"http://h/2\"]}");
+  free(s);
+  json_decref(b);
+  cli_args_release(&a);
+
+  assert_int_equal(parse("schedule add", "n -p p -s s --every 90", &a, err, sizeof(err)), 0);
+  assert_int_equal(cli_schedule_body(&a, 0, &b, err, sizeof(err)), 0);
+  s = dump(b);
+  assert_string_equal(s, "{\"interval\":90.0,\"name\":\"n\",\"project\":\"p\",\"spider\":\"s\"}");
+  free(s);
+  json_decref(b);
+  cli_args_release(&a);
+}
+
+static void test_schedule_body_edit_only_given(void **state) {
+  (void)state;
+  cli_args_t a;
+  char err[256];
+  json_t *b;
+  assert_int_equal(parse("schedule edit", "7 --at 2030-05-01T10:00:00 --name renamed", &a, err,
+                         sizeof(err)),
+                   0);
+  assert_int_equal(cli_schedule_body(&a, 1, &b, err, sizeof(err)), 0);
+  char *s = dump(b);
+  assert_string_equal(s, "{\"at\":\"2030-05-01T10:00:00\",\"name\":\"renamed\"}");
+  free(s);
+  json_decref(b);
+  cli_args_release(&a);
+}
+
+static void test_schedule_body_errors(void **state) {
+  (void)state;
+  const struct {
+    const char *cmd, *line, *msg;
+    int edit;
+  } cases[] = {
+      {"schedule add", "n -p p -s s", "when to run: --cron EXPR, --every SECONDS or --at TIME", 0},
+      {"schedule add", "n -p p --cron @daily", "--project and --spider are required", 0},
+      {"schedule add", "n -p p -s s --cron @daily --every 5", "give one of --cron, --every and --at", 0},
+      {"schedule add", "n -p p -s s --every soon", "--every 'soon': expected a number", 0},
+      {"schedule add", "n -p p -s s --every 5 --retries 101",
+       "--retries '101': expected a whole number from 0 to 100", 0},
+      {"schedule add", "n -p p -s s --every 5 --arg novalue", "--arg 'novalue': expected NAME=VALUE", 0},
+      {"schedule add", "n -p p -s s --every 5 --set =v", "--set '=v': expected NAME=VALUE", 0},
+      {"schedule edit", "n", "nothing to change", 1},
+  };
+  for (size_t i = 0; i < N_ELEMS(cases); i++) {
+    cli_args_t a;
+    char err[256] = "";
+    json_t *b = (json_t *)1;
+    assert_int_equal(parse(cases[i].cmd, cases[i].line, &a, err, sizeof(err)), 0);
+    assert_int_equal(cli_schedule_body(&a, cases[i].edit, &b, err, sizeof(err)), -EINVAL);
+    assert_null(b);
+    assert_string_equal(err, cases[i].msg);
+    cli_args_release(&a);
+  }
+}
+
+static void test_job_body_and_query(void **state) {
+  (void)state;
+  cli_args_t a;
+  char err[256];
+  json_t *b;
+  assert_int_equal(parse("run", "proj spi -a n=1 -s K=V --priority 3 --jobid j1", &a, err, sizeof(err)), 0);
+  assert_int_equal(cli_job_body(&a, &b, err, sizeof(err)), 0);
+  char *s = dump(b);
+  assert_string_equal(s, "{\"args\":{\"n\":\"1\"},\"jobid\":\"j1\",\"priority\":3.0,"
+                         "\"project\":\"proj\",\"settings\":{\"K\":\"V\"},\"spider\":\"spi\"}");
+  free(s);
+  json_decref(b);
+  cli_args_release(&a);
+
+  const char *q[17];
+  char states[128];
+  assert_int_equal(parse("jobs", "--state pending --state running,failed -p p --limit 5 --schedule 3",
+                         &a, err, sizeof(err)),
+                   0);
+  assert_int_equal(cli_jobs_query(&a, q, states, sizeof(states), err, sizeof(err)), 0);
+  const char *want[] = {"state", "pending,running,failed", "project", "p", "schedule", "3",
+                        "limit", "5", NULL};
+  for (size_t i = 0; i < N_ELEMS(want); i++) {
+    if (!want[i]) assert_null(q[i]);
+    else assert_string_equal(q[i], want[i]);
+  }
+  cli_args_release(&a);
+
+  assert_int_equal(parse("jobs", "--limit 0", &a, err, sizeof(err)), 0);
+  assert_int_equal(cli_jobs_query(&a, q, states, sizeof(states), err, sizeof(err)), -EINVAL);
+  assert_string_equal(err, "--limit '0': expected a number from 1 to 1000");
+  cli_args_release(&a);
+}
+
+/* Usage errors are found before any connection is made. */
+static void test_cli_main_usage(void **state) {
+  (void)state;
+  char *bad_flag[] = {"schedule", "add", "n", "--bogus", NULL};
+  char *missing[] = {"job", "show", NULL};
+  char *extra[] = {"status", "x", NULL};
+  char *verb[] = {"schedule", "frobnicate", NULL};
+  char *tail[] = {"logs", "1", "--tail", "-5", NULL};
+  FILE *saved = stderr;
+  stderr = fopen("/dev/null", "w");
+  assert_int_equal(cli_main(4, bad_flag), 2);
+  assert_int_equal(cli_main(2, missing), 2);
+  assert_int_equal(cli_main(2, extra), 2);
+  assert_int_equal(cli_main(2, verb), 2);
+  assert_int_equal(cli_main(4, tail), 2);
+  fclose(stderr);
+  stderr = saved;
+  assert_true(cli_is_command("schedule"));
+  assert_true(cli_is_command("logs"));
+  assert_false(cli_is_command("show"));
+  assert_false(cli_is_command("serve"));
+}
+
+/* ---- URLs ---- */
+
+static void test_client_url(void **state) {
+  (void)state;
+  const char *q[] = {"offset", "-10", "skip", NULL, "type", "job.queued", "x", "a b&c/é", NULL};
+  char *u = client_url("http://h:1", (const char *[]){"jobs", "a/b c", "log"}, 3, q);
+  assert_string_equal(u, "http://h:1/api/v1/jobs/a%2Fb%20c/log?offset=-10&type=job.queued"
+                         "&x=a%20b%26c%2F%C3%A9");
+  free(u);
+  u = client_url("https://h/prefix/", (const char *[]){"status"}, 1, NULL);
+  assert_string_equal(u, "https://h/prefix/api/v1/status");
+  free(u);
+  u = client_url("http://h/", NULL, 0, (const char *[]){"a", NULL, NULL});
+  assert_string_equal(u, "http://h/api/v1");
+  free(u);
+}
+
+static void test_target_url(void **state) {
+  (void)state;
+  const struct {
+    const char *bind;
+    int port;
+    const char *url;
+  } cases[] = {
+      {"127.0.0.1", 6800, "http://127.0.0.1:6800/"},
+      {"0.0.0.0", 6801, "http://127.0.0.1:6801/"},
+      {"::", 80, "http://[::1]:80/"},
+      {"::1", 80, "http://[::1]:80/"},
+      {"[fe80::1]", 80, "http://[fe80::1]:80/"},
+      {"example.org", 1, "http://example.org:1/"},
+      {"", 6800, "http://127.0.0.1:6800/"},
+  };
+  for (size_t i = 0; i < N_ELEMS(cases); i++) {
+    char *u = client_target_url(cases[i].bind, cases[i].port);
+    assert_string_equal(u, cases[i].url);
+    free(u);
+  }
+}
+
+/* ---- times ---- */
+
+static void test_iso_to_ms(void **state) {
+  (void)state;
+  const struct {
+    const char *s;
+    int64_t ms;
+  } ok[] = {
+      {"1970-01-01T00:00:00Z", 0},
+      {"2026-11-22T15:39:55.922Z", 1795361995922},
+      {"2026-11-22T16:40:00+01:00", 1795362000000},
+      {"2026-11-22T10:10:00-05:30", 1795362000000},
+      {"2026-11-22 15:40:00+0000", 1795362000000},
+      {"2000-02-29T12:00:00.5Z", 951825600500},
+      {"1969-12-31T23:59:59Z", -1000},
+  };
+  for (size_t i = 0; i < N_ELEMS(ok); i++) {
+    int64_t ms = 0;
+    assert_int_equal(fmt_iso_to_ms(ok[i].s, &ms), 0);
+    assert_int_equal(ms, ok[i].ms);
+  }
+  const char *bad[] = {"", "2026-11-22", "2026-11-22T15:40:00", "2026-13-01T00:00:00Z",
+                       "2026-11-22T15:40:00+1", "2026-11-22T15:40:00Zjunk", "x026-11-22T15:40:00Z",
+                       "2026-11-22T15:40:00."};
+  for (size_t i = 0; i < N_ELEMS(bad); i++) {
+    int64_t ms;
+    assert_int_equal(fmt_iso_to_ms(bad[i], &ms), -EINVAL);
+  }
+}
+
+static void test_local_time_respects_tz(void **state) {
+  (void)state;
+  char buf[64];
+  const char *old = getenv("TZ");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("TZ", "UTC", 1);
+  tzset();
+  fmt_local_time(1795362000000, buf, sizeof(buf));
+  assert_string_equal(buf, "2026-11-22 15:40:00");
+  setenv("TZ", "Asia/Kolkata", 1);
+  tzset();
+  fmt_local_time(1795362000999, buf, sizeof(buf));
+  assert_string_equal(buf, "2026-11-22 21:10:00");
+  setenv("TZ", "America/New_York", 1);
+  tzset();
+  fmt_local_time(1783000000000, buf, sizeof(buf)); /* July: daylight time */
+  assert_string_equal(buf, "2026-07-02 09:46:40");
+  if (saved) setenv("TZ", saved, 1);
+  else unsetenv("TZ");
+  tzset();
+  free(saved);
+}
+
+static void test_duration(void **state) {
+  (void)state;
+  char b[32];
+  fmt_duration(5, b, sizeof(b));
+  assert_string_equal(b, "5s");
+  fmt_duration(250, b, sizeof(b));
+  assert_string_equal(b, "4m 10s");
+  fmt_duration(7500, b, sizeof(b));
+  assert_string_equal(b, "2h 5m");
+  fmt_duration(3 * 86400 + 4 * 3600 + 59, b, sizeof(b));
+  assert_string_equal(b, "3d 4h");
+}
+
+/* ---- tables ---- */
+
+static void test_table(void **state) {
+  (void)state;
+  char *out = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&out, &len);
+  fmt_table_t t;
+  assert_int_equal(fmt_table_init(&t, 3, (const char *[]){"ID", "NAME", "NEXT RUN"}), 0);
+  assert_int_equal(fmt_table_add(&t, (const char *[]){"1", "ñandú", "2026-01-01 00:00:00"}), 0);
+  assert_int_equal(fmt_table_add(&t, (const char *[]){"12345", NULL, ""}), 0);
+  fmt_table_print(&t, f);
+  fmt_table_release(&t);
+  fclose(f);
+  assert_string_equal(out,
+                      "ID     NAME   NEXT RUN\n"
+                      "1      ñandú  2026-01-01 00:00:00\n"
+                      "12345  -      -\n");
+  free(out);
+}
+
+static void test_fields(void **state) {
+  (void)state;
+  char b[128];
+  json_t *o = json_pack("{s:s,s:i,s:f,s:f,s:b,s:n,s:{s:s,s:s},s:[i]}", "s", "x", "i", 7, "r", 2.5,
+                        "whole", 3.0, "t", 1, "null", "pairs", "a", "1", "b", "2", "arr", 1);
+  cli_field(o, "s", b, sizeof(b));
+  assert_string_equal(b, "x");
+  cli_field(o, "i", b, sizeof(b));
+  assert_string_equal(b, "7");
+  cli_field(o, "r", b, sizeof(b));
+  assert_string_equal(b, "2.5");
+  cli_field(o, "whole", b, sizeof(b));
+  assert_string_equal(b, "3");
+  cli_field(o, "t", b, sizeof(b));
+  assert_string_equal(b, "yes");
+  cli_field(o, "null", b, sizeof(b));
+  assert_string_equal(b, "");
+  cli_field(o, "absent", b, sizeof(b));
+  assert_string_equal(b, "");
+  cli_field(o, "arr", b, sizeof(b));
+  assert_string_equal(b, "[1]");
+  cli_pairs_field(o, "pairs", b, sizeof(b));
+  assert_string_equal(b, "a=1, b=2");
+  json_decref(o);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_args_forms),
+      cmocka_unit_test(test_args_errors),
+      cmocka_unit_test(test_numbers),
+      cmocka_unit_test(test_schedule_body_add),
+      cmocka_unit_test(test_schedule_body_edit_only_given),
+      cmocka_unit_test(test_schedule_body_errors),
+      cmocka_unit_test(test_job_body_and_query),
+      cmocka_unit_test(test_cli_main_usage),
+      cmocka_unit_test(test_client_url),
+      cmocka_unit_test(test_target_url),
+      cmocka_unit_test(test_iso_to_ms),
+      cmocka_unit_test(test_local_time_respects_tz),
+      cmocka_unit_test(test_duration),
+      cmocka_unit_test(test_table),
+      cmocka_unit_test(test_fields),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
