@@ -333,30 +333,88 @@ int api_job_enqueue(app_t *app, job_t *job, const char *egg_path, api_job_cb cb,
 typedef struct cancel {
   app_t *app;
   char *project, *jobid;
-  int found, count;
+  int sig;
+  int found, count; /* the job's own processes and pending entries */
+  int family;       /* pending descendants cancelled */
+  job_list_t running; /* running descendants, stopped by the launcher */
   api_cancel_cb cb;
   void *ud;
 } cancel_t;
 
 static void cancel_free(cancel_t *c) {
+  job_list_release(&c->running);
   free(c->project);
   free(c->jobid);
   free(c);
 }
 
+#define CANCEL_FAMILY_MAX 10000 /* descendants reached by one cancel */
+
+/* Cancels the pending jobs of project + jobid, with a job.cancelled event
+ * each; adds how many to *count. */
+static int cancel_pending(store_t *s, const char *project, const char *jobid, int64_t now,
+                          int *count) {
+  job_list_t l = {0};
+  job_filter_t f = {.project = project, .jobid = jobid, .states = 1u << JOB_PENDING};
+  int n = 0, rc = store_jobs_list(s, &f, &l);
+  if (!rc) rc = store_job_cancel_pending(s, project, jobid, now, &n);
+  for (size_t i = 0; i < l.n && !rc; i++) {
+    event_t ev = {.type = "job.cancelled", .schedule_id = l.v[i].schedule_id, .job_id = l.v[i].id,
+                  .data = json_pack("{s:s, s:s, s:s, s:b}", "project", l.v[i].project, "spider",
+                                    l.v[i].spider, "jobid", l.v[i].jobid, "started", 0)};
+    rc = store_event_add(s, &ev);
+    json_decref(ev.data);
+  }
+  job_list_release(&l);
+  *count += n;
+  return rc;
+}
+
+/* The job's pending entries, and every pending or running descendant: a
+ * parent's cancel is its children's. Running ones are collected for the
+ * launcher, which owns their processes. */
 static int cancel_fn(store_t *s, void *arg) {
   cancel_t *c = arg;
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  return store_job_cancel_pending(s, c->project, c->jobid,
-                                  (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, &c->count);
+  int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  job_list_t family = {0};
+  job_filter_t f = {.project = c->project, .jobid = c->jobid};
+  int rc = store_jobs_list(s, &f, &family);
+  if (!rc) rc = cancel_pending(s, c->project, c->jobid, now, &c->count);
+  /* Breadth first over the family; `family` grows as children are found. */
+  for (size_t i = 0; i < family.n && family.n < CANCEL_FAMILY_MAX && !rc; i++) {
+    job_list_t kids = {0};
+    job_filter_t kf = {.parent_id = family.v[i].id,
+                       .states = 1u << JOB_PENDING | 1u << JOB_RUNNING};
+    rc = store_jobs_list(s, &kf, &kids);
+    for (size_t k = 0; k < kids.n && !rc; k++) {
+      job_t *kid = &kids.v[k];
+      if (kid->state == JOB_PENDING) {
+        rc = cancel_pending(s, kid->project, kid->jobid, now, &c->family);
+      } else {
+        job_t copy = {.project = strdup(kid->project), .jobid = strdup(kid->jobid)};
+        rc = copy.project && copy.jobid ? job_list_take(&c->running, &copy) : -ENOMEM;
+        job_release(&copy);
+      }
+      if (!rc) rc = job_list_take(&family, kid);
+    }
+    job_list_release(&kids);
+  }
+  job_list_release(&family);
+  return rc;
 }
 
 static void cancel_done(void *arg, int rc) {
   cancel_t *c = arg;
   if (!rc) {
-    c->app->counters.pending -= c->count;
+    c->app->counters.pending -= c->count + c->family;
     if (c->app->counters.pending < 0) c->app->counters.pending = 0;
+    for (size_t i = 0; i < c->running.n; i++) {
+      int found = 0;
+      launcher_cancel(c->app->launcher, c->running.v[i].project, c->running.v[i].jobid, c->sig,
+                      &found);
+    }
   }
   c->cb(c->ud, rc, c->found, c->count);
   cancel_free(c);
@@ -370,6 +428,7 @@ int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
   if (!c) return -ENOMEM;
   c->app = app;
   c->found = found;
+  c->sig = sig;
   c->cb = cb;
   c->ud = ud;
   c->project = strdup(project);

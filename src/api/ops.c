@@ -52,6 +52,7 @@ static const op_param_t p_jobs_create[] = {{"project", OPT_STR, REQ | NAME, 0, 0
                                            {"settings", OPT_OBJ, 0, 0, 0},
                                            {"priority", OPT_NUM, 0, 0, 0},
                                            {"jobid", OPT_STR, NAME, 0, 0},
+                                           {"parent", OPT_INT, 0, 1, INT64_MAX},
                                            END};
 static const op_param_t p_cancel[] = {{"id", OPT_ID, REQ, 0, 0},
                                       {"signal", OPT_STR, 0, 0, 0},

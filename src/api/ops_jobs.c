@@ -124,13 +124,48 @@ void op_jobs_list(op_call_t *c) {
 
 static int resolve_fn(store_t *s, void *arg) { return op_job_resolve(s, arg); }
 
-static void get_done(void *arg, int rc) {
+/* The job and a count of its children per state (num[0..5], num[6] all). */
+static int get_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
-  if (rc) op_fail_resolve(c, rc);
-  else op_ok(c, op_render_job(&c->job));
+  int rc = op_job_resolve(s, c);
+  if (rc) return rc;
+  job_list_t kids = {0};
+  job_filter_t f = {.parent_id = c->job.id};
+  if ((rc = store_jobs_list(s, &f, &kids))) return rc;
+  for (size_t i = 0; i < kids.n; i++) c->num[kids.v[i].state]++;
+  c->num[6] = (int64_t)kids.n;
+  job_list_release(&kids);
+  return 0;
 }
 
-void op_jobs_get(op_call_t *c) { op_store(c, STORE_READ, resolve_fn, get_done); }
+/* A parent's state as a whole: running while it or any child is pending
+ * or running, failed when it or any child failed or was lost, else its own. */
+static const char *family_state(const job_t *j, const int64_t *kids) {
+  if (!job_state_final(j->state) || kids[JOB_PENDING] || kids[JOB_RUNNING]) return "running";
+  if (j->state == JOB_FAILED || j->state == JOB_LOST || kids[JOB_FAILED] || kids[JOB_LOST])
+    return "failed";
+  return job_state_name(j->state);
+}
+
+static void get_done(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    op_fail_resolve(c, rc);
+    return;
+  }
+  json_t *o = op_render_job(&c->job);
+  if (c->num[6]) {
+    json_t *kids = json_object();
+    json_object_set_new(kids, "total", json_integer(c->num[6]));
+    for (int st = 0; st < JOB_NSTATES; st++)
+      json_object_set_new(kids, job_state_name((job_state_t)st), json_integer(c->num[st]));
+    json_object_set_new(o, "children", kids);
+    json_object_set_new(o, "family_state", json_string(family_state(&c->job, c->num)));
+  }
+  op_ok(c, o);
+}
+
+void op_jobs_get(op_call_t *c) { op_store(c, STORE_READ, get_fn, get_done); }
 
 /* ---- jobs.create ---- */
 
@@ -163,6 +198,14 @@ static void create_enqueue(op_call_t *c) {
 static int busy_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   job_state_t st;
+  if (c->job.parent_id) {
+    job_t parent;
+    int rc = store_job_get(s, c->job.parent_id, &parent);
+    job_release(&parent);
+    if (rc == -ENOENT) return SPD_ENOJOB;
+    if (rc) return rc;
+  }
+  if (!op_str(c, "jobid")) return 0;
   int rc = store_job_status(s, c->job.project, c->job.jobid, &st);
   if (rc == -ENOENT) return 0;
   if (rc == 0 && !job_state_final(st)) c->num[0] = 1;
@@ -171,7 +214,10 @@ static int busy_fn(store_t *s, void *arg) {
 
 static void busy_done(void *arg, int rc) {
   op_call_t *c = arg;
-  if (rc) op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
+  if (rc == SPD_ENOJOB)
+    op_fail(c, rc, json_pack("{s:I}", "parent", (json_int_t)c->job.parent_id),
+            "parent job %lld not found", (long long)c->job.parent_id);
+  else if (rc) op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
   else if (c->num[0])
     op_fail(c, SPD_ECONFLICT, json_pack("{s:s}", "jobid", c->job.jobid),
             "a job with id '%s' is already pending or running in project '%s'", c->job.jobid,
@@ -235,7 +281,8 @@ void op_jobs_create(op_call_t *c) {
     op_fail(c, -ENOMEM, NULL, "out of memory");
     return;
   }
-  if (jobid) op_store(c, STORE_READ, busy_fn, busy_done);
+  j->parent_id = op_int(c, "parent", 0);
+  if (jobid || j->parent_id) op_store(c, STORE_READ, busy_fn, busy_done);
   else create_enqueue(c);
 }
 
