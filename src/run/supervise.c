@@ -217,6 +217,11 @@ static int queue_retry(store_t *s, end_op_t *op) {
     }
     rc = add_event(s, "job.retried", t, d);
   }
+  if (rc == 0) /* every job's timeline starts with its job.queued */
+    rc = add_event(s, "job.queued", &r,
+                   json_pack("{s:s, s:s, s:s, s:I, s:i}", "project", r.project, "spider",
+                             r.spider, "jobid", r.jobid, "retry_of", (json_int_t)t->id,
+                             "attempt", r.attempt));
   if (rc == 0) {
     op->retry_id = r.id;
     op->retry_not_before = r.not_before_ms;

@@ -83,7 +83,7 @@ def test_timeout_terminates_and_records_failed_with_the_marker(rd):
     assert took < 10 * SLOW
     st = rd.api("status.json", job=job)
     assert (st["state"], st["end_reason"]) == ("failed", "timeout")
-    assert event_types(rd, job) == ["job.started", "job.timeout", "job.failed"]
+    assert event_types(rd, job) == ["job.queued", "job.started", "job.timeout", "job.failed"]
     data = dict(events_of(rd, job))["job.timeout"]
     assert data["timeout_ms"] == 1500 and data["jobid"] == job and data["spider"] == "slow"
     # Not retried: _retries defaults to the daemon's job_retries, 0.
@@ -129,10 +129,10 @@ def test_failing_job_runs_exactly_three_attempts_with_growing_delays(rd):
     delays = [data["delay_ms"] for i in ids[:2] for t, data in events_of(rd, i) if t == "job.retried"]
     assert 500 <= delays[0] <= 550 and 1000 <= delays[1] <= 1100, delays
     for i, nxt in zip(ids, ids[1:]):
-        assert event_types(rd, i) == ["job.started", "job.failed", "job.retried"]
+        assert event_types(rd, i) == ["job.queued", "job.started", "job.failed", "job.retried"]
         retried = dict(events_of(rd, i))["job.retried"]
         assert retried["retry_jobid"] == nxt and retried["retry_id"] == job_row(rd, nxt)["id"]
-    assert event_types(rd, "cr.r3") == ["job.started", "job.failed"]
+    assert event_types(rd, "cr.r3") == ["job.queued", "job.started", "job.failed"]
     failed = dict(events_of(rd, "cr.r3"))["job.failed"]
     assert failed == {"project": "p", "spider": "crash", "jobid": "cr.r3", "attempt": 3,
                       "exit_code": 1, "signal": None}
@@ -146,7 +146,7 @@ def test_job_that_succeeds_on_its_second_attempt(rd, tmp_path):
     assert second["stats"]["items"] == 1 and second["retry_of"] == job_row(rd, "fl")["id"]
     assert wait_gone_quiet(rd, "fl", 0.5) == ["fl.r2"]
     assert (tmp_path / "f").read_text().count("\n") == 2
-    assert event_types(rd, "fl.r2") == ["job.started", "job.finished"]
+    assert event_types(rd, "fl.r2") == ["job.queued", "job.started", "job.finished"]
 
 
 def test_wedged_reactor_is_killed_as_lost_and_retried(rd):
@@ -159,11 +159,11 @@ def test_wedged_reactor_is_killed_as_lost_and_retried(rd):
     assert job_row(rd, job)["heartbeat_ms"] > 0
     retry = rd.wait_running("hg.r2")
     assert retry["attempt"] == 2 and retry["retry_of"] == job_row(rd, job)["id"]
-    assert event_types(rd, job) == ["job.started", "job.lost", "job.retried"]
+    assert event_types(rd, job) == ["job.queued", "job.started", "job.lost", "job.retried"]
     assert dict(events_of(rd, job))["job.lost"]["reason"] == "heartbeat"
     rd.cancel("p", "hg.r2", "KILL")
     assert finished(rd, "hg.r2")["state"] == "cancelled"
-    assert event_types(rd, "hg.r2") == ["job.started", "job.cancelled"]
+    assert event_types(rd, "hg.r2") == ["job.queued", "job.started", "job.cancelled"]
 
 
 def test_heartbeats_are_enforced_only_after_the_first_one(rd):
@@ -183,7 +183,7 @@ def test_cancelled_job_is_never_retried(rd):
     rd.cancel("p", job, "KILL")
     assert finished(rd, job)["state"] == "cancelled"
     assert wait_gone_quiet(rd, "cx", 1) == []
-    assert event_types(rd, job) == ["job.started", "job.cancelled"]
+    assert event_types(rd, job) == ["job.queued", "job.started", "job.cancelled"]
 
 
 def test_kill9_then_the_crawl_dies_lost_at_restart_and_retried(spiderd, egg, tmp_path):
@@ -205,7 +205,7 @@ def test_kill9_then_the_crawl_dies_lost_at_restart_and_retried(spiderd, egg, tmp
     wait_for((markers / "k9.r2").exists, 30, "the retry to run")
     r = d.wait_running("k9.r2")
     assert (r["attempt"], r["retry_of"]) == (2, job_row(d, "k9")["id"])
-    assert event_types(d, "k9") == ["job.started", "job.lost", "job.retried"]
+    assert event_types(d, "k9") == ["job.queued", "job.started", "job.lost", "job.retried"]
     d.cancel("p", "k9.r2", "KILL")
     finished(d, "k9.r2")
 
