@@ -103,6 +103,15 @@ static void begin_stop(server_t *srv) {
   scheduler_stop(app->scheduler, scheduler_stopped, srv);
 }
 
+/* A job's end is committed (with its events): webhooks deliver them now
+ * rather than at their next tick, and a schedule whose next run waits for
+ * this job (overlap queue) fires it. */
+static void job_ended(void *ud, const job_t *job) {
+  app_t *app = ud;
+  if (app->webhooks) webhooks_kick(app->webhooks);
+  if (job->schedule_id) scheduler_kick(app->scheduler);
+}
+
 static void on_signal(uv_signal_t *h, int signum) {
   server_t *srv = h->data;
   if (signum == SIGHUP) {
@@ -199,6 +208,7 @@ static int serve(int argc, char **argv) {
   }
   if ((rc = webhooks_init(&app->webhooks, app->loop, cfg, app->store, err, sizeof(err))))
     goto fail;
+  launcher_on_end(app->launcher, job_ended, app);
   http_options_t ho = {
       .bind_address = cfg->bind_address,
       .port = cfg->http_port,

@@ -119,6 +119,11 @@ int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
   return 0;
 }
 
+void launcher_on_end(launcher_t *l, void (*fn)(void *ud, const job_t *job), void *ud) {
+  l->on_end = fn;
+  l->on_end_ud = ud;
+}
+
 unsigned launcher_running(const launcher_t *l) { return l->nprocs; }
 
 /* ---- ending a job ---- */

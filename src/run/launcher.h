@@ -57,6 +57,10 @@ void launcher_kick(launcher_t *l);
 int launcher_cancel(launcher_t *l, const char *project, const char *jobid,
                     int sig, int *found);
 
+/* fn(ud, job) runs on the loop after each job's end (and any retry it
+ * spawned) is committed, e.g. to wake modules that act on job events. */
+void launcher_on_end(launcher_t *l, void (*fn)(void *ud, const job_t *job), void *ud);
+
 /* Number of crawl processes alive. */
 unsigned launcher_running(const launcher_t *l);
 

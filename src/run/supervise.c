@@ -318,6 +318,7 @@ static void end_done(void *arg, int rc) {
       }
     }
   }
+  if (!rc && l->on_end) l->on_end(l->on_end_ud, &op->job);
   end_op_free(op);
   launcher_maybe_stopped(l);
 }

@@ -70,6 +70,8 @@ struct launcher {
   uv_timer_t watch_timer; /* one sweep for every job's timeout and heartbeat */
   int64_t next_sweep; /* mono */
   uint64_t rng;       /* retry jitter */
+  void (*on_end)(void *ud, const job_t *job); /* after a job's end is committed */
+  void *on_end_ud;
 };
 
 int64_t launcher_wall_ms(void);

@@ -376,21 +376,7 @@ static int targets_of(store_t *s, const webhooks_t *w, const event_t *e, sched_c
   return 0;
 }
 
-static int newest_event(store_t *s, int64_t *out) {
-  int64_t after = 0;
-  for (;;) {
-    event_list_t l = {0};
-    event_filter_t f = {.after_id = after, .limit = 1000};
-    int rc = store_events_list(s, &f, &l);
-    size_t n = l.n;
-    if (!rc && n) after = l.v[n - 1].id;
-    event_list_release(&l);
-    if (rc) return rc;
-    if (n < 1000) break;
-  }
-  *out = after;
-  return 0;
-}
+static int newest_event(store_t *s, int64_t *out) { return store_events_head(s, out); }
 
 static int cursor_get(store_t *s, int64_t *out) {
   char *v = NULL;
