@@ -496,7 +496,9 @@ class Daemon:
             section, entry = self.find(job)
             if section == "finished":
                 raise AssertionError(f"job {job} finished before it was seen running: {entry}")
-            return entry if section == "running" else None
+            # A claimed job is listed running a moment before its process
+            # is recorded (pid null): wait for the process.
+            return entry if section == "running" and entry.get("pid") else None
         return wait_for(check, seconds, f"job {job} to run")
 
     def wait_finished(self, job, seconds=40):
