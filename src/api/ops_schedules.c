@@ -203,7 +203,20 @@ static int apply_fields(schedule_t *sc, const json_t *p, char *err, size_t len) 
   if ((v = json_object_get(p, "retries"))) sc->max_retries = (int)json_integer_value(v);
   if ((v = json_object_get(p, "args"))) set_json(&sc->args, v);
   if ((v = json_object_get(p, "settings"))) set_json(&sc->settings, v);
-  if ((v = json_object_get(p, "webhooks"))) set_json(&sc->webhooks, v);
+  if ((v = json_object_get(p, "webhooks"))) {
+    size_t i;
+    const json_t *u;
+    json_array_foreach(v, i, u) {
+      const char *url = json_string_value(u);
+      if (!url || strlen(url) > 2048 ||
+          (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) || strpbrk(url, " \r\n")) {
+        snprintf(err, len, "'webhooks' must be http:// or https:// URLs ('%.80s' is not)",
+                 url ? url : "");
+        return SPD_EBADPARAM;
+      }
+    }
+    set_json(&sc->webhooks, v);
+  }
   if (!sc->tz && (rc = set_str(&sc->tz, "UTC"))) return rc;
   /* The whole definition must compute, whatever part changed. */
   cron_spec_t spec;

@@ -199,6 +199,8 @@ def test_run_now_update_delete(spiderd, egg):
     ({"spider": "nope", "cron": "* * * * *"}, 404, "nope"),
     ({"spider": "quick", "cron": "* * * * *", "project": "nope"}, 404, "nope"),
     ({"spider": "quick", "cron": "* * * * *", "name": "../x"}, 400, "name"),
+    ({"spider": "quick", "cron": "* * * * *", "webhooks": ["file:///etc/passwd"]}, 400,
+     "webhooks"),
 ])
 def test_bad_schedules(module_spiderd, egg, body, status, needle):
     if not module_spiderd.daemons:
