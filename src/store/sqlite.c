@@ -115,7 +115,7 @@ static const char *const sqlite_migrations[] = {
     /* One row per due time of a schedule: the UNIQUE key is what makes a
      * due time fire once, whoever materialises it and however often. */
     "CREATE TABLE runs ("
-    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  id INTEGER PRIMARY KEY,"
     "  schedule_id INTEGER NOT NULL REFERENCES schedules(id) ON DELETE CASCADE,"
     "  due_ms INTEGER NOT NULL,"
     "  fire_ms INTEGER NOT NULL,"
@@ -127,8 +127,11 @@ static const char *const sqlite_migrations[] = {
     ");"
     "CREATE INDEX runs_upcoming ON runs(fire_ms, id) WHERE state = 0;"
     "CREATE INDEX schedules_refill ON schedules(refill_ms) WHERE paused = 0;"
+    /* No AUTOINCREMENT: its sequence row would be one more page in every
+     * commit that appends an event (most do). Ids stay increasing because
+     * pruning never deletes the newest event. */
     "CREATE TABLE events ("
-    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  id INTEGER PRIMARY KEY,"
     "  ts_ms INTEGER NOT NULL,"
     "  type TEXT NOT NULL,"
     "  schedule_id INTEGER NOT NULL DEFAULT 0,"
