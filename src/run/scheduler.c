@@ -139,9 +139,11 @@ static int materialise(store_t *s, const tick_t *t, const schedule_t *sc, int64_
   return store_runs_add(s, sc->id, due, fire, k, horizon, refill);
 }
 
-static int refill_all(store_t *s, const tick_t *t, int64_t now) {
+/* Sets *more when the batch was full: the next tick comes at once. */
+static int refill_all(store_t *s, const tick_t *t, int64_t now, int *more) {
   schedule_list_t l = {0};
   int rc = store_schedules_refill(s, now, REFILL_BATCH, &l);
+  *more = l.n == REFILL_BATCH;
   for (size_t i = 0; i < l.n && !rc; i++) {
     rc = materialise(s, t, &l.v[i], now);
     if (rc == -ENOENT) rc = 0; /* deleted meanwhile */
@@ -339,9 +341,11 @@ static int tick_fn(store_t *s, void *arg) {
   if (rc == -EBUSY) return 0;
   if (rc) return rc;
   t->leader = 1;
-  if ((rc = refill_all(s, t, now)) || (rc = fire_due(s, t, now))) return rc;
+  int more = 0;
+  if ((rc = refill_all(s, t, now, &more)) || (rc = fire_due(s, t, now))) return rc;
   sched_run_list_t next = {0};
   if (!(rc = store_runs_due(s, INT64_MAX, 1, &next)) && next.n) t->next_ms = next.v[0].fire_ms;
+  if (more) t->next_ms = now; /* schedules still wait for their runs */
   sched_run_list_release(&next);
   return rc;
 }
