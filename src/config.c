@@ -937,8 +937,8 @@ static int retention_put(struct loader *L, const struct src *s, const char *name
     rc = oom(L);
     goto out;
   }
-  if (name_valid("project", project, why, sizeof(why)) ||
-      (spider && name_valid("spider", spider, why, sizeof(why)))) {
+  if (!name_valid("project", project, why, sizeof(why)) ||
+      (spider && !name_valid("spider", spider, why, sizeof(why)))) {
     rc = bad(L, s, SEC_RETENTION, name, "not PROJECT or PROJECT/SPIDER: %s", why);
     goto out;
   }
