@@ -281,8 +281,9 @@ static double rule_days(const config_t *cfg, const config_retention_t *e) {
 
 int janitor_init(janitor_t **out, uv_loop_t *loop, const config_t *cfg,
                  store_pool_t *store, job_counters_t *counters) {
+  int rc = -ENOMEM;
   janitor_t *j = calloc(1, sizeof(*j));
-  if (!j) return -ENOMEM;
+  if (!j) return rc;
   j->loop = loop;
   j->cfg = cfg;
   j->store = store;
@@ -290,12 +291,7 @@ int janitor_init(janitor_t **out, uv_loop_t *loop, const config_t *cfg,
   j->nrules = cfg->nretention;
   j->rules = calloc(j->nrules ? j->nrules : 1, sizeof(*j->rules));
   j->rule_days = calloc(j->nrules ? j->nrules : 1, sizeof(*j->rule_days));
-  if (!j->rules || !j->rule_days) {
-    free(j->rules);
-    free(j->rule_days);
-    free(j);
-    return -ENOMEM;
-  }
+  if (!j->rules || !j->rule_days) goto out;
   j->enabled = cfg->history_per_spider > 0 || cfg->history_days > 0 || cfg->events_days > 0;
   for (size_t i = 0; i < j->nrules; i++) {
     const config_retention_t *e = &cfg->retention[i];
@@ -303,19 +299,19 @@ int janitor_init(janitor_t **out, uv_loop_t *loop, const config_t *cfg,
     j->rule_days[i] = rule_days(cfg, e);
     j->enabled |= e->count > 0 || j->rule_days[i] > 0;
   }
-  int rc = uv_timer_init(loop, &j->timer);
-  if (rc) {
-    free(j->rules);
-    free(j->rule_days);
-    free(j);
-    return rc;
-  }
+  if ((rc = uv_timer_init(loop, &j->timer))) goto out;
   j->timer.data = j;
   /* The first pass waits a moment so start-up (adoption, the first
    * claims) has the writer to itself. */
   if (j->enabled) arm(j, KICK_DEBOUNCE_MS);
   *out = j;
-  return 0;
+out:
+  if (rc) {
+    free(j->rules);
+    free(j->rule_days);
+    free(j);
+  }
+  return rc;
 }
 
 void janitor_stop(janitor_t *j, void (*done)(void *ud), void *ud) {
