@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "http/http.h"
+#include "run/janitor.h"
 #include "run/launcher.h"
 #include "run/scheduler.h"
 #include "run/spiders.h"
@@ -21,6 +22,7 @@ typedef struct app {
   http_server_t *http;
   spiders_t *spiders;
   launcher_t *launcher;
+  janitor_t *janitor;
   scheduler_t *scheduler;
   webhooks_t *webhooks;
   job_counters_t counters;

@@ -14,6 +14,7 @@
  */
 #include "config.h"
 
+#include "core/names.h"
 #include "error.h"
 
 #include <ctype.h>
@@ -49,6 +50,7 @@ static const char SEC_SCRAPYD[] = "scrapyd";
 static const char SEC_SPIDERD[] = "spiderd";
 static const char SEC_SERVICES[] = "services";
 static const char SEC_SETTINGS[] = "settings";
+static const char SEC_RETENTION[] = "retention";
 static const char SEC_DEFAULT[] = "DEFAULT";
 
 enum ktype { T_STR, T_USER, T_LEVEL, T_INT, T_PORT, T_BOOL, T_REAL, T_SIZE };
@@ -111,6 +113,10 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, webhook_timeout, T_REAL, M_GT0, "10", NULL),
     KEY(SEC_SPIDERD, webhook_retries, T_INT, M_GE0, "8", NULL),
     KEY(SEC_SPIDERD, webhook_backoff, T_REAL, M_GT0, "1", NULL),
+    KEY(SEC_SPIDERD, history_per_spider, T_INT, M_GE0, "0", NULL),
+    KEY(SEC_SPIDERD, history_days, T_REAL, M_GE0, "0", NULL),
+    KEY(SEC_SPIDERD, events_days, T_REAL, M_GE0, "30", NULL),
+    KEY(SEC_SPIDERD, janitor_interval, T_REAL, M_GT0, "60", NULL),
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -593,7 +599,7 @@ static int interpolate(struct loader *L, const struct src *s, const char *sectio
 
 static const char *tracked_section(const char *section) {
   static const char *const all[] = {SEC_SCRAPYD, SEC_SPIDERD, SEC_SERVICES, SEC_SETTINGS,
-                                    SEC_DEFAULT};
+                                    SEC_RETENTION, SEC_DEFAULT};
   for (size_t i = 0; i < COUNT(all); i++)
     if (strcmp(section, all[i]) == 0) return all[i];
   return NULL;
@@ -647,7 +653,8 @@ static int on_pair(void *user, const char *section, const char *name, const char
   }
   const char *sec = tracked_section(section);
   if (!sec) return 1;
-  char *lname = lower_dup(name, strlen(name));
+  /* Project and spider names are case-sensitive (they are paths). */
+  char *lname = sec == SEC_RETENTION ? strdup(name) : lower_dup(name, strlen(name));
   if (!lname) return L->rc = oom(L), 0;
   struct raw *r = raw_find(L, sec, lname);
 
@@ -906,6 +913,86 @@ static int read_listed_files(struct loader *L, const char *list) {
   return rc;
 }
 
+/* ---- [retention] ---- */
+
+static void retention_free(config_retention_t *v, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    free(v[i].project);
+    free(v[i].spider);
+  }
+  free(v);
+}
+
+/* "project[/spider] = COUNT [DAYS]"; the same key again replaces the entry
+ * in place, as a later file's key replaces an earlier one everywhere. */
+static int retention_put(struct loader *L, const struct src *s, const char *name,
+                         const char *value) {
+  config_t *c = L->c;
+  char why[256];
+  const char *slash = strchr(name, '/');
+  char *project = strndup(name, slash ? (size_t)(slash - name) : strlen(name));
+  char *spider = slash ? strdup(slash + 1) : NULL;
+  int rc = 0;
+  if (!project || (slash && !spider)) {
+    rc = oom(L);
+    goto out;
+  }
+  if (!name_valid("project", project, why, sizeof(why)) ||
+      (spider && !name_valid("spider", spider, why, sizeof(why)))) {
+    rc = bad(L, s, SEC_RETENTION, name, "not PROJECT or PROJECT/SPIDER: %s", why);
+    goto out;
+  }
+  const char *p = value + strspn(value, " \t");
+  size_t n1 = strcspn(p, " \t");
+  const char *q = p + n1 + strspn(p + n1, " \t");
+  size_t n2 = strcspn(q, " \t");
+  long long count = 0;
+  double days = -1;
+  if (!n1 || q[n2 + strspn(q + n2, " \t")]) {
+    rc = bad(L, s, SEC_RETENTION, name, "'%s' is not COUNT [DAYS] (e.g. '500 7')", value);
+    goto out;
+  }
+  if (parse_int_n(p, n1, &count) || count < 0 || count > INT_MAX) {
+    rc = bad(L, s, SEC_RETENTION, name,
+             "count '%.*s' is not an integer >= 0 (the jobs kept; 0 = no limit)", (int)n1, p);
+    goto out;
+  }
+  if (n2) {
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%.*s", (int)n2, q);
+    if (n2 >= sizeof(buf) || parse_real(buf, &days) || days < 0) {
+      rc = bad(L, s, SEC_RETENTION, name,
+               "days '%.*s' is not a number >= 0 (0 = forever)", (int)n2, q);
+      goto out;
+    }
+  }
+  config_retention_t *e = NULL;
+  for (size_t i = 0; i < c->nretention && !e; i++) {
+    const char *other = c->retention[i].spider;
+    if (!strcmp(c->retention[i].project, project) &&
+        (other && spider ? !strcmp(other, spider) : other == spider))
+      e = &c->retention[i];
+  }
+  if (!e) {
+    config_retention_t *grown = realloc(c->retention, (c->nretention + 1) * sizeof(*grown));
+    if (!grown) {
+      rc = oom(L);
+      goto out;
+    }
+    c->retention = grown;
+    e = &grown[c->nretention++];
+    e->project = project;
+    e->spider = spider;
+    project = spider = NULL;
+  }
+  e->count = (int)count;
+  e->days = days;
+out:
+  free(project);
+  free(spider);
+  return rc;
+}
+
 /* ---- applying the merged files ---- */
 
 /* [scrapyd] also holds Scrapyd's class names, which spiderd does not use;
@@ -941,6 +1028,9 @@ static int apply_files(struct loader *L) {
     } else if (r->section == SEC_SETTINGS) {
       rc = resolve(L, &s, r, &v);
       if (!rc && pairs_put(&c->settings, &c->nsettings, r->name, v.p)) rc = oom(L);
+    } else if (r->section == SEC_RETENTION) {
+      rc = resolve(L, &s, r, &v);
+      if (!rc) rc = retention_put(L, &s, r->name, v.p);
     } else if (r->src && (r->section == SEC_SCRAPYD || r->section == SEC_SPIDERD)) {
       const struct key *k = key_find(r->section, r->name);
       if (!k) {
@@ -1020,9 +1110,11 @@ static int apply_set(struct loader *L, const char *arg) {
   const char *sec = sn < sizeof(section) ? tracked_section(section) : NULL;
   if (!sec || sec == SEC_DEFAULT)
     return report(L, SPD_ECONFIG,
-                  "flag --set: unknown section '%.*s' (scrapyd, spiderd, services or settings)",
+                  "flag --set: unknown section '%.*s' (scrapyd, spiderd, services, settings "
+                  "or retention)",
                   (int)sn, arg);
-  char *name = lower_dup(dot + 1, (size_t)(eq - dot - 1));
+  size_t nn = (size_t)(eq - dot - 1);
+  char *name = sec == SEC_RETENTION ? strndup(dot + 1, nn) : lower_dup(dot + 1, nn);
   if (!name) return oom(L);
   const char *value = eq + 1;
   struct src s = {SRC_SET, "--set"};
@@ -1032,6 +1124,8 @@ static int apply_set(struct loader *L, const char *arg) {
     else if (pairs_put(&c->services, &c->nservices, name, value)) rc = oom(L);
   } else if (sec == SEC_SETTINGS) {
     if (pairs_put(&c->settings, &c->nsettings, name, value)) rc = oom(L);
+  } else if (sec == SEC_RETENTION) {
+    rc = retention_put(L, &s, name, value);
   } else {
     const struct key *k = key_find(sec, name);
     rc = k ? apply(L, k, value, &s) : unknown_key(L, &s, sec, name);
@@ -1160,6 +1254,7 @@ void config_release(config_t *c) {
   }
   pairs_free(c->services, c->nservices);
   pairs_free(c->settings, c->nsettings);
+  retention_free(c->retention, c->nretention);
   for (size_t i = 0; i < c->nsources; i++) free(c->sources[i]);
   free(c->sources);
   memset(c, 0, sizeof(*c));

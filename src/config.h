@@ -16,8 +16,9 @@
  *      and SPIDERD_<KEY> for every key of [spiderd] and [scrapyd]
  *      (upper-cased, e.g. SPIDERD_STORE, SPIDERD_MAX_PROC)
  *   9. command-line flags
- * In every INI file keys are read from [scrapyd], [spiderd], [services] and
- * [settings]. The set of files can be replaced for tests by the environment
+ * In every INI file keys are read from [scrapyd], [spiderd], [services],
+ * [settings] and [retention] (whose keys, project and spider names, keep
+ * their case). The set of files can be replaced for tests by the environment
  * variable SPIDERD_CONFIG_FILES (':'-separated; an empty value reads no file).
  */
 #ifndef SPIDERD_CONFIG_H
@@ -30,6 +31,15 @@ typedef struct config_pair {
   char *name;
   char *value;
 } config_pair_t;
+
+/* One entry of [retention]: "project/spider = COUNT [DAYS]", or
+ * "project = COUNT [DAYS]" for the project's default. */
+typedef struct config_retention {
+  char *project;
+  char *spider; /* NULL: the project's default */
+  int count;    /* ended jobs kept; 0 = no count limit */
+  double days;  /* ended longer ago than this go; 0 = forever, < 0 = not given */
+} config_retention_t;
 
 typedef struct config {
   /* [scrapyd] — names, defaults and meaning as Scrapyd 1.6 */
@@ -89,6 +99,16 @@ typedef struct config {
   double webhook_timeout;  /* 10 s per delivery attempt */
   int webhook_retries;     /* 8 retries after a failed first attempt */
   double webhook_backoff;  /* 1 s: first retry delay, doubling (tests shorten it) */
+  /* History retention (run/janitor.c); [retention] overrides per project/spider. */
+  int history_per_spider;  /* 0 = no limit: ended jobs kept per project/spider */
+  double history_days;     /* 0 = forever: ended jobs older than this go */
+  double events_days;      /* 30; 0 = forever: events and ended runs older go */
+  double janitor_interval; /* 60 s between retention passes */
+
+  /* [retention], in the order read; a key set again by a later source
+   * replaces the earlier value in place. */
+  config_retention_t *retention;
+  size_t nretention;
 
   /* Files actually read, in order (for `spiderd config` and messages). */
   char **sources;

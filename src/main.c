@@ -52,9 +52,11 @@ static void usage(FILE *out) {
 
 static void close_cb(uv_handle_t *h) { (void)h; }
 
-static void webhooks_stopped(void *ud) {
+static void janitor_stopped(void *ud) {
   server_t *srv = ud;
   app_t *app = &srv->app;
+  janitor_free(app->janitor);
+  app->janitor = NULL;
   webhooks_free(app->webhooks);
   app->webhooks = NULL;
   spiders_free(app->spiders);
@@ -76,6 +78,12 @@ static void webhooks_stopped(void *ud) {
     uv_close((uv_handle_t *)&srv->sig_hup, close_cb);
   }
   log_info("main", "stopped");
+}
+
+/* The janitor's batch under way commits before the store stops. */
+static void webhooks_stopped(void *ud) {
+  server_t *srv = ud;
+  janitor_stop(srv->app.janitor, janitor_stopped, srv);
 }
 
 /* Webhooks stop after the launcher (its last job events stay after the
@@ -201,6 +209,10 @@ static int serve(int argc, char **argv) {
     snprintf(err, sizeof(err), "cannot start the launcher: %s", spd_strerror(rc));
     goto fail;
   }
+  if ((rc = janitor_init(&app->janitor, app->loop, cfg, app->store, &app->counters))) {
+    snprintf(err, sizeof(err), "cannot start the janitor: %s", spd_strerror(rc));
+    goto fail;
+  }
   if ((rc = scheduler_init(&app->scheduler, app->loop, cfg, app->store, app->launcher,
                            &app->counters))) {
     snprintf(err, sizeof(err), "cannot start the scheduler: %s", spd_strerror(rc));
@@ -277,6 +289,10 @@ fail:
   if (app->launcher) {
     launcher_stop(app->launcher, NULL, NULL);
     launcher_free(app->launcher);
+  }
+  if (app->janitor) {
+    janitor_stop(app->janitor, NULL, NULL);
+    janitor_free(app->janitor);
   }
   if (app->webhooks) {
     webhooks_stop(app->webhooks, NULL, NULL);

@@ -146,6 +146,19 @@ static const char *const sqlite_migrations[] = {
     "  token INTEGER NOT NULL,"
     "  expires_ms INTEGER NOT NULL"
     ") WITHOUT ROWID;",
+    /* 3: history retention (store_jobs_prune, store_events_prune). Without
+     * these every prune would scan and sort whole tables on the writer.
+     * Each costs one more b-tree page only in the write it concerns: a
+     * job's end (partial: pending and running jobs never enter it), an
+     * event (ts_ms only grows, so its right edge), a run's end.
+     * jobs_history is a project/spider's history newest first; start_ms
+     * and state make it covering (the planner counts a partial index as
+     * covering only when it holds its condition's column too), so
+     * pruning reads no table row and never sorts. */
+    "CREATE INDEX jobs_history ON jobs(project, spider, end_ms DESC, id DESC, start_ms, state) "
+    "WHERE state >= 2;"
+    "CREATE INDEX events_ts ON events(ts_ms);"
+    "CREATE INDEX runs_ended ON runs(done_ms) WHERE state != 0;",
 };
 
 #define SQLITE_SCHEMA_VERSION \
@@ -881,6 +894,8 @@ static int sqlite_trim_cutoff(struct sqlite_store *q, int keep, int64_t *end_ms,
 /* Final jobs that never started (cancelled while pending) are trimmed by the
  * same cut-off whatever their final state: lists and counts never show
  * them, so nothing is served by keeping one. */
+int sqlite_keep_last_id(struct sqlite_store *q) { return sqlite_run(q, SQ_TRIM_LAST_ID); }
+
 static int sqlite_trim_finished(store_t *s, int keep, int *deleted) {
   struct sqlite_store *q = SQ(s);
   int64_t end_ms = 0, id = 0;
@@ -893,7 +908,7 @@ static int sqlite_trim_finished(store_t *s, int keep, int *deleted) {
     goto out;
   }
   if (rc) goto out;
-  if ((rc = sqlite_run(q, SQ_TRIM_LAST_ID))) goto out;
+  if ((rc = sqlite_keep_last_id(q))) goto out;
   sqlite3_stmt *st = sqlite_stmt(q, SQ_TRIM_STARTED);
   if (!st) {
     rc = SPD_ESTORE;
@@ -1051,6 +1066,7 @@ static void sqlite_close(store_t *s) {
   for (int i = 0; q->stmt && i < SQ_COUNT; i++) sqlite3_finalize(q->stmt[i]);
   free(q->stmt);
   sqlite_sched_close(q);
+  sqlite_janitor_close(q);
   if (q->list_stmt) {
     for (unsigned i = 0; i < SQLITE_LIST_SHAPES; i++) sqlite3_finalize(q->list_stmt[i]);
     free(q->list_stmt);
@@ -1158,6 +1174,8 @@ const struct store_ops store_sqlite_ops = {
     .lease_check = sqlite_lease_check,
     .lease_release = sqlite_lease_release,
     .lease_get = sqlite_lease_get,
+    .jobs_prune = sqlite_jobs_prune,
+    .events_prune = sqlite_events_prune,
     .meta_get = sqlite_meta_get,
     .meta_set = sqlite_meta_set,
 };

@@ -1,5 +1,6 @@
 /* The SQLite backend's private header, shared by sqlite.c (connection,
- * schema, jobs) and sqlite_sched.c (schedules, runs, events, leases).
+ * schema, jobs), sqlite_sched.c (schedules, runs, events, leases) and
+ * sqlite_janitor.c (history retention).
  * Ownership as in store.h. */
 #ifndef SPIDERD_STORE_SQLITE_INT_H
 #define SPIDERD_STORE_SQLITE_INT_H
@@ -12,6 +13,8 @@
 
 /* Statement slots of sqlite_sched.c (sqlite_sched_sql[]). */
 #define SQLITE_SCHED_SLOTS 40
+/* Statement slots of sqlite_janitor.c. */
+#define SQLITE_JANITOR_SLOTS 8
 
 struct sqlite_store {
   struct store base;
@@ -21,6 +24,7 @@ struct sqlite_store {
   sqlite3_stmt **stmt;          /* sqlite.c's statements, prepared on first use */
   sqlite3_stmt **list_stmt;     /* job list shapes, allocated on first list */
   sqlite3_stmt *sched_stmt[SQLITE_SCHED_SLOTS];
+  sqlite3_stmt *janitor_stmt[SQLITE_JANITOR_SLOTS];
 };
 
 #define SQ(s) ((struct sqlite_store *)(s))
@@ -73,5 +77,16 @@ int sqlite_lease_release(store_t *s, const char *name, const char *holder,
 int sqlite_lease_get(store_t *s, const char *name, char **holder, int64_t *token,
                      int64_t *expires_ms);
 void sqlite_sched_close(struct sqlite_store *q);
+
+/* Raises meta 'jobs.last_id' to the highest job id: run it before deleting
+ * jobs, so the next insert still gets an id never given before. */
+int sqlite_keep_last_id(struct sqlite_store *q);
+
+/* sqlite_janitor.c's ops. */
+int sqlite_jobs_prune(store_t *s, const prune_rule_t *rules, size_t nrules,
+                      int keep_default, int64_t ended_before_default_ms, size_t max,
+                      job_list_t *deleted);
+int sqlite_events_prune(store_t *s, int64_t before_ms, size_t max, int *deleted);
+void sqlite_janitor_close(struct sqlite_store *q);
 
 #endif

@@ -299,6 +299,50 @@ int store_lease_get(store_t *s, const char *name, char **holder, int64_t *token,
   return s->ops->lease_get(s, name, holder, token, expires_ms);
 }
 
+int store_jobs_prune(store_t *s, const prune_rule_t *rules, size_t nrules,
+                     int keep_default, int64_t ended_before_default_ms, size_t max,
+                     job_list_t *deleted) {
+  int limited = keep_default > 0 || ended_before_default_ms > 0;
+  if (!s || !deleted || (nrules && !rules) || keep_default < 0 || ended_before_default_ms < 0)
+    return -EINVAL;
+  for (size_t i = 0; i < nrules; i++) {
+    if (!rules[i].project || rules[i].keep < 0 || rules[i].ended_before_ms < 0)
+      return -EINVAL;
+    limited |= rules[i].keep > 0 || rules[i].ended_before_ms > 0;
+  }
+  /* Nothing can go: spare the backend a scan of the whole history. */
+  if (max == 0 || !limited) return 0;
+  return s->ops->jobs_prune(s, rules, nrules, keep_default, ended_before_default_ms, max,
+                            deleted);
+}
+
+int store_events_prune(store_t *s, int64_t before_ms, size_t max, int *deleted) {
+  int n = 0;
+  if (deleted) *deleted = 0;
+  if (!s || !deleted) return -EINVAL;
+  if (max == 0 || before_ms <= 0) return 0;
+  int rc = s->ops->events_prune(s, before_ms, max, &n);
+  if (!rc) *deleted = n;
+  return rc;
+}
+
+void store_prune_limits(const prune_rule_t *rules, size_t nrules, int keep_default,
+                        int64_t ended_before_default_ms, const char *project,
+                        const char *spider, int *keep, int64_t *ended_before_ms) {
+  const prune_rule_t *best = NULL;
+  for (size_t i = 0; i < nrules; i++) {
+    const prune_rule_t *r = &rules[i];
+    if (strcmp(r->project, project) != 0) continue;
+    if (r->spider && strcmp(r->spider, spider) == 0) {
+      best = r;
+      break;
+    }
+    if (!r->spider && !best) best = r;
+  }
+  *keep = best ? best->keep : keep_default;
+  *ended_before_ms = best ? best->ended_before_ms : ended_before_default_ms;
+}
+
 int store_meta_get(store_t *s, const char *key, char **value) {
   if (!s || !key || !value) return -EINVAL;
   *value = NULL;

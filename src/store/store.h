@@ -218,6 +218,42 @@ int store_lease_release(store_t *s, const char *name, const char *holder,
 int store_lease_get(store_t *s, const char *name, char **holder, int64_t *token,
                     int64_t *expires_ms);
 
+/* ---- history retention ---- */
+
+/* How much history one project (spider NULL: the project's default) or one
+ * project/spider pair keeps. keep: the newest `keep` ended jobs that started
+ * (0 = no count limit); ended_before_ms: ended jobs that ended earlier go
+ * (0 = no age limit). */
+typedef struct prune_rule {
+  const char *project;
+  const char *spider;
+  int keep;
+  int64_t ended_before_ms;
+} prune_rule_t;
+
+/* Deletes ended jobs (final states) of every project/spider pair beyond its
+ * count limit, newest kept by end_ms then id, and those that ended before
+ * its cut-off. A pair's limits come from the most specific rule (its own,
+ * then its project's, then keep_default / ended_before_default_ms); a rule
+ * with both limits 0 keeps everything of its pair. An ended job that never
+ * started (cancelled while pending) takes no place in the count: it goes
+ * once it is older than the keep-th newest started one. Pending and running
+ * jobs are never deleted, nor a job with children (parent_id) still pending
+ * or running. At most max jobs go per call: call again while max came back.
+ * Each deleted job is appended to `deleted` with only id, jobid, project,
+ * spider, state, start_ms and end_ms filled, so the caller can remove its
+ * files. Ids are never reused: a later insert gets an id above every id
+ * ever given. -EINVAL for a rule without a project or with a negative
+ * limit. */
+int store_jobs_prune(store_t *s, const prune_rule_t *rules, size_t nrules,
+                     int keep_default, int64_t ended_before_default_ms, size_t max,
+                     job_list_t *deleted);
+
+/* Deletes events with ts_ms < before_ms, then ended (not upcoming) schedule
+ * runs with done_ms < before_ms, oldest first, at most max rows in all;
+ * *deleted = how many. Event ids are never reused either. */
+int store_events_prune(store_t *s, int64_t before_ms, size_t max, int *deleted);
+
 /* ---- key/value (daemon metadata: node identity, schema notes, ...) ---- */
 int store_meta_get(store_t *s, const char *key, char **value); /* -ENOENT */
 int store_meta_set(store_t *s, const char *key, const char *value);

@@ -74,6 +74,11 @@ struct store_ops {
   int (*lease_get)(store_t *s, const char *name, char **holder, int64_t *token,
                    int64_t *expires_ms);
 
+  int (*jobs_prune)(store_t *s, const prune_rule_t *rules, size_t nrules,
+                    int keep_default, int64_t ended_before_default_ms, size_t max,
+                    job_list_t *deleted);
+  int (*events_prune)(store_t *s, int64_t before_ms, size_t max, int *deleted);
+
   int (*meta_get)(store_t *s, const char *key, char **value);
   int (*meta_set)(store_t *s, const char *key, const char *value);
 };
@@ -88,5 +93,11 @@ extern const struct store_ops store_sqlite_ops;
 /* Appends the n jobs of v to out in one allocation, moving their contents
  * (v's jobs are left empty). Returns 0 or -ENOMEM (out unchanged). */
 int store_list_append(job_list_t *out, job_t *v, size_t n);
+
+/* The limits that apply to a project/spider pair under store_jobs_prune's
+ * rules (the most specific rule wins), for every backend alike. */
+void store_prune_limits(const prune_rule_t *rules, size_t nrules, int keep_default,
+                        int64_t ended_before_default_ms, const char *project,
+                        const char *spider, int *keep, int64_t *ended_before_ms);
 
 #endif

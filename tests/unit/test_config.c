@@ -234,6 +234,12 @@ static void test_defaults(void **state) {
   assert_string_equal(c->log_file, "");
   assert_string_equal(c->log_level, "info");
   assert_string_equal(c->pidfile, "");
+  assert_int_equal(c->history_per_spider, 0);
+  assert_true(c->history_days == 0.0);
+  assert_true(c->events_days == 30.0);
+  assert_true(c->janitor_interval == 60.0);
+  assert_int_equal(c->nretention, 0);
+  assert_null(c->retention);
   assert_int_equal(c->nsources, 0);
   assert_null(c->sources);
 }
@@ -685,6 +691,56 @@ static void test_settings(void **state) {
 
 /* ---- derived values ---- */
 
+static void test_retention(void **state) {
+  struct fx *f = *state;
+  free(write_file(f, "a.conf",
+                  "[spiderd]\n"
+                  "history_per_spider = 3\n"
+                  "history_days = 7.5\n"
+                  "events_days = 0\n"
+                  "janitor_interval = 0.5\n"
+                  "[retention]\n"
+                  "News/FrontPage = 500 7\n"
+                  "news = 10\n"
+                  "shop/price =  0   0 \n"));
+  free(write_file(f, "b.conf",
+                  "[retention]\n"
+                  "news = 20 3\n"
+                  "news/frontpage = 1\n"));
+  use_files(f, "a.conf", "b.conf", NULL);
+  char *argv[] = {"--set", "retention.shop/Toys=4 1.5"};
+  assert_int_equal(load(f, 2, argv), 0);
+  config_t *c = &f->c;
+  assert_int_equal(c->history_per_spider, 3);
+  assert_true(c->history_days == 7.5);
+  assert_true(c->events_days == 0.0);
+  assert_true(c->janitor_interval == 0.5);
+  /* Names keep their case; a later file's key replaces the earlier entry
+   * in place; no DAYS is "not given" (< 0), 0 is "forever". */
+  assert_int_equal(c->nretention, 5);
+  assert_string_equal(c->retention[0].project, "News");
+  assert_string_equal(c->retention[0].spider, "FrontPage");
+  assert_int_equal(c->retention[0].count, 500);
+  assert_true(c->retention[0].days == 7.0);
+  assert_string_equal(c->retention[1].project, "news");
+  assert_null(c->retention[1].spider);
+  assert_int_equal(c->retention[1].count, 20);
+  assert_true(c->retention[1].days == 3.0);
+  assert_string_equal(c->retention[2].spider, "price");
+  assert_int_equal(c->retention[2].count, 0);
+  assert_true(c->retention[2].days == 0.0);
+  assert_string_equal(c->retention[3].spider, "frontpage");
+  assert_int_equal(c->retention[3].count, 1);
+  assert_true(c->retention[3].days < 0);
+  assert_string_equal(c->retention[4].spider, "Toys");
+  assert_true(c->retention[4].days == 1.5);
+  setenv("SPIDERD_HISTORY_PER_SPIDER", "8", 1);
+  config_release(c);
+  assert_int_equal(load(f, 0, NULL), 0);
+  assert_int_equal(c->history_per_spider, 8);
+  unsetenv("SPIDERD_HISTORY_PER_SPIDER");
+}
+
 static void test_store_follows_dbs_dir(void **state) {
   struct fx *f = *state;
   config_t *c = &f->c;
@@ -808,6 +864,25 @@ static void test_error_values(void **state) {
   expect_file_error(f, "spiderd", "max_upload", "99999999999G", "'99999999999G' is too large");
   expect_file_error(f, "spiderd", "log_level", "verbose",
                     "'verbose' is not one of debug, info, warning, error");
+  expect_file_error(f, "spiderd", "history_per_spider", "-1",
+                    "'-1' is out of range (must be >= 0)");
+  expect_file_error(f, "spiderd", "history_days", "week", "'week' is not a number");
+  expect_file_error(f, "spiderd", "events_days", "-2", "'-2' is out of range (must be >= 0)");
+  expect_file_error(f, "spiderd", "janitor_interval", "0", "'0' is out of range (must be > 0)");
+  expect_file_error(f, "retention", "news/front", "many",
+                    "count 'many' is not an integer >= 0 (the jobs kept; 0 = no limit)");
+  expect_file_error(f, "retention", "news", "-1",
+                    "count '-1' is not an integer >= 0 (the jobs kept; 0 = no limit)");
+  expect_file_error(f, "retention", "news", "5 -2",
+                    "days '-2' is not a number >= 0 (0 = forever)");
+  expect_file_error(f, "retention", "news", "5 soon",
+                    "days 'soon' is not a number >= 0 (0 = forever)");
+  expect_file_error(f, "retention", "news", "5 7 9", "'5 7 9' is not COUNT [DAYS] (e.g. '500 7')");
+  expect_file_error(f, "retention", "news", "", "'' is not COUNT [DAYS] (e.g. '500 7')");
+  expect_file_error(f, "retention", "news/a/b", "5",
+                    "not PROJECT or PROJECT/SPIDER: spider 'a/b' must not contain '/' or '..'");
+  expect_file_error(f, "retention", "news/", "5",
+                    "not PROJECT or PROJECT/SPIDER: spider must not be empty");
   expect_file_error(f, "spiderd", "max_prc", "4", "unknown key");
   expect_file_error(f, "spiderd", "max_proc", "4", "belongs in [scrapyd]");
   expect_file_error(f, "scrapyd", "store", "postgresql://db/x", "belongs in [spiderd]");
@@ -863,7 +938,8 @@ static void test_error_env_and_flags(void **state) {
   expect_error(f, 2, a11, "flag --set: 'scrapyd.max_proc' is not SECTION.KEY=VALUE");
   char *a12[] = {"--set", "deploy.url=x"};
   expect_error(f, 2, a12,
-               "flag --set: unknown section 'deploy' (scrapyd, spiderd, services or settings)");
+               "flag --set: unknown section 'deploy' (scrapyd, spiderd, services, settings "
+                   "or retention)");
   char *a13[] = {"--log-level", "loud"};
   expect_error(f, 2, a13, "flag --log-level: 'loud' is not one of debug, info, warning, error");
   char *missing = path_in(f, "nope.conf");
@@ -978,6 +1054,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_flags, setup, teardown),
       cmocka_unit_test_setup_teardown(test_services, setup, teardown),
       cmocka_unit_test_setup_teardown(test_settings, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
       cmocka_unit_test_setup_teardown(test_store_follows_dbs_dir, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_proc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_items_remote, setup, teardown),
