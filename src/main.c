@@ -112,11 +112,12 @@ static void begin_stop(server_t *srv) {
 }
 
 /* A job's end is committed (with its events): webhooks deliver them now
- * rather than at their next tick, and a schedule whose next run waits for
- * this job (overlap queue) fires it. */
+ * rather than at their next tick, history beyond its limits goes, and a
+ * schedule whose next run waits for this job (overlap queue) fires it. */
 static void job_ended(void *ud, const job_t *job) {
   app_t *app = ud;
   if (app->webhooks) webhooks_kick(app->webhooks);
+  if (app->janitor) janitor_kick(app->janitor);
   if (job->schedule_id) scheduler_kick(app->scheduler);
 }
 
