@@ -1,5 +1,4 @@
 /* spiderd: command line and the daemon's life (start, recovery, stop). */
-#include <curl/curl.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -324,15 +323,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (argc == 1 || argv[1][0] == '-' || !strcmp(argv[1], "serve")) {
-    /* Once, before any thread: curl_global_init is not thread-safe. */
-    if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
-      fprintf(stderr, "spiderd: cannot initialise libcurl\n");
-      return 1;
-    }
     int skip = argc > 1 && !strcmp(argv[1], "serve") ? 2 : 1;
-    int rc = serve(argc - skip, argv + skip);
-    curl_global_cleanup();
-    return rc;
+    return serve(argc - skip, argv + skip);
   }
   if (cli_is_command(argv[1])) return cli_main(argc - 1, argv + 1);
   fprintf(stderr, "spiderd: unknown command '%s'\n", argv[1]);

@@ -1,9 +1,9 @@
 /* The client sub-commands' plumbing (finding the daemon, calling it,
  * printing) and the commands about the daemon, jobs, logs and events;
  * the schedule commands are in cli_sched.c. */
+#include "http/curl_lazy.h"
 #include "cli/cli.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -696,8 +696,9 @@ int cli_main(int argc, char **argv) {
                                : cli_usage_error(&ctx, "unexpected argument '%s'", a.pos[cmd->max_pos]);
   } else {
     ctx.json = cli_args_get(&a, O_JSON) != NULL;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
-      fprintf(stderr, "spiderd: cannot initialise libcurl\n");
+    char why[256] = "";
+    if (curl_lazy_load(why, sizeof(why)) || curl_global_init(CURL_GLOBAL_DEFAULT)) {
+      fprintf(stderr, "spiderd: %s\n", why[0] ? why : "cannot initialise libcurl");
       rc = CLI_EAPI;
     } else {
       rc = connect_ctx(&ctx, &a);

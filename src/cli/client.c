@@ -1,7 +1,7 @@
 /* HTTP + JSON over libcurl for the client sub-commands (client.h). */
+#include "http/curl_lazy.h"
 #include "cli/client.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,8 @@
 #include "core/cron.h"
 
 #include <ctype.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,33 @@
 #include <unicode/ustring.h>
 
 #include "error.h"
+
+/* ICU is opened on first use rather than linked: linked, its C++ relocations
+ * (and libstdc++'s) keep ~2.5 MB of every daemon resident, also one that
+ * has no schedule. The names are ICU's versioned ones (ucal_open_72). */
+#define ICU_STR2(x) #x
+#define ICU_STR(x) ICU_STR2(x)
+#define ICU_FUNCS(X)                                                                      \
+  X(u_UCharsToChars) X(u_charsToUChars) X(ucal_close) X(ucal_getCanonicalTimeZoneID)     \
+  X(ucal_getTimeZoneTransitionDate) X(ucal_open) X(ucal_setMillis) X(ucal_get)
+#define ICU_PTR(fn) static __typeof__(fn) *icu_##fn;
+ICU_FUNCS(ICU_PTR)
+static pthread_once_t icu_once = PTHREAD_ONCE_INIT;
+static int icu_loaded;
+
+static void icu_load(void) {
+  void *h = dlopen("libicui18n.so." ICU_STR(U_ICU_VERSION_MAJOR_NUM), RTLD_NOW | RTLD_LOCAL);
+  if (!h) return;
+  int ok = 1;
+#define ICU_SYM(fn) ok &= (*(void **)&icu_##fn = dlsym(h, ICU_STR(fn))) != NULL;
+  ICU_FUNCS(ICU_SYM)
+  icu_loaded = ok;
+}
+
+static int icu_ready(void) {
+  pthread_once(&icu_once, icu_load);
+  return icu_loaded;
+}
 
 #define MS_PER_DAY 86400000LL
 #define HORIZON_MS ((int64_t)CRON_HORIZON_YEARS * 366 * MS_PER_DAY)
@@ -90,6 +119,9 @@ static const char *zone_or_utc(const char *zone) { return zone && *zone ? zone :
 
 int cron_zone_check(const char *zone, char *canon, size_t canonlen, char *err, size_t errlen) {
   const char *z = zone_or_utc(zone);
+  if (!icu_ready())
+    return fail(err, errlen, "time zones are not available: cannot load ICU (libicui18n.so.%d)",
+                U_ICU_VERSION_MAJOR_NUM);
   size_t len = strlen(z);
   /* u_charsToUChars is only defined for invariant characters, and every IANA
    * id is made of these. */
@@ -98,14 +130,14 @@ int cron_zone_check(const char *zone, char *canon, size_t canonlen, char *err, s
       return fail(err, errlen, "unknown time zone '%.80s'", z);
   if (len >= CRON_ZONE_MAX) return fail(err, errlen, "unknown time zone '%.80s'", z);
   UChar uz[CRON_ZONE_MAX], out[128];
-  u_charsToUChars(z, uz, (int32_t)len + 1);
+  icu_u_charsToUChars(z, uz, (int32_t)len + 1);
   UBool sys = 0;
   UErrorCode st = U_ZERO_ERROR;
-  int32_t n = ucal_getCanonicalTimeZoneID(uz, (int32_t)len, out, 128, &sys, &st);
+  int32_t n = icu_ucal_getCanonicalTimeZoneID(uz, (int32_t)len, out, 128, &sys, &st);
   if (U_FAILURE(st) || !sys) return fail(err, errlen, "unknown time zone '%s'", z);
   if (canon && canonlen) {
     char tmp[128];
-    u_UCharsToChars(out, tmp, n < 127 ? n : 127);
+    icu_u_UCharsToChars(out, tmp, n < 127 ? n : 127);
     tmp[n < 127 ? n : 127] = '\0';
     snprintf(canon, canonlen, "%s", tmp);
   }
@@ -115,14 +147,15 @@ int cron_zone_check(const char *zone, char *canon, size_t canonlen, char *err, s
 /* The zone must have passed cron_zone_check. */
 static int cal_open(const char *zone, UCalendar **cal) {
   const char *z = zone_or_utc(zone);
+  if (!icu_ready()) return SPD_EBADPARAM;
   UChar uz[CRON_ZONE_MAX];
   size_t len = strlen(z);
   if (len >= CRON_ZONE_MAX) return SPD_EBADPARAM;
-  u_charsToUChars(z, uz, (int32_t)len + 1);
+  icu_u_charsToUChars(z, uz, (int32_t)len + 1);
   UErrorCode st = U_ZERO_ERROR;
-  *cal = ucal_open(uz, (int32_t)len, "en_US_POSIX", UCAL_GREGORIAN, &st);
+  *cal = icu_ucal_open(uz, (int32_t)len, "en_US_POSIX", UCAL_GREGORIAN, &st);
   if (U_FAILURE(st)) {
-    if (*cal) ucal_close(*cal);
+    if (*cal) icu_ucal_close(*cal);
     *cal = NULL;
     return st == U_MEMORY_ALLOCATION_ERROR ? -ENOMEM : SPD_EBADPARAM;
   }
@@ -133,8 +166,8 @@ static int cal_open(const char *zone, UCalendar **cal) {
  * fails here on out-of-range input, which callers have already clamped. */
 static int32_t zone_offset(UCalendar *cal, int64_t t) {
   UErrorCode st = U_ZERO_ERROR;
-  ucal_setMillis(cal, (UDate)t, &st);
-  int32_t off = ucal_get(cal, UCAL_ZONE_OFFSET, &st) + ucal_get(cal, UCAL_DST_OFFSET, &st);
+  icu_ucal_setMillis(cal, (UDate)t, &st);
+  int32_t off = icu_ucal_get(cal, UCAL_ZONE_OFFSET, &st) + icu_ucal_get(cal, UCAL_DST_OFFSET, &st);
   return U_FAILURE(st) ? 0 : off;
 }
 
@@ -143,8 +176,8 @@ static int zone_transition(UCalendar *cal, int64_t t, UTimeZoneTransitionType ty
                            int64_t *tr) {
   UErrorCode st = U_ZERO_ERROR;
   UDate d = 0;
-  ucal_setMillis(cal, (UDate)t, &st);
-  UBool found = ucal_getTimeZoneTransitionDate(cal, type, &d, &st);
+  icu_ucal_setMillis(cal, (UDate)t, &st);
+  UBool found = icu_ucal_getTimeZoneTransitionDate(cal, type, &d, &st);
   if (U_FAILURE(st) || !found || d < (UDate)CRON_MS_MIN - MS_PER_DAY ||
       d > (UDate)CRON_MS_MAX + MS_PER_DAY)
     return 0;
@@ -317,7 +350,7 @@ int cron_next(const cron_spec_t *spec, int64_t after_ms, int64_t *next_ms) {
   int rc = open_for(spec, &cal);
   if (rc) return rc;
   rc = next_in(spec, cal, after_ms, next_ms);
-  if (cal) ucal_close(cal);
+  if (cal) icu_ucal_close(cal);
   return rc;
 }
 
@@ -342,7 +375,7 @@ int cron_between(const cron_spec_t *spec, int64_t from_ms, int64_t to_ms, int64_
     }
     out[(*n)++] = t = nx;
   }
-  if (cal) ucal_close(cal);
+  if (cal) icu_ucal_close(cal);
   return rc;
 }
 
@@ -377,7 +410,7 @@ int cron_prev(const cron_spec_t *spec, int64_t before_ms, int64_t *prev_ms) {
   *prev_ms = t;
   rc = 0;
 out:
-  if (cal) ucal_close(cal);
+  if (cal) icu_ucal_close(cal);
   return rc;
 }
 
@@ -647,7 +680,7 @@ int cron_format_iso(int64_t ms, const char *zone, char *buf, size_t buflen) {
   int rc = cron_zone_check(zone, NULL, 0, NULL, 0);
   if (rc || (rc = cal_open(zone, &cal))) return rc;
   int32_t off = zone_offset(cal, ms);
-  ucal_close(cal);
+  icu_ucal_close(cal);
   int64_t wall = ms + off, sec = floor_div(wall, 1000);
   struct wall w;
   wall_split(sec, &w);
@@ -729,7 +762,7 @@ int cron_parse_iso(const char *s, const char *zone, int64_t *ms, char *err, size
     /* Start two days early: every UTC offset is well under a day, so the walk
      * meets the wall time's first occurrence (or its gap). */
     rc = walk(cal, wall - 2 * MS_PER_DAY, single_wall, &wall, 0, wall, &t);
-    ucal_close(cal);
+    icu_ucal_close(cal);
     if (rc) return fail(err, errlen, "'%.64s' does not exist in %s", s, zone_or_utc(zone));
   }
   if (t < CRON_MS_MIN || t > CRON_MS_MAX)

@@ -4,11 +4,8 @@
 #include "run/webhooks.h"
 
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +16,7 @@
 #include "core/job.h"
 #include "core/schedule.h"
 #include "error.h"
+#include "http/curl_lazy.h"
 #include "log.h"
 
 #define SYS "webhooks"
@@ -85,8 +83,7 @@ int64_t webhooks_backoff_ms(int failures, int64_t base_ms, int64_t cap_ms, doubl
 
 int webhooks_sign(const char *secret, const char *timestamp, const char *body, size_t len,
                   char out[72]) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int mdlen = 0;
+  unsigned char md[32];
   size_t tlen = strlen(timestamp);
   /* Signing the timestamp with the body is what lets a receiver refuse a
    * captured request replayed later (Stripe's scheme). */
@@ -95,12 +92,11 @@ int webhooks_sign(const char *secret, const char *timestamp, const char *body, s
   memcpy(msg, timestamp, tlen);
   msg[tlen] = '.';
   memcpy(msg + tlen + 1, body, len);
-  const unsigned char *r = HMAC(EVP_sha256(), secret, (int)strlen(secret),
-                                (const unsigned char *)msg, tlen + 1 + len, md, &mdlen);
+  int rc = curl_lazy_hmac_sha256(secret, strlen(secret), msg, tlen + 1 + len, md);
   free(msg);
-  if (!r || mdlen != 32) return -EINVAL;
+  if (rc) return rc;
   memcpy(out, "sha256=", 7);
-  for (unsigned i = 0; i < mdlen; i++) snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
+  for (unsigned i = 0; i < 32; i++) snprintf(out + 7 + 2 * i, 3, "%02x", md[i]);
   return 0;
 }
 
@@ -156,7 +152,8 @@ struct webhooks {
 
   uv_timer_t tick, pump, curl_timer;
   int closing;
-  CURLM *multi;
+  CURLM *multi;    /* NULL until the first delivery */
+  int curl_inited; /* this module's curl_global_init, undone at free */
   sock_t *socks;
 
   int busy, again, stopping;
@@ -555,12 +552,35 @@ static int header(struct curl_slist **h, const char *fmt, ...) {
   return 0;
 }
 
+/* libcurl is loaded and started on the first delivery, not at start-up
+ * (see http/curl_lazy.h). Its global init runs here, with the store
+ * threads up: none of them ever calls libcurl or OpenSSL. */
+static int curl_start(webhooks_t *w) {
+  if (w->multi) return 0;
+  char why[256];
+  if (curl_lazy_load(why, sizeof(why))) {
+    log_error(SYS, "%s: webhooks cannot be delivered", why);
+    return -ENOENT;
+  }
+  if (!w->curl_inited) {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT)) return -ENOMEM;
+    w->curl_inited = 1;
+  }
+  if (!(w->multi = curl_multi_init())) return -ENOMEM;
+  curl_multi_setopt(w->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+  curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
+  curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, on_curl_timeout);
+  curl_multi_setopt(w->multi, CURLMOPT_TIMERDATA, w);
+  return 0;
+}
+
 static int attempt_start(webhooks_t *w, target_t *t) {
   delivery_t *d = t->head;
   wevent_t *ev = d->ev;
   struct curl_slist *h = NULL;
   char ts[24], sig[72];
-  int rc = 0;
+  int rc = curl_start(w);
+  if (rc) return rc;
   CURL *e = curl_easy_init();
   if (!e) return -ENOMEM;
   snprintf(ts, sizeof(ts), "%" PRId64, wall_ms() / 1000);
@@ -987,14 +1007,6 @@ int webhooks_init(webhooks_t **out, uv_loop_t *loop, const config_t *cfg, store_
                       "[spiderd] webhooks: '%s' is not an http:// or https:// URL", w->urls[i]);
       goto fail;
     }
-  if (!(w->multi = curl_multi_init())) {
-    rc = bad_config(err, errlen, -ENOMEM, "%s", "cannot start libcurl");
-    goto fail;
-  }
-  curl_multi_setopt(w->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-  curl_multi_setopt(w->multi, CURLMOPT_SOCKETDATA, w);
-  curl_multi_setopt(w->multi, CURLMOPT_TIMERFUNCTION, on_curl_timeout);
-  curl_multi_setopt(w->multi, CURLMOPT_TIMERDATA, w);
   uv_timer_init(loop, &w->tick);
   uv_timer_init(loop, &w->pump);
   uv_timer_init(loop, &w->curl_timer);
@@ -1047,8 +1059,10 @@ static void handle_closed(uv_handle_t *h) {
 void webhooks_free(webhooks_t *w) {
   if (!w) return;
   abandon_all(w);
-  curl_multi_cleanup(w->multi);
+  if (w->multi) curl_multi_cleanup(w->multi);
   w->multi = NULL;
+  if (w->curl_inited) curl_global_cleanup();
+  w->curl_inited = 0;
   /* Sockets curl did not report removed (connections it kept) are ours. */
   while (w->socks) {
     sock_t *c = w->socks;
