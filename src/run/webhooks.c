@@ -154,6 +154,7 @@ struct webhooks {
   int closing;
   CURLM *multi;    /* NULL until the first delivery */
   int curl_inited; /* this module's curl_global_init, undone at free */
+  int curl_failed; /* libcurl could not be loaded (said once) */
   sock_t *socks;
 
   int busy, again, stopping;
@@ -559,7 +560,8 @@ static int curl_start(webhooks_t *w) {
   if (w->multi) return 0;
   char why[256];
   if (curl_lazy_load(why, sizeof(why))) {
-    log_error(SYS, "%s: webhooks cannot be delivered", why);
+    if (!w->curl_failed) log_error(SYS, "%s: webhooks cannot be delivered", why);
+    w->curl_failed = 1;
     return -ENOENT;
   }
   if (!w->curl_inited) {
@@ -727,7 +729,8 @@ static void on_pump(uv_timer_t *h) { pump(h->data); }
 /* Collects finished requests, starts every head that is due (MAX_INFLIGHT
  * at most), frees empty queues, and arms the timer for the next retry. */
 static void pump(webhooks_t *w) {
-  if (!w->multi) return;
+  /* Nothing to send yet, or libcurl cannot be had (logged): wait. */
+  if (!w->multi && (!w->targets || curl_start(w))) return;
   read_finished(w);
   if (w->stopping) return;
   uint64_t now = uv_now(w->loop), next = UINT64_MAX;
