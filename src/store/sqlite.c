@@ -149,15 +149,14 @@ static const char *const sqlite_migrations[] = {
     /* 3: history retention (store_jobs_prune, store_events_prune). Without
      * these every prune would scan and sort whole tables on the writer.
      * Each costs one more b-tree page only in the write it concerns: a
-     * job's end (partial: pending and running jobs never enter it), an
-     * event (ts_ms only grows, so its right edge), a run's end.
+     * job's end (partial: pending and running jobs never enter it), a
+     * run's end. Events have none for age: their ids follow time.
      * jobs_history is a project/spider's history newest first; start_ms
      * and state make it covering (the planner counts a partial index as
      * covering only when it holds its condition's column too), so
      * pruning reads no table row and never sorts. */
     "CREATE INDEX jobs_history ON jobs(project, spider, end_ms DESC, id DESC, start_ms, state) "
     "WHERE state >= 2;"
-    "CREATE INDEX events_ts ON events(ts_ms);"
     "CREATE INDEX runs_ended ON runs(done_ms) WHERE state != 0;",
 };
 

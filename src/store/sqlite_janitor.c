@@ -37,10 +37,13 @@ static const char *const janitor_sql[SJ_COUNT] = {
      * the scan saw. */
     [SJ_DELETE] = "DELETE FROM jobs WHERE id = ?1 AND state >= 2 "
                   "RETURNING id, jobid, project, spider, state, start_ms, end_ms",
-    /* Never the newest event: events have no AUTOINCREMENT, so the newest
-     * row is what keeps ids (the stream's cursors) from being reused. */
+    /* Events are appended in time order, so the oldest by id are the
+     * oldest: no index on ts_ms, which would be one more page in every
+     * commit that appends an event. Never the newest event: events have no
+     * AUTOINCREMENT, so the newest row is what keeps ids (the stream's
+     * cursors) from being reused. */
     [SJ_EVENTS] = "DELETE FROM events WHERE id IN "
-                  "(SELECT id FROM events WHERE ts_ms < ?1 ORDER BY ts_ms LIMIT ?2) "
+                  "(SELECT id FROM events ORDER BY id LIMIT ?2) AND ts_ms < ?1 "
                   "AND id < (SELECT max(id) FROM events)",
     /* "state != 0" is runs_ended's own condition, so the planner uses it. */
     [SJ_RUNS] = "DELETE FROM runs WHERE id IN (SELECT id FROM runs WHERE state != 0 "
