@@ -96,7 +96,7 @@ static int materialise(store_t *s, const tick_t *t, const schedule_t *sc, int64_
     /* Stored schedules were validated; one that no longer compiles (a zone
      * gone from ICU's data) is reported and looked at again later. */
     log_warn("scheduler", "schedule %" PRId64 " (%s) cannot be computed: %s", sc->id,
-                sc->name, err);
+             sc->name, err);
     return store_runs_add(s, sc->id, NULL, NULL, 0, sc->horizon_ms, now + REFILL_EVERY_MS);
   }
   int64_t from = sc->horizon_ms ? sc->horizon_ms : now - 1;
