@@ -30,6 +30,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "http/server_int.h"
 #include "log.h"
 
 #define ARENA_FIRST 4096      /* first arena block, kept across requests */
@@ -37,8 +38,6 @@
 #define POST_BUFFER 16384     /* MHD post processor parse buffer */
 #define POOL_MAX 1024         /* idle request objects kept for reuse */
 #define MAX_PARAMS 10000      /* fields in one request */
-#define MAX_BOUNDARY 200      /* RFC 2046 says 70; be lenient */
-#define TAIL_SLACK 64         /* trailing whitespace tolerated after "--b--" */
 #define CONN_TIMEOUT_S 300    /* idle keep-alive connections are closed */
 /* MHD 0.9.75 zeroes a connection's whole memory pool after every request, so
  * its size is paid per request: 16 KiB instead of the default 32 KiB costs
@@ -54,119 +53,6 @@ static const char not_found_page[] =
     "\n<html>\n  <head><title>404 - No Such Resource</title></head>\n  <body>\n"
     "    <h1>No Such Resource</h1>\n    <p>Sorry. No luck finding that resource.</p>\n"
     "  </body>\n</html>\n";
-
-/* ---- data structures ---- */
-
-typedef struct arena_block {
-  struct arena_block *next;
-  size_t cap, used;
-  char data[];
-} arena_block;
-
-typedef struct reply_header {
-  const char *name, *value;
-} reply_header;
-
-struct listener;
-
-/* A reply of unknown length that the application writes to over time
- * (Server-Sent Events). MHD pulls from buf through stream_read; when buf is
- * empty the connection is suspended and a write resumes it. Freed by MHD's
- * free callback once the response is gone. */
-struct http_stream {
-  http_req_t *req; /* NULL once the connection is done */
-  char *buf;
-  size_t off, len, cap;
-  bool ended, failed, waiting;
-  void (*on_gone)(void *ud);
-  void *ud;
-};
-
-struct http_req {
-  http_server_t *srv;          /* NULL once detached from a stopped server */
-  struct listener *lsn;
-  struct MHD_Connection *conn; /* NULL once MHD is done with the connection */
-  struct http_req *next, *prev; /* pool or suspended list */
-
-  const char *method, *path;    /* copies in the arena: outlive the connection */
-  bool is_head, keepalive10;
-  bool dispatched, in_handler, replied, suspended, dropped, failed;
-  bool too_big, unauthorized, discard, multipart, urlencoded;
-  bool raw;                     /* keep the body as it came (JSON, an egg) */
-  bool new_part;                /* the next post data starts a new field */
-  unsigned match;               /* bytes of "\r\n--boundary" (or "&") seen */
-  const char *body_error;       /* static text: why the body is rejected */
-  uint64_t body_len;
-
-  struct MHD_PostProcessor *pp;
-  size_t cur;                   /* param being filled by body chunks */
-  bool cur_big;                 /* its value lives in bigs[], not the arena */
-  size_t cur_cap;
-  char **bigs;
-  size_t nbigs, bigcap;
-  char *ubuf;                   /* a url-encoded body, parsed when complete,
-                                   or a raw one */
-  size_t ulen, ucap, ubig;      /* ubig: its index in bigs[] */
-
-  http_param_t *params;
-  size_t nparams, pcap;
-  reply_header *hdrs;
-  size_t nhdrs, hcap;
-
-  arena_block *arena;           /* current block first; the last is kept */
-
-  http_stream_t *stream;        /* a streamed reply in progress */
-  struct MHD_Response *pending; /* deferred reply waiting for the resume */
-  unsigned pending_status;
-  uint64_t pending_bytes;
-
-  char boundary[MAX_BOUNDARY + 1];
-  size_t blen;
-  char tail[MAX_BOUNDARY + 4 + TAIL_SLACK];
-  size_t tail_len;
-};
-
-typedef struct route {
-  char *path;
-  http_handler_fn fn;
-  void *ud;
-} route;
-
-struct listener {
-  http_server_t *srv;
-  struct MHD_Daemon *mhd;
-  uv_poll_t poll;
-  uv_timer_t timer;
-  bool in_run, kick, handles_open;
-  char name[128]; /* "127.0.0.1:6800" or the socket path, for messages */
-};
-
-struct http_server {
-  uv_loop_t *loop;
-  struct listener *lsn[2];
-  int nlsn;
-  int open_handles;
-  bool closing;
-
-  route *exact; /* open addressing, power-of-two capacity */
-  size_t exact_cap, exact_n;
-  route *prefix;
-  size_t nprefix;
-  http_handler_fn fallback;
-  void *fallback_ud;
-  http_access_fn access;
-  void *access_ud;
-
-  char *cred; /* "user:password" when basic auth is on */
-  size_t cred_len;
-  char *www_auth;
-  long long max_body;
-  char *unix_path;
-
-  http_req_t *pool;
-  size_t npool;
-  http_req_t *suspended;
-};
 
 /* ---- arena: strings of one request, reused across requests ---- */
 
@@ -244,7 +130,7 @@ static void req_reset(http_req_t *r) {
   r->tail_len = 0;
 }
 
-static void req_free(http_req_t *r) {
+void http_req_free(http_req_t *r) {
   req_reset(r);
   free(r->arena);
   free(r->params);
@@ -270,7 +156,7 @@ static http_req_t *req_get(http_server_t *s) {
 static void req_release(http_req_t *r) {
   http_server_t *s = r->srv;
   if (!s || s->npool >= POOL_MAX) {
-    req_free(r);
+    http_req_free(r);
     return;
   }
   req_reset(r);
@@ -279,7 +165,16 @@ static void req_release(http_req_t *r) {
   s->npool++;
 }
 
-static void suspended_unlink(http_req_t *r) {
+void http_suspended_link(http_req_t *r) {
+  http_server_t *s = r->srv;
+  r->suspended = true;
+  r->prev = NULL;
+  r->next = s->suspended;
+  if (s->suspended) s->suspended->prev = r;
+  s->suspended = r;
+}
+
+void http_suspended_unlink(http_req_t *r) {
   if (!r->suspended) return;
   if (r->prev) r->prev->next = r->next;
   else if (r->srv) r->srv->suspended = r->next;
@@ -594,7 +489,7 @@ static void access_log(http_req_t *r, unsigned status, uint64_t bytes) {
   if (s && s->access) s->access(s->access_ud, r->method, r->path, (int)status, r->is_head ? 0 : bytes);
 }
 
-static int add_headers(http_req_t *r, struct MHD_Response *resp, const char *ct) {
+int http_add_headers(http_req_t *r, struct MHD_Response *resp, const char *ct) {
   enum MHD_ResponseFlags flags = r->keepalive10 ? MHD_RF_SEND_KEEP_ALIVE_HEADER : MHD_RF_NONE;
   /* A handler may set Content-Length itself where MHD would leave it out
    * (Twisted sends "Content-Length: 0" on a 204). */
@@ -619,18 +514,18 @@ static void on_timer(uv_timer_t *t);
 
 /* A resumed connection is only processed by MHD_run: make the next loop
  * iteration run it instead of waiting for unrelated I/O. */
-static void kick(struct listener *l) {
+void http_kick(struct listener *l) {
   l->kick = true;
   if (!l->in_run && !l->srv->closing) uv_timer_start(&l->timer, on_timer, 0, 0);
 }
 
 /* Takes resp: queues it now if the handler is still running, else hands it
  * to the suspended connection and resumes it. */
-static void deliver(http_req_t *r, struct MHD_Response *resp, unsigned status, uint64_t bytes) {
+void http_deliver(http_req_t *r, struct MHD_Response *resp, unsigned status, uint64_t bytes) {
   r->replied = true;
   if (!r->conn) { /* the connection died while waiting; we owned r */
     MHD_destroy_response(resp);
-    req_free(r);
+    http_req_free(r);
     return;
   }
   if (r->in_handler) {
@@ -640,22 +535,22 @@ static void deliver(http_req_t *r, struct MHD_Response *resp, unsigned status, u
   r->pending = resp;
   r->pending_status = status;
   r->pending_bytes = bytes;
-  suspended_unlink(r);
+  http_suspended_unlink(r);
   MHD_resume_connection(r->conn);
-  kick(r->lsn);
+  http_kick(r->lsn);
 }
 
-static void reply_failed(http_req_t *r) {
+void http_reply_failed(http_req_t *r) {
   r->replied = true;
   if (!r->conn) {
-    req_free(r);
+    http_req_free(r);
   } else if (r->in_handler) {
     r->failed = true;
   } else {
     r->dropped = true; /* the resumed connection is closed */
-    suspended_unlink(r);
+    http_suspended_unlink(r);
     MHD_resume_connection(r->conn);
-    kick(r->lsn);
+    http_kick(r->lsn);
   }
 }
 
@@ -667,12 +562,12 @@ void http_reply(http_req_t *r, int status, const char *content_type, const void 
   }
   struct MHD_Response *resp =
       MHD_create_response_from_buffer(len, (void *)(body ? body : ""), MHD_RESPMEM_MUST_COPY);
-  if (!resp || add_headers(r, resp, content_type)) {
+  if (!resp || http_add_headers(r, resp, content_type)) {
     if (resp) MHD_destroy_response(resp);
-    reply_failed(r);
+    http_reply_failed(r);
     return;
   }
-  deliver(r, resp, (unsigned)status, len);
+  http_deliver(r, resp, (unsigned)status, len);
 }
 
 void http_reply_fd(http_req_t *r, int status, const char *content_type, int fd, uint64_t offset,
@@ -685,128 +580,15 @@ void http_reply_fd(http_req_t *r, int status, const char *content_type, int fd, 
   struct MHD_Response *resp = MHD_create_response_from_fd_at_offset64(len, fd, offset);
   if (!resp) {
     close(fd);
-    reply_failed(r);
+    http_reply_failed(r);
     return;
   }
-  if (add_headers(r, resp, content_type)) {
+  if (http_add_headers(r, resp, content_type)) {
     MHD_destroy_response(resp);
-    reply_failed(r);
+    http_reply_failed(r);
     return;
   }
-  deliver(r, resp, (unsigned)status, len);
-}
-
-/* ---- streamed replies ---- */
-
-#define STREAM_MAX_BUFFER (1u << 20) /* a client this far behind is dropped */
-
-/* Wakes a connection parked in stream_read. */
-static void stream_wake(http_stream_t *st) {
-  http_req_t *r = st->req;
-  if (!st->waiting || !r || !r->conn) return;
-  st->waiting = false;
-  suspended_unlink(r);
-  MHD_resume_connection(r->conn);
-  kick(r->lsn);
-}
-
-static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
-  http_stream_t *st = cls;
-  http_req_t *r = st->req;
-  if (st->failed || !r || r->dropped) return MHD_CONTENT_READER_END_WITH_ERROR;
-  if (st->off < st->len) {
-    size_t n = st->len - st->off < max ? st->len - st->off : max;
-    memcpy(out, st->buf + st->off, n);
-    st->off += n;
-    if (st->off == st->len) st->off = st->len = 0;
-    return (ssize_t)n;
-  }
-  if (st->ended) return MHD_CONTENT_READER_END_OF_STREAM;
-  /* Nothing to send: park the connection (microhttpd.h's pattern for "no
-   * data yet") on the suspended list, so a server stop still finds it. */
-  http_server_t *s = r->srv;
-  MHD_suspend_connection(r->conn);
-  st->waiting = true;
-  r->suspended = true;
-  r->prev = NULL;
-  r->next = s->suspended;
-  if (s->suspended) s->suspended->prev = r;
-  s->suspended = r;
-  return 0;
-}
-
-static void stream_free(void *cls) {
-  http_stream_t *st = cls;
-  if (st->req) st->req->stream = NULL;
-  if (st->on_gone) st->on_gone(st->ud);
-  free(st->buf);
-  free(st);
-}
-
-http_stream_t *http_reply_stream(http_req_t *r, int status, const char *content_type,
-                                 void (*on_gone)(void *ud), void *ud) {
-  if (r->replied) {
-    log_warn("http", "second reply to %s %s ignored", r->method, r->path);
-    on_gone(ud);
-    return NULL;
-  }
-  http_stream_t *st = calloc(1, sizeof(*st));
-  if (!st) {
-    on_gone(ud);
-    reply_failed(r);
-    return NULL;
-  }
-  st->on_gone = on_gone;
-  st->ud = ud;
-  struct MHD_Response *resp =
-      MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
-  if (!resp) {
-    stream_free(st);
-    reply_failed(r);
-    return NULL;
-  }
-  if (add_headers(r, resp, content_type)) {
-    MHD_destroy_response(resp); /* runs stream_free */
-    reply_failed(r);
-    return NULL;
-  }
-  if (!r->conn) { /* the client left while the handler waited */
-    MHD_destroy_response(resp);
-    r->replied = true;
-    req_free(r);
-    return NULL;
-  }
-  st->req = r;
-  r->stream = st;
-  deliver(r, resp, (unsigned)status, 0);
-  /* A queue that failed at once destroyed the response (and ran on_gone). */
-  return r->stream == st ? st : NULL;
-}
-
-int http_stream_write(http_stream_t *st, const void *data, size_t len) {
-  if (st->ended || st->failed) return -EPIPE;
-  if (st->len + len > STREAM_MAX_BUFFER) {
-    st->failed = true; /* too slow a reader: end its connection */
-    stream_wake(st);
-    return -ENOBUFS;
-  }
-  if (st->len + len > st->cap) {
-    size_t cap = st->cap ? st->cap : 4096;
-    while (cap < st->len + len) cap *= 2;
-    char *b = realloc(st->buf, cap);
-    if (!b) return -ENOMEM;
-    st->buf = b;
-    st->cap = cap;
-  }
-  memcpy(st->buf + st->len, data, len);
-  st->len += len;
-  stream_wake(st);
-  return 0;
-}
-
-void http_stream_end(http_stream_t *st) {
-  st->ended = true;
-  stream_wake(st);
+  http_deliver(r, resp, (unsigned)status, len);
 }
 
 int http_reply_header(http_req_t *r, const char *name, const char *value) {
@@ -1153,13 +935,8 @@ static void req_finish_body(http_req_t *r) {
 }
 
 static void req_suspend(http_req_t *r) {
-  http_server_t *s = r->srv;
   MHD_suspend_connection(r->conn);
-  r->suspended = true;
-  r->prev = NULL;
-  r->next = s->suspended;
-  if (s->suspended) s->suspended->prev = r;
-  s->suspended = r;
+  http_suspended_link(r);
 }
 
 static enum MHD_Result req_dispatch(http_req_t *r) {
@@ -1222,7 +999,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
   http_req_t *r = *con_cls;
   if (!r) return;
   *con_cls = NULL;
-  suspended_unlink(r);
+  http_suspended_unlink(r);
   if (r->stream) { /* its response may outlive r inside MHD */
     r->stream->req = NULL;
     r->stream = NULL;
@@ -1520,7 +1297,7 @@ static void server_free(http_server_t *s) {
   while (s->pool) {
     http_req_t *r = s->pool;
     s->pool = r->next;
-    req_free(r);
+    http_req_free(r);
   }
   if (s->unix_path) unlink(s->unix_path);
   for (size_t i = 0; i < s->exact_cap; i++) free(s->exact[i].path);

@@ -1,0 +1,145 @@
+/* The HTTP server's private side, shared by server.c (connections,
+ * requests, routing, replies) and stream.c (streamed replies). Loop thread
+ * only; ownership as in http.h.
+ */
+#ifndef SPIDERD_HTTP_SERVER_INT_H
+#define SPIDERD_HTTP_SERVER_INT_H
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "http/http.h"
+
+#define MAX_BOUNDARY 200      /* RFC 2046 says 70; be lenient */
+#define TAIL_SLACK 64         /* trailing whitespace tolerated after "--b--" */
+
+/* ---- data structures ---- */
+
+typedef struct arena_block {
+  struct arena_block *next;
+  size_t cap, used;
+  char data[];
+} arena_block;
+
+typedef struct reply_header {
+  const char *name, *value;
+} reply_header;
+
+struct listener;
+
+/* A reply of unknown length that the application writes to over time
+ * (Server-Sent Events). MHD pulls from buf through stream_read; when buf is
+ * empty the connection is suspended and a write resumes it. Freed by MHD's
+ * free callback once the response is gone. */
+struct http_stream {
+  http_req_t *req; /* NULL once the connection is done */
+  char *buf;
+  size_t off, len, cap;
+  bool ended, failed, waiting;
+  void (*on_gone)(void *ud);
+  void *ud;
+};
+
+struct http_req {
+  http_server_t *srv;          /* NULL once detached from a stopped server */
+  struct listener *lsn;
+  struct MHD_Connection *conn; /* NULL once MHD is done with the connection */
+  struct http_req *next, *prev; /* pool or suspended list */
+
+  const char *method, *path;    /* copies in the arena: outlive the connection */
+  bool is_head, keepalive10;
+  bool dispatched, in_handler, replied, suspended, dropped, failed;
+  bool too_big, unauthorized, discard, multipart, urlencoded;
+  bool raw;                     /* keep the body as it came (JSON, an egg) */
+  bool new_part;                /* the next post data starts a new field */
+  unsigned match;               /* bytes of "\r\n--boundary" (or "&") seen */
+  const char *body_error;       /* static text: why the body is rejected */
+  uint64_t body_len;
+
+  struct MHD_PostProcessor *pp;
+  size_t cur;                   /* param being filled by body chunks */
+  bool cur_big;                 /* its value lives in bigs[], not the arena */
+  size_t cur_cap;
+  char **bigs;
+  size_t nbigs, bigcap;
+  char *ubuf;                   /* a url-encoded body, parsed when complete,
+                                   or a raw one */
+  size_t ulen, ucap, ubig;      /* ubig: its index in bigs[] */
+
+  http_param_t *params;
+  size_t nparams, pcap;
+  reply_header *hdrs;
+  size_t nhdrs, hcap;
+
+  arena_block *arena;           /* current block first; the last is kept */
+
+  http_stream_t *stream;        /* a streamed reply in progress */
+  struct MHD_Response *pending; /* deferred reply waiting for the resume */
+  unsigned pending_status;
+  uint64_t pending_bytes;
+
+  char boundary[MAX_BOUNDARY + 1];
+  size_t blen;
+  char tail[MAX_BOUNDARY + 4 + TAIL_SLACK];
+  size_t tail_len;
+};
+
+typedef struct route {
+  char *path;
+  http_handler_fn fn;
+  void *ud;
+} route;
+
+struct listener {
+  http_server_t *srv;
+  struct MHD_Daemon *mhd;
+  uv_poll_t poll;
+  uv_timer_t timer;
+  bool in_run, kick, handles_open;
+  char name[128]; /* "127.0.0.1:6800" or the socket path, for messages */
+};
+
+struct http_server {
+  uv_loop_t *loop;
+  struct listener *lsn[2];
+  int nlsn;
+  int open_handles;
+  bool closing;
+
+  route *exact; /* open addressing, power-of-two capacity */
+  size_t exact_cap, exact_n;
+  route *prefix;
+  size_t nprefix;
+  http_handler_fn fallback;
+  void *fallback_ud;
+  http_access_fn access;
+  void *access_ud;
+
+  char *cred; /* "user:password" when basic auth is on */
+  size_t cred_len;
+  char *www_auth;
+  long long max_body;
+  char *unix_path;
+
+  http_req_t *pool;
+  size_t npool;
+  http_req_t *suspended;
+};
+
+/* Frees a request that is not in the pool (a detached one). */
+void http_req_free(http_req_t *r);
+/* The server's list of suspended connections (a stop resumes them all). */
+void http_suspended_link(http_req_t *r);
+void http_suspended_unlink(http_req_t *r);
+/* Content-Type and the handler's headers on a response. 0 or -EINVAL. */
+int http_add_headers(http_req_t *r, struct MHD_Response *resp, const char *ct);
+/* Makes the next loop iteration run MHD for a resumed connection. */
+void http_kick(struct listener *l);
+/* Takes resp: queues it now inside the handler, else resumes the
+ * connection to send it. */
+void http_deliver(http_req_t *r, struct MHD_Response *resp, unsigned status, uint64_t bytes);
+/* The reply could not be made: the connection is closed. */
+void http_reply_failed(http_req_t *r);
+
+#endif
