@@ -11,6 +11,7 @@
 #include "store/async.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -164,6 +165,8 @@ static void store_pool_worker_main(void *arg) {
   struct store_worker *w = arg;
   struct store_pool *p = w->pool;
   int worked = 0;
+  /* Named, so top -H and /proc/PID/task tell the store's CPU apart. */
+  pthread_setname_np(pthread_self(), w->kind == STORE_WRITE ? "spiderd-writer" : "spiderd-reader");
   uv_mutex_lock(&p->lock);
   for (;;) {
     if (!w->q.head && !w->stop && worked) {
