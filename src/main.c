@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "api/common.h"
 #include "app.h"
 #include "cli/cli.h"
@@ -265,9 +266,7 @@ static int serve(int argc, char **argv) {
     log_info("main", "web console available at http://%s:%d/", cfg->bind_address, cfg->http_port);
   if (cfg->unix_socket_path[0])
     log_info("main", "web console available at unix:%s", cfg->unix_socket_path);
-  struct timespec now;
-  clock_gettime(CLOCK_REALTIME, &now);
-  app->started_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+  app->started_ms = clock_wall_ms();
   launcher_adopt(app->launcher, &running);
   launcher_kick(app->launcher);
   uv_run(app->loop, UV_RUN_DEFAULT);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "clock.h"
 #include "core/names.h"
 #include "error.h"
 #include "log.h"
@@ -375,9 +376,7 @@ static int cancel_pending(store_t *s, const char *project, const char *jobid, in
  * launcher, which owns their processes. */
 static int cancel_fn(store_t *s, void *arg) {
   cancel_t *c = arg;
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  int64_t now = clock_wall_ms();
   job_list_t family = {0};
   job_filter_t f = {.project = c->project, .jobid = c->jobid};
   int rc = store_jobs_list(s, &f, &family);

@@ -5,23 +5,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "api/common.h"
 #include "api/ops_impl.h"
 #include "error.h"
 #include "log.h"
 #include "store/eggs.h"
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- status.get ---- */
 
 void op_status_get(op_call_t *c) {
   const app_t *app = c->app;
-  int64_t up = app->started_ms ? (now_ms() - app->started_ms) / 1000 : 0;
+  int64_t up = app->started_ms ? (clock_wall_ms() - app->started_ms) / 1000 : 0;
   op_ok(c, json_pack("{s:s,s:s,s:I,s:o,s:I,s:I,s:I,s:b}", "node_name", app->cfg.node_name,
                      "version", SPIDERD_VERSION, "uptime", (json_int_t)up, "started_at",
                      op_iso_time(app->started_ms), "pending", (json_int_t)app->counters.pending,

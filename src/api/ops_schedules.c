@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "api/common.h"
 #include "api/ops_impl.h"
 #include "core/cron.h"
@@ -19,12 +20,6 @@
 
 #define NEXT_RUNS 5
 #define PAGE_DEFAULT 100
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
 
@@ -74,7 +69,7 @@ static json_t *render_schedule(const schedule_t *sc) {
   if (!sc->paused && !schedule_compile(sc, &spec, err, sizeof(err))) {
     int64_t due[NEXT_RUNS];
     size_t n = 0;
-    int64_t now = now_ms();
+    int64_t now = clock_wall_ms();
     if (!cron_between(&spec, now, CRON_MS_MAX, due, NEXT_RUNS, &n, NULL))
       for (size_t i = 0; i < n; i++) json_array_append_new(next, iso_in(due[i], sc->tz));
     cron_spec_release(&spec);
@@ -371,7 +366,7 @@ static int update_fn(store_t *s, void *arg) {
   json_decref(p);
   c->err_code = rc;
   if (rc) goto out;
-  sc.updated_ms = now_ms();
+  sc.updated_ms = clock_wall_ms();
   if ((rc = store_schedule_update(s, &sc)) == SPD_ECONFLICT) {
     c->err_code = rc;
     snprintf(c->err, sizeof(c->err), "a schedule named '%s' exists already", sc.name);
@@ -421,7 +416,7 @@ static int pause_fn(store_t *s, void *arg) {
   int pause = !strcmp(c->def->name, "schedules.pause");
   if (!rc && sc.paused != pause) {
     sc.paused = pause;
-    sc.updated_ms = now_ms();
+    sc.updated_ms = clock_wall_ms();
     rc = store_schedule_update(s, &sc);
     /* Paused: no upcoming runs. Resumed: runs from now on; the time it
      * was paused is not a downtime, so nothing in it counts as missed. */
@@ -590,7 +585,7 @@ static int run_fn(store_t *s, void *arg) {
   schedule_t sc;
   int rc = find_schedule(s, c, &sc);
   if (!rc) {
-    rc = schedule_job(&sc, c->text, now_ms(), &c->job);
+    rc = schedule_job(&sc, c->text, clock_wall_ms(), &c->job);
     if (!rc && json_object_get(c->params, "priority"))
       c->job.priority = op_num(c, "priority", 0);
   }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "api/render.h"
 #include "app.h"
 #include "error.h"
@@ -232,9 +233,7 @@ static int jobs_fn(store_t *s, void *arg) {
   if (cancel) buf_add(b, ROW "    <th>Cancel</th>\n");
   buf_add(b, ROW "</tr>\n        </thead>\n");
   static const char *const titles[3] = {"Pending", "Running", "Finished"};
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  int64_t now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  int64_t now = clock_wall_ms();
   for (int sec = 0; sec < 3; sec++) {
     buf_add(b,
             "        <tbody>\n" ROW "<tr>\n" ROW "    <th colspan=\"%d\">%s</th>\n" ROW "</tr>\n",

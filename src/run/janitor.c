@@ -1,6 +1,7 @@
 /* The janitor (janitor.h). The store thread decides what goes, one bounded
  * batch per op; the loop thread chains the batches, keeps the job counters
  * right and hands file removal to the thread pool. */
+#include "clock.h"
 #include "run/janitor.h"
 
 #include <errno.h>
@@ -65,12 +66,6 @@ typedef struct unlink_work {
   int logs, items; /* out: files removed */
 } unlink_work_t;
 
-static int64_t wall_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* now - days, or 0 (no limit) for 0 days or a cut-off before the epoch. */
 static int64_t cutoff(int64_t now, double days) {
   double cut = (double)now - days * DAY_MS;
@@ -84,7 +79,7 @@ static int batch_fn(store_t *s, void *arg) {
   int64_t token;
   /* Taken in the batch's own transaction: a node whose lease passed to
    * another deletes nothing. */
-  int rc = store_lease_acquire(s, LEASE_NAME, b->node, wall_ms(), b->ttl_ms, &token);
+  int rc = store_lease_acquire(s, LEASE_NAME, b->node, clock_wall_ms(), b->ttl_ms, &token);
   if (rc == -EBUSY) return 0;
   if (rc) return rc;
   b->leader = 1;
@@ -226,7 +221,7 @@ static void batch_submit(janitor_t *j) {
     arm(j, interval_ms(j));
     return;
   }
-  int64_t now = wall_ms();
+  int64_t now = clock_wall_ms();
   for (size_t i = 0; i < j->nrules; i++) j->rules[i].ended_before_ms = cutoff(now, j->rule_days[i]);
   b->jan = j;
   b->node = j->cfg->node_name;

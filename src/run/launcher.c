@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "run/env.h"
@@ -21,12 +22,6 @@
 
 /* How often an adopted process (not our child: no exit callback) is checked. */
 #define ADOPT_POLL_MS 500
-
-int64_t launcher_wall_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Process start time in clock ticks since boot (/proc/PID/stat field 22):
  * with the pid it names one process for good, so a recycled pid is never
@@ -668,7 +663,7 @@ void launcher_kick(launcher_t *l) {
   if (!op) return;
   op->l = l;
   op->max = l->max_proc - l->nprocs;
-  op->now = launcher_wall_ms();
+  op->now = clock_wall_ms();
   op->node = l->cfg->node_name;
   l->claiming = 1;
   if (store_submit(l->store, STORE_WRITE, claim_fn, op, claim_done)) {

@@ -1,6 +1,7 @@
 /* The scheduler (scheduler.h). The store thread does the thinking, in one
  * transaction per tick; the loop thread only arms the timer and hands what a
  * tick queued to the launcher. */
+#include "clock.h"
 #include "run/scheduler.h"
 
 #include <errno.h>
@@ -52,12 +53,6 @@ typedef struct tick {
   int64_t queued;    /* out: jobs inserted */
   job_list_t cancel; /* out: running jobs the replace policy stops */
 } tick_t;
-
-static int64_t wall_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int64_t ms_of(double seconds) { return (int64_t)(seconds * 1000.0); }
 
@@ -157,7 +152,7 @@ static int refill_all(store_t *s, const tick_t *t, int64_t now, int *more) {
 static void random_jobid(char out[33]) {
   uint8_t b[16];
   if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
-    uint64_t x = (uint64_t)wall_ms() ^ ((uint64_t)(uintptr_t)out << 16);
+    uint64_t x = (uint64_t)clock_wall_ms() ^ ((uint64_t)(uintptr_t)out << 16);
     memcpy(b, &x, 8);
     memcpy(b + 8, &x, 8);
   }
@@ -331,7 +326,7 @@ static int fire_due(store_t *s, tick_t *t, int64_t now) {
 
 static int tick_fn(store_t *s, void *arg) {
   tick_t *t = arg;
-  int64_t now = wall_ms();
+  int64_t now = clock_wall_ms();
   if (t->release) {
     int rc = store_lease_release(s, LEASE_NAME, t->node, t->token);
     return rc == -ENOENT ? 0 : rc;
@@ -424,7 +419,7 @@ static void tick_done(void *arg, int rc) {
   }
   int64_t delay = s->leader ? LEADER_TICK_MS : ms_of(s->cfg->scheduler_lease) / 3;
   if (s->leader && next) {
-    int64_t until = next - wall_ms();
+    int64_t until = next - clock_wall_ms();
     if (until < delay) delay = until < 0 ? 0 : until;
   }
   if (s->again) delay = 0;

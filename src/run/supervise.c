@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 
@@ -46,7 +47,7 @@ void supervise_init(launcher_t *l) {
   uv_timer_init(l->loop, &l->watch_timer);
   l->watch_timer.data = l;
   l->open_handles += 2;
-  l->rng = (uint64_t)launcher_wall_ms() * 6364136223846793005ull ^ (uint64_t)getpid();
+  l->rng = (uint64_t)clock_wall_ms() * 6364136223846793005ull ^ (uint64_t)getpid();
 }
 
 void supervise_stop(launcher_t *l) {
@@ -124,7 +125,7 @@ void supervise_started(launcher_t *l, proc_t *p) {
   int64_t now = (int64_t)uv_now(l->loop);
   if (p->job.timeout_ms > 0) {
     /* From the claim's start time, so an adopted crawl keeps its deadline. */
-    int64_t left = p->job.start_ms + p->job.timeout_ms - launcher_wall_ms();
+    int64_t left = p->job.start_ms + p->job.timeout_ms - clock_wall_ms();
     p->timeout_at = now + (left > 0 ? left : 0);
     if (p->timeout_at == 0) p->timeout_at = 1;
   }
@@ -308,9 +309,9 @@ static void end_done(void *arg, int rc) {
     }
     if (op->retry_id) {
       log_info("launcher", "job '%s' (attempt %d) will be retried after %lld ms", op->job.jobid,
-               op->job.attempt, (long long)(op->retry_not_before - launcher_wall_ms()));
+               op->job.attempt, (long long)(op->retry_not_before - clock_wall_ms()));
       l->counters->pending++;
-      if (op->retry_not_before > launcher_wall_ms()) {
+      if (op->retry_not_before > clock_wall_ms()) {
         l->delayed++;
         due_arm(l, op->retry_not_before);
       } else {
@@ -337,7 +338,7 @@ void supervise_end(launcher_t *l, job_t *job, job_state_t state, int from_stats,
   job_init(job);
   op->state = state;
   op->from_stats = from_stats;
-  op->end_ms = launcher_wall_ms();
+  op->end_ms = clock_wall_ms();
   op->exit_code = exit_code;
   op->term_signal = term_signal;
   op->stats_path = stats_path ? strdup(stats_path) : NULL;
@@ -374,7 +375,7 @@ static void due_arm(launcher_t *l, int64_t at) {
   if (at <= 0 || l->stopping) return;
   if (l->due_at && l->due_at <= at) return;
   l->due_at = at;
-  int64_t wait = at - launcher_wall_ms();
+  int64_t wait = at - clock_wall_ms();
   uv_timer_start(&l->due_timer, due_fire, wait > 0 ? (uint64_t)wait : 0, 0);
 }
 
@@ -461,7 +462,7 @@ static void hb_done(void *arg, int rc) {
 
 static void watch_fire(uv_timer_t *t) {
   launcher_t *l = t->data;
-  int64_t now = (int64_t)uv_now(l->loop), wall = launcher_wall_ms();
+  int64_t now = (int64_t)uv_now(l->loop), wall = clock_wall_ms();
   int64_t hb_timeout = secs_to_ms(l->cfg->heartbeat_timeout);
   int sweep = l->next_sweep && now >= l->next_sweep;
   if (sweep) l->next_sweep = now + sweep_period(l);

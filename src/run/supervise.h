@@ -74,7 +74,6 @@ struct launcher {
   void *on_end_ud;
 };
 
-int64_t launcher_wall_ms(void);
 /* KILLs the crawl's whole process group. */
 void launcher_kill_group(proc_t *p);
 /* After every commit that may finish the daemon's stop. */

@@ -1,6 +1,7 @@
 /* Webhook delivery (webhooks.h). Store threads read events and render
  * their bodies; the loop thread owns the queues, the lease state and
  * libcurl, which it drives through uv_poll and uv_timer. */
+#include "clock.h"
 #include "run/webhooks.h"
 
 #include <ctype.h>
@@ -204,12 +205,6 @@ typedef struct op {
   size_t nev;
 } op_t;
 
-static int64_t wall_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static double rand01(webhooks_t *w) {
   /* xorshift64: jitter only needs to spread retries, not to be secret */
   uint64_t x = w->rng;
@@ -398,7 +393,7 @@ static int cursor_put(store_t *s, int64_t c) {
 static int lease_fn(store_t *s, void *arg) {
   op_t *o = arg;
   const char *node = o->w->cfg->node_name;
-  int64_t now = wall_ms();
+  int64_t now = clock_wall_ms();
   int rc = 0;
   if (o->kind == OP_RELEASE) {
     /* Fenced: a node whose lease passed on must not move the cursor back. */
@@ -585,7 +580,7 @@ static int attempt_start(webhooks_t *w, target_t *t) {
   if (rc) return rc;
   CURL *e = curl_easy_init();
   if (!e) return -ENOMEM;
-  snprintf(ts, sizeof(ts), "%" PRId64, wall_ms() / 1000);
+  snprintf(ts, sizeof(ts), "%" PRId64, clock_wall_ms() / 1000);
   /* "Expect:" stops curl from waiting for a 100-continue that simple
    * receivers never send. */
   if ((rc = header(&h, "Content-Type: application/json")) || (rc = header(&h, "Expect:")) ||
@@ -998,7 +993,7 @@ int webhooks_init(webhooks_t **out, uv_loop_t *loop, const config_t *cfg, store_
   w->retries = cfg->webhook_retries;
   if (w->timeout_ms < 1) w->timeout_ms = 1;
   if (getrandom(&w->rng, sizeof(w->rng), 0) != (ssize_t)sizeof(w->rng) || !w->rng)
-    w->rng = (uint64_t)wall_ms() | 1;
+    w->rng = (uint64_t)clock_wall_ms() | 1;
   if ((rc = webhooks_list_parse(cfg->webhooks, &w->urls, &w->nurls)) ||
       (rc = webhooks_list_parse(cfg->webhook_events, &w->types, &w->ntypes))) {
     rc = bad_config(err, errlen, rc, "%s", "out of memory");

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "store/sqlite_int.h"
@@ -289,12 +290,6 @@ static const char *const sqlite_sql[SQ_COUNT] = {
 #define SQLITE_LIST_FINAL_STATES (SQLITE_LIST_ALL_STATES & ~3u)
 #define SQLITE_LIST_SHAPES (1u << (JOB_NSTATES + 5))
 
-int64_t sqlite_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int sqlite_fail(struct sqlite_store *q, const char *what) {
   log_error("store", "sqlite %s: %s (%d)", what, sqlite3_errmsg(q->db),
             sqlite3_extended_errcode(q->db));
@@ -547,7 +542,7 @@ static int sqlite_job_insert(store_t *s, job_t *j) {
   struct sqlite_store *q = SQ(s);
   sqlite3_stmt *st = sqlite_stmt(q, SQ_INSERT);
   if (!st) return SPD_ESTORE;
-  int64_t created = j->created_ms ? j->created_ms : sqlite_now_ms();
+  int64_t created = j->created_ms ? j->created_ms : clock_wall_ms();
   int b = sqlite_bind_str(st, 1, j->jobid);
   b |= sqlite_bind_str(st, 2, j->project);
   b |= sqlite_bind_str(st, 3, j->spider);

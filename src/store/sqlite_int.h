@@ -29,7 +29,6 @@ struct sqlite_store {
 
 #define SQ(s) ((struct sqlite_store *)(s))
 
-int64_t sqlite_now_ms(void);
 /* Logs the connection's last error; returns SPD_ESTORE. */
 int sqlite_fail(struct sqlite_store *q, const char *what);
 /* Prepares (once) sql into *slot; NULL on failure (logged). */

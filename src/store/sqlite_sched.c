@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "error.h"
 #include "store/sqlite_int.h"
 
@@ -213,7 +214,7 @@ int sqlite_schedule_insert(store_t *s, schedule_t *sc) {
   struct sqlite_store *q = SQ(s);
   sqlite3_stmt *st = sched_stmt(q, SS_SCHED_INSERT);
   if (!st) return SPD_ESTORE;
-  int64_t now = sqlite_now_ms();
+  int64_t now = clock_wall_ms();
   if (!sc->created_ms) sc->created_ms = now;
   if (!sc->updated_ms) sc->updated_ms = sc->created_ms;
   int rc = schedule_write(q, st, sc, "insert schedule");
@@ -488,7 +489,7 @@ int sqlite_event_add(store_t *s, event_t *e) {
   struct sqlite_store *q = SQ(s);
   sqlite3_stmt *st = sched_stmt(q, SS_EVENT_ADD);
   if (!st) return SPD_ESTORE;
-  if (!e->ts_ms) e->ts_ms = sqlite_now_ms();
+  if (!e->ts_ms) e->ts_ms = clock_wall_ms();
   sqlite3_bind_int64(st, 1, e->ts_ms);
   sqlite_bind_str(st, 2, e->type);
   sqlite3_bind_int64(st, 3, e->schedule_id);
