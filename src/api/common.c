@@ -393,10 +393,10 @@ static int cancel_fn(store_t *s, void *arg) {
         rc = cancel_pending(s, kid->project, kid->jobid, now, &c->family);
       } else {
         job_t copy = {.project = strdup(kid->project), .jobid = strdup(kid->jobid)};
-        rc = copy.project && copy.jobid ? job_list_take(&c->running, &copy) : -ENOMEM;
+        rc = copy.project && copy.jobid ? job_list_append(&c->running, &copy, 1) : -ENOMEM;
         job_release(&copy);
       }
-      if (!rc) rc = job_list_take(&family, kid);
+      if (!rc) rc = job_list_append(&family, kid, 1);
     }
     job_list_release(&kids);
   }

@@ -35,12 +35,14 @@ void job_list_release(job_list_t *l) {
   l->n = 0;
 }
 
-int job_list_take(job_list_t *l, job_t *j) {
-  job_t *v = realloc(l->v, (l->n + 1) * sizeof(*v));
-  if (!v) return -ENOMEM;
-  v[l->n++] = *j;
-  l->v = v;
-  job_init(j);
+int job_list_append(job_list_t *out, job_t *v, size_t n) {
+  if (n == 0) return 0;
+  job_t *nv = realloc(out->v, (out->n + n) * sizeof(*nv));
+  if (!nv) return -ENOMEM;
+  memcpy(nv + out->n, v, n * sizeof(*v));
+  for (size_t i = 0; i < n; i++) job_init(&v[i]);
+  out->v = nv;
+  out->n += n;
   return 0;
 }
 

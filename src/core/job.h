@@ -64,8 +64,9 @@ typedef struct job_list {
 void job_init(job_t *j);
 void job_release(job_t *j);
 void job_list_release(job_list_t *l);
-/* Appends *j to l, moving its contents (j is left empty). 0 or -ENOMEM. */
-int job_list_take(job_list_t *l, job_t *j);
+/* Appends the n jobs of v to out in one allocation, moving their contents
+ * (v's jobs are left empty). Returns 0 or -ENOMEM (out unchanged). */
+int job_list_append(job_list_t *out, job_t *v, size_t n);
 
 /* "pending", "running", "finished", "failed", "cancelled", "lost". */
 const char *job_state_name(job_state_t s);

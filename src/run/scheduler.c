@@ -243,7 +243,7 @@ static int fire_or_hold(store_t *s, tick_t *t, const schedule_t *sc, const sched
         t->queued -= n;
       } else {
         /* Running ones are stopped by the launcher, on the loop. */
-        rc = job_list_take(&t->cancel, a);
+        rc = job_list_append(&t->cancel, a, 1);
       }
     }
     if (!rc) rc = fire_run(s, t, sc, r, "replaces the previous run", now);

@@ -605,7 +605,7 @@ static int sqlite_job_claim(store_t *s, const char *node, size_t max,
   if (rc) goto out;
   /* RETURNING gives rows in no promised order. */
   if (r.n > 1) qsort(r.v, r.n, sizeof(*r.v), sqlite_cmp_claimed);
-  rc = store_list_append(out, r.v, r.n);
+  rc = job_list_append(out, r.v, r.n);
 out:
   sqlite_rows_release(&r);
   return rc;
@@ -766,7 +766,7 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
   struct sqlite_rows r = {0};
   int rc = sqlite_read_rows(q, st, &r, "list jobs");
   sqlite3_finalize(st);
-  if (!rc) rc = store_list_append(out, r.v, r.n);
+  if (!rc) rc = job_list_append(out, r.v, r.n);
   sqlite_rows_release(&r);
   return rc;
 }
@@ -842,7 +842,7 @@ static int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) 
   if (f->node) sqlite_bind_str(st, 3, f->node);
   if (f->limit) sqlite3_bind_int64(st, 4, sqlite_clamp(f->limit));
   int rc = sqlite_read_rows(q, st, &r, "list jobs");
-  if (!rc) rc = store_list_append(out, r.v, r.n);
+  if (!rc) rc = job_list_append(out, r.v, r.n);
   sqlite_rows_release(&r);
   return rc;
 }

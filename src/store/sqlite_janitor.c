@@ -191,7 +191,7 @@ int sqlite_jobs_prune(store_t *s, const prune_rule_t *rules, size_t nrules,
 out:
   rc = sqlite_auto_end(q, began, rc);
   /* Handed over only once committed: the caller deletes files by it. */
-  if (!rc) rc = store_list_append(deleted, jobs, got);
+  if (!rc) rc = job_list_append(deleted, jobs, got);
   for (size_t i = 0; i < got; i++) job_release(&jobs[i]);
   free(jobs);
   free(ids);

@@ -353,14 +353,3 @@ int store_meta_set(store_t *s, const char *key, const char *value) {
   if (!s || !key || !value) return -EINVAL;
   return s->ops->meta_set(s, key, value);
 }
-
-int store_list_append(job_list_t *out, job_t *v, size_t n) {
-  if (n == 0) return 0;
-  job_t *nv = realloc(out->v, (out->n + n) * sizeof(*nv));
-  if (!nv) return -ENOMEM;
-  memcpy(nv + out->n, v, n * sizeof(*v));
-  for (size_t i = 0; i < n; i++) job_init(&v[i]);
-  out->v = nv;
-  out->n += n;
-  return 0;
-}

@@ -90,9 +90,6 @@ struct store {
 
 extern const struct store_ops store_sqlite_ops;
 
-/* Appends the n jobs of v to out in one allocation, moving their contents
- * (v's jobs are left empty). Returns 0 or -ENOMEM (out unchanged). */
-int store_list_append(job_list_t *out, job_t *v, size_t n);
 
 /* The limits that apply to a project/spider pair under store_jobs_prune's
  * rules (the most specific rule wins), for every backend alike. */
