@@ -41,7 +41,6 @@ struct sse_hub {
   uint64_t last_ping;
   /* the read in flight */
   int64_t from;
-  int64_t head;
   event_list_t got;
 };
 
@@ -91,8 +90,6 @@ static void send_event(sse_client_t *c, const event_t *e) {
 
 static int read_fn(store_t *s, void *arg) {
   sse_hub_t *h = arg;
-  int rc = store_events_head(s, &h->head);
-  if (rc) return rc;
   event_filter_t f = {.after_id = h->from, .limit = SSE_BATCH};
   return store_events_list(s, &f, &h->got);
 }
@@ -108,7 +105,8 @@ static void read_done(void *arg, int rc) {
     return;
   }
   if (rc) log_warn("sse", "cannot read events: %s", spd_strerror(rc));
-  int64_t last = h->got.n ? h->got.v[h->got.n - 1].id : h->head;
+  /* Nothing newer than the oldest cursor: no cursor moves. */
+  int64_t last = h->got.n ? h->got.v[h->got.n - 1].id : h->from;
   for (sse_client_t *c = h->clients; c && !rc; c = c->next) {
     if (!c->stream) continue; /* still opening */
     for (size_t i = 0; i < h->got.n; i++)

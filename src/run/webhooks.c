@@ -369,8 +369,6 @@ static int targets_of(store_t *s, const webhooks_t *w, const event_t *e, sched_c
   return 0;
 }
 
-static int newest_event(store_t *s, int64_t *out) { return store_events_head(s, out); }
-
 static int cursor_get(store_t *s, int64_t *out) {
   char *v = NULL;
   int rc = store_meta_get(s, CURSOR_KEY, &v);
@@ -414,7 +412,7 @@ static int lease_fn(store_t *s, void *arg) {
   rc = cursor_get(s, &o->cursor);
   if (rc == -ENOENT || rc == -EINVAL) {
     if (o->init_hint >= 0) o->cursor = o->init_hint, rc = 0;
-    else rc = newest_event(s, &o->cursor);
+    else rc = store_events_head(s, &o->cursor);
     if (!rc) rc = cursor_put(s, o->cursor);
   }
   return rc;
@@ -430,7 +428,7 @@ static int read_fn(store_t *s, void *arg) {
   int rc = 0;
   if (o->kind == OP_SCAN && o->after < 0) {
     rc = cursor_get(s, &o->after);
-    if (rc == -ENOENT || rc == -EINVAL) rc = newest_event(s, &o->after);
+    if (rc == -ENOENT || rc == -EINVAL) rc = store_events_head(s, &o->after);
     if (rc) return rc;
   }
   o->last_id = o->after;
