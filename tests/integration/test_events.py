@@ -83,4 +83,7 @@ def test_stream_open_while_daemon_stops(spiderd):
     stream = d.session.get(d.url + API + "/events/stream", stream=True, timeout=timeout(10))
     assert stream.status_code == 200
     d.stop()  # must exit 0 promptly with the stream open
-    assert list(stream.iter_lines()) is not None
+    # The stream was opened (its retry hint) and then ended by the stop,
+    # rather than left hanging until the client's timeout.
+    lines = list(stream.iter_lines(decode_unicode=True))
+    assert lines[0] == "retry: 2000", lines
