@@ -621,7 +621,27 @@ json_t *op_iso_time(int64_t ms) {
   return json_string(buf);
 }
 
-static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+json_t *op_str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+int op_check_pairs(op_call_t *c, const char *field) {
+  static const char *const reserved[] = {"_job", "_version", "settings", "name", NULL};
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)op_json(c, field), k, v) {
+    if (!*k || strchr(k, '=')) {
+      op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", field),
+              "'%s' keys must be non-empty and without '=' ('%s')", field, k);
+      return 1;
+    }
+    for (int i = 0; !strcmp(field, "args") && reserved[i]; i++)
+      if (!strcmp(k, reserved[i])) {
+        op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", field),
+                "'args.%s' is reserved: use the job's own fields", k);
+        return 1;
+      }
+  }
+  return 0;
+}
 
 json_t *op_render_job(const job_t *j) {
   json_t *o = json_object();
@@ -629,12 +649,12 @@ json_t *op_render_job(const job_t *j) {
   json_object_set_new(o, "job", json_string(j->jobid));
   json_object_set_new(o, "project", json_string(j->project));
   json_object_set_new(o, "spider", json_string(j->spider));
-  json_object_set_new(o, "version", str_or_null(j->version));
+  json_object_set_new(o, "version", op_str_or_null(j->version));
   json_object_set_new(o, "state", json_string(job_state_name(j->state)));
   json_object_set_new(o, "priority", json_real(j->priority));
   json_object_set_new(o, "args", j->args ? json_incref(j->args) : json_object());
   json_object_set_new(o, "settings", j->settings ? json_incref(j->settings) : json_object());
-  json_object_set_new(o, "node", str_or_null(j->node));
+  json_object_set_new(o, "node", op_str_or_null(j->node));
   json_object_set_new(o, "pid", j->pid ? json_integer(j->pid) : json_null());
   json_object_set_new(o, "created_at", op_iso_time(j->created_ms));
   json_object_set_new(o, "started_at", op_iso_time(j->start_ms));

@@ -52,6 +52,14 @@ long long op_int(const op_call_t *c, const char *name, long long dflt);
 double op_num(const op_call_t *c, const char *name, double dflt);
 const json_t *op_json(const op_call_t *c, const char *name);
 
+/* Spider args and settings (OPT_OBJ, values already strings) become
+ * `-a K=V` / `-s K=V`: keys must be non-empty, without '=', and args must not
+ * use the names the runner reserves. 1 after failing the call, else 0. */
+int op_check_pairs(op_call_t *c, const char *field);
+
+/* A string, or JSON null for NULL. */
+json_t *op_str_or_null(const char *s);
+
 /* A job as the native API shows it. */
 json_t *op_render_job(const job_t *j);
 /* "2024-05-01T12:00:00.123Z", or null for 0. */

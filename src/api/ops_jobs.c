@@ -225,31 +225,10 @@ static void busy_done(void *arg, int rc) {
   else create_enqueue(c);
 }
 
-/* Spider arguments and settings become `-a K=V` and `-s K=V`. */
-static int check_pairs(op_call_t *c, const char *field) {
-  static const char *const reserved[] = {"_job", "_version", "settings", "name", NULL};
-  const char *k;
-  json_t *v;
-  json_object_foreach((json_t *)op_json(c, field), k, v) {
-    if (!*k || strchr(k, '=')) {
-      op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", field),
-              "'%s' keys must be non-empty and without '=' ('%s')", field, k);
-      return 1;
-    }
-    for (int i = 0; !strcmp(field, "args") && reserved[i]; i++)
-      if (!strcmp(k, reserved[i])) {
-        op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", field),
-                "'args.%s' is reserved: use the job's own fields", k);
-        return 1;
-      }
-  }
-  return 0;
-}
-
 void op_jobs_create(op_call_t *c) {
   const char *project = op_str(c, "project"), *spider = op_str(c, "spider");
   const char *version = op_str(c, "version"), *jobid = op_str(c, "jobid");
-  if (check_pairs(c, "args") || check_pairs(c, "settings")) return;
+  if (op_check_pairs(c, "args") || op_check_pairs(c, "settings")) return;
   int rc = api_egg_resolve(c->app, project, version, &c->egg_path);
   if (rc == SPD_ENOPROJECT) {
     op_fail(c, rc, json_pack("{s:s}", "project", project), "project '%s' not found", project);

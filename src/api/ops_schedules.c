@@ -21,8 +21,6 @@
 #define NEXT_RUNS 5
 #define PAGE_DEFAULT 100
 
-static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
-
 static json_t *iso_in(int64_t ms, const char *tz) {
   char buf[CRON_ISO_MAX];
   if (!ms || cron_format_iso(ms, tz, buf, sizeof(buf))) return json_null();
@@ -38,7 +36,7 @@ static json_t *render_schedule(const schedule_t *sc) {
   json_object_set_new(o, "id", json_integer(sc->id));
   json_object_set_new(o, "name", json_string(sc->name));
   json_object_set_new(o, "kind", json_string(sched_kind_name(sc->kind)));
-  json_object_set_new(o, "cron", sc->kind == SCHED_CRON ? str_or_null(sc->expr) : json_null());
+  json_object_set_new(o, "cron", sc->kind == SCHED_CRON ? op_str_or_null(sc->expr) : json_null());
   json_object_set_new(o, "interval",
                       sc->kind == SCHED_INTERVAL ? json_real(sc->interval_ms / 1000.0) : json_null());
   json_object_set_new(o, "at", sc->kind == SCHED_ONCE ? iso_in(sc->once_ms, sc->tz) : json_null());
@@ -52,7 +50,7 @@ static json_t *render_schedule(const schedule_t *sc) {
   json_object_set_new(o, "paused", json_boolean(sc->paused));
   json_object_set_new(o, "project", json_string(sc->project));
   json_object_set_new(o, "spider", json_string(sc->spider));
-  json_object_set_new(o, "version", str_or_null(sc->version));
+  json_object_set_new(o, "version", op_str_or_null(sc->version));
   json_object_set_new(o, "args", sc->args ? json_incref(sc->args) : json_object());
   json_object_set_new(o, "settings", sc->settings ? json_incref(sc->settings) : json_object());
   json_object_set_new(o, "priority", json_real(sc->priority));
@@ -84,7 +82,7 @@ static json_t *render_run(const sched_run_t *r, const char *tz) {
                    "due_ms", (json_int_t)r->due_ms, "fire", iso_in(r->fire_ms, tz), "fire_ms",
                    (json_int_t)r->fire_ms, "state", run_state_name(r->state), "job_id",
                    r->job_id ? json_integer(r->job_id) : json_null(), "done_at",
-                   op_iso_time(r->done_ms), "reason", str_or_null(r->reason));
+                   op_iso_time(r->done_ms), "reason", op_str_or_null(r->reason));
 }
 
 static json_t *render_event(const event_t *e) {
@@ -220,20 +218,6 @@ static int apply_fields(schedule_t *sc, const json_t *p, char *err, size_t len) 
   return 0;
 }
 
-static int pairs_ok(op_call_t *c, const char *field) {
-  const json_t *o = op_json(c, field);
-  const char *k;
-  const json_t *v;
-  json_object_foreach((json_t *)o, k, v) {
-    if (!json_is_string(v)) {
-      op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", field),
-              "'%s' must map names to strings ('%s' is not a string)", field, k);
-      return 0;
-    }
-  }
-  return 1;
-}
-
 static int create_fn(store_t *s, void *arg);
 static int update_fn(store_t *s, void *arg);
 static void done_schedule(void *arg, int rc);
@@ -347,7 +331,7 @@ static int create_fn(store_t *s, void *arg) {
 }
 
 void op_schedules_create(op_call_t *c) {
-  if (!pairs_ok(c, "args") || !pairs_ok(c, "settings")) return;
+  if (op_check_pairs(c, "args") || op_check_pairs(c, "settings")) return;
   if (copy_target(c, NULL, NULL, NULL)) {
     op_fail(c, -ENOMEM, NULL, "out of memory");
     return;
@@ -402,7 +386,7 @@ static void target_done(void *arg, int rc) {
 }
 
 void op_schedules_update(op_call_t *c) {
-  if (!pairs_ok(c, "args") || !pairs_ok(c, "settings")) return;
+  if (op_check_pairs(c, "args") || op_check_pairs(c, "settings")) return;
   if (op_str(c, "project") || op_str(c, "spider") || op_str(c, "version"))
     op_store(c, STORE_READ, target_fn, target_done);
   else

@@ -203,6 +203,8 @@ def test_run_now_update_delete(spiderd, egg):
     ({"spider": "quick", "cron": "* * * * *", "name": "../x"}, 400, "name"),
     ({"spider": "quick", "cron": "* * * * *", "webhooks": ["file:///etc/passwd"]}, 400,
      "webhooks"),
+    ({"spider": "quick", "cron": "* * * * *", "args": {"a=b": "1"}}, 400, "args"),
+    ({"spider": "quick", "cron": "* * * * *", "args": {"_job": "x"}}, 400, "reserved"),
 ])
 def test_bad_schedules(module_spiderd, egg, body, status, needle):
     if not module_spiderd.daemons:
