@@ -1,8 +1,8 @@
 /* The HTTP layer's ceiling: one route answering a daemonstatus-sized JSON
  * body, nothing else on the loop.
  *
- *   gcc -O2 -D_GNU_SOURCE -Isrc bench/http_hello.c src/http/server.c src/http/static.c \
- *       src/error.c src/log.c $(pkg-config --cflags --libs libmicrohttpd libuv) \
+ *   gcc -O2 -D_GNU_SOURCE -Isrc bench/http_hello.c src/http/server.c src/http/stream.c \
+ *       src/http/static.c src/error.c src/log.c $(pkg-config --cflags --libs libmicrohttpd libuv) \
  *       -o /tmp/http_hello
  *   /tmp/http_hello 6899 &
  *   wrk -t1 -c50 -d5s http://127.0.0.1:6899/daemonstatus.json
