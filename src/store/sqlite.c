@@ -159,6 +159,75 @@ static const char *const sqlite_migrations[] = {
     "CREATE INDEX jobs_history ON jobs(project, spider, end_ms DESC, id DESC, start_ms, state) "
     "WHERE state >= 2;"
     "CREATE INDEX runs_ended ON runs(done_ms) WHERE state != 0;",
+    /* 4: task queues (sqlite_queue.c explains the layout) and unique jobs.
+     * queue_items.state: 0 waiting and not yet due, 1 in flight, 2 dead,
+     * 3 done, 4 waiting and due ("ready": it is in qi_ready). The element
+     * is the last column so reading the others never touches its overflow
+     * pages; uniqueness goes through its 64-bit hash (qi_hash), compared in
+     * full on a hash match. */
+    "CREATE TABLE queues ("
+    "  id INTEGER PRIMARY KEY,"
+    "  name TEXT NOT NULL UNIQUE,"
+    "  created_ms INTEGER NOT NULL,"
+    "  paused INTEGER NOT NULL DEFAULT 0,"
+    "  keep_done INTEGER NOT NULL DEFAULT 0,"
+    "  visibility_ms INTEGER NOT NULL,"
+    "  max_deliveries INTEGER NOT NULL,"
+    "  backoff_ms INTEGER NOT NULL,"
+    "  backoff_max_ms INTEGER NOT NULL,"
+    "  max_inflight INTEGER NOT NULL DEFAULT 0,"
+    "  key_mode INTEGER NOT NULL DEFAULT 0,"
+    "  key_inflight INTEGER NOT NULL DEFAULT 0,"
+    "  key_rate REAL NOT NULL DEFAULT 0,"
+    "  key_burst REAL NOT NULL DEFAULT 1,"
+    "  lease_seq INTEGER NOT NULL DEFAULT 0,"
+    "  n_waiting INTEGER NOT NULL DEFAULT 0,"
+    "  n_ready INTEGER NOT NULL DEFAULT 0,"
+    "  n_inflight INTEGER NOT NULL DEFAULT 0,"
+    "  n_dead INTEGER NOT NULL DEFAULT 0,"
+    "  n_done INTEGER NOT NULL DEFAULT 0,"
+    "  n_put INTEGER NOT NULL DEFAULT 0,"
+    "  n_acked INTEGER NOT NULL DEFAULT 0"
+    ");"
+    "CREATE TABLE queue_items ("
+    "  id INTEGER PRIMARY KEY,"
+    "  queue_id INTEGER NOT NULL,"
+    "  hash INTEGER NOT NULL,"
+    "  state INTEGER NOT NULL,"
+    "  priority INTEGER NOT NULL,"
+    "  due_ms INTEGER NOT NULL,"
+    "  key TEXT NOT NULL,"
+    "  deliveries INTEGER NOT NULL DEFAULT 0,"
+    "  token INTEGER NOT NULL DEFAULT 0,"
+    "  created_ms INTEGER NOT NULL,"
+    "  redue_ms INTEGER NOT NULL DEFAULT 0,"
+    "  redue_pri INTEGER NOT NULL DEFAULT 0,"
+    "  error TEXT,"
+    "  element BLOB NOT NULL"
+    ");"
+    "CREATE INDEX qi_hash ON queue_items(queue_id, hash);"
+    "CREATE INDEX qi_time ON queue_items(queue_id, state, due_ms) WHERE state != 3;"
+    "CREATE INDEX qi_ready ON queue_items(queue_id, key, priority DESC, due_ms) WHERE state = 4;"
+    "CREATE TABLE queue_keys ("
+    "  queue_id INTEGER NOT NULL,"
+    "  key TEXT NOT NULL,"
+    "  n_ready INTEGER NOT NULL DEFAULT 0,"
+    "  inflight INTEGER NOT NULL DEFAULT 0,"
+    "  tokens REAL NOT NULL DEFAULT 0,"
+    "  tokens_ms INTEGER NOT NULL DEFAULT 0,"
+    "  block_ms INTEGER NOT NULL DEFAULT 0,"
+    "  head_pri INTEGER NOT NULL DEFAULT 0,"
+    "  head_due INTEGER NOT NULL DEFAULT 0,"
+    "  open INTEGER NOT NULL DEFAULT 0,"
+    "  wake_ms INTEGER NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY (queue_id, key)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX qk_open ON queue_keys(queue_id, head_pri DESC, head_due) WHERE open = 1;"
+    "CREATE INDEX qk_wake ON queue_keys(queue_id, wake_ms) WHERE open = 0 AND wake_ms > 0;"
+    /* A unique_key names at most one pending or running job per project. */
+    "ALTER TABLE jobs ADD COLUMN unique_key TEXT;"
+    "CREATE UNIQUE INDEX jobs_unique ON jobs(project, unique_key) "
+    "WHERE unique_key IS NOT NULL AND state < 2;",
 };
 
 #define SQLITE_SCHEMA_VERSION \
@@ -1061,6 +1130,7 @@ static void sqlite_close(store_t *s) {
   free(q->stmt);
   sqlite_sched_close(q);
   sqlite_janitor_close(q);
+  sqlite_queue_close(q);
   if (q->list_stmt) {
     for (unsigned i = 0; i < SQLITE_LIST_SHAPES; i++) sqlite3_finalize(q->list_stmt[i]);
     free(q->list_stmt);
@@ -1170,6 +1240,19 @@ const struct store_ops store_sqlite_ops = {
     .lease_get = sqlite_lease_get,
     .jobs_prune = sqlite_jobs_prune,
     .events_prune = sqlite_events_prune,
+    .queue_put = sqlite_queue_put,
+    .queue_take = sqlite_queue_take,
+    .queue_ack = sqlite_queue_ack,
+    .queue_nack = sqlite_queue_nack,
+    .queue_extend = sqlite_queue_extend,
+    .queue_set = sqlite_queue_set,
+    .queue_get = sqlite_queue_get,
+    .queues_list = sqlite_queues_list,
+    .queue_delete = sqlite_queue_delete,
+    .queue_stats = sqlite_queue_stats,
+    .queue_items = sqlite_queue_items,
+    .queue_requeue = sqlite_queue_requeue,
+    .queue_purge = sqlite_queue_purge,
     .meta_get = sqlite_meta_get,
     .meta_set = sqlite_meta_set,
 };

@@ -15,6 +15,8 @@
 #define SQLITE_SCHED_SLOTS 40
 /* Statement slots of sqlite_janitor.c. */
 #define SQLITE_JANITOR_SLOTS 8
+/* Statement slots of sqlite_queue.c. */
+#define SQLITE_QUEUE_SLOTS 64
 
 struct sqlite_store {
   struct store base;
@@ -25,6 +27,7 @@ struct sqlite_store {
   sqlite3_stmt **list_stmt;     /* job list shapes, allocated on first list */
   sqlite3_stmt *sched_stmt[SQLITE_SCHED_SLOTS];
   sqlite3_stmt *janitor_stmt[SQLITE_JANITOR_SLOTS];
+  sqlite3_stmt *queue_stmt[SQLITE_QUEUE_SLOTS];
 };
 
 #define SQ(s) ((struct sqlite_store *)(s))
@@ -87,5 +90,30 @@ int sqlite_jobs_prune(store_t *s, const prune_rule_t *rules, size_t nrules,
                       job_list_t *deleted);
 int sqlite_events_prune(store_t *s, int64_t before_ms, size_t max, int *deleted);
 void sqlite_janitor_close(struct sqlite_store *q);
+
+/* sqlite_queue.c's ops. */
+int sqlite_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
+                     int64_t now_ms);
+int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
+                      int64_t now_ms, queue_item_list_t *out, int64_t *next_ms);
+int sqlite_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
+                     int64_t now_ms);
+int sqlite_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
+                      int64_t now_ms);
+int sqlite_queue_extend(store_t *s, const char *name, queue_lease_t *leases, size_t n,
+                        int64_t visibility_ms, int64_t now_ms);
+int sqlite_queue_set(store_t *s, queue_conf_t *c);
+int sqlite_queue_get(store_t *s, const char *name, queue_conf_t *out);
+int sqlite_queues_list(store_t *s, const char *after, size_t limit,
+                       queue_conf_list_t *out);
+int sqlite_queue_delete(store_t *s, const char *name);
+int sqlite_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out);
+int sqlite_queue_items(store_t *s, const char *name, const queue_filter_t *f,
+                       queue_item_list_t *out);
+int sqlite_queue_requeue(store_t *s, const char *name, const queue_filter_t *f,
+                         int64_t due_ms, int64_t now_ms, int64_t *count);
+int sqlite_queue_purge(store_t *s, const char *name, const queue_filter_t *f,
+                       int64_t now_ms, int64_t *count);
+void sqlite_queue_close(struct sqlite_store *q);
 
 #endif

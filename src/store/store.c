@@ -343,6 +343,126 @@ void store_prune_limits(const prune_rule_t *rules, size_t nrules, int keep_defau
   *ended_before_ms = best ? best->ended_before_ms : ended_before_default_ms;
 }
 
+/* ---- task queues ---- */
+
+static int store_qname_ok(const char *name) { return name && queue_name_valid(name) == 0; }
+
+static int store_leases_ok(const queue_lease_t *l, size_t n) {
+  return n == 0 || l != NULL;
+}
+
+int store_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
+                    int64_t now_ms) {
+  if (!s || !store_qname_ok(name) || (n && !items)) return -EINVAL;
+  for (size_t i = 0; i < n; i++) {
+    const queue_put_t *p = &items[i];
+    if (!p->element || p->len > QUEUE_ELEMENT_MAX) return -EINVAL;
+    if (p->key && strlen(p->key) > QUEUE_KEY_MAX) return -EINVAL;
+    if (p->policy < 0 || p->policy >= QPOLICY_N) return -EINVAL;
+  }
+  if (n == 0) return 0;
+  return s->ops->queue_put(s, name, items, n, now_ms);
+}
+
+int store_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
+                     int64_t now_ms, queue_item_list_t *out, int64_t *next_ms) {
+  int64_t next = 0;
+  if (next_ms) *next_ms = 0;
+  if (!s || !store_qname_ok(name) || !out || visibility_ms < 0) return -EINVAL;
+  if (max == 0) return 0;
+  int rc = s->ops->queue_take(s, name, max, visibility_ms, now_ms, out, &next);
+  if (!rc && next_ms) *next_ms = next;
+  return rc;
+}
+
+int store_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
+                    int64_t now_ms) {
+  if (!s || !store_qname_ok(name) || !store_leases_ok(leases, n)) return -EINVAL;
+  if (n == 0) return 0;
+  return s->ops->queue_ack(s, name, leases, n, now_ms);
+}
+
+int store_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
+                     int64_t now_ms) {
+  if (!s || !store_qname_ok(name) || !store_leases_ok(leases, n)) return -EINVAL;
+  if (n == 0) return 0;
+  return s->ops->queue_nack(s, name, leases, n, now_ms);
+}
+
+int store_queue_extend(store_t *s, const char *name, queue_lease_t *leases, size_t n,
+                       int64_t visibility_ms, int64_t now_ms) {
+  if (!s || !store_qname_ok(name) || !store_leases_ok(leases, n) || visibility_ms < 0)
+    return -EINVAL;
+  if (n == 0) return 0;
+  return s->ops->queue_extend(s, name, leases, n, visibility_ms, now_ms);
+}
+
+int store_queue_set(store_t *s, queue_conf_t *c) {
+  if (!s || !c || !store_qname_ok(c->name)) return -EINVAL;
+  if (c->visibility_ms <= 0 || c->max_deliveries < 0 || c->backoff_ms < 0 ||
+      c->backoff_max_ms < 0 || c->max_inflight < 0 || c->key_inflight < 0 ||
+      !(c->key_rate >= 0) || !(c->key_burst >= 0) || c->key_mode < 0 ||
+      c->key_mode >= QKEY_N)
+    return -EINVAL;
+  return s->ops->queue_set(s, c);
+}
+
+int store_queue_get(store_t *s, const char *name, queue_conf_t *out) {
+  if (!s || !store_qname_ok(name) || !out) return -EINVAL;
+  memset(out, 0, sizeof(*out));
+  return s->ops->queue_get(s, name, out);
+}
+
+int store_queues_list(store_t *s, const char *after, size_t limit,
+                      queue_conf_list_t *out) {
+  if (!s || !out) return -EINVAL;
+  return s->ops->queues_list(s, after, limit, out);
+}
+
+int store_queue_delete(store_t *s, const char *name) {
+  if (!s || !store_qname_ok(name)) return -EINVAL;
+  return s->ops->queue_delete(s, name);
+}
+
+int store_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out) {
+  if (!s || !store_qname_ok(name) || !out) return -EINVAL;
+  memset(out, 0, sizeof(*out));
+  return s->ops->queue_stats(s, name, now_ms, out);
+}
+
+static int store_qfilter_ok(const queue_filter_t *f) {
+  return !(f->states >> QSTATE_N) && (f->nids == 0 || f->ids);
+}
+
+int store_queue_items(store_t *s, const char *name, const queue_filter_t *f,
+                      queue_item_list_t *out) {
+  static const queue_filter_t all;
+  if (!s || !store_qname_ok(name) || !out || (f && !store_qfilter_ok(f))) return -EINVAL;
+  return s->ops->queue_items(s, name, f ? f : &all, out);
+}
+
+int store_queue_requeue(store_t *s, const char *name, const queue_filter_t *f,
+                        int64_t due_ms, int64_t now_ms, int64_t *count) {
+  static const queue_filter_t all;
+  int64_t n = 0;
+  if (count) *count = 0;
+  if (!s || !store_qname_ok(name) || (f && !store_qfilter_ok(f))) return -EINVAL;
+  int rc = s->ops->queue_requeue(s, name, f ? f : &all, due_ms, now_ms, &n);
+  if (!rc && count) *count = n;
+  return rc;
+}
+
+int store_queue_purge(store_t *s, const char *name, const queue_filter_t *f,
+                      int64_t now_ms, int64_t *count) {
+  static const queue_filter_t all;
+  int64_t n = 0;
+  if (count) *count = 0;
+  if (!s || !store_qname_ok(name) || (f && !store_qfilter_ok(f))) return -EINVAL;
+  int rc = s->ops->queue_purge(s, name, f ? f : &all, now_ms, &n);
+  if (!rc && count) *count = n;
+  return rc;
+}
+
 int store_meta_get(store_t *s, const char *key, char **value) {
   if (!s || !key || !value) return -EINVAL;
   *value = NULL;

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "core/job.h"
+#include "core/queue.h"
 #include "core/schedule.h"
 
 typedef struct store store_t;
@@ -253,6 +254,79 @@ int store_jobs_prune(store_t *s, const prune_rule_t *rules, size_t nrules,
  * runs with done_ms < before_ms, oldest first, at most max rows in all;
  * *deleted = how many. Event ids are never reused either. */
 int store_events_prune(store_t *s, int64_t before_ms, size_t max, int *deleted);
+
+/* ---- task queues (core/queue.h, docs/queues.md) ----
+ *
+ * A queue is created by its first put or by store_queue_set. Every call
+ * keeps the queue's counters and its keys' politeness state in the same
+ * transaction, so they are never recounted. -ENOENT: no such queue (except
+ * put, which creates it). */
+
+/* Puts n elements into queue `name` (created with queue_conf_defaults when
+ * new). Each element is added, or, when the queue holds it already, handled
+ * by its policy: waiting elements move (overwrite; keep-earliest keeps the
+ * earlier due time and the higher priority), in-flight ones are left to
+ * their lease and take the new due time when acked (QPUT_DEFERRED, not under
+ * keep-existing), dead and done ones come back as new under overwrite and
+ * keep-earliest and stay under keep-existing. Sets items[i].result and .id.
+ * -EINVAL for an element over QUEUE_ELEMENT_MAX or a key over QUEUE_KEY_MAX
+ * (nothing is put). */
+int store_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
+                    int64_t now_ms);
+
+/* Takes up to max due elements: highest priority first, then earliest due,
+ * among the keys whose limits allow (per-queue and per-key in-flight limits,
+ * per-key token buckets, Retry-After blocks). Each becomes in flight until
+ * now + visibility_ms (0 = the queue's default) with a new lease token and
+ * one more delivery. Elements whose lease ended before now come back first
+ * (or go dead after max_deliveries). A paused or unknown queue gives none.
+ * Appends to out; *next_ms (may be NULL) = when more may become takeable
+ * (the next due time, lease end or key wake-up; 0 = nothing pending). */
+int store_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
+                     int64_t now_ms, queue_item_list_t *out, int64_t *next_ms);
+
+/* Acks n leases: the element goes (or becomes a done tombstone under
+ * keep_done, or waiting again at a due time a put deferred). Sets each
+ * lease's result; returns 0 even when some were not held. */
+int store_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
+                    int64_t now_ms);
+
+/* Nacks n leases: each element is due again after its delay (or the
+ * queue's backoff with jitter, and never before its retry_after), or goes
+ * dead when it has had max_deliveries deliveries. retry_after also blocks
+ * its key. Sets result and dead per lease. */
+int store_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
+                     int64_t now_ms);
+
+/* Extends n held leases to now + visibility_ms (0 = queue default). */
+int store_queue_extend(store_t *s, const char *name, queue_lease_t *leases, size_t n,
+                       int64_t visibility_ms, int64_t now_ms);
+
+/* Creates or updates a queue's settings from c (its name, paused,
+ * keep_done, visibility_ms, max_deliveries, backoff_*, max_inflight, key_*;
+ * counters and id are ignored). Fills c->id, created_ms and the counters.
+ * A changed key_mode applies to elements put afterwards. */
+int store_queue_set(store_t *s, queue_conf_t *c);
+int store_queue_get(store_t *s, const char *name, queue_conf_t *out);
+/* Queues in name order after `after` (NULL = from the start), at most limit
+ * (0 = all). */
+int store_queues_list(store_t *s, const char *after, size_t limit,
+                      queue_conf_list_t *out);
+/* Deletes a queue and all its elements. */
+int store_queue_delete(store_t *s, const char *name);
+
+int store_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out);
+
+/* Elements matching f in id order, at most f->limit (all when 0). */
+int store_queue_items(store_t *s, const char *name, const queue_filter_t *f,
+                      queue_item_list_t *out);
+/* Elements matching f (f->limit ignored; in-flight ones lose their lease)
+ * become waiting, due at due_ms, with no deliveries. *count = how many. */
+int store_queue_requeue(store_t *s, const char *name, const queue_filter_t *f,
+                        int64_t due_ms, int64_t now_ms, int64_t *count);
+/* Deletes elements matching f (f->limit ignored). *count = how many. */
+int store_queue_purge(store_t *s, const char *name, const queue_filter_t *f,
+                      int64_t now_ms, int64_t *count);
 
 /* ---- key/value (daemon metadata: node identity, schema notes, ...) ---- */
 int store_meta_get(store_t *s, const char *key, char **value); /* -ENOENT */

@@ -79,6 +79,28 @@ struct store_ops {
                     job_list_t *deleted);
   int (*events_prune)(store_t *s, int64_t before_ms, size_t max, int *deleted);
 
+  int (*queue_put)(store_t *s, const char *name, queue_put_t *items, size_t n,
+                   int64_t now_ms);
+  int (*queue_take)(store_t *s, const char *name, size_t max, int64_t visibility_ms,
+                    int64_t now_ms, queue_item_list_t *out, int64_t *next_ms);
+  int (*queue_ack)(store_t *s, const char *name, queue_lease_t *leases, size_t n,
+                   int64_t now_ms);
+  int (*queue_nack)(store_t *s, const char *name, queue_lease_t *leases, size_t n,
+                    int64_t now_ms);
+  int (*queue_extend)(store_t *s, const char *name, queue_lease_t *leases, size_t n,
+                      int64_t visibility_ms, int64_t now_ms);
+  int (*queue_set)(store_t *s, queue_conf_t *c);
+  int (*queue_get)(store_t *s, const char *name, queue_conf_t *out);
+  int (*queues_list)(store_t *s, const char *after, size_t limit, queue_conf_list_t *out);
+  int (*queue_delete)(store_t *s, const char *name);
+  int (*queue_stats)(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out);
+  int (*queue_items)(store_t *s, const char *name, const queue_filter_t *f,
+                     queue_item_list_t *out);
+  int (*queue_requeue)(store_t *s, const char *name, const queue_filter_t *f,
+                       int64_t due_ms, int64_t now_ms, int64_t *count);
+  int (*queue_purge)(store_t *s, const char *name, const queue_filter_t *f,
+                     int64_t now_ms, int64_t *count);
+
   int (*meta_get)(store_t *s, const char *key, char **value);
   int (*meta_set)(store_t *s, const char *key, const char *value);
 };

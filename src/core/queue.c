@@ -1,0 +1,179 @@
+#include "core/queue.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/names.h"
+
+static const char *const state_names[QSTATE_N] = {"waiting", "inflight", "dead", "done"};
+static const char *const policy_names[QPOLICY_N] = {"overwrite", "keep-earliest",
+                                                    "keep-existing"};
+static const char *const key_mode_names[QKEY_N] = {"none", "host"};
+
+void queue_conf_defaults(queue_conf_t *c) {
+  c->paused = 0;
+  c->keep_done = 0;
+  c->visibility_ms = 30000;
+  c->max_deliveries = 5;
+  c->backoff_ms = 1000;
+  c->backoff_max_ms = 3600000;
+  c->max_inflight = 0;
+  c->key_mode = QKEY_NONE;
+  c->key_inflight = 0;
+  c->key_rate = 0;
+  c->key_burst = 1;
+}
+
+void queue_conf_release(queue_conf_t *c) {
+  if (!c) return;
+  free(c->name);
+  c->name = NULL;
+}
+
+void queue_conf_list_release(queue_conf_list_t *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->n; i++) queue_conf_release(&l->v[i]);
+  free(l->v);
+  memset(l, 0, sizeof(*l));
+}
+
+void queue_item_release(queue_item_t *it) {
+  if (!it) return;
+  free(it->element);
+  free(it->key);
+  free(it->error);
+  memset(it, 0, sizeof(*it));
+}
+
+void queue_item_list_release(queue_item_list_t *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->n; i++) queue_item_release(&l->v[i]);
+  free(l->v);
+  memset(l, 0, sizeof(*l));
+}
+
+/* Grows an array of `size`-byte records by one zeroed record. */
+static void *list_add(void **v, size_t *n, size_t *cap, size_t size) {
+  if (*n == *cap) {
+    size_t ncap = *cap ? *cap * 2 : 16;
+    void *nv = realloc(*v, ncap * size);
+    if (!nv) return NULL;
+    *v = nv;
+    *cap = ncap;
+  }
+  void *at = (char *)*v + (*n)++ * size;
+  memset(at, 0, size);
+  return at;
+}
+
+queue_item_t *queue_item_list_add(queue_item_list_t *l) {
+  return list_add((void **)&l->v, &l->n, &l->cap, sizeof(*l->v));
+}
+
+queue_conf_t *queue_conf_list_add(queue_conf_list_t *l) {
+  return list_add((void **)&l->v, &l->n, &l->cap, sizeof(*l->v));
+}
+
+static int parse_name(const char *s, const char *const *names, int n, int *out) {
+  for (int i = 0; s && i < n; i++)
+    if (strcmp(s, names[i]) == 0) {
+      *out = i;
+      return 0;
+    }
+  return -EINVAL;
+}
+
+const char *queue_state_name(queue_state_t s) {
+  return s >= 0 && s < QSTATE_N ? state_names[s] : "unknown";
+}
+
+int queue_state_parse(const char *s, queue_state_t *out) {
+  int v, rc = parse_name(s, state_names, QSTATE_N, &v);
+  if (!rc) *out = (queue_state_t)v;
+  return rc;
+}
+
+const char *queue_policy_name(queue_policy_t p) {
+  return p >= 0 && p < QPOLICY_N ? policy_names[p] : "unknown";
+}
+
+int queue_policy_parse(const char *s, queue_policy_t *out) {
+  int v, rc = parse_name(s, policy_names, QPOLICY_N, &v);
+  if (!rc) *out = (queue_policy_t)v;
+  return rc;
+}
+
+const char *queue_key_mode_name(queue_key_mode_t m) {
+  return m >= 0 && m < QKEY_N ? key_mode_names[m] : "unknown";
+}
+
+int queue_key_mode_parse(const char *s, queue_key_mode_t *out) {
+  int v, rc = parse_name(s, key_mode_names, QKEY_N, &v);
+  if (!rc) *out = (queue_key_mode_t)v;
+  return rc;
+}
+
+int queue_name_valid(const char *name) {
+  return name_valid("queue", name, NULL, 0) == 0 ? 0 : -EINVAL;
+}
+
+void queue_key_derive(queue_key_mode_t mode, const char *element, size_t len,
+                      char *out, size_t cap) {
+  size_t i = 0, o = 0, host, end;
+
+  if (cap == 0) return;
+  out[0] = '\0';
+  if (mode != QKEY_HOST) return;
+  /* scheme: ALPHA *( ALPHA / DIGIT / "+" / "-" / "." ) "://" */
+  if (i >= len || !isalpha((unsigned char)element[i])) return;
+  while (i < len && (isalnum((unsigned char)element[i]) || element[i] == '+' ||
+                     element[i] == '-' || element[i] == '.'))
+    i++;
+  if (len - i < 3 || memcmp(element + i, "://", 3) != 0) return;
+  host = i + 3;
+  end = host;
+  while (end < len && element[end] != '/' && element[end] != '?' && element[end] != '#')
+    end++;
+  /* userinfo ends at the last '@' of the authority */
+  for (size_t j = end; j > host; j--)
+    if (element[j - 1] == '@') {
+      host = j;
+      break;
+    }
+  if (host < end && element[host] == '[') { /* IPv6 literal, kept with brackets */
+    size_t j = host;
+    while (j < end && element[j] != ']') j++;
+    end = j < end ? j + 1 : end;
+  } else {
+    for (size_t j = host; j < end; j++)
+      if (element[j] == ':') {
+        end = j;
+        break;
+      }
+  }
+  for (i = host; i < end && o + 1 < cap; i++)
+    out[o++] = (char)tolower((unsigned char)element[i]);
+  out[o] = '\0';
+}
+
+/* FNV-1a over 8-byte words, then a murmur3-style finaliser: fast on long
+ * URLs and well mixed in every bit (the store indexes all 64). */
+uint64_t queue_hash(const char *element, size_t len) {
+  uint64_t h = 0xcbf29ce484222325ULL ^ (uint64_t)len;
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8) {
+    uint64_t w;
+    memcpy(&w, element + i, 8);
+    h = (h ^ w) * 0x100000001b3ULL;
+    h ^= h >> 29;
+  }
+  for (; i < len; i++) h = (h ^ (unsigned char)element[i]) * 0x100000001b3ULL;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
+  return h;
+}
