@@ -22,6 +22,7 @@
 #include "api/ops_impl.h"
 #include "clock.h"
 #include "core/cron.h"
+#include "core/names.h"
 #include "core/queue.h"
 #include "error.h"
 #include "log.h"
@@ -37,15 +38,12 @@ static json_t *ms_secs(int64_t ms) { return json_real((double)ms / 1000.0); }
 
 static const char *qname(const op_call_t *c) { return op_str(c, "name"); }
 
-/* 1 after failing the call when the queue name is not one. */
+/* 1 after failing the call when the queue name is not one (queue names
+ * follow project names: core/names.h). */
 static int bad_name(op_call_t *c) {
-  const char *name = qname(c);
-  if (!queue_name_valid(name) && strlen(name) == json_string_length(op_json(c, "name")))
-    return 0;
-  op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "name"),
-          "'%.200s' is not a valid queue name (letters, digits, '_', '-' and '.', at most 200 "
-          "bytes, not '.' or '..')",
-          name);
+  char why[256];
+  if (name_valid("queue name", qname(c), why, sizeof(why))) return 0;
+  op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "name"), "%s", why);
   return 1;
 }
 
