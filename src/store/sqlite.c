@@ -206,7 +206,7 @@ static const char *const sqlite_migrations[] = {
     "  element BLOB NOT NULL"
     ");"
     "CREATE INDEX qi_hash ON queue_items(queue_id, hash);"
-    "CREATE INDEX qi_time ON queue_items(queue_id, state, due_ms) WHERE state != 3;"
+    "CREATE INDEX qi_time ON queue_items(queue_id, state, due_ms);"
     "CREATE INDEX qi_ready ON queue_items(queue_id, key, priority DESC, due_ms) WHERE state = 4;"
     "CREATE TABLE queue_keys ("
     "  queue_id INTEGER NOT NULL,"
