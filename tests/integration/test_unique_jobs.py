@@ -5,12 +5,14 @@ the holder instead of queueing a second job; any end frees the key; a retry
 takes it over from the attempt it replaces."""
 
 import json
+import os
 import sqlite3
+import subprocess
 import threading
 
 import pytest
 
-from conftest import SLOW, unique, wait_for
+from conftest import BIN, SLOW, timeout, unique, wait_for
 
 API = "/api/v1"
 
@@ -253,3 +255,21 @@ def test_rest_takes_a_key_of_200_bytes(ud):
     job = create(ud, 201, spider="quick", unique_key="k" * 200)
     assert job["unique_key"] == "k" * 200
     ud.wait_finished(job["job"])
+
+
+def test_cli_run_with_a_unique_key(ud, blocker):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SCRAPYD_", "SPIDERD_", "SCRAPY_"))}
+    env["SPIDERD_CONFIG_FILES"] = ud.conf_path
+
+    def cli(*args):
+        p = subprocess.run([BIN, *args], cwd=ud.workdir, env=env, capture_output=True,
+                           text=True, timeout=timeout(30))
+        assert p.returncode == 0, p.stderr
+        return p.stdout
+
+    key = unique("k")
+    first = cli("run", "p", "slow", "-a", "seconds=300", "--unique-key", key).strip()
+    assert cli("run", "p", "quick", "--unique-key", key).strip() == first
+    assert f"unique key:   {key}" in cli("job", "show", first)
+    cli("cancel", first, "--signal", "KILL")
