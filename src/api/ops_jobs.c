@@ -258,7 +258,8 @@ void op_jobs_create(op_call_t *c) {
   if (op_check_pairs(c, "args") || op_check_pairs(c, "settings")) return;
   char why[256];
   if (unique_key && !job_unique_key_valid(unique_key, why, sizeof(why))) {
-    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "unique_key"), "%s", why);
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "unique_key"),
+            "unique_key is invalid: %s", why);
     return;
   }
   int rc = api_egg_resolve(c->app, project, version, &c->egg_path);

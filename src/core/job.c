@@ -64,12 +64,12 @@ int job_state_final(job_state_t s) { return s >= JOB_FINISHED && s < JOB_NSTATES
 
 int job_unique_key_valid(const char *key, char *why, size_t whylen) {
   if (!key || !*key) {
-    snprintf(why, whylen, "unique_key must not be empty");
+    snprintf(why, whylen, "it must not be empty");
     return 0;
   }
   size_t n = strlen(key);
   if (n > JOB_UNIQUE_KEY_MAX) {
-    snprintf(why, whylen, "unique_key is %zu bytes long; at most %d are allowed", n,
+    snprintf(why, whylen, "it is %zu bytes long; at most %d are allowed", n,
              JOB_UNIQUE_KEY_MAX);
     return 0;
   }
@@ -79,7 +79,7 @@ int job_unique_key_valid(const char *key, char *why, size_t whylen) {
     if (b < 0x20 || b == 0x7f ||
         (b == 0xc2 && i + 1 < n && (unsigned char)key[i + 1] >= 0x80 &&
          (unsigned char)key[i + 1] <= 0x9f)) {
-      snprintf(why, whylen, "unique_key must not contain control characters (byte %zu)", i);
+      snprintf(why, whylen, "it must not contain control characters (byte %zu)", i);
       return 0;
     }
   }

@@ -83,7 +83,8 @@ int job_state_final(job_state_t s);
 
 /* Is key a valid unique_key: non-empty, at most JOB_UNIQUE_KEY_MAX bytes,
  * no control character (C0, DEL, or C1 encoded as UTF-8)? 1, or 0 with
- * the reason in why. UTF-8 validity is the caller's (the API faces check
+ * the reason in why ("it must not be empty", ...: the caller names the
+ * parameter). UTF-8 validity is the caller's (the API faces check
  * every parameter). */
 int job_unique_key_valid(const char *key, char *why, size_t whylen);
 

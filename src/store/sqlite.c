@@ -667,7 +667,8 @@ static int sqlite_job_insert_row(struct sqlite_store *q, job_t *j, int64_t creat
   }
   int src = sqlite3_step(st);
   int rc = 0;
-  if (src == SQLITE_CONSTRAINT &&
+  /* (src & 0xff): the primary code, whether or not extended codes are on. */
+  if ((src & 0xff) == SQLITE_CONSTRAINT &&
       sqlite3_extended_errcode(q->db) == SQLITE_CONSTRAINT_UNIQUE && j->unique_key)
     rc = SPD_ECONFLICT;
   else if (src != SQLITE_DONE)

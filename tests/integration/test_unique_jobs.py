@@ -213,14 +213,14 @@ def test_a_retry_takes_the_key_over(ud, tmp_path):
 
 
 @pytest.mark.parametrize("form,message", [
-    ({"_unique_key": ""}, "_unique_key is invalid: unique_key must not be empty"),
-    ({"unique_key": ""}, "unique_key is invalid: unique_key must not be empty"),
+    ({"_unique_key": ""}, "_unique_key is invalid: it must not be empty"),
+    ({"unique_key": ""}, "unique_key is invalid: it must not be empty"),
     ({"_unique_key": "k" * 201},
-     "_unique_key is invalid: unique_key is 201 bytes long; at most 200 are allowed"),
+     "_unique_key is invalid: it is 201 bytes long; at most 200 are allowed"),
     ({"_unique_key": "a\tb"},
-     "_unique_key is invalid: unique_key must not contain control characters (byte 1)"),
+     "_unique_key is invalid: it must not contain control characters (byte 1)"),
     ({"_unique_key": "a\x85"},
-     "_unique_key is invalid: unique_key must not contain control characters (byte 1)"),
+     "_unique_key is invalid: it must not contain control characters (byte 1)"),
     ({"_unique_key": "a", "unique_key": "b"},
      "unique_key and _unique_key differ: give one of them"),
 ])
