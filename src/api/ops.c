@@ -53,6 +53,7 @@ static const op_param_t p_jobs_create[] = {{"project", OPT_STR, REQ | NAME, 0, 0
                                            {"priority", OPT_NUM, 0, 0, 0},
                                            {"jobid", OPT_STR, NAME, 0, 0},
                                            {"parent", OPT_INT, 0, 1, INT64_MAX},
+                                           {"unique_key", OPT_STR, 0, 0, 0},
                                            END};
 static const op_param_t p_cancel[] = {{"id", OPT_ID, REQ, 0, 0},
                                       {"signal", OPT_STR, 0, 0, 0},
@@ -603,8 +604,10 @@ static void call_free(op_call_t *c) {
   free(c);
 }
 
-void op_ok(op_call_t *c, json_t *result) {
-  op_result_t r = {0, result, NULL, NULL};
+void op_ok(op_call_t *c, json_t *result) { op_ok_status(c, result, 0); }
+
+void op_ok_status(op_call_t *c, json_t *result, int status) {
+  op_result_t r = {0, result, NULL, NULL, status};
   c->reply(c->ud, &r);
   json_decref(result);
   call_free(c);
@@ -617,7 +620,7 @@ void op_fail(op_call_t *c, int code, json_t *details, const char *fmt, ...) {
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   if (!details) details = json_object();
-  op_result_t r = {code ? code : -EIO, NULL, msg, details};
+  op_result_t r = {code ? code : -EIO, NULL, msg, details, 0};
   c->reply(c->ud, &r);
   json_decref(details);
   call_free(c);
@@ -632,7 +635,7 @@ void op_start(app_t *app, const op_def_t *def, json_t *params, const void *blob,
               size_t blob_len, http_req_t *req, op_reply_fn reply, void *ud) {
   op_call_t *c = calloc(1, sizeof(*c));
   if (!c) {
-    op_result_t r = {-ENOMEM, NULL, "out of memory", NULL};
+    op_result_t r = {-ENOMEM, NULL, "out of memory", NULL, 0};
     reply(ud, &r);
     json_decref(params);
     return;
@@ -765,6 +768,7 @@ json_t *op_render_job(const job_t *j) {
   json_object_set_new(o, "timeout", j->timeout_ms ? json_real(j->timeout_ms / 1000.0) : json_null());
   json_object_set_new(o, "not_before", op_iso_time(j->not_before_ms));
   json_object_set_new(o, "heartbeat_at", op_iso_time(j->heartbeat_ms));
+  json_object_set_new(o, "unique_key", op_str_or_null(j->unique_key));
   return o;
 }
 

@@ -82,6 +82,7 @@ typedef struct op_result {
   const json_t *value; /* the result when code is 0 (NULL for none) */
   const char *message; /* when code is not 0 */
   const json_t *details; /* an object when code is not 0 */
+  int status;            /* REST: the success status when not the op's own (0) */
 } op_result_t;
 
 typedef void (*op_reply_fn)(void *ud, const op_result_t *r);

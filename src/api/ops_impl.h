@@ -43,6 +43,8 @@ struct op_call {
 };
 
 void op_ok(op_call_t *c, json_t *result); /* takes result (may be NULL) */
+/* op_ok with another REST success status than the op's own (0 = its own). */
+void op_ok_status(op_call_t *c, json_t *result, int status);
 /* takes details (may be NULL) */
 void op_fail(op_call_t *c, int code, json_t *details, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -89,8 +89,9 @@ static void on_op_reply(void *ud, const op_result_t *r) {
     send_error(rc->req, rc->allow, r->code, r->details, "%s", r->message);
   } else {
     add_cors(rc->req, rc->allow);
-    if (rc->def->status == 204) http_reply(rc->req, 204, NULL, "", 0);
-    else send_json(rc->req, rc->def->status, r->value ? r->value : json_null());
+    int status = r->status ? r->status : rc->def->status;
+    if (status == 204) http_reply(rc->req, 204, NULL, "", 0);
+    else send_json(rc->req, status, r->value ? r->value : json_null());
   }
   free(rc);
 }
