@@ -485,7 +485,7 @@ static void test_put_dead_done(void **state) {
   assert_int_equal(nput, 6);
 
   now += 1000;
-  int back = 0;
+  int back = 0, n_added = 0;
   for (int i = 0; i < 3; i++) {
     for (int k = 0; k < 2; k++) {
       char el[8];
@@ -506,6 +506,7 @@ static void test_put_dead_done(void **state) {
         print_message("note: a revived %s element reports %d, not QPUT_ADDED\n",
                       k ? "done" : "dead", p.result);
       back++;
+      n_added += p.result == QPUT_ADDED;
       queue_item_t it = must_item(f->s, "q", p.id);
       assert_int_equal(it.state, QSTATE_WAITING);
       assert_int_equal(it.due_ms, now + 7000);
@@ -517,6 +518,12 @@ static void test_put_dead_done(void **state) {
           back ? 1 : 0);
   }
   STATS(f->s, "q", now, 4, 0, 0, 1, 1, 1);
+  /* n_put counts the puts that added an element: QPUT_ADDED results. */
+  c = conf_of(f->s, "q");
+  if (c.n_put != nput + n_added)
+    fail_msg("n_put %lld after %d more QPUT_ADDED results, want %lld", (long long)c.n_put,
+             n_added, (long long)(nput + n_added));
+  queue_conf_release(&c);
   /* As new: a revived element has all its deliveries again. */
   assert_int_equal(take(f->s, "q", 10, 0, now + 7000, &l, NULL), 4);
   for (size_t i = 0; i < l.n; i++) assert_int_equal(l.v[i].deliveries, 1);
@@ -632,6 +639,7 @@ static void test_put_last_byte(void **state) {
     assert_non_null(el);
     memset(el, 'u', len);
     queue_put_t *p = calloc(256, sizeof(*p));
+    int64_t ids[256];
     char *buf = malloc(256 * len);
     assert_non_null(p);
     assert_non_null(buf);
@@ -643,14 +651,13 @@ static void test_put_last_byte(void **state) {
         p[b].element = buf + b * len;
         p[b].len = len;
       }
-      int64_t prev_ids[256];
-      for (int b = 0; b < 256; b++) prev_ids[b] = p[b].id;
       assert_int_equal(store_queue_put(f->s, q, p, 256, T0), 0);
       for (int b = 0; b < 256; b++) {
         if (p[b].result != (pass ? QPUT_KEPT : QPUT_ADDED))
           fail_msg("len %zu last byte %d pass %d: result %d", len, b, pass, p[b].result);
-        if (pass && p[b].id != prev_ids[b])
-          fail_msg("len %zu last byte %d: id %lld then %lld", len, b, (long long)prev_ids[b],
+        if (!pass) ids[b] = p[b].id;
+        else if (p[b].id != ids[b])
+          fail_msg("len %zu last byte %d: id %lld then %lld", len, b, (long long)ids[b],
                    (long long)p[b].id);
       }
     }
@@ -906,8 +913,9 @@ static void test_take_expired_leases(void **state) {
   queue_item_t a1 = take_one(f->s, "q", "a", 0, T0);
   assert_int_equal(a1.due_ms, T0 + 1000);
   assert_int_equal(take(f->s, "q", 10, 0, T0 + 500, &l, NULL), 0);
-  assert_int_equal(take(f->s, "q", 10, 0, T0 + 1000, &l, NULL), 0); /* lease until T0+1000 */
-  /* Expired: delivered again, with a new token. */
+  assert_int_equal(take(f->s, "q", 10, 0, T0 + 999, &l, NULL), 0); /* lease until T0+1000 */
+  /* Expired: delivered again, with a new token. (Exactly at T0+1000 is left
+   * open: "ended before now" against "in flight until lease_until_ms".) */
   queue_item_t a2 = take_one(f->s, "q", "a", 0, T0 + 1001);
   assert_int_equal(a2.id, a1.id);
   assert_int_equal(a2.deliveries, 2);
@@ -985,6 +993,15 @@ static void test_ack(void **state) {
   if (b->token != c->token) assert_int_equal(ack1(f->s, "q", c->id, b->token, T0 + 3), -ENOENT);
   assert_int_equal(ack1(f->s, "q", c->id, c->token, T0 + 3), 0);
   STATS(f->s, "q", T0 + 3, 0, 0, 0, 0, 0, 0);
+  /* A lease of another queue is not held here. */
+  put1(f->s, "other", "a", T0, 0, OW, T0);
+  queue_item_t o = take_one(f->s, "other", "a", 0, T0 + 3);
+  assert_int_equal(ack1(f->s, "q", o.id, o.token, T0 + 3), -ENOENT);
+  assert_int_equal(nack1(f->s, "q", o.id, o.token, 0, 0, NULL, T0 + 3, NULL), -ENOENT);
+  assert_int_equal(extend1(f->s, "q", o.id, o.token, 0, T0 + 3), -ENOENT);
+  STATS(f->s, "other", T0 + 3, 0, 0, 1, 0, 0, 1);
+  assert_int_equal(ack1(f->s, "other", o.id, o.token, T0 + 3), 0);
+  queue_item_release(&o);
   /* Acked elements come back as new. */
   assert_int_equal(put1(f->s, "q", "a", T0, 0, KX, T0 + 3).result, QPUT_ADDED);
   queue_item_list_release(&l);
@@ -2065,6 +2082,41 @@ static void test_requeue_all(void **state) {
   queue_item_list_release(&t);
 }
 
+/* stats.keys: "politeness keys with waiting or in-flight elements" - waiting
+ * due or not; dead and done elements, and a key's bucket or block alone, do
+ * not make a key. */
+static void test_stats_keys(void **state) {
+  struct fx *f = *state;
+  queue_item_list_t l = {0};
+  int64_t n;
+  queue_conf_t c = defaults();
+  c.max_deliveries = 1;
+  c.keep_done = 1;
+  c.key_rate = 1;
+  mkqueue(f->s, "q", &c);
+  put_k(f->s, "q", "a", "A", T0 + 1000, 0, OW, T0); /* waiting, not yet due */
+  STATS(f->s, "q", T0, 1, 0, 0, 0, 0, 1);
+  put_k(f->s, "q", "b", "B", T0, 0, OW, T0);        /* waiting and due */
+  STATS(f->s, "q", T0, 2, 1, 0, 0, 0, 2);
+  queue_item_t b = take_one(f->s, "q", "b", 0, T0); /* in flight */
+  STATS(f->s, "q", T0, 1, 0, 1, 0, 0, 2);
+  assert_int_equal(ack1(f->s, "q", b.id, b.token, T0 + 1), 0); /* done: B has nothing left */
+  STATS(f->s, "q", T0 + 1, 1, 0, 0, 0, 1, 1);
+  put_k(f->s, "q", "c", "C", T0, 0, OW, T0 + 1);
+  queue_item_t cc = take_one(f->s, "q", "c", 0, T0 + 1);
+  assert_int_equal(nack1(f->s, "q", cc.id, cc.token, 0, 60000, "slow", T0 + 2, NULL), 0);
+  STATS(f->s, "q", T0 + 2, 1, 0, 0, 1, 1, 1); /* dead, though its key is blocked */
+  memset(&l, 0, sizeof(l));
+  assert_int_equal(store_queue_requeue(f->s, "q", NULL, T0 + 5000, T0 + 3, &n), 0);
+  assert_int_equal(n, 3);
+  STATS(f->s, "q", T0 + 3, 3, 0, 0, 0, 0, 3);
+  assert_int_equal(store_queue_purge(f->s, "q", NULL, T0 + 4, &n), 0);
+  assert_int_equal(n, 3);
+  STATS(f->s, "q", T0 + 4, 0, 0, 0, 0, 0, 0);
+  queue_item_release(&b);
+  queue_item_release(&cc);
+}
+
 /* ---- transactions ---- */
 
 static void test_transactions(void **state) {
@@ -2161,7 +2213,7 @@ struct mel {
   int64_t def_due;
   int def_pri;
   int err_known;
-  char err[16];         /* "" = NULL */
+  char err[96];         /* "" = NULL */
   int unsure;           /* U_ANY: adopt what the store says (checked loosely) */
 };
 
@@ -2786,7 +2838,8 @@ int main(void) {
       T(test_max_inflight),         T(test_key_inflight),
       T(test_key_rate),             T(test_key_rate_burst),
       T(test_key_order),            T(test_items_requeue_purge),
-      T(test_requeue_all),          T(test_transactions),
+      T(test_requeue_all),          T(test_stats_keys),
+      T(test_transactions),
       T(test_model),                T(test_model_keep_done),
   };
 #undef T
