@@ -447,7 +447,12 @@ static int key_settle(qctx_t *x, qkey_t *k) {
   k->open = 0;
   k->wake_ms = 0;
   if (k->n_ready <= 0) {
-    /* nothing to open for */
+    /* Nothing to open for; a block or a spent bucket still wakes it, so a
+     * take then forgets the key (key_flush deletes idle rows). */
+    if (k->block_ms > x->now)
+      k->wake_ms = k->block_ms;
+    else if (c->key_rate > 0 && k->tokens < key_burst(c))
+      k->wake_ms = x->now + (int64_t)ceil((key_burst(c) - k->tokens) * 1000.0 / c->key_rate);
   } else if (k->block_ms > x->now) {
     k->wake_ms = k->block_ms;
   } else if (c->key_inflight > 0 && k->inflight >= c->key_inflight) {
@@ -1083,20 +1088,21 @@ static int lease_one(qctx_t *x, lease_op_t op, queue_lease_t *l) {
     if (x->c.keep_done) return lease_end(x, &h, l->id, IS_DONE, x->now, h.priority, NULL, 0);
     return lease_end(x, &h, l->id, -1, 0, 0, NULL, 0);
   }
-  /* nack */
+  /* nack: a Retry-After speaks for the key (the host), whatever becomes
+   * of this element */
+  if (l->retry_after_ms > 0) {
+    qkey_t *k;
+    if ((rc = ctx_key(x, h.key, &k))) return rc;
+    k->block_ms = imax(k->block_ms, x->now + l->retry_after_ms);
+    k->dirty = 1;
+  }
   if (x->c.max_deliveries > 0 && h.deliveries >= x->c.max_deliveries) {
     l->dead = 1;
     return lease_end(x, &h, l->id, IS_DEAD, x->now, h.priority, l->error, 0);
   }
   int64_t delay = l->delay_ms >= 0 ? l->delay_ms : backoff(&x->c, h.deliveries);
   int64_t due = x->now + delay;
-  if (l->retry_after_ms > 0) {
-    qkey_t *k;
-    if ((rc = ctx_key(x, h.key, &k))) return rc;
-    k->block_ms = imax(k->block_ms, x->now + l->retry_after_ms);
-    k->dirty = 1;
-    due = imax(due, x->now + l->retry_after_ms);
-  }
+  if (l->retry_after_ms > 0) due = imax(due, x->now + l->retry_after_ms);
   int state = due <= x->now ? IS_READY : IS_DELAYED;
   return lease_end(x, &h, l->id, state, due, h.priority, l->error, 0);
 }
