@@ -31,6 +31,7 @@ import datetime as _dt
 import http.client
 import json
 import os
+import socket
 import threading
 import time
 import urllib.parse
@@ -199,6 +200,25 @@ _RETRYABLE_STATUS = (502, 503, 504)
 _RETRYABLE_EXC = (OSError, http.client.HTTPException)
 
 
+class _NoDelay:
+    # Small request/response exchanges on one connection: without
+    # TCP_NODELAY, Nagle's algorithm and delayed ACKs can add 40 ms to a call.
+    def connect(self):
+        super().connect()
+        try:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except (OSError, AttributeError):
+            pass
+
+
+class _HTTPConnection(_NoDelay, http.client.HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_NoDelay, http.client.HTTPSConnection):
+    pass
+
+
 class Client:
     """The connection to one daemon.
 
@@ -258,7 +278,7 @@ class Client:
     def _connection(self, timeout):
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            cls = http.client.HTTPSConnection if self.scheme == "https" else http.client.HTTPConnection
+            cls = _HTTPSConnection if self.scheme == "https" else _HTTPConnection
             conn = cls(self.host, self.port, timeout=timeout)
             self._local.conn = conn
             self._local.used = False

@@ -285,6 +285,7 @@ class Site:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            wbufsize = 65536  # headers and body in one write
 
             def log_message(self, *args):
                 pass
