@@ -61,7 +61,7 @@ def test_schedule_take_ack(client, q):
     assert sorted(i.element for i in items) == ["https://example.com/a", "https://example.com/b"]
     for i in items:
         assert isinstance(i, Item) and i.lease and i.deliveries == 1 and i.priority == 0
-        assert i.due is not None and i.lease_expires is not None
+        assert i.lease_expires is not None and i.state == "inflight"
         assert i.queue is q
     st = q.stats()
     assert (st["waiting"], st["inflight"]) == (0, 2), st
@@ -177,8 +177,9 @@ def test_take_waits_for_a_put(client, q):
 
 def test_errors_carry_the_servers_message(client, q):
     with pytest.raises(QueueError) as e:
-        Queue("no spaces allowed", client=client).put("x")
-    assert e.value.status == 400 and e.value.message and "400" in str(e.value)
+        Queue("n" * 201, client=client).put("x")   # names are at most 200 bytes
+    assert e.value.status == 400 and "queue name" in e.value.message and "400" in str(e.value)
+    assert e.value.code
 
     with pytest.raises(QueueNotFound) as e:
         Queue(unique("missing"), client=client).stats()
