@@ -530,11 +530,16 @@ class Scheduler(BaseScheduler):
         done = [r for r in self._dispatched if r not in inprogress]
         for r in done:
             self._acks.append(self._dispatched.pop(r))
+        if done:
+            # Acking frees in-flight slots (key_inflight, max_inflight): a
+            # take may get something now even if the last one did not.
+            self._empty_until = 0.0
 
     def _request_done(self, request, **kw):
         item = self._dispatched.pop(request, None)
         if item is not None:
             self._acks.append(item)
+            self._empty_until = 0.0
 
     def _flush_acks(self):
         if not self._acks:

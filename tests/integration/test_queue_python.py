@@ -416,8 +416,10 @@ def test_a_killed_crawls_requests_come_back_to_the_others(d, site, client):
     assert (st["waiting"], st["inflight"], st["dead"]) == (0, 0, 0), st
 
 
-def test_key_mode_and_queue_settings_apply_at_open(d, site, client):
-    """Settings a job gives (-s) reach the queue at open."""
+def test_key_mode_and_queue_settings_apply_at_open(d, client):
+    """Settings a job gives (-s) reach the queue at open; with one request in
+    flight per host the crawl still completes."""
+    site = Site(n=20, delay=0.05)
     frontier = unique("frontier")
     job = crawl(d, site, frontier, "keyed", "SPIDERD_QUEUE_KEY_MODE=host",
                 'SPIDERD_QUEUE_SETTINGS={"key_inflight": 1, "max_deliveries": 3}')
@@ -426,3 +428,4 @@ def test_key_mode_and_queue_settings_apply_at_open(d, site, client):
     assert info["key_mode"] == "host" and info["key_inflight"] == 1 and info["max_deliveries"] == 3
     assert set(site.hits) == site.paths()
     assert all(n == 1 for n in site.hits.values())
+    site.close()
