@@ -420,12 +420,32 @@ def test_key_mode_and_queue_settings_apply_at_open(d, client):
     """Settings a job gives (-s) reach the queue at open; with one request in
     flight per host the crawl still completes."""
     site = Site(n=20, delay=0.05)
-    frontier = unique("frontier")
-    job = crawl(d, site, frontier, "keyed", "SPIDERD_QUEUE_KEY_MODE=host",
-                'SPIDERD_QUEUE_SETTINGS={"key_inflight": 1, "max_deliveries": 3}')
-    d.wait_finished(job, 120)
-    info = Queue(frontier, client=client).info()
-    assert info["key_mode"] == "host" and info["key_inflight"] == 1 and info["max_deliveries"] == 3
-    assert set(site.hits) == site.paths()
-    assert all(n == 1 for n in site.hits.values())
-    site.close()
+    try:
+        frontier = unique("frontier")
+        job = crawl(d, site, frontier, "keyed", "SPIDERD_QUEUE_KEY_MODE=host",
+                    'SPIDERD_QUEUE_SETTINGS={"key_inflight": 1, "max_deliveries": 3}')
+        d.wait_finished(job, 120)
+        info = Queue(frontier, client=client).info()
+        assert (info["key_mode"], info["key_inflight"], info["max_deliveries"]) == ("host", 1, 3)
+        assert set(site.hits) == site.paths()
+        assert all(n == 1 for n in site.hits.values())
+    finally:
+        site.close()
+
+
+def test_crawls_reach_a_daemon_with_basic_auth_by_their_token(spiderd, egg):
+    d2 = spiderd(scrapyd={"username": "alice", "password": "s3cret"})
+    d2.upload(PROJECT, "1.0", egg("queueproj"))
+    site = Site(n=20, delay=0.05)
+    try:
+        frontier = unique("frontier")
+        jobs = [crawl(d2, site, frontier, f"auth-{k}") for k in range(2)]
+        for job in jobs:
+            d2.wait_finished(job, 120)
+            log = d2.read_log(PROJECT, "frontier", job)
+            assert "Spider closed (finished)" in log and " ERROR: " not in log, log[-3000:]
+        assert set(site.hits) == site.paths() and all(n == 1 for n in site.hits.values())
+        c = Client(d2.url, user="alice", password="s3cret")
+        assert Queue(frontier + ".seen", client=c).stats()["size"] == site.n
+    finally:
+        site.close()
