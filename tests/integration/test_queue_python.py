@@ -272,6 +272,8 @@ class Site:
 
     def __init__(self, n=60, delay=0.15, seed=4):
         rng = random.Random(seed)
+        self.gate = threading.Event()   # pages are served once it is set
+        self.gate.set()
         self.n = n
         self.delay = delay
         self.links = {}
@@ -302,6 +304,7 @@ class Site:
                     site.by_agent[agent][self.path] += 1
                     site.active[agent].add(self.path)
                 try:
+                    site.gate.wait(timeout(60))
                     time.sleep(site.delay)
                     body = site.page(int(m.group(1)), self.headers.get("Host"))
                     self.send_response(200)
@@ -363,7 +366,13 @@ def scrapy_stat(log, name):
 def test_crawls_share_one_frontier_and_fetch_each_page_once(d, site, client):
     frontier = unique("frontier")
     agents = [f"crawler-{k}" for k in range(3)]
+    site.gate.clear()
     jobs = [crawl(d, site, frontier, a, "SPIDERD_QUEUE_PREFETCH=2") for a in agents]
+    # All three crawls run before the first page is served, so each gets work
+    # however slowly the processes start.
+    for job in jobs:
+        d.wait_log(PROJECT, "frontier", job, "Scheduler: spiderd queue", 60)
+    site.gate.set()
     for job in jobs:
         d.wait_finished(job, 120)
 
@@ -390,12 +399,16 @@ def test_crawls_share_one_frontier_and_fetch_each_page_once(d, site, client):
 def test_a_killed_crawls_requests_come_back_to_the_others(d, site, client):
     site.delay = 0.3
     frontier = unique("frontier")
+    site.gate.clear()
     victim = crawl(d, site, frontier, "victim", "SPIDERD_QUEUE_VISIBILITY=3",
                    "SPIDERD_QUEUE_PREFETCH=3")
-    entry = d.wait_running(victim)
-    wait_for(lambda: site.agent_hits("victim") >= 3, 60, "the victim to crawl")
     survivor = crawl(d, site, frontier, "survivor", "SPIDERD_QUEUE_VISIBILITY=3")
-    wait_for(lambda: site.agent_hits("survivor") >= 1, 60, "the survivor to crawl")
+    entry = d.wait_running(victim)
+    for job in (victim, survivor):
+        d.wait_log(PROJECT, "frontier", job, "Scheduler: spiderd queue", 60)
+    site.gate.set()
+    wait_for(lambda: site.agent_hits("victim") >= 3 and site.agent_hits("survivor") >= 1,
+             60, "both crawls to fetch pages")
 
     with site.lock:
         downloading = set(site.active["victim"])
