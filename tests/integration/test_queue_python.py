@@ -462,3 +462,31 @@ def test_crawls_reach_a_daemon_with_basic_auth_by_their_token(spiderd, egg):
         assert Queue(frontier + ".seen", client=c).stats()["size"] == site.n
     finally:
         site.close()
+
+
+def test_a_cancelled_crawl_finishes_its_requests_and_gives_back_the_rest(d, site, client):
+    site.delay = 0.3
+    frontier = unique("frontier")
+    site.gate.clear()
+    leaving = crawl(d, site, frontier, "leaving", "SPIDERD_QUEUE_PREFETCH=4")
+    staying = crawl(d, site, frontier, "staying")
+    for job in (leaving, staying):
+        d.wait_log(PROJECT, "frontier", job, "Scheduler: spiderd queue", 60)
+    site.gate.set()
+    wait_for(lambda: site.agent_hits("leaving") >= 3 and site.agent_hits("staying") >= 1,
+             60, "both crawls to fetch pages")
+    d.cancel(PROJECT, leaving)
+    d.wait_finished(leaving, 30)
+    d.wait_finished(staying, 120)
+
+    log = d.read_log(PROJECT, "frontier", leaving)
+    assert "Spider closed (shutdown)" in log, log[-3000:]
+    assert " ERROR: " not in log, log[-3000:]
+    # A clean stop acks what it fetched and gives the rest back at once: every
+    # page exactly once, and nothing waited for a lease to run out.
+    assert set(site.hits) == site.paths(), sorted(site.paths() - set(site.hits))
+    twice = {p: n for p, n in site.hits.items() if n != 1}
+    assert not twice, f"pages fetched more than once: {twice}"
+    assert "Spider closed (finished)" in d.read_log(PROJECT, "frontier", staying)
+    st = Queue(frontier, client=client).stats()
+    assert (st["waiting"], st["inflight"], st["dead"]) == (0, 0, 0), st
