@@ -74,6 +74,7 @@ enum {
   QS_TAKE,
   QS_LEASE,
   QS_DELETE,
+  QS_UNCOUNT,
   QS_EXTEND,
   QS_NEXT,
   QS_PASTDUE,
@@ -139,6 +140,7 @@ static const char *const queue_sql[QS_COUNT] = {
     [QS_LEASE] = "SELECT key, deliveries, priority, redue_ms, redue_pri FROM queue_items "
                  "WHERE id = ?1 AND queue_id = ?2 AND state = 1 AND token = ?3",
     [QS_DELETE] = "DELETE FROM queue_items WHERE id = ?1",
+    [QS_UNCOUNT] = "UPDATE queue_items SET deliveries = max(deliveries - 1, 0) WHERE id = ?1",
     [QS_EXTEND] = "UPDATE queue_items SET due_ms = ?4 "
                   "WHERE id = ?1 AND queue_id = ?2 AND state = 1 AND token = ?3",
     [QS_NEXT] = "SELECT due_ms FROM queue_items WHERE queue_id = ?1 AND state = ?2 "
@@ -1096,11 +1098,18 @@ static int lease_one(qctx_t *x, lease_op_t op, queue_lease_t *l) {
     k->block_ms = imax(k->block_ms, x->now + l->retry_after_ms);
     k->dirty = 1;
   }
-  if (x->c.max_deliveries > 0 && h.deliveries >= x->c.max_deliveries) {
+  if (l->release) {
+    sqlite3_stmt *st = qstmt(x->q, QS_UNCOUNT);
+    if (!st) return SPD_ESTORE;
+    sqlite3_bind_int64(st, 1, l->id);
+    if ((rc = sqlite_done(x->q, st, "queue release"))) return rc;
+  } else if (x->c.max_deliveries > 0 && h.deliveries >= x->c.max_deliveries) {
     l->dead = 1;
     return lease_end(x, &h, l->id, IS_DEAD, x->now, h.priority, l->error, 0);
   }
-  int64_t delay = l->delay_ms >= 0 ? l->delay_ms : backoff(&x->c, h.deliveries);
+  int64_t delay = l->delay_ms >= 0 ? l->delay_ms
+                 : l->release     ? 0
+                                  : backoff(&x->c, h.deliveries);
   int64_t due = x->now + delay;
   if (l->retry_after_ms > 0) due = imax(due, x->now + l->retry_after_ms);
   int state = due <= x->now ? IS_READY : IS_DELAYED;
