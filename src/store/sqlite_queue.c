@@ -798,16 +798,13 @@ static int take_expire(qctx_t *x) {
   return rc;
 }
 
-/* Closed keys whose block, bucket or wait has run out are settled again. */
-static int take_wake(qctx_t *x) {
-  sqlite3_stmt *st = qstmt(x->q, QS_KEY_WAKE);
+/* Marks for settling every key named by column 0 of the rows of st (bound
+ * by the caller): read first, then loaded (no other statement runs under a
+ * live cursor). */
+static int touch_keys(qctx_t *x, sqlite3_stmt *st, const char *what) {
   char **keys = NULL;
   size_t n = 0, cap = 0;
   int rc = 0, src;
-  if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, x->c.id);
-  sqlite3_bind_int64(st, 2, x->now);
-  sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     if (n == cap) {
       size_t ncap = cap ? cap * 2 : 16;
@@ -825,7 +822,7 @@ static int take_wake(qctx_t *x) {
     }
     n++;
   }
-  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue wake");
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, what);
   sqlite3_reset(st);
   for (size_t i = 0; !rc && i < n; i++) {
     qkey_t *k;
@@ -834,6 +831,16 @@ static int take_wake(qctx_t *x) {
   for (size_t i = 0; i < n; i++) free(keys[i]);
   free(keys);
   return rc;
+}
+
+/* Closed keys whose block, bucket or wait has run out are settled again. */
+static int take_wake(qctx_t *x) {
+  sqlite3_stmt *st = qstmt(x->q, QS_KEY_WAKE);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_int64(st, 2, x->now);
+  sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
+  return touch_keys(x, st, "queue wake");
 }
 
 /* Takes up to `room` elements from open key `key` whose head is the best;
@@ -1203,11 +1210,10 @@ int sqlite_queue_set(store_t *s, queue_conf_t *c) {
   struct sqlite_store *q = SQ(s);
   qctx_t x = {.q = q};
   queue_conf_t cur = {0};
-  int64_t ready, seq;
   int began, rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
   x.now = clock_wall_ms();
-  rc = queue_load(q, c->name, &cur, &ready, &seq);
+  rc = queue_load(q, c->name, &cur, NULL, NULL);
   if (rc == -ENOENT) {
     sqlite3_stmt *st = qstmt(q, QS_CREATE);
     if (!st) {
@@ -1228,45 +1234,15 @@ int sqlite_queue_set(store_t *s, queue_conf_t *c) {
   if (rc || (rc = queue_load(q, c->name, &x.c, &x.n_ready, &x.lease_seq))) goto out;
   x.c.name = c->name;
   /* Limits may have changed: every key decides again whether it is open. */
-  if (rc == 0 && (cur.key_inflight != x.c.key_inflight || cur.key_rate != x.c.key_rate ||
-                  cur.key_burst != x.c.key_burst || cur.id == 0)) {
+  if (cur.key_inflight != x.c.key_inflight || cur.key_rate != x.c.key_rate ||
+      cur.key_burst != x.c.key_burst) {
     sqlite3_stmt *st = qstmt(q, QS_KEY_ALL);
-    char **keys = NULL;
-    size_t n = 0, cap = 0;
-    int src;
     if (!st) {
       rc = SPD_ESTORE;
       goto out;
     }
     sqlite3_bind_int64(st, 1, x.c.id);
-    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-      if (n == cap) {
-        size_t ncap = cap ? cap * 2 : 16;
-        char **nk = realloc(keys, ncap * sizeof(*nk));
-        if (!nk) {
-          rc = -ENOMEM;
-          break;
-        }
-        keys = nk;
-        cap = ncap;
-      }
-      if (!(keys[n] = strdup((const char *)sqlite3_column_text(st, 0)))) {
-        rc = -ENOMEM;
-        break;
-      }
-      n++;
-    }
-    if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "queue keys");
-    sqlite3_reset(st);
-    for (size_t i = 0; !rc && i < n; i++) {
-      qkey_t *k;
-      if (!(rc = ctx_key(&x, keys[i], &k))) {
-        if (k->tokens > key_burst(&x.c)) k->tokens = key_burst(&x.c);
-        k->dirty = 1;
-      }
-    }
-    for (size_t i = 0; i < n; i++) free(keys[i]);
-    free(keys);
+    rc = touch_keys(&x, st, "queue keys");
     if (!rc) rc = ctx_flush_keys(&x);
   }
   if (!rc) {
