@@ -1236,10 +1236,14 @@ static int sqlite_open(const char *url, const char *path, store_t **out, char *e
    * pages (~40 MB of WAL) instead of SQLite's 1000 makes that ten times
    * rarer and measurably raises single-commit throughput, while hot pages
    * rewritten by every commit are still copied once per checkpoint.
-   * journal_size_limit keeps a burst from leaving a huge WAL behind. */
+   * journal_size_limit keeps a burst from leaving a huge WAL behind.
+   * A 16 MB page cache (SQLite's default is 2 MB) keeps the inner pages of
+   * a large queue's uniqueness index (qi_hash, in hash order) resident:
+   * puts into a queue of 3 million elements ran 10% faster with it. It
+   * fills only as pages are used, so an idle daemon stays small. */
   rc = sqlite_exec(q,
                    "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; "
-                   "PRAGMA wal_autocheckpoint = 10000; "
+                   "PRAGMA wal_autocheckpoint = 10000; PRAGMA cache_size = -16384; "
                    "PRAGMA journal_size_limit = 67108864",
                    err, errlen);
   if (rc) goto out;

@@ -76,14 +76,13 @@ enum {
   QS_DELETE,
   QS_UNCOUNT,
   QS_EXTEND,
-  QS_NEXT,
+  QS_TIMES,
   QS_PASTDUE,
   QS_KEY_GET,
   QS_KEY_PUT,
   QS_KEY_DEL,
   QS_KEY_BEST,
   QS_KEY_WAKE,
-  QS_KEY_NEXT,
   QS_KEY_COUNT,
   QS_KEY_ALL,
   QS_COUNT
@@ -143,8 +142,18 @@ static const char *const queue_sql[QS_COUNT] = {
     [QS_UNCOUNT] = "UPDATE queue_items SET deliveries = max(deliveries - 1, 0) WHERE id = ?1",
     [QS_EXTEND] = "UPDATE queue_items SET due_ms = ?4 "
                   "WHERE id = ?1 AND queue_id = ?2 AND state = 1 AND token = ?3",
-    [QS_NEXT] = "SELECT due_ms FROM queue_items WHERE queue_id = ?1 AND state = ?2 "
-                "ORDER BY due_ms LIMIT 1",
+    /* When the next thing happens, by kind: the first element not yet due,
+     * the first lease end, the first key wake-up, the earliest ready due
+     * time. States are literals: a bound state would make SQLite prepare
+     * the statement again at every bind (the plan depends on it through
+     * qi_ready's condition). */
+    [QS_TIMES] =
+        "SELECT (SELECT due_ms FROM queue_items WHERE queue_id = ?1 AND state = 0 "
+        "ORDER BY due_ms LIMIT 1), (SELECT due_ms FROM queue_items WHERE queue_id = ?1 "
+        "AND state = 1 ORDER BY due_ms LIMIT 1), (SELECT wake_ms FROM queue_keys "
+        "WHERE queue_id = ?1 AND open = 0 AND wake_ms > 0 ORDER BY wake_ms LIMIT 1), "
+        "(SELECT due_ms FROM queue_items WHERE queue_id = ?1 AND state = 4 "
+        "ORDER BY due_ms LIMIT 1)",
     [QS_PASTDUE] = "SELECT count(*) FROM queue_items WHERE queue_id = ?1 AND state = 0 "
                    "AND due_ms <= ?2",
     [QS_KEY_GET] = "SELECT n_ready, inflight, tokens, tokens_ms, block_ms, head_pri, "
@@ -163,8 +172,6 @@ static const char *const queue_sql[QS_COUNT] = {
                     "AND open = 1 ORDER BY head_pri DESC, head_due LIMIT 2",
     [QS_KEY_WAKE] = "SELECT key FROM queue_keys WHERE queue_id = ?1 AND open = 0 "
                     "AND wake_ms > 0 AND wake_ms <= ?2 ORDER BY wake_ms LIMIT ?3",
-    [QS_KEY_NEXT] = "SELECT wake_ms FROM queue_keys WHERE queue_id = ?1 AND open = 0 "
-                    "AND wake_ms > 0 ORDER BY wake_ms LIMIT 1",
     [QS_KEY_COUNT] = "SELECT count(*) FROM queue_keys WHERE queue_id = ?1",
     [QS_KEY_ALL] = "SELECT key FROM queue_keys WHERE queue_id = ?1",
 };
@@ -711,21 +718,24 @@ int sqlite_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
 
 /* ---- take ---- */
 
+enum { T_DELAYED, T_LEASE, T_WAKE, T_READY, T_N };
+
+/* QS_TIMES of queue_id: 0 where there is none. */
+static int queue_times(struct sqlite_store *q, int64_t queue_id, int64_t t[T_N]) {
+  sqlite3_stmt *st = qstmt(q, QS_TIMES);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, queue_id);
+  int src = sqlite3_step(st);
+  for (int i = 0; i < T_N; i++) t[i] = src == SQLITE_ROW ? sqlite3_column_int64(st, i) : 0;
+  sqlite3_reset(st);
+  return src == SQLITE_ROW ? 0 : sqlite_fail(q, "queue times");
+}
+
 /* Elements not yet due whose time has come become ready. */
 static int take_promote(qctx_t *x) {
-  sqlite3_stmt *st = qstmt(x->q, QS_NEXT);
   int rc = 0, src;
+  sqlite3_stmt *st = qstmt(x->q, QS_PROMOTE);
   if (!st) return SPD_ESTORE;
-  /* A seek first: the promotion statement's IN list costs a temporary
-   * b-tree even when it selects nothing. */
-  sqlite3_bind_int64(st, 1, x->c.id);
-  sqlite3_bind_int(st, 2, IS_DELAYED);
-  src = sqlite3_step(st);
-  int64_t first = src == SQLITE_ROW ? sqlite3_column_int64(st, 0) : INT64_MAX;
-  sqlite3_reset(st);
-  if (src != SQLITE_ROW && src != SQLITE_DONE) return sqlite_fail(x->q, "queue next");
-  if (first > x->now) return 0;
-  if (!(st = qstmt(x->q, QS_PROMOTE))) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, x->c.id);
   sqlite3_bind_int64(st, 2, x->now);
   sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
@@ -941,25 +951,13 @@ static int take_from_key(qctx_t *x, qkey_t *k, int has2, int64_t p2, int64_t d2,
 }
 
 /* When something may become takeable: the next due time, lease end or key
- * wake-up. */
+ * wake-up (0: nothing pending). */
 static int take_next(qctx_t *x, int64_t *next_ms) {
-  static const struct {
-    int id, state;
-  } probes[] = {{QS_NEXT, IS_DELAYED}, {QS_NEXT, IS_INFLIGHT}, {QS_KEY_NEXT, -1}};
-  int64_t best = 0;
-  for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
-    sqlite3_stmt *st = qstmt(x->q, probes[i].id);
-    if (!st) return SPD_ESTORE;
-    sqlite3_bind_int64(st, 1, x->c.id);
-    if (probes[i].state >= 0) sqlite3_bind_int(st, 2, probes[i].state);
-    int src = sqlite3_step(st);
-    if (src == SQLITE_ROW) {
-      int64_t t = sqlite3_column_int64(st, 0);
-      if (best == 0 || t < best) best = t;
-    }
-    sqlite3_reset(st);
-    if (src != SQLITE_ROW && src != SQLITE_DONE) return sqlite_fail(x->q, "queue next");
-  }
+  int64_t t[T_N], best = 0;
+  int rc = queue_times(x->q, x->c.id, t);
+  if (rc) return rc;
+  for (int i = T_DELAYED; i <= T_WAKE; i++)
+    if (t[i] && (best == 0 || t[i] < best)) best = t[i];
   *next_ms = best;
   return 0;
 }
@@ -978,8 +976,13 @@ int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibili
     goto out;
   }
   if (rc || x.c.paused) goto out;
-  if ((rc = take_expire(&x)) || (rc = take_promote(&x)) || (rc = take_wake(&x)) ||
-      (rc = ctx_flush_keys(&x)))
+  /* One probe says which sweeps have work (each costs a statement or a
+   * temporary b-tree even when it finds nothing). */
+  int64_t t[T_N];
+  if ((rc = queue_times(q, x.c.id, t)) ||
+      (t[T_LEASE] && t[T_LEASE] <= now_ms && (rc = take_expire(&x))) ||
+      (t[T_DELAYED] && t[T_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
+      (t[T_WAKE] && t[T_WAKE] <= now_ms && (rc = take_wake(&x))) || (rc = ctx_flush_keys(&x)))
     goto out;
 
   size_t room = max;
@@ -1317,14 +1320,14 @@ static int one_int64(struct sqlite_store *q, int id, int64_t a, int64_t b, int b
 int sqlite_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out) {
   struct sqlite_store *q = SQ(s);
   queue_conf_t c = {0};
-  int64_t ready, delayed_due, first_delayed, first_ready;
+  int64_t ready, delayed_due, t[T_N];
   int rc = queue_load(q, name, &c, &ready, NULL);
   if (rc) return rc;
   if ((rc = one_int64(q, QS_PASTDUE, c.id, now_ms, 1, &delayed_due)) ||
-      (rc = one_int64(q, QS_NEXT, c.id, IS_DELAYED, 1, &first_delayed)) ||
-      (rc = one_int64(q, QS_NEXT, c.id, IS_READY, 1, &first_ready)) ||
+      (rc = queue_times(q, c.id, t)) ||
       (rc = one_int64(q, QS_KEY_COUNT, c.id, 0, 0, &out->keys)))
     return rc;
+  int64_t first_delayed = t[T_DELAYED], first_ready = t[T_READY];
   out->waiting = c.n_waiting;
   out->inflight = c.n_inflight;
   out->size = c.n_waiting + c.n_inflight;
