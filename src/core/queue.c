@@ -116,7 +116,7 @@ int queue_key_mode_parse(const char *s, queue_key_mode_t *out) {
 }
 
 int queue_name_valid(const char *name) {
-  return name_valid("queue", name, NULL, 0) == 0 ? 0 : -EINVAL;
+  return name_valid("queue", name, NULL, 0) ? 0 : -EINVAL;
 }
 
 void queue_key_derive(queue_key_mode_t mode, const char *element, size_t len,

@@ -94,7 +94,8 @@ typedef struct queue_stats {
   int64_t dead;
   int64_t done;
   int64_t oldest_due_ms; /* the earliest due_ms of a waiting element; 0 = none */
-  int64_t keys;          /* politeness keys with waiting or in-flight elements */
+  int64_t keys;          /* politeness keys holding state: due or in-flight elements,
+                            a partly spent token bucket or a Retry-After block */
 } queue_stats_t;
 
 /* One element of a put. */

@@ -1,28 +1,1550 @@
-/* Task queues on SQLite. (Being written: every op reports -ENOSYS.) */
+/* Task queues on SQLite (store.h, core/queue.h, docs/queues.md).
+ *
+ * Layout (schema migration 4):
+ *
+ *   queues       one row per queue: settings, the lease token sequence and
+ *                the counters (waiting, ready, in flight, dead, done), moved
+ *                by deltas in the transaction of every change.
+ *   queue_items  one row per element. state 0 = waiting, not yet due;
+ *                4 = waiting and due ("ready"); 1 = in flight (due_ms is
+ *                the lease end); 2 = dead; 3 = done. Indexes:
+ *                  qi_hash  (queue, hash)            uniqueness lookups
+ *                  qi_time  (queue, state, due_ms)   what becomes due next:
+ *                           promotion of state 0, expired leases, oldest due
+ *                  qi_ready (queue, key, priority DESC, due_ms), state 4:
+ *                           the take order within one key
+ *   queue_keys   one row per politeness key with ready or in-flight
+ *                elements (or a bucket or block still in effect): ready
+ *                count, in flight, token bucket, Retry-After block, and its
+ *                best ready element (head). A key is "open" when something
+ *                can be taken from it now; qk_open orders open keys by
+ *                head, qk_wake finds closed keys whose time has come.
+ *
+ * So take never scans elements it cannot deliver: elements not yet due sit
+ * in state 0 until a take promotes them (an index range of exactly those
+ * now due), and a blocked key's elements are never visited — take walks
+ * open keys best head first, and within a key the elements in order.
+ * Every operation keeps a per-call cache of the keys it touches and writes
+ * each back once (settled: open or closed, and until when).
+ */
 #include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "clock.h"
+#include "error.h"
+#include "log.h"
 #include "store/sqlite_int.h"
 
+enum { IS_DELAYED = 0, IS_INFLIGHT = 1, IS_DEAD = 2, IS_DONE = 3, IS_READY = 4 };
+
+/* Rows promoted or expired per take, so one take stays short however much
+ * became due at once; the next take goes on. */
+#define QUEUE_SWEEP_MAX 5000
+
+#define QUEUE_COLS                                                               \
+  "id, name, created_ms, paused, keep_done, visibility_ms, max_deliveries, "     \
+  "backoff_ms, backoff_max_ms, max_inflight, key_mode, key_inflight, key_rate, " \
+  "key_burst, lease_seq, n_waiting, n_ready, n_inflight, n_dead, n_done, n_put, n_acked"
+#define ITEM_COLS \
+  "id, state, priority, due_ms, key, deliveries, token, created_ms, error, element"
+
+enum {
+  QS_GET,
+  QS_CREATE,
+  QS_SET,
+  QS_LIST,
+  QS_COUNTERS,
+  QS_DEL_ITEMS,
+  QS_DEL_KEYS,
+  QS_DEL,
+  QS_FIND,
+  QS_INSERT,
+  QS_MOVE,
+  QS_REDUE,
+  QS_STATE,
+  QS_PROMOTE,
+  QS_EXPIRED,
+  QS_HEAD,
+  QS_PICK,
+  QS_TAKE,
+  QS_LEASE,
+  QS_DELETE,
+  QS_EXTEND,
+  QS_NEXT,
+  QS_PASTDUE,
+  QS_KEY_GET,
+  QS_KEY_PUT,
+  QS_KEY_DEL,
+  QS_KEY_BEST,
+  QS_KEY_WAKE,
+  QS_KEY_NEXT,
+  QS_KEY_COUNT,
+  QS_KEY_ALL,
+  QS_COUNT
+};
+
+_Static_assert(QS_COUNT <= SQLITE_QUEUE_SLOTS, "grow SQLITE_QUEUE_SLOTS");
+
+static const char *const queue_sql[QS_COUNT] = {
+    [QS_GET] = "SELECT " QUEUE_COLS " FROM queues WHERE name = ?1",
+    [QS_CREATE] = "INSERT INTO queues (name, created_ms, paused, keep_done, visibility_ms, "
+                  "max_deliveries, backoff_ms, backoff_max_ms, max_inflight, key_mode, "
+                  "key_inflight, key_rate, key_burst) VALUES "
+                  "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    [QS_SET] = "UPDATE queues SET paused = ?3, keep_done = ?4, visibility_ms = ?5, "
+               "max_deliveries = ?6, backoff_ms = ?7, backoff_max_ms = ?8, "
+               "max_inflight = ?9, key_mode = ?10, key_inflight = ?11, key_rate = ?12, "
+               "key_burst = ?13 WHERE name = ?1",
+    [QS_LIST] = "SELECT " QUEUE_COLS " FROM queues WHERE name > ?1 ORDER BY name LIMIT ?2",
+    [QS_COUNTERS] = "UPDATE queues SET n_waiting = n_waiting + ?2, n_ready = n_ready + ?3, "
+                    "n_inflight = n_inflight + ?4, n_dead = n_dead + ?5, "
+                    "n_done = n_done + ?6, n_put = n_put + ?7, n_acked = n_acked + ?8, "
+                    "lease_seq = max(lease_seq, ?9) WHERE id = ?1",
+    [QS_DEL_ITEMS] = "DELETE FROM queue_items WHERE queue_id = ?1",
+    [QS_DEL_KEYS] = "DELETE FROM queue_keys WHERE queue_id = ?1",
+    [QS_DEL] = "DELETE FROM queues WHERE id = ?1",
+    [QS_FIND] = "SELECT id, state, priority, due_ms, key, redue_ms, redue_pri "
+                "FROM queue_items WHERE queue_id = ?1 AND hash = ?2 AND element = ?3",
+    [QS_INSERT] = "INSERT INTO queue_items (queue_id, hash, state, priority, due_ms, key, "
+                  "created_ms, element) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    [QS_MOVE] = "UPDATE queue_items SET state = ?2, priority = ?3, due_ms = ?4 WHERE id = ?1",
+    [QS_REDUE] = "UPDATE queue_items SET redue_ms = ?2, redue_pri = ?3 WHERE id = ?1",
+    /* Leaves the lease: state, due, priority; the error when ?5 is not
+     * NULL; deliveries start again when ?6. */
+    [QS_STATE] = "UPDATE queue_items SET state = ?2, due_ms = ?3, priority = ?4, "
+                 "error = coalesce(?5, error), "
+                 "deliveries = CASE WHEN ?6 THEN 0 ELSE deliveries END, "
+                 "token = 0, redue_ms = 0, redue_pri = 0 WHERE id = ?1",
+    [QS_PROMOTE] = "UPDATE queue_items SET state = 4 WHERE id IN (SELECT id FROM queue_items "
+                   "WHERE queue_id = ?1 AND state = 0 AND due_ms <= ?2 ORDER BY due_ms "
+                   "LIMIT ?3) RETURNING key, priority, due_ms",
+    [QS_EXPIRED] = "SELECT id, key, deliveries, priority FROM queue_items WHERE queue_id = ?1 "
+                   "AND state = 1 AND due_ms <= ?2 ORDER BY due_ms LIMIT ?3",
+    [QS_HEAD] = "SELECT priority, due_ms FROM queue_items WHERE queue_id = ?1 AND key = ?2 "
+                "AND state = 4 ORDER BY priority DESC, due_ms LIMIT 1",
+    [QS_PICK] = "SELECT id, priority, due_ms FROM queue_items WHERE queue_id = ?1 "
+                "AND key = ?2 AND state = 4 ORDER BY priority DESC, due_ms LIMIT ?3",
+    [QS_TAKE] = "UPDATE queue_items SET state = 1, due_ms = ?2, token = ?3, "
+                "deliveries = deliveries + 1 WHERE id = ?1 "
+                "RETURNING deliveries, created_ms, error, element",
+    [QS_LEASE] = "SELECT key, deliveries, priority, redue_ms, redue_pri FROM queue_items "
+                 "WHERE id = ?1 AND queue_id = ?2 AND state = 1 AND token = ?3",
+    [QS_DELETE] = "DELETE FROM queue_items WHERE id = ?1",
+    [QS_EXTEND] = "UPDATE queue_items SET due_ms = ?4 "
+                  "WHERE id = ?1 AND queue_id = ?2 AND state = 1 AND token = ?3",
+    [QS_NEXT] = "SELECT due_ms FROM queue_items WHERE queue_id = ?1 AND state = ?2 "
+                "ORDER BY due_ms LIMIT 1",
+    [QS_PASTDUE] = "SELECT count(*) FROM queue_items WHERE queue_id = ?1 AND state = 0 "
+                   "AND due_ms <= ?2",
+    [QS_KEY_GET] = "SELECT n_ready, inflight, tokens, tokens_ms, block_ms, head_pri, "
+                   "head_due, open, wake_ms FROM queue_keys WHERE queue_id = ?1 AND key = ?2",
+    [QS_KEY_PUT] = "INSERT INTO queue_keys (queue_id, key, n_ready, inflight, tokens, "
+                   "tokens_ms, block_ms, head_pri, head_due, open, wake_ms) VALUES "
+                   "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) "
+                   "ON CONFLICT (queue_id, key) DO UPDATE SET n_ready = excluded.n_ready, "
+                   "inflight = excluded.inflight, tokens = excluded.tokens, "
+                   "tokens_ms = excluded.tokens_ms, block_ms = excluded.block_ms, "
+                   "head_pri = excluded.head_pri, head_due = excluded.head_due, "
+                   "open = excluded.open, wake_ms = excluded.wake_ms",
+    [QS_KEY_DEL] = "DELETE FROM queue_keys WHERE queue_id = ?1 AND key = ?2",
+    [QS_KEY_BEST] = "SELECT key, head_pri, head_due FROM queue_keys WHERE queue_id = ?1 "
+                    "AND open = 1 ORDER BY head_pri DESC, head_due LIMIT 2",
+    [QS_KEY_WAKE] = "SELECT key FROM queue_keys WHERE queue_id = ?1 AND open = 0 "
+                    "AND wake_ms > 0 AND wake_ms <= ?2 ORDER BY wake_ms LIMIT ?3",
+    [QS_KEY_NEXT] = "SELECT wake_ms FROM queue_keys WHERE queue_id = ?1 AND open = 0 "
+                    "AND wake_ms > 0 ORDER BY wake_ms LIMIT 1",
+    [QS_KEY_COUNT] = "SELECT count(*) FROM queue_keys WHERE queue_id = ?1",
+    [QS_KEY_ALL] = "SELECT key FROM queue_keys WHERE queue_id = ?1",
+};
+
+static sqlite3_stmt *qstmt(struct sqlite_store *q, int id) {
+  return sqlite_prepare_slot(q, &q->queue_stmt[id], queue_sql[id]);
+}
+
+void sqlite_queue_close(struct sqlite_store *q) {
+  for (int i = 0; i < QS_COUNT; i++) {
+    sqlite3_finalize(q->queue_stmt[i]);
+    q->queue_stmt[i] = NULL;
+  }
+}
+
+/* ---- queue rows ---- */
+
+static void row_queue(sqlite3_stmt *st, queue_conf_t *c, int64_t *lease_seq) {
+  c->id = sqlite3_column_int64(st, 0);
+  c->created_ms = sqlite3_column_int64(st, 2);
+  c->paused = sqlite3_column_int(st, 3);
+  c->keep_done = sqlite3_column_int(st, 4);
+  c->visibility_ms = sqlite3_column_int64(st, 5);
+  c->max_deliveries = sqlite3_column_int(st, 6);
+  c->backoff_ms = sqlite3_column_int64(st, 7);
+  c->backoff_max_ms = sqlite3_column_int64(st, 8);
+  c->max_inflight = sqlite3_column_int(st, 9);
+  c->key_mode = (queue_key_mode_t)sqlite3_column_int(st, 10);
+  c->key_inflight = sqlite3_column_int(st, 11);
+  c->key_rate = sqlite3_column_double(st, 12);
+  c->key_burst = sqlite3_column_double(st, 13);
+  if (lease_seq) *lease_seq = sqlite3_column_int64(st, 14);
+  c->n_waiting = sqlite3_column_int64(st, 15);
+  c->n_inflight = sqlite3_column_int64(st, 17);
+  c->n_dead = sqlite3_column_int64(st, 18);
+  c->n_done = sqlite3_column_int64(st, 19);
+  c->n_put = sqlite3_column_int64(st, 20);
+  c->n_acked = sqlite3_column_int64(st, 21);
+}
+
+/* Reads queue `name` into c (name not copied) and its ready count and
+ * lease sequence. -ENOENT when there is none. */
+static int queue_load(struct sqlite_store *q, const char *name, queue_conf_t *c,
+                      int64_t *n_ready, int64_t *lease_seq) {
+  sqlite3_stmt *st = qstmt(q, QS_GET);
+  int rc;
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  int src = sqlite3_step(st);
+  if (src == SQLITE_ROW) {
+    row_queue(st, c, lease_seq);
+    if (n_ready) *n_ready = sqlite3_column_int64(st, 16);
+    rc = 0;
+  } else {
+    rc = src == SQLITE_DONE ? -ENOENT : sqlite_fail(q, "queue get");
+  }
+  sqlite3_reset(st);
+  return rc;
+}
+
+static int bind_settings(sqlite3_stmt *st, const char *name, int64_t now_ms,
+                         const queue_conf_t *c) {
+  int b = sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+  b |= sqlite3_bind_int64(st, 2, now_ms);
+  b |= sqlite3_bind_int(st, 3, c->paused ? 1 : 0);
+  b |= sqlite3_bind_int(st, 4, c->keep_done ? 1 : 0);
+  b |= sqlite3_bind_int64(st, 5, c->visibility_ms);
+  b |= sqlite3_bind_int(st, 6, c->max_deliveries);
+  b |= sqlite3_bind_int64(st, 7, c->backoff_ms);
+  b |= sqlite3_bind_int64(st, 8, c->backoff_max_ms);
+  b |= sqlite3_bind_int(st, 9, c->max_inflight);
+  b |= sqlite3_bind_int(st, 10, (int)c->key_mode);
+  b |= sqlite3_bind_int(st, 11, c->key_inflight);
+  b |= sqlite3_bind_double(st, 12, c->key_rate);
+  b |= sqlite3_bind_double(st, 13, c->key_burst);
+  return b;
+}
+
+/* The queue for a put: loaded, or created with the defaults. */
+static int queue_open(struct sqlite_store *q, const char *name, int64_t now_ms,
+                      queue_conf_t *c, int64_t *n_ready, int64_t *lease_seq) {
+  int rc = queue_load(q, name, c, n_ready, lease_seq);
+  if (rc != -ENOENT) return rc;
+  sqlite3_stmt *st = qstmt(q, QS_CREATE);
+  if (!st) return SPD_ESTORE;
+  memset(c, 0, sizeof(*c));
+  queue_conf_defaults(c);
+  bind_settings(st, name, now_ms, c);
+  if ((rc = sqlite_done(q, st, "queue create"))) return rc;
+  c->id = sqlite3_last_insert_rowid(q->db);
+  c->created_ms = now_ms;
+  *n_ready = 0;
+  *lease_seq = 0;
+  return 0;
+}
+
+/* ---- one call's working state: the queue, counter deltas, keys ---- */
+
+typedef struct qkey {
+  char *key;
+  int exists;        /* a row is stored */
+  int dirty;
+  int head_stale;    /* head must be read again before use */
+  int64_t n_ready, inflight;
+  double tokens;
+  int64_t tokens_ms, block_ms;
+  int64_t head_pri, head_due;
+  int open;
+  int64_t wake_ms;
+} qkey_t;
+
+typedef struct qctx {
+  struct sqlite_store *q;
+  queue_conf_t c;
+  int64_t n_ready;   /* the queue's ready count when loaded */
+  int64_t lease_seq;
+  int64_t now;
+  struct {
+    int64_t waiting, ready, inflight, dead, done, put, acked;
+  } d;
+  qkey_t *keys;
+  size_t nkeys, capkeys;
+  uint32_t *slot;    /* open addressing: index + 1 into keys, 0 = free */
+  size_t nslot;      /* power of two */
+} qctx_t;
+
+static void ctx_release(qctx_t *x) {
+  for (size_t i = 0; i < x->nkeys; i++) free(x->keys[i].key);
+  free(x->keys);
+  free(x->slot);
+  x->keys = NULL;
+  x->slot = NULL;
+  x->nkeys = x->capkeys = x->nslot = 0;
+}
+
+static uint64_t str_hash(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+  return h;
+}
+
+static int ctx_rehash(qctx_t *x, size_t nslot) {
+  uint32_t *ns = calloc(nslot, sizeof(*ns));
+  if (!ns) return -ENOMEM;
+  for (size_t i = 0; i < x->nkeys; i++) {
+    size_t at = str_hash(x->keys[i].key) & (nslot - 1);
+    while (ns[at]) at = (at + 1) & (nslot - 1);
+    ns[at] = (uint32_t)(i + 1);
+  }
+  free(x->slot);
+  x->slot = ns;
+  x->nslot = nslot;
+  return 0;
+}
+
+static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Is (p1, d1) taken before (p2, d2)? */
+static int better(int64_t p1, int64_t d1, int64_t p2, int64_t d2) {
+  return p1 > p2 || (p1 == p2 && d1 < d2);
+}
+
+static double key_burst(const queue_conf_t *c) { return c->key_burst < 1 ? 1 : c->key_burst; }
+
+/* The cached state of key k, read from the store on first use. */
+static int ctx_key(qctx_t *x, const char *k, qkey_t **out) {
+  uint64_t h = str_hash(k);
+  if (x->nslot) {
+    for (size_t at = h & (x->nslot - 1); x->slot[at]; at = (at + 1) & (x->nslot - 1)) {
+      qkey_t *e = &x->keys[x->slot[at] - 1];
+      if (strcmp(e->key, k) == 0) {
+        *out = e;
+        return 0;
+      }
+    }
+  }
+  if (x->nkeys == x->capkeys) {
+    size_t ncap = x->capkeys ? x->capkeys * 2 : 8;
+    qkey_t *nk = realloc(x->keys, ncap * sizeof(*nk));
+    if (!nk) return -ENOMEM;
+    x->keys = nk;
+    x->capkeys = ncap;
+  }
+  qkey_t *e = &x->keys[x->nkeys];
+  memset(e, 0, sizeof(*e));
+  if (!(e->key = strdup(k))) return -ENOMEM;
+  sqlite3_stmt *st = qstmt(x->q, QS_KEY_GET);
+  if (!st) {
+    free(e->key);
+    return SPD_ESTORE;
+  }
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_text(st, 2, k, -1, SQLITE_STATIC);
+  int src = sqlite3_step(st);
+  if (src == SQLITE_ROW) {
+    e->exists = 1;
+    e->n_ready = sqlite3_column_int64(st, 0);
+    e->inflight = sqlite3_column_int64(st, 1);
+    e->tokens = sqlite3_column_double(st, 2);
+    e->tokens_ms = sqlite3_column_int64(st, 3);
+    e->block_ms = sqlite3_column_int64(st, 4);
+    e->head_pri = sqlite3_column_int64(st, 5);
+    e->head_due = sqlite3_column_int64(st, 6);
+    e->open = sqlite3_column_int(st, 7);
+    e->wake_ms = sqlite3_column_int64(st, 8);
+  } else if (src == SQLITE_DONE) {
+    e->tokens = key_burst(&x->c);
+    e->tokens_ms = x->now;
+  } else {
+    sqlite3_reset(st);
+    free(e->key);
+    return sqlite_fail(x->q, "queue key get");
+  }
+  sqlite3_reset(st);
+  x->nkeys++;
+  if (x->nkeys * 2 > x->nslot) {
+    int rc = ctx_rehash(x, x->nslot ? x->nslot * 2 : 16);
+    if (rc) return rc;
+  } else {
+    size_t at = h & (x->nslot - 1);
+    while (x->slot[at]) at = (at + 1) & (x->nslot - 1);
+    x->slot[at] = (uint32_t)x->nkeys;
+  }
+  *out = e;
+  return 0;
+}
+
+/* A ready element (pri, due) joins key k. */
+static void key_ready_add(qkey_t *k, int64_t pri, int64_t due) {
+  if (k->n_ready == 0) {
+    k->head_pri = pri;
+    k->head_due = due;
+    k->head_stale = 0;
+  } else if (!k->head_stale && better(pri, due, k->head_pri, k->head_due)) {
+    k->head_pri = pri;
+    k->head_due = due;
+  }
+  k->n_ready++;
+  k->dirty = 1;
+}
+
+/* A ready element leaves key k (taken, moved, purged). */
+static void key_ready_del(qkey_t *k, int64_t count) {
+  k->n_ready -= count;
+  if (k->n_ready < 0) k->n_ready = 0;
+  k->head_stale = 1;
+  k->dirty = 1;
+}
+
+/* Decides whether k is open now, and if not, when it may be. */
+static int key_settle(qctx_t *x, qkey_t *k) {
+  const queue_conf_t *c = &x->c;
+  if (c->key_rate > 0) {
+    double burst = key_burst(c);
+    if (x->now > k->tokens_ms) {
+      k->tokens += (double)(x->now - k->tokens_ms) * c->key_rate / 1000.0;
+      k->tokens_ms = x->now;
+    }
+    if (k->tokens > burst) k->tokens = burst;
+  }
+  if (k->n_ready > 0 && k->head_stale) {
+    sqlite3_stmt *st = qstmt(x->q, QS_HEAD);
+    if (!st) return SPD_ESTORE;
+    sqlite3_bind_int64(st, 1, c->id);
+    sqlite3_bind_text(st, 2, k->key, -1, SQLITE_STATIC);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW) {
+      k->head_pri = sqlite3_column_int64(st, 0);
+      k->head_due = sqlite3_column_int64(st, 1);
+    } else if (src == SQLITE_DONE) {
+      /* The count disagrees with the rows: the rows win. */
+      log_warn("store", "queue %s key '%s' counted %lld ready elements and has none",
+               c->name ? c->name : "?", k->key, (long long)k->n_ready);
+      k->n_ready = 0;
+    } else {
+      sqlite3_reset(st);
+      return sqlite_fail(x->q, "queue key head");
+    }
+    sqlite3_reset(st);
+    k->head_stale = 0;
+  }
+  k->open = 0;
+  k->wake_ms = 0;
+  if (k->n_ready <= 0) {
+    /* nothing to open for */
+  } else if (k->block_ms > x->now) {
+    k->wake_ms = k->block_ms;
+  } else if (c->key_inflight > 0 && k->inflight >= c->key_inflight) {
+    /* opens again when one of its leases ends */
+  } else if (c->key_rate > 0 && k->tokens < 1.0) {
+    k->wake_ms = x->now + (int64_t)ceil((1.0 - k->tokens) * 1000.0 / c->key_rate);
+  } else {
+    k->open = 1;
+  }
+  k->dirty = 1;
+  return 0;
+}
+
+/* Settles and writes back key k (deleting its row when it holds nothing
+ * worth remembering). */
+static int key_flush(qctx_t *x, qkey_t *k) {
+  sqlite3_stmt *st;
+  int rc;
+  if (!k->dirty) return 0;
+  if ((rc = key_settle(x, k))) return rc;
+  int idle = k->n_ready <= 0 && k->inflight <= 0 && k->block_ms <= x->now &&
+             (x->c.key_rate <= 0 || k->tokens >= key_burst(&x->c));
+  if (idle) {
+    if (k->exists) {
+      if (!(st = qstmt(x->q, QS_KEY_DEL))) return SPD_ESTORE;
+      sqlite3_bind_int64(st, 1, x->c.id);
+      sqlite3_bind_text(st, 2, k->key, -1, SQLITE_STATIC);
+      if ((rc = sqlite_done(x->q, st, "queue key delete"))) return rc;
+    }
+    k->exists = 0;
+  } else {
+    if (!(st = qstmt(x->q, QS_KEY_PUT))) return SPD_ESTORE;
+    sqlite3_bind_int64(st, 1, x->c.id);
+    sqlite3_bind_text(st, 2, k->key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, k->n_ready);
+    sqlite3_bind_int64(st, 4, k->inflight);
+    sqlite3_bind_double(st, 5, k->tokens);
+    sqlite3_bind_int64(st, 6, k->tokens_ms);
+    sqlite3_bind_int64(st, 7, k->block_ms);
+    sqlite3_bind_int64(st, 8, k->head_pri);
+    sqlite3_bind_int64(st, 9, k->head_due);
+    sqlite3_bind_int(st, 10, k->open);
+    sqlite3_bind_int64(st, 11, k->wake_ms);
+    if ((rc = sqlite_done(x->q, st, "queue key put"))) return rc;
+    k->exists = 1;
+  }
+  k->dirty = 0;
+  return 0;
+}
+
+static int ctx_flush_keys(qctx_t *x) {
+  for (size_t i = 0; i < x->nkeys; i++) {
+    int rc = key_flush(x, &x->keys[i]);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Writes the counter deltas and the lease sequence. */
+static int ctx_flush_counters(qctx_t *x) {
+  sqlite3_stmt *st = qstmt(x->q, QS_COUNTERS);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_int64(st, 2, x->d.waiting);
+  sqlite3_bind_int64(st, 3, x->d.ready);
+  sqlite3_bind_int64(st, 4, x->d.inflight);
+  sqlite3_bind_int64(st, 5, x->d.dead);
+  sqlite3_bind_int64(st, 6, x->d.done);
+  sqlite3_bind_int64(st, 7, x->d.put);
+  sqlite3_bind_int64(st, 8, x->d.acked);
+  sqlite3_bind_int64(st, 9, x->lease_seq);
+  return sqlite_done(x->q, st, "queue counters");
+}
+
+static int ctx_finish(qctx_t *x) {
+  int rc = ctx_flush_keys(x);
+  if (!rc) rc = ctx_flush_counters(x);
+  return rc;
+}
+
+/* Counters for an element entering (+1) or leaving (-1) a stored state. */
+static void count_state(qctx_t *x, int state, int sign) {
+  switch (state) {
+  case IS_READY:
+    x->d.ready += sign;
+    /* fall through */
+  case IS_DELAYED:
+    x->d.waiting += sign;
+    break;
+  case IS_INFLIGHT:
+    x->d.inflight += sign;
+    break;
+  case IS_DEAD:
+    x->d.dead += sign;
+    break;
+  case IS_DONE:
+    x->d.done += sign;
+    break;
+  }
+}
+
+static int stmt_state(qctx_t *x, int64_t id, int state, int64_t due, int64_t pri,
+                      const char *error, int reset_deliveries) {
+  sqlite3_stmt *st = qstmt(x->q, QS_STATE);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_int(st, 2, state);
+  sqlite3_bind_int64(st, 3, due);
+  sqlite3_bind_int64(st, 4, pri);
+  sqlite_bind_str(st, 5, error);
+  sqlite3_bind_int(st, 6, reset_deliveries);
+  return sqlite_done(x->q, st, "queue item state");
+}
+
+/* ---- put ---- */
+
+static int put_one(qctx_t *x, queue_put_t *p) {
+  struct sqlite_store *q = x->q;
+  char derived[QUEUE_KEY_MAX + 1];
+  const char *key = p->key;
+  uint64_t hash = queue_hash(p->element, p->len);
+  int64_t due = p->due_ms, pri = p->priority;
+  qkey_t *k;
+  int rc, src;
+
+  sqlite3_stmt *st = qstmt(q, QS_FIND);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_int64(st, 2, (int64_t)hash);
+  sqlite3_bind_blob(st, 3, p->element, (int)p->len, SQLITE_STATIC);
+  src = sqlite3_step(st);
+  if (src == SQLITE_DONE) {
+    sqlite3_reset(st);
+    if (!key) {
+      queue_key_derive(x->c.key_mode, p->element, p->len, derived, sizeof(derived));
+      key = derived;
+    }
+    int state = due <= x->now ? IS_READY : IS_DELAYED;
+    if (!(st = qstmt(q, QS_INSERT))) return SPD_ESTORE;
+    sqlite3_bind_int64(st, 1, x->c.id);
+    sqlite3_bind_int64(st, 2, (int64_t)hash);
+    sqlite3_bind_int(st, 3, state);
+    sqlite3_bind_int64(st, 4, pri);
+    sqlite3_bind_int64(st, 5, due);
+    sqlite3_bind_text(st, 6, key, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 7, x->now);
+    sqlite3_bind_blob(st, 8, p->element, (int)p->len, SQLITE_STATIC);
+    if ((rc = sqlite_done(q, st, "queue put"))) return rc;
+    p->id = sqlite3_last_insert_rowid(q->db);
+    p->result = QPUT_ADDED;
+    count_state(x, state, +1);
+    x->d.put++;
+    if (state == IS_READY) {
+      if ((rc = ctx_key(x, key, &k))) return rc;
+      key_ready_add(k, pri, due);
+    }
+    return 0;
+  }
+  if (src != SQLITE_ROW) {
+    sqlite3_reset(st);
+    return sqlite_fail(q, "queue find");
+  }
+  int64_t id = sqlite3_column_int64(st, 0);
+  int state = sqlite3_column_int(st, 1);
+  int64_t opri = sqlite3_column_int64(st, 2), odue = sqlite3_column_int64(st, 3);
+  int64_t oredue = sqlite3_column_int64(st, 5), oredue_pri = sqlite3_column_int64(st, 6);
+  char okey[QUEUE_KEY_MAX + 1];
+  snprintf(okey, sizeof(okey), "%s", (const char *)sqlite3_column_text(st, 4));
+  sqlite3_reset(st);
+  p->id = id;
+  p->result = QPUT_KEPT;
+  if (p->policy == QPOLICY_KEEP_EXISTING) return 0;
+
+  if (state == IS_INFLIGHT) {
+    int64_t rdue = due, rpri = pri;
+    if (p->policy == QPOLICY_KEEP_EARLIEST && oredue) {
+      rdue = imin(oredue, due);
+      rpri = imax(oredue_pri, pri);
+    }
+    if (!(st = qstmt(q, QS_REDUE))) return SPD_ESTORE;
+    sqlite3_bind_int64(st, 1, id);
+    sqlite3_bind_int64(st, 2, imax(rdue, 1)); /* 0 means "none" */
+    sqlite3_bind_int64(st, 3, rpri);
+    if ((rc = sqlite_done(q, st, "queue put redue"))) return rc;
+    p->result = QPUT_DEFERRED;
+    return 0;
+  }
+  if (state == IS_DEAD || state == IS_DONE) {
+    int nstate = due <= x->now ? IS_READY : IS_DELAYED;
+    if ((rc = stmt_state(x, id, nstate, due, pri, NULL, 1))) return rc;
+    count_state(x, state, -1);
+    count_state(x, nstate, +1);
+    if (nstate == IS_READY) {
+      if ((rc = ctx_key(x, okey, &k))) return rc;
+      key_ready_add(k, pri, due);
+    }
+    p->result = QPUT_ADDED;
+    return 0;
+  }
+  /* waiting */
+  if (p->policy == QPOLICY_KEEP_EARLIEST) {
+    due = imin(odue, due);
+    pri = imax(opri, pri);
+  }
+  if (due == odue && pri == opri) return 0;
+  int nstate = due <= x->now ? IS_READY : IS_DELAYED;
+  if (!(st = qstmt(q, QS_MOVE))) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_int(st, 2, nstate);
+  sqlite3_bind_int64(st, 3, pri);
+  sqlite3_bind_int64(st, 4, due);
+  if ((rc = sqlite_done(q, st, "queue move"))) return rc;
+  if (state == IS_READY || nstate == IS_READY) {
+    if ((rc = ctx_key(x, okey, &k))) return rc;
+    if (state == IS_READY) key_ready_del(k, 1);
+    if (nstate == IS_READY) key_ready_add(k, pri, due);
+  }
+  count_state(x, state, -1);
+  count_state(x, nstate, +1);
+  p->result = QPUT_MOVED;
+  return 0;
+}
+
 int sqlite_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
-                     int64_t now_ms) { return -ENOSYS; }
+                     int64_t now_ms) {
+  struct sqlite_store *q = SQ(s);
+  qctx_t x = {.q = q, .now = now_ms};
+  int began, rc = sqlite_auto_begin(q, &began);
+  if (rc) return rc;
+  rc = queue_open(q, name, now_ms, &x.c, &x.n_ready, &x.lease_seq);
+  x.c.name = (char *)name;
+  for (size_t i = 0; !rc && i < n; i++) rc = put_one(&x, &items[i]);
+  if (!rc) rc = ctx_finish(&x);
+  ctx_release(&x);
+  return sqlite_auto_end(q, began, rc);
+}
+
+/* ---- take ---- */
+
+/* Elements not yet due whose time has come become ready. */
+static int take_promote(qctx_t *x) {
+  sqlite3_stmt *st = qstmt(x->q, QS_PROMOTE);
+  int rc = 0, src;
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_int64(st, 2, x->now);
+  sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    qkey_t *k;
+    if ((rc = ctx_key(x, (const char *)sqlite3_column_text(st, 0), &k))) break;
+    key_ready_add(k, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
+    x->d.ready++;
+  }
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue promote");
+  sqlite3_reset(st);
+  return rc;
+}
+
+typedef struct {
+  int64_t id, deliveries, priority;
+  char *key;
+} expired_t;
+
+/* Leases that ran out: the element is due again, or dead after its last
+ * delivery. Read first, then changed (no writes under a live cursor). */
+static int take_expire(qctx_t *x) {
+  sqlite3_stmt *st = qstmt(x->q, QS_EXPIRED);
+  expired_t *v = NULL;
+  size_t n = 0, cap = 0;
+  int rc = 0, src;
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_int64(st, 2, x->now);
+  sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    if (n == cap) {
+      size_t ncap = cap ? cap * 2 : 16;
+      expired_t *nv = realloc(v, ncap * sizeof(*nv));
+      if (!nv) {
+        rc = -ENOMEM;
+        break;
+      }
+      v = nv;
+      cap = ncap;
+    }
+    v[n].id = sqlite3_column_int64(st, 0);
+    v[n].key = strdup((const char *)sqlite3_column_text(st, 1));
+    v[n].deliveries = sqlite3_column_int64(st, 2);
+    v[n].priority = sqlite3_column_int64(st, 3);
+    if (!v[n].key) {
+      rc = -ENOMEM;
+      break;
+    }
+    n++;
+  }
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue expired");
+  sqlite3_reset(st);
+  for (size_t i = 0; !rc && i < n; i++) {
+    int dead = x->c.max_deliveries > 0 && v[i].deliveries >= x->c.max_deliveries;
+    int state = dead ? IS_DEAD : IS_READY;
+    qkey_t *k;
+    rc = stmt_state(x, v[i].id, state, x->now, v[i].priority,
+                    dead ? "lease expired after the last delivery" : NULL, 0);
+    if (!rc) rc = ctx_key(x, v[i].key, &k);
+    if (rc) break;
+    k->inflight--;
+    k->dirty = 1;
+    count_state(x, IS_INFLIGHT, -1);
+    count_state(x, state, +1);
+    if (!dead) key_ready_add(k, v[i].priority, x->now);
+  }
+  for (size_t i = 0; i < n; i++) free(v[i].key);
+  free(v);
+  return rc;
+}
+
+/* Closed keys whose block, bucket or wait has run out are settled again. */
+static int take_wake(qctx_t *x) {
+  sqlite3_stmt *st = qstmt(x->q, QS_KEY_WAKE);
+  char **keys = NULL;
+  size_t n = 0, cap = 0;
+  int rc = 0, src;
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_int64(st, 2, x->now);
+  sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    if (n == cap) {
+      size_t ncap = cap ? cap * 2 : 16;
+      char **nk = realloc(keys, ncap * sizeof(*nk));
+      if (!nk) {
+        rc = -ENOMEM;
+        break;
+      }
+      keys = nk;
+      cap = ncap;
+    }
+    if (!(keys[n] = strdup((const char *)sqlite3_column_text(st, 0)))) {
+      rc = -ENOMEM;
+      break;
+    }
+    n++;
+  }
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue wake");
+  sqlite3_reset(st);
+  for (size_t i = 0; !rc && i < n; i++) {
+    qkey_t *k;
+    if (!(rc = ctx_key(x, keys[i], &k))) k->dirty = 1;
+  }
+  for (size_t i = 0; i < n; i++) free(keys[i]);
+  free(keys);
+  return rc;
+}
+
+typedef struct {
+  int64_t id, pri, due;
+} pick_t;
+
+/* Takes up to `room` elements from open key `key` whose head is the best;
+ * stops at the first element worse than the next key's head (has2). */
+static int take_from_key(qctx_t *x, const char *key, int has2, int64_t p2, int64_t d2,
+                         size_t room, int64_t lease_end, int64_t token,
+                         queue_item_list_t *out, size_t *got) {
+  struct sqlite_store *q = x->q;
+  qkey_t *k;
+  pick_t stackv[64], *v = stackv;
+  size_t n = 0;
+  int rc, src;
+
+  *got = 0;
+  if ((rc = ctx_key(x, key, &k))) return rc;
+  if (x->c.key_inflight > 0)
+    room = (size_t)imin((int64_t)room, imax(0, x->c.key_inflight - k->inflight));
+  if (x->c.key_rate > 0) room = (size_t)imin((int64_t)room, (int64_t)floor(k->tokens));
+  if (room == 0) { /* settled open at a moment that has passed: settle again */
+    k->dirty = 1;
+    return key_flush(x, k);
+  }
+  if (room > 64 && !(v = malloc(room * sizeof(*v)))) return -ENOMEM;
+
+  sqlite3_stmt *st = qstmt(q, QS_PICK);
+  if (!st) {
+    rc = SPD_ESTORE;
+    goto out;
+  }
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 3, (int64_t)room);
+  while (n < room && (src = sqlite3_step(st)) == SQLITE_ROW) {
+    v[n].id = sqlite3_column_int64(st, 0);
+    v[n].pri = sqlite3_column_int64(st, 1);
+    v[n].due = sqlite3_column_int64(st, 2);
+    /* Another key's head comes first: leave the rest for the next round. */
+    if (n > 0 && has2 && better(p2, d2, v[n].pri, v[n].due)) break;
+    n++;
+  }
+  sqlite3_reset(st);
+
+  for (size_t i = 0; i < n; i++) {
+    queue_item_t *it = queue_item_list_add(out);
+    if (!it) {
+      rc = -ENOMEM;
+      goto out;
+    }
+    if (!(st = qstmt(q, QS_TAKE))) {
+      rc = SPD_ESTORE;
+      goto out;
+    }
+    sqlite3_bind_int64(st, 1, v[i].id);
+    sqlite3_bind_int64(st, 2, lease_end);
+    sqlite3_bind_int64(st, 3, token);
+    if ((src = sqlite3_step(st)) != SQLITE_ROW) {
+      sqlite3_reset(st);
+      out->n--;
+      rc = sqlite_fail(q, "queue take");
+      goto out;
+    }
+    it->id = v[i].id;
+    it->state = QSTATE_INFLIGHT;
+    it->priority = (int)v[i].pri;
+    it->due_ms = lease_end;
+    it->token = token;
+    it->deliveries = sqlite3_column_int(st, 0);
+    it->created_ms = sqlite3_column_int64(st, 1);
+    int e1 = sqlite_col_str(st, 2, &it->error);
+    const void *blob = sqlite3_column_blob(st, 3);
+    it->len = (size_t)sqlite3_column_bytes(st, 3);
+    it->element = malloc(it->len + 1);
+    it->key = strdup(key);
+    if (it->element) {
+      if (it->len) memcpy(it->element, blob, it->len);
+      it->element[it->len] = '\0';
+    }
+    sqlite3_reset(st);
+    if (e1 || !it->element || !it->key) {
+      rc = -ENOMEM;
+      goto out;
+    }
+  }
+  if (n == 0) {
+    /* An open key without a ready element: its count was off. */
+    k->n_ready = 0;
+    k->head_stale = 0;
+    k->dirty = 1;
+  } else {
+    key_ready_del(k, (int64_t)n);
+    k->inflight += (int64_t)n;
+    if (x->c.key_rate > 0) k->tokens -= (double)n;
+  }
+  x->d.ready -= (int64_t)n;
+  x->d.waiting -= (int64_t)n;
+  x->d.inflight += (int64_t)n;
+  *got = n;
+  rc = key_flush(x, k);
+out:
+  if (v != stackv) free(v);
+  return rc;
+}
+
+/* When something may become takeable: the next due time, lease end or key
+ * wake-up. */
+static int take_next(qctx_t *x, int64_t *next_ms) {
+  static const struct {
+    int id, state;
+  } probes[] = {{QS_NEXT, IS_DELAYED}, {QS_NEXT, IS_INFLIGHT}, {QS_KEY_NEXT, -1}};
+  int64_t best = 0;
+  for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+    sqlite3_stmt *st = qstmt(x->q, probes[i].id);
+    if (!st) return SPD_ESTORE;
+    sqlite3_bind_int64(st, 1, x->c.id);
+    if (probes[i].state >= 0) sqlite3_bind_int(st, 2, probes[i].state);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW) {
+      int64_t t = sqlite3_column_int64(st, 0);
+      if (best == 0 || t < best) best = t;
+    }
+    sqlite3_reset(st);
+    if (src != SQLITE_ROW && src != SQLITE_DONE) return sqlite_fail(x->q, "queue next");
+  }
+  *next_ms = best;
+  return 0;
+}
+
 int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
-                      int64_t now_ms, queue_item_list_t *out, int64_t *next_ms) { return -ENOSYS; }
+                      int64_t now_ms, queue_item_list_t *out, int64_t *next_ms) {
+  struct sqlite_store *q = SQ(s);
+  qctx_t x = {.q = q, .now = now_ms};
+  size_t taken = 0, first = out->n;
+  int began, rc = sqlite_auto_begin(q, &began);
+  if (rc) return rc;
+  rc = queue_load(q, name, &x.c, &x.n_ready, &x.lease_seq);
+  x.c.name = (char *)name;
+  if (rc == -ENOENT) {
+    rc = 0;
+    goto out;
+  }
+  if (rc || x.c.paused) goto out;
+  if ((rc = take_expire(&x)) || (rc = take_promote(&x)) || (rc = take_wake(&x)) ||
+      (rc = ctx_flush_keys(&x)))
+    goto out;
+
+  size_t room = max;
+  if (x.c.max_inflight > 0) {
+    int64_t inflight = x.c.n_inflight + x.d.inflight;
+    room = (size_t)imin((int64_t)room, imax(0, x.c.max_inflight - inflight));
+  }
+  int64_t lease_end = now_ms + (visibility_ms ? visibility_ms : x.c.visibility_ms);
+  int64_t token = ++x.lease_seq;
+  int idle_rounds = 0; /* rounds that took nothing: a key settled closed */
+  while (!rc && taken < room && idle_rounds < 64) {
+    sqlite3_stmt *st = qstmt(q, QS_KEY_BEST);
+    char key[QUEUE_KEY_MAX + 1];
+    int64_t p2 = 0, d2 = 0;
+    int has2 = 0, src;
+    size_t got = 0;
+    if (!st) {
+      rc = SPD_ESTORE;
+      break;
+    }
+    sqlite3_bind_int64(st, 1, x.c.id);
+    src = sqlite3_step(st);
+    if (src != SQLITE_ROW) {
+      sqlite3_reset(st);
+      if (src != SQLITE_DONE) rc = sqlite_fail(q, "queue best key");
+      break;
+    }
+    snprintf(key, sizeof(key), "%s", (const char *)sqlite3_column_text(st, 0));
+    if ((src = sqlite3_step(st)) == SQLITE_ROW) {
+      has2 = 1;
+      p2 = sqlite3_column_int64(st, 1);
+      d2 = sqlite3_column_int64(st, 2);
+    }
+    sqlite3_reset(st);
+    rc = take_from_key(&x, key, has2, p2, d2, room - taken, lease_end, token, out, &got);
+    taken += got;
+    idle_rounds = got ? 0 : idle_rounds + 1;
+  }
+  if (!rc) rc = ctx_finish(&x);
+  if (!rc && taken < max) rc = take_next(&x, next_ms);
+out:
+  ctx_release(&x);
+  rc = sqlite_auto_end(q, began, rc);
+  if (rc) {
+    for (size_t i = first; i < out->n; i++) queue_item_release(&out->v[i]);
+    out->n = first;
+  }
+  return rc;
+}
+
+/* ---- ack, nack, extend ---- */
+
+typedef struct {
+  char key[QUEUE_KEY_MAX + 1];
+  int64_t deliveries, priority, redue_ms, redue_pri;
+} held_t;
+
+/* Is lease l held? Fills h. -ENOENT when not. */
+static int lease_held(qctx_t *x, const queue_lease_t *l, held_t *h) {
+  sqlite3_stmt *st = qstmt(x->q, QS_LEASE);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, l->id);
+  sqlite3_bind_int64(st, 2, x->c.id);
+  sqlite3_bind_int64(st, 3, l->token);
+  int src = sqlite3_step(st), rc = 0;
+  if (src == SQLITE_ROW) {
+    snprintf(h->key, sizeof(h->key), "%s", (const char *)sqlite3_column_text(st, 0));
+    h->deliveries = sqlite3_column_int64(st, 1);
+    h->priority = sqlite3_column_int64(st, 2);
+    h->redue_ms = sqlite3_column_int64(st, 3);
+    h->redue_pri = sqlite3_column_int64(st, 4);
+  } else {
+    rc = src == SQLITE_DONE ? -ENOENT : sqlite_fail(x->q, "queue lease");
+  }
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* The element of a lease that ended leaves in-flight for `state`. */
+static int lease_end(qctx_t *x, const held_t *h, int64_t id, int state, int64_t due,
+                     int64_t pri, const char *error, int reset) {
+  qkey_t *k;
+  int rc;
+  if (state < 0) {
+    sqlite3_stmt *st = qstmt(x->q, QS_DELETE);
+    if (!st) return SPD_ESTORE;
+    sqlite3_bind_int64(st, 1, id);
+    rc = sqlite_done(x->q, st, "queue delete");
+  } else {
+    rc = stmt_state(x, id, state, due, pri, error, reset);
+  }
+  if (rc || (rc = ctx_key(x, h->key, &k))) return rc;
+  k->inflight--;
+  k->dirty = 1;
+  count_state(x, IS_INFLIGHT, -1);
+  if (state >= 0) count_state(x, state, +1);
+  if (state == IS_READY) key_ready_add(k, pri, due);
+  return 0;
+}
+
+typedef enum { LEASE_ACK, LEASE_NACK } lease_op_t;
+
+static uint64_t jitter_state;
+
+/* A factor in [0.75, 1.25) (splitmix64, seeded once per process). */
+static double jitter(void) {
+  uint64_t v = __atomic_load_n(&jitter_state, __ATOMIC_RELAXED);
+  if (v == 0) {
+    uint64_t seed = ((uint64_t)time(NULL) << 22) ^ (uint64_t)getpid() ^ 1;
+    __atomic_compare_exchange_n(&jitter_state, &v, seed, 0, __ATOMIC_RELAXED,
+                                __ATOMIC_RELAXED);
+  }
+  v = __atomic_add_fetch(&jitter_state, 0x9e3779b97f4a7c15ULL, __ATOMIC_RELAXED);
+  v ^= v >> 30;
+  v *= 0xbf58476d1ce4e5b9ULL;
+  v ^= v >> 27;
+  v *= 0x94d049bb133111ebULL;
+  v ^= v >> 31;
+  return 0.75 + (double)(v >> 11) / 9007199254740992.0 * 0.5;
+}
+
+static int64_t backoff(const queue_conf_t *c, int64_t deliveries) {
+  double d = (double)c->backoff_ms;
+  for (int64_t i = 1; i < deliveries && d < (double)c->backoff_max_ms; i++) d *= 2;
+  if (d > (double)c->backoff_max_ms) d = (double)c->backoff_max_ms;
+  return (int64_t)(d * jitter());
+}
+
+static int lease_one(qctx_t *x, lease_op_t op, queue_lease_t *l) {
+  held_t h;
+  int rc = lease_held(x, l, &h);
+  l->result = 0;
+  l->dead = 0;
+  if (rc == -ENOENT) {
+    l->result = -ENOENT;
+    return 0;
+  }
+  if (rc) return rc;
+  if (op == LEASE_ACK) {
+    x->d.acked++;
+    if (h.redue_ms) {
+      int state = h.redue_ms <= x->now ? IS_READY : IS_DELAYED;
+      return lease_end(x, &h, l->id, state, h.redue_ms, h.redue_pri, NULL, 1);
+    }
+    if (x->c.keep_done) return lease_end(x, &h, l->id, IS_DONE, x->now, h.priority, NULL, 0);
+    return lease_end(x, &h, l->id, -1, 0, 0, NULL, 0);
+  }
+  /* nack */
+  if (x->c.max_deliveries > 0 && h.deliveries >= x->c.max_deliveries) {
+    l->dead = 1;
+    return lease_end(x, &h, l->id, IS_DEAD, x->now, h.priority, l->error, 0);
+  }
+  int64_t delay = l->delay_ms >= 0 ? l->delay_ms : backoff(&x->c, h.deliveries);
+  int64_t due = x->now + delay;
+  if (l->retry_after_ms > 0) {
+    qkey_t *k;
+    if ((rc = ctx_key(x, h.key, &k))) return rc;
+    k->block_ms = imax(k->block_ms, x->now + l->retry_after_ms);
+    k->dirty = 1;
+    due = imax(due, x->now + l->retry_after_ms);
+  }
+  int64_t pri = h.redue_ms ? imax(h.priority, h.redue_pri) : h.priority;
+  int state = due <= x->now ? IS_READY : IS_DELAYED;
+  return lease_end(x, &h, l->id, state, due, pri, l->error, 0);
+}
+
+static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t *leases,
+                      size_t n, int64_t now_ms) {
+  struct sqlite_store *q = SQ(s);
+  qctx_t x = {.q = q, .now = now_ms};
+  int began, rc = sqlite_auto_begin(q, &began);
+  if (rc) return rc;
+  rc = queue_load(q, name, &x.c, &x.n_ready, &x.lease_seq);
+  x.c.name = (char *)name;
+  for (size_t i = 0; !rc && i < n; i++) rc = lease_one(&x, op, &leases[i]);
+  if (!rc) rc = ctx_finish(&x);
+  ctx_release(&x);
+  return sqlite_auto_end(q, began, rc);
+}
+
 int sqlite_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                     int64_t now_ms) { return -ENOSYS; }
+                     int64_t now_ms) {
+  return leases_run(s, name, LEASE_ACK, leases, n, now_ms);
+}
+
 int sqlite_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                      int64_t now_ms) { return -ENOSYS; }
+                      int64_t now_ms) {
+  return leases_run(s, name, LEASE_NACK, leases, n, now_ms);
+}
+
 int sqlite_queue_extend(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                        int64_t visibility_ms, int64_t now_ms) { return -ENOSYS; }
-int sqlite_queue_set(store_t *s, queue_conf_t *c) { return -ENOSYS; }
-int sqlite_queue_get(store_t *s, const char *name, queue_conf_t *out) { return -ENOSYS; }
+                        int64_t visibility_ms, int64_t now_ms) {
+  struct sqlite_store *q = SQ(s);
+  queue_conf_t c = {0};
+  int began, rc = sqlite_auto_begin(q, &began);
+  if (rc) return rc;
+  rc = queue_load(q, name, &c, NULL, NULL);
+  int64_t until = now_ms + (visibility_ms ? visibility_ms : c.visibility_ms);
+  for (size_t i = 0; !rc && i < n; i++) {
+    sqlite3_stmt *st = qstmt(q, QS_EXTEND);
+    if (!st) {
+      rc = SPD_ESTORE;
+      break;
+    }
+    sqlite3_bind_int64(st, 1, leases[i].id);
+    sqlite3_bind_int64(st, 2, c.id);
+    sqlite3_bind_int64(st, 3, leases[i].token);
+    sqlite3_bind_int64(st, 4, until);
+    if ((rc = sqlite_done(q, st, "queue extend"))) break;
+    leases[i].result = sqlite3_changes(q->db) ? 0 : -ENOENT;
+  }
+  return sqlite_auto_end(q, began, rc);
+}
+
+/* ---- settings, listing, stats ---- */
+
+int sqlite_queue_set(store_t *s, queue_conf_t *c) {
+  struct sqlite_store *q = SQ(s);
+  qctx_t x = {.q = q};
+  queue_conf_t cur = {0};
+  int64_t ready, seq;
+  int began, rc = sqlite_auto_begin(q, &began);
+  if (rc) return rc;
+  x.now = clock_wall_ms();
+  rc = queue_load(q, c->name, &cur, &ready, &seq);
+  if (rc == -ENOENT) {
+    sqlite3_stmt *st = qstmt(q, QS_CREATE);
+    if (!st) {
+      rc = SPD_ESTORE;
+      goto out;
+    }
+    bind_settings(st, c->name, x.now, c);
+    rc = sqlite_done(q, st, "queue create");
+  } else if (!rc) {
+    sqlite3_stmt *st = qstmt(q, QS_SET);
+    if (!st) {
+      rc = SPD_ESTORE;
+      goto out;
+    }
+    bind_settings(st, c->name, 0, c);
+    rc = sqlite_done(q, st, "queue set");
+  }
+  if (rc || (rc = queue_load(q, c->name, &x.c, &x.n_ready, &x.lease_seq))) goto out;
+  x.c.name = c->name;
+  /* Limits may have changed: every key decides again whether it is open. */
+  if (rc == 0 && (cur.key_inflight != x.c.key_inflight || cur.key_rate != x.c.key_rate ||
+                  cur.key_burst != x.c.key_burst || cur.id == 0)) {
+    sqlite3_stmt *st = qstmt(q, QS_KEY_ALL);
+    char **keys = NULL;
+    size_t n = 0, cap = 0;
+    int src;
+    if (!st) {
+      rc = SPD_ESTORE;
+      goto out;
+    }
+    sqlite3_bind_int64(st, 1, x.c.id);
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+      if (n == cap) {
+        size_t ncap = cap ? cap * 2 : 16;
+        char **nk = realloc(keys, ncap * sizeof(*nk));
+        if (!nk) {
+          rc = -ENOMEM;
+          break;
+        }
+        keys = nk;
+        cap = ncap;
+      }
+      if (!(keys[n] = strdup((const char *)sqlite3_column_text(st, 0)))) {
+        rc = -ENOMEM;
+        break;
+      }
+      n++;
+    }
+    if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "queue keys");
+    sqlite3_reset(st);
+    for (size_t i = 0; !rc && i < n; i++) {
+      qkey_t *k;
+      if (!(rc = ctx_key(&x, keys[i], &k))) {
+        if (k->tokens > key_burst(&x.c)) k->tokens = key_burst(&x.c);
+        k->dirty = 1;
+      }
+    }
+    for (size_t i = 0; i < n; i++) free(keys[i]);
+    free(keys);
+    if (!rc) rc = ctx_flush_keys(&x);
+  }
+  if (!rc) {
+    char *name = c->name;
+    *c = x.c;
+    c->name = name;
+  }
+out:
+  ctx_release(&x);
+  return sqlite_auto_end(q, began, rc);
+}
+
+int sqlite_queue_get(store_t *s, const char *name, queue_conf_t *out) {
+  int rc = queue_load(SQ(s), name, out, NULL, NULL);
+  if (!rc && !(out->name = strdup(name))) rc = -ENOMEM;
+  return rc;
+}
+
 int sqlite_queues_list(store_t *s, const char *after, size_t limit,
-                       queue_conf_list_t *out) { return -ENOSYS; }
-int sqlite_queue_delete(store_t *s, const char *name) { return -ENOSYS; }
-int sqlite_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out) { return -ENOSYS; }
+                       queue_conf_list_t *out) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = qstmt(q, QS_LIST);
+  int rc = 0, src;
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_text(st, 1, after ? after : "", -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 2, limit ? sqlite_clamp(limit) : -1);
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    queue_conf_t *c = queue_conf_list_add(out);
+    if (!c) {
+      rc = -ENOMEM;
+      break;
+    }
+    row_queue(st, c, NULL);
+    if ((rc = sqlite_col_str(st, 1, &c->name))) break;
+  }
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "queue list");
+  sqlite3_reset(st);
+  return rc;
+}
+
+int sqlite_queue_delete(store_t *s, const char *name) {
+  struct sqlite_store *q = SQ(s);
+  queue_conf_t c = {0};
+  static const int steps[] = {QS_DEL_ITEMS, QS_DEL_KEYS, QS_DEL};
+  int began, rc = sqlite_auto_begin(q, &began);
+  if (rc) return rc;
+  rc = queue_load(q, name, &c, NULL, NULL);
+  for (size_t i = 0; !rc && i < sizeof(steps) / sizeof(steps[0]); i++) {
+    sqlite3_stmt *st = qstmt(q, steps[i]);
+    if (!st) {
+      rc = SPD_ESTORE;
+      break;
+    }
+    sqlite3_bind_int64(st, 1, c.id);
+    rc = sqlite_done(q, st, "queue delete");
+  }
+  return sqlite_auto_end(q, began, rc);
+}
+
+static int one_int64(struct sqlite_store *q, int id, int64_t a, int64_t b, int bind_b,
+                     int64_t *out) {
+  sqlite3_stmt *st = qstmt(q, id);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, a);
+  if (bind_b) sqlite3_bind_int64(st, 2, b);
+  int src = sqlite3_step(st);
+  *out = src == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  sqlite3_reset(st);
+  return src == SQLITE_ROW || src == SQLITE_DONE ? 0 : sqlite_fail(q, queue_sql[id]);
+}
+
+int sqlite_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out) {
+  struct sqlite_store *q = SQ(s);
+  queue_conf_t c = {0};
+  int64_t ready, delayed_due, first_delayed, first_ready;
+  int rc = queue_load(q, name, &c, &ready, NULL);
+  if (rc) return rc;
+  if ((rc = one_int64(q, QS_PASTDUE, c.id, now_ms, 1, &delayed_due)) ||
+      (rc = one_int64(q, QS_NEXT, c.id, IS_DELAYED, 1, &first_delayed)) ||
+      (rc = one_int64(q, QS_NEXT, c.id, IS_READY, 1, &first_ready)) ||
+      (rc = one_int64(q, QS_KEY_COUNT, c.id, 0, 0, &out->keys)))
+    return rc;
+  out->waiting = c.n_waiting;
+  out->inflight = c.n_inflight;
+  out->size = c.n_waiting + c.n_inflight;
+  out->dead = c.n_dead;
+  out->done = c.n_done;
+  out->past_due = ready + delayed_due;
+  if (first_delayed && first_ready)
+    out->oldest_due_ms = imin(first_delayed, first_ready);
+  else
+    out->oldest_due_ms = first_delayed ? first_delayed : first_ready;
+  if (out->waiting == 0) out->oldest_due_ms = 0;
+  return 0;
+}
+
+/* ---- selections: items, requeue, purge ---- */
+
+/* The WHERE clause of filter f (queue ?1, then numbered parameters from ?2
+ * on, bound by filter_bind in the same order). */
+static int filter_sql(const queue_filter_t *f, char *buf, size_t len) {
+  size_t o = 0;
+  int p = 2;
+#define ADD(...)                                                \
+  do {                                                          \
+    int w_ = snprintf(buf + o, len - o, __VA_ARGS__);           \
+    if (w_ < 0 || (size_t)w_ >= len - o) return -EINVAL;        \
+    o += (size_t)w_;                                            \
+  } while (0)
+  ADD("queue_id = ?1 AND id > ?%d", p++);
+  if (f->states) {
+    const char *sep = "";
+    ADD(" AND state IN (");
+    for (int st = 0; st < QSTATE_N; st++) {
+      if (!(f->states & (1u << st))) continue;
+      if (st == QSTATE_WAITING)
+        ADD("%s%d, %d", sep, IS_DELAYED, IS_READY);
+      else
+        ADD("%s%d", sep, st == QSTATE_INFLIGHT ? IS_INFLIGHT : st == QSTATE_DEAD ? IS_DEAD : IS_DONE);
+      sep = ", ";
+    }
+    ADD(")");
+  }
+  if (f->key) ADD(" AND key = ?%d", p++);
+  if (f->prefix) {
+    ADD(" AND substr(element, 1, ?%d) = ?%d", p, p + 1);
+    p += 2;
+  }
+  if (f->nids) {
+    ADD(" AND id IN (");
+    for (size_t i = 0; i < f->nids; i++) ADD("%s?%d", i ? ", " : "", p++);
+    ADD(")");
+  }
+#undef ADD
+  return 0;
+}
+
+static void filter_bind(sqlite3_stmt *st, int64_t queue_id, const queue_filter_t *f,
+                        int64_t after_id) {
+  int p = 1;
+  sqlite3_bind_int64(st, p++, queue_id);
+  sqlite3_bind_int64(st, p++, after_id);
+  if (f->key) sqlite3_bind_text(st, p++, f->key, -1, SQLITE_STATIC);
+  if (f->prefix) {
+    int n = (int)strlen(f->prefix);
+    sqlite3_bind_int(st, p++, n);
+    sqlite3_bind_blob(st, p++, f->prefix, n, SQLITE_STATIC);
+  }
+  for (size_t i = 0; i < f->nids; i++) sqlite3_bind_int64(st, p++, f->ids[i]);
+}
+
+static queue_state_t public_state(int s) {
+  switch (s) {
+  case IS_INFLIGHT:
+    return QSTATE_INFLIGHT;
+  case IS_DEAD:
+    return QSTATE_DEAD;
+  case IS_DONE:
+    return QSTATE_DONE;
+  default:
+    return QSTATE_WAITING;
+  }
+}
+
+/* Prepares `SELECT cols FROM queue_items WHERE <f> ORDER BY id LIMIT n`
+ * with f bound after after_id. */
+static int filter_prepare(struct sqlite_store *q, int64_t queue_id, const queue_filter_t *f,
+                          const char *cols, int64_t after_id, size_t limit,
+                          sqlite3_stmt **out) {
+  size_t len = 512 + f->nids * 16;
+  char *where = malloc(len), *sql = NULL;
+  int rc;
+  *out = NULL;
+  if (!where) return -ENOMEM;
+  if ((rc = filter_sql(f, where, len))) goto out;
+  if (asprintf(&sql, "SELECT %s FROM queue_items WHERE %s ORDER BY id LIMIT %lld", cols,
+               where, limit ? (long long)sqlite_clamp(limit) : -1LL) < 0) {
+    sql = NULL;
+    rc = -ENOMEM;
+    goto out;
+  }
+  if (sqlite3_prepare_v2(q->db, sql, -1, out, NULL) != SQLITE_OK) {
+    rc = sqlite_fail(q, "queue select");
+    sqlite3_finalize(*out);
+    *out = NULL;
+    goto out;
+  }
+  filter_bind(*out, queue_id, f, after_id);
+out:
+  free(sql);
+  free(where);
+  return rc;
+}
+
 int sqlite_queue_items(store_t *s, const char *name, const queue_filter_t *f,
-                       queue_item_list_t *out) { return -ENOSYS; }
+                       queue_item_list_t *out) {
+  struct sqlite_store *q = SQ(s);
+  queue_conf_t c = {0};
+  sqlite3_stmt *st;
+  int src, rc = queue_load(q, name, &c, NULL, NULL);
+  if (rc || (rc = filter_prepare(q, c.id, f, ITEM_COLS, f->after_id, f->limit, &st)))
+    return rc;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    queue_item_t *it = queue_item_list_add(out);
+    if (!it) {
+      rc = -ENOMEM;
+      break;
+    }
+    it->id = sqlite3_column_int64(st, 0);
+    it->state = public_state(sqlite3_column_int(st, 1));
+    it->priority = sqlite3_column_int(st, 2);
+    it->due_ms = sqlite3_column_int64(st, 3);
+    it->deliveries = sqlite3_column_int(st, 5);
+    it->token = it->state == QSTATE_INFLIGHT ? sqlite3_column_int64(st, 6) : 0;
+    it->created_ms = sqlite3_column_int64(st, 7);
+    it->len = (size_t)sqlite3_column_bytes(st, 9);
+    const void *blob = sqlite3_column_blob(st, 9);
+    it->element = malloc(it->len + 1);
+    if (it->element) {
+      if (it->len) memcpy(it->element, blob, it->len);
+      it->element[it->len] = '\0';
+    }
+    if (!it->element || sqlite_col_str(st, 4, &it->key) || sqlite_col_str(st, 8, &it->error)) {
+      rc = -ENOMEM;
+      break;
+    }
+  }
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "queue items");
+  sqlite3_finalize(st);
+  return rc;
+}
+
+typedef enum { BULK_REQUEUE, BULK_PURGE } bulk_op_t;
+
+typedef struct {
+  int64_t id, pri, due;
+  int state;
+  char *key;
+} bulk_row_t;
+
+#define BULK_CHUNK 2000
+
+/* One element of a requeue or purge leaves its state (and its key's
+ * bookkeeping), then comes back waiting (requeue) or goes (purge). */
+static int bulk_one(qctx_t *x, bulk_op_t op, const bulk_row_t *r, int64_t due_ms) {
+  qkey_t *k;
+  int rc = ctx_key(x, r->key, &k);
+  if (rc) return rc;
+  if (r->state == IS_READY) key_ready_del(k, 1);
+  if (r->state == IS_INFLIGHT) {
+    k->inflight--;
+    k->dirty = 1;
+  }
+  count_state(x, r->state, -1);
+  if (op == BULK_PURGE) {
+    sqlite3_stmt *st = qstmt(x->q, QS_DELETE);
+    if (!st) return SPD_ESTORE;
+    sqlite3_bind_int64(st, 1, r->id);
+    return sqlite_done(x->q, st, "queue purge");
+  }
+  int state = due_ms <= x->now ? IS_READY : IS_DELAYED;
+  if ((rc = stmt_state(x, r->id, state, due_ms, r->pri, NULL, 1))) return rc;
+  count_state(x, state, +1);
+  if (state == IS_READY) key_ready_add(k, r->pri, due_ms);
+  return 0;
+}
+
+/* Requeue or purge, in chunks read before they are changed. */
+static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_op_t op,
+                    int64_t due_ms, int64_t now_ms, int64_t *count) {
+  struct sqlite_store *q = SQ(s);
+  qctx_t x = {.q = q, .now = now_ms};
+  bulk_row_t *v = NULL;
+  int64_t after = f->after_id, total = 0;
+  int began, rc = sqlite_auto_begin(q, &began);
+  if (rc) return rc;
+  rc = queue_load(q, name, &x.c, &x.n_ready, &x.lease_seq);
+  x.c.name = (char *)name;
+  if (!rc && !(v = calloc(BULK_CHUNK, sizeof(*v)))) rc = -ENOMEM;
+  while (!rc) {
+    sqlite3_stmt *st;
+    size_t n = 0;
+    int src;
+    if ((rc = filter_prepare(q, x.c.id, f, "id, state, key, priority, due_ms", after,
+                             BULK_CHUNK, &st)))
+      break;
+    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+      v[n].id = sqlite3_column_int64(st, 0);
+      v[n].state = sqlite3_column_int(st, 1);
+      v[n].pri = sqlite3_column_int64(st, 3);
+      v[n].due = sqlite3_column_int64(st, 4);
+      if (!(v[n].key = strdup((const char *)sqlite3_column_text(st, 2)))) {
+        rc = -ENOMEM;
+        break;
+      }
+      n++;
+    }
+    if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "queue select");
+    sqlite3_finalize(st);
+    for (size_t i = 0; !rc && i < n; i++) rc = bulk_one(&x, op, &v[i], due_ms);
+    for (size_t i = 0; i < n; i++) free(v[i].key);
+    total += (int64_t)n;
+    if (n > 0) after = v[n - 1].id;
+    if (n < BULK_CHUNK) break;
+  }
+  free(v);
+  if (!rc) rc = ctx_finish(&x);
+  if (!rc) *count = total;
+  ctx_release(&x);
+  return sqlite_auto_end(q, began, rc);
+}
+
 int sqlite_queue_requeue(store_t *s, const char *name, const queue_filter_t *f,
-                         int64_t due_ms, int64_t now_ms, int64_t *count) { return -ENOSYS; }
+                         int64_t due_ms, int64_t now_ms, int64_t *count) {
+  return bulk_run(s, name, f, BULK_REQUEUE, due_ms, now_ms, count);
+}
+
 int sqlite_queue_purge(store_t *s, const char *name, const queue_filter_t *f,
-                       int64_t now_ms, int64_t *count) { return -ENOSYS; }
-void sqlite_queue_close(struct sqlite_store *q) { (void)q; }
+                       int64_t now_ms, int64_t *count) {
+  return bulk_run(s, name, f, BULK_PURGE, 0, now_ms, count);
+}
