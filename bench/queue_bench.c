@@ -430,9 +430,12 @@ static long long tsize[MAXT]; /* elements we believe are waiting */
 static long long tnext[MAXT] = {1, 1, 1}; /* each target's next new element */
 
 static char path_put[512], path_take[512], path_ack[512], path_queue[512];
+/* the latency phase has a queue of its own, empty but for its elements */
+static char lpath_put[512], lpath_take[512], lpath_ack[512];
+static rtarget_t rtl[MAXT];
 
 /* spiderd: one put call of n elements [first, first+n). */
-static int s_put(hconn_t *h, sb_t *b, long long first, int n) {
+static int s_put(hconn_t *h, sb_t *b, const char *path, long long first, int n) {
   b->n = 0;
   sb_str(b, "{\"elements\":[");
   char e[ELEM_MAX];
@@ -446,7 +449,7 @@ static int s_put(hconn_t *h, sb_t *b, long long first, int n) {
     b->p[b->n++] = '"';
   }
   sb_str(b, "]}");
-  if (hc_call(h, "POST", path_put, b->p, b->n)) return -1;
+  if (hc_call(h, "POST", path, b->p, b->n)) return -1;
   if (h->status != 200) {
     fprintf(stderr, "put: HTTP %d %.*s\n", h->status, (int)h->body_len, h->body);
     return -1;
@@ -520,7 +523,8 @@ typedef struct phase {
   long long total, first;
   atomic_llong next; /* put: next batch index; take: elements claimed */
   atomic_llong done;
-  atomic_int errors, dry;
+  atomic_int errors, dry, timed_out;
+  double deadline; /* monotonic; 0 = none */
   pthread_barrier_t bar;
   int quiet;
 } phase_t;
@@ -542,11 +546,15 @@ static void *worker_main(void *arg) {
   long long nbatches = (ph->total + ph->batch - 1) / ph->batch;
   if (ph->kind == PH_PUT) {
     for (;;) {
+      if (ph->deadline && now_s() > ph->deadline) {
+        atomic_store(&ph->timed_out, 1);
+        break;
+      }
       long long i = atomic_fetch_add(&ph->next, 1);
       if (i >= nbatches) break;
       long long first = ph->first + i * ph->batch;
       int n = (int)(ph->total - i * ph->batch < ph->batch ? ph->total - i * ph->batch : ph->batch);
-      int rc2 = ph->target == T_SPIDERD ? s_put(&h, &b, first, n)
+      int rc2 = ph->target == T_SPIDERD ? s_put(&h, &b, path_put, first, n)
                                         : r_put(rc, &rt[ph->target], first, n, wall_ms());
       if (rc2) {
         atomic_fetch_add(&ph->errors, 1);
@@ -557,6 +565,10 @@ static void *worker_main(void *arg) {
   } else {
     int empty = 0;
     for (;;) {
+      if (ph->deadline && now_s() > ph->deadline) {
+        atomic_store(&ph->timed_out, 1);
+        break;
+      }
       long long c = atomic_fetch_add(&ph->next, ph->batch);
       if (c >= ph->total) break;
       int want = (int)(ph->total - c < ph->batch ? ph->total - c : ph->batch);
@@ -581,7 +593,13 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-/* Runs a phase; returns elements/s (0 on errors). */
+static double g_max_seconds = 60; /* per timed phase; 0 = no limit */
+static int g_last_timed_out;
+static long long g_last_done;
+
+/* Runs a phase; returns elements/s (0 on errors). A labelled phase other than
+ * the fill stops after g_max_seconds (g_last_timed_out says so): the rate is
+ * then over what was done. */
 static double run_phase(int target, int kind, int batch, int clients, long long total,
                         long long first, const char *label) {
   phase_t ph = {.target = target, .kind = kind, .batch = batch, .clients = clients,
@@ -592,6 +610,9 @@ static double run_phase(int target, int kind, int batch, int clients, long long 
     w[i].ph = &ph;
     pthread_create(&w[i].th, NULL, worker_main, &w[i]);
   }
+  /* set before the barrier, which orders it before the workers read it */
+  if (label && g_max_seconds > 0 && strncmp(label, "fill", 4) != 0)
+    ph.deadline = now_s() + g_max_seconds;
   pthread_barrier_wait(&ph.bar);
   double t0 = now_s();
   if (label && total >= 1000000) { /* progress of long fills */
@@ -618,10 +639,13 @@ static double run_phase(int target, int kind, int batch, int clients, long long 
   long long done = atomic_load(&ph.done);
   double rate = done / dt;
   if (label)
-    fprintf(stderr, "  %-9s %-28s %d client%s: %lld in %.2f s = %.0f/s%s%s\n", tname[target],
+    fprintf(stderr, "  %-9s %-28s %d client%s: %lld in %.2f s = %.0f/s%s%s%s\n", tname[target],
             label, clients, clients == 1 ? " " : "s", done, dt, rate,
-            atomic_load(&ph.errors) ? " ERRORS" : "", atomic_load(&ph.dry) ? " (ran dry)" : "");
-  if (atomic_load(&ph.errors) || done < total) return 0;
+            atomic_load(&ph.errors) ? " ERRORS" : "", atomic_load(&ph.dry) ? " (ran dry)" : "",
+            atomic_load(&ph.timed_out) ? " (time limit)" : "");
+  g_last_timed_out = atomic_load(&ph.timed_out);
+  g_last_done = done;
+  if (atomic_load(&ph.errors) || (done < total && !g_last_timed_out) || done == 0) return 0;
   return rate;
 }
 
@@ -643,7 +667,7 @@ static void *taker_main(void *arg) {
   sb_t b = {0};
   if (L->target == T_SPIDERD) hc_open(&h);
   else rc = r_open(&rt[L->target]);
-  rtarget_t *t = &rt[L->target];
+  rtarget_t *t = &rtl[L->target];
   while (atomic_load(&L->got) < L->n) {
     int round = atomic_load(&L->got);
     long long num = -1;
@@ -653,7 +677,7 @@ static void *taker_main(void *arg) {
       /* send the long-poll take, say so, then read its reply */
       char req[64];
       int rl = snprintf(req, sizeof(req), "{\"max\":1,\"wait\":5}");
-      if (hc_send(&h, "POST", path_take, req, rl)) break;
+      if (hc_send(&h, "POST", lpath_take, req, rl)) break;
       atomic_store(&L->waiting, round + 1);
       if (hc_recv(&h)) break;
       tg = now_s();
@@ -673,7 +697,7 @@ static void *taker_main(void *arg) {
       json_decref(doc);
       if (k) {
         int al = snprintf(req, sizeof(req), "{\"leases\":[\"%s\"]}", lease);
-        if (hc_call(&h, "POST", path_ack, req, al) || h.status != 200) break;
+        if (hc_call(&h, "POST", lpath_ack, req, al) || h.status != 200) break;
       }
     } else {
       redisReply *r = redisCommand(rc, "EVALSHA %s 2 %s %s %lld 1 30000", t->sha, t->kdue,
@@ -729,7 +753,7 @@ static latres_t run_latency(int target, int n) {
   hconn_t h = {.fd = -1};
   redisContext *rc = NULL;
   sb_t b = {0};
-  rtarget_t *t = &rt[target];
+  rtarget_t *t = &rtl[target];
   if (target == T_SPIDERD) hc_open(&h);
   else rc = r_open(t);
   for (int i = 0; i < n && !atomic_load(&L.errors); i++) {
@@ -738,7 +762,7 @@ static latres_t run_latency(int target, int n) {
     usleep(2000); /* the take reaches the daemon and parks */
     L.t_put[i] = now_s();
     if (target == T_SPIDERD) {
-      if (s_put(&h, &b, L.first + i, 1)) {
+      if (s_put(&h, &b, lpath_put, L.first + i, 1)) {
         atomic_fetch_add(&L.errors, 1);
         break;
       }
@@ -894,6 +918,7 @@ typedef struct pdef {
 static pdef_t defs[32];
 static int ndefs;
 static double rates[2][32][MAXT]; /* [empty/full][def][target] */
+static int limited[2][32][MAXT];   /* the phase hit the time limit */
 
 static void run_rates(int full, int do_put, int do_take) {
   long long reput_first[MAXT] = {0}, reput_n = 0;
@@ -906,20 +931,23 @@ static void run_rates(int full, int do_put, int do_take) {
         if (reput_n)
           rates[full][d][t] =
               run_phase(t, PH_PUT, p->batch, p->clients, reput_n, reput_first[t], p->label);
+        limited[full][d][t] = g_last_timed_out;
       } else if (p->kind == PH_PUT) {
         if (p->batch > 1 && !reput_first[t]) reput_first[t] = tnext[t];
         rates[full][d][t] = run_phase(t, PH_PUT, p->batch, p->clients, p->n, tnext[t], p->label);
-        tnext[t] += p->n;
-        tsize[t] += p->n;
+        limited[full][d][t] = g_last_timed_out;
+        tnext[t] += p->n; /* some may not have been put (time limit): never reused */
+        tsize[t] += g_last_done;
       } else {
         if (tsize[t] < p->n) { /* untimed: enough waiting elements first */
           long long need = p->n - tsize[t];
           run_phase(t, PH_PUT, 1000, 4, need, tnext[t], NULL);
           tnext[t] += need;
-          tsize[t] += need;
+          tsize[t] += g_last_done;
         }
         rates[full][d][t] = run_phase(t, PH_TAKE, p->batch, p->clients, p->n, 0, p->label);
-        tsize[t] -= p->n;
+        limited[full][d][t] = g_last_timed_out;
+        tsize[t] -= g_last_done;
       }
     }
     if (p->kind == PH_PUT && !p->reput && p->batch > 1 && !reput_n) reput_n = p->n;
@@ -951,6 +979,12 @@ static void fmt_rate(char *out, size_t cap, double r) {
   else snprintf(out, cap, "%.1f", r);
 }
 
+/* a rate from the tables, * when its phase hit the time limit */
+static void fmt_r(char *out, size_t cap, int full, int d, int t) {
+  fmt_rate(out, cap, rates[full][d][t]);
+  if (limited[full][d][t] && rates[full][d][t] > 0) strncat(out, "*", cap - strlen(out) - 1);
+}
+
 static void fmt_ratio(char *out, size_t cap, double a, double b) {
   if (a <= 0 || b <= 0) snprintf(out, cap, "-");
   else snprintf(out, cap, "%.2f", a / b);
@@ -961,7 +995,7 @@ static void usage(void) {
           "usage: queue_bench [-u http://HOST:PORT] [-q QUEUE] [-r HOST:PORT] [-R HOST:PORT]\n"
           "                   [-p put,take,latency,full] [-c 1,8] [--put-batched N] [--put-single N]\n"
           "                   [--take-batched N] [--take-single N] [--latency N] [--full N]\n"
-          "                   [--pid PID] [--db FILE] [--redis-dir DIR]\n"
+          "                   [--max-seconds S] [--pid PID] [--db FILE] [--redis-dir DIR]\n"
           "  -u   spiderd's base URL          -r  Redis, AOF (the durable comparison)\n"
           "  -R   Redis in RAM (empty-queue phases only)\n"
           "  -p   phases (default put,take,latency; full needs --full N)\n"
@@ -969,6 +1003,7 @@ static void usage(void) {
           "  --put-batched N (200000), --put-single N (20000), --take-batched N (200000),\n"
           "  --take-single N (20000): elements per phase; --latency N (1000) samples\n"
           "  --full N   fill to N elements, then the rates again (full/empty ratios)\n"
+          "  --max-seconds S   a rate phase stops after S s (60; 0 = none), its rate marked *\n"
           "  --pid, --db, --redis-dir   spiderd's pid and SQLite file, Redis's dir (memory, disk)\n");
   exit(2);
 }
@@ -988,6 +1023,7 @@ int main(int argc, char **argv) {
       {"put-batched", 1, 0, 1}, {"put-single", 1, 0, 2}, {"take-batched", 1, 0, 3},
       {"take-single", 1, 0, 4}, {"latency", 1, 0, 5},    {"full", 1, 0, 6},
       {"pid", 1, 0, 7},         {"db", 1, 0, 8},         {"redis-dir", 1, 0, 9},
+      {"max-seconds", 1, 0, 10},
       {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
   int o;
   while ((o = getopt_long(argc, argv, "u:q:r:R:p:c:h", lo, NULL)) != -1) {
@@ -1014,6 +1050,7 @@ int main(int argc, char **argv) {
     case 7: g_pid = atol(optarg); break;
     case 8: g_db = optarg; break;
     case 9: g_redis_dir = optarg; break;
+    case 10: g_max_seconds = atof(optarg); break;
     default: usage();
     }
   }
@@ -1031,6 +1068,9 @@ int main(int argc, char **argv) {
     snprintf(path_take, sizeof(path_take), "/api/v1/queues/%s/take", g_queue);
     snprintf(path_ack, sizeof(path_ack), "/api/v1/queues/%s/ack", g_queue);
     snprintf(path_queue, sizeof(path_queue), "/api/v1/queues/%s", g_queue);
+    snprintf(lpath_put, sizeof(lpath_put), "/api/v1/queues/%s-latency/put", g_queue);
+    snprintf(lpath_take, sizeof(lpath_take), "/api/v1/queues/%s-latency/take", g_queue);
+    snprintf(lpath_ack, sizeof(lpath_ack), "/api/v1/queues/%s-latency/ack", g_queue);
   }
   int want_put = strstr(phases, "put") != NULL, want_take = strstr(phases, "take") != NULL;
   int want_lat = strstr(phases, "latency") != NULL;
@@ -1058,10 +1098,16 @@ int main(int argc, char **argv) {
     snprintf(rt[t].kdue, sizeof(rt[t].kdue), "q:%s:due", g_queue);
     snprintf(rt[t].kinflight, sizeof(rt[t].kinflight), "q:%s:inflight", g_queue);
     snprintf(rt[t].kwake, sizeof(rt[t].kwake), "q:%s:wake", g_queue);
+    rtl[t] = rt[t];
+    snprintf(rtl[t].kdue, sizeof(rtl[t].kdue), "q:%s-latency:due", g_queue);
+    snprintf(rtl[t].kinflight, sizeof(rtl[t].kinflight), "q:%s-latency:inflight", g_queue);
+    snprintf(rtl[t].kwake, sizeof(rtl[t].kwake), "q:%s-latency:wake", g_queue);
     redisContext *c = r_open(&rt[t]);
-    freeReplyObject(r_cmd(c, "DEL %s %s %s", rt[t].kdue, rt[t].kinflight, rt[t].kwake));
+    freeReplyObject(r_cmd(c, "DEL %s %s %s %s %s %s", rt[t].kdue, rt[t].kinflight, rt[t].kwake,
+                          rtl[t].kdue, rtl[t].kinflight, rtl[t].kwake));
     redisReply *r = r_cmd(c, "SCRIPT LOAD %s", CLAIM_LUA);
     snprintf(rt[t].sha, sizeof(rt[t].sha), "%s", r->str);
+    snprintf(rtl[t].sha, sizeof(rtl[t].sha), "%s", r->str);
     freeReplyObject(r);
     redisFree(c);
   }
@@ -1075,13 +1121,8 @@ int main(int argc, char **argv) {
   fprintf(stderr, "empty queue:\n");
   run_rates(0, want_put, want_take);
   if (want_lat)
-    for (int t = 0; t < MAXT; t++) {
-      if (!tused[t]) continue;
-      /* nothing due, so the taker waits: take what earlier phases left */
-      if (tsize[t] > 0) run_phase(t, PH_TAKE, 1000, 1, tsize[t] + 1000, 0, NULL);
-      tsize[t] = 0;
-      lat[t] = run_latency(t, n_lat);
-    }
+    for (int t = 0; t < MAXT; t++)
+      if (tused[t]) lat[t] = run_latency(t, n_lat);
   mem_t m_empty = sample_mem("empty");
   mem_t m_filled = {0}, m_after = {0};
   double fill_rate[MAXT] = {0};
@@ -1093,7 +1134,7 @@ int main(int argc, char **argv) {
       if (need > 0) {
         fill_rate[t] = run_phase(t, PH_PUT, 1000, 8, need, tnext[t], "fill (put 1000/call)");
         tnext[t] += need;
-        tsize[t] += need;
+        tsize[t] += g_last_done;
       }
     }
     m_filled = sample_mem("filled");
@@ -1111,15 +1152,15 @@ int main(int argc, char **argv) {
   for (int i = 0; i < ndefs; i++) {
     pdef_t *p = &defs[i];
     if ((p->kind == PH_PUT && !want_put) || (p->kind == PH_TAKE && !want_take)) continue;
-    fmt_rate(a, sizeof(a), rates[0][i][T_SPIDERD]);
+    fmt_r(a, sizeof(a), 0, i, T_SPIDERD);
     printf("| %s | %d | %s |", p->label, p->clients, tused[T_SPIDERD] ? a : "-");
     if (tused[T_REDIS]) {
-      fmt_rate(b, sizeof(b), rates[0][i][T_REDIS]);
+      fmt_r(b, sizeof(b), 0, i, T_REDIS);
       fmt_ratio(c2, sizeof(c2), rates[0][i][T_SPIDERD], rates[0][i][T_REDIS]);
       printf(" %s | %s |", b, c2);
     }
     if (tused[T_REDIS_RAM]) {
-      fmt_rate(b, sizeof(b), rates[0][i][T_REDIS_RAM]);
+      fmt_r(b, sizeof(b), 0, i, T_REDIS_RAM);
       fmt_ratio(c2, sizeof(c2), rates[0][i][T_SPIDERD], rates[0][i][T_REDIS_RAM]);
       printf(" %s | %s |", b, c2);
     }
@@ -1141,13 +1182,13 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ndefs; i++) {
       pdef_t *p = &defs[i];
       if ((p->kind == PH_PUT && !want_put) || (p->kind == PH_TAKE && !want_take)) continue;
-      fmt_rate(a, sizeof(a), rates[0][i][T_SPIDERD]);
-      fmt_rate(b, sizeof(b), rates[1][i][T_SPIDERD]);
+      fmt_r(a, sizeof(a), 0, i, T_SPIDERD);
+      fmt_r(b, sizeof(b), 1, i, T_SPIDERD);
       fmt_ratio(c2, sizeof(c2), rates[1][i][T_SPIDERD], rates[0][i][T_SPIDERD]);
       printf("| %s | %d | %s | %s | %s |", p->label, p->clients, a, b, c2);
       if (tused[T_REDIS]) {
-        fmt_rate(a, sizeof(a), rates[0][i][T_REDIS]);
-        fmt_rate(b, sizeof(b), rates[1][i][T_REDIS]);
+        fmt_r(a, sizeof(a), 0, i, T_REDIS);
+        fmt_r(b, sizeof(b), 1, i, T_REDIS);
         fmt_ratio(c2, sizeof(c2), rates[1][i][T_REDIS], rates[0][i][T_REDIS]);
         fmt_ratio(d, sizeof(d), rates[1][i][T_SPIDERD], rates[1][i][T_REDIS]);
         printf(" %s | %s | %s | %s |", a, b, c2, d);
@@ -1159,6 +1200,8 @@ int main(int argc, char **argv) {
     printf("\nFill (put 1000/call, 8 clients): spiderd %s/s%s%s\n", a,
            tused[T_REDIS] ? ", Redis AOF " : "", tused[T_REDIS] ? b : "");
   }
+  printf("\nA rate marked * stopped at the time limit (--max-seconds %g): it is over what was done.\n",
+         g_max_seconds);
   printf("\n### Memory and disk\n\n");
   printf("| when | spiderd elements | VmRSS MB | VmHWM MB | SQLite db + WAL MB |%s\n",
          tused[T_REDIS] ? " Redis elements | used_memory MB | Redis RSS MB | Redis dir (AOF) MB |" : "");
