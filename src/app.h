@@ -13,6 +13,7 @@
 #include "run/scheduler.h"
 #include "run/spiders.h"
 #include "run/webhooks.h"
+#include "run/jobtoken.h"
 #include "store/async.h"
 
 typedef struct app {
@@ -31,6 +32,8 @@ typedef struct app {
   struct scrapyd *scrapyd; /* api/scrapyd.c's state */
   struct api_common *api_common; /* api/common.c's state, shared by the faces */
   struct sse_hub *sse;           /* api/sse.c: live event streams */
+  struct api_queues *queues;     /* api/ops_queues.c: takers waiting for elements */
+  char job_secret[JOBTOKEN_SECRET_HEX + 1]; /* signs job tokens (run/jobtoken.h) */
 } app_t;
 
 typedef struct api_common api_common_t;
@@ -43,5 +46,8 @@ void api_scrapyd_free(app_t *app);
 int api_rest_register(app_t *app);
 /* Registers /, /jobs, /logs/ and /items/ (api/ui.c). */
 int api_ui_register(app_t *app);
+/* Releases every take waiting for elements (with what it has: none) and
+ * takes no more waits (api/ops_queues.c). The daemon is stopping. */
+void api_queues_stop(app_t *app);
 
 #endif

@@ -34,7 +34,9 @@
   X(SPD_ENOFILE,     -1018, 404, -32014, "file not available")                      \
   X(SPD_EBADREQUEST, -1019, 400, -32600, "invalid request")                         \
   X(SPD_EFENCED,     -1020, 409, -32015, "lease lost: another scheduler took over")  \
-  X(SPD_ENOSCHEDULE, -1021, 404, -32016, "schedule not found")
+  X(SPD_ENOSCHEDULE, -1021, 404, -32016, "schedule not found")                     \
+  X(SPD_ENOQUEUE,    -1022, 404, -32017, "queue not found")                        \
+  X(SPD_EFORBIDDEN,  -1023, 403, -32018, "not allowed with these credentials")
 
 enum spd_error {
 #define SPD_ERR_ENUM(name, value, http, rpc, desc) name = value,

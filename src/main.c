@@ -107,6 +107,7 @@ static void begin_stop(server_t *srv) {
   app->stopping = 1;
   sse_hub_stop(app->sse); /* event streams end now, not after the crawls */
   app->sse = NULL;
+  api_queues_stop(app); /* so do long-poll takes */
   log_info("main", "stopping: crawls get SIGTERM, pending jobs stay queued");
   scheduler_stop(app->scheduler, scheduler_stopped, srv);
 }
@@ -144,6 +145,23 @@ static int recover(app_t *app, job_list_t *running, char *err, size_t errlen) {
   int np = 0, nf = 0;
   rc = scrapyd_import(s, app->cfg.dbs_dir, store_path, &np, &nf, err, errlen);
   if (rc) {
+    store_close(s);
+    return rc;
+  }
+  /* The job tokens' secret: kept in the store, so tokens outlive a restart
+   * and every node sharing the store accepts them. */
+  char *secret = NULL;
+  rc = store_meta_get(s, JOBTOKEN_META_KEY, &secret);
+  if (rc == 0 && secret && strlen(secret) == JOBTOKEN_SECRET_HEX) {
+    memcpy(app->job_secret, secret, JOBTOKEN_SECRET_HEX + 1);
+  } else if (rc == 0 || rc == -ENOENT) {
+    rc = jobtoken_secret_new(app->job_secret);
+    if (!rc) rc = store_meta_set(s, JOBTOKEN_META_KEY, app->job_secret);
+  }
+  free(secret);
+  if (rc) {
+    snprintf(err, errlen, "%s: cannot keep the job token secret: %s", app->cfg.store,
+             spd_strerror(rc));
     store_close(s);
     return rc;
   }
@@ -222,6 +240,7 @@ static int serve(int argc, char **argv) {
   if ((rc = webhooks_init(&app->webhooks, app->loop, cfg, app->store, err, sizeof(err))))
     goto fail;
   launcher_on_end(app->launcher, job_ended, app);
+  launcher_set_job_secret(app->launcher, app->job_secret);
   http_options_t ho = {
       .bind_address = cfg->bind_address,
       .port = cfg->http_port,
@@ -276,6 +295,7 @@ static int serve(int argc, char **argv) {
 fail:
   fprintf(stderr, "spiderd: %s\n", err[0] ? err : spd_strerror(rc));
   sse_hub_stop(app->sse);
+  api_queues_stop(app);
   log_error("main", "%s", err[0] ? err : spd_strerror(rc));
   job_list_release(&running);
   if (app->http) http_server_stop(app->http);

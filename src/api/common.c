@@ -273,12 +273,27 @@ typedef struct enqueue {
   job_t *job;
   api_job_cb cb;
   void *ud;
+  int existing; /* the job's unique_key was held: e->job is now the holder */
 } enqueue_t;
 
-/* The job and its job.queued event in one transaction. */
+/* The job and its job.queued event in one transaction; or, when its
+ * unique_key is held, the holder read in the same transaction (it cannot
+ * end in between) in place of the job. */
 static int enqueue_fn(store_t *s, void *arg) {
   enqueue_t *e = arg;
   int rc = store_job_insert(s, e->job);
+  if (rc == SPD_ECONFLICT && e->job->unique_key) {
+    job_t held;
+    rc = store_job_get(s, e->job->id, &held);
+    if (rc == 0) {
+      job_release(e->job);
+      *e->job = held;
+      e->existing = 1;
+    } else {
+      job_release(&held);
+    }
+    return rc == -ENOENT ? SPD_ESTORE : rc;
+  }
   if (rc) return rc;
   event_t ev = {.type = "job.queued", .schedule_id = e->job->schedule_id, .job_id = e->job->id,
                 .ts_ms = e->job->created_ms,
@@ -291,11 +306,11 @@ static int enqueue_fn(store_t *s, void *arg) {
 
 static void enqueue_done(void *arg, int rc) {
   enqueue_t *e = arg;
-  if (!rc) {
+  if (!rc && !e->existing) {
     e->app->counters.pending++;
     launcher_kick(e->app->launcher);
   }
-  e->cb(e->ud, rc, rc ? API_JOB_STORE : 0, NULL);
+  e->cb(e->ud, rc, rc ? API_JOB_STORE : e->existing ? API_JOB_EXISTING : 0, NULL);
   free(e);
 }
 
@@ -323,7 +338,7 @@ static void enqueue_listed(void *ud, int rc, char *const *names, size_t n, const
 int api_job_enqueue(app_t *app, job_t *job, const char *egg_path, api_job_cb cb, void *ud) {
   enqueue_t *e = calloc(1, sizeof(*e));
   if (!e) return -ENOMEM;
-  *e = (enqueue_t){app, job, cb, ud};
+  *e = (enqueue_t){app, job, cb, ud, 0};
   int rc = spiders_list(app->spiders, job->project, egg_path, job->version, enqueue_listed, e);
   if (rc) free(e);
   return rc;

@@ -69,6 +69,7 @@ enum {
   API_JOB_SPIDER,   /* the spider is not in the egg (SPD_ENOSPIDER) */
   API_JOB_SUBMIT,   /* the store refused the op (SPD_ESHUTDOWN) */
   API_JOB_STORE,    /* the insert failed */
+  API_JOB_EXISTING, /* with rc 0: the unique_key's holder was returned */
 };
 
 typedef void (*api_job_cb)(void *ud, int rc, int stage, const char *error_text);
@@ -76,7 +77,12 @@ typedef void (*api_job_cb)(void *ud, int rc, int stage, const char *error_text);
 /* Checks that job->spider is a spider of egg_path's project, inserts the job
  * (job->id is set), counts it pending and wakes the launcher. job is
  * borrowed until cb. Returns 0 (cb runs, possibly before the return) or a
- * spawn error (stage API_JOB_LIST, no callback). */
+ * spawn error (stage API_JOB_LIST, no callback).
+ *
+ * Unique jobs: when job->unique_key is held by a pending or running job of
+ * the project, nothing is queued: cb gets rc 0 and stage API_JOB_EXISTING,
+ * and *job has been replaced by the holder (released and refilled), so the
+ * caller answers with the existing job. Otherwise stage is 0 on success. */
 int api_job_enqueue(app_t *app, job_t *job, const char *egg_path, api_job_cb cb, void *ud);
 
 /* found: processes signalled; count: pending entries cancelled. */

@@ -150,6 +150,16 @@ static void start_call(rpc_req_t *r, size_t index, const json_t *req) {
     finish(r);
     return;
   }
+  if (http_req_bearer(r->req) && strncmp(def->name, "queues.", 7)) {
+    json_t *d = json_pack("{s:s}", "method", call.method);
+    snprintf(err, sizeof(err), "a job's token gives access to the queues.* methods only, not '%.64s'",
+             call.method);
+    slot_set(s, response(call.id, NULL, error_object(SPD_EFORBIDDEN, err, d)));
+    json_decref(d);
+    free(s);
+    finish(r);
+    return;
+  }
   if (call.params && json_is_array(call.params)) {
     slot_set(s, response(call.id, NULL,
                          error_object(SPD_EBADPARAM,
@@ -161,7 +171,7 @@ static void start_call(rpc_req_t *r, size_t index, const json_t *req) {
     return;
   }
   json_t *params = call.params ? json_deep_copy(call.params) : json_object();
-  op_start(r->app, def, params, NULL, 0, on_op_reply, s);
+  op_start(r->app, def, params, NULL, 0, r->req, on_op_reply, s);
 }
 
 void jsonrpc_handle(app_t *app, http_req_t *req) {

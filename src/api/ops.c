@@ -53,6 +53,7 @@ static const op_param_t p_jobs_create[] = {{"project", OPT_STR, REQ | NAME, 0, 0
                                            {"priority", OPT_NUM, 0, 0, 0},
                                            {"jobid", OPT_STR, NAME, 0, 0},
                                            {"parent", OPT_INT, 0, 1, INT64_MAX},
+                                           {"unique_key", OPT_STR, 0, 0, 0},
                                            END};
 static const op_param_t p_cancel[] = {{"id", OPT_ID, REQ, 0, 0},
                                       {"signal", OPT_STR, 0, 0, 0},
@@ -105,6 +106,65 @@ static const op_param_t p_events[] = {{"after", OPT_INT, 0, 0, INT64_MAX},
                                       {"limit", OPT_INT, 0, 1, 1000},
                                       END};
 
+/* Task queues (docs/queues.md): values the handlers check themselves are
+ * OPT_ANY (elements, leases, ids: strings or objects in arrays). */
+#define QUEUE_SETTINGS                                                                       \
+  {"paused", OPT_BOOL, 0, 0, 0}, {"keep_done", OPT_BOOL, 0, 0, 0},                          \
+      {"visibility", OPT_NUM, 0, 0, 0}, {"max_deliveries", OPT_INT, 0, 0, 1000000},         \
+      {"backoff", OPT_NUM, 0, 0, 0}, {"backoff_max", OPT_NUM, 0, 0, 0},                      \
+      {"max_inflight", OPT_INT, 0, 0, INT32_MAX}, {"key_mode", OPT_STR, 0, 0, 0},          \
+      {"key_inflight", OPT_INT, 0, 0, INT32_MAX}, {"key_rate", OPT_NUM, 0, 0, 0},          \
+      {"key_burst", OPT_NUM, 0, 0, 0}
+static const op_param_t p_queue[] = {{"name", OPT_STR, REQ, 0, 0}, END};
+static const op_param_t p_queue_set[] = {{"name", OPT_STR, REQ, 0, 0}, QUEUE_SETTINGS, END};
+static const op_param_t p_queue_put[] = {{"name", OPT_STR, REQ, 0, 0},
+                                         {"elements", OPT_ANY, 0, 0, 0},
+                                         {"element", OPT_ANY, 0, 0, 0},
+                                         {"priority", OPT_ANY, 0, 0, 0},
+                                         {"delay", OPT_ANY, 0, 0, 0},
+                                         {"due", OPT_ANY, 0, 0, 0},
+                                         {"key", OPT_ANY, 0, 0, 0},
+                                         {"policy", OPT_STR, 0, 0, 0},
+                                         END};
+static const op_param_t p_queue_take[] = {{"name", OPT_STR, REQ, 0, 0},
+                                          {"max", OPT_INT, 0, 0, 0},
+                                          {"visibility", OPT_NUM, 0, 0, 0},
+                                          {"wait", OPT_NUM, 0, 0, 0},
+                                          END};
+static const op_param_t p_queue_ack[] = {{"name", OPT_STR, REQ, 0, 0},
+                                         {"leases", OPT_ANY, REQ, 0, 0},
+                                         END};
+static const op_param_t p_queue_nack[] = {{"name", OPT_STR, REQ, 0, 0},
+                                          {"leases", OPT_ANY, REQ, 0, 0},
+                                          {"delay", OPT_NUM, 0, 0, 0},
+                                          {"retry_after", OPT_NUM, 0, 0, 0},
+                                          {"error", OPT_STR, 0, 0, 0},
+                                          END};
+static const op_param_t p_queue_extend[] = {{"name", OPT_STR, REQ, 0, 0},
+                                            {"leases", OPT_ANY, REQ, 0, 0},
+                                            {"visibility", OPT_NUM, 0, 0, 0},
+                                            END};
+static const op_param_t p_queue_items[] = {{"name", OPT_STR, REQ, 0, 0},
+                                           {"state", OPT_STRS, 0, 0, 0},
+                                           {"key", OPT_STR, 0, 0, 0},
+                                           {"prefix", OPT_STR, 0, 0, 0},
+                                           {"cursor", OPT_STR, 0, 0, 0},
+                                           {"limit", OPT_INT, 0, 1, 1000},
+                                           END};
+static const op_param_t p_queue_requeue[] = {{"name", OPT_STR, REQ, 0, 0},
+                                             {"state", OPT_STRS, 0, 0, 0},
+                                             {"key", OPT_STR, 0, 0, 0},
+                                             {"prefix", OPT_STR, 0, 0, 0},
+                                             {"ids", OPT_ANY, 0, 0, 0},
+                                             {"delay", OPT_NUM, 0, 0, 0},
+                                             END};
+static const op_param_t p_queue_purge[] = {{"name", OPT_STR, REQ, 0, 0},
+                                           {"state", OPT_STRS, 0, 0, 0},
+                                           {"key", OPT_STR, 0, 0, 0},
+                                           {"prefix", OPT_STR, 0, 0, 0},
+                                           {"ids", OPT_ANY, 0, 0, 0},
+                                           END};
+
 /* Order matters only for listings (the API index, the docs). */
 const op_def_t op_table[] = {
     {"status.get", NULL, op_status_get, p_none, 0, "GET", "/status", 200, OP_BODY_NONE},
@@ -154,6 +214,32 @@ const op_def_t op_table[] = {
     {"schedules.runs", NULL, op_schedules_runs, p_runs, 0, "GET", "/schedules/{schedule}/runs",
      200, OP_BODY_NONE},
     {"events.list", NULL, op_events_list, p_events, 0, "GET", "/events", 200, OP_BODY_NONE},
+    {"queues.list", NULL, op_queues_list, p_none, 0, "GET", "/queues", 200, OP_BODY_NONE},
+    {"queues.get", NULL, op_queues_get, p_queue, 0, "GET", "/queues/{name}", 200, OP_BODY_NONE},
+    {"queues.set", NULL, op_queues_set, p_queue_set, OP_WRITE, "PUT", "/queues/{name}", 200,
+     OP_BODY_JSON},
+    {"queues.delete", NULL, op_queues_delete, p_queue, OP_WRITE, "DELETE", "/queues/{name}", 200,
+     OP_BODY_NONE},
+    {"queues.put", NULL, op_queues_put, p_queue_put, OP_WRITE, "POST", "/queues/{name}/put", 200,
+     OP_BODY_JSON},
+    {"queues.take", NULL, op_queues_take, p_queue_take, OP_WRITE, "POST", "/queues/{name}/take",
+     200, OP_BODY_JSON},
+    {"queues.ack", NULL, op_queues_ack, p_queue_ack, OP_WRITE, "POST", "/queues/{name}/ack", 200,
+     OP_BODY_JSON},
+    {"queues.nack", NULL, op_queues_ack, p_queue_nack, OP_WRITE, "POST", "/queues/{name}/nack",
+     200, OP_BODY_JSON},
+    {"queues.extend", NULL, op_queues_ack, p_queue_extend, OP_WRITE, "POST",
+     "/queues/{name}/extend", 200, OP_BODY_JSON},
+    {"queues.pause", NULL, op_queues_pause, p_queue, OP_WRITE, "POST", "/queues/{name}/pause",
+     200, OP_BODY_JSON},
+    {"queues.resume", NULL, op_queues_pause, p_queue, OP_WRITE, "POST", "/queues/{name}/resume",
+     200, OP_BODY_JSON},
+    {"queues.items", NULL, op_queues_items, p_queue_items, 0, "GET", "/queues/{name}/items", 200,
+     OP_BODY_NONE},
+    {"queues.requeue", NULL, op_queues_requeue, p_queue_requeue, OP_WRITE, "POST",
+     "/queues/{name}/requeue", 200, OP_BODY_JSON},
+    {"queues.purge", NULL, op_queues_requeue, p_queue_purge, OP_WRITE, "POST",
+     "/queues/{name}/purge", 200, OP_BODY_JSON},
 };
 const size_t op_count = sizeof(op_table) / sizeof(op_table[0]);
 
@@ -180,6 +266,7 @@ const char *op_type_name(op_type_t t) {
   case OPT_STRS: return "array of strings";
   case OPT_ID: return "job id (integer or string)";
   case OPT_BLOB: return "file";
+  case OPT_ANY: return "JSON value";
   }
   return "value";
 }
@@ -279,6 +366,8 @@ static int check_value(const op_param_t *p, json_t *params, json_t *v, char *err
   case OPT_BLOB:
     if (!json_is_string(v)) break;
     return 0;
+  case OPT_ANY:
+    return 0;
   }
   return bad(err, errlen, details, p->name, SPD_EBADPARAM, "'%s' must be %s%s", p->name,
              p->type == OPT_INT || p->type == OPT_OBJ || p->type == OPT_ID ? "an " : "a ",
@@ -325,6 +414,7 @@ json_t *op_coerce(const op_param_t *p, const char *s, char *err, size_t errlen) 
   case OPT_STR:
   case OPT_STRS:
   case OPT_ID:
+  case OPT_ANY:
     return json_string(s);
   case OPT_INT: {
     errno = 0;
@@ -510,11 +600,14 @@ static void call_free(op_call_t *c) {
   free(c->text);
   free(c->blob_owned);
   if (c->names) strv_free(c->names, c->nnames);
+  if (c->priv_free) c->priv_free(c->priv);
   free(c);
 }
 
-void op_ok(op_call_t *c, json_t *result) {
-  op_result_t r = {0, result, NULL, NULL};
+void op_ok(op_call_t *c, json_t *result) { op_ok_status(c, result, 0); }
+
+void op_ok_status(op_call_t *c, json_t *result, int status) {
+  op_result_t r = {0, result, NULL, NULL, status};
   c->reply(c->ud, &r);
   json_decref(result);
   call_free(c);
@@ -527,7 +620,7 @@ void op_fail(op_call_t *c, int code, json_t *details, const char *fmt, ...) {
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   if (!details) details = json_object();
-  op_result_t r = {code ? code : -EIO, NULL, msg, details};
+  op_result_t r = {code ? code : -EIO, NULL, msg, details, 0};
   c->reply(c->ud, &r);
   json_decref(details);
   call_free(c);
@@ -539,10 +632,10 @@ void op_store(op_call_t *c, int kind, int (*fn)(store_t *, void *), void (*done)
 }
 
 void op_start(app_t *app, const op_def_t *def, json_t *params, const void *blob,
-              size_t blob_len, op_reply_fn reply, void *ud) {
+              size_t blob_len, http_req_t *req, op_reply_fn reply, void *ud) {
   op_call_t *c = calloc(1, sizeof(*c));
   if (!c) {
-    op_result_t r = {-ENOMEM, NULL, "out of memory", NULL};
+    op_result_t r = {-ENOMEM, NULL, "out of memory", NULL, 0};
     reply(ud, &r);
     json_decref(params);
     return;
@@ -553,6 +646,7 @@ void op_start(app_t *app, const op_def_t *def, json_t *params, const void *blob,
   c->params = params ? params : json_object();
   c->reply = reply;
   c->ud = ud;
+  c->req = req;
   if (!json_is_object(c->params)) {
     op_fail(c, SPD_EBADPARAM, NULL, "params must be an object of named parameters");
     return;
@@ -674,6 +768,7 @@ json_t *op_render_job(const job_t *j) {
   json_object_set_new(o, "timeout", j->timeout_ms ? json_real(j->timeout_ms / 1000.0) : json_null());
   json_object_set_new(o, "not_before", op_iso_time(j->not_before_ms));
   json_object_set_new(o, "heartbeat_at", op_iso_time(j->heartbeat_ms));
+  json_object_set_new(o, "unique_key", op_str_or_null(j->unique_key));
   return o;
 }
 

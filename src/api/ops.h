@@ -35,6 +35,7 @@ typedef enum op_type {
   OPT_STRS, /* array of strings, or one string of comma-separated values */
   OPT_ID,   /* a job: the store's integer id, or a Scrapyd job id string */
   OPT_BLOB, /* bytes: the raw body or a multipart file (REST), base64 (JSON) */
+  OPT_ANY,  /* any JSON value, checked by the handler (a string from a query) */
 } op_type_t;
 
 enum {
@@ -81,6 +82,7 @@ typedef struct op_result {
   const json_t *value; /* the result when code is 0 (NULL for none) */
   const char *message; /* when code is not 0 */
   const json_t *details; /* an object when code is not 0 */
+  int status;            /* REST: the success status when not the op's own (0) */
 } op_result_t;
 
 typedef void (*op_reply_fn)(void *ud, const op_result_t *r);
@@ -88,9 +90,11 @@ typedef void (*op_reply_fn)(void *ud, const op_result_t *r);
 /* Validates params (taken) against def and runs the op; reply runs exactly
  * once, possibly before op_start returns. blob is the OPT_BLOB parameter's
  * bytes when the face has them raw (REST); else a base64 string in params
- * is decoded. */
+ * is decoded. req is the HTTP request the op answers (borrowed until the
+ * reply; NULL when none): an op that waits long watches it for a client
+ * that leaves. */
 void op_start(app_t *app, const op_def_t *def, json_t *params, const void *blob,
-              size_t blob_len, op_reply_fn reply, void *ud);
+              size_t blob_len, http_req_t *req, op_reply_fn reply, void *ud);
 
 /* Checks params against def in place: unknown fields, types, required
  * fields, bounds and names; normalises OPT_STRS to an array and OPT_ID to

@@ -22,6 +22,7 @@ struct op_call {
   unsigned char *blob_owned;
   op_reply_fn reply;
   void *ud;
+  http_req_t *req; /* the request answered, or NULL (see op_start) */
   /* scratch for handlers */
   job_t job;
   job_list_t list;
@@ -37,9 +38,13 @@ struct op_call {
   int err_code;
   char err[512];
   uv_work_t work;
+  void *priv;                 /* a handler's own state, freed with the call */
+  void (*priv_free)(void *priv);
 };
 
 void op_ok(op_call_t *c, json_t *result); /* takes result (may be NULL) */
+/* op_ok with another REST success status than the op's own (0 = its own). */
+void op_ok_status(op_call_t *c, json_t *result, int status);
 /* takes details (may be NULL) */
 void op_fail(op_call_t *c, int code, json_t *details, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -96,5 +101,16 @@ void op_schedules_pause(op_call_t *c); /* and resume, by the op's name */
 void op_schedules_run(op_call_t *c);
 void op_schedules_runs(op_call_t *c);
 void op_events_list(op_call_t *c);
+/* ops_queues.c: docs/queues.md */
+void op_queues_list(op_call_t *c);
+void op_queues_get(op_call_t *c);
+void op_queues_set(op_call_t *c);
+void op_queues_delete(op_call_t *c);
+void op_queues_put(op_call_t *c);
+void op_queues_take(op_call_t *c);
+void op_queues_ack(op_call_t *c); /* and nack, extend, by the op's name */
+void op_queues_pause(op_call_t *c); /* and resume */
+void op_queues_items(op_call_t *c);
+void op_queues_requeue(op_call_t *c); /* and purge */
 
 #endif

@@ -172,8 +172,15 @@ void op_jobs_get(op_call_t *c) { op_store(c, STORE_READ, get_fn, get_done); }
 static void create_done(void *ud, int rc, int stage, const char *error) {
   op_call_t *c = ud;
   const char *project = c->job.project, *spider = c->job.spider;
-  switch (rc ? stage : 0) {
-  case 0: op_ok(c, op_render_job(&c->job)); break;
+  if (!rc) {
+    /* A held unique_key: the job that holds it, with 200 (nothing created). */
+    int existing = stage == API_JOB_EXISTING;
+    json_t *o = op_render_job(&c->job);
+    json_object_set_new(o, "existing", json_boolean(existing));
+    op_ok_status(c, o, existing ? 200 : 0);
+    return;
+  }
+  switch (stage) {
   case API_JOB_LIST:
     op_fail(c, SPD_ERUNNER, json_pack("{s:s}", "stderr", error ? error : spd_strerror(rc)),
             "the spiders of project '%s' could not be listed", project);
@@ -193,8 +200,22 @@ static void create_enqueue(op_call_t *c) {
     op_fail(c, SPD_ERUNNER, NULL, "the runner could not be started: %s", spd_strerror(rc));
 }
 
+/* Does a pending or running job of the project hold key? Only asked when a
+ * job id is busy, so the scan is rare. */
+static int key_held(store_t *s, const char *project, const char *key, int *held) {
+  job_list_t l = {0};
+  job_filter_t f = {.project = project, .states = 1u << JOB_PENDING | 1u << JOB_RUNNING};
+  int rc = store_jobs_list(s, &f, &l);
+  for (size_t i = 0; !rc && i < l.n && !*held; i++)
+    *held = l.v[i].unique_key && !strcmp(l.v[i].unique_key, key);
+  job_list_release(&l);
+  return rc;
+}
+
 /* A job id given by the client is refused while a job of that id waits or
- * runs in the project: cancel and status would reach both. */
+ * runs in the project: cancel and status would reach both. Unless the
+ * unique_key is held: then the holder is the answer (a client repeating
+ * its request gets its job back, not a conflict). */
 static int busy_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   job_state_t st;
@@ -209,6 +230,11 @@ static int busy_fn(store_t *s, void *arg) {
   int rc = store_job_status(s, c->job.project, c->job.jobid, &st);
   if (rc == -ENOENT) return 0;
   if (rc == 0 && !job_state_final(st)) c->num[0] = 1;
+  if (rc == 0 && c->num[0] && c->job.unique_key) {
+    int held = 0;
+    rc = key_held(s, c->job.project, c->job.unique_key, &held);
+    if (held) c->num[0] = 0;
+  }
   return rc;
 }
 
@@ -228,7 +254,14 @@ static void busy_done(void *arg, int rc) {
 void op_jobs_create(op_call_t *c) {
   const char *project = op_str(c, "project"), *spider = op_str(c, "spider");
   const char *version = op_str(c, "version"), *jobid = op_str(c, "jobid");
+  const char *unique_key = op_str(c, "unique_key");
   if (op_check_pairs(c, "args") || op_check_pairs(c, "settings")) return;
+  char why[256];
+  if (unique_key && !job_unique_key_valid(unique_key, why, sizeof(why))) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "unique_key"),
+            "unique_key is invalid: %s", why);
+    return;
+  }
   int rc = api_egg_resolve(c->app, project, version, &c->egg_path);
   if (rc == SPD_ENOPROJECT) {
     op_fail(c, rc, json_pack("{s:s}", "project", project), "project '%s' not found", project);
@@ -255,8 +288,9 @@ void op_jobs_create(op_call_t *c) {
   j->settings = settings ? json_deep_copy(settings) : json_object();
   j->priority = op_num(c, "priority", 0);
   j->state = JOB_PENDING;
+  j->unique_key = unique_key ? strdup(unique_key) : NULL;
   if (!j->jobid || !j->project || !j->spider || (version && !j->version) || !j->args ||
-      !j->settings) {
+      !j->settings || (unique_key && !j->unique_key)) {
     op_fail(c, -ENOMEM, NULL, "out of memory");
     return;
   }

@@ -19,6 +19,7 @@
 #include "api/sse.h"
 #include "app.h"
 #include "error.h"
+#include "run/jobtoken.h"
 
 #define PREFIX "/api/v1"
 
@@ -88,8 +89,9 @@ static void on_op_reply(void *ud, const op_result_t *r) {
     send_error(rc->req, rc->allow, r->code, r->details, "%s", r->message);
   } else {
     add_cors(rc->req, rc->allow);
-    if (rc->def->status == 204) http_reply(rc->req, 204, NULL, "", 0);
-    else send_json(rc->req, rc->def->status, r->value ? r->value : json_null());
+    int status = r->status ? r->status : rc->def->status;
+    if (status == 204) http_reply(rc->req, 204, NULL, "", 0);
+    else send_json(rc->req, status, r->value ? r->value : json_null());
   }
   free(rc);
 }
@@ -236,7 +238,7 @@ static void run_op(rest_call_t *rc, const route_capture_t *caps, size_t ncaps) {
                rc->def->method, PREFIX, rc->def->path);
     goto fail;
   }
-  op_start(rc->app, rc->def, params, blob, blob_len, on_op_reply, rc);
+  op_start(rc->app, rc->def, params, blob, blob_len, req, on_op_reply, rc);
   return;
 fail:
   json_decref(params);
@@ -302,6 +304,14 @@ static void on_rest(http_req_t *req, void *ud) {
     json_decref(d);
     return;
   }
+  /* A job's token opens the queue operations only (the server let it in
+   * for their paths and the JSON-RPC endpoint, which checks its calls). */
+  if (http_req_bearer(req) && special != SPECIAL_JSONRPC &&
+      (special || !def || strncmp(def->name, "queues.", 7))) {
+    send_error(req, allow, SPD_EFORBIDDEN, NULL,
+               "a job's token gives access to the queue API only");
+    return;
+  }
   if (special == SPECIAL_INDEX) {
     send_index(app, req, allow);
     return;
@@ -335,8 +345,25 @@ static void on_rest(http_req_t *req, void *ud) {
   run_op(rc, caps, ncaps);
 }
 
+/* Authorization: Bearer <job token> is taken, when basic auth is on, for
+ * the queue routes and the JSON-RPC endpoint while that job runs here. */
+static int64_t bearer_check(void *ud, const char *method, const char *path, const char *token) {
+  app_t *app = ud;
+  (void)method;
+  size_t n = strlen(PREFIX);
+  if (strncmp(path, PREFIX, n)) return 0;
+  const char *rest = path + n;
+  int queues = !strncmp(rest, "/queues", 7) && (rest[7] == '\0' || rest[7] == '/');
+  int rpc = !strcmp(rest, "/jsonrpc") || !strcmp(rest, "/jsonrpc/");
+  if (!queues && !rpc) return 0;
+  int64_t id = jobtoken_check(app->job_secret, token);
+  if (id <= 0 || !app->launcher || !launcher_job_running(app->launcher, id)) return 0;
+  return id;
+}
+
 int api_rest_register(app_t *app) {
   int rc = api_common_init(app);
   if (rc) return rc;
+  http_set_bearer(app->http, bearer_check, app);
   return http_route_prefix(app->http, PREFIX, on_rest, app);
 }

@@ -319,8 +319,14 @@ static int parse_py_float(const char *s, double *out) {
 
 static void sched_done(void *ud, int rc, int stage, const char *error) {
   call_t *c = ud;
-  switch (rc ? stage : 0) {
-  case 0: reply_ok(c, json_pack("{s:s}", "jobid", c->job.jobid)); break;
+  if (!rc) {
+    /* A held unique_key: the holder's id, marked so a client can tell. */
+    json_t *o = json_pack("{s:s}", "jobid", c->job.jobid);
+    if (stage == API_JOB_EXISTING) json_object_set_new(o, "existing", json_true());
+    reply_ok(c, o);
+    return;
+  }
+  switch (stage) {
   case API_JOB_LIST: reply_error(c, "RunnerError: %s", error ? error : spd_strerror(rc)); break;
   case API_JOB_SPIDER: reply_error(c, "spider '%s' not found", c->job.spider); break;
   case API_JOB_SUBMIT: reply_error(c, "StoreError: the daemon is shutting down"); break;
@@ -331,7 +337,7 @@ static void sched_done(void *ud, int rc, int stage, const char *error) {
 
 static const char *const schedule_own_params[] = {
     "project", "spider", "_version", "jobid", "priority", "setting",
-    "_timeout", "_retries", "_retry_backoff", NULL};
+    "_timeout", "_retries", "_retry_backoff", "unique_key", "_unique_key", NULL};
 
 /* spiderd's robustness parameters, underscored like _version so they never
  * reach the spider. Seconds become ms; 0 or absent = the daemon's default.
@@ -382,6 +388,26 @@ static void ep_schedule(call_t *c) {
   if (schedule_seconds(c, "_timeout", timeout_s, &c->job.timeout_ms) ||
       schedule_seconds(c, "_retry_backoff", backoff_s, &c->job.retry_backoff_ms))
     return;
+  /* unique_key, or _unique_key (underscored like the other spiderd
+   * parameters); both are kept from the spider. */
+  PARAM(ukey_plain, "unique_key", 0);
+  PARAM(ukey_under, "_unique_key", 0);
+  if (ukey_plain && ukey_under && strcmp(ukey_plain, ukey_under)) {
+    reply_error(c, "unique_key and _unique_key differ: give one of them");
+    return;
+  }
+  const char *ukey = ukey_under ? ukey_under : ukey_plain;
+  if (ukey) {
+    char kwhy[256];
+    if (!job_unique_key_valid(ukey, kwhy, sizeof(kwhy))) {
+      reply_error(c, "%s is invalid: %s", ukey_under ? "_unique_key" : "unique_key", kwhy);
+      return;
+    }
+    if (!(c->job.unique_key = strdup(ukey))) {
+      reply_error(c, "MemoryError: out of memory");
+      return;
+    }
+  }
   if (retries_s) {
     char *end = NULL;
     errno = 0;

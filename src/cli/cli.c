@@ -348,7 +348,7 @@ static int cmd_job_show(cli_ctx_t *ctx, const cli_args_t *a) {
       {"started:", "started_ms"}, {"ended:", "ended_ms"}, {"exit code:", "exit_code"},
       {"signal:", "signal"},   {"schedule:", "schedule_id"}, {"parent:", "parent_id"},
       {"retry of:", "retry_of"}, {"attempt:", "attempt"}, {"max retries:", "max_retries"},
-      {"timeout:", "timeout"}, {"heartbeat:", "heartbeat_at"}};
+      {"timeout:", "timeout"}, {"heartbeat:", "heartbeat_at"}, {"unique key:", "unique_key"}};
   show_fields(r, rows, sizeof(rows) / sizeof(rows[0]));
   const json_t *stats = json_object_get(r, "stats");
   if (json_object_size(stats)) {
@@ -368,11 +368,12 @@ static int cmd_job_show(cli_ctx_t *ctx, const cli_args_t *a) {
 int cli_job_body(const cli_args_t *a, json_t **body, char *err, size_t errlen) {
   json_t *b = json_pack("{s:s,s:s}", "project", a->pos[0], "spider", a->pos[1]);
   const char *version = cli_args_get(a, O_VERSION), *jobid = cli_args_get(a, O_JOBID);
-  const char *prio = cli_args_get(a, O_PRIORITY);
+  const char *prio = cli_args_get(a, O_PRIORITY), *ukey = cli_args_get(a, O_UNIQUE_KEY);
   double d;
   int rc = b ? 0 : -ENOMEM;
   if (!rc && version) json_object_set_new(b, "version", json_string(version));
   if (!rc && jobid) json_object_set_new(b, "jobid", json_string(jobid));
+  if (!rc && ukey) json_object_set_new(b, "unique_key", json_string(ukey));
   if (!rc && prio) {
     if (cli_parse_double(prio, &d)) {
       snprintf(err, errlen, "--priority '%s': expected a number", prio);
@@ -555,7 +556,8 @@ static const cli_opt_t jobs_opts[] = {{"state", 0, 1, O_STATE}, {"project", 'p',
                                       {"limit", 'n', 1, O_LIMIT}, CLI_COMMON_OPTS};
 static const cli_opt_t run_opts[] = {{"arg", 'a', 1, O_ARG}, {"set", 's', 1, O_SET},
                                      {"priority", 0, 1, O_PRIORITY}, {"version", 0, 1, O_VERSION},
-                                     {"jobid", 0, 1, O_JOBID}, CLI_COMMON_OPTS};
+                                     {"jobid", 0, 1, O_JOBID}, {"unique-key", 0, 1, O_UNIQUE_KEY},
+                                     CLI_COMMON_OPTS};
 static const cli_opt_t cancel_opts[] = {{"signal", 0, 1, O_SIGNAL}, CLI_COMMON_OPTS};
 static const cli_opt_t logs_opts[] = {{"follow", 'f', 0, O_FOLLOW}, {"from-start", 0, 0, O_FROM_START},
                                       {"tail", 0, 1, O_TAIL}, CLI_COMMON_OPTS};
@@ -576,10 +578,13 @@ static const cli_cmd_t cmds[] = {
     {"job show", cmd_job_show, common_opts, 1, 1, "job show ID",
      "A job's details; ID is its integer id or its Scrapyd job id.\n"},
     {"run", cmd_run, run_opts, 2, 2,
-     "run PROJECT SPIDER [--arg K=V]... [--set K=V]... [--priority N] [--version V] [--jobid J]",
+     "run PROJECT SPIDER [--arg K=V]... [--set K=V]... [--priority N] [--version V] [--jobid J] "
+     "[--unique-key K]",
      "Queues a job now and prints its integer id.\n"
      "  -a, --arg K=V      spider argument (repeatable)\n"
-     "  -s, --set K=V      Scrapy setting (repeatable)\n"},
+     "  -s, --set K=V      Scrapy setting (repeatable)\n"
+     "  --unique-key K     while a pending or running job of the project holds K,\n"
+     "                     queue nothing and print that job's id\n"},
     {"cancel", cmd_cancel, cancel_opts, 1, 1, "cancel ID [--signal SIG]",
      "Cancels a pending or running job.\n"
      "  --signal SIG       TERM, INT (default), KILL, HUP, STOP or a number\n"},

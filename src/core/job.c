@@ -21,6 +21,7 @@ void job_release(job_t *j) {
   free(j->spider);
   free(j->version);
   free(j->node);
+  free(j->unique_key);
   json_decref(j->args);
   json_decref(j->settings);
   json_decref(j->stats);
@@ -60,6 +61,30 @@ int job_state_parse(const char *name, job_state_t *out) {
 }
 
 int job_state_final(job_state_t s) { return s >= JOB_FINISHED && s < JOB_NSTATES; }
+
+int job_unique_key_valid(const char *key, char *why, size_t whylen) {
+  if (!key || !*key) {
+    snprintf(why, whylen, "it must not be empty");
+    return 0;
+  }
+  size_t n = strlen(key);
+  if (n > JOB_UNIQUE_KEY_MAX) {
+    snprintf(why, whylen, "it is %zu bytes long; at most %d are allowed", n,
+             JOB_UNIQUE_KEY_MAX);
+    return 0;
+  }
+  for (size_t i = 0; i < n; i++) {
+    unsigned char b = (unsigned char)key[i];
+    /* U+0080..U+009F are 0xC2 0x80..0x9F in UTF-8. */
+    if (b < 0x20 || b == 0x7f ||
+        (b == 0xc2 && i + 1 < n && (unsigned char)key[i + 1] >= 0x80 &&
+         (unsigned char)key[i + 1] <= 0x9f)) {
+      snprintf(why, whylen, "it must not contain control characters (byte %zu)", i);
+      return 0;
+    }
+  }
+  return 1;
+}
 
 int64_t job_retry_delay_ms(int64_t backoff_ms, int attempt, uint32_t rnd) {
   if (backoff_ms <= 0) return 0;

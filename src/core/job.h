@@ -53,6 +53,9 @@ typedef struct job {
   int64_t timeout_ms;      /* kill a crawl running longer than this */
   int64_t not_before_ms;   /* a pending job is not claimed before this time */
   int64_t heartbeat_ms;    /* last sign of life of a running crawl */
+  /* At most one pending or running job of a project holds a given key
+   * (store_job_insert); NULL = none. A retry keeps its attempt's key. */
+  char *unique_key;
 } job_t;
 
 typedef struct job_list {
@@ -74,6 +77,16 @@ const char *job_state_name(job_state_t s);
 int job_state_parse(const char *name, job_state_t *out);
 /* Is the state one a job never leaves? */
 int job_state_final(job_state_t s);
+
+/* The longest unique_key, in bytes. */
+#define JOB_UNIQUE_KEY_MAX 200
+
+/* Is key a valid unique_key: non-empty, at most JOB_UNIQUE_KEY_MAX bytes,
+ * no control character (C0, DEL, or C1 encoded as UTF-8)? 1, or 0 with
+ * the reason in why ("it must not be empty", ...: the caller names the
+ * parameter). UTF-8 validity is the caller's (the API faces check
+ * every parameter). */
+int job_unique_key_valid(const char *key, char *why, size_t whylen);
 
 /* Retry delays never grow past this, however many attempts. */
 #define JOB_RETRY_DELAY_MAX_MS (3600LL * 1000)

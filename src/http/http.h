@@ -59,6 +59,14 @@ int http_route(http_server_t *s, const char *path, http_handler_fn fn, void *ud)
 int http_route_prefix(http_server_t *s, const char *prefix, http_handler_fn fn, void *ud);
 /* Unmatched paths go here; default: Twisted's 404 "No Such Resource" page. */
 void http_set_fallback(http_server_t *s, http_handler_fn fn, void *ud);
+/* When basic auth is on, a request whose Authorization is "Bearer <token>"
+ * is let in when check(ud, method, path, token) returns a value > 0 (what
+ * the token names, e.g. a job); http_req_bearer() then returns it. Any other
+ * answer is a 401 as for a wrong password. Runs on the loop, before the body
+ * is read. */
+typedef int64_t (*http_bearer_fn)(void *ud, const char *method, const char *path,
+                                  const char *token);
+void http_set_bearer(http_server_t *s, http_bearer_fn check, void *ud);
 /* Called after each reply: method, path, status, bytes (access log). */
 typedef void (*http_access_fn)(void *ud, const char *method, const char *path,
                                int status, uint64_t bytes);
@@ -79,6 +87,21 @@ const http_param_t *http_req_param(const http_req_t *r, const char *key);
 const void *http_req_body(const http_req_t *r, size_t *len);
 /* Is this HEAD? (Handlers answer as for GET; no body is sent.) */
 int http_req_is_head(const http_req_t *r);
+/* What the request's accepted Bearer token names (http_set_bearer), or 0
+ * when it came in without one (basic auth, or no auth configured). */
+int64_t http_req_bearer(const http_req_t *r);
+
+/* A waiting request (its reply deferred) is not watched by libmicrohttpd:
+ * a client that gives up is only noticed when the reply is written. This
+ * watches the connection instead: fn(ud) runs once when the client closes
+ * it (the handler must still reply; the reply is dropped). A watch ends when
+ * it fires, when http_watch_cancel() ends it, or silently when the request
+ * is replied to (do not cancel it after replying). NULL when the request
+ * cannot be watched (it then waits as before). A client that sends more
+ * bytes (a pipelined request) is no longer watched. */
+typedef struct http_watch http_watch_t;
+http_watch_t *http_req_watch_close(http_req_t *r, void (*fn)(void *ud), void *ud);
+void http_watch_cancel(http_watch_t *w);
 
 /* ---- the reply ---- */
 /* A streamed reply of unknown length (chunked), e.g. Server-Sent Events.

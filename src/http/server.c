@@ -104,6 +104,7 @@ static http_req_t *req_new(void) {
 /* Returns the request to its just-allocated state, keeping the first arena
  * block and the arrays so a keep-alive stream of requests allocates nothing. */
 static void req_reset(http_req_t *r) {
+  http_watches_end(r, false);
   if (r->pp) MHD_destroy_post_processor(r->pp);
   if (r->pending) MHD_destroy_response(r->pending);
   while (r->arena->next) {
@@ -482,6 +483,25 @@ static bool auth_ok(const http_server_t *s, const char *h) {
   return diff == 0;
 }
 
+/* "Bearer <token>", when the application takes tokens for this path. */
+static bool bearer_ok(http_req_t *r, const char *h) {
+  const http_server_t *s = r->srv;
+  if (!h || !s->bearer_fn) return false;
+  while (*h == ' ' || *h == '\t') h++;
+  if (strncasecmp(h, "bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return false;
+  h += 6;
+  while (*h == ' ' || *h == '\t') h++;
+  char token[256];
+  size_t n = strcspn(h, " \t");
+  if (!n || n >= sizeof(token) || h[n + strspn(h + n, " \t")]) return false;
+  memcpy(token, h, n);
+  token[n] = '\0';
+  int64_t scope = s->bearer_fn(s->bearer_ud, r->method, r->path, token);
+  if (scope <= 0) return false;
+  r->bearer = scope;
+  return true;
+}
+
 /* ---- replies ---- */
 
 static void access_log(http_req_t *r, unsigned status, uint64_t bytes) {
@@ -523,6 +543,7 @@ void http_kick(struct listener *l) {
  * to the suspended connection and resumes it. */
 void http_deliver(http_req_t *r, struct MHD_Response *resp, unsigned status, uint64_t bytes) {
   r->replied = true;
+  http_watches_end(r, false);
   if (!r->conn) { /* the connection died while waiting; we owned r */
     MHD_destroy_response(resp);
     http_req_free(r);
@@ -542,6 +563,7 @@ void http_deliver(http_req_t *r, struct MHD_Response *resp, unsigned status, uin
 
 void http_reply_failed(http_req_t *r) {
   r->replied = true;
+  http_watches_end(r, false);
   if (!r->conn) {
     http_req_free(r);
   } else if (r->in_handler) {
@@ -704,6 +726,11 @@ void http_set_fallback(http_server_t *s, http_handler_fn fn, void *ud) {
   s->fallback_ud = fn ? ud : NULL;
 }
 
+void http_set_bearer(http_server_t *s, http_bearer_fn check, void *ud) {
+  s->bearer_fn = check;
+  s->bearer_ud = ud;
+}
+
 void http_set_access_log(http_server_t *s, http_access_fn fn, void *ud) {
   s->access = fn;
   s->access_ud = ud;
@@ -732,6 +759,7 @@ static void route_request(http_req_t *r) {
 const char *http_req_method(const http_req_t *r) { return r->method; }
 const char *http_req_path(const http_req_t *r) { return r->path; }
 int http_req_is_head(const http_req_t *r) { return r->is_head; }
+int64_t http_req_bearer(const http_req_t *r) { return r->bearer; }
 
 const char *http_req_header(const http_req_t *r, const char *name) {
   if (!r->conn) return NULL;
@@ -820,7 +848,8 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
     }
   }
 
-  if (s->cred && !auth_ok(s, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"))) {
+  const char *authz = s->cred ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization") : NULL;
+  if (s->cred && !auth_ok(s, authz) && !bearer_ok(r, authz)) {
     r->unauthorized = true;
     r->discard = true; /* do not parse what a stranger sends */
     return MHD_YES;
@@ -1009,6 +1038,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     r->conn = NULL;
     r->lsn = NULL;
     r->srv = NULL;
+    http_watches_end(r, true); /* last: a watcher's reply may free r */
     return;
   }
   r->conn = NULL;

@@ -76,6 +76,9 @@ struct http_req {
 
   http_stream_t *stream;        /* a streamed reply in progress */
   struct MHD_Response *pending; /* deferred reply waiting for the resume */
+  int64_t bearer;               /* what an accepted Bearer token names (0: none) */
+  struct http_watch *watches;   /* http_req_watch_close: called if the client leaves */
+  struct close_poll *cpoll;     /* the socket watch they share */
   unsigned pending_status;
   uint64_t pending_bytes;
 
@@ -115,6 +118,8 @@ struct http_server {
   void *fallback_ud;
   http_access_fn access;
   void *access_ud;
+  http_bearer_fn bearer_fn;
+  void *bearer_ud;
 
   char *cred; /* "user:password" when basic auth is on */
   size_t cred_len;
@@ -139,6 +144,9 @@ void http_kick(struct listener *l);
 /* Takes resp: queues it now inside the handler, else resumes the
  * connection to send it. */
 void http_deliver(http_req_t *r, struct MHD_Response *resp, unsigned status, uint64_t bytes);
+/* Ends every close watch of r: fired (the client is gone) or silently
+ * (a reply is under way). watch.c. */
+void http_watches_end(http_req_t *r, bool fire);
 /* The reply could not be made: the connection is closed. */
 void http_reply_failed(http_req_t *r);
 

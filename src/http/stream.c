@@ -81,6 +81,7 @@ http_stream_t *http_reply_stream(http_req_t *r, int status, const char *content_
     http_req_free(r);
     return NULL;
   }
+  http_watches_end(r, false);
   st->req = r;
   r->stream = st;
   http_deliver(r, resp, (unsigned)status, 0);

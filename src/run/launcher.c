@@ -16,6 +16,7 @@
 #include "error.h"
 #include "log.h"
 #include "run/env.h"
+#include "run/jobtoken.h"
 #include "run/supervise.h"
 #include "fsutil.h"
 #include "store/eggs.h"
@@ -120,6 +121,14 @@ void launcher_on_end(launcher_t *l, void (*fn)(void *ud, const job_t *job), void
 }
 
 unsigned launcher_running(const launcher_t *l) { return l->nprocs; }
+
+int launcher_job_running(const launcher_t *l, int64_t job_id) {
+  for (const proc_t *p = l->procs; p; p = p->next)
+    if (p->job.id == job_id && !p->ended) return 1;
+  return 0;
+}
+
+void launcher_set_job_secret(launcher_t *l, const char *secret) { l->job_secret = secret; }
 
 /* ---- ending a job ---- */
 
@@ -461,12 +470,16 @@ static void start_job(launcher_t *l, job_t *j) {
 
   const char *host = cfg->bind_address;
   if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host) host = "127.0.0.1";
+  char token[JOBTOKEN_MAX] = "";
+  if (l->job_secret && jobtoken_make(l->job_secret, j->id, token))
+    log_warn("launcher", "job '%s' gets no SPIDERD_TOKEN: libcrypto cannot be loaded", j->jobid);
   if (strv_pushf(&extra, "SPIDERD_STATS_FILE=%s", stats_path) ||
       strv_pushf(&extra, "SPIDERD_HEARTBEAT_FILE=%s", hb_path) ||
       strv_pushf(&extra, "SPIDERD_HEARTBEAT_INTERVAL=%g", cfg->heartbeat_interval) ||
       strv_pushf(&extra, "SPIDERD_JOB=%s", j->jobid) ||
       strv_pushf(&extra, strchr(host, ':') ? "SPIDERD_URL=http://[%s]:%d" : "SPIDERD_URL=http://%s:%d",
                  host, cfg->http_port) ||
+      (token[0] && strv_pushf(&extra, "SPIDERD_TOKEN=%s", token)) ||
       /* The variables Scrapyd set before 1.5: old projects still read them. */
       strv_pushf(&extra, "SCRAPYD_SLOT=%u", l->nprocs) ||
       strv_pushf(&extra, "SCRAPYD_SPIDER=%s", j->spider) ||

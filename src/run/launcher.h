@@ -64,6 +64,14 @@ void launcher_on_end(launcher_t *l, void (*fn)(void *ud, const job_t *job), void
 /* Number of crawl processes alive. */
 unsigned launcher_running(const launcher_t *l);
 
+/* Is the job with this row id a process of this launcher that has not
+ * exited (spawned or adopted)? */
+int launcher_job_running(const launcher_t *l, int64_t job_id);
+
+/* The secret that signs each job's SPIDERD_TOKEN (run/jobtoken.h);
+ * borrowed for the launcher's life. NULL: jobs get no token. */
+void launcher_set_job_secret(launcher_t *l, const char *secret);
+
 /* Graceful stop: no new starts; TERM every crawl (recorded as cancelled),
  * KILL after shutdown_grace; done(ud) runs once every process has exited and
  * its end is committed to the store. */

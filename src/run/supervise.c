@@ -193,7 +193,12 @@ static int queue_retry(store_t *s, end_op_t *op) {
   r.version = t->version ? strdup(t->version) : NULL;
   r.args = json_incref(t->args);
   r.settings = json_incref(t->settings);
-  if (!r.jobid || !r.project || !r.spider || (t->version && !r.version)) {
+  /* The attempt that ended gave its key up in this transaction (end_fn
+   * finished it first), so the retry takes it over: no one can slip a
+   * second job with the key in between. */
+  r.unique_key = t->unique_key ? strdup(t->unique_key) : NULL;
+  if (!r.jobid || !r.project || !r.spider || (t->version && !r.version) ||
+      (t->unique_key && !r.unique_key)) {
     job_release(&r);
     return -ENOMEM;
   }
@@ -209,6 +214,15 @@ static int queue_retry(store_t *s, end_op_t *op) {
   int64_t delay = job_retry_delay_ms(t->retry_backoff_ms, t->attempt, op->rnd);
   r.not_before_ms = op->end_ms + delay;
   rc = store_job_insert(s, &r);
+  if (rc == SPD_ECONFLICT) {
+    /* Another live job holds the key (it cannot, unless the attempt
+     * was not holding it): that job does the work; the failure stands
+     * rather than the end going unrecorded. */
+    log_warn("launcher", "job '%s' is not retried: job #%lld holds its unique key '%s'",
+             t->jobid, (long long)r.id, r.unique_key);
+    job_release(&r);
+    return 0;
+  }
   if (rc == 0) {
     json_t *d = event_data(t, op->exit_code, op->term_signal);
     if (d) {

@@ -72,6 +72,7 @@ struct launcher {
   uint64_t rng;       /* retry jitter */
   void (*on_end)(void *ud, const job_t *job); /* after a job's end is committed */
   void *on_end_ud;
+  const char *job_secret; /* borrowed: signs each job's SPIDERD_TOKEN (NULL: none) */
 };
 
 /* KILLs the crawl's whole process group. */

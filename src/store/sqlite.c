@@ -206,7 +206,7 @@ static const char *const sqlite_migrations[] = {
     "  element BLOB NOT NULL"
     ");"
     "CREATE INDEX qi_hash ON queue_items(queue_id, hash);"
-    "CREATE INDEX qi_time ON queue_items(queue_id, state, due_ms) WHERE state != 3;"
+    "CREATE INDEX qi_time ON queue_items(queue_id, state, due_ms);"
     "CREATE INDEX qi_ready ON queue_items(queue_id, key, priority DESC, due_ms) WHERE state = 4;"
     "CREATE TABLE queue_keys ("
     "  queue_id INTEGER NOT NULL,"
@@ -237,7 +237,8 @@ static const char *const sqlite_migrations[] = {
   "id, jobid, project, spider, version, args, settings, priority, state, " \
   "node, pid, pid_start, created_ms, start_ms, end_ms, exit_code, "        \
   "term_signal, stats, schedule_id, parent_id, retry_of, attempt, "        \
-  "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms"
+  "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, " \
+  "unique_key"
 
 enum sqlite_stmt_id {
   SQ_BEGIN,
@@ -247,6 +248,7 @@ enum sqlite_stmt_id {
   SQ_RELEASE,
   SQ_ROLLBACK_TO,
   SQ_INSERT,
+  SQ_UNIQUE_HELD,
   SQ_CLAIM,
   SQ_CLAIM_ONE,
   SQ_STARTED,
@@ -282,11 +284,16 @@ static const char *const sqlite_sql[SQ_COUNT] = {
         "INSERT INTO jobs (id, jobid, project, spider, version, args, settings, "
         "priority, state, node, pid, pid_start, created_ms, start_ms, end_ms, "
         "exit_code, term_signal, stats, schedule_id, parent_id, retry_of, attempt, "
-        "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms) VALUES "
+        "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, "
+        "unique_key) VALUES "
         "(max(coalesce((SELECT max(id) FROM jobs), 0), coalesce((SELECT "
         "CAST(value AS INTEGER) FROM meta WHERE key = 'jobs.last_id'), 0)) + 1, "
         "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-        "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26)",
+        "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
+    /* The holder of a unique key: a seek in the partial index jobs_unique
+     * (unique_key = ?2 implies its IS NOT NULL). */
+    [SQ_UNIQUE_HELD] =
+        "SELECT id FROM jobs WHERE project = ?1 AND unique_key = ?2 AND state < 2",
     [SQ_CLAIM] =
         "UPDATE jobs SET state = 1, node = ?1, start_ms = ?2 WHERE id IN "
         "(SELECT id FROM jobs WHERE state = 0 AND not_before_ms <= ?2 "
@@ -557,6 +564,7 @@ static int sqlite_row_job(sqlite3_stmt *st, job_t *j) {
   j->timeout_ms = sqlite3_column_int64(st, 24);
   j->not_before_ms = sqlite3_column_int64(st, 25);
   j->heartbeat_ms = sqlite3_column_int64(st, 26);
+  if ((rc = sqlite_col_str(st, 27, &j->unique_key))) goto out;
 out:
   if (rc) job_release(j);
   return rc;
@@ -607,11 +615,25 @@ int64_t sqlite_clamp(size_t v) {
 
 /* ---- jobs ---- */
 
-static int sqlite_job_insert(store_t *s, job_t *j) {
-  struct sqlite_store *q = SQ(s);
+/* The id of the pending or running job of project holding key: 0 and *id,
+ * -ENOENT, or SPD_ESTORE. */
+static int sqlite_unique_holder(struct sqlite_store *q, const char *project, const char *key,
+                                int64_t *id) {
+  sqlite3_stmt *st = sqlite_stmt(q, SQ_UNIQUE_HELD);
+  if (!st) return SPD_ESTORE;
+  sqlite_bind_str(st, 1, project);
+  sqlite_bind_str(st, 2, key);
+  int src = sqlite3_step(st), rc = 0;
+  if (src == SQLITE_ROW) *id = sqlite3_column_int64(st, 0);
+  else rc = src == SQLITE_DONE ? -ENOENT : sqlite_fail(q, "find unique job");
+  sqlite3_reset(st);
+  return rc;
+}
+
+/* One INSERT of j; SPD_ECONFLICT (not logged) when jobs_unique refuses it. */
+static int sqlite_job_insert_row(struct sqlite_store *q, job_t *j, int64_t created) {
   sqlite3_stmt *st = sqlite_stmt(q, SQ_INSERT);
   if (!st) return SPD_ESTORE;
-  int64_t created = j->created_ms ? j->created_ms : clock_wall_ms();
   int b = sqlite_bind_str(st, 1, j->jobid);
   b |= sqlite_bind_str(st, 2, j->project);
   b |= sqlite_bind_str(st, 3, j->spider);
@@ -638,15 +660,51 @@ static int sqlite_job_insert(store_t *s, job_t *j) {
   b |= sqlite3_bind_int64(st, 24, j->timeout_ms);
   b |= sqlite3_bind_int64(st, 25, j->not_before_ms);
   b |= sqlite3_bind_int64(st, 26, j->heartbeat_ms);
+  b |= sqlite_bind_str(st, 27, j->unique_key);
   if (b != SQLITE_OK) {
     sqlite3_clear_bindings(st);
     return sqlite_fail(q, "bind job");
   }
-  int rc = sqlite_done(q, st, "insert job");
-  if (rc) return rc;
-  j->id = sqlite3_last_insert_rowid(q->db);
-  j->created_ms = created;
-  return 0;
+  int src = sqlite3_step(st);
+  int rc = 0;
+  /* (src & 0xff): the primary code, whether or not extended codes are on. */
+  if ((src & 0xff) == SQLITE_CONSTRAINT &&
+      sqlite3_extended_errcode(q->db) == SQLITE_CONSTRAINT_UNIQUE && j->unique_key)
+    rc = SPD_ECONFLICT;
+  else if (src != SQLITE_DONE)
+    rc = sqlite_fail(q, "insert job");
+  sqlite3_reset(st);
+  return rc;
+}
+
+static int sqlite_job_insert(store_t *s, job_t *j) {
+  struct sqlite_store *q = SQ(s);
+  int64_t created = j->created_ms ? j->created_ms : clock_wall_ms();
+  /* Final states are outside jobs_unique: only a live job takes its key. */
+  int keyed = j->unique_key && j->state < JOB_FINISHED;
+  int began = 0, rc = 0;
+  int64_t holder = 0;
+  /* The lookup and the insert under one write lock (BEGIN IMMEDIATE, or
+   * the caller's transaction), so the holder found is the one the index
+   * would name; a refusal by the index all the same (another writer that
+   * does not look first) is answered the same way. */
+  if (keyed && (rc = sqlite_auto_begin(q, &began))) return rc;
+  if (keyed) {
+    rc = sqlite_unique_holder(q, j->project, j->unique_key, &holder);
+    if (rc == 0) rc = SPD_ECONFLICT;
+    else if (rc == -ENOENT) rc = 0;
+  }
+  if (rc == 0) rc = sqlite_job_insert_row(q, j, created);
+  if (rc == 0) {
+    j->id = sqlite3_last_insert_rowid(q->db);
+    j->created_ms = created;
+  } else if (rc == SPD_ECONFLICT && !holder) {
+    int hrc = sqlite_unique_holder(q, j->project, j->unique_key, &holder);
+    if (hrc) rc = hrc == -ENOENT ? SPD_ESTORE : hrc;
+  }
+  if (keyed) rc = sqlite_auto_end(q, began, rc);
+  if (rc == SPD_ECONFLICT) j->id = holder;
+  return rc;
 }
 
 static int sqlite_cmp_claimed(const void *a, const void *b) {

@@ -115,11 +115,13 @@ static const char *const queue_sql[QS_COUNT] = {
     [QS_MOVE] = "UPDATE queue_items SET state = ?2, priority = ?3, due_ms = ?4 WHERE id = ?1",
     [QS_REDUE] = "UPDATE queue_items SET redue_ms = ?2, redue_pri = ?3 WHERE id = ?1",
     /* Leaves the lease: state, due, priority; the error when ?5 is not
-     * NULL; deliveries start again when ?6. */
+     * NULL. ?6 = a fresh start: deliveries and a deferred due time go too
+     * (otherwise a due time a put deferred waits for the next ack). */
     [QS_STATE] = "UPDATE queue_items SET state = ?2, due_ms = ?3, priority = ?4, "
-                 "error = coalesce(?5, error), "
+                 "error = coalesce(?5, error), token = 0, "
                  "deliveries = CASE WHEN ?6 THEN 0 ELSE deliveries END, "
-                 "token = 0, redue_ms = 0, redue_pri = 0 WHERE id = ?1",
+                 "redue_ms = CASE WHEN ?6 THEN 0 ELSE redue_ms END, "
+                 "redue_pri = CASE WHEN ?6 THEN 0 ELSE redue_pri END WHERE id = ?1",
     [QS_PROMOTE] = "UPDATE queue_items SET state = 4 WHERE id IN (SELECT id FROM queue_items "
                    "WHERE queue_id = ?1 AND state = 0 AND due_ms <= ?2 ORDER BY due_ms "
                    "LIMIT ?3) RETURNING key, priority, due_ms",
@@ -127,11 +129,13 @@ static const char *const queue_sql[QS_COUNT] = {
                    "AND state = 1 AND due_ms <= ?2 ORDER BY due_ms LIMIT ?3",
     [QS_HEAD] = "SELECT priority, due_ms FROM queue_items WHERE queue_id = ?1 AND key = ?2 "
                 "AND state = 4 ORDER BY priority DESC, due_ms LIMIT 1",
-    [QS_PICK] = "SELECT id, priority, due_ms FROM queue_items WHERE queue_id = ?1 "
-                "AND key = ?2 AND state = 4 ORDER BY priority DESC, due_ms LIMIT ?3",
+    [QS_PICK] = "SELECT id, priority, due_ms, deliveries, created_ms, error, element "
+                "FROM queue_items WHERE queue_id = ?1 AND key = ?2 AND state = 4 "
+                "ORDER BY priority DESC, due_ms LIMIT ?3",
+    /* No RETURNING: it buffers rows in a temporary b-tree (a large
+     * allocation per statement); the pick read the columns already. */
     [QS_TAKE] = "UPDATE queue_items SET state = 1, due_ms = ?2, token = ?3, "
-                "deliveries = deliveries + 1 WHERE id = ?1 "
-                "RETURNING deliveries, created_ms, error, element",
+                "deliveries = deliveries + 1 WHERE id = ?1",
     [QS_LEASE] = "SELECT key, deliveries, priority, redue_ms, redue_pri FROM queue_items "
                  "WHERE id = ?1 AND queue_id = ?2 AND state = 1 AND token = ?3",
     [QS_DELETE] = "DELETE FROM queue_items WHERE id = ?1",
@@ -443,7 +447,12 @@ static int key_settle(qctx_t *x, qkey_t *k) {
   k->open = 0;
   k->wake_ms = 0;
   if (k->n_ready <= 0) {
-    /* nothing to open for */
+    /* Nothing to open for; a block or a spent bucket still wakes it, so a
+     * take then forgets the key (key_flush deletes idle rows). */
+    if (k->block_ms > x->now)
+      k->wake_ms = k->block_ms;
+    else if (c->key_rate > 0 && k->tokens < key_burst(c))
+      k->wake_ms = x->now + (int64_t)ceil((key_burst(c) - k->tokens) * 1000.0 / c->key_rate);
   } else if (k->block_ms > x->now) {
     k->wake_ms = k->block_ms;
   } else if (c->key_inflight > 0 && k->inflight >= c->key_inflight) {
@@ -636,6 +645,7 @@ static int put_one(qctx_t *x, queue_put_t *p) {
     if ((rc = stmt_state(x, id, nstate, due, pri, NULL, 1))) return rc;
     count_state(x, state, -1);
     count_state(x, nstate, +1);
+    x->d.put++;
     if (nstate == IS_READY) {
       if ((rc = ctx_key(x, okey, &k))) return rc;
       key_ready_add(k, pri, due);
@@ -685,9 +695,19 @@ int sqlite_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
 
 /* Elements not yet due whose time has come become ready. */
 static int take_promote(qctx_t *x) {
-  sqlite3_stmt *st = qstmt(x->q, QS_PROMOTE);
+  sqlite3_stmt *st = qstmt(x->q, QS_NEXT);
   int rc = 0, src;
   if (!st) return SPD_ESTORE;
+  /* A seek first: the promotion statement's IN list costs a temporary
+   * b-tree even when it selects nothing. */
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_int(st, 2, IS_DELAYED);
+  src = sqlite3_step(st);
+  int64_t first = src == SQLITE_ROW ? sqlite3_column_int64(st, 0) : INT64_MAX;
+  sqlite3_reset(st);
+  if (src != SQLITE_ROW && src != SQLITE_DONE) return sqlite_fail(x->q, "queue next");
+  if (first > x->now) return 0;
+  if (!(st = qstmt(x->q, QS_PROMOTE))) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, x->c.id);
   sqlite3_bind_int64(st, 2, x->now);
   sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
@@ -798,19 +818,14 @@ static int take_wake(qctx_t *x) {
   return rc;
 }
 
-typedef struct {
-  int64_t id, pri, due;
-} pick_t;
-
 /* Takes up to `room` elements from open key `key` whose head is the best;
  * stops at the first element worse than the next key's head (has2). */
 static int take_from_key(qctx_t *x, const char *key, int has2, int64_t p2, int64_t d2,
                          size_t room, int64_t lease_end, int64_t token,
                          queue_item_list_t *out, size_t *got) {
   struct sqlite_store *q = x->q;
+  size_t first = out->n, n;
   qkey_t *k;
-  pick_t stackv[64], *v = stackv;
-  size_t n = 0;
   int rc, src;
 
   *got = 0;
@@ -822,67 +837,53 @@ static int take_from_key(qctx_t *x, const char *key, int has2, int64_t p2, int64
     k->dirty = 1;
     return key_flush(x, k);
   }
-  if (room > 64 && !(v = malloc(room * sizeof(*v)))) return -ENOMEM;
 
   sqlite3_stmt *st = qstmt(q, QS_PICK);
-  if (!st) {
-    rc = SPD_ESTORE;
-    goto out;
-  }
+  if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, x->c.id);
   sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 3, (int64_t)room);
-  while (n < room && (src = sqlite3_step(st)) == SQLITE_ROW) {
-    v[n].id = sqlite3_column_int64(st, 0);
-    v[n].pri = sqlite3_column_int64(st, 1);
-    v[n].due = sqlite3_column_int64(st, 2);
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t pri = sqlite3_column_int64(st, 1), due = sqlite3_column_int64(st, 2);
     /* Another key's head comes first: leave the rest for the next round. */
-    if (n > 0 && has2 && better(p2, d2, v[n].pri, v[n].due)) break;
-    n++;
-  }
-  sqlite3_reset(st);
-
-  for (size_t i = 0; i < n; i++) {
+    if (out->n > first && has2 && better(p2, d2, pri, due)) break;
     queue_item_t *it = queue_item_list_add(out);
     if (!it) {
       rc = -ENOMEM;
-      goto out;
+      break;
     }
-    if (!(st = qstmt(q, QS_TAKE))) {
-      rc = SPD_ESTORE;
-      goto out;
-    }
-    sqlite3_bind_int64(st, 1, v[i].id);
-    sqlite3_bind_int64(st, 2, lease_end);
-    sqlite3_bind_int64(st, 3, token);
-    if ((src = sqlite3_step(st)) != SQLITE_ROW) {
-      sqlite3_reset(st);
-      out->n--;
-      rc = sqlite_fail(q, "queue take");
-      goto out;
-    }
-    it->id = v[i].id;
+    it->id = sqlite3_column_int64(st, 0);
     it->state = QSTATE_INFLIGHT;
-    it->priority = (int)v[i].pri;
+    it->priority = (int)pri;
     it->due_ms = lease_end;
     it->token = token;
-    it->deliveries = sqlite3_column_int(st, 0);
-    it->created_ms = sqlite3_column_int64(st, 1);
-    int e1 = sqlite_col_str(st, 2, &it->error);
-    const void *blob = sqlite3_column_blob(st, 3);
-    it->len = (size_t)sqlite3_column_bytes(st, 3);
-    it->element = malloc(it->len + 1);
-    it->key = strdup(key);
-    if (it->element) {
+    it->deliveries = sqlite3_column_int(st, 3) + 1;
+    it->created_ms = sqlite3_column_int64(st, 4);
+    it->len = (size_t)sqlite3_column_bytes(st, 6);
+    const void *blob = sqlite3_column_blob(st, 6);
+    if ((it->element = malloc(it->len + 1))) {
       if (it->len) memcpy(it->element, blob, it->len);
       it->element[it->len] = '\0';
     }
-    sqlite3_reset(st);
-    if (e1 || !it->element || !it->key) {
+    if (!it->element || !(it->key = strdup(key)) || sqlite_col_str(st, 5, &it->error)) {
       rc = -ENOMEM;
-      goto out;
+      break;
     }
   }
+  if (!rc && src != SQLITE_ROW && src != SQLITE_DONE) rc = sqlite_fail(q, "queue pick");
+  sqlite3_reset(st);
+  n = out->n - first;
+  for (size_t i = first; !rc && i < out->n; i++) {
+    if (!(st = qstmt(q, QS_TAKE))) {
+      rc = SPD_ESTORE;
+      break;
+    }
+    sqlite3_bind_int64(st, 1, out->v[i].id);
+    sqlite3_bind_int64(st, 2, lease_end);
+    sqlite3_bind_int64(st, 3, token);
+    rc = sqlite_done(q, st, "queue take");
+  }
+  if (rc) return rc; /* the caller drops what out got */
   if (n == 0) {
     /* An open key without a ready element: its count was off. */
     k->n_ready = 0;
@@ -897,10 +898,7 @@ static int take_from_key(qctx_t *x, const char *key, int has2, int64_t p2, int64
   x->d.waiting -= (int64_t)n;
   x->d.inflight += (int64_t)n;
   *got = n;
-  rc = key_flush(x, k);
-out:
-  if (v != stackv) free(v);
-  return rc;
+  return key_flush(x, k);
 }
 
 /* When something may become takeable: the next due time, lease end or key
@@ -1090,23 +1088,23 @@ static int lease_one(qctx_t *x, lease_op_t op, queue_lease_t *l) {
     if (x->c.keep_done) return lease_end(x, &h, l->id, IS_DONE, x->now, h.priority, NULL, 0);
     return lease_end(x, &h, l->id, -1, 0, 0, NULL, 0);
   }
-  /* nack */
+  /* nack: a Retry-After speaks for the key (the host), whatever becomes
+   * of this element */
+  if (l->retry_after_ms > 0) {
+    qkey_t *k;
+    if ((rc = ctx_key(x, h.key, &k))) return rc;
+    k->block_ms = imax(k->block_ms, x->now + l->retry_after_ms);
+    k->dirty = 1;
+  }
   if (x->c.max_deliveries > 0 && h.deliveries >= x->c.max_deliveries) {
     l->dead = 1;
     return lease_end(x, &h, l->id, IS_DEAD, x->now, h.priority, l->error, 0);
   }
   int64_t delay = l->delay_ms >= 0 ? l->delay_ms : backoff(&x->c, h.deliveries);
   int64_t due = x->now + delay;
-  if (l->retry_after_ms > 0) {
-    qkey_t *k;
-    if ((rc = ctx_key(x, h.key, &k))) return rc;
-    k->block_ms = imax(k->block_ms, x->now + l->retry_after_ms);
-    k->dirty = 1;
-    due = imax(due, x->now + l->retry_after_ms);
-  }
-  int64_t pri = h.redue_ms ? imax(h.priority, h.redue_pri) : h.priority;
+  if (l->retry_after_ms > 0) due = imax(due, x->now + l->retry_after_ms);
   int state = due <= x->now ? IS_READY : IS_DELAYED;
-  return lease_end(x, &h, l->id, state, due, pri, l->error, 0);
+  return lease_end(x, &h, l->id, state, due, h.priority, l->error, 0);
 }
 
 static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t *leases,

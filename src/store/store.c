@@ -89,6 +89,7 @@ int store_sp_rollback(store_t *s) { return s ? s->ops->sp_rollback(s) : -EINVAL;
 int store_job_insert(store_t *s, job_t *j) {
   if (!s || !j || !j->jobid || !j->project || !j->spider) return -EINVAL;
   if (j->state < 0 || j->state >= JOB_NSTATES) return -EINVAL;
+  if (j->unique_key && !*j->unique_key) return -EINVAL;
   return s->ops->job_insert(s, j);
 }
 

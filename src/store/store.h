@@ -47,7 +47,16 @@ int store_sp_rollback(store_t *s); /* rolls back to and releases the savepoint *
 /* ---- jobs ---- */
 
 /* Inserts j (state as given, normally JOB_PENDING); sets j->id, and
- * j->created_ms when it is 0. Job ids are not unique (as in Scrapyd). */
+ * j->created_ms when it is 0. Job ids are not unique (as in Scrapyd).
+ *
+ * Unique jobs: a pending or running job with a unique_key holds that key
+ * within its project until it ends (any final state frees it; a requeue
+ * keeps it). Inserting a pending or running job whose unique_key is held
+ * inserts nothing and returns SPD_ECONFLICT with j->id set to the holder's
+ * id (the rest of j untouched). The check and the insert are one atomic
+ * step, so of two concurrent inserts with one key exactly one succeeds,
+ * whatever the connections. A NULL key never conflicts; an empty one is
+ * -EINVAL. A job inserted in a final state takes no key. */
 int store_job_insert(store_t *s, job_t *j);
 
 /* Atomically moves up to max pending jobs to running on `node`, highest

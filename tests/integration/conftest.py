@@ -44,7 +44,7 @@ POST_ENDPOINTS = ["addversion.json", "schedule.json", "cancel.json",
 ENDPOINTS = GET_ENDPOINTS + POST_ENDPOINTS
 
 # The spiders of tests/integration/projects/testproj, as `scrapy list` prints them.
-TESTPROJ_SPIDERS = ["crash", "envdump", "fail", "flaky", "hang", "marker", "quick", "slow"]
+TESTPROJ_SPIDERS = ["crash", "envdump", "fail", "flaky", "hang", "marker", "queueput", "quick", "slow"]
 
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 

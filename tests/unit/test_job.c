@@ -102,6 +102,29 @@ static void retry_id_refusals(void **state) {
   assert_int_equal(job_retry_jobid("...", 2, out, sizeof(out)), -EINVAL);
 }
 
+static void unique_keys(void **state) {
+  (void)state;
+  char why[128], k[JOB_UNIQUE_KEY_MAX + 2];
+  assert_true(job_unique_key_valid("daily-2024-05-01", why, sizeof(why)));
+  assert_true(job_unique_key_valid("caf\xc3\xa9 \xe2\x82\xac", why, sizeof(why)));
+  assert_false(job_unique_key_valid("", why, sizeof(why)));
+  assert_non_null(strstr(why, "empty"));
+  assert_false(job_unique_key_valid(NULL, why, sizeof(why)));
+  memset(k, 'k', JOB_UNIQUE_KEY_MAX);
+  k[JOB_UNIQUE_KEY_MAX] = '\0';
+  assert_true(job_unique_key_valid(k, why, sizeof(why)));
+  k[JOB_UNIQUE_KEY_MAX] = 'k';
+  k[JOB_UNIQUE_KEY_MAX + 1] = '\0';
+  assert_false(job_unique_key_valid(k, why, sizeof(why)));
+  assert_non_null(strstr(why, "at most 200"));
+  assert_false(job_unique_key_valid("a\tb", why, sizeof(why)));
+  assert_non_null(strstr(why, "control"));
+  assert_false(job_unique_key_valid("a\nb", why, sizeof(why)));
+  assert_false(job_unique_key_valid("a\x7f", why, sizeof(why)));
+  assert_false(job_unique_key_valid("a\xc2\x85", why, sizeof(why))); /* U+0085 NEL */
+  assert_true(job_unique_key_valid("a\xc2\xa0", why, sizeof(why)));  /* U+00A0 is not */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(delay_doubles_per_attempt),
@@ -111,6 +134,7 @@ int main(void) {
       cmocka_unit_test(retry_ids),
       cmocka_unit_test(retry_id_stays_short_and_valid_utf8),
       cmocka_unit_test(retry_id_refusals),
+      cmocka_unit_test(unique_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -534,6 +534,175 @@ static void test_cancel_pending(void **state) {
   job_list_release(&l);
 }
 
+/* ---- unique jobs ---- */
+
+/* Inserts a pending job of project with key; returns the store's answer and
+ * the id it set (the new job's, or the holder's on SPD_ECONFLICT). */
+static int ins_key(store_t *s, const char *project, const char *jobid, const char *key,
+                   int64_t *id) {
+  job_t j;
+  mkjob(&j, project, jobid, 0);
+  j.unique_key = key ? strdup(key) : NULL;
+  j.id = -1;
+  int rc = store_job_insert(s, &j);
+  *id = j.id;
+  job_release(&j);
+  return rc;
+}
+
+static void test_unique_key(void **state) {
+  struct fx *f = *state;
+  store_t *s = f->s;
+  job_list_t l = {0};
+  job_t g;
+  int64_t a, b, c, d;
+
+  /* The key is stored and read back by every read path. */
+  assert_int_equal(ins_key(s, "p", "a", "k1", &a), 0);
+  assert_true(a > 0);
+  assert_int_equal(store_job_get(s, a, &g), 0);
+  assert_string_equal(g.unique_key, "k1");
+  job_release(&g);
+  job_filter_t fl = {.project = "p"};
+  assert_int_equal(store_jobs_list(s, &fl, &l), 0);
+  assert_int_equal(l.n, 1);
+  assert_string_equal(l.v[0].unique_key, "k1");
+  job_list_release(&l);
+  fl = (job_filter_t){.project = "p", .newest_first = 1};
+  assert_int_equal(store_jobs_list(s, &fl, &l), 0);
+  assert_string_equal(l.v[0].unique_key, "k1");
+  job_list_release(&l);
+
+  /* Held while pending: nothing inserted, the holder's id comes back. */
+  assert_int_equal(ins_key(s, "p", "b", "k1", &b), SPD_ECONFLICT);
+  assert_int_equal(b, a);
+  int64_t counts[JOB_NSTATES];
+  assert_int_equal(store_job_counts(s, "p", counts), 0);
+  assert_int_equal(counts[JOB_PENDING], 1);
+
+  /* Another key, another project, or no key at all: independent. */
+  assert_int_equal(ins_key(s, "p", "c", "k2", &c), 0);
+  assert_int_equal(ins_key(s, "q", "d", "k1", &d), 0);
+  assert_true(c != a && d != a && d != c);
+  int64_t n1, n2;
+  assert_int_equal(ins_key(s, "p", "e", NULL, &n1), 0);
+  assert_int_equal(ins_key(s, "p", "e", NULL, &n2), 0);
+  assert_true(n1 != n2);
+  assert_int_equal(store_job_get(s, n1, &g), 0);
+  assert_null(g.unique_key);
+  job_release(&g);
+  /* An empty key is no key. */
+  assert_int_equal(ins_key(s, "p", "f", "", &b), -EINVAL);
+
+  /* Held while running (claim returns it with its key), and across a
+   * requeue. */
+  assert_int_equal(store_job_claim(s, "n", 1, 1000, &l), 0);
+  assert_int_equal(l.n, 1);
+  assert_int_equal(l.v[0].id, a);
+  assert_string_equal(l.v[0].unique_key, "k1");
+  job_list_release(&l);
+  assert_int_equal(ins_key(s, "p", "b", "k1", &b), SPD_ECONFLICT);
+  assert_int_equal(b, a);
+  assert_int_equal(store_job_requeue(s, a), 0);
+  assert_int_equal(ins_key(s, "p", "b", "k1", &b), SPD_ECONFLICT);
+  assert_int_equal(b, a);
+
+  /* Freed when it ends; the ended job keeps its key on record. */
+  assert_int_equal(store_job_finish(s, a, JOB_FINISHED, 2000, 0, 0, NULL), 0);
+  int64_t a2;
+  assert_int_equal(ins_key(s, "p", "a2", "k1", &a2), 0);
+  assert_true(a2 > a);
+  assert_int_equal(store_job_get(s, a, &g), 0);
+  assert_string_equal(g.unique_key, "k1");
+  job_release(&g);
+  assert_int_equal(ins_key(s, "p", "b", "k1", &b), SPD_ECONFLICT);
+  assert_int_equal(b, a2);
+
+  /* Freed when cancelled while pending. */
+  int n = 0;
+  assert_int_equal(store_job_cancel_pending(s, "p", "a2", 3000, &n), 0);
+  assert_int_equal(n, 1);
+  int64_t a3;
+  assert_int_equal(ins_key(s, "p", "a3", "k1", &a3), 0);
+  assert_true(a3 > a2);
+
+  /* A job inserted already ended takes no key. */
+  job_t e;
+  mkjob(&e, "p", "old", 0);
+  e.unique_key = strdup("k1");
+  e.state = JOB_FAILED;
+  e.end_ms = 10;
+  assert_int_equal(store_job_insert(s, &e), 0);
+  assert_true(e.id > a3);
+  job_release(&e);
+
+  /* Inside a transaction: the retry pattern, old attempt ended first, then
+   * the next one takes the key in the same transaction. */
+  assert_int_equal(store_tx_begin(s), 0);
+  assert_int_equal(ins_key(s, "p", "r", "k1", &b), SPD_ECONFLICT);
+  assert_int_equal(b, a3);
+  assert_int_equal(store_job_finish(s, a3, JOB_FAILED, 4000, 1, 0, NULL), 0);
+  int64_t r2;
+  assert_int_equal(ins_key(s, "p", "a3.r2", "k1", &r2), 0);
+  assert_int_equal(store_tx_commit(s), 0);
+  assert_int_equal(ins_key(s, "p", "x", "k1", &b), SPD_ECONFLICT);
+  assert_int_equal(b, r2);
+}
+
+struct key_inserter {
+  const char *url;
+  pthread_barrier_t *bar;
+  int rc;
+  int64_t id;
+};
+
+static void *key_inserter_run(void *arg) {
+  struct key_inserter *k = arg;
+  char err[256];
+  store_t *s = NULL;
+  int orc = store_open(k->url, &s, err, sizeof(err));
+  pthread_barrier_wait(k->bar);
+  if (orc) {
+    k->rc = orc;
+    return NULL;
+  }
+  k->rc = ins_key(s, "p", "same", "the-key", &k->id);
+  store_close(s);
+  return NULL;
+}
+
+/* Many connections inserting one key at once: exactly one job, and every
+ * loser is told its id. */
+static void test_unique_key_concurrent(void **state) {
+  struct fx *f = *state;
+  enum { NT = 8 };
+  pthread_barrier_t bar;
+  pthread_barrier_init(&bar, NULL, NT);
+  struct key_inserter k[NT];
+  pthread_t t[NT];
+  for (int i = 0; i < NT; i++) {
+    k[i] = (struct key_inserter){.url = f->url, .bar = &bar};
+    assert_int_equal(pthread_create(&t[i], NULL, key_inserter_run, &k[i]), 0);
+  }
+  for (int i = 0; i < NT; i++) pthread_join(t[i], NULL);
+  pthread_barrier_destroy(&bar);
+  int winners = 0;
+  int64_t won = 0;
+  for (int i = 0; i < NT; i++) {
+    if (k[i].rc == 0) {
+      winners++;
+      won = k[i].id;
+    } else {
+      assert_int_equal(k[i].rc, SPD_ECONFLICT);
+    }
+  }
+  assert_int_equal(winners, 1);
+  for (int i = 0; i < NT; i++) assert_int_equal(k[i].id, won);
+  int64_t counts[JOB_NSTATES];
+  assert_int_equal(store_job_counts(f->s, "p", counts), 0);
+  assert_int_equal(counts[JOB_PENDING], 1);
+}
+
 /* ---- status ---- */
 
 static void test_status(void **state) {
@@ -1015,7 +1184,8 @@ int main(void) {
       T(test_open_urls),    T(test_empty_store),     T(test_bad_arguments),
       T(test_insert_get),   T(test_claim_order),     T(test_claim_concurrent),
       T(test_started_finish), T(test_requeue),
-      T(test_cancel_pending), T(test_status),
+      T(test_cancel_pending), T(test_unique_key), T(test_unique_key_concurrent),
+      T(test_status),
       T(test_list),         T(test_counts),          T(test_trim),
       T(test_meta),         T(test_reopen),          T(test_transactions),
       T(test_migrations),   T(test_concurrent_first_open),
