@@ -157,8 +157,9 @@ class Item:
     def ack(self):
         return self._queue().ack(self)
 
-    def nack(self, delay=None, retry_after=None, error=None):
-        return self._queue().nack(self, delay=delay, retry_after=retry_after, error=error)
+    def nack(self, delay=None, retry_after=None, error=None, release=False):
+        return self._queue().nack(self, delay=delay, retry_after=retry_after, error=error,
+                                  release=release)
 
     def extend(self, visibility=None):
         return self._queue().extend(self, visibility=visibility)
@@ -524,11 +525,13 @@ class Queue:
             total["stale"].extend(r.get("stale") or [])
         return total
 
-    def nack(self, items, delay=None, retry_after=None, error=None):
+    def nack(self, items, delay=None, retry_after=None, error=None, release=False):
         """Gives elements back: due again after `delay` seconds (default: the
         queue's exponential backoff), or dead after max_deliveries.
         retry_after: the element's key takes nothing for that long (a 429 or
         Retry-After applies to the whole host). error: kept with the element.
+        release=True: the delivery does not count (the worker stops before it
+        tried): due at once unless a delay is given, and never dead.
         Returns {"nacked", "dead", "stale"}."""
         leases = [_lease_of(x) for x in _as_list(items, (Item, str, dict))]
         total = Obj(nacked=0, dead=0, stale=[])
@@ -540,6 +543,8 @@ class Queue:
                 body["retry_after"] = retry_after
             if error is not None:
                 body["error"] = str(error)
+            if release:
+                body["release"] = True
             r = self._call("POST", "/nack", body)
             total["nacked"] += r.get("nacked", 0) or 0
             total["dead"] += r.get("dead", 0) or 0
@@ -690,10 +695,11 @@ def ack(items, queue=None, client=None):
     return total
 
 
-def nack(items, queue=None, delay=None, retry_after=None, error=None, client=None):
+def nack(items, queue=None, delay=None, retry_after=None, error=None, release=False,
+         client=None):
     total = Obj(nacked=0, dead=0, stale=[])
     for q, xs in _by_queue(items, queue, client):
-        r = q.nack(xs, delay=delay, retry_after=retry_after, error=error)
+        r = q.nack(xs, delay=delay, retry_after=retry_after, error=error, release=release)
         total["nacked"] += r.nacked
         total["dead"] += r.dead
         total["stale"].extend(r.stale)

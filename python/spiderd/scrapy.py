@@ -380,7 +380,8 @@ class Scheduler(BaseScheduler):
         try:
             self._flush_acks()
             if back:
-                self.queue.nack(back, delay=0, error=f"released by a crawl that closed ({reason})")
+                self.queue.nack(back, release=True,
+                                error=f"released by a crawl that closed ({reason})")
                 self._inc("spiderd_queue/released", len(back))
         except QueueError as e:
             logger.error("Scheduler: could not settle %d lease(s) at close: %s",

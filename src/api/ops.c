@@ -139,6 +139,7 @@ static const op_param_t p_queue_nack[] = {{"name", OPT_STR, REQ, 0, 0},
                                           {"delay", OPT_NUM, 0, 0, 0},
                                           {"retry_after", OPT_NUM, 0, 0, 0},
                                           {"error", OPT_STR, 0, 0, 0},
+                                          {"release", OPT_ANY, 0, 0, 0},
                                           END};
 static const op_param_t p_queue_extend[] = {{"name", OPT_STR, REQ, 0, 0},
                                             {"leases", OPT_ANY, REQ, 0, 0},

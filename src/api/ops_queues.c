@@ -677,12 +677,12 @@ static int lease_entry(op_call_t *c, leases_t *l, const json_t *e, size_t idx,
     const char *k;
     json_t *x;
     json_object_foreach((json_t *)e, k, x) {
-      int ok = !strcmp(k, "lease") || (l->kind == LEASE_NACK && (!strcmp(k, "delay") ||
-                                                                  !strcmp(k, "retry_after") ||
-                                                                  !strcmp(k, "error")));
+      int ok = !strcmp(k, "lease") ||
+               (l->kind == LEASE_NACK && (!strcmp(k, "delay") || !strcmp(k, "retry_after") ||
+                                          !strcmp(k, "error") || !strcmp(k, "release")));
       if (!ok) {
         op_fail(c, SPD_EBADPARAM, details, "leases[%zu]: unknown field '%s' (%s)", idx, k,
-                l->kind == LEASE_NACK ? "expected lease, delay, retry_after, error"
+                l->kind == LEASE_NACK ? "expected lease, delay, retry_after, error, release"
                                       : "a lease here is its string, or {\"lease\": ...}");
         return 1;
       }
@@ -705,6 +705,13 @@ static int lease_entry(op_call_t *c, leases_t *l, const json_t *e, size_t idx,
         return 1;
       }
       out->retry_after_ms = secs_ms(d);
+    }
+    if ((v = json_object_get(e, "release")) && !json_is_null(v)) {
+      if (!json_is_boolean(v)) {
+        op_fail(c, SPD_EBADPARAM, details, "leases[%zu]: 'release' must be true or false", idx);
+        return 1;
+      }
+      out->release = json_is_true(v);
     }
     if ((v = json_object_get(e, "error")) && !json_is_null(v)) {
       if (!json_is_string(v)) {
@@ -794,6 +801,15 @@ void op_queues_ack(op_call_t *c) {
   if ((v = op_json(c, "delay")) && seconds_of(c, v, "delay", 0, &delay)) return;
   if ((v = op_json(c, "retry_after")) && seconds_of(c, v, "retry_after", 0, &retry_after)) return;
   if ((v = op_json(c, "visibility")) && seconds_of(c, v, "visibility", 1, &vis)) return;
+  int release = 0;
+  if ((v = op_json(c, "release")) && !json_is_null(v)) {
+    if (!json_is_boolean(v)) {
+      op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "release"),
+              "'release' must be true or false");
+      return;
+    }
+    release = json_is_true(v);
+  }
   leases_t *l = calloc(1, sizeof(*l));
   if (l && n) l->v = calloc(n, sizeof(*l->v));
   if (!l || (n && !l->v)) {
@@ -811,6 +827,7 @@ void op_queues_ack(op_call_t *c) {
     q->delay_ms = delay < 0 ? -1 : secs_ms(delay);
     q->retry_after_ms = secs_ms(retry_after);
     q->error = op_str(c, "error");
+    q->release = release;
     if (lease_entry(c, l, json_array_get(arr, i), i, q)) return;
   }
   if (n == 0) {

@@ -119,6 +119,8 @@ typedef struct queue_lease {
   int64_t retry_after_ms; /* > 0: the key takes nothing for this long, and the
                              element is due no sooner */
   const char *error;      /* kept with the element (last error); may be NULL */
+  int release;            /* give it back without counting this delivery (a
+                             worker that stops before trying): never dead */
   int result;             /* out: 0, or -ENOENT when the lease is not held
                              (expired and taken again, acked, unknown) */
   int dead;               /* out (nack): it went to the dead letters */

@@ -74,6 +74,7 @@ enum {
   QS_TAKE,
   QS_LEASE,
   QS_DELETE,
+  QS_UNCOUNT,
   QS_EXTEND,
   QS_NEXT,
   QS_PASTDUE,
@@ -139,6 +140,7 @@ static const char *const queue_sql[QS_COUNT] = {
     [QS_LEASE] = "SELECT key, deliveries, priority, redue_ms, redue_pri FROM queue_items "
                  "WHERE id = ?1 AND queue_id = ?2 AND state = 1 AND token = ?3",
     [QS_DELETE] = "DELETE FROM queue_items WHERE id = ?1",
+    [QS_UNCOUNT] = "UPDATE queue_items SET deliveries = max(deliveries - 1, 0) WHERE id = ?1",
     [QS_EXTEND] = "UPDATE queue_items SET due_ms = ?4 "
                   "WHERE id = ?1 AND queue_id = ?2 AND state = 1 AND token = ?3",
     [QS_NEXT] = "SELECT due_ms FROM queue_items WHERE queue_id = ?1 AND state = ?2 "
@@ -156,7 +158,8 @@ static const char *const queue_sql[QS_COUNT] = {
                    "head_pri = excluded.head_pri, head_due = excluded.head_due, "
                    "open = excluded.open, wake_ms = excluded.wake_ms",
     [QS_KEY_DEL] = "DELETE FROM queue_keys WHERE queue_id = ?1 AND key = ?2",
-    [QS_KEY_BEST] = "SELECT key, head_pri, head_due FROM queue_keys WHERE queue_id = ?1 "
+    [QS_KEY_BEST] = "SELECT key, n_ready, inflight, tokens, tokens_ms, block_ms, head_pri, "
+                    "head_due, open, wake_ms FROM queue_keys WHERE queue_id = ?1 "
                     "AND open = 1 ORDER BY head_pri DESC, head_due LIMIT 2",
     [QS_KEY_WAKE] = "SELECT key FROM queue_keys WHERE queue_id = ?1 AND open = 0 "
                     "AND wake_ms > 0 AND wake_ms <= ?2 ORDER BY wake_ms LIMIT ?3",
@@ -327,8 +330,24 @@ static int better(int64_t p1, int64_t d1, int64_t p2, int64_t d2) {
 
 static double key_burst(const queue_conf_t *c) { return c->key_burst < 1 ? 1 : c->key_burst; }
 
-/* The cached state of key k, read from the store on first use. */
-static int ctx_key(qctx_t *x, const char *k, qkey_t **out) {
+/* Reads a key row's state from st's columns col.. (QS_KEY_GET's order). */
+static void key_row(qkey_t *e, sqlite3_stmt *st, int col) {
+  e->exists = 1;
+  e->n_ready = sqlite3_column_int64(st, col);
+  e->inflight = sqlite3_column_int64(st, col + 1);
+  e->tokens = sqlite3_column_double(st, col + 2);
+  e->tokens_ms = sqlite3_column_int64(st, col + 3);
+  e->block_ms = sqlite3_column_int64(st, col + 4);
+  e->head_pri = sqlite3_column_int64(st, col + 5);
+  e->head_due = sqlite3_column_int64(st, col + 6);
+  e->open = sqlite3_column_int(st, col + 7);
+  e->wake_ms = sqlite3_column_int64(st, col + 8);
+}
+
+/* The cached state of key k: from the row under `row` (columns from col
+ * on) when given, else read from the store on first use. The pointer is
+ * valid until the next ctx_key call. */
+static int ctx_key_at(qctx_t *x, const char *k, sqlite3_stmt *row, int col, qkey_t **out) {
   uint64_t h = str_hash(k);
   if (x->nslot) {
     for (size_t at = h & (x->nslot - 1); x->slot[at]; at = (at + 1) & (x->nslot - 1)) {
@@ -349,34 +368,29 @@ static int ctx_key(qctx_t *x, const char *k, qkey_t **out) {
   qkey_t *e = &x->keys[x->nkeys];
   memset(e, 0, sizeof(*e));
   if (!(e->key = strdup(k))) return -ENOMEM;
-  sqlite3_stmt *st = qstmt(x->q, QS_KEY_GET);
-  if (!st) {
-    free(e->key);
-    return SPD_ESTORE;
-  }
-  sqlite3_bind_int64(st, 1, x->c.id);
-  sqlite3_bind_text(st, 2, k, -1, SQLITE_STATIC);
-  int src = sqlite3_step(st);
-  if (src == SQLITE_ROW) {
-    e->exists = 1;
-    e->n_ready = sqlite3_column_int64(st, 0);
-    e->inflight = sqlite3_column_int64(st, 1);
-    e->tokens = sqlite3_column_double(st, 2);
-    e->tokens_ms = sqlite3_column_int64(st, 3);
-    e->block_ms = sqlite3_column_int64(st, 4);
-    e->head_pri = sqlite3_column_int64(st, 5);
-    e->head_due = sqlite3_column_int64(st, 6);
-    e->open = sqlite3_column_int(st, 7);
-    e->wake_ms = sqlite3_column_int64(st, 8);
-  } else if (src == SQLITE_DONE) {
-    e->tokens = key_burst(&x->c);
-    e->tokens_ms = x->now;
+  if (row) {
+    key_row(e, row, col);
   } else {
+    sqlite3_stmt *st = qstmt(x->q, QS_KEY_GET);
+    if (!st) {
+      free(e->key);
+      return SPD_ESTORE;
+    }
+    sqlite3_bind_int64(st, 1, x->c.id);
+    sqlite3_bind_text(st, 2, k, -1, SQLITE_STATIC);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW) {
+      key_row(e, st, 0);
+    } else if (src == SQLITE_DONE) {
+      e->tokens = key_burst(&x->c);
+      e->tokens_ms = x->now;
+    } else {
+      sqlite3_reset(st);
+      free(e->key);
+      return sqlite_fail(x->q, "queue key get");
+    }
     sqlite3_reset(st);
-    free(e->key);
-    return sqlite_fail(x->q, "queue key get");
   }
-  sqlite3_reset(st);
   x->nkeys++;
   if (x->nkeys * 2 > x->nslot) {
     int rc = ctx_rehash(x, x->nslot ? x->nslot * 2 : 16);
@@ -388,6 +402,10 @@ static int ctx_key(qctx_t *x, const char *k, qkey_t **out) {
   }
   *out = e;
   return 0;
+}
+
+static int ctx_key(qctx_t *x, const char *k, qkey_t **out) {
+  return ctx_key_at(x, k, NULL, 0, out);
 }
 
 /* A ready element (pri, due) joins key k. */
@@ -780,16 +798,13 @@ static int take_expire(qctx_t *x) {
   return rc;
 }
 
-/* Closed keys whose block, bucket or wait has run out are settled again. */
-static int take_wake(qctx_t *x) {
-  sqlite3_stmt *st = qstmt(x->q, QS_KEY_WAKE);
+/* Marks for settling every key named by column 0 of the rows of st (bound
+ * by the caller): read first, then loaded (no other statement runs under a
+ * live cursor). */
+static int touch_keys(qctx_t *x, sqlite3_stmt *st, const char *what) {
   char **keys = NULL;
   size_t n = 0, cap = 0;
   int rc = 0, src;
-  if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, x->c.id);
-  sqlite3_bind_int64(st, 2, x->now);
-  sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     if (n == cap) {
       size_t ncap = cap ? cap * 2 : 16;
@@ -807,7 +822,7 @@ static int take_wake(qctx_t *x) {
     }
     n++;
   }
-  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue wake");
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, what);
   sqlite3_reset(st);
   for (size_t i = 0; !rc && i < n; i++) {
     qkey_t *k;
@@ -818,18 +833,27 @@ static int take_wake(qctx_t *x) {
   return rc;
 }
 
+/* Closed keys whose block, bucket or wait has run out are settled again. */
+static int take_wake(qctx_t *x) {
+  sqlite3_stmt *st = qstmt(x->q, QS_KEY_WAKE);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_int64(st, 2, x->now);
+  sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
+  return touch_keys(x, st, "queue wake");
+}
+
 /* Takes up to `room` elements from open key `key` whose head is the best;
  * stops at the first element worse than the next key's head (has2). */
-static int take_from_key(qctx_t *x, const char *key, int has2, int64_t p2, int64_t d2,
+static int take_from_key(qctx_t *x, qkey_t *k, int has2, int64_t p2, int64_t d2,
                          size_t room, int64_t lease_end, int64_t token,
                          queue_item_list_t *out, size_t *got) {
   struct sqlite_store *q = x->q;
+  const char *key = k->key;
   size_t first = out->n, n;
-  qkey_t *k;
-  int rc, src;
+  int rc = 0, src;
 
   *got = 0;
-  if ((rc = ctx_key(x, key, &k))) return rc;
   if (x->c.key_inflight > 0)
     room = (size_t)imin((int64_t)room, imax(0, x->c.key_inflight - k->inflight));
   if (x->c.key_rate > 0) room = (size_t)imin((int64_t)room, (int64_t)floor(k->tokens));
@@ -842,11 +866,19 @@ static int take_from_key(qctx_t *x, const char *key, int has2, int64_t p2, int64
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, x->c.id);
   sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(st, 3, (int64_t)room);
+  /* One row more than room: the first one left is the key's next head. */
+  sqlite3_bind_int64(st, 3, (int64_t)room + 1);
+  int next = 0;
+  int64_t next_pri = 0, next_due = 0;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     int64_t pri = sqlite3_column_int64(st, 1), due = sqlite3_column_int64(st, 2);
-    /* Another key's head comes first: leave the rest for the next round. */
-    if (out->n > first && has2 && better(p2, d2, pri, due)) break;
+    /* Full, or another key's head comes first: leave the rest for later. */
+    if (out->n - first == room || (out->n > first && has2 && better(p2, d2, pri, due))) {
+      next = 1;
+      next_pri = pri;
+      next_due = due;
+      break;
+    }
     queue_item_t *it = queue_item_list_add(out);
     if (!it) {
       rc = -ENOMEM;
@@ -891,6 +923,13 @@ static int take_from_key(qctx_t *x, const char *key, int has2, int64_t p2, int64
     k->dirty = 1;
   } else {
     key_ready_del(k, (int64_t)n);
+    if (next) {
+      k->head_pri = next_pri;
+      k->head_due = next_due;
+      k->head_stale = 0;
+    } else {
+      k->n_ready = 0; /* the pick saw every ready element of the key */
+    }
     k->inflight += (int64_t)n;
     if (x->c.key_rate > 0) k->tokens -= (double)n;
   }
@@ -953,7 +992,7 @@ int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibili
   int idle_rounds = 0; /* rounds that took nothing: a key settled closed */
   while (!rc && taken < room && idle_rounds < 64) {
     sqlite3_stmt *st = qstmt(q, QS_KEY_BEST);
-    char key[QUEUE_KEY_MAX + 1];
+    qkey_t *k;
     int64_t p2 = 0, d2 = 0;
     int has2 = 0, src;
     size_t got = 0;
@@ -968,14 +1007,17 @@ int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibili
       if (src != SQLITE_DONE) rc = sqlite_fail(q, "queue best key");
       break;
     }
-    snprintf(key, sizeof(key), "%s", (const char *)sqlite3_column_text(st, 0));
+    if ((rc = ctx_key_at(&x, (const char *)sqlite3_column_text(st, 0), st, 1, &k))) {
+      sqlite3_reset(st);
+      break;
+    }
     if ((src = sqlite3_step(st)) == SQLITE_ROW) {
       has2 = 1;
-      p2 = sqlite3_column_int64(st, 1);
-      d2 = sqlite3_column_int64(st, 2);
+      p2 = sqlite3_column_int64(st, 6);
+      d2 = sqlite3_column_int64(st, 7);
     }
     sqlite3_reset(st);
-    rc = take_from_key(&x, key, has2, p2, d2, room - taken, lease_end, token, out, &got);
+    rc = take_from_key(&x, k, has2, p2, d2, room - taken, lease_end, token, out, &got);
     taken += got;
     idle_rounds = got ? 0 : idle_rounds + 1;
   }
@@ -1096,11 +1138,18 @@ static int lease_one(qctx_t *x, lease_op_t op, queue_lease_t *l) {
     k->block_ms = imax(k->block_ms, x->now + l->retry_after_ms);
     k->dirty = 1;
   }
-  if (x->c.max_deliveries > 0 && h.deliveries >= x->c.max_deliveries) {
+  if (l->release) {
+    sqlite3_stmt *st = qstmt(x->q, QS_UNCOUNT);
+    if (!st) return SPD_ESTORE;
+    sqlite3_bind_int64(st, 1, l->id);
+    if ((rc = sqlite_done(x->q, st, "queue release"))) return rc;
+  } else if (x->c.max_deliveries > 0 && h.deliveries >= x->c.max_deliveries) {
     l->dead = 1;
     return lease_end(x, &h, l->id, IS_DEAD, x->now, h.priority, l->error, 0);
   }
-  int64_t delay = l->delay_ms >= 0 ? l->delay_ms : backoff(&x->c, h.deliveries);
+  int64_t delay = l->delay_ms >= 0 ? l->delay_ms
+                 : l->release     ? 0
+                                  : backoff(&x->c, h.deliveries);
   int64_t due = x->now + delay;
   if (l->retry_after_ms > 0) due = imax(due, x->now + l->retry_after_ms);
   int state = due <= x->now ? IS_READY : IS_DELAYED;
@@ -1161,11 +1210,10 @@ int sqlite_queue_set(store_t *s, queue_conf_t *c) {
   struct sqlite_store *q = SQ(s);
   qctx_t x = {.q = q};
   queue_conf_t cur = {0};
-  int64_t ready, seq;
   int began, rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
   x.now = clock_wall_ms();
-  rc = queue_load(q, c->name, &cur, &ready, &seq);
+  rc = queue_load(q, c->name, &cur, NULL, NULL);
   if (rc == -ENOENT) {
     sqlite3_stmt *st = qstmt(q, QS_CREATE);
     if (!st) {
@@ -1186,45 +1234,15 @@ int sqlite_queue_set(store_t *s, queue_conf_t *c) {
   if (rc || (rc = queue_load(q, c->name, &x.c, &x.n_ready, &x.lease_seq))) goto out;
   x.c.name = c->name;
   /* Limits may have changed: every key decides again whether it is open. */
-  if (rc == 0 && (cur.key_inflight != x.c.key_inflight || cur.key_rate != x.c.key_rate ||
-                  cur.key_burst != x.c.key_burst || cur.id == 0)) {
+  if (cur.key_inflight != x.c.key_inflight || cur.key_rate != x.c.key_rate ||
+      cur.key_burst != x.c.key_burst) {
     sqlite3_stmt *st = qstmt(q, QS_KEY_ALL);
-    char **keys = NULL;
-    size_t n = 0, cap = 0;
-    int src;
     if (!st) {
       rc = SPD_ESTORE;
       goto out;
     }
     sqlite3_bind_int64(st, 1, x.c.id);
-    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-      if (n == cap) {
-        size_t ncap = cap ? cap * 2 : 16;
-        char **nk = realloc(keys, ncap * sizeof(*nk));
-        if (!nk) {
-          rc = -ENOMEM;
-          break;
-        }
-        keys = nk;
-        cap = ncap;
-      }
-      if (!(keys[n] = strdup((const char *)sqlite3_column_text(st, 0)))) {
-        rc = -ENOMEM;
-        break;
-      }
-      n++;
-    }
-    if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "queue keys");
-    sqlite3_reset(st);
-    for (size_t i = 0; !rc && i < n; i++) {
-      qkey_t *k;
-      if (!(rc = ctx_key(&x, keys[i], &k))) {
-        if (k->tokens > key_burst(&x.c)) k->tokens = key_burst(&x.c);
-        k->dirty = 1;
-      }
-    }
-    for (size_t i = 0; i < n; i++) free(keys[i]);
-    free(keys);
+    rc = touch_keys(&x, st, "queue keys");
     if (!rc) rc = ctx_flush_keys(&x);
   }
   if (!rc) {

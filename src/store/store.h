@@ -303,7 +303,8 @@ int store_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t 
 /* Nacks n leases: each element is due again after its delay (or the
  * queue's backoff with jitter, and never before its retry_after), or goes
  * dead when it has had max_deliveries deliveries. retry_after also blocks
- * its key. Sets result and dead per lease. */
+ * its key. A lease with `release` set gives its delivery back: the count
+ * drops by one and it never goes dead. Sets result and dead per lease. */
 int store_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
                      int64_t now_ms);
 

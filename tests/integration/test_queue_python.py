@@ -123,6 +123,18 @@ def test_nack_to_dead_letters_and_requeue(q):
     q.ack(back)
 
 
+def test_release_gives_a_delivery_back_uncounted(q):
+    q.configure(max_deliveries=1)
+    q.put("x")
+    for _ in range(3):
+        [item] = q.take(1)
+        assert item.deliveries == 1
+        r = item.nack(release=True)
+        assert r.nacked == 1 and r.dead == 0, r
+    [item] = q.take(1)
+    assert q.nack(item).dead == 1
+
+
 def test_extend_keeps_a_lease_and_a_late_ack_is_stale(q):
     q.put(["kept", "lost"])
     items = {i.element: i for i in q.take(2, visibility=1)}

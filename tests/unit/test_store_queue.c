@@ -1185,6 +1185,36 @@ static void test_nack_retry_after(void **state) {
   queue_item_list_release(&l);
 }
 
+/* A released delivery does not count: never dead, due at once. */
+static void test_nack_release(void **state) {
+  struct fx *f = *state;
+  queue_conf_t c = defaults();
+  c.max_deliveries = 1;
+  mkqueue(f->s, "q", &c);
+  put1(f->s, "q", "a", T0, 0, OW, T0);
+  for (int round = 0; round < 3; round++) {
+    queue_item_t a = take_one(f->s, "q", "a", 0, T0 + round);
+    assert_int_equal(a.deliveries, 1);
+    queue_lease_t l = {.id = a.id, .token = a.token, .delay_ms = -1, .release = 1};
+    assert_int_equal(store_queue_nack(f->s, "q", &l, 1, T0 + round), 0);
+    assert_int_equal(l.result, 0);
+    assert_int_equal(l.dead, 0);
+    queue_item_t it = must_item(f->s, "q", a.id);
+    assert_int_equal(it.state, QSTATE_WAITING);
+    assert_int_equal(it.deliveries, 0);
+    assert_int_equal(it.due_ms, T0 + round);
+    queue_item_release(&it);
+    queue_item_release(&a);
+  }
+  /* The counted delivery after them is the last. */
+  queue_item_t a = take_one(f->s, "q", "a", 0, T0 + 10);
+  int dead = -1;
+  assert_int_equal(nack1(f->s, "q", a.id, a.token, 0, 0, "x", T0 + 10, &dead), 0);
+  assert_int_equal(dead, 1);
+  STATS(f->s, "q", T0 + 10, 0, 0, 0, 1, 0, 0);
+  queue_item_release(&a);
+}
+
 static void test_nack_dead(void **state) {
   struct fx *f = *state;
   queue_item_list_t l = {0};
@@ -2839,7 +2869,7 @@ int main(void) {
       T(test_max_inflight),         T(test_key_inflight),
       T(test_key_rate),             T(test_key_rate_burst),
       T(test_key_order),            T(test_items_requeue_purge),
-      T(test_requeue_all),          T(test_stats_keys),
+      T(test_requeue_all), T(test_nack_release),          T(test_stats_keys),
       T(test_transactions),
       T(test_model),                T(test_model_keep_done),
   };
