@@ -593,6 +593,21 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
+/* the machine's 1-minute load average, sampled after every phase */
+static double g_load_min = 1e9, g_load_max = -1;
+
+static double load1(void) {
+  double l = -1;
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (f) {
+    if (fscanf(f, "%lf", &l) != 1) l = -1;
+    fclose(f);
+  }
+  if (l >= 0 && l < g_load_min) g_load_min = l;
+  if (l > g_load_max) g_load_max = l;
+  return l;
+}
+
 static double g_max_seconds = 60; /* per timed phase; 0 = no limit */
 static int g_last_timed_out;
 static long long g_last_done;
@@ -639,8 +654,8 @@ static double run_phase(int target, int kind, int batch, int clients, long long 
   long long done = atomic_load(&ph.done);
   double rate = done / dt;
   if (label)
-    fprintf(stderr, "  %-9s %-28s %d client%s: %lld in %.2f s = %.0f/s%s%s%s\n", tname[target],
-            label, clients, clients == 1 ? " " : "s", done, dt, rate,
+    fprintf(stderr, "  %-9s %-28s %d client%s: %lld in %.2f s = %.0f/s (load %.2f)%s%s%s\n",
+            tname[target], label, clients, clients == 1 ? " " : "s", done, dt, rate, load1(),
             atomic_load(&ph.errors) ? " ERRORS" : "", atomic_load(&ph.dry) ? " (ran dry)" : "",
             atomic_load(&ph.timed_out) ? " (time limit)" : "");
   g_last_timed_out = atomic_load(&ph.timed_out);
@@ -799,8 +814,8 @@ static latres_t run_latency(int target, int n) {
     res.ok = 1;
     free(d);
   }
-  fprintf(stderr, "  %-9s put-to-take latency: p50 %.3f ms, p99 %.3f ms (put round trip p50 %.3f ms)%s\n",
-          tname[target], res.p50, res.p99, res.put50, res.ok ? "" : " ERRORS");
+  fprintf(stderr, "  %-9s put-to-take latency: p50 %.3f ms, p99 %.3f ms (put round trip p50 %.3f ms, load %.2f)%s\n",
+          tname[target], res.p50, res.p99, res.put50, load1(), res.ok ? "" : " ERRORS");
   if (target == T_SPIDERD) hc_close(&h);
   else redisFree(rc);
   free(b.p);
@@ -920,22 +935,27 @@ static int ndefs;
 static double rates[2][32][MAXT]; /* [empty/full][def][target] */
 static int limited[2][32][MAXT];   /* the phase hit the time limit */
 
-static void run_rates(int full, int do_put, int do_take) {
+static int g_repeat = 1;
+static double samples[2][32][MAXT][9];
+
+/* One pass over the phases: every put phase, then every take phase (which,
+ * with the default counts, take what the puts put: an empty-queue pass ends
+ * about as empty as it began). Phase by phase, target after target. */
+static void rates_pass(int full, int rep, int do_put, int do_take) {
   long long reput_first[MAXT] = {0}, reput_n = 0;
   for (int d = 0; d < ndefs; d++) {
     pdef_t *p = &defs[d];
+    double r = 0;
     if ((p->kind == PH_PUT && !do_put) || (p->kind == PH_TAKE && !do_take)) continue;
     for (int t = 0; t < MAXT; t++) {
       if (!tused[t] || (full && t == T_REDIS_RAM)) continue;
+      g_last_timed_out = 0;
       if (p->kind == PH_PUT && p->reput) {
         if (reput_n)
-          rates[full][d][t] =
-              run_phase(t, PH_PUT, p->batch, p->clients, reput_n, reput_first[t], p->label);
-        limited[full][d][t] = g_last_timed_out;
+          r = run_phase(t, PH_PUT, p->batch, p->clients, reput_n, reput_first[t], p->label);
       } else if (p->kind == PH_PUT) {
         if (p->batch > 1 && !reput_first[t]) reput_first[t] = tnext[t];
-        rates[full][d][t] = run_phase(t, PH_PUT, p->batch, p->clients, p->n, tnext[t], p->label);
-        limited[full][d][t] = g_last_timed_out;
+        r = run_phase(t, PH_PUT, p->batch, p->clients, p->n, tnext[t], p->label);
         tnext[t] += p->n; /* some may not have been put (time limit): never reused */
         tsize[t] += g_last_done;
       } else {
@@ -945,13 +965,34 @@ static void run_rates(int full, int do_put, int do_take) {
           tnext[t] += need;
           tsize[t] += g_last_done;
         }
-        rates[full][d][t] = run_phase(t, PH_TAKE, p->batch, p->clients, p->n, 0, p->label);
-        limited[full][d][t] = g_last_timed_out;
+        r = run_phase(t, PH_TAKE, p->batch, p->clients, p->n, 0, p->label);
         tsize[t] -= g_last_done;
       }
+      samples[full][d][t][rep] = r;
+      limited[full][d][t] |= g_last_timed_out;
     }
     if (p->kind == PH_PUT && !p->reput && p->batch > 1 && !reput_n) reput_n = p->n;
   }
+}
+
+/* --repeat passes; each rate is the median of its passes (0 if any failed). */
+static void run_rates(int full, int do_put, int do_take) {
+  for (int rep = 0; rep < g_repeat; rep++) {
+    if (g_repeat > 1) fprintf(stderr, " pass %d of %d\n", rep + 1, g_repeat);
+    rates_pass(full, rep, do_put, do_take);
+  }
+  for (int d = 0; d < ndefs; d++)
+    for (int t = 0; t < MAXT; t++) {
+      double v[9];
+      int bad = 0;
+      for (int i = 0; i < g_repeat; i++) {
+        v[i] = samples[full][d][t][i];
+        if (v[i] <= 0) bad = 1;
+      }
+      qsort(v, g_repeat, sizeof(double), cmp_double);
+      rates[full][d][t] = bad ? 0 : (g_repeat % 2 ? v[g_repeat / 2]
+                                                  : (v[g_repeat / 2 - 1] + v[g_repeat / 2]) / 2);
+    }
 }
 
 static void add_def(int kind, int batch, int clients, long long n, int reput) {
@@ -995,7 +1036,7 @@ static void usage(void) {
           "usage: queue_bench [-u http://HOST:PORT] [-q QUEUE] [-r HOST:PORT] [-R HOST:PORT]\n"
           "                   [-p put,take,latency,full] [-c 1,8] [--put-batched N] [--put-single N]\n"
           "                   [--take-batched N] [--take-single N] [--latency N] [--full N]\n"
-          "                   [--max-seconds S] [--pid PID] [--db FILE] [--redis-dir DIR]\n"
+          "                   [--max-seconds S] [--repeat N] [--pid PID] [--db FILE] [--redis-dir DIR]\n"
           "  -u   spiderd's base URL          -r  Redis, AOF (the durable comparison)\n"
           "  -R   Redis in RAM (empty-queue phases only)\n"
           "  -p   phases (default put,take,latency; full needs --full N)\n"
@@ -1004,6 +1045,7 @@ static void usage(void) {
           "  --take-single N (20000): elements per phase; --latency N (1000) samples\n"
           "  --full N   fill to N elements, then the rates again (full/empty ratios)\n"
           "  --max-seconds S   a rate phase stops after S s (60; 0 = none), its rate marked *\n"
+          "  --repeat N   N passes over the rate phases (empty and full); each rate is the median\n"
           "  --pid, --db, --redis-dir   spiderd's pid and SQLite file, Redis's dir (memory, disk)\n");
   exit(2);
 }
@@ -1023,7 +1065,7 @@ int main(int argc, char **argv) {
       {"put-batched", 1, 0, 1}, {"put-single", 1, 0, 2}, {"take-batched", 1, 0, 3},
       {"take-single", 1, 0, 4}, {"latency", 1, 0, 5},    {"full", 1, 0, 6},
       {"pid", 1, 0, 7},         {"db", 1, 0, 8},         {"redis-dir", 1, 0, 9},
-      {"max-seconds", 1, 0, 10},
+      {"max-seconds", 1, 0, 10}, {"repeat", 1, 0, 11},
       {"help", 0, 0, 'h'},      {0, 0, 0, 0}};
   int o;
   while ((o = getopt_long(argc, argv, "u:q:r:R:p:c:h", lo, NULL)) != -1) {
@@ -1051,6 +1093,10 @@ int main(int argc, char **argv) {
     case 8: g_db = optarg; break;
     case 9: g_redis_dir = optarg; break;
     case 10: g_max_seconds = atof(optarg); break;
+    case 11:
+      g_repeat = atoi(optarg);
+      if (g_repeat < 1 || g_repeat > 9) die("--repeat: 1 to 9");
+      break;
     default: usage();
     }
   }
@@ -1148,7 +1194,8 @@ int main(int argc, char **argv) {
 
   /* the tables */
   char a[32], b[32], c2[32], d[32], e[32];
-  printf("\n### Rates, elements/s (empty queue)\n\n");
+  printf("\n### Rates, elements/s (empty queue%s)\n\n",
+         g_repeat > 1 ? "; each the median of --repeat passes" : "");
   printf("| phase | clients | spiderd |%s%s\n", tused[T_REDIS] ? " Redis AOF | spiderd/Redis |" : "",
          tused[T_REDIS_RAM] ? " Redis RAM | spiderd/Redis RAM |" : "");
   printf("|---|---|---|%s%s\n", tused[T_REDIS] ? "---|---|" : "", tused[T_REDIS_RAM] ? "---|---|" : "");
@@ -1203,6 +1250,7 @@ int main(int argc, char **argv) {
     printf("\nFill (put 1000/call, 8 clients): spiderd %s/s%s%s\n", a,
            tused[T_REDIS] ? ", Redis AOF " : "", tused[T_REDIS] ? b : "");
   }
+  printf("\nLoad average (1 min) after each phase: %.2f to %.2f.\n", g_load_min, g_load_max);
   printf("\nA rate marked * stopped at the time limit (--max-seconds %g): it is over what was done.\n",
          g_max_seconds);
   printf("\n### Memory and disk\n\n");

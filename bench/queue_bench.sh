@@ -5,7 +5,8 @@
 # a table on stdout, everything removed at the end.
 #
 # usage: bench/queue_bench.sh [path/to/spiderd] [queue_bench options...]
-#   without options: all phases and a fill to 10,000,000 elements (~10 min);
+#   without options: all phases, 3 passes each (medians), a fill to 10,000,000
+#   elements (~15 min on 2 cores);
 #   e.g. bench/queue_bench.sh build/spiderd -p put,take,latency   (~1 min)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -13,7 +14,7 @@ bin="$(readlink -f "${1:-$here/../build/spiderd}")"
 shift || true
 [ -x "$bin" ] || { echo "no spiderd binary at $bin" >&2; exit 1; }
 command -v redis-server >/dev/null || { echo "redis-server is missing (make deps)" >&2; exit 1; }
-if [ $# -eq 0 ]; then set -- -p put,take,latency,full --full 10000000; fi
+if [ $# -eq 0 ]; then set -- -p put,take,latency,full --full 10000000 --repeat 3; fi
 
 work="$(mktemp -d /tmp/spiderd-qbench-XXXXXX)"
 pids=()
