@@ -8,20 +8,23 @@
  *   /tmp/queue_bench -u http://127.0.0.1:6800 --pid PID --db DIR/spiderd.db \
  *     -r 127.0.0.1:6379 --redis-dir DIR [-R 127.0.0.1:6380] [--full 10000000]
  *
- * Phases (-p, comma-separated; default all):
+ * Phases (-p, comma-separated; default put,take,latency):
  *   put      put 1000 elements per call and 1 per call, with each of -c
  *            clients (keep-alive connections / Redis connections); then
  *            the first batch phase's elements again (all already queued:
  *            the unique upsert moves them)
  *   take     take+ack: take 100 -> ack those 100, and take 1 -> ack 1
- *   latency  put-to-take: a taker waits in a long-poll take (wait=5) while a
- *            putter puts one element at a time; p50/p99 from the put's send
- *            to the taker's receipt
+ *   latency  put-to-take, on a queue of its own (<queue>-latency): a taker
+ *            waits in a long-poll take (wait=5) while a putter puts one
+ *            element at a time; p50/p99 from the put's send to the taker's
+ *            receipt
  *   full     fill the queue with --full elements (1000 per call, 8 clients),
  *            then the put and take rates again, as ratios full/empty; memory
  *            and disk at that size
- * Memory (VmRSS/VmHWM of --pid, Redis INFO used_memory) and disk (--db plus
- * its -wal and -shm, --redis-dir) are sampled after each stage.
+ * Memory (VmRSS/VmHWM of --pid, Redis INFO used_memory) and disk (--db and
+ * its -wal, --redis-dir) are sampled after each stage. --repeat N makes N
+ * passes over the rate phases and reports medians; --max-seconds ends a
+ * rate phase early (its rate is then over what it did, marked *).
  *
  * Elements look like crawl URLs (72 bytes):
  *   https://www.hostNNN.example.com/articles/NNNNNNNNNN/index.html?ref=bench
@@ -1193,7 +1196,7 @@ int main(int argc, char **argv) {
   }
 
   /* the tables */
-  char a[32], b[32], c2[32], d[32], e[32];
+  char a[32], b[32], c2[32], d[32];
   printf("\n### Rates, elements/s (empty queue%s)\n\n",
          g_repeat > 1 ? "; each the median of --repeat passes" : "");
   printf("| phase | clients | spiderd |%s%s\n", tused[T_REDIS] ? " Redis AOF | spiderd/Redis |" : "",
@@ -1268,7 +1271,6 @@ int main(int argc, char **argv) {
       printf(" %lld | %.1f | %.1f | %.1f |", m->redis_size, m->used_mb, m->rrss_mb, m->aof_mb);
     printf("\n");
   }
-  (void)e;
   int bad = 0;
   for (int f = 0; f < 2; f++)
     for (int i = 0; i < ndefs; i++)
