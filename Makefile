@@ -10,9 +10,9 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	libzip-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
 	libcurl4-openssl-dev libssl-dev \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
-	wrk zip unzip curl
+	wrk zip unzip curl redis-server
 
-.PHONY: deps build run test test-unit test-integration test-asan bench clean
+.PHONY: deps build run test test-unit test-integration test-asan bench bench-queue clean
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -50,6 +50,9 @@ test: test-unit test-integration test-asan
 
 bench: build
 	./bench/run.sh $(CURDIR)/$(BUILD)/spiderd
+
+bench-queue: build
+	./bench/queue_bench.sh $(CURDIR)/$(BUILD)/spiderd
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
