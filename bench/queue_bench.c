@@ -517,9 +517,74 @@ static int s_take_ack(hconn_t *h, sb_t *b, int n, int wait, long long *num, doub
   return (int)k;
 }
 
+/* spiderd: one element per request, the previous one acked by the same
+ * request (take's "ack"); prev holds the lease to ack ("" = none) and gets
+ * the new one. Returns how many were taken (0 or 1). */
+static int s_take_piggy(hconn_t *h, sb_t *b, char prev[64]) {
+  b->n = 0;
+  sb_str(b, "{\"max\":1");
+  if (prev[0]) {
+    sb_str(b, ",\"ack\":[\"");
+    sb_str(b, prev);
+    sb_str(b, "\"]");
+  }
+  sb_str(b, "}");
+  if (hc_call(h, "POST", path_take, b->p, b->n)) return -1;
+  if (h->status != 200) {
+    fprintf(stderr, "take+ack: HTTP %d %.*s\n", h->status, (int)h->body_len, h->body);
+    return -1;
+  }
+  json_error_t err;
+  json_t *doc = json_loadb(h->body, h->body_len, 0, &err);
+  json_t *items = doc ? json_object_get(doc, "items") : NULL;
+  json_t *acked = doc ? json_object_get(doc, "acked") : NULL;
+  if (!json_is_array(items) || (prev[0] && json_integer_value(acked) != 1)) {
+    fprintf(stderr, "take+ack: bad reply: %.*s\n", (int)h->body_len, h->body);
+    json_decref(doc);
+    return -1;
+  }
+  prev[0] = '\0';
+  int k = (int)json_array_size(items);
+  if (k) {
+    const char *lease = json_string_value(json_object_get(json_array_get(items, 0), "lease"));
+    snprintf(prev, 64, "%s", lease ? lease : "");
+  }
+  json_decref(doc);
+  return k;
+}
+
+/* Redis: the same in one round trip, ZREM of the previous member and the
+ * claim pipelined. */
+static int r_take_piggy(redisContext *c, rtarget_t *t, char prev[64]) {
+  redisReply *r = NULL;
+  if (prev[0]) redisAppendCommand(c, "ZREM %s %s", t->kinflight, prev);
+  redisAppendCommand(c, "EVALSHA %s 2 %s %s %lld 1 30000", t->sha, t->kdue, t->kinflight,
+                     wall_ms());
+  if (prev[0]) {
+    if (redisGetReply(c, (void **)&r) != REDIS_OK || !r || r->type != REDIS_REPLY_INTEGER ||
+        r->integer != 1) {
+      fprintf(stderr, "redis ack: %s\n", r && r->str ? r->str : c->errstr);
+      if (r) freeReplyObject(r);
+      return -1;
+    }
+    freeReplyObject(r);
+  }
+  if (redisGetReply(c, (void **)&r) != REDIS_OK || !r || r->type != REDIS_REPLY_ARRAY) {
+    fprintf(stderr, "redis claim: %s\n", r && r->str ? r->str : c->errstr);
+    if (r) freeReplyObject(r);
+    return -1;
+  }
+  prev[0] = '\0';
+  int k = (int)r->elements;
+  if (k) snprintf(prev, 64, "%s", r->element[0]->str);
+  freeReplyObject(r);
+  return k;
+}
+
 /* --------------------------------------------------------------- phases */
 
-enum { PH_PUT, PH_TAKE };
+/* PH_TAKEP: take 1 with the previous element's ack in the same request. */
+enum { PH_PUT, PH_TAKE, PH_TAKEP };
 
 typedef struct phase {
   int target, kind, batch, clients;
@@ -567,6 +632,7 @@ static void *worker_main(void *arg) {
     }
   } else {
     int empty = 0;
+    char prev[64] = "";
     for (;;) {
       if (ph->deadline && now_s() > ph->deadline) {
         atomic_store(&ph->timed_out, 1);
@@ -575,8 +641,11 @@ static void *worker_main(void *arg) {
       long long c = atomic_fetch_add(&ph->next, ph->batch);
       if (c >= ph->total) break;
       int want = (int)(ph->total - c < ph->batch ? ph->total - c : ph->batch);
-      int k = ph->target == T_SPIDERD ? s_take_ack(&h, &b, want, 0, NULL, NULL)
-                                      : r_take_ack(rc, &rt[ph->target], want);
+      int k = ph->kind == PH_TAKEP
+                  ? (ph->target == T_SPIDERD ? s_take_piggy(&h, &b, prev)
+                                             : r_take_piggy(rc, &rt[ph->target], prev))
+              : ph->target == T_SPIDERD ? s_take_ack(&h, &b, want, 0, NULL, NULL)
+                                        : r_take_ack(rc, &rt[ph->target], want);
       if (k < 0) {
         atomic_fetch_add(&ph->errors, 1);
         break;
@@ -588,6 +657,21 @@ static void *worker_main(void *arg) {
         break;
       }
       if (k) empty = 0;
+    }
+    if (prev[0]) { /* the last one's ack */
+      if (ph->target == T_SPIDERD) {
+        b.n = 0;
+        sb_str(&b, "{\"leases\":[\"");
+        sb_str(&b, prev);
+        sb_str(&b, "\"]}");
+        if (hc_call(&h, "POST", path_ack, b.p, b.n) || h.status != 200)
+          atomic_fetch_add(&ph->errors, 1);
+      } else {
+        redisReply *a = redisCommand(rc, "ZREM %s %s", rt[ph->target].kinflight, prev);
+        if (!a || a->type != REDIS_REPLY_INTEGER || a->integer != 1)
+          atomic_fetch_add(&ph->errors, 1);
+        if (a) freeReplyObject(a);
+      }
     }
   }
   if (ph->target == T_SPIDERD) hc_close(&h);
@@ -949,7 +1033,7 @@ static void rates_pass(int full, int rep, int do_put, int do_take) {
   for (int d = 0; d < ndefs; d++) {
     pdef_t *p = &defs[d];
     double r = 0;
-    if ((p->kind == PH_PUT && !do_put) || (p->kind == PH_TAKE && !do_take)) continue;
+    if ((p->kind == PH_PUT && !do_put) || (p->kind != PH_PUT && !do_take)) continue;
     for (int t = 0; t < MAXT; t++) {
       if (!tused[t] || (full && t == T_REDIS_RAM)) continue;
       g_last_timed_out = 0;
@@ -968,7 +1052,7 @@ static void rates_pass(int full, int rep, int do_put, int do_take) {
           tnext[t] += need;
           tsize[t] += g_last_done;
         }
-        r = run_phase(t, PH_TAKE, p->batch, p->clients, p->n, 0, p->label);
+        r = run_phase(t, p->kind, p->batch, p->clients, p->n, 0, p->label);
         tsize[t] -= g_last_done;
       }
       samples[full][d][t][rep] = r;
@@ -1007,6 +1091,8 @@ static void add_def(int kind, int batch, int clients, long long n, int reput) {
   p->reput = reput;
   if (kind == PH_PUT)
     snprintf(p->label, sizeof(p->label), "put %d/call%s", batch, reput ? ", all queued" : "");
+  else if (kind == PH_TAKEP)
+    snprintf(p->label, sizeof(p->label), "take 1, ack in the next take");
   else
     snprintf(p->label, sizeof(p->label), "take %d + ack %d", batch, batch);
 }
@@ -1140,6 +1226,7 @@ int main(int argc, char **argv) {
   add_def(PH_PUT, 1000, 1, 0, 1);
   for (int i = 0; i < nclients; i++) add_def(PH_TAKE, 100, clients[i], n_tb, 0);
   for (int i = 0; i < nclients; i++) add_def(PH_TAKE, 1, clients[i], n_t1, 0);
+  for (int i = 0; i < nclients; i++) add_def(PH_TAKEP, 1, clients[i], n_t1, 0);
 
   /* Redis: fresh keys, the claim script loaded */
   for (int t = T_REDIS; t < MAXT; t++) {
@@ -1204,7 +1291,7 @@ int main(int argc, char **argv) {
   printf("|---|---|---|%s%s\n", tused[T_REDIS] ? "---|---|" : "", tused[T_REDIS_RAM] ? "---|---|" : "");
   for (int i = 0; i < ndefs; i++) {
     pdef_t *p = &defs[i];
-    if ((p->kind == PH_PUT && !want_put) || (p->kind == PH_TAKE && !want_take)) continue;
+    if ((p->kind == PH_PUT && !want_put) || (p->kind != PH_PUT && !want_take)) continue;
     fmt_r(a, sizeof(a), 0, i, T_SPIDERD);
     printf("| %s | %d | %s |", p->label, p->clients, tused[T_SPIDERD] ? a : "-");
     if (tused[T_REDIS]) {
@@ -1234,7 +1321,7 @@ int main(int argc, char **argv) {
     printf("|---|---|---|---|---|%s\n", tused[T_REDIS] ? "---|---|---|---|" : "");
     for (int i = 0; i < ndefs; i++) {
       pdef_t *p = &defs[i];
-      if ((p->kind == PH_PUT && !want_put) || (p->kind == PH_TAKE && !want_take)) continue;
+      if ((p->kind == PH_PUT && !want_put) || (p->kind != PH_PUT && !want_take)) continue;
       fmt_r(a, sizeof(a), 0, i, T_SPIDERD);
       fmt_r(b, sizeof(b), 1, i, T_SPIDERD);
       fmt_ratio(c2, sizeof(c2), rates[1][i][T_SPIDERD], rates[0][i][T_SPIDERD]);
@@ -1276,7 +1363,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < ndefs; i++)
       for (int t = 0; t < MAXT; t++)
         if (tused[t] && !(f && t == T_REDIS_RAM) && (f ? want_full : 1) &&
-            ((defs[i].kind == PH_PUT && want_put) || (defs[i].kind == PH_TAKE && want_take)) &&
+            ((defs[i].kind == PH_PUT && want_put) || (defs[i].kind != PH_PUT && want_take)) &&
             !(defs[i].reput && !n_pb) && rates[f][i][t] <= 0)
           bad++;
   if (bad) fprintf(stderr, "queue_bench: %d phase(s) failed\n", bad);

@@ -483,18 +483,29 @@ class Queue:
 
     # -- taking --
 
-    def take(self, n=1, visibility=None, wait=0):
+    def take(self, n=1, visibility=None, wait=0, ack=None):
         """Takes up to n due elements (highest priority first, then earliest
         due) under leases of `visibility` seconds (default: the queue's).
         wait: seconds to wait for an element when none is due (0: answer at
-        once). Returns a list of Item, maybe empty."""
+        once). ack: Items or leases of this queue acked first, in the same
+        request (a worker's loop: one request per element); leases no longer
+        held are passed over, as ack() reports them. Returns a list of Item,
+        maybe empty."""
         n = int(n)
+        acks = [_lease_of(x) for x in _as_list(ack, (Item, str, dict))] if ack else []
+        if len(acks) > BATCH_MAX:
+            self.ack(acks[BATCH_MAX:])
+            acks = acks[:BATCH_MAX]
         if n < 1:
+            if acks:
+                self.ack(acks)
             return []
         deadline = time.monotonic() + max(0.0, float(wait or 0))
         items = []
         while True:
             body = {"max": min(n - len(items), BATCH_MAX)}
+            if acks:
+                body["ack"], acks = acks, []
             if visibility is not None:
                 body["visibility"] = visibility
             left = deadline - time.monotonic()
@@ -670,8 +681,8 @@ def put(queue, elements, client=None, **kw):
     return _queue(queue, client).put(elements, **kw)
 
 
-def take(queue, n=1, visibility=None, wait=0, client=None):
-    return _queue(queue, client).take(n, visibility=visibility, wait=wait)
+def take(queue, n=1, visibility=None, wait=0, ack=None, client=None):
+    return _queue(queue, client).take(n, visibility=visibility, wait=wait, ack=ack)
 
 
 def _by_queue(items, queue, client):

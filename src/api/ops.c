@@ -130,6 +130,7 @@ static const op_param_t p_queue_take[] = {{"name", OPT_STR, REQ, 0, 0},
                                           {"max", OPT_INT, 0, 0, 0},
                                           {"visibility", OPT_NUM, 0, 0, 0},
                                           {"wait", OPT_NUM, 0, 0, 0},
+                                          {"ack", OPT_ANY, 0, 0, 0},
                                           END};
 static const op_param_t p_queue_ack[] = {{"name", OPT_STR, REQ, 0, 0},
                                          {"leases", OPT_ANY, REQ, 0, 0},

@@ -172,13 +172,20 @@ struct take {
   queue_item_list_t items;
   int64_t next_ms;       /* wall ms from the store; 0 = nothing pending */
   int64_t taken_at;      /* wall ms of the take */
+  queue_lease_t *acks;   /* "ack": acked before the first take, in its transaction */
+  size_t nacks;
+  int has_ack;           /* the request had "ack" (the reply says acked/stale) */
+  int acked;             /* the acks ran (a parked take does not ack again) */
 };
 
 static void take_free(void *p) {
   take_t *t = p;
   queue_item_list_release(&t->items);
+  free(t->acks);
   free(t);
 }
+
+static int parse_lease(const char *s, int64_t *id, int64_t *token);
 
 static void timer_closed(uv_handle_t *h) { free(h->data); }
 
@@ -205,7 +212,23 @@ static void take_reply(take_t *t) {
     op_fail(c, SPD_EBADREQUEST, NULL, "the client left");
     return;
   }
-  op_ok(c, json_pack("{s:o}", "items", render_items(&t->items, t->items.n)));
+  json_t *r = json_pack("{s:o}", "items", render_items(&t->items, t->items.n));
+  if (t->has_ack) {
+    json_t *stale = json_array();
+    json_int_t good = 0;
+    for (size_t i = 0; i < t->nacks; i++) {
+      char s[48];
+      if (!t->acks[i].result) {
+        good++;
+        continue;
+      }
+      lease_str(t->acks[i].id, t->acks[i].token, s);
+      json_array_append_new(stale, json_string(s));
+    }
+    json_object_set_new(r, "acked", json_integer(good));
+    json_object_set_new(r, "stale", stale);
+  }
+  op_ok(c, r);
 }
 
 static int take_fn(store_t *s, void *arg) {
@@ -214,6 +237,14 @@ static int take_fn(store_t *s, void *arg) {
   queue_item_list_release(&t->items);
   t->next_ms = 0;
   t->taken_at = clock_wall_ms();
+  if (t->nacks && !t->acked) {
+    int rc = store_queue_ack(s, qname(c), t->acks, t->nacks, t->taken_at);
+    if (rc == -ENOENT) /* no such queue: nothing it names is held */
+      for (size_t i = 0; i < t->nacks; i++) t->acks[i].result = -ENOENT;
+    else if (rc)
+      return rc;
+    t->acked = 1;
+  }
   int rc = store_queue_take(s, qname(c), t->max, t->visibility_ms, t->taken_at, &t->items,
                             &t->next_ms);
   return rc == -ENOENT ? 0 : rc; /* an unknown queue gives nothing (yet) */
@@ -417,13 +448,37 @@ void op_queues_take(op_call_t *c) {
   if ((v = op_json(c, "visibility")) && seconds_of(c, v, "visibility", 1, &vis)) return;
   if ((v = op_json(c, "wait")) && seconds_of(c, v, "wait", 0, &wait)) return;
   if (wait > WAIT_MAX_S) wait = WAIT_MAX_S;
+  const json_t *acks = op_json(c, "ack");
+  if (acks && !json_is_null(acks) && !json_is_array(acks)) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "ack"),
+            "'ack' must be an array of leases (\"<id>.<token>\" strings, as take returns them)");
+    return;
+  }
+  size_t nacks = json_is_array(acks) ? json_array_size(acks) : 0;
+  if (nacks > QUEUE_BATCH_MAX) {
+    op_fail(c, SPD_ETOOBIG, json_pack("{s:s,s:i}", "field", "ack", "limit", QUEUE_BATCH_MAX),
+            "at most %d leases at once (this has %zu)", QUEUE_BATCH_MAX, nacks);
+    return;
+  }
   take_t *t = calloc(1, sizeof(*t));
-  if (!t) {
+  if (!t || (nacks && !(t->acks = calloc(nacks, sizeof(*t->acks))))) {
+    free(t);
     op_fail(c, -ENOMEM, NULL, "out of memory");
     return;
   }
   c->priv = t;
   c->priv_free = take_free;
+  t->nacks = nacks;
+  t->has_ack = json_is_array(acks);
+  for (size_t i = 0; i < nacks; i++) {
+    const json_t *l = json_array_get(acks, i);
+    if (!json_is_string(l) || parse_lease(json_string_value(l), &t->acks[i].id,
+                                          &t->acks[i].token)) {
+      op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:i}", "field", "ack", "index", (int)i),
+              "ack[%zu]: a lease is a string \"<id>.<token>\", as take returns it", i);
+      return;
+    }
+  }
   t->c = c;
   t->max = (size_t)max;
   t->visibility_ms = secs_ms(vis);

@@ -123,6 +123,16 @@ def test_nack_to_dead_letters_and_requeue(q):
     q.ack(back)
 
 
+def test_take_acks_the_last_item_in_the_same_request(q):
+    q.put(["a", "b"])
+    [a] = q.take(1)
+    [b] = q.take(1, ack=a)
+    assert (a.element, b.element) == ("a", "b")
+    assert q.take(1, ack=[b]) == []
+    st = q.stats()
+    assert st["size"] == 0 and st["acked"] == 2
+
+
 def test_release_gives_a_delivery_back_uncounted(q):
     q.configure(max_deliveries=1)
     q.put("x")

@@ -144,6 +144,36 @@ def test_put_take_ack(d):
     assert st["size"] == 0 and st["inflight"] == 0 and st["acked"] == 2 and st["put"] == 2
 
 
+def test_take_acks_what_it_names_first(d):
+    """A worker's loop in one request per element: ack the last, take the next."""
+    q = unique("qta")
+    put(d, q, "a", "b", "c")
+    [a] = take(d, q)
+    r = ok(req(d, "POST", f"/queues/{q}/take", json={"ack": [a["lease"]], "max": 1}))
+    assert r["acked"] == 1 and r["stale"] == []
+    [b] = r["items"]
+    assert b["element"] == "b"
+    # A stale lease is reported, and the take still happens.
+    r = ok(req(d, "POST", f"/queues/{q}/take", json={"ack": [a["lease"], b["lease"]]}))
+    assert r["acked"] == 1 and r["stale"] == [a["lease"]]
+    assert [i["element"] for i in r["items"]] == ["c"]
+    # The last ack with nothing left to take; without "ack" the reply is as before.
+    r = ok(req(d, "POST", f"/queues/{q}/take", json={"ack": [r["items"][0]["lease"]]}))
+    assert r == {"items": [], "acked": 1, "stale": []}
+    assert set(ok(req(d, "POST", f"/queues/{q}/take", json={}))) == {"items"}
+    st = get(d, q)["stats"]
+    assert st["size"] == 0 and st["acked"] == 3
+    # Over JSON-RPC too, and bad leases are refused before anything is taken.
+    put(d, q, "d")
+    [x] = take(d, q)
+    res = rpc(d, "queues.take", name=q, ack=[x["lease"]])["result"]
+    assert res["acked"] == 1 and res["items"] == []
+    put(d, q, "e")
+    err(req(d, "POST", f"/queues/{q}/take", json={"ack": ["nope"]}), 400, "SPD_EBADPARAM")
+    err(req(d, "POST", f"/queues/{q}/take", json={"ack": "1.1"}), 400, "SPD_EBADPARAM")
+    assert get(d, q)["stats"]["waiting"] == 1
+
+
 def test_single_element_body_and_top_level_defaults(d):
     q = unique("qe")
     r = put(d, q, element="one", priority=3, delay=60)
