@@ -13,7 +13,9 @@
  *            clients (keep-alive connections / Redis connections); then
  *            the first batch phase's elements again (all already queued:
  *            the unique upsert moves them)
- *   take     take+ack: take 100 -> ack those 100, and take 1 -> ack 1
+ *   take     take+ack: take 100 -> ack those 100, take 1 -> ack 1, and take 1
+ *            with the previous element's lease in its "ack" (one request per
+ *            element; Redis pipelines ZREM of the previous with the claim)
  *   latency  put-to-take, on a queue of its own (<queue>-latency): a taker
  *            waits in a long-poll take (wait=5) while a putter puts one
  *            element at a time; p50/p99 from the put's send to the taker's
@@ -520,7 +522,7 @@ static int s_take_ack(hconn_t *h, sb_t *b, int n, int wait, long long *num, doub
 /* spiderd: one element per request, the previous one acked by the same
  * request (take's "ack"); prev holds the lease to ack ("" = none) and gets
  * the new one. Returns how many were taken (0 or 1). */
-static int s_take_piggy(hconn_t *h, sb_t *b, char prev[64]) {
+static int s_take_piggy(hconn_t *h, sb_t *b, char prev[256]) {
   b->n = 0;
   sb_str(b, "{\"max\":1");
   if (prev[0]) {
@@ -547,7 +549,7 @@ static int s_take_piggy(hconn_t *h, sb_t *b, char prev[64]) {
   int k = (int)json_array_size(items);
   if (k) {
     const char *lease = json_string_value(json_object_get(json_array_get(items, 0), "lease"));
-    snprintf(prev, 64, "%s", lease ? lease : "");
+    snprintf(prev, 256, "%s", lease ? lease : "");
   }
   json_decref(doc);
   return k;
@@ -555,7 +557,7 @@ static int s_take_piggy(hconn_t *h, sb_t *b, char prev[64]) {
 
 /* Redis: the same in one round trip, ZREM of the previous member and the
  * claim pipelined. */
-static int r_take_piggy(redisContext *c, rtarget_t *t, char prev[64]) {
+static int r_take_piggy(redisContext *c, rtarget_t *t, char prev[256]) {
   redisReply *r = NULL;
   if (prev[0]) redisAppendCommand(c, "ZREM %s %s", t->kinflight, prev);
   redisAppendCommand(c, "EVALSHA %s 2 %s %s %lld 1 30000", t->sha, t->kdue, t->kinflight,
@@ -576,7 +578,7 @@ static int r_take_piggy(redisContext *c, rtarget_t *t, char prev[64]) {
   }
   prev[0] = '\0';
   int k = (int)r->elements;
-  if (k) snprintf(prev, 64, "%s", r->element[0]->str);
+  if (k) snprintf(prev, 256, "%s", r->element[0]->str);
   freeReplyObject(r);
   return k;
 }
@@ -632,7 +634,7 @@ static void *worker_main(void *arg) {
     }
   } else {
     int empty = 0;
-    char prev[64] = "";
+    char prev[256] = "";
     for (;;) {
       if (ph->deadline && now_s() > ph->deadline) {
         atomic_store(&ph->timed_out, 1);
