@@ -149,7 +149,8 @@ static int recover(app_t *app, job_list_t *running, char *err, size_t errlen) {
     return rc;
   }
   /* The job tokens' secret: kept in the store, so tokens outlive a restart
-   * and every node sharing the store accepts them. */
+   * and every node sharing the store accepts them. The schema's migration
+   * makes it on SQLite; made here for a store that has none. */
   char *secret = NULL;
   rc = store_meta_get(s, JOBTOKEN_META_KEY, &secret);
   if (rc == 0 && secret && strlen(secret) == JOBTOKEN_SECRET_HEX) {

@@ -224,6 +224,11 @@ static const char *const sqlite_migrations[] = {
     ") WITHOUT ROWID;"
     "CREATE INDEX qk_open ON queue_keys(queue_id, head_pri DESC, head_due) WHERE open = 1;"
     "CREATE INDEX qk_wake ON queue_keys(queue_id, wake_ms) WHERE open = 0 AND wake_ms > 0;"
+    /* The job tokens' secret (run/jobtoken.h), made with the schema: the
+     * migration runs once under the write lock, so nodes starting together
+     * on one store cannot each make a different one. */
+    "INSERT OR IGNORE INTO meta (key, value) "
+    "VALUES ('auth.job_secret', lower(hex(randomblob(32))));"
     /* A unique_key names at most one pending or running job per project. */
     "ALTER TABLE jobs ADD COLUMN unique_key TEXT;"
     "CREATE UNIQUE INDEX jobs_unique ON jobs(project, unique_key) "

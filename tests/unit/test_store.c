@@ -970,6 +970,23 @@ static void test_meta(void **state) {
   assert_int_equal(store_meta_get(s, "NODE.ID", &v), -ENOENT);
 }
 
+/* The schema makes the job tokens' secret once: 64 hex digits, the same on
+ * every connection (nodes sharing a store accept each other's tokens). */
+static void test_job_secret_made_with_the_schema(void **state) {
+  struct fx *f = *state;
+  char *v = NULL, *w = NULL, err[256];
+  store_t *other = NULL;
+  assert_int_equal(store_meta_get(f->s, "auth.job_secret", &v), 0);
+  assert_int_equal(strlen(v), 64);
+  assert_int_equal(strspn(v, "0123456789abcdef"), 64);
+  assert_int_equal(store_open(f->url, &other, err, sizeof(err)), 0);
+  assert_int_equal(store_meta_get(other, "auth.job_secret", &w), 0);
+  assert_string_equal(v, w);
+  store_close(other);
+  free(v);
+  free(w);
+}
+
 /* ---- durability, transactions, schema ---- */
 
 static void test_reopen(void **state) {
@@ -1187,7 +1204,7 @@ int main(void) {
       T(test_cancel_pending), T(test_unique_key), T(test_unique_key_concurrent),
       T(test_status),
       T(test_list),         T(test_counts),          T(test_trim),
-      T(test_meta),         T(test_reopen),          T(test_transactions),
+      T(test_meta), T(test_job_secret_made_with_the_schema),         T(test_reopen),          T(test_transactions),
       T(test_migrations),   T(test_concurrent_first_open),
   };
 #undef T
