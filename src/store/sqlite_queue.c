@@ -189,6 +189,16 @@ void sqlite_queue_close(struct sqlite_store *q) {
 
 /* ---- queue rows ---- */
 
+/* The element in column i: a NUL-terminated copy of its bytes in it. */
+static int col_element(sqlite3_stmt *st, int i, queue_item_t *it) {
+  const void *blob = sqlite3_column_blob(st, i);
+  it->len = (size_t)sqlite3_column_bytes(st, i);
+  if (!(it->element = malloc(it->len + 1))) return -ENOMEM;
+  if (it->len) memcpy(it->element, blob, it->len);
+  it->element[it->len] = '\0';
+  return 0;
+}
+
 static void row_queue(sqlite3_stmt *st, queue_conf_t *c, int64_t *lease_seq) {
   c->id = sqlite3_column_int64(st, 0);
   c->created_ms = sqlite3_column_int64(st, 2);
@@ -252,8 +262,8 @@ static int bind_settings(sqlite3_stmt *st, const char *name, int64_t now_ms,
 
 /* The queue for a put: loaded, or created with the defaults. */
 static int queue_open(struct sqlite_store *q, const char *name, int64_t now_ms,
-                      queue_conf_t *c, int64_t *n_ready, int64_t *lease_seq) {
-  int rc = queue_load(q, name, c, n_ready, lease_seq);
+                      queue_conf_t *c, int64_t *lease_seq) {
+  int rc = queue_load(q, name, c, NULL, lease_seq);
   if (rc != -ENOENT) return rc;
   sqlite3_stmt *st = qstmt(q, QS_CREATE);
   if (!st) return SPD_ESTORE;
@@ -263,7 +273,6 @@ static int queue_open(struct sqlite_store *q, const char *name, int64_t now_ms,
   if ((rc = sqlite_done(q, st, "queue create"))) return rc;
   c->id = sqlite3_last_insert_rowid(q->db);
   c->created_ms = now_ms;
-  *n_ready = 0;
   *lease_seq = 0;
   return 0;
 }
@@ -286,7 +295,6 @@ typedef struct qkey {
 typedef struct qctx {
   struct sqlite_store *q;
   queue_conf_t c;
-  int64_t n_ready;   /* the queue's ready count when loaded */
   int64_t lease_seq;
   int64_t now;
   struct {
@@ -708,7 +716,7 @@ int sqlite_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
   qctx_t x = {.q = q, .now = now_ms};
   int began, rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
-  rc = queue_open(q, name, now_ms, &x.c, &x.n_ready, &x.lease_seq);
+  rc = queue_open(q, name, now_ms, &x.c, &x.lease_seq);
   x.c.name = (char *)name;
   for (size_t i = 0; !rc && i < n; i++) rc = put_one(&x, &items[i]);
   if (!rc) rc = ctx_finish(&x);
@@ -901,13 +909,8 @@ static int take_from_key(qctx_t *x, qkey_t *k, int has2, int64_t p2, int64_t d2,
     it->token = token;
     it->deliveries = sqlite3_column_int(st, 3) + 1;
     it->created_ms = sqlite3_column_int64(st, 4);
-    it->len = (size_t)sqlite3_column_bytes(st, 6);
-    const void *blob = sqlite3_column_blob(st, 6);
-    if ((it->element = malloc(it->len + 1))) {
-      if (it->len) memcpy(it->element, blob, it->len);
-      it->element[it->len] = '\0';
-    }
-    if (!it->element || !(it->key = strdup(key)) || sqlite_col_str(st, 5, &it->error)) {
+    if (col_element(st, 6, it) || !(it->key = strdup(key)) ||
+        sqlite_col_str(st, 5, &it->error)) {
       rc = -ENOMEM;
       break;
     }
@@ -969,7 +972,7 @@ int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibili
   size_t taken = 0, first = out->n;
   int began, rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
-  rc = queue_load(q, name, &x.c, &x.n_ready, &x.lease_seq);
+  rc = queue_load(q, name, &x.c, NULL, &x.lease_seq);
   x.c.name = (char *)name;
   if (rc == -ENOENT) {
     rc = 0;
@@ -1165,7 +1168,7 @@ static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t
   qctx_t x = {.q = q, .now = now_ms};
   int began, rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
-  rc = queue_load(q, name, &x.c, &x.n_ready, &x.lease_seq);
+  rc = queue_load(q, name, &x.c, NULL, &x.lease_seq);
   x.c.name = (char *)name;
   for (size_t i = 0; !rc && i < n; i++) rc = lease_one(&x, op, &leases[i]);
   if (!rc) rc = ctx_finish(&x);
@@ -1234,7 +1237,7 @@ int sqlite_queue_set(store_t *s, queue_conf_t *c) {
     bind_settings(st, c->name, 0, c);
     rc = sqlite_done(q, st, "queue set");
   }
-  if (rc || (rc = queue_load(q, c->name, &x.c, &x.n_ready, &x.lease_seq))) goto out;
+  if (rc || (rc = queue_load(q, c->name, &x.c, NULL, &x.lease_seq))) goto out;
   x.c.name = c->name;
   /* Limits may have changed: every key decides again whether it is open. */
   if (cur.key_inflight != x.c.key_inflight || cur.key_rate != x.c.key_rate ||
@@ -1305,12 +1308,13 @@ int sqlite_queue_delete(store_t *s, const char *name) {
   return sqlite_auto_end(q, began, rc);
 }
 
-static int one_int64(struct sqlite_store *q, int id, int64_t a, int64_t b, int bind_b,
-                     int64_t *out) {
+/* The first column of statement id's one row (?1 = a, and ?2 = b when it
+ * has one); 0 when there is no row. */
+static int one_int64(struct sqlite_store *q, int id, int64_t a, int64_t b, int64_t *out) {
   sqlite3_stmt *st = qstmt(q, id);
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, a);
-  if (bind_b) sqlite3_bind_int64(st, 2, b);
+  if (sqlite3_bind_parameter_count(st) > 1) sqlite3_bind_int64(st, 2, b);
   int src = sqlite3_step(st);
   *out = src == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
   sqlite3_reset(st);
@@ -1323,9 +1327,9 @@ int sqlite_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats
   int64_t ready, delayed_due, t[T_N];
   int rc = queue_load(q, name, &c, &ready, NULL);
   if (rc) return rc;
-  if ((rc = one_int64(q, QS_PASTDUE, c.id, now_ms, 1, &delayed_due)) ||
+  if ((rc = one_int64(q, QS_PASTDUE, c.id, now_ms, &delayed_due)) ||
       (rc = queue_times(q, c.id, t)) ||
-      (rc = one_int64(q, QS_KEY_COUNT, c.id, 0, 0, &out->keys)))
+      (rc = one_int64(q, QS_KEY_COUNT, c.id, 0, &out->keys)))
     return rc;
   int64_t first_delayed = t[T_DELAYED], first_ready = t[T_READY];
   out->waiting = c.n_waiting;
@@ -1461,14 +1465,8 @@ int sqlite_queue_items(store_t *s, const char *name, const queue_filter_t *f,
     it->deliveries = sqlite3_column_int(st, 5);
     it->token = it->state == QSTATE_INFLIGHT ? sqlite3_column_int64(st, 6) : 0;
     it->created_ms = sqlite3_column_int64(st, 7);
-    it->len = (size_t)sqlite3_column_bytes(st, 9);
-    const void *blob = sqlite3_column_blob(st, 9);
-    it->element = malloc(it->len + 1);
-    if (it->element) {
-      if (it->len) memcpy(it->element, blob, it->len);
-      it->element[it->len] = '\0';
-    }
-    if (!it->element || sqlite_col_str(st, 4, &it->key) || sqlite_col_str(st, 8, &it->error)) {
+    if (col_element(st, 9, it) || sqlite_col_str(st, 4, &it->key) ||
+        sqlite_col_str(st, 8, &it->error)) {
       rc = -ENOMEM;
       break;
     }
@@ -1522,7 +1520,7 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
   int64_t after = f->after_id, total = 0;
   int began, rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
-  rc = queue_load(q, name, &x.c, &x.n_ready, &x.lease_seq);
+  rc = queue_load(q, name, &x.c, NULL, &x.lease_seq);
   x.c.name = (char *)name;
   if (!rc && !(v = calloc(BULK_CHUNK, sizeof(*v)))) rc = -ENOMEM;
   while (!rc) {
