@@ -16,6 +16,7 @@
 
 #include "core/names.h"
 #include "error.h"
+#include "strbuf.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -203,11 +204,6 @@ struct loader {
   int errline;   /* and its line: inih may have seen a syntax error before */
 };
 
-struct sbuf {
-  char *p;
-  size_t len, cap;
-};
-
 static int report(struct loader *L, int code, const char *fmt, ...) FORMAT(3, 4);
 static int bad(struct loader *L, const struct src *s, const char *section,
                const char *name, const char *fmt, ...) FORMAT(5, 6);
@@ -245,21 +241,6 @@ static int bad(struct loader *L, const struct src *s, const char *section,
   default:
     return report(L, SPD_ECONFIG, "built-in default [%s] %s: %s", section, name, reason);
   }
-}
-
-static int sb_add(struct sbuf *b, const char *s, size_t n) {
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 64;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) return -ENOMEM;
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-  return 0;
 }
 
 static char *lower_dup(const char *s, size_t n) {
@@ -555,17 +536,17 @@ static void raw_free(struct loader *L) {
 /* ConfigParser's BasicInterpolation: "%%" is '%', "%(name)s" is another key
  * of the same section (or of [DEFAULT]), resolved in the merged view. */
 static int interpolate(struct loader *L, const struct src *s, const char *section,
-                       const char *key, const char *value, struct sbuf *out, int depth) {
+                       const char *key, const char *value, strbuf_t *out, int depth) {
   if (depth > MAX_INTERPOLATION_DEPTH)
     return bad(L, s, section, key, "'%s': interpolation nested deeper than %d", value,
                MAX_INTERPOLATION_DEPTH);
   const char *p = value;
   while (*p) {
     const char *pc = strchr(p, '%');
-    if (!pc) return sb_add(out, p, strlen(p)) ? oom(L) : 0;
-    if (sb_add(out, p, (size_t)(pc - p))) return oom(L);
+    if (!pc) return strbuf_add(out, p, strlen(p)) ? oom(L) : 0;
+    if (strbuf_add(out, p, (size_t)(pc - p))) return oom(L);
     if (pc[1] == '%') {
-      if (sb_add(out, "%", 1)) return oom(L);
+      if (strbuf_add(out, "%", 1)) return oom(L);
       p = pc + 2;
     } else if (pc[1] == '(') {
       const char *close = strchr(pc + 2, ')');
@@ -1007,15 +988,15 @@ static int unknown_key(struct loader *L, const struct src *s, const char *sectio
   return 0;
 }
 
-static int resolve(struct loader *L, const struct src *s, const struct raw *r, struct sbuf *v) {
+static int resolve(struct loader *L, const struct src *s, const struct raw *r, strbuf_t *v) {
   v->len = 0;
-  if (sb_add(v, "", 0)) return oom(L);
+  if (strbuf_add(v, "", 0)) return oom(L);
   return interpolate(L, s, r->section, r->name, r->value, v, 1);
 }
 
 static int apply_files(struct loader *L) {
   config_t *c = L->c;
-  struct sbuf v = {0};
+  strbuf_t v = {0};
   int rc = 0;
 
   for (size_t i = 0; i < L->nraw && !rc; i++) {
@@ -1041,7 +1022,7 @@ static int apply_files(struct loader *L) {
       if (!rc) rc = apply(L, k, v.p, &s);
     }
   }
-  free(v.p);
+  strbuf_release(&v);
   return rc;
 }
 

@@ -3,7 +3,6 @@
  * expressions (scrapyd-api.md §7.3), so the row layout is kept exactly: one
  * <td> per line, no attributes on job rows' <tr> and <td>. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,39 +13,7 @@
 #include "app.h"
 #include "error.h"
 #include "store/eggs.h"
-
-typedef struct buf {
-  char *s;
-  size_t n, cap;
-  int oom;
-} buf_t;
-
-static void buf_add(buf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void buf_add(buf_t *b, const char *fmt, ...) {
-  if (b->oom) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int need = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-    va_end(ap);
-    if (need < 0) {
-      b->oom = 1;
-      return;
-    }
-    if (b->s && b->n + (size_t)need < b->cap) {
-      b->n += (size_t)need;
-      return;
-    }
-    size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)need;
-    char *s = realloc(b->s, cap);
-    if (!s) {
-      b->oom = 1;
-      return;
-    }
-    b->s = s;
-    b->cap = cap;
-  }
-}
+#include "strbuf.h"
 
 /* The prefix a reverse proxy asks links to carry (prefix_header). */
 static char *link_prefix(app_t *app, http_req_t *req) {
@@ -54,10 +21,10 @@ static char *link_prefix(app_t *app, http_req_t *req) {
   return http_html_escape(p ? p : "");
 }
 
-static void reply_html(http_req_t *req, buf_t *b) {
-  if (b->oom) http_reply(req, 500, "text/plain", "out of memory\n", 14);
-  else http_reply(req, 200, "text/html; charset=utf-8", b->s, b->n);
-  free(b->s);
+static void reply_html(http_req_t *req, strbuf_t *b) {
+  if (b->failed) http_reply(req, 500, "text/plain", "out of memory\n", 14);
+  else http_reply(req, 200, "text/html; charset=utf-8", b->p, b->len);
+  strbuf_release(b);
 }
 
 static int get_only(http_req_t *req) {
@@ -80,16 +47,16 @@ static void on_home(http_req_t *req, void *ud) {
   char *prefix = link_prefix(app, req);
   const char *pf = prefix ? prefix : "";
   int items_local = app->cfg.items_dir[0] && !config_items_remote(&app->cfg);
-  buf_t b = {0};
-  buf_add(&b,
+  strbuf_t b = {0};
+  strbuf_addf(&b,
           "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n    <meta charset=\"utf-8\">\n"
           "    <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
           "    <title>Scrapyd</title>\n    <style>\n        body { font-family: sans-serif; }\n"
           "    </style>\n</head>\n<body>\n    <h1>Scrapyd</h1>\n\n    <ul>\n"
           "        <li><a href=\"%s/jobs\">Jobs</a></li>\n        ",
           pf);
-  if (items_local) buf_add(&b, "<li><a href=\"%s/items/\">Items</a></li>", pf);
-  buf_add(&b,
+  if (items_local) strbuf_addf(&b, "<li><a href=\"%s/items/\">Items</a></li>", pf);
+  strbuf_addf(&b,
           "\n        <li><a href=\"%s/logs/\">Logs</a></li>\n"
           "        <li><a href=\"https://scrapyd.readthedocs.io/en/latest/\">Documentation</a></li>\n"
           "    </ul>\n\n",
@@ -113,19 +80,19 @@ static void on_home(http_req_t *req, void *ud) {
       all[j] = t;
     }
   if (k) {
-    buf_add(&b, "    <p>Scrapy projects:</p>\n    <ul>\n");
+    strbuf_addf(&b, "    <p>Scrapy projects:</p>\n    <ul>\n");
     for (size_t i = 0; i < k; i++) {
       char *e = http_html_escape(all[i]);
-      buf_add(&b, "        <li>%s</li>\n", e ? e : "");
+      strbuf_addf(&b, "        <li>%s</li>\n", e ? e : "");
       free(e);
     }
-    buf_add(&b, "    </ul>\n");
+    strbuf_addf(&b, "    </ul>\n");
   } else {
-    buf_add(&b, "    <p>No Scrapy projects yet.</p>\n");
+    strbuf_addf(&b, "    <p>No Scrapy projects yet.</p>\n");
   }
   free(all);
   strv_free(v, n);
-  buf_add(&b,
+  strbuf_addf(&b,
           "\n    <p>\n        This web UI is for monitoring only. To upload projects and schedule "
           "crawls, use the API.\n        For example, using <a href=\"https://curl.se/\">curl</a>:\n"
           "    </p>\n\n    <p>\n        <code>curl http://localhost:6800/schedule.json -d "
@@ -142,27 +109,27 @@ typedef struct jobs_page {
   app_t *app;
   http_req_t *req;
   char *prefix;
-  buf_t b;
+  strbuf_t b;
 } jobs_page_t;
 
 /* Row cells are indented as Scrapyd's page (24 + 4 spaces). */
 #define ROW "                        "
 
-static void cell(buf_t *b, const char *text) {
+static void cell(strbuf_t *b, const char *text) {
   char *e = text ? http_html_escape(text) : NULL;
-  buf_add(b, ROW "    <td>%s</td>\n", e ? e : "");
+  strbuf_addf(b, ROW "    <td>%s</td>\n", e ? e : "");
   free(e);
 }
 
-static void link_cell(buf_t *b, const char *prefix, char *url, const char *label) {
-  if (url) buf_add(b, ROW "    <td><a href=\"%s%s\">%s</a></td>\n", prefix, url, label);
-  else buf_add(b, ROW "    <td></td>\n");
+static void link_cell(strbuf_t *b, const char *prefix, char *url, const char *label) {
+  if (url) strbuf_addf(b, ROW "    <td><a href=\"%s%s\">%s</a></td>\n", prefix, url, label);
+  else strbuf_addf(b, ROW "    <td></td>\n");
   free(url);
 }
 
 static void cancel_cell(jobs_page_t *pg, const job_t *j) {
   char *p = http_html_escape(j->project), *jb = http_html_escape(j->jobid);
-  buf_add(&pg->b,
+  strbuf_addf(&pg->b,
           ROW "    <td>\n" ROW "    <form method=\"post\" onsubmit=\"return confirm('Are you "
           "sure?');\" action=\"%s/cancel.json\">\n" ROW
           "    <input type=\"hidden\" name=\"project\" value=\"%s\">\n" ROW
@@ -176,11 +143,11 @@ static void cancel_cell(jobs_page_t *pg, const job_t *j) {
 
 static void job_row(jobs_page_t *pg, const job_t *j, int section, int64_t now) {
   const config_t *cfg = &pg->app->cfg;
-  buf_t *b = &pg->b;
+  strbuf_t *b = &pg->b;
   int items_local = cfg->items_dir[0] && !config_items_remote(cfg);
   int cancel = config_service_enabled(cfg, "cancel.json");
   char t1[32], t2[32], rt[32], pid[24];
-  buf_add(b, ROW "<tr>\n");
+  strbuf_addf(b, ROW "<tr>\n");
   cell(b, j->project);
   cell(b, j->spider);
   cell(b, j->jobid);
@@ -202,7 +169,7 @@ static void job_row(jobs_page_t *pg, const job_t *j, int section, int64_t now) {
     if (section < 2) cancel_cell(pg, j);
     else cell(b, NULL);
   }
-  buf_add(b, ROW "</tr>\n");
+  strbuf_addf(b, ROW "</tr>\n");
 }
 
 static int jobs_fn(store_t *s, void *arg) {
@@ -215,8 +182,8 @@ static int jobs_fn(store_t *s, void *arg) {
   int items_local = cfg->items_dir[0] && !config_items_remote(cfg);
   int cancel = config_service_enabled(cfg, "cancel.json");
   int cols = 8 + items_local + cancel;
-  buf_t *b = &pg->b;
-  buf_add(b,
+  strbuf_t *b = &pg->b;
+  strbuf_addf(b,
           "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n    <meta charset=\"utf-8\">\n"
           "    <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
           "    <title>Scrapyd</title>\n    <style>\n        body { font-family: sans-serif; }\n"
@@ -228,21 +195,21 @@ static int jobs_fn(store_t *s, void *arg) {
           "        <thead>\n" ROW "<tr>\n");
   static const char *const heads[] = {"Project", "Spider", "Job", "PID", "Start",
                                       "Runtime", "Finish", "Log"};
-  for (size_t i = 0; i < 8; i++) buf_add(b, ROW "    <th>%s</th>\n", heads[i]);
-  if (items_local) buf_add(b, ROW "    <th>Items</th>\n");
-  if (cancel) buf_add(b, ROW "    <th>Cancel</th>\n");
-  buf_add(b, ROW "</tr>\n        </thead>\n");
+  for (size_t i = 0; i < 8; i++) strbuf_addf(b, ROW "    <th>%s</th>\n", heads[i]);
+  if (items_local) strbuf_addf(b, ROW "    <th>Items</th>\n");
+  if (cancel) strbuf_addf(b, ROW "    <th>Cancel</th>\n");
+  strbuf_addf(b, ROW "</tr>\n        </thead>\n");
   static const char *const titles[3] = {"Pending", "Running", "Finished"};
   int64_t now = clock_wall_ms();
   for (int sec = 0; sec < 3; sec++) {
-    buf_add(b,
+    strbuf_addf(b,
             "        <tbody>\n" ROW "<tr>\n" ROW "    <th colspan=\"%d\">%s</th>\n" ROW "</tr>\n",
             cols, titles[sec]);
     for (size_t i = 0; i < lists[sec].n; i++) job_row(pg, &lists[sec].v[i], sec, now);
-    buf_add(b, "        </tbody>\n");
+    strbuf_addf(b, "        </tbody>\n");
   }
-  buf_add(b, "    </table>\n</body>\n</html>\n");
-  rc = pg->b.oom ? -ENOMEM : 0;
+  strbuf_addf(b, "    </table>\n</body>\n</html>\n");
+  rc = pg->b.failed ? -ENOMEM : 0;
 out:
   for (int i = 0; i < 3; i++) job_list_release(&lists[i]);
   return rc;
@@ -251,7 +218,7 @@ out:
 static void jobs_done(void *arg, int rc) {
   jobs_page_t *pg = arg;
   if (rc) {
-    free(pg->b.s);
+    strbuf_release(&pg->b);
     http_reply(pg->req, 500, "text/plain", "the job list could not be read\n", 31);
   } else {
     reply_html(pg->req, &pg->b);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strbuf.h"
+
 /* Longer than any API call takes; a hung daemon must not hang scripts. */
 #define CALL_TIMEOUT_MS 60000L
 #define CONNECT_TIMEOUT_MS 10000L
@@ -14,41 +16,24 @@
  * JSON; more means something is wrong on the other end. */
 #define MAX_BODY (64L * 1024 * 1024)
 
-typedef struct buf {
-  char *p;
-  size_t len, cap;
+/* A response being read: its body, and whether it grew past MAX_BODY. */
+typedef struct resp {
+  strbuf_t body;
   int too_big;
-} buf_t;
-
-static int buf_add(buf_t *b, const char *s, size_t n) {
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) return -ENOMEM;
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-  return 0;
-}
-
-static int buf_addstr(buf_t *b, const char *s) { return buf_add(b, s, strlen(s)); }
+} resp_t;
 
 /* RFC 3986 unreserved characters stay; everything else is %XX. */
-static int buf_escape(buf_t *b, const char *s) {
+static int buf_escape(strbuf_t *b, const char *s) {
   static const char hex[] = "0123456789ABCDEF";
   int rc = 0;
   for (; *s && !rc; s++) {
     unsigned char ch = (unsigned char)*s;
     if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') ||
         ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-      rc = buf_add(b, (const char *)&ch, 1);
+      rc = strbuf_add(b, (const char *)&ch, 1);
     } else {
       char e[3] = {'%', hex[ch >> 4], hex[ch & 15]};
-      rc = buf_add(b, e, 3);
+      rc = strbuf_add(b, e, 3);
     }
   }
   return rc;
@@ -56,26 +41,26 @@ static int buf_escape(buf_t *b, const char *s) {
 
 char *client_url(const char *base, const char *const *segs, size_t nsegs,
                  const char *const *query) {
-  buf_t b = {0};
+  strbuf_t b = {0};
   size_t n = strlen(base);
-  int rc = buf_add(&b, base, n);
-  if (!rc && (n == 0 || base[n - 1] != '/')) rc = buf_addstr(&b, "/");
-  if (!rc) rc = buf_addstr(&b, "api/v1");
+  int rc = strbuf_add(&b, base, n);
+  if (!rc && (n == 0 || base[n - 1] != '/')) rc = strbuf_adds(&b, "/");
+  if (!rc) rc = strbuf_adds(&b, "api/v1");
   for (size_t i = 0; i < nsegs && !rc; i++) {
-    rc = buf_addstr(&b, "/");
+    rc = strbuf_adds(&b, "/");
     if (!rc) rc = buf_escape(&b, segs[i]);
   }
   char sep = '?';
   for (size_t i = 0; query && query[i] && !rc; i += 2) {
     if (!query[i + 1]) continue;
-    rc = buf_add(&b, &sep, 1);
+    rc = strbuf_add(&b, &sep, 1);
     if (!rc) rc = buf_escape(&b, query[i]);
-    if (!rc) rc = buf_addstr(&b, "=");
+    if (!rc) rc = strbuf_adds(&b, "=");
     if (!rc) rc = buf_escape(&b, query[i + 1]);
     sep = '&';
   }
   if (rc || !b.p) {
-    free(b.p);
+    strbuf_release(&b);
     return NULL;
   }
   return b.p;
@@ -121,17 +106,17 @@ void client_release(client_t *c) {
 }
 
 static size_t on_data(char *p, size_t size, size_t nmemb, void *ud) {
-  buf_t *b = ud;
+  resp_t *r = ud;
   size_t n = size * nmemb;
-  if (b->len + n > (size_t)MAX_BODY) {
-    b->too_big = 1;
+  if (r->body.len + n > (size_t)MAX_BODY) {
+    r->too_big = 1;
     return 0;
   }
-  return buf_add(b, p, n) ? 0 : n;
+  return strbuf_add(&r->body, p, n) ? 0 : n;
 }
 
 /* What a person should read for a failed call. */
-static void api_error(const client_t *c, const buf_t *body, char *err, size_t errlen) {
+static void api_error(const client_t *c, const strbuf_t *body, char *err, size_t errlen) {
   if (c->status == 401) {
     snprintf(err, errlen,
              c->userpwd ? "401 Unauthorized: the daemon refused the username and password"
@@ -155,7 +140,7 @@ int client_call(client_t *c, const char *method, const char *const *segs, size_t
   struct curl_slist *hdrs = NULL;
   char *url = client_url(c->base, segs, nsegs, query);
   char *data = body ? json_dumps(body, JSON_COMPACT) : NULL;
-  buf_t resp = {0};
+  resp_t resp = {0};
   char cerr[CURL_ERROR_SIZE] = "";
   int rc = -1;
   *out = NULL;
@@ -206,13 +191,13 @@ int client_call(client_t *c, const char *method, const char *const *segs, size_t
     goto out;
   }
   if (c->status < 200 || c->status > 299) {
-    api_error(c, &resp, err, errlen);
+    api_error(c, &resp.body, err, errlen);
     goto out;
   }
-  if (resp.len) {
+  if (resp.body.len) {
     json_error_t je;
     /* Log text may hold NUL bytes the daemon escaped as \u0000. */
-    *out = json_loadb(resp.p, resp.len, JSON_ALLOW_NUL, &je);
+    *out = json_loadb(resp.body.p, resp.body.len, JSON_ALLOW_NUL, &je);
     if (!*out) {
       snprintf(err, errlen, "%s: the response is not JSON: %s", url, je.text);
       goto out;
@@ -221,7 +206,7 @@ int client_call(client_t *c, const char *method, const char *const *segs, size_t
   rc = 0;
 out:
   curl_slist_free_all(hdrs);
-  free(resp.p);
+  strbuf_release(&resp.body);
   free(data);
   free(url);
   return rc;
