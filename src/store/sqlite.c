@@ -233,17 +233,24 @@ static const char *const sqlite_migrations[] = {
     "ALTER TABLE jobs ADD COLUMN unique_key TEXT;"
     "CREATE UNIQUE INDEX jobs_unique ON jobs(project, unique_key) "
     "WHERE unique_key IS NOT NULL AND state < 2;",
+    /* 5: nodes sharing the store (one, on SQLite: /api/v1/nodes shows it)
+     * and cancel requests for a running job (cancel.json on a node that
+     * does not run it). */
+    "CREATE TABLE nodes ("
+    "  name TEXT PRIMARY KEY,"
+    "  url TEXT,"
+    "  slots INTEGER NOT NULL DEFAULT 0,"
+    "  running INTEGER NOT NULL DEFAULT 0,"
+    "  started_ms INTEGER NOT NULL DEFAULT 0,"
+    "  heartbeat_ms INTEGER NOT NULL DEFAULT 0,"
+    "  dead INTEGER NOT NULL DEFAULT 0"
+    ") WITHOUT ROWID;"
+    "ALTER TABLE jobs ADD COLUMN cancel_ms INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define SQLITE_SCHEMA_VERSION \
   ((int)(sizeof(sqlite_migrations) / sizeof(sqlite_migrations[0])))
 
-#define SQLITE_JOB_COLS                                                      \
-  "id, jobid, project, spider, version, args, settings, priority, state, " \
-  "node, pid, pid_start, created_ms, start_ms, end_ms, exit_code, "        \
-  "term_signal, stats, schedule_id, parent_id, retry_of, attempt, "        \
-  "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, " \
-  "unique_key"
 
 enum sqlite_stmt_id {
   SQ_BEGIN,
@@ -539,7 +546,7 @@ int sqlite_col_json(sqlite3_stmt *st, int i, json_t **out) {
 }
 
 /* Reads one row of SQLITE_JOB_COLS into j (initialised here). */
-static int sqlite_row_job(sqlite3_stmt *st, job_t *j) {
+int sqlite_row_job(sqlite3_stmt *st, job_t *j) {
   int rc;
   job_init(j);
   j->id = sqlite3_column_int64(st, 0);
@@ -575,14 +582,7 @@ out:
   return rc;
 }
 
-/* A growable array of jobs read from a statement, handed to the caller's
- * list in one piece so a failure halfway leaves the list untouched. */
-struct sqlite_rows {
-  job_t *v;
-  size_t n, cap;
-};
-
-static void sqlite_rows_release(struct sqlite_rows *r) {
+void sqlite_rows_release(struct sqlite_rows *r) {
   for (size_t i = 0; i < r->n; i++) job_release(&r->v[i]);
   free(r->v);
   r->v = NULL;
@@ -590,7 +590,7 @@ static void sqlite_rows_release(struct sqlite_rows *r) {
 }
 
 /* Steps st to the end, reading every row; resets st. */
-static int sqlite_read_rows(struct sqlite_store *q, sqlite3_stmt *st,
+int sqlite_read_rows(struct sqlite_store *q, sqlite3_stmt *st,
                             struct sqlite_rows *r, const char *what) {
   int rc = 0, src;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1194,6 +1194,7 @@ static void sqlite_close(store_t *s) {
   sqlite_sched_close(q);
   sqlite_janitor_close(q);
   sqlite_queue_close(q);
+  sqlite_nodes_close(q);
   if (q->list_stmt) {
     for (unsigned i = 0; i < SQLITE_LIST_SHAPES; i++) sqlite3_finalize(q->list_stmt[i]);
     free(q->list_stmt);
@@ -1320,6 +1321,12 @@ const struct store_ops store_sqlite_ops = {
     .queue_items = sqlite_queue_items,
     .queue_requeue = sqlite_queue_requeue,
     .queue_purge = sqlite_queue_purge,
+    .node_beat = sqlite_node_beat,
+    .nodes_list = sqlite_nodes_list,
+    .nodes_reap = sqlite_nodes_reap,
+    .node_delete = sqlite_node_delete,
+    .job_cancel_request = sqlite_job_cancel_request,
+    .jobs_cancel_requested = sqlite_jobs_cancel_requested,
     .meta_get = sqlite_meta_get,
     .meta_set = sqlite_meta_set,
 };

@@ -17,6 +17,8 @@
 #define SQLITE_JANITOR_SLOTS 8
 /* Statement slots of sqlite_queue.c. */
 #define SQLITE_QUEUE_SLOTS 64
+/* Statement slots of sqlite_nodes.c. */
+#define SQLITE_NODES_SLOTS 8
 
 struct sqlite_store {
   struct store base;
@@ -28,6 +30,7 @@ struct sqlite_store {
   sqlite3_stmt *sched_stmt[SQLITE_SCHED_SLOTS];
   sqlite3_stmt *janitor_stmt[SQLITE_JANITOR_SLOTS];
   sqlite3_stmt *queue_stmt[SQLITE_QUEUE_SLOTS];
+  sqlite3_stmt *nodes_stmt[SQLITE_NODES_SLOTS];
 };
 
 #define SQ(s) ((struct sqlite_store *)(s))
@@ -49,6 +52,37 @@ int sqlite_col_json(sqlite3_stmt *st, int i, json_t **out);
 int sqlite_auto_begin(struct sqlite_store *q, int *began);
 int sqlite_auto_end(struct sqlite_store *q, int began, int rc);
 int64_t sqlite_clamp(size_t v);
+
+/* A growable array of jobs read from a statement, handed to the caller's
+ * list in one piece so a failure halfway leaves the list untouched. */
+struct sqlite_rows {
+  job_t *v;
+  size_t n, cap;
+};
+
+#define SQLITE_JOB_COLS                                                      \
+  "id, jobid, project, spider, version, args, settings, priority, state, " \
+  "node, pid, pid_start, created_ms, start_ms, end_ms, exit_code, "        \
+  "term_signal, stats, schedule_id, parent_id, retry_of, attempt, "        \
+  "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, " \
+  "unique_key"
+
+/* Reads one row of SQLITE_JOB_COLS into j (initialised here). */
+int sqlite_row_job(sqlite3_stmt *st, job_t *j);
+/* Steps st to the end, reading every row into r; resets st. */
+int sqlite_read_rows(struct sqlite_store *q, sqlite3_stmt *st, struct sqlite_rows *r,
+                     const char *what);
+void sqlite_rows_release(struct sqlite_rows *r);
+
+/* sqlite_nodes.c's ops. */
+int sqlite_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead);
+int sqlite_nodes_list(store_t *s, node_list_t *out);
+int sqlite_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeout_ms,
+                      job_list_t *lost);
+int sqlite_node_delete(store_t *s, const char *name);
+int sqlite_job_cancel_request(store_t *s, int64_t id, int64_t now_ms);
+int sqlite_jobs_cancel_requested(store_t *s, const char *node, job_list_t *out);
+void sqlite_nodes_close(struct sqlite_store *q);
 
 /* sqlite_sched.c's ops, filled into store_sqlite_ops. */
 int sqlite_schedule_insert(store_t *s, schedule_t *sc);

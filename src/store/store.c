@@ -14,12 +14,12 @@
 
 static const struct store_ops *const store_backends[] = {
     &store_sqlite_ops,
+    &store_pg_ops,
 };
 
 /* Schemes a later build may offer, named so the error says what is missing
  * rather than calling a PostgreSQL URL a bad path. */
-static const char *const store_known_schemes[] = {"postgres", "postgresql",
-                                                  "redis", "rediss"};
+static const char *const store_known_schemes[] = {"redis", "rediss"};
 
 /* Splits "scheme://rest" or "sqlite:rest"; anything else is a bare SQLite
  * path. A scheme is letters, digits, '+', '-', '.' after a letter (RFC 3986),
@@ -48,6 +48,14 @@ static int store_parse_url(const char *url, char *scheme, size_t schemelen,
   return 0;
 }
 
+/* "postgres" is libpq's other spelling of the scheme. */
+static const struct store_ops *store_backend(const char *scheme) {
+  if (!strcmp(scheme, "postgres")) scheme = "postgresql";
+  for (size_t i = 0; i < sizeof(store_backends) / sizeof(store_backends[0]); i++)
+    if (strcmp(scheme, store_backends[i]->name) == 0) return store_backends[i];
+  return NULL;
+}
+
 int store_open(const char *url, store_t **out, char *err, size_t errlen) {
   char scheme[32];
   const char *rest;
@@ -62,9 +70,8 @@ int store_open(const char *url, store_t **out, char *err, size_t errlen) {
     snprintf(err, errlen, "store URL has an over-long scheme: %s", url);
     return -EINVAL;
   }
-  for (size_t i = 0; i < sizeof(store_backends) / sizeof(store_backends[0]); i++)
-    if (strcmp(scheme, store_backends[i]->name) == 0)
-      return store_backends[i]->open(url, rest, out, err, errlen);
+  const struct store_ops *ops = store_backend(scheme);
+  if (ops) return ops->open(url, rest, out, err, errlen);
   for (size_t i = 0; i < sizeof(store_known_schemes) / sizeof(store_known_schemes[0]); i++)
     if (strcmp(scheme, store_known_schemes[i]) == 0) {
       snprintf(err, errlen, "store backend \"%s\" is not available in this build",
@@ -473,4 +480,160 @@ int store_meta_get(store_t *s, const char *key, char **value) {
 int store_meta_set(store_t *s, const char *key, const char *value) {
   if (!s || !key || !value) return -EINVAL;
   return s->ops->meta_set(s, key, value);
+}
+
+/* ---- nodes ---- */
+
+void node_info_release(node_info_t *n) {
+  if (!n) return;
+  free(n->name);
+  free(n->url);
+  memset(n, 0, sizeof(*n));
+}
+
+void node_list_release(node_list_t *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->n; i++) node_info_release(&l->v[i]);
+  free(l->v);
+  memset(l, 0, sizeof(*l));
+}
+
+int node_list_push(node_list_t *l, node_info_t *v) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 8;
+    node_info_t *nv = realloc(l->v, cap * sizeof(*nv));
+    if (!nv) return -ENOMEM;
+    l->v = nv;
+    l->cap = cap;
+  }
+  l->v[l->n++] = *v;
+  memset(v, 0, sizeof(*v));
+  return 0;
+}
+
+void egg_list_release(egg_list_t *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->n; i++) {
+    free(l->v[i].project);
+    free(l->v[i].version);
+  }
+  free(l->v);
+  memset(l, 0, sizeof(*l));
+}
+
+int egg_list_push(egg_list_t *l, egg_ref_t *v) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 8;
+    egg_ref_t *nv = realloc(l->v, cap * sizeof(*nv));
+    if (!nv) return -ENOMEM;
+    l->v = nv;
+    l->cap = cap;
+  }
+  l->v[l->n++] = *v;
+  memset(v, 0, sizeof(*v));
+  return 0;
+}
+
+int store_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead) {
+  int dead = 0;
+  if (was_dead) *was_dead = 0;
+  if (!s || !n || !n->name || !*n->name) return -EINVAL;
+  int rc = s->ops->node_beat(s, n, now_ms, &dead);
+  if (!rc && was_dead) *was_dead = dead;
+  return rc;
+}
+
+int store_nodes_list(store_t *s, node_list_t *out) {
+  if (!s || !out) return -EINVAL;
+  return s->ops->nodes_list(s, out);
+}
+
+int store_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeout_ms,
+                     job_list_t *lost) {
+  if (!s || !self || !lost || timeout_ms <= 0) return -EINVAL;
+  return s->ops->nodes_reap(s, self, now_ms, timeout_ms, lost);
+}
+
+int store_node_delete(store_t *s, const char *name) {
+  if (!s || !name) return -EINVAL;
+  return s->ops->node_delete(s, name);
+}
+
+int store_job_cancel_request(store_t *s, int64_t id, int64_t now_ms) {
+  if (!s) return -EINVAL;
+  return s->ops->job_cancel_request(s, id, now_ms);
+}
+
+int store_jobs_cancel_requested(store_t *s, const char *node, job_list_t *out) {
+  if (!s || !node || !out) return -EINVAL;
+  return s->ops->jobs_cancel_requested(s, node, out);
+}
+
+/* ---- eggs ---- */
+
+int store_egg_put(store_t *s, const char *project, const char *version, const void *data,
+                  size_t len, int64_t now_ms) {
+  if (!s || !project || !version || (!data && len)) return -EINVAL;
+  if (!s->ops->egg_put) return -ENOTSUP;
+  return s->ops->egg_put(s, project, version, data, len, now_ms);
+}
+
+int store_egg_get(store_t *s, const char *project, const char *version, void **data,
+                  size_t *len) {
+  if (!s || !project || !version || !data || !len) return -EINVAL;
+  *data = NULL;
+  *len = 0;
+  if (!s->ops->egg_get) return -ENOTSUP;
+  return s->ops->egg_get(s, project, version, data, len);
+}
+
+int store_eggs_list(store_t *s, egg_list_t *out) {
+  if (!s || !out) return -EINVAL;
+  if (!s->ops->eggs_list) return -ENOTSUP;
+  return s->ops->eggs_list(s, out);
+}
+
+int store_egg_delete(store_t *s, const char *project, const char *version, int *count) {
+  int n = 0;
+  if (count) *count = 0;
+  if (!s || !project) return -EINVAL;
+  if (!s->ops->egg_delete) return -ENOTSUP;
+  int rc = s->ops->egg_delete(s, project, version, &n);
+  if (!rc && count) *count = n;
+  return rc;
+}
+
+int store_shared(const store_t *s) { return s && s->ops->egg_put != NULL; }
+
+/* ---- notifications ---- */
+
+int store_notify(store_t *s, unsigned what) {
+  if (!s) return -EINVAL;
+  return s->ops->notify ? s->ops->notify(s, what) : 0;
+}
+
+int store_watch_open(const char *url, store_watch_t **out, char *err, size_t errlen) {
+  char scheme[32];
+  const char *rest;
+  if (err && errlen) err[0] = '\0';
+  if (!out || !url) return -EINVAL;
+  *out = NULL;
+  if (store_parse_url(url, scheme, sizeof(scheme), &rest)) return -EINVAL;
+  const struct store_ops *ops = store_backend(scheme);
+  if (!ops || !ops->watch_open) {
+    snprintf(err, errlen, "store '%s' has no notifications", url);
+    return -ENOTSUP;
+  }
+  return ops->watch_open(url, rest, out, err, errlen);
+}
+
+int store_watch_fd(store_watch_t *w) { return w ? w->fd(w) : -1; }
+
+int store_watch_read(store_watch_t *w, unsigned *what) {
+  if (!w || !what) return -EINVAL;
+  return w->read(w, what);
+}
+
+void store_watch_close(store_watch_t *w) {
+  if (w) w->close(w);
 }

@@ -338,6 +338,115 @@ int store_queue_requeue(store_t *s, const char *name, const queue_filter_t *f,
 int store_queue_purge(store_t *s, const char *name, const queue_filter_t *f,
                       int64_t now_ms, int64_t *count);
 
+/* ---- nodes: the daemons sharing a store ---- */
+
+typedef struct node_info {
+  char *name;          /* node_name, unique in the cluster */
+  char *url;           /* where other nodes reach its HTTP API */
+  int slots;           /* its max_proc */
+  int running;         /* its crawl processes, as it last reported */
+  int64_t started_ms;  /* when the daemon started */
+  int64_t heartbeat_ms;
+  int dead;            /* declared dead by store_nodes_reap */
+} node_info_t;
+
+typedef struct node_list {
+  node_info_t *v;
+  size_t n, cap;
+} node_list_t;
+
+void node_info_release(node_info_t *n);
+void node_list_release(node_list_t *l);
+
+/* Records a node's sign of life: inserts or updates its row (url, slots,
+ * running, started_ms) with heartbeat_ms = now_ms and dead = 0.
+ * *was_dead (may be NULL) = 1 when a reaper had declared it dead: its
+ * running jobs were ended as lost and may run elsewhere already, so the
+ * node must stop every crawl it still has. */
+int store_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead);
+/* Every node that ever beat, by name, appended to out. */
+int store_nodes_list(store_t *s, node_list_t *out);
+/* Declares dead every live node other than `self` whose heartbeat is older
+ * than now_ms - timeout_ms, and ends each running job of a dead node as
+ * lost (end_ms = now_ms), whole rows appended to `lost` (state still
+ * running in the copy, so the caller sees what it was) for the caller to
+ * retry in the same transaction. Running jobs whose node is unknown to the
+ * nodes table are left alone (a single node never beats). */
+int store_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeout_ms,
+                     job_list_t *lost);
+/* Forgets a dead node's row (-ENOENT when none, -EBUSY when alive). */
+int store_node_delete(store_t *s, const char *name);
+
+/* ---- eggs in the store: shared backends only ----
+ * On a shared store every node must run every version, so an egg's bytes
+ * are kept in the store and each node copies them to its eggs_dir. On
+ * SQLite they stay on disk and these return -ENOTSUP. version is the
+ * sanitized stem the egg has on disk. */
+typedef struct egg_ref {
+  char *project;
+  char *version;
+  int64_t size;
+  int64_t created_ms;
+} egg_ref_t;
+
+typedef struct egg_list {
+  egg_ref_t *v;
+  size_t n, cap;
+} egg_list_t;
+
+void egg_list_release(egg_list_t *l);
+
+/* Stores (or replaces) an egg. */
+int store_egg_put(store_t *s, const char *project, const char *version, const void *data,
+                  size_t len, int64_t now_ms);
+/* Reads an egg's bytes (malloc'd into *data). -ENOENT when missing. */
+int store_egg_get(store_t *s, const char *project, const char *version, void **data,
+                  size_t *len);
+/* Every egg, by project then version (no bytes). */
+int store_eggs_list(store_t *s, egg_list_t *out);
+/* Deletes one version, or every version of the project (version NULL).
+ * *count (may be NULL) = how many; 0 is not an error. */
+int store_egg_delete(store_t *s, const char *project, const char *version, int *count);
+
+/* Is this store shared by several nodes (eggs in the store, nodes reaped,
+ * notifications)? 0 for SQLite. */
+int store_shared(const store_t *s);
+
+/* ---- notifications between nodes sharing a store ----
+ * A watch is a connection of its own that hears what other nodes (and this
+ * one) commit: new pending jobs, eggs, cancels, queue puts. Notices are
+ * hints; a missed one costs only latency, as every consumer also polls.
+ * Shared backends only (-ENOTSUP for SQLite). */
+typedef struct store_watch store_watch_t;
+
+enum {
+  STORE_NOTE_JOBS = 1u << 0,   /* jobs became claimable or ended */
+  STORE_NOTE_EGGS = 1u << 1,   /* an egg was stored or deleted */
+  STORE_NOTE_CANCEL = 1u << 2, /* a running job was asked to stop */
+  STORE_NOTE_QUEUES = 1u << 3, /* elements were put or released */
+  STORE_NOTE_NODES = 1u << 4,  /* a node was declared dead */
+  STORE_NOTE_RECONNECT = 1u << 5, /* the watch reconnected: notices may be lost */
+};
+
+int store_watch_open(const char *url, store_watch_t **out, char *err, size_t errlen);
+/* The socket to poll for reading; -1 while disconnected (call
+ * store_watch_read on a timer then: it reconnects). */
+int store_watch_fd(store_watch_t *w);
+/* Reads what arrived without blocking; ORs STORE_NOTE_* into *what. Never
+ * blocks for long; on a lost connection it tries one reconnect and returns
+ * SPD_ESTORE when that fails (call again later). */
+int store_watch_read(store_watch_t *w, unsigned *what);
+void store_watch_close(store_watch_t *w);
+/* Sends a notice to every watch (also this node's), delivered at commit
+ * when inside a transaction. No-op (0) on SQLite. */
+int store_notify(store_t *s, unsigned what);
+
+/* Asks the node running job `id` to stop it (cancel.json on another node):
+ * sets the job's cancel request and notifies. -ENOENT unless running. */
+int store_job_cancel_request(store_t *s, int64_t id, int64_t now_ms);
+/* Running jobs of `node` with a cancel request, appended to out. */
+int store_jobs_cancel_requested(store_t *s, const char *node, job_list_t *out);
+
 /* ---- key/value (daemon metadata: node identity, schema notes, ...) ---- */
 int store_meta_get(store_t *s, const char *key, char **value); /* -ENOENT */
 int store_meta_set(store_t *s, const char *key, const char *value);

@@ -101,6 +101,25 @@ struct store_ops {
   int (*queue_purge)(store_t *s, const char *name, const queue_filter_t *f,
                      int64_t now_ms, int64_t *count);
 
+  int (*node_beat)(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead);
+  int (*nodes_list)(store_t *s, node_list_t *out);
+  int (*nodes_reap)(store_t *s, const char *self, int64_t now_ms, int64_t timeout_ms,
+                    job_list_t *lost);
+  int (*node_delete)(store_t *s, const char *name);
+  int (*job_cancel_request)(store_t *s, int64_t id, int64_t now_ms);
+  int (*jobs_cancel_requested)(store_t *s, const char *node, job_list_t *out);
+
+  /* Shared backends only; NULL on SQLite (store.c answers -ENOTSUP). */
+  int (*egg_put)(store_t *s, const char *project, const char *version, const void *data,
+                 size_t len, int64_t now_ms);
+  int (*egg_get)(store_t *s, const char *project, const char *version, void **data,
+                 size_t *len);
+  int (*eggs_list)(store_t *s, egg_list_t *out);
+  int (*egg_delete)(store_t *s, const char *project, const char *version, int *count);
+  int (*notify)(store_t *s, unsigned what);
+  int (*watch_open)(const char *url, const char *rest, store_watch_t **out, char *err,
+                    size_t errlen);
+
   int (*meta_get)(store_t *s, const char *key, char **value);
   int (*meta_set)(store_t *s, const char *key, const char *value);
 };
@@ -110,7 +129,19 @@ struct store {
   const struct store_ops *ops;
 };
 
+/* First member of every backend's watch. */
+struct store_watch {
+  int (*fd)(store_watch_t *w);
+  int (*read)(store_watch_t *w, unsigned *what);
+  void (*close)(store_watch_t *w);
+};
+
 extern const struct store_ops store_sqlite_ops;
+extern const struct store_ops store_pg_ops;
+
+/* Appends one job / node / egg (moved: *v is left empty). */
+int node_list_push(node_list_t *l, node_info_t *v);
+int egg_list_push(egg_list_t *l, egg_ref_t *v);
 
 
 /* The limits that apply to a project/spider pair under store_jobs_prune's

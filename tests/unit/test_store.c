@@ -115,8 +115,17 @@ static void test_open_urls(void **state) {
   assert_null(s);
   assert_non_null(strstr(err, "x/y"));
 
-  assert_int_equal(store_open("postgres://localhost/db", &s, err, sizeof(err)), -EINVAL);
+  assert_int_equal(store_open("redis://localhost/0", &s, err, sizeof(err)), -EINVAL);
   assert_non_null(strstr(err, "not available"));
+  /* A PostgreSQL server that is not there: the reason is libpq's. */
+  assert_int_equal(store_open("postgresql://127.0.0.1:1/db?connect_timeout=2", &s, err,
+                              sizeof(err)),
+                   SPD_ESTORE);
+  assert_non_null(strstr(err, "PostgreSQL"));
+  assert_null(s);
+  assert_int_equal(store_open("postgresql://127.0.0.1:1/db?schema=a-b", &s, err, sizeof(err)),
+                   -EINVAL);
+  assert_non_null(strstr(err, "schema"));
   assert_int_equal(store_open("nosuch://x", &s, err, sizeof(err)), -EINVAL);
   assert_non_null(strstr(err, "nosuch"));
   assert_int_equal(store_open("", &s, err, sizeof(err)), -EINVAL);

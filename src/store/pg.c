@@ -1,0 +1,678 @@
+/* The PostgreSQL backend: connection, reconnects, schema migrations,
+ * transactions, meta and notifications. Jobs, schedules and queues are in
+ * pg_jobs.c, pg_sched.c and pg_queue.c (pg_int.h).
+ *
+ * URL: any libpq URL (postgresql://user:pw@host:port/db?sslmode=...), plus
+ * spiderd's own `schema=NAME`: the tables live in that schema (created when
+ * missing), so several clusters or test runs can share one database; its
+ * notices travel on a channel of their own.
+ *
+ * Migrations run under a transaction-scoped advisory lock keyed by the
+ * schema, so nodes starting together apply each one exactly once; the
+ * applied version is a row in spiderd_schema.
+ *
+ * Reconnects: a statement outside a transaction that finds the connection
+ * lost resets it and runs again; inside one the transaction fails
+ * (SPD_ESTORE) and the caller's retry starts a new one. Nothing is lost:
+ * an uncommitted transaction never happened. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "log.h"
+#include "store/pg_int.h"
+
+/* ---- parameters and results ---- */
+
+static int pg_p_slot(pg_params_t *p) {
+  if (p->n >= PG_MAXPARAMS) abort(); /* a programming error, not input */
+  int i = p->n++;
+  p->len[i] = 0;
+  p->fmt[i] = 0;
+  p->owned[i] = NULL;
+  return i;
+}
+
+void pg_p_str(pg_params_t *p, const char *v) { p->v[pg_p_slot(p)] = v; }
+
+void pg_p_i64(pg_params_t *p, int64_t v) {
+  int i = pg_p_slot(p);
+  snprintf(p->num[i], sizeof(p->num[i]), "%" PRId64, v);
+  p->v[i] = p->num[i];
+}
+
+void pg_p_dbl(pg_params_t *p, double v) {
+  int i = pg_p_slot(p);
+  snprintf(p->num[i], sizeof(p->num[i]), "%.17g", v);
+  p->v[i] = p->num[i];
+}
+
+void pg_p_json(pg_params_t *p, const json_t *v) {
+  int i = pg_p_slot(p);
+  p->v[i] = NULL;
+  if (v) p->v[i] = p->owned[i] = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+void pg_p_bin(pg_params_t *p, const void *data, size_t len) {
+  int i = pg_p_slot(p);
+  p->v[i] = data ? data : "";
+  p->len[i] = (int)len;
+  p->fmt[i] = 1;
+}
+
+void pg_params_release(pg_params_t *p) {
+  for (int i = 0; i < p->n; i++) {
+    free(p->owned[i]);
+    p->owned[i] = NULL;
+  }
+  p->n = 0;
+}
+
+int64_t pg_i64(const PGresult *r, int row, int col) {
+  if (PQgetisnull(r, row, col)) return 0;
+  return strtoll(PQgetvalue(r, row, col), NULL, 10);
+}
+
+double pg_dbl(const PGresult *r, int row, int col) {
+  if (PQgetisnull(r, row, col)) return 0;
+  return strtod(PQgetvalue(r, row, col), NULL);
+}
+
+int pg_str(const PGresult *r, int row, int col, char **out) {
+  *out = NULL;
+  if (PQgetisnull(r, row, col)) return 0;
+  *out = strdup(PQgetvalue(r, row, col));
+  return *out ? 0 : -ENOMEM;
+}
+
+int pg_json(const PGresult *r, int row, int col, json_t **out) {
+  *out = NULL;
+  if (PQgetisnull(r, row, col)) return 0;
+  *out = json_loads(PQgetvalue(r, row, col), JSON_DECODE_ANY, NULL);
+  return *out ? 0 : SPD_ESTORE;
+}
+
+/* ---- connection ---- */
+
+static void pg_notice(void *arg, const char *msg) { (void)arg, (void)msg; }
+
+/* Connects (or reconnects) q->conn and sets the session up. */
+static int pg_connect(struct pg_store *q, char *err, size_t errlen) {
+  if (q->conn) PQfinish(q->conn);
+  memset(q->prepared, 0, sizeof(q->prepared));
+  q->conn = PQconnectdb(q->conninfo);
+  if (!q->conn || PQstatus(q->conn) != CONNECTION_OK) {
+    snprintf(err, errlen, "cannot connect to PostgreSQL: %s",
+             q->conn ? PQerrorMessage(q->conn) : "out of memory");
+    size_t n = strlen(err);
+    while (n && (err[n - 1] == '\n' || err[n - 1] == ' ')) err[--n] = '\0';
+    return SPD_ESTORE;
+  }
+  PQsetNoticeProcessor(q->conn, pg_notice, NULL);
+  /* Commits wait for the WAL flush (durable) unless the server says
+   * otherwise; statements never wait forever on a lock. */
+  char sql[256];
+  if (q->schema)
+    snprintf(sql, sizeof(sql), "SET search_path TO \"%s\"; SET lock_timeout = '30s'",
+             q->schema);
+  else
+    snprintf(sql, sizeof(sql), "SET lock_timeout = '30s'");
+  PGresult *r = PQexec(q->conn, sql);
+  int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  if (!ok) snprintf(err, errlen, "PostgreSQL session setup: %s", PQresultErrorMessage(r));
+  PQclear(r);
+  return ok ? 0 : SPD_ESTORE;
+}
+
+/* The connection dropped: outside a transaction, connect again. */
+static int pg_recover(struct pg_store *q) {
+  if (q->in_tx) {
+    q->tx_broken = 1;
+    return SPD_ESTORE;
+  }
+  char err[256];
+  int rc = pg_connect(q, err, sizeof(err));
+  if (rc) log_error("store", "%s", err);
+  else log_info("store", "reconnected to PostgreSQL");
+  return rc;
+}
+
+static int pg_result_rc(PGresult *r) {
+  const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+  if (state && !strcmp(state, "23505")) return SPD_ECONFLICT;
+  if (state && (!strcmp(state, "40001") || !strcmp(state, "40P01"))) return -EAGAIN;
+  return SPD_ESTORE;
+}
+
+PGresult *pg_run(struct pg_store *q, int slot, const char *sql, pg_params_t *p,
+                 int binary_result, int *rc, const char *what) {
+  PGresult *r = NULL;
+  *rc = 0;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    if (q->tx_broken) {
+      *rc = SPD_ESTORE;
+      break;
+    }
+    if (!q->conn || PQstatus(q->conn) != CONNECTION_OK) {
+      if ((*rc = pg_recover(q))) break;
+    }
+    if (slot >= 0 && !q->prepared[slot]) {
+      char name[16];
+      snprintf(name, sizeof(name), "s%d", slot);
+      r = PQprepare(q->conn, name, sql, p ? p->n : 0, NULL);
+      if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        if (PQstatus(q->conn) != CONNECTION_OK && !q->in_tx) {
+          PQclear(r);
+          r = NULL;
+          continue;
+        }
+        log_error("store", "%s: prepare: %s", what, PQresultErrorMessage(r));
+        *rc = SPD_ESTORE;
+        break;
+      }
+      PQclear(r);
+      q->prepared[slot] = 1;
+    }
+    if (slot >= 0) {
+      char name[16];
+      snprintf(name, sizeof(name), "s%d", slot);
+      r = PQexecPrepared(q->conn, name, p ? p->n : 0, p ? p->v : NULL, p ? p->len : NULL,
+                         p ? p->fmt : NULL, binary_result);
+    } else {
+      r = PQexecParams(q->conn, sql, p ? p->n : 0, NULL, p ? p->v : NULL, p ? p->len : NULL,
+                       p ? p->fmt : NULL, binary_result);
+    }
+    ExecStatusType st = PQresultStatus(r);
+    if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) break;
+    if (PQstatus(q->conn) != CONNECTION_OK) {
+      log_warn("store", "%s: connection lost: %s", what, PQerrorMessage(q->conn));
+      PQclear(r);
+      r = NULL;
+      if (q->in_tx) {
+        q->tx_broken = 1;
+        *rc = SPD_ESTORE;
+        break;
+      }
+      continue;
+    }
+    *rc = pg_result_rc(r);
+    if (*rc == SPD_ESTORE) log_error("store", "%s: %s", what, PQresultErrorMessage(r));
+    PQclear(r);
+    r = NULL;
+    break;
+  }
+  if (!r && !*rc) *rc = SPD_ESTORE;
+  if (p) pg_params_release(p);
+  return r;
+}
+
+int pg_cmd(struct pg_store *q, int slot, const char *sql, pg_params_t *p, int must_change,
+           const char *what) {
+  int rc;
+  PGresult *r = pg_run(q, slot, sql, p, 0, &rc, what);
+  if (!r) return rc;
+  if (must_change) {
+    const char *n = PQcmdTuples(r);
+    if (!*n || !strcmp(n, "0")) rc = -ENOENT;
+  }
+  PQclear(r);
+  return rc;
+}
+
+int pg_exec(struct pg_store *q, const char *sql, const char *what) {
+  if (q->tx_broken) return SPD_ESTORE;
+  if (!*sql) return 0;
+  if (!q->conn || PQstatus(q->conn) != CONNECTION_OK) {
+    int rc = pg_recover(q);
+    if (rc) return rc;
+  }
+  PGresult *r = PQexec(q->conn, sql);
+  ExecStatusType st = PQresultStatus(r);
+  int rc = 0;
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+    if (PQstatus(q->conn) != CONNECTION_OK) {
+      if (q->in_tx) q->tx_broken = 1;
+      log_warn("store", "%s: connection lost", what);
+      rc = SPD_ESTORE;
+    } else {
+      rc = pg_result_rc(r);
+      if (rc == SPD_ESTORE) log_error("store", "%s: %s", what, PQresultErrorMessage(r));
+    }
+  }
+  PQclear(r);
+  return rc;
+}
+
+/* ---- notifications ---- */
+
+static int pg_send_notes(struct pg_store *q, unsigned what) {
+  char payload[16];
+  snprintf(payload, sizeof(payload), "%u", what);
+  pg_params_t p = {0};
+  pg_p_str(&p, q->channel);
+  pg_p_str(&p, payload);
+  int rc;
+  PGresult *r = pg_run(q, PG_SLOT_CORE + 10, "SELECT pg_notify($1, $2)", &p, 0, &rc, "notify");
+  PQclear(r);
+  return rc;
+}
+
+int pg_note(struct pg_store *q, unsigned what) {
+  if (q->in_tx) {
+    q->notes |= what;
+    return 0;
+  }
+  return pg_send_notes(q, what);
+}
+
+static int pg_notify(store_t *s, unsigned what) { return pg_note(PGQ(s), what); }
+
+/* ---- transactions ---- */
+
+static int pg_tx_begin(store_t *s) {
+  struct pg_store *q = PGQ(s);
+  if (q->in_tx) return -EINVAL;
+  int rc = pg_exec(q, "BEGIN", "begin");
+  if (rc) return rc;
+  q->in_tx = 1;
+  q->sp_depth = 0;
+  q->tx_broken = 0;
+  q->notes = 0;
+  return 0;
+}
+
+static void pg_tx_reset(struct pg_store *q) {
+  q->in_tx = 0;
+  q->sp_depth = 0;
+  q->notes = 0;
+  if (q->tx_broken) {
+    q->tx_broken = 0;
+    pg_recover(q);
+  }
+}
+
+static int pg_tx_rollback(store_t *s) {
+  struct pg_store *q = PGQ(s);
+  if (!q->in_tx) return -EINVAL;
+  int rc = q->tx_broken ? 0 : pg_exec(q, "ROLLBACK", "rollback");
+  pg_tx_reset(q);
+  return rc;
+}
+
+static int pg_tx_commit(store_t *s) {
+  struct pg_store *q = PGQ(s);
+  if (!q->in_tx) return -EINVAL;
+  int rc = q->tx_broken ? SPD_ESTORE : 0;
+  if (!rc && q->notes) rc = pg_send_notes(q, q->notes);
+  if (!rc) rc = pg_exec(q, "COMMIT", "commit");
+  else if (!q->tx_broken) pg_exec(q, "ROLLBACK", "rollback");
+  pg_tx_reset(q);
+  return rc;
+}
+
+static int pg_sp_begin(store_t *s) {
+  struct pg_store *q = PGQ(s);
+  if (!q->in_tx) return -EINVAL;
+  int rc = pg_exec(q, "SAVEPOINT sp", "savepoint");
+  if (!rc) q->sp_depth++;
+  return rc;
+}
+
+static int pg_sp_release(store_t *s) {
+  struct pg_store *q = PGQ(s);
+  if (!q->in_tx || q->sp_depth <= 0) return -EINVAL;
+  int rc = pg_exec(q, "RELEASE SAVEPOINT sp", "release savepoint");
+  if (!rc) q->sp_depth--;
+  return rc;
+}
+
+static int pg_sp_rollback(store_t *s) {
+  struct pg_store *q = PGQ(s);
+  if (!q->in_tx || q->sp_depth <= 0) return -EINVAL;
+  int rc = pg_exec(q, "ROLLBACK TO SAVEPOINT sp; RELEASE SAVEPOINT sp", "rollback savepoint");
+  if (!rc) q->sp_depth--;
+  return rc;
+}
+
+int pg_auto_begin(struct pg_store *q, int *began) {
+  *began = 0;
+  if (q->in_tx) return 0;
+  int rc = pg_tx_begin(&q->base);
+  if (!rc) *began = 1;
+  return rc;
+}
+
+int pg_auto_end(struct pg_store *q, int began, int rc) {
+  if (!began) return rc;
+  if (rc) {
+    pg_tx_rollback(&q->base);
+    return rc;
+  }
+  return pg_tx_commit(&q->base);
+}
+
+/* ---- meta ---- */
+
+static int pg_meta_get(store_t *s, const char *key, char **value) {
+  struct pg_store *q = PGQ(s);
+  pg_params_t p = {0};
+  pg_p_str(&p, key);
+  int rc;
+  PGresult *r = pg_run(q, PG_SLOT_CORE + 1, "SELECT value FROM meta WHERE key = $1", &p, 0,
+                       &rc, "read meta");
+  if (!r) return rc;
+  rc = PQntuples(r) ? pg_str(r, 0, 0, value) : -ENOENT;
+  PQclear(r);
+  return rc;
+}
+
+static int pg_meta_set(store_t *s, const char *key, const char *value) {
+  pg_params_t p = {0};
+  pg_p_str(&p, key);
+  pg_p_str(&p, value);
+  return pg_cmd(PGQ(s), PG_SLOT_CORE + 2,
+                "INSERT INTO meta (key, value) VALUES ($1, $2) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                &p, 0, "write meta");
+}
+
+/* ---- schema ---- */
+
+static const char pg_schema_core[] =
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    /* The job tokens' secret, made once under the migration lock so nodes
+     * starting together cannot each make a different one. */
+    "INSERT INTO meta (key, value) VALUES ('auth.job_secret', "
+    "md5(random()::text || clock_timestamp()::text) || "
+    "md5(random()::text || clock_timestamp()::text));";
+
+/* Each entry is one schema version; released entries are never edited. */
+static const char *const *pg_migrations[] = {
+    (const char *const[]){pg_schema_core, pg_schema_jobs, pg_schema_sched, pg_schema_queue,
+                          NULL},
+};
+#define PG_SCHEMA_VERSION ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
+
+static int pg_migrate(struct pg_store *q, char *err, size_t errlen) {
+  char sql[512];
+  int rc = pg_exec(q, "BEGIN", "begin migration");
+  if (rc) goto fail;
+  /* One lock per schema, held to the commit: the first node applies,
+   * the others wait and then find nothing left to do. */
+  snprintf(sql, sizeof(sql), "SELECT pg_advisory_xact_lock(hashtext('spiderd.%s'))",
+           q->schema ? q->schema : "public");
+  if ((rc = pg_exec(q, sql, "migration lock"))) goto rollback;
+  if (q->schema) {
+    snprintf(sql, sizeof(sql), "CREATE SCHEMA IF NOT EXISTS \"%s\"", q->schema);
+    if ((rc = pg_exec(q, sql, "create schema"))) goto rollback;
+  }
+  if ((rc = pg_exec(q, "CREATE TABLE IF NOT EXISTS spiderd_schema (version INTEGER NOT NULL)",
+                    "schema version table")))
+    goto rollback;
+  PGresult *r = PQexec(q->conn, "SELECT coalesce(max(version), 0) FROM spiderd_schema");
+  if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+    snprintf(err, errlen, "cannot read the schema version: %s", PQresultErrorMessage(r));
+    PQclear(r);
+    rc = SPD_ESTORE;
+    goto rollback_quiet;
+  }
+  int version = (int)pg_i64(r, 0, 0);
+  PQclear(r);
+  if (version > PG_SCHEMA_VERSION) {
+    snprintf(err, errlen,
+             "the database's schema is version %d, newer than this spiderd knows (%d)",
+             version, PG_SCHEMA_VERSION);
+    rc = SPD_ESTORE;
+    goto rollback_quiet;
+  }
+  for (int v = version; v < PG_SCHEMA_VERSION; v++) {
+    for (const char *const *part = pg_migrations[v]; *part; part++)
+      if ((rc = pg_exec(q, *part, "migration"))) goto rollback;
+    snprintf(sql, sizeof(sql), "DELETE FROM spiderd_schema; INSERT INTO spiderd_schema VALUES (%d)",
+             v + 1);
+    if ((rc = pg_exec(q, sql, "schema version"))) goto rollback;
+  }
+  if ((rc = pg_exec(q, "COMMIT", "commit migration"))) goto fail;
+  return 0;
+rollback:
+  snprintf(err, errlen, "schema migration failed: %s", PQerrorMessage(q->conn));
+rollback_quiet:
+  pg_exec(q, "ROLLBACK", "rollback migration");
+  return rc;
+fail:
+  snprintf(err, errlen, "schema migration failed: %s", PQerrorMessage(q->conn));
+  return rc;
+}
+
+/* Splits spiderd's `schema=` parameter off a libpq URL: *conninfo is the
+ * URL without it, *schema the name (NULL when absent). */
+static int pg_parse_url(const char *url, char **conninfo, char **schema, char *err,
+                        size_t errlen) {
+  *conninfo = NULL;
+  *schema = NULL;
+  char *u = strdup(url);
+  if (!u) return -ENOMEM;
+  char *q = strchr(u, '?');
+  if (q) {
+    char *out = q + 1, *p = q + 1;
+    while (*p) {
+      char *amp = strchr(p, '&');
+      size_t n = amp ? (size_t)(amp - p) : strlen(p);
+      if (n > 7 && !strncmp(p, "schema=", 7)) {
+        free(*schema);
+        *schema = strndup(p + 7, n - 7);
+        for (const char *c = *schema; c && *c; c++)
+          if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                (*c >= '0' && *c <= '9') || *c == '_')) {
+            snprintf(err, errlen, "store URL: schema '%s' must be letters, digits and '_'",
+                     *schema);
+            free(*schema);
+            *schema = NULL;
+            free(u);
+            return -EINVAL;
+          }
+        if (*schema && strlen(*schema) > 60) {
+          snprintf(err, errlen, "store URL: schema name is over 60 characters");
+          free(*schema);
+          *schema = NULL;
+          free(u);
+          return -EINVAL;
+        }
+      } else {
+        if (out != q + 1) *out++ = '&';
+        memmove(out, p, n);
+        out += n;
+      }
+      p = amp ? amp + 1 : p + n;
+    }
+    *out = '\0';
+    if (out == q + 1) *q = '\0';
+  }
+  *conninfo = u;
+  return 0;
+}
+
+static void pg_close(store_t *s) {
+  struct pg_store *q = PGQ(s);
+  if (!q) return;
+  if (q->conn) PQfinish(q->conn);
+  free(q->conninfo);
+  free(q->schema);
+  free(q);
+}
+
+static int pg_open(const char *url, const char *rest, store_t **out, char *err,
+                   size_t errlen) {
+  (void)rest;
+  struct pg_store *q = calloc(1, sizeof(*q));
+  if (!q) return -ENOMEM;
+  q->base.ops = &store_pg_ops;
+  int rc = pg_parse_url(url, &q->conninfo, &q->schema, err, errlen);
+  if (rc) goto out;
+  snprintf(q->channel, sizeof(q->channel), "spiderd%s%s", q->schema ? "_" : "",
+           q->schema ? q->schema : "");
+  if ((rc = pg_connect(q, err, errlen))) goto out;
+  if ((rc = pg_migrate(q, err, errlen))) goto out;
+  *out = &q->base;
+out:
+  if (rc) pg_close(&q->base);
+  return rc;
+}
+
+/* ---- watch: LISTEN on a connection of its own ---- */
+
+struct pg_watch {
+  struct store_watch base;
+  struct pg_store q; /* only conn, conninfo, schema and channel are used */
+  int64_t next_try;  /* no reconnect attempt before (monotonic s) */
+};
+
+static int pg_watch_listen(struct pg_watch *w, char *err, size_t errlen) {
+  int rc = pg_connect(&w->q, err, errlen);
+  if (rc) return rc;
+  char sql[160];
+  snprintf(sql, sizeof(sql), "LISTEN \"%s\"", w->q.channel);
+  rc = pg_exec(&w->q, sql, "listen");
+  if (!rc && PQsetnonblocking(w->q.conn, 1)) rc = SPD_ESTORE;
+  if (rc) snprintf(err, errlen, "LISTEN failed");
+  return rc;
+}
+
+static int pg_watch_fd(store_watch_t *ww) {
+  struct pg_watch *w = (struct pg_watch *)ww;
+  if (!w->q.conn || PQstatus(w->q.conn) != CONNECTION_OK) return -1;
+  return PQsocket(w->q.conn);
+}
+
+static int pg_watch_read(store_watch_t *ww, unsigned *what) {
+  struct pg_watch *w = (struct pg_watch *)ww;
+  if (!w->q.conn || PQstatus(w->q.conn) != CONNECTION_OK) {
+    char err[256];
+    if (pg_watch_listen(w, err, sizeof(err))) return SPD_ESTORE;
+    log_info("store", "notifications: reconnected to PostgreSQL");
+    *what |= STORE_NOTE_RECONNECT | STORE_NOTE_JOBS | STORE_NOTE_EGGS | STORE_NOTE_CANCEL |
+             STORE_NOTE_QUEUES | STORE_NOTE_NODES;
+    return 0;
+  }
+  if (!PQconsumeInput(w->q.conn) || PQstatus(w->q.conn) != CONNECTION_OK) {
+    log_warn("store", "notifications: connection lost: %s", PQerrorMessage(w->q.conn));
+    PQfinish(w->q.conn);
+    w->q.conn = NULL;
+    return SPD_ESTORE;
+  }
+  PGnotify *n;
+  while ((n = PQnotifies(w->q.conn))) {
+    *what |= (unsigned)strtoul(n->extra, NULL, 10);
+    PQfreemem(n);
+  }
+  return 0;
+}
+
+static void pg_watch_close(store_watch_t *ww) {
+  struct pg_watch *w = (struct pg_watch *)ww;
+  if (!w) return;
+  if (w->q.conn) PQfinish(w->q.conn);
+  free(w->q.conninfo);
+  free(w->q.schema);
+  free(w);
+}
+
+static int pg_watch_open(const char *url, const char *rest, store_watch_t **out, char *err,
+                         size_t errlen) {
+  (void)rest;
+  struct pg_watch *w = calloc(1, sizeof(*w));
+  if (!w) return -ENOMEM;
+  w->base.fd = pg_watch_fd;
+  w->base.read = pg_watch_read;
+  w->base.close = pg_watch_close;
+  int rc = pg_parse_url(url, &w->q.conninfo, &w->q.schema, err, errlen);
+  if (!rc) {
+    snprintf(w->q.channel, sizeof(w->q.channel), "spiderd%s%s", w->q.schema ? "_" : "",
+             w->q.schema ? w->q.schema : "");
+    rc = pg_watch_listen(w, err, errlen);
+  }
+  if (rc) {
+    pg_watch_close(&w->base);
+    return rc;
+  }
+  *out = &w->base;
+  return 0;
+}
+
+const struct store_ops store_pg_ops = {
+    .name = "postgresql",
+    .open = pg_open,
+    .close = pg_close,
+    .tx_begin = pg_tx_begin,
+    .tx_commit = pg_tx_commit,
+    .tx_rollback = pg_tx_rollback,
+    .sp_begin = pg_sp_begin,
+    .sp_release = pg_sp_release,
+    .sp_rollback = pg_sp_rollback,
+    .job_insert = pg_job_insert,
+    .job_claim = pg_job_claim,
+    .job_started = pg_job_started,
+    .job_requeue = pg_job_requeue,
+    .job_finish = pg_job_finish,
+    .job_cancel_pending = pg_job_cancel_pending,
+    .job_get = pg_job_get,
+    .job_status = pg_job_status,
+    .jobs_list = pg_jobs_list,
+    .job_counts = pg_job_counts,
+    .trim_finished = pg_trim_finished,
+    .job_heartbeat = pg_job_heartbeat,
+    .job_next_due = pg_job_next_due,
+    .schedule_insert = pg_schedule_insert,
+    .schedule_update = pg_schedule_update,
+    .schedule_delete = pg_schedule_delete,
+    .schedule_get = pg_schedule_get,
+    .schedules_list = pg_schedules_list,
+    .runs_add = pg_runs_add,
+    .runs_clear = pg_runs_clear,
+    .schedules_refill = pg_schedules_refill,
+    .run_defer = pg_run_defer,
+    .runs_due = pg_runs_due,
+    .runs_list = pg_runs_list,
+    .run_end = pg_run_end,
+    .run_add_ended = pg_run_add_ended,
+    .event_add = pg_event_add,
+    .events_list = pg_events_list,
+    .events_head = pg_events_head,
+    .lease_acquire = pg_lease_acquire,
+    .lease_check = pg_lease_check,
+    .lease_release = pg_lease_release,
+    .lease_get = pg_lease_get,
+    .jobs_prune = pg_jobs_prune,
+    .events_prune = pg_events_prune,
+    .queue_put = pg_queue_put,
+    .queue_take = pg_queue_take,
+    .queue_ack = pg_queue_ack,
+    .queue_nack = pg_queue_nack,
+    .queue_extend = pg_queue_extend,
+    .queue_set = pg_queue_set,
+    .queue_get = pg_queue_get,
+    .queues_list = pg_queues_list,
+    .queue_delete = pg_queue_delete,
+    .queue_stats = pg_queue_stats,
+    .queue_items = pg_queue_items,
+    .queue_requeue = pg_queue_requeue,
+    .queue_purge = pg_queue_purge,
+    .node_beat = pg_node_beat,
+    .nodes_list = pg_nodes_list,
+    .nodes_reap = pg_nodes_reap,
+    .node_delete = pg_node_delete,
+    .job_cancel_request = pg_job_cancel_request,
+    .jobs_cancel_requested = pg_jobs_cancel_requested,
+    .egg_put = pg_egg_put,
+    .egg_get = pg_egg_get,
+    .eggs_list = pg_eggs_list,
+    .egg_delete = pg_egg_delete,
+    .notify = pg_notify,
+    .watch_open = pg_watch_open,
+    .meta_get = pg_meta_get,
+    .meta_set = pg_meta_set,
+};

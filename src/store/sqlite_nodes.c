@@ -1,0 +1,168 @@
+/* The SQLite backend's nodes and cancel requests. A SQLite store has one
+ * node (the daemon that owns the file), so reaping never finds another; the
+ * table is there so /api/v1/nodes answers alike on every backend. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "store/sqlite_int.h"
+
+enum {
+  SN_BEAT_DEAD,
+  SN_BEAT,
+  SN_LIST,
+  SN_REAP_NODES,
+  SN_REAP_JOBS,
+  SN_DELETE,
+  SN_CANCEL_REQ,
+  SN_CANCEL_LIST,
+  SN_COUNT
+};
+
+static const char *const sqlite_nodes_sql[SN_COUNT] = {
+    [SN_BEAT_DEAD] = "SELECT dead FROM nodes WHERE name = ?1",
+    [SN_BEAT] =
+        "INSERT INTO nodes (name, url, slots, running, started_ms, heartbeat_ms, dead) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0) ON CONFLICT (name) DO UPDATE SET "
+        "url = excluded.url, slots = excluded.slots, running = excluded.running, "
+        "started_ms = excluded.started_ms, heartbeat_ms = excluded.heartbeat_ms, dead = 0",
+    [SN_LIST] = "SELECT name, url, slots, running, started_ms, heartbeat_ms, dead "
+                "FROM nodes ORDER BY name",
+    [SN_REAP_NODES] = "UPDATE nodes SET dead = 1 WHERE dead = 0 AND name != ?1 "
+                      "AND heartbeat_ms < ?2",
+    [SN_REAP_JOBS] =
+        "UPDATE jobs SET state = 5, end_ms = ?1 WHERE state = 1 AND node IN "
+        "(SELECT name FROM nodes WHERE dead = 1) RETURNING " SQLITE_JOB_COLS,
+    [SN_DELETE] = "DELETE FROM nodes WHERE name = ?1 AND dead = 1",
+    [SN_CANCEL_REQ] = "UPDATE jobs SET cancel_ms = ?2 WHERE id = ?1 AND state = 1",
+    [SN_CANCEL_LIST] = "SELECT " SQLITE_JOB_COLS " FROM jobs WHERE state = 1 AND node = ?1 "
+                       "AND cancel_ms != 0 ORDER BY id",
+};
+
+static sqlite3_stmt *sn_stmt(struct sqlite_store *q, int id) {
+  return sqlite_prepare_slot(q, &q->nodes_stmt[id], sqlite_nodes_sql[id]);
+}
+
+void sqlite_nodes_close(struct sqlite_store *q) {
+  for (int i = 0; i < SN_COUNT; i++) {
+    sqlite3_finalize(q->nodes_stmt[i]);
+    q->nodes_stmt[i] = NULL;
+  }
+}
+
+int sqlite_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *probe = sn_stmt(q, SN_BEAT_DEAD), *st = sn_stmt(q, SN_BEAT);
+  if (!probe || !st) return SPD_ESTORE;
+  int began = 0, rc = sqlite_auto_begin(q, &began);
+  if (rc) return rc;
+  sqlite_bind_str(probe, 1, n->name);
+  int src = sqlite3_step(probe);
+  if (src == SQLITE_ROW) *was_dead = sqlite3_column_int(probe, 0) != 0;
+  else if (src != SQLITE_DONE) rc = sqlite_fail(q, "read node");
+  sqlite3_reset(probe);
+  if (!rc) {
+    sqlite_bind_str(st, 1, n->name);
+    sqlite_bind_str(st, 2, n->url);
+    sqlite3_bind_int(st, 3, n->slots);
+    sqlite3_bind_int(st, 4, n->running);
+    sqlite3_bind_int64(st, 5, n->started_ms);
+    sqlite3_bind_int64(st, 6, now_ms);
+    rc = sqlite_done(q, st, "node beat");
+  }
+  return sqlite_auto_end(q, began, rc);
+}
+
+int sqlite_nodes_list(store_t *s, node_list_t *out) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sn_stmt(q, SN_LIST);
+  if (!st) return SPD_ESTORE;
+  int rc = 0, src;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    node_info_t n = {0};
+    if ((rc = sqlite_col_str(st, 0, &n.name)) || (rc = sqlite_col_str(st, 1, &n.url))) {
+      node_info_release(&n);
+      break;
+    }
+    n.slots = sqlite3_column_int(st, 2);
+    n.running = sqlite3_column_int(st, 3);
+    n.started_ms = sqlite3_column_int64(st, 4);
+    n.heartbeat_ms = sqlite3_column_int64(st, 5);
+    n.dead = sqlite3_column_int(st, 6);
+    if ((rc = node_list_push(out, &n))) {
+      node_info_release(&n);
+      break;
+    }
+  }
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "list nodes");
+  sqlite3_reset(st);
+  return rc;
+}
+
+int sqlite_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeout_ms,
+                      job_list_t *lost) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *nodes = sn_stmt(q, SN_REAP_NODES), *jobs = sn_stmt(q, SN_REAP_JOBS);
+  if (!nodes || !jobs) return SPD_ESTORE;
+  struct sqlite_rows r = {0};
+  int began = 0, rc = sqlite_auto_begin(q, &began);
+  if (rc) return rc;
+  sqlite_bind_str(nodes, 1, self);
+  sqlite3_bind_int64(nodes, 2, now_ms - timeout_ms);
+  rc = sqlite_done(q, nodes, "reap nodes");
+  if (!rc) {
+    sqlite3_bind_int64(jobs, 1, now_ms);
+    rc = sqlite_read_rows(q, jobs, &r, "reap jobs");
+  }
+  rc = sqlite_auto_end(q, began, rc);
+  if (!rc) {
+    for (size_t i = 0; i < r.n; i++) {
+      r.v[i].state = JOB_RUNNING;
+      r.v[i].end_ms = 0;
+    }
+    rc = job_list_append(lost, r.v, r.n);
+  }
+  sqlite_rows_release(&r);
+  return rc;
+}
+
+int sqlite_node_delete(store_t *s, const char *name) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sn_stmt(q, SN_DELETE);
+  if (!st) return SPD_ESTORE;
+  sqlite_bind_str(st, 1, name);
+  int rc = sqlite_changed(q, sqlite_done(q, st, "delete node"));
+  if (rc != -ENOENT) return rc;
+  /* Tell a live node from a missing one. */
+  node_list_t l = {0};
+  rc = sqlite_nodes_list(s, &l);
+  if (!rc) {
+    rc = -ENOENT;
+    for (size_t i = 0; i < l.n; i++)
+      if (!strcmp(l.v[i].name, name)) rc = -EBUSY;
+  }
+  node_list_release(&l);
+  return rc;
+}
+
+int sqlite_job_cancel_request(store_t *s, int64_t id, int64_t now_ms) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sn_stmt(q, SN_CANCEL_REQ);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_int64(st, 2, now_ms);
+  return sqlite_changed(q, sqlite_done(q, st, "request cancel"));
+}
+
+int sqlite_jobs_cancel_requested(store_t *s, const char *node, job_list_t *out) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sn_stmt(q, SN_CANCEL_LIST);
+  if (!st) return SPD_ESTORE;
+  struct sqlite_rows r = {0};
+  sqlite_bind_str(st, 1, node);
+  int rc = sqlite_read_rows(q, st, &r, "list cancel requests");
+  if (!rc) rc = job_list_append(out, r.v, r.n);
+  sqlite_rows_release(&r);
+  return rc;
+}
