@@ -26,6 +26,7 @@ typedef struct app {
   janitor_t *janitor;
   scheduler_t *scheduler;
   webhooks_t *webhooks;
+  struct cluster *cluster;       /* run/cluster.c: nodes sharing the store */
   job_counters_t counters;
   int stopping;
   int64_t started_ms;      /* wall clock when serving began (status uptime) */
@@ -49,5 +50,8 @@ int api_ui_register(app_t *app);
 /* Releases every take waiting for elements (with what it has: none) and
  * takes no more waits (api/ops_queues.c). The daemon is stopping. */
 void api_queues_stop(app_t *app);
+/* Every parked take tries again: another node put elements (a notice
+ * from the shared store names no queue). */
+void api_queues_wake_all(app_t *app);
 
 #endif

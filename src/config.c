@@ -118,6 +118,9 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, history_days, T_REAL, M_GE0, "0", NULL),
     KEY(SEC_SPIDERD, events_days, T_REAL, M_GE0, "30", NULL),
     KEY(SEC_SPIDERD, janitor_interval, T_REAL, M_GT0, "60", NULL),
+    KEY(SEC_SPIDERD, node_url, T_STR, M_NONE, "", "--node-url"),
+    KEY(SEC_SPIDERD, node_heartbeat, T_REAL, M_GT0, "3", NULL),
+    KEY(SEC_SPIDERD, node_timeout, T_REAL, M_GT0, "15", NULL),
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 

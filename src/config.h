@@ -104,6 +104,11 @@ typedef struct config {
   double history_days;     /* 0 = forever: ended jobs older than this go */
   double events_days;      /* 30; 0 = forever: events and ended runs older go */
   double janitor_interval; /* 60 s between retention passes */
+  /* Nodes sharing a store (run/cluster.c). */
+  char *node_url;          /* "": where other nodes reach this one; default
+                            * http://<bind_address or hostname>:<http_port> */
+  double node_heartbeat;   /* 3 s between this node's heartbeats */
+  double node_timeout;     /* 15 s: a node silent this long is dead, its jobs lost */
 
   /* [retention], in the order read; a key set again by a later source
    * replaces the earlier value in place. */

@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "api/common.h"
 #include "app.h"
+#include "run/cluster.h"
 #include "cli/cli.h"
 #include "error.h"
 #include "fsutil.h"
@@ -52,9 +53,11 @@ static void usage(FILE *out) {
 
 static void close_cb(uv_handle_t *h) { (void)h; }
 
-static void janitor_stopped(void *ud) {
+static void cluster_stopped(void *ud) {
   server_t *srv = ud;
   app_t *app = &srv->app;
+  cluster_free(app->cluster);
+  app->cluster = NULL;
   janitor_free(app->janitor);
   app->janitor = NULL;
   webhooks_free(app->webhooks);
@@ -78,6 +81,13 @@ static void janitor_stopped(void *ud) {
     uv_close((uv_handle_t *)&srv->sig_hup, close_cb);
   }
   log_info("main", "stopped");
+}
+
+/* The node beats until its crawls have ended (so no other node declares it
+ * dead meanwhile), and stops just before the store. */
+static void janitor_stopped(void *ud) {
+  server_t *srv = ud;
+  cluster_stop(srv->app.cluster, cluster_stopped, srv);
 }
 
 /* The janitor's batch under way commits before the store stops. */
@@ -121,6 +131,9 @@ static void job_ended(void *ud, const job_t *job) {
   if (app->janitor) janitor_kick(app->janitor);
   if (job->schedule_id) scheduler_kick(app->scheduler);
 }
+
+/* Another node put queue elements: waiting takers here try again. */
+static void queues_noted(void *ud) { api_queues_wake_all(ud); }
 
 static void on_signal(uv_signal_t *h, int signum) {
   server_t *srv = h->data;
@@ -240,6 +253,10 @@ static int serve(int argc, char **argv) {
   }
   if ((rc = webhooks_init(&app->webhooks, app->loop, cfg, app->store, err, sizeof(err))))
     goto fail;
+  cluster_hooks_t hooks = {.queues = queues_noted, .ud = app};
+  if ((rc = cluster_init(&app->cluster, app->loop, cfg, app->store, app->launcher,
+                         store_pool_shared(app->store), &hooks, err, sizeof(err))))
+    goto fail;
   launcher_on_end(app->launcher, job_ended, app);
   launcher_set_job_secret(app->launcher, app->job_secret);
   http_options_t ho = {
@@ -317,6 +334,10 @@ fail:
   if (app->webhooks) {
     webhooks_stop(app->webhooks, NULL, NULL);
     webhooks_free(app->webhooks);
+  }
+  if (app->cluster) {
+    cluster_stop(app->cluster, NULL, NULL);
+    cluster_free(app->cluster);
   }
   if (app->loop) uv_run(app->loop, UV_RUN_DEFAULT);
 out:

@@ -100,7 +100,25 @@ def _command_name(argv):
     return None
 
 
+def _die_with_node():
+    """On a shared store the daemon asks its crawls to die with it (a node
+    declared dead has its jobs run elsewhere): the kernel KILLs this process
+    when its parent, the daemon, exits."""
+    node_pid = os.environ.get("SPIDERD_DIE_WITH_NODE")
+    if not node_pid or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_PDEATHSIG = 1
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if str(os.getppid()) != node_pid:  # the daemon died before prctl
+        os._exit(1)
+
+
 def main():
+    _die_with_node()
     stats_path = os.environ.get("SPIDERD_STATS_FILE")
     writer = None
     if stats_path and _command_name(sys.argv) == "crawl":

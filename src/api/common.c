@@ -13,6 +13,7 @@
 #include "core/names.h"
 #include "error.h"
 #include "log.h"
+#include "run/eggsync.h"
 #include "store/eggs.h"
 
 /* A project's version stems as last read from eggs_dir/<project>, valid
@@ -192,18 +193,55 @@ typedef struct egg_add {
   char *project, *version, *tmp_path;
   api_egg_cb cb;
   void *ud;
+  /* On a shared store: the spider list, kept while the egg goes into the
+   * store (before eggs_dir, so no node's copy prunes it meanwhile). */
+  char **names;
+  size_t nnames;
+  int stored;
 } egg_add_t;
 
 static void egg_add_free(egg_add_t *a) {
   free(a->project);
   free(a->version);
   free(a->tmp_path);
+  if (a->names) strv_free(a->names, a->nnames);
   free(a);
+}
+
+static void egg_listed(void *ud, int rc, char *const *names, size_t n, const char *error);
+
+static int egg_store_fn(store_t *s, void *arg) {
+  egg_add_t *a = arg;
+  return eggsync_put_file(s, a->project, a->version, a->tmp_path, clock_wall_ms());
+}
+
+static void egg_stored(void *arg, int rc) {
+  egg_add_t *a = arg;
+  a->stored = 1;
+  if (rc) {
+    log_error("webservice", "cannot store egg %s/%s in the shared store: %s", a->project,
+              a->version, spd_strerror(rc));
+    eggs_discard(a->tmp_path);
+    a->cb(a->ud, rc, API_EGG_STORE, NULL, NULL, 0);
+    egg_add_free(a);
+    return;
+  }
+  egg_listed(a, 0, a->names, a->nnames, NULL);
 }
 
 static void egg_listed(void *ud, int rc, char *const *names, size_t n, const char *error) {
   egg_add_t *a = ud;
   app_t *app = a->app;
+  if (!rc && !a->stored && store_pool_shared(app->store)) {
+    a->names = calloc(n ? n : 1, sizeof(*a->names));
+    for (size_t i = 0; a->names && i < n; i++)
+      if ((a->names[a->nnames] = strdup(names[i]))) a->nnames++;
+    if (a->names && a->nnames == n &&
+        store_submit(app->store, STORE_WRITE, egg_store_fn, a, egg_stored) == 0)
+      return;
+    rc = -ENOMEM;
+    error = NULL;
+  }
   if (rc) {
     /* Scrapyd stores a broken egg and makes it the latest version; spiderd
      * rejects it and keeps what was there. */
@@ -264,6 +302,38 @@ int api_egg_add(app_t *app, const char *project, const char *version, const void
     snprintf(err, errlen, "%s", spd_strerror(rc));
   }
   return rc;
+}
+
+/* ---- deleting eggs ---- */
+
+typedef struct egg_del {
+  char *project, *version;
+} egg_del_t;
+
+static int egg_del_fn(store_t *s, void *arg) {
+  egg_del_t *d = arg;
+  return store_egg_delete(s, d->project, d->version, NULL);
+}
+
+static void egg_del_done(void *arg, int rc) {
+  egg_del_t *d = arg;
+  if (rc)
+    log_error("webservice", "cannot delete egg %s/%s from the shared store: %s", d->project,
+              d->version ? d->version : "*", spd_strerror(rc));
+  free(d->project);
+  free(d->version);
+  free(d);
+}
+
+void api_eggs_deleted(app_t *app, const char *project, const char *version) {
+  if (!store_pool_shared(app->store)) return;
+  egg_del_t *d = calloc(1, sizeof(*d));
+  if (!d) return;
+  d->project = strdup(project);
+  d->version = version ? version_sanitize(version) : NULL;
+  if (!d->project || (version && !d->version) ||
+      store_submit(app->store, STORE_WRITE, egg_del_fn, d, egg_del_done))
+    egg_del_done(d, -ENOMEM);
 }
 
 /* ---- queueing a job ---- */
@@ -352,6 +422,7 @@ typedef struct cancel {
   int sig;
   int found, count; /* the job's own processes and pending entries */
   int family;       /* pending descendants cancelled */
+  int remote;       /* running on other nodes, asked to stop */
   job_list_t running; /* running descendants, stopped by the launcher */
   api_cancel_cb cb;
   void *ud;
@@ -386,6 +457,14 @@ static int cancel_pending(store_t *s, const char *project, const char *jobid, in
   return rc;
 }
 
+/* Asks the node running j, when it is another node, to stop it: 1 when
+ * asked, 0 when j is not running elsewhere. */
+static int cancel_remote(store_t *s, cancel_t *c, const job_t *j, int64_t now) {
+  if (j->state != JOB_RUNNING || !j->node || !strcmp(j->node, c->app->cfg.node_name)) return 0;
+  int rc = store_job_cancel_request(s, j->id, now);
+  return rc == -ENOENT ? 0 : rc ? rc : 1;
+}
+
 /* The job's pending entries, and every pending or running descendant: a
  * parent's cancel is its children's. Running ones are collected for the
  * launcher, which owns their processes. */
@@ -396,6 +475,12 @@ static int cancel_fn(store_t *s, void *arg) {
   job_filter_t f = {.project = c->project, .jobid = c->jobid};
   int rc = store_jobs_list(s, &f, &family);
   if (!rc) rc = cancel_pending(s, c->project, c->jobid, now, &c->count);
+  /* Running on another node (a shared store): that node stops it. */
+  for (size_t i = 0; i < family.n && !rc; i++)
+    if ((rc = cancel_remote(s, c, &family.v[i], now)) == 1) {
+      c->remote++;
+      rc = 0;
+    }
   /* Breadth first over the family; `family` grows as children are found. */
   for (size_t i = 0; i < family.n && family.n < CANCEL_FAMILY_MAX && !rc; i++) {
     job_list_t kids = {0};
@@ -406,7 +491,9 @@ static int cancel_fn(store_t *s, void *arg) {
       job_t *kid = &kids.v[k];
       if (kid->state == JOB_PENDING) {
         rc = cancel_pending(s, kid->project, kid->jobid, now, &c->family);
-      } else {
+      } else if ((rc = cancel_remote(s, c, kid, now)) == 1) {
+        rc = 0;
+      } else if (!rc) {
         job_t copy = {.project = strdup(kid->project), .jobid = strdup(kid->jobid)};
         rc = copy.project && copy.jobid ? job_list_append(&c->running, &copy, 1) : -ENOMEM;
         job_release(&copy);
@@ -430,7 +517,7 @@ static void cancel_done(void *arg, int rc) {
                       &found);
     }
   }
-  c->cb(c->ud, rc, c->found, c->count);
+  c->cb(c->ud, rc, c->found + c->remote, c->count);
   cancel_free(c);
 }
 

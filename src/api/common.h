@@ -59,6 +59,10 @@ typedef void (*api_egg_cb)(void *ud, int rc, int stage, const char *error_text,
  * project's version (a broken egg never replaces what was there). Returns
  * 0 (cb runs, possibly before the return) or a code with *stage and a
  * reason in err. Names must have passed name_valid(). */
+/* A project (version NULL) or one version was deleted from eggs_dir: on a
+ * shared store it goes from the store too, and so from every node. */
+void api_eggs_deleted(app_t *app, const char *project, const char *version);
+
 int api_egg_add(app_t *app, const char *project, const char *version, const void *data,
                 size_t len, api_egg_cb cb, void *ud, int *stage, char *err, size_t errlen);
 

@@ -170,6 +170,7 @@ static const op_param_t p_queue_purge[] = {{"name", OPT_STR, REQ, 0, 0},
 /* Order matters only for listings (the API index, the docs). */
 const op_def_t op_table[] = {
     {"status.get", NULL, op_status_get, p_none, 0, "GET", "/status", 200, OP_BODY_NONE},
+    {"nodes.list", NULL, op_nodes_list, p_none, 0, "GET", "/nodes", 200, OP_BODY_NONE},
     {"projects.list", NULL, op_projects_list, p_none, 0, "GET", "/projects", 200, OP_BODY_NONE},
     {"projects.get", NULL, op_projects_get, p_project, 0, "GET", "/projects/{project}", 200,
      OP_BODY_NONE},

@@ -78,6 +78,7 @@ void op_fail_resolve(op_call_t *c, int rc);
 
 /* ---- the handlers ---- */
 void op_status_get(op_call_t *c);
+void op_nodes_list(op_call_t *c);
 void op_projects_list(op_call_t *c);
 void op_projects_get(op_call_t *c);
 void op_projects_delete(op_call_t *c);

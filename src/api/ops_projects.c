@@ -119,6 +119,7 @@ void op_projects_delete(op_call_t *c) {
     return;
   }
   spiders_forget(c->app->spiders, project);
+  api_eggs_deleted(c->app, project, NULL);
   log_info("webservice", "Deleted project '%s'", project);
   op_ok(c, json_pack("{s:s,s:b}", "project", project, "deleted", 1));
 }
@@ -181,6 +182,7 @@ void op_versions_delete(op_call_t *c) {
     return;
   }
   spiders_forget(c->app->spiders, project);
+  api_eggs_deleted(c->app, project, version);
   log_info("webservice", "Deleted version '%s' of project '%s'", version, project);
   op_ok(c, json_pack("{s:s,s:s,s:b}", "project", project, "version", version, "deleted", 1));
 }
@@ -267,3 +269,43 @@ void op_scrapers_list(op_call_t *c) {
   c->result = json_pack("{s:[],s:[]}", "scrapers", "errors");
   scrapers_next(c);
 }
+
+/* ---- nodes ---- */
+
+static int nodes_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  node_list_t l = {0};
+  int rc = store_nodes_list(s, &l);
+  if (rc) return rc;
+  int64_t now = clock_wall_ms(), timeout = (int64_t)(c->app->cfg.node_timeout * 1000.0);
+  json_t *a = json_array();
+  for (size_t i = 0; a && i < l.n; i++) {
+    const node_info_t *n = &l.v[i];
+    int64_t age = now - n->heartbeat_ms;
+    /* "late": silent past the timeout, not yet declared dead by a reap. */
+    const char *state = n->dead ? "dead" : age > timeout ? "late" : "alive";
+    json_array_append_new(
+        a, json_pack("{s:s,s:o,s:i,s:i,s:o,s:o,s:I,s:s,s:b}", "name", n->name, "url",
+                     op_str_or_null(n->url), "slots", n->slots, "running", n->running,
+                     "started_at", op_iso_time(n->started_ms), "heartbeat_at",
+                     op_iso_time(n->heartbeat_ms), "heartbeat_age_ms", (json_int_t)age,
+                     "state", state, "self", !strcmp(n->name, c->app->cfg.node_name)));
+  }
+  node_list_release(&l);
+  c->result = a ? json_pack("{s:o,s:b}", "nodes", a, "shared", store_pool_shared(c->app->store))
+                : NULL;
+  return c->result ? 0 : -ENOMEM;
+}
+
+static void nodes_done(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
+    return;
+  }
+  json_t *r = c->result;
+  c->result = NULL;
+  op_ok(c, r);
+}
+
+void op_nodes_list(op_call_t *c) { op_store(c, STORE_READ, nodes_fn, nodes_done); }

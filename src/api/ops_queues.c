@@ -407,6 +407,18 @@ static void wake_queue(app_t *app, const char *name, size_t n) {
   if (any) rearm(q);
 }
 
+void api_queues_wake_all(app_t *app) {
+  api_queues_t *q = app->queues;
+  if (!q || !q->head) return;
+  take_t *t = q->head;
+  while (t) {
+    take_t *next = t->next;
+    if (!t->busy) wake(q, t);
+    t = next;
+  }
+  rearm(q);
+}
+
 static int queues_init(app_t *app) {
   if (app->queues) return 0;
   api_queues_t *q = calloc(1, sizeof(*q));

@@ -635,6 +635,7 @@ static void ep_delversion(call_t *c) {
     return;
   }
   spiders_forget(c->app->spiders, project);
+  api_eggs_deleted(c->app, project, version);
   log_info("webservice", "Deleted version '%s' of project '%s'", version, project);
   reply_ok(c, json_object());
 }
@@ -652,6 +653,7 @@ static void ep_delproject(call_t *c) {
     return;
   }
   spiders_forget(c->app->spiders, project);
+  api_eggs_deleted(c->app, project, NULL);
   log_info("webservice", "Deleted project '%s'", project);
   reply_ok(c, json_object());
 }

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "run/env.h"
 #include "run/jobtoken.h"
+#include "run/eggsync.h"
 #include "run/supervise.h"
 #include "fsutil.h"
 #include "store/eggs.h"
@@ -480,6 +481,9 @@ static void start_job(launcher_t *l, job_t *j) {
       strv_pushf(&extra, strchr(host, ':') ? "SPIDERD_URL=http://[%s]:%d" : "SPIDERD_URL=http://%s:%d",
                  host, cfg->http_port) ||
       (token[0] && strv_pushf(&extra, "SPIDERD_TOKEN=%s", token)) ||
+      /* On a shared store a crawl must not outlive its node: once the node
+       * is declared dead its job runs elsewhere (no adoption either). */
+      (l->shared && strv_pushf(&extra, "SPIDERD_DIE_WITH_NODE=%d", (int)getpid())) ||
       /* The variables Scrapyd set before 1.5: old projects still read them. */
       strv_pushf(&extra, "SCRAPYD_SLOT=%u", l->nprocs) ||
       strv_pushf(&extra, "SCRAPYD_SPIDER=%s", j->spider) ||
@@ -591,6 +595,19 @@ typedef struct claim_op {
 static int claim_fn(store_t *s, void *arg) {
   claim_op_t *op = arg;
   int rc = store_job_claim(s, op->node, op->max, op->now, &op->jobs);
+  if (!rc && op->l->shared) {
+    /* The egg may have been added on another node a moment ago: copy the
+     * project's eggs first, so the job runs the version it asked for (or
+     * the cluster's latest). */
+    for (size_t i = 0; i < op->jobs.n; i++) {
+      int seen = 0;
+      for (size_t k = 0; k < i && !seen; k++)
+        seen = !strcmp(op->jobs.v[k].project, op->jobs.v[i].project);
+      if (!seen && eggsync_pull(s, op->l->cfg->eggs_dir, op->jobs.v[i].project, NULL))
+        log_warn("launcher", "could not copy the eggs of project '%s' from the store",
+                 op->jobs.v[i].project);
+    }
+  }
   if (rc || op->jobs.n >= op->max) return rc;
   /* Fewer than asked: every pending job left waits for its not_before, so
    * this scans only those, and only when a claim comes back short. */
@@ -683,6 +700,18 @@ void launcher_kick(launcher_t *l) {
     l->claiming = 0;
     free(op);
   }
+}
+
+void launcher_poke(launcher_t *l) {
+  l->due_check = 1;
+  launcher_kick(l);
+}
+
+void launcher_set_shared(launcher_t *l, int shared) { l->shared = shared; }
+
+void launcher_kill_all(launcher_t *l) {
+  for (proc_t *p = l->procs; p; p = p->next)
+    if (!p->ended) launcher_kill_group(p);
 }
 
 /* ---- adoption after a crash ---- */

@@ -49,6 +49,15 @@ void launcher_adopt(launcher_t *l, job_list_t *running);
 
 /* Claims and starts pending jobs while slots are free. Cheap to call often. */
 void launcher_kick(launcher_t *l);
+/* As launcher_kick, but claims even when this node's counters show no
+ * pending job: another node queued one (a notice) or may have. */
+void launcher_poke(launcher_t *l);
+/* The store is shared with other nodes: ends are checked against a reap,
+ * and claimed jobs' eggs are fetched from the store into eggs_dir. */
+void launcher_set_shared(launcher_t *l, int shared);
+/* KILLs every crawl at once (this node was declared dead: its jobs are
+ * lost and may run elsewhere already). */
+void launcher_kill_all(launcher_t *l);
 
 /* Sends sig to every running process of project + jobid (the process only, as
  * Scrapyd: Scrapy drains on the first INT/TERM and forces on the second).

@@ -164,6 +164,7 @@ typedef struct end_op {
   const char *end_reason;
   uint32_t rnd;
   int finished_count; /* -1 unless the history was trimmed */
+  int ended_elsewhere; /* the store had ended it already (its node was reaped) */
   /* the retry, when one was queued */
   int64_t retry_id;
   int64_t retry_not_before;
@@ -245,9 +246,47 @@ static int queue_retry(store_t *s, end_op_t *op) {
   return rc;
 }
 
+int supervise_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms,
+                     uint32_t rnd, int64_t *retry_id) {
+  end_op_t op;
+  memset(&op, 0, sizeof(op));
+  supervise_resolve(cfg, job);
+  op.job = *job; /* borrowed: never released here */
+  op.state = JOB_LOST;
+  op.end_ms = now_ms;
+  op.exit_code = -1;
+  op.rnd = rnd;
+  json_t *d = event_data(job, -1, 0);
+  if (d) {
+    json_object_set_new(d, "reason", json_string("node_dead"));
+    if (job->node) json_object_set_new(d, "node", json_string(job->node));
+  }
+  int rc = add_event(s, "job.lost", job, d);
+  if (!rc && job->attempt <= job->max_retries) rc = queue_retry(s, &op);
+  if (retry_id) *retry_id = rc ? 0 : op.retry_id;
+  return rc;
+}
+
 static int end_fn(store_t *s, void *arg) {
   end_op_t *op = arg;
   json_t *stats = NULL;
+  if (op->l->shared) {
+    /* On a shared store a node declared dead has had its jobs ended as
+     * lost by another node, which queued their retries: its own late end
+     * must not record them twice. */
+    job_t cur;
+    int rc = store_job_get(s, op->job.id, &cur);
+    int gone = rc == -ENOENT || (!rc && (cur.state != JOB_RUNNING || !cur.node ||
+                                         strcmp(cur.node, op->l->cfg->node_name)));
+    job_release(&cur);
+    if (rc && rc != -ENOENT) return rc;
+    if (gone) {
+      if (op->stats_path) unlink(op->stats_path);
+      if (op->hb_path) unlink(op->hb_path);
+      op->ended_elsewhere = 1;
+      return 0;
+    }
+  }
   if (op->stats_path) {
     stats = json_load_file(op->stats_path, 0, NULL);
     unlink(op->stats_path);
@@ -314,6 +353,10 @@ static void end_done(void *arg, int rc) {
   if (rc) {
     log_error("launcher", "could not record the end of job #%lld: %s", (long long)op->job.id,
               spd_strerror(rc));
+    l->counters->finished--;
+  } else if (op->ended_elsewhere) {
+    log_warn("launcher", "job #%lld ('%s') was ended as lost while this node was declared "
+             "dead; its end here is not recorded", (long long)op->job.id, op->job.jobid);
     l->counters->finished--;
   } else {
     if (op->finished_count >= 0) {

@@ -73,7 +73,14 @@ struct launcher {
   void (*on_end)(void *ud, const job_t *job); /* after a job's end is committed */
   void *on_end_ud;
   const char *job_secret; /* borrowed: signs each job's SPIDERD_TOKEN (NULL: none) */
+  int shared;         /* the store is shared with other nodes (run/cluster.c) */
 };
+
+/* On a store thread: `job` ran on a node declared dead and the store
+ * ended it as lost (store_nodes_reap). Records its job.lost event and,
+ * while attempts remain, queues its retry (*retry_id, 0 when none). */
+int supervise_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms,
+                     uint32_t rnd, int64_t *retry_id);
 
 /* KILLs the crawl's whole process group. */
 void launcher_kill_group(proc_t *p);

@@ -43,4 +43,7 @@ int store_submit(store_pool_t *p, int kind, store_fn fn, void *arg,
  * handles are closed (the loop must run for that). */
 void store_pool_stop(store_pool_t *p);
 
+/* store_shared() of the pool's store (fixed for its life). */
+int store_pool_shared(const store_pool_t *p);
+
 #endif

@@ -1,0 +1,397 @@
+/* Nodes sharing a store (cluster.h). */
+#include "run/cluster.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "error.h"
+#include "log.h"
+#include "run/eggsync.h"
+#include "run/supervise.h"
+
+#define CANCELS_SEEN 64   /* jobs whose cancel request was acted on (once each: the
+                           * crawl's own cancel_grace escalates to KILL) */
+#define WATCH_RETRY_MS 1000
+
+static int64_t secs_to_ms(double s) { return (int64_t)(s * 1000.0 + 0.5); }
+
+struct cluster {
+  uv_loop_t *loop;
+  const config_t *cfg;
+  store_pool_t *store;
+  launcher_t *launcher;
+  cluster_hooks_t hooks;
+  int shared;
+  char *url;
+  int64_t started_ms;
+  uv_timer_t beat_timer;
+  uv_timer_t watch_timer; /* reconnects the watch while it is down */
+  uv_poll_t poll;
+  int poll_fd;            /* the fd `poll` watches; -1 = none */
+  store_watch_t *watch;
+  int ops;                /* store ops in flight */
+  int beating, syncing, cancel_checking;
+  int sync_again, cancel_again;
+  int stopping, handles;
+  void (*stop_done)(void *ud);
+  void *stop_ud;
+  uint64_t rng;
+  int64_t cancels[CANCELS_SEEN];
+  unsigned cancel_next;
+};
+
+static void maybe_stopped(cluster_t *c) {
+  if (!c->stopping || c->ops || c->handles) return;
+  void (*done)(void *) = c->stop_done;
+  c->stop_done = NULL;
+  if (done) done(c->stop_ud);
+}
+
+/* ---- cancels asked on another node ---- */
+
+typedef struct cancel_op {
+  cluster_t *c;
+  job_list_t jobs;
+} cancel_op_t;
+
+static int cancels_fn(store_t *s, void *arg) {
+  cancel_op_t *op = arg;
+  return store_jobs_cancel_requested(s, op->c->cfg->node_name, &op->jobs);
+}
+
+static int cancel_seen(cluster_t *c, int64_t id) {
+  for (unsigned i = 0; i < CANCELS_SEEN; i++)
+    if (c->cancels[i] == id) return 1;
+  c->cancels[c->cancel_next] = id;
+  c->cancel_next = (c->cancel_next + 1) % CANCELS_SEEN;
+  return 0;
+}
+
+static void check_cancels(cluster_t *c);
+
+static void cancels_done(void *arg, int rc) {
+  cancel_op_t *op = arg;
+  cluster_t *c = op->c;
+  c->ops--;
+  c->cancel_checking = 0;
+  for (size_t i = 0; !rc && !c->stopping && i < op->jobs.n; i++) {
+    job_t *j = &op->jobs.v[i];
+    if (!launcher_job_running(c->launcher, j->id) || cancel_seen(c, j->id))
+      continue;
+    int found = 0;
+    log_info("cluster", "job '%s' of project '%s': cancel asked on another node", j->jobid,
+             j->project);
+    launcher_cancel(c->launcher, j->project, j->jobid, SIGTERM, &found);
+  }
+  job_list_release(&op->jobs);
+  free(op);
+  if (c->cancel_again && !c->stopping) {
+    c->cancel_again = 0;
+    check_cancels(c);
+  }
+  maybe_stopped(c);
+}
+
+static void check_cancels(cluster_t *c) {
+  if (c->stopping || !launcher_running(c->launcher)) return;
+  if (c->cancel_checking) {
+    c->cancel_again = 1;
+    return;
+  }
+  cancel_op_t *op = calloc(1, sizeof(*op));
+  if (!op) return;
+  op->c = c;
+  c->cancel_checking = 1;
+  c->ops++;
+  if (store_submit(c->store, STORE_READ, cancels_fn, op, cancels_done)) {
+    c->ops--;
+    c->cancel_checking = 0;
+    free(op);
+  }
+}
+
+/* ---- egg copies ---- */
+
+typedef struct sync_op {
+  cluster_t *c;
+  int changed;
+} sync_op_t;
+
+static int sync_fn(store_t *s, void *arg) {
+  sync_op_t *op = arg;
+  return eggsync_pull(s, op->c->cfg->eggs_dir, NULL, &op->changed);
+}
+
+static void sync_eggs(cluster_t *c);
+
+static void sync_done(void *arg, int rc) {
+  sync_op_t *op = arg;
+  cluster_t *c = op->c;
+  c->ops--;
+  c->syncing = 0;
+  if (rc) log_error("cluster", "copying eggs from the store failed: %s", spd_strerror(rc));
+  else if (op->changed && c->hooks.eggs) c->hooks.eggs(c->hooks.ud);
+  free(op);
+  if (c->sync_again && !c->stopping) {
+    c->sync_again = 0;
+    sync_eggs(c);
+  }
+  maybe_stopped(c);
+}
+
+static void sync_eggs(cluster_t *c) {
+  if (c->stopping || !c->shared) return;
+  if (c->syncing) {
+    c->sync_again = 1;
+    return;
+  }
+  sync_op_t *op = calloc(1, sizeof(*op));
+  if (!op) return;
+  op->c = c;
+  c->syncing = 1;
+  c->ops++;
+  if (store_submit(c->store, STORE_READ, sync_fn, op, sync_done)) {
+    c->ops--;
+    c->syncing = 0;
+    free(op);
+  }
+}
+
+/* ---- heartbeat and reaping ---- */
+
+typedef struct beat_op {
+  cluster_t *c;
+  node_info_t node;
+  int64_t now;
+  int was_dead;
+  uint32_t rnd;
+  job_list_t lost;
+  int retried;
+} beat_op_t;
+
+static int beat_fn(store_t *s, void *arg) {
+  beat_op_t *op = arg;
+  cluster_t *c = op->c;
+  int rc = store_node_beat(s, &op->node, op->now, &op->was_dead);
+  if (rc || !c->shared) return rc;
+  rc = store_nodes_reap(s, c->cfg->node_name, op->now, secs_to_ms(c->cfg->node_timeout),
+                        &op->lost);
+  for (size_t i = 0; i < op->lost.n && !rc; i++) {
+    int64_t retry = 0;
+    rc = supervise_reaped(s, c->cfg, &op->lost.v[i], op->now, op->rnd + (uint32_t)i, &retry);
+    if (!rc && retry) op->retried++;
+  }
+  return rc;
+}
+
+static void beat_done(void *arg, int rc) {
+  beat_op_t *op = arg;
+  cluster_t *c = op->c;
+  c->ops--;
+  c->beating = 0;
+  if (rc) {
+    log_error("cluster", "heartbeat failed: %s", spd_strerror(rc));
+  } else if (!c->stopping) {
+    if (op->was_dead) {
+      log_error("cluster", "this node was declared dead by another (no heartbeat for %.0f s): "
+                "its crawls are killed, their jobs were ended as lost", c->cfg->node_timeout);
+      launcher_kill_all(c->launcher);
+    }
+    for (size_t i = 0; i < op->lost.n; i++)
+      log_warn("cluster", "node '%s' is dead: its job '%s' (#%lld) is lost",
+               op->lost.v[i].node ? op->lost.v[i].node : "?", op->lost.v[i].jobid,
+               (long long)op->lost.v[i].id);
+    if (op->retried) log_info("cluster", "%d lost job(s) queued again", op->retried);
+    if (c->shared) {
+      /* The safety net under notices: a missed one costs one beat. */
+      launcher_poke(c->launcher);
+      check_cancels(c);
+    }
+  }
+  node_info_release(&op->node);
+  job_list_release(&op->lost);
+  free(op);
+  maybe_stopped(c);
+}
+
+static void beat(cluster_t *c) {
+  if (c->stopping || c->beating) return;
+  beat_op_t *op = calloc(1, sizeof(*op));
+  if (!op) return;
+  op->c = c;
+  op->node.name = strdup(c->cfg->node_name);
+  op->node.url = strdup(c->url);
+  op->node.slots = config_max_proc(c->cfg);
+  op->node.running = (int)launcher_running(c->launcher);
+  op->node.started_ms = c->started_ms;
+  op->now = clock_wall_ms();
+  c->rng = c->rng * 6364136223846793005ULL + 1442695040888963407ULL;
+  op->rnd = (uint32_t)(c->rng >> 33);
+  if (!op->node.name || !op->node.url) {
+    node_info_release(&op->node);
+    free(op);
+    return;
+  }
+  c->beating = 1;
+  c->ops++;
+  if (store_submit(c->store, STORE_WRITE, beat_fn, op, beat_done)) {
+    c->ops--;
+    c->beating = 0;
+    node_info_release(&op->node);
+    free(op);
+  }
+}
+
+static void on_beat(uv_timer_t *t) { beat(t->data); }
+
+/* ---- notices ---- */
+
+static void on_notes(cluster_t *c, unsigned what) {
+  if (c->stopping) return;
+  if (what & (STORE_NOTE_JOBS | STORE_NOTE_NODES)) launcher_poke(c->launcher);
+  if (what & STORE_NOTE_EGGS) sync_eggs(c);
+  if (what & STORE_NOTE_CANCEL) check_cancels(c);
+  if ((what & STORE_NOTE_QUEUES) && c->hooks.queues) c->hooks.queues(c->hooks.ud);
+}
+
+static void watch_rearm(cluster_t *c);
+
+static void on_readable(uv_poll_t *h, int status, int events) {
+  cluster_t *c = h->data;
+  unsigned what = 0;
+  int rc = store_watch_read(c->watch, &what);
+  on_notes(c, what);
+  if (rc || store_watch_fd(c->watch) != c->poll_fd) watch_rearm(c);
+}
+
+static void poll_closed(uv_handle_t *h) {
+  cluster_t *c = h->data;
+  c->handles--;
+  if (!c->stopping) watch_rearm(c);
+  maybe_stopped(c);
+}
+
+static void on_watch_timer(uv_timer_t *t) {
+  cluster_t *c = t->data;
+  unsigned what = 0;
+  if (c->stopping) return;
+  if (store_watch_read(c->watch, &what) == 0) on_notes(c, what);
+  watch_rearm(c);
+}
+
+/* Points the poll handle at the watch's current socket, or, while it is
+ * down, retries on a timer. */
+static void watch_rearm(cluster_t *c) {
+  if (c->stopping || !c->watch) return;
+  int fd = store_watch_fd(c->watch);
+  if (c->poll_fd >= 0 && fd == c->poll_fd) return;
+  if (c->poll_fd >= 0) {
+    /* A socket of the old connection: close the handle, then come back. */
+    c->poll_fd = -1;
+    c->handles++;
+    uv_close((uv_handle_t *)&c->poll, poll_closed);
+    return;
+  }
+  if (fd < 0) {
+    uv_timer_start(&c->watch_timer, on_watch_timer, WATCH_RETRY_MS, 0);
+    return;
+  }
+  if (uv_poll_init(c->loop, &c->poll, fd)) {
+    uv_timer_start(&c->watch_timer, on_watch_timer, WATCH_RETRY_MS, 0);
+    return;
+  }
+  c->poll.data = c;
+  c->poll_fd = fd;
+  uv_poll_start(&c->poll, UV_READABLE, on_readable);
+}
+
+/* ---- life ---- */
+
+static char *default_url(const config_t *cfg) {
+  char host[256] = "";
+  const char *b = cfg->bind_address;
+  if (b && *b && strcmp(b, "0.0.0.0") && strcmp(b, "::")) snprintf(host, sizeof(host), "%s", b);
+  else if (gethostname(host, sizeof(host) - 1)) snprintf(host, sizeof(host), "localhost");
+  char *url = NULL;
+  int v6 = strchr(host, ':') != NULL;
+  if (asprintf(&url, "http://%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", cfg->http_port) < 0)
+    return NULL;
+  return url;
+}
+
+int cluster_init(cluster_t **out, uv_loop_t *loop, const config_t *cfg, store_pool_t *store,
+                 launcher_t *launcher, int shared, const cluster_hooks_t *hooks, char *err,
+                 size_t errlen) {
+  *out = NULL;
+  cluster_t *c = calloc(1, sizeof(*c));
+  if (!c) return -ENOMEM;
+  c->loop = loop;
+  c->cfg = cfg;
+  c->store = store;
+  c->launcher = launcher;
+  c->shared = shared;
+  c->poll_fd = -1;
+  if (hooks) c->hooks = *hooks;
+  c->started_ms = clock_wall_ms();
+  c->rng = (uint64_t)c->started_ms ^ ((uint64_t)getpid() << 32);
+  c->url = cfg->node_url[0] ? strdup(cfg->node_url) : default_url(cfg);
+  if (!c->url) {
+    free(c);
+    return -ENOMEM;
+  }
+  if (shared) {
+    int rc = store_watch_open(cfg->store, &c->watch, err, errlen);
+    if (rc) {
+      free(c->url);
+      free(c);
+      return rc;
+    }
+  }
+  uv_timer_init(loop, &c->beat_timer);
+  uv_timer_init(loop, &c->watch_timer);
+  c->beat_timer.data = c->watch_timer.data = c;
+  uint64_t every = (uint64_t)secs_to_ms(cfg->node_heartbeat);
+  uv_timer_start(&c->beat_timer, on_beat, 0, every ? every : 1000);
+  launcher_set_shared(launcher, shared);
+  watch_rearm(c);
+  sync_eggs(c);
+  *out = c;
+  return 0;
+}
+
+const char *cluster_node_url(const cluster_t *c) { return c->url; }
+int cluster_shared(const cluster_t *c) { return c && c->shared; }
+
+static void timer_closed(uv_handle_t *h) {
+  cluster_t *c = h->data;
+  c->handles--;
+  maybe_stopped(c);
+}
+
+void cluster_stop(cluster_t *c, void (*done)(void *ud), void *ud) {
+  if (!c || c->stopping) return;
+  c->stopping = 1;
+  c->stop_done = done;
+  c->stop_ud = ud;
+  c->handles += 2;
+  uv_close((uv_handle_t *)&c->beat_timer, timer_closed);
+  uv_close((uv_handle_t *)&c->watch_timer, timer_closed);
+  if (c->poll_fd >= 0) {
+    c->poll_fd = -1;
+    c->handles++;
+    uv_close((uv_handle_t *)&c->poll, poll_closed);
+  }
+  maybe_stopped(c);
+}
+
+void cluster_free(cluster_t *c) {
+  if (!c) return;
+  store_watch_close(c->watch);
+  free(c->url);
+  free(c);
+}

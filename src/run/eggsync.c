@@ -1,0 +1,158 @@
+/* Egg copies between a shared store and eggs_dir (eggsync.h). */
+#include "run/eggsync.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "clock.h"
+#include "core/names.h"
+#include "error.h"
+#include "log.h"
+#include "store/eggs.h"
+
+static int read_file(const char *path, void **data, size_t *len) {
+  *data = NULL;
+  *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return -errno;
+  struct stat st;
+  int rc = 0;
+  if (fstat(fileno(f), &st)) {
+    rc = -errno;
+  } else {
+    *data = malloc(st.st_size ? (size_t)st.st_size : 1);
+    if (!*data) rc = -ENOMEM;
+    else if (fread(*data, 1, (size_t)st.st_size, f) != (size_t)st.st_size) rc = -EIO;
+    else *len = (size_t)st.st_size;
+  }
+  fclose(f);
+  if (rc) {
+    free(*data);
+    *data = NULL;
+  }
+  return rc;
+}
+
+int eggsync_put_file(store_t *s, const char *project, const char *version, const char *path,
+                     int64_t now_ms) {
+  char *stem = version_sanitize(version);
+  void *data = NULL;
+  size_t len = 0;
+  int rc = stem ? read_file(path, &data, &len) : -ENOMEM;
+  if (!rc) rc = store_egg_put(s, project, stem, data, len, now_ms);
+  free(data);
+  free(stem);
+  return rc;
+}
+
+static int64_t local_size(const char *eggs_dir, const char *project, const char *stem) {
+  char path[4096];
+  struct stat st;
+  snprintf(path, sizeof(path), "%s/%s/%s.egg", eggs_dir, project, stem);
+  return stat(path, &st) ? -1 : (int64_t)st.st_size;
+}
+
+static int fetch(store_t *s, const char *eggs_dir, const egg_ref_t *e) {
+  void *data = NULL;
+  size_t len = 0;
+  char *tmp = NULL, err[256];
+  int rc = store_egg_get(s, e->project, e->version, &data, &len);
+  if (rc == -ENOENT) return 0; /* deleted meanwhile */
+  if (!rc) rc = eggs_stage(eggs_dir, data, len, &tmp, err, sizeof(err));
+  if (!rc) {
+    rc = eggs_commit(eggs_dir, e->project, e->version, tmp, NULL);
+    if (rc) eggs_discard(tmp);
+  }
+  free(tmp);
+  free(data);
+  if (rc)
+    log_error("eggs", "cannot copy egg %s/%s from the store: %s", e->project, e->version,
+              spd_strerror(rc));
+  else
+    log_info("eggs", "copied egg %s/%s from the store (%zu bytes)", e->project, e->version, len);
+  return rc;
+}
+
+static int in_store(const egg_list_t *l, const char *project, const char *stem) {
+  for (size_t i = 0; i < l->n; i++)
+    if (!strcmp(l->v[i].project, project) && (!stem || !strcmp(l->v[i].version, stem)))
+      return 1;
+  return 0;
+}
+
+/* Deletes the local versions of project the store does not list. */
+static int prune_project(const char *eggs_dir, const egg_list_t *l, const char *project,
+                         int *changed) {
+  char **v = NULL;
+  size_t n = 0;
+  int rc = eggs_versions(eggs_dir, project, &v, &n);
+  if (rc) return rc;
+  for (size_t i = 0; i < n; i++) {
+    if (in_store(l, project, v[i])) continue;
+    if (eggs_delete_version(eggs_dir, project, v[i]) == 0) {
+      (*changed)++;
+      log_info("eggs", "removed egg %s/%s: the store no longer has it", project, v[i]);
+    }
+  }
+  strv_free(v, n);
+  return 0;
+}
+
+int eggsync_pull(store_t *s, const char *eggs_dir, const char *project, int *changed) {
+  egg_list_t l = {0};
+  int n = 0, rc = store_eggs_list(s, &l);
+  if (changed) *changed = 0;
+  if (rc) return rc;
+  for (size_t i = 0; i < l.n && !rc; i++) {
+    const egg_ref_t *e = &l.v[i];
+    if (project && strcmp(e->project, project)) continue;
+    if (local_size(eggs_dir, e->project, e->version) == e->size) continue;
+    rc = fetch(s, eggs_dir, e);
+    if (!rc) n++;
+  }
+  if (!rc) {
+    if (project) {
+      rc = prune_project(eggs_dir, &l, project, &n);
+    } else {
+      char **p = NULL;
+      size_t np = 0;
+      rc = eggs_projects(eggs_dir, &p, &np);
+      for (size_t i = 0; i < np && !rc; i++) rc = prune_project(eggs_dir, &l, p[i], &n);
+      strv_free(p, np);
+    }
+  }
+  egg_list_release(&l);
+  if (changed) *changed = n;
+  return rc;
+}
+
+int eggsync_push_missing(store_t *s, const char *eggs_dir, int *pushed) {
+  egg_list_t l = {0};
+  char **p = NULL;
+  size_t np = 0;
+  int n = 0, rc = store_eggs_list(s, &l);
+  if (!rc) rc = eggs_projects(eggs_dir, &p, &np);
+  for (size_t i = 0; i < np && !rc; i++) {
+    char **v = NULL;
+    size_t nv = 0;
+    rc = eggs_versions(eggs_dir, p[i], &v, &nv);
+    for (size_t k = 0; k < nv && !rc; k++) {
+      if (in_store(&l, p[i], v[k])) continue;
+      char path[4096];
+      snprintf(path, sizeof(path), "%s/%s/%s.egg", eggs_dir, p[i], v[k]);
+      rc = eggsync_put_file(s, p[i], v[k], path, clock_wall_ms());
+      if (!rc) {
+        n++;
+        log_info("eggs", "stored local egg %s/%s in the shared store", p[i], v[k]);
+      }
+    }
+    strv_free(v, nv);
+  }
+  strv_free(p, np);
+  egg_list_release(&l);
+  if (pushed) *pushed = n;
+  return rc;
+}

@@ -1,0 +1,28 @@
+/* Eggs on a shared store: the store holds every egg's bytes, and each
+ * node's eggs_dir is a copy of them, so every node can run every version
+ * and lists what the cluster has. These run on a store thread (they do
+ * file I/O and store calls); nothing here touches the loop.
+ *
+ * Ownership: nothing returned is owned by the caller. */
+#ifndef SPIDERD_RUN_EGGSYNC_H
+#define SPIDERD_RUN_EGGSYNC_H
+
+#include "store/store.h"
+
+/* Makes eggs_dir hold the store's eggs of `project` (NULL: of every
+ * project): copies the missing and the changed (by size), and deletes the
+ * versions and projects the store no longer has. *changed (may be NULL) =
+ * files written or removed. */
+int eggsync_pull(store_t *s, const char *eggs_dir, const char *project, int *changed);
+
+/* Copies into the store every egg of eggs_dir it does not hold (a node
+ * joining a cluster brings its eggs rather than losing them to the first
+ * pull). *pushed (may be NULL) = how many. */
+int eggsync_push_missing(store_t *s, const char *eggs_dir, int *pushed);
+
+/* Stores the egg file at path as project/version (version raw: it is
+ * sanitized to the stem the file has on disk). */
+int eggsync_put_file(store_t *s, const char *project, const char *version, const char *path,
+                     int64_t now_ms);
+
+#endif
