@@ -75,10 +75,16 @@ static int file_exists(const char *path) {
   return path && stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+/* A job that ran on another node (a shared store): its files are there, and
+ * this node's /logs/ and /items/ fetch them from it. */
+static int ran_elsewhere(const config_t *cfg, const job_t *j) {
+  return j->node && j->start_ms && strcmp(j->node, cfg->node_name) != 0;
+}
+
 char *render_log_url(const config_t *cfg, const job_t *j) {
   char *path = launcher_log_path(cfg, j->project, j->spider, j->jobid);
   char *url = NULL;
-  if (file_exists(path) &&
+  if ((file_exists(path) || ran_elsewhere(cfg, j)) &&
       asprintf(&url, "/logs/%s/%s/%s.log", j->project, j->spider, j->jobid) < 0)
     url = NULL;
   free(path);
@@ -88,7 +94,7 @@ char *render_log_url(const config_t *cfg, const job_t *j) {
 char *render_items_url(const config_t *cfg, const job_t *j) {
   char *path = launcher_items_path(cfg, j->project, j->spider, j->jobid);
   char *url = NULL;
-  if (file_exists(path) &&
+  if ((file_exists(path) || ran_elsewhere(cfg, j)) &&
       asprintf(&url, "/items/%s/%s/%s.jl", j->project, j->spider, j->jobid) < 0)
     url = NULL;
   free(path);

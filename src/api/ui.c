@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "api/proxy.h"
 #include "api/render.h"
 #include "app.h"
 #include "error.h"
@@ -247,22 +248,22 @@ static void on_jobs(http_req_t *req, void *ud) {
 
 /* ---- /logs/ and /items/ ---- */
 
-static void serve_tree(http_req_t *req, const char *root, const char *mount) {
+static void serve_tree(app_t *app, http_req_t *req, const char *root, const char *mount) {
   if (!get_only(req)) return;
   const char *path = http_req_path(req);
   const char *rel = path + strlen(mount);
   while (*rel == '/') rel++;
-  http_serve_tree(req, root, rel, path);
+  api_proxy_serve(app, req, root, mount, rel);
 }
 
 static void on_logs(http_req_t *req, void *ud) {
   app_t *app = ud;
-  serve_tree(req, app->cfg.logs_dir, "/logs");
+  serve_tree(app, req, app->cfg.logs_dir, "/logs");
 }
 
 static void on_items(http_req_t *req, void *ud) {
   app_t *app = ud;
-  serve_tree(req, app->cfg.items_dir, "/items");
+  serve_tree(app, req, app->cfg.items_dir, "/items");
 }
 
 int api_ui_register(app_t *app) {

@@ -190,9 +190,15 @@ static const char sql_run_add_ended[] =
     "u AS (UPDATE schedules s SET last_due_ms = greatest(s.last_due_ms, r.due_ms) "
     "FROM r WHERE s.id = r.schedule_id) "
     "SELECT id FROM r";
+/* Readers page events by id ("after N"), so ids must become visible in
+ * order: a sequence alone lets a transaction holding a smaller id commit
+ * after a reader went past it, and that event would never be seen. The
+ * lock (per schema, held to the commit) orders every transaction that
+ * adds events, so the id is taken only once every earlier one committed. */
 static const char sql_event_add[] =
+    "WITH l AS (SELECT pg_advisory_xact_lock(hashtext('spiderd.events.' || current_schema()))) "
     "INSERT INTO events (ts_ms, type, schedule_id, job_id, data) "
-    "VALUES ($1, $2, $3, $4, $5) RETURNING id";
+    "SELECT $1, $2, $3, $4, $5 FROM l RETURNING id";
 static const char sql_event_head[] = "SELECT coalesce(max(id), 0) FROM events";
 /* As SQLite: among the `max` oldest events by id, those older than the
  * cut-off; never the newest event (events_head stays where it was). */
