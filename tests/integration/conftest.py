@@ -46,6 +46,20 @@ ENDPOINTS = GET_ENDPOINTS + POST_ENDPOINTS
 # The spiders of tests/integration/projects/testproj, as `scrapy list` prints them.
 TESTPROJ_SPIDERS = ["crash", "envdump", "fail", "flaky", "hang", "marker", "queueput", "quick", "slow"]
 
+# The store every daemon uses unless a test sets its own: a URL template whose
+# "{}" becomes a name unique to the daemon's directory (a PostgreSQL schema),
+# e.g. postgresql://postgres@127.0.0.1:5432/spiderd?schema=d{} (make test-pg).
+# Unset: each daemon's own SQLite file.
+STORE_TMPL = os.environ.get("SPIDERD_TEST_STORE_URL", "")
+SHARED_STORE = STORE_TMPL.startswith(("postgres", "redis"))
+
+
+def store_url(key):
+    """The shared store's URL for `key` (daemons with one key share a store)."""
+    import hashlib
+    return STORE_TMPL.replace("{}", "d" + hashlib.sha1(key.encode()).hexdigest()[:16])
+
+
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 
 TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{6})?$")
@@ -231,6 +245,8 @@ class Daemon:
             "max_upload": 1048576,
         }
         self.spiderd.update(spiderd or {})
+        if STORE_TMPL and "store" not in self.spiderd:
+            self.spiderd["store"] = store_url(self.workdir)
         self.services = services
         self.settings = settings
         self.extra_conf = extra_conf

@@ -1,0 +1,41 @@
+#!/usr/bin/python3
+"""A stand-in for the crawl interpreter (`[spiderd] python`) in the cluster
+tests: hundreds of jobs on two cores cannot each import Scrapy.
+
+The daemon runs `<python> -m spiderd_runner crawl SPIDER ...`; this writes a
+marker file per run (start and end times, node, pid), sleeps FAKE_SECONDS,
+writes the stats file the runner would (finish_reason "finished") and exits
+0. Anything else (the spider listing at deploy and schedule time) goes to the
+real interpreter. Like the runner, it dies with its node on a shared store
+(SPIDERD_DIE_WITH_NODE)."""
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+
+REAL = "/usr/bin/python3"
+
+args = sys.argv[1:]
+if args[:3] != ["-m", "spiderd_runner", "crawl"]:
+    os.execv(REAL, [REAL] + args)
+
+node_pid = os.environ.get("SPIDERD_DIE_WITH_NODE")
+if node_pid:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if str(os.getppid()) != node_pid:
+        os._exit(1)
+
+job = os.environ["SPIDERD_JOB"]
+node = os.environ.get("NODE_TAG", "?")
+base = os.path.join(os.environ["MARKER_DIR"], f"{job}.{node}.{os.getpid()}")
+with open(base + ".start", "w") as f:
+    f.write(repr(time.time()))
+print(f"fake crawl of {job} on {node}", flush=True)
+time.sleep(float(os.environ.get("FAKE_SECONDS", "0.3")))
+with open(os.environ["SPIDERD_STATS_FILE"], "w") as f:
+    json.dump({"finish_reason": "finished", "item_scraped_count": 0}, f)
+with open(base + ".end", "w") as f:
+    f.write(repr(time.time()))

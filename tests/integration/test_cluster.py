@@ -1,0 +1,261 @@
+"""Many nodes on one shared store (PostgreSQL): work split across nodes, eggs,
+logs and cancels that reach every node, dead nodes whose jobs are retried
+elsewhere, one scheduler, and a restarted database.
+
+Every test but the first needs SPIDERD_TEST_STORE_URL to name a shared store
+(make test-pg runs this suite so); the crawls of the busy tests are
+fakecrawl.py, so hundreds of jobs fit on two cores."""
+
+import glob
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import SHARED_STORE, SLOW, store_url, timeout, unique, wait_for
+
+API = "/api/v1"
+HERE = os.path.dirname(os.path.abspath(__file__))
+FAKE = os.path.join(HERE, "fakecrawl.py")
+
+shared = pytest.mark.skipif(not SHARED_STORE, reason="needs a shared store (make test-pg)")
+
+# Fast failure detection for tests: beats every 0.3 s, dead after 3 s.
+FAST = {"node_heartbeat": 0.3, "node_timeout": 3 * SLOW, "scheduler_lease": 2 * SLOW}
+
+
+def nodes(d):
+    r = d.request("GET", API + "/nodes")
+    assert r.status_code == 200, r.text
+    return {n["name"]: n for n in r.json()["nodes"]}
+
+
+def all_jobs(d, **params):
+    out, cursor = [], None
+    while True:
+        p = dict(params, limit=1000)
+        if cursor:
+            p["cursor"] = cursor
+        r = d.request("GET", API + "/jobs", params=p)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        out += body["jobs"]
+        cursor = body["next_cursor"]
+        if not cursor:
+            return out
+
+
+def cluster(factory, n, tmp_path, fake=False, scrapyd=None, spiderd=None, env=None):
+    """n daemons on one store, node names n0..n{n-1}."""
+    key = unique("cluster")
+    markers = tmp_path / "markers"
+    markers.mkdir(exist_ok=True)
+    out = []
+    for i in range(n):
+        sd = dict(FAST, store=store_url(key))
+        if fake:
+            sd["python"] = FAKE
+        sd.update(spiderd or {})
+        sc = {"node_name": f"n{i}", "max_proc": 2}
+        sc.update(scrapyd or {})
+        e = {"MARKER_DIR": str(markers), "NODE_TAG": f"n{i}"}
+        e.update(env or {})
+        out.append(factory(name=f"n{i}", scrapyd=sc, spiderd=sd, env=e))
+    return out, markers
+
+
+def test_nodes_lists_this_node(spiderd):
+    d = spiderd(scrapyd={"max_proc": 3}, spiderd={"node_heartbeat": 0.2})
+    wait_for(lambda: d.node in nodes(d), timeout(5), "the node's first heartbeat")
+    n = nodes(d)[d.node]
+    assert n["self"] and n["state"] == "alive" and n["slots"] == 3 and n["running"] == 0
+    assert n["url"] == d.url
+    assert n["heartbeat_age_ms"] < timeout(5) * 1000
+    r = d.request("POST", API + "/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "nodes.list"})
+    assert r.json()["result"]["nodes"][0]["name"] == d.node
+
+
+@shared
+def test_a_job_queued_on_a_busy_node_starts_on_a_free_one(spiderd, tmp_path, egg):
+    (a, b), _ = cluster(spiderd, 2, tmp_path, scrapyd={"max_proc": 1})
+    a.upload("testproj", "1", egg("testproj"))
+    # The egg reaches b through the store.
+    wait_for(lambda: "testproj" in b.api("listprojects.json")["projects"], timeout(10),
+             "the egg on the other node")
+    first = a.schedule("testproj", "slow", seconds="30")["jobid"]
+    wait_for(lambda: any(j["job"] == first and j["state"] == "running" for j in all_jobs(a)),
+             timeout(20), "the first job running")
+    busy = next(j for j in all_jobs(a) if j["job"] == first)["node"]
+    queued_on = a if busy == "n0" else b
+    second = queued_on.schedule("testproj", "quick")["jobid"]
+    wait_for(lambda: any(j["job"] == second and j["state"] == "finished" for j in all_jobs(a)),
+             timeout(30), "the second job, on the free node")
+    j2 = next(j for j in all_jobs(b) if j["job"] == second)
+    assert j2["node"] != busy
+    # Every node lists the whole cluster's jobs, and serves every job's log.
+    listed = a.listjobs("testproj")
+    assert first in [j["id"] for j in listed["running"]]
+    done = [j for j in b.listjobs("testproj")["finished"] if j["id"] == second]
+    assert done and done[0]["log_url"]
+    for d in (a, b):
+        r = d.get(done[0]["log_url"])
+        assert r.status_code == 200, r.text
+        assert "Spider closed (finished)" in r.text
+    # Cancel from the node that does not run it.
+    other = a if busy == "n1" else b
+    r = other.cancel("testproj", first)
+    assert r["prevstate"] == "running"
+    wait_for(lambda: any(j["job"] == first and j["state"] == "cancelled" for j in all_jobs(a)),
+             timeout(30), "the cancelled job's end")
+
+
+@shared
+def test_eggs_are_shared_and_deleted_everywhere(spiderd, tmp_path, egg):
+    (a, b), _ = cluster(spiderd, 2, tmp_path)
+    a.upload("testproj", "1", egg("testproj"))
+    a.upload("testproj", "2", egg("testproj"))
+    wait_for(lambda: b.api("listversions.json", project="testproj")["versions"] == ["1", "2"],
+             timeout(10), "both versions on the other node")
+    assert sorted(b.api("listspiders.json", project="testproj")["spiders"])
+    b.api("delversion.json", project="testproj", version="1")
+    wait_for(lambda: a.api("listversions.json", project="testproj")["versions"] == ["2"],
+             timeout(10), "the deletion on the first node")
+    a.api("delproject.json", project="testproj")
+    wait_for(lambda: "testproj" not in b.api("listprojects.json")["projects"], timeout(10),
+             "the project's deletion on the other node")
+    # A node started later copies what the cluster has.
+    a.upload("testproj", "3", egg("testproj"))
+    c = spiderd(name="late", scrapyd={"node_name": "late"},
+                spiderd=dict(FAST, store=a.spiderd["store"]))
+    wait_for(lambda: c.api("listversions.json", project="testproj")["versions"] == ["3"],
+             timeout(10), "the egg on a node started later")
+
+
+def markers_of(markers):
+    """{jobid: [(node, pid, start, end or None)]} from fakecrawl's files."""
+    runs = {}
+    for path in glob.glob(str(markers / "*.start")):
+        name = os.path.basename(path)[:-len(".start")]
+        job, node, pid = name.rsplit(".", 2)
+        with open(path) as f:
+            start = float(f.read())
+        end = None
+        if os.path.exists(os.path.join(str(markers), name + ".end")):
+            with open(os.path.join(str(markers), name + ".end")) as f:
+                end = float(f.read())
+        runs.setdefault(job, []).append((node, int(pid), start, end))
+    return runs
+
+
+@shared
+def test_three_nodes_kill9_one_every_job_finishes_once(spiderd, tmp_path, egg):
+    """300 jobs over 3 nodes; one node is killed with SIGKILL mid-run. Every
+    job ends finished exactly once (its lost attempt retried on another
+    node), no two runs of a job ever overlap, and a schedule keeps firing
+    once per due time across the kill."""
+    nodes_, markers = cluster(spiderd, 3, tmp_path, fake=True,
+                              scrapyd={"max_proc": 3},
+                              spiderd={"job_retries": 2, "retry_backoff": 0.1},
+                              env={"FAKE_SECONDS": "0.4"})
+    a, b, c = nodes_
+    a.upload("testproj", "1", egg("testproj"))
+    wait_for(lambda: all("testproj" in d.api("listprojects.json")["projects"] for d in nodes_),
+             timeout(10), "the egg on every node")
+    r = a.request("POST", API + "/schedules",
+                  json={"name": unique("tick"), "project": "testproj", "spider": "quick",
+                        "interval": 1, "overlap": "allow"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    jobids = []
+    for i in range(300):
+        d = nodes_[i % 3]
+        jobids.append(d.schedule("testproj", "quick", jobid=f"k{i:03d}")["jobid"])
+    # Kill the node that holds the scheduler lease (the first started),
+    # once it has crawls running.
+    victim = a
+    wait_for(lambda: len(markers_of(markers)) >= 60, timeout(60), "a fifth of the jobs started")
+    wait_for(lambda: any(node == "n0" and end is None
+                         for runs in markers_of(markers).values() for node, _, _, end in runs),
+             timeout(30), "a crawl running on the victim")
+    killed_at = time.time()
+    victim.kill9()
+
+    def all_done():
+        js = all_jobs(b, project="testproj")
+        mine = [j for j in js if j["job"].split(".r")[0] in set(jobids)]
+        return len([j for j in mine if j["state"] == "finished"]) >= 300 and \
+            not any(j["state"] in ("pending", "running") for j in mine)
+    wait_for(all_done, timeout(180), "every job finished", interval=0.5)
+
+    js = [j for j in all_jobs(b, project="testproj") if not j["schedule_id"]]
+    by_logical = {}
+    for j in js:
+        by_logical.setdefault(j["job"].split(".r")[0], []).append(j)
+    assert sorted(by_logical) == sorted(jobids)
+    lost = 0
+    for jobid, attempts in by_logical.items():
+        states = sorted(j["state"] for j in attempts)
+        assert states.count("finished") == 1, (jobid, attempts)
+        assert set(states) <= {"finished", "lost"}, (jobid, attempts)
+        for j in attempts:
+            if j["state"] == "lost":
+                lost += 1
+                assert j["node"] == "n0", j
+                retry = [r for r in attempts if r["retry_of"] == j["id"]]
+                assert len(retry) == 1 and retry[0]["node"] in ("n1", "n2"), attempts
+    assert lost >= 1, "the killed node had crawls running: some jobs must have been lost"
+
+    # The marker files: one finished run per job, and no two runs of a job
+    # at once (a run cut by the kill ended when its node died).
+    runs = markers_of(markers)
+    for jobid in jobids:
+        rs = sorted(runs.get(jobid, []) + [r for k, v in runs.items()
+                                           if k.startswith(jobid + ".r") for r in v],
+                    key=lambda r: r[2])
+        assert len([r for r in rs if r[3] is not None]) == 1, (jobid, rs)
+        for prev, nxt in zip(rs, rs[1:]):
+            prev_end = prev[3] if prev[3] is not None else killed_at
+            assert nxt[2] >= prev_end, (jobid, rs)
+            if prev[3] is None:
+                assert prev[0] == "n0" and nxt[0] != "n0", rs
+
+    # The dead node is declared dead; the survivors are alive.
+    ns = nodes(b)
+    assert ns["n0"]["state"] == "dead" and ns["n1"]["state"] == "alive"
+
+    # The schedule fired once per due time, before and after the kill (the
+    # lease passed to a survivor).
+    r = b.request("GET", f"{API}/schedules/{sid}/runs", params={"limit": 1000})
+    rs = r.json()["runs"]
+    fired = [x for x in rs if x["state"] == "fired"]
+    dues = [x["due_at"] for x in rs if x["state"] != "upcoming"]
+    assert len(dues) == len(set(dues))
+    sched_jobs = [j for j in all_jobs(b, schedule=sid) if j["attempt"] == 1]
+    assert len(sched_jobs) == len(fired)
+    assert any(x["due_ms"] / 1000 > killed_at + FAST["node_timeout"] for x in fired), rs
+
+
+@shared
+def test_a_restarted_postgresql_is_survived(spiderd, tmp_path, egg):
+    pgdir = os.environ.get("SPIDERD_TEST_PG_DIR")
+    if not pgdir:
+        pytest.skip("needs SPIDERD_TEST_PG_DIR (make test-pg) to restart the server")
+    (a, b), _ = cluster(spiderd, 2, tmp_path, fake=True)
+    a.upload("testproj", "1", egg("testproj"))
+    j1 = a.schedule("testproj", "quick")["jobid"]
+    wait_for(lambda: any(j["job"] == j1 and j["state"] == "finished" for j in all_jobs(a)),
+             timeout(20), "a job before the restart")
+    subprocess.run([os.path.join(HERE, "..", "pgserver.sh"), "restart", pgdir], check=True)
+    # Every node reconnects: scheduling through either works again, and the
+    # job is claimed (woken by a notice or the next heartbeat).
+    def schedule_again():
+        try:
+            return b.schedule("testproj", "quick")["jobid"]
+        except AssertionError:
+            return None
+    j2 = wait_for(schedule_again, timeout(20), "scheduling after the restart", interval=0.5)
+    wait_for(lambda: any(j["job"] == j2 and j["state"] == "finished" for j in all_jobs(a)),
+             timeout(30), "a job after the restart")
+    assert any(j["job"] == j1 for j in all_jobs(b))  # nothing was lost
+    assert a.api("daemonstatus.json")["status"] == "ok"
