@@ -374,7 +374,7 @@ int pg_job_requeue(store_t *s, int64_t id) {
   pg_params_t p = {0};
   pg_p_i64(&p, id);
   int rc = pg_cmd(q, PJ_REQUEUE,
-                  "UPDATE jobs SET state = 0, node = NULL, start_ms = 0, pid = 0, "
+                  "UPDATE jobs SET state = 0, node = NULL, start_ms = 0, pid = 0, cancel_ms = 0, "
                   "pid_start = 0 WHERE id = $1 AND state = 1",
                   &p, 1, "requeue job");
   if (!rc) pg_note(q, STORE_NOTE_JOBS);

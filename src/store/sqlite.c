@@ -321,7 +321,7 @@ static const char *const sqlite_sql[SQ_COUNT] = {
         "ORDER BY priority DESC, id LIMIT 1) "
         "RETURNING " SQLITE_JOB_COLS,
     [SQ_STARTED] = "UPDATE jobs SET pid = ?2, pid_start = ?3 WHERE id = ?1",
-    [SQ_REQUEUE] = "UPDATE jobs SET state = 0, node = NULL, start_ms = 0, pid = 0, "
+    [SQ_REQUEUE] = "UPDATE jobs SET state = 0, node = NULL, start_ms = 0, pid = 0, cancel_ms = 0, "
                    "pid_start = 0 WHERE id = ?1 AND state = 1",
     [SQ_FINISH] =
         "UPDATE jobs SET state = ?2, end_ms = ?3, exit_code = ?4, "
