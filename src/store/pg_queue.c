@@ -1,65 +1,1762 @@
-/* Stub: filled in by its implementation. */
+/* Task queues on PostgreSQL (store.h, core/queue.h, docs/queues.md): a port
+ * of sqlite_queue.c, whose comments explain the model. Same tables, same
+ * states, same per-call key cache; what differs:
+ *
+ *   - Nodes share the store: every operation that changes a queue first
+ *     locks its row in `queues` (SELECT ... FOR UPDATE), so one queue's
+ *     changes are serialized across connections and each statement after
+ *     the lock sees the previous holder's commit (READ COMMITTED takes a
+ *     snapshot per statement). A take therefore never hands one element to
+ *     two takers, and counters and key state stay exact.
+ *   - Round trips, not page reads, are the cost: a take picks and leases a
+ *     key's elements in one statement, expiry and promotion are one UPDATE
+ *     each, acks and nacks look up all their leases at once (with their
+ *     keys' rows) and write back with one UPDATE from arrays, requeue and
+ *     purge change a chunk per statement, stats are one statement.
+ *   - Elements and keys are bytea (a derived key is bytes of the element,
+ *     not necessarily UTF-8); results are read in binary format.
+ *
+ * States: 0 = waiting, not yet due; 4 = waiting and due ("ready"); 1 = in
+ * flight (due_ms is the lease end); 2 = dead; 3 = done. */
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "clock.h"
+#include "error.h"
+#include "log.h"
 #include "store/pg_int.h"
+#include "strbuf.h"
 
-const char pg_schema_queue[] = "";
+enum { IS_DELAYED = 0, IS_INFLIGHT = 1, IS_DEAD = 2, IS_DONE = 3, IS_READY = 4 };
+
+/* Rows promoted or expired per take (see sqlite_queue.c). */
+#define QUEUE_SWEEP_MAX 5000
+/* Rows per statement of a requeue or purge. */
+#define BULK_CHUNK 5000
+
+const char pg_schema_queue[] =
+    "CREATE TABLE queues ("
+    "  id BIGSERIAL PRIMARY KEY,"
+    "  name TEXT COLLATE \"C\" NOT NULL UNIQUE,"
+    "  created_ms BIGINT NOT NULL,"
+    "  paused SMALLINT NOT NULL DEFAULT 0,"
+    "  keep_done SMALLINT NOT NULL DEFAULT 0,"
+    "  visibility_ms BIGINT NOT NULL,"
+    "  max_deliveries INTEGER NOT NULL,"
+    "  backoff_ms BIGINT NOT NULL,"
+    "  backoff_max_ms BIGINT NOT NULL,"
+    "  max_inflight INTEGER NOT NULL DEFAULT 0,"
+    "  key_mode SMALLINT NOT NULL DEFAULT 0,"
+    "  key_inflight INTEGER NOT NULL DEFAULT 0,"
+    "  key_rate DOUBLE PRECISION NOT NULL DEFAULT 0,"
+    "  key_burst DOUBLE PRECISION NOT NULL DEFAULT 1,"
+    "  lease_seq BIGINT NOT NULL DEFAULT 0,"
+    "  n_waiting BIGINT NOT NULL DEFAULT 0,"
+    "  n_ready BIGINT NOT NULL DEFAULT 0,"
+    "  n_inflight BIGINT NOT NULL DEFAULT 0,"
+    "  n_dead BIGINT NOT NULL DEFAULT 0,"
+    "  n_done BIGINT NOT NULL DEFAULT 0,"
+    "  n_put BIGINT NOT NULL DEFAULT 0,"
+    "  n_acked BIGINT NOT NULL DEFAULT 0"
+    ");"
+    "CREATE TABLE queue_items ("
+    "  id BIGSERIAL PRIMARY KEY,"
+    "  queue_id BIGINT NOT NULL,"
+    "  hash BIGINT NOT NULL,"
+    "  state SMALLINT NOT NULL,"
+    "  priority INTEGER NOT NULL,"
+    "  due_ms BIGINT NOT NULL,"
+    "  key BYTEA NOT NULL,"
+    "  deliveries INTEGER NOT NULL DEFAULT 0,"
+    "  token BIGINT NOT NULL DEFAULT 0,"
+    "  created_ms BIGINT NOT NULL,"
+    "  redue_ms BIGINT NOT NULL DEFAULT 0,"
+    "  redue_pri INTEGER NOT NULL DEFAULT 0,"
+    "  error TEXT,"
+    "  element BYTEA NOT NULL"
+    ");"
+    "CREATE INDEX qi_hash ON queue_items (queue_id, hash);"
+    "CREATE INDEX qi_time ON queue_items (queue_id, state, due_ms);"
+    "CREATE INDEX qi_ready ON queue_items (queue_id, key, priority DESC, due_ms, id) "
+    "WHERE state = 4;"
+    "CREATE TABLE queue_keys ("
+    "  queue_id BIGINT NOT NULL,"
+    "  key BYTEA NOT NULL,"
+    "  n_ready BIGINT NOT NULL DEFAULT 0,"
+    "  inflight BIGINT NOT NULL DEFAULT 0,"
+    "  tokens DOUBLE PRECISION NOT NULL DEFAULT 0,"
+    "  tokens_ms BIGINT NOT NULL DEFAULT 0,"
+    "  block_ms BIGINT NOT NULL DEFAULT 0,"
+    "  head_pri BIGINT NOT NULL DEFAULT 0,"
+    "  head_due BIGINT NOT NULL DEFAULT 0,"
+    "  open SMALLINT NOT NULL DEFAULT 0,"
+    "  wake_ms BIGINT NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY (queue_id, key)"
+    ");"
+    "CREATE INDEX qk_open ON queue_keys (queue_id, head_pri DESC, head_due, key) "
+    "WHERE open = 1;"
+    "CREATE INDEX qk_wake ON queue_keys (queue_id, wake_ms) WHERE open = 0 AND wake_ms > 0;";
+
+#define QUEUE_COLS                                                               \
+  "id, name, created_ms, paused, keep_done, visibility_ms, max_deliveries, "     \
+  "backoff_ms, backoff_max_ms, max_inflight, key_mode, key_inflight, key_rate, " \
+  "key_burst, lease_seq, n_waiting, n_ready, n_inflight, n_dead, n_done, n_put, n_acked"
+#define QUEUE_NCOLS 22
+#define ITEM_COLS \
+  "id, state, priority, due_ms, key, deliveries, token, created_ms, error, element"
+#define KEY_COLS "n_ready, inflight, tokens, tokens_ms, block_ms, head_pri, head_due, open, wake_ms"
+#define KEY_COLS_K                                                              \
+  "k.n_ready, k.inflight, k.tokens, k.tokens_ms, k.block_ms, k.head_pri, "     \
+  "k.head_due, k.open, k.wake_ms"
+
+enum {
+  QS_GET,
+  QS_LOCK,
+  QS_CREATE,
+  QS_SET,
+  QS_LIST,
+  QS_COUNTERS,
+  QS_DEL_ALL,
+  QS_PUT,
+  QS_MOVE,
+  QS_REDUE,
+  QS_STATE,
+  QS_PROMOTE,
+  QS_EXPIRE,
+  QS_HEAD,
+  QS_TAKE,
+  QS_LEASES,
+  QS_APPLY,
+  QS_DELETE_IDS,
+  QS_EXTEND,
+  QS_TIMES,
+  QS_STATS,
+  QS_KEY_GET,
+  QS_KEY_PUT,
+  QS_KEY_DEL,
+  QS_KEY_BEST,
+  QS_KEY_WAKE,
+  QS_KEY_ALL,
+  QS_COUNT
+};
+
+_Static_assert(PG_SLOT_QUEUE + QS_COUNT <= PG_SLOTS, "pg_queue.c's slots: 192..319");
+
+/* The first unlocked statement of each take: when the next thing happens,
+ * by kind (the first element not yet due, the first lease end, the first
+ * key wake-up, the earliest ready due time). */
+#define TIMES_SQL(q)                                                                        \
+  "(SELECT due_ms FROM queue_items WHERE queue_id = " q " AND state = 0 "                   \
+  "ORDER BY due_ms LIMIT 1), (SELECT due_ms FROM queue_items WHERE queue_id = " q " "       \
+  "AND state = 1 ORDER BY due_ms LIMIT 1), (SELECT wake_ms FROM queue_keys "                \
+  "WHERE queue_id = " q " AND open = 0 AND wake_ms > 0 ORDER BY wake_ms LIMIT 1), "         \
+  "(SELECT due_ms FROM queue_items WHERE queue_id = " q " AND state = 4 "                   \
+  "ORDER BY due_ms LIMIT 1)"
+
+static const char *const queue_sql[QS_COUNT] = {
+    [QS_GET] = "SELECT " QUEUE_COLS " FROM queues WHERE name = $1",
+    [QS_LOCK] = "SELECT " QUEUE_COLS " FROM queues WHERE name = $1 FOR UPDATE",
+    [QS_CREATE] = "INSERT INTO queues (name, created_ms, paused, keep_done, visibility_ms, "
+                  "max_deliveries, backoff_ms, backoff_max_ms, max_inflight, key_mode, "
+                  "key_inflight, key_rate, key_burst) VALUES "
+                  "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) "
+                  "ON CONFLICT (name) DO NOTHING RETURNING " QUEUE_COLS,
+    [QS_SET] = "UPDATE queues SET paused = $2, keep_done = $3, visibility_ms = $4, "
+               "max_deliveries = $5, backoff_ms = $6, backoff_max_ms = $7, "
+               "max_inflight = $8, key_mode = $9, key_inflight = $10, key_rate = $11, "
+               "key_burst = $12 WHERE id = $1 RETURNING " QUEUE_COLS,
+    [QS_LIST] = "SELECT " QUEUE_COLS " FROM queues WHERE name > $1 ORDER BY name LIMIT $2",
+    [QS_COUNTERS] = "UPDATE queues SET n_waiting = n_waiting + $2, n_ready = n_ready + $3, "
+                    "n_inflight = n_inflight + $4, n_dead = n_dead + $5, "
+                    "n_done = n_done + $6, n_put = n_put + $7, n_acked = n_acked + $8, "
+                    "lease_seq = greatest(lease_seq, $9) WHERE id = $1",
+    [QS_DEL_ALL] = "WITH i AS (DELETE FROM queue_items WHERE queue_id = $1), "
+                   "k AS (DELETE FROM queue_keys WHERE queue_id = $1) "
+                   "DELETE FROM queues WHERE id = $1",
+    /* Finds the element, or inserts it when it is not there: one round
+     * trip either way. Row kind 0 = found (its columns), 1 = inserted. */
+    [QS_PUT] = "WITH f AS (SELECT id, state, priority, due_ms, key, redue_ms, redue_pri "
+               "FROM queue_items WHERE queue_id = $1::bigint AND hash = $2::bigint "
+               "AND element = $8::bytea LIMIT 1), "
+               "i AS (INSERT INTO queue_items (queue_id, hash, state, priority, due_ms, key, "
+               "created_ms, element) SELECT $1::bigint, $2::bigint, $3::smallint, $4::int, "
+               "$5::bigint, $6::bytea, $7::bigint, $8::bytea WHERE NOT EXISTS (SELECT 1 FROM f) "
+               "RETURNING id) "
+               "SELECT 0 AS kind, id, state, priority, due_ms, key, redue_ms, redue_pri FROM f "
+               "UNION ALL SELECT 1, id, 0::smallint, 0, 0::bigint, ''::bytea, 0::bigint, 0 "
+               "FROM i",
+    [QS_MOVE] = "UPDATE queue_items SET state = $2, priority = $3, due_ms = $4 WHERE id = $1",
+    [QS_REDUE] = "UPDATE queue_items SET redue_ms = $2, redue_pri = $3 WHERE id = $1",
+    /* As sqlite_queue.c's QS_STATE: leaves the lease; $6 = 1: a fresh start. */
+    [QS_STATE] = "UPDATE queue_items SET state = $2, due_ms = $3, priority = $4, "
+                 "error = coalesce($5::text, error), token = 0, "
+                 "deliveries = CASE WHEN $6::int = 1 THEN 0 ELSE deliveries END, "
+                 "redue_ms = CASE WHEN $6::int = 1 THEN 0 ELSE redue_ms END, "
+                 "redue_pri = CASE WHEN $6::int = 1 THEN 0 ELSE redue_pri END WHERE id = $1",
+    /* Conditions on the target row itself too, so they are checked again
+     * on a row changed since the statement began. */
+    [QS_PROMOTE] = "UPDATE queue_items SET state = 4 WHERE queue_id = $1 AND state = 0 "
+                   "AND due_ms <= $2 AND id IN (SELECT id FROM queue_items "
+                   "WHERE queue_id = $1 AND state = 0 AND due_ms <= $2 ORDER BY due_ms "
+                   "LIMIT $3) RETURNING key, priority, due_ms",
+    /* Leases that ran out: due again, or dead after the last delivery ($3). */
+    [QS_EXPIRE] = "UPDATE queue_items SET "
+                  "state = CASE WHEN $3::int > 0 AND deliveries >= $3::int THEN 2 ELSE 4 END, "
+                  "due_ms = $2, token = 0, "
+                  "error = CASE WHEN $3::int > 0 AND deliveries >= $3::int "
+                  "THEN 'lease expired after the last delivery' ELSE error END "
+                  "WHERE queue_id = $1 AND state = 1 AND due_ms <= $2 AND id IN "
+                  "(SELECT id FROM queue_items WHERE queue_id = $1 AND state = 1 "
+                  "AND due_ms <= $2 ORDER BY due_ms LIMIT $4) RETURNING key, state, priority",
+    [QS_HEAD] = "SELECT priority, due_ms FROM queue_items WHERE queue_id = $1 AND key = $2 "
+                "AND state = 4 ORDER BY priority DESC, due_ms, id LIMIT 1",
+    /* Picks up to $3 ready elements of key $2 in order, stopping before the
+     * first (after the first) that another key's head ($4: there is one,
+     * $5, $6) goes before, and leases them: kind 1 rows. The first element
+     * left (kind 0) is the key's next head. */
+    [QS_TAKE] =
+        "WITH c AS (SELECT id, priority, due_ms, "
+        "row_number() OVER (ORDER BY priority DESC, due_ms, id) AS rn FROM "
+        "(SELECT id, priority, due_ms FROM queue_items WHERE queue_id = $1 AND key = $2 "
+        "AND state = 4 ORDER BY priority DESC, due_ms, id LIMIT $3::bigint + 1) s), "
+        "t AS (SELECT id, rn FROM c WHERE rn <= $3::bigint AND (rn = 1 OR $4::int = 0 "
+        "OR NOT ($5::bigint > priority OR ($5::bigint = priority AND $6::bigint < due_ms)))), "
+        "u AS (UPDATE queue_items i SET state = 1, due_ms = $7, token = $8, "
+        "deliveries = i.deliveries + 1 FROM t WHERE i.id = t.id AND i.state = 4 "
+        "RETURNING i.id, t.rn, i.priority, i.deliveries, i.created_ms, i.error, i.element) "
+        "SELECT 1 AS kind, rn, id, priority, deliveries, created_ms, error, element, "
+        "0::bigint AS due FROM u UNION ALL (SELECT 0, rn, id, priority, 0, 0::bigint, NULL, "
+        "NULL, due_ms FROM c WHERE rn NOT IN (SELECT rn FROM t) ORDER BY rn LIMIT 1) "
+        "ORDER BY kind DESC, rn",
+    /* The leases of an ack or nack among $2, with their keys' rows. */
+    [QS_LEASES] = "SELECT i.id, i.token, i.key, i.deliveries, i.priority, i.redue_ms, "
+                  "i.redue_pri, " KEY_COLS_K " FROM queue_items i LEFT JOIN queue_keys k "
+                  "ON k.queue_id = i.queue_id AND k.key = i.key WHERE i.queue_id = $1 "
+                  "AND i.state = 1 AND i.id = ANY ($2::bigint[])",
+    /* Elements leave their leases, each for its state (QS_STATE of many;
+     * unc = 1: the delivery is given back). */
+    [QS_APPLY] =
+        "UPDATE queue_items i SET state = v.state, due_ms = v.due, priority = v.pri, "
+        "error = coalesce(v.err, i.error), token = 0, "
+        "deliveries = CASE WHEN v.reset = 1 THEN 0 ELSE greatest(i.deliveries - v.unc, 0) END, "
+        "redue_ms = CASE WHEN v.reset = 1 THEN 0 ELSE i.redue_ms END, "
+        "redue_pri = CASE WHEN v.reset = 1 THEN 0 ELSE i.redue_pri END "
+        "FROM unnest($1::bigint[], $2::smallint[], $3::bigint[], $4::int[], $5::text[], "
+        "$6::int[], $7::int[]) AS v (id, state, due, pri, err, reset, unc) WHERE i.id = v.id",
+    [QS_DELETE_IDS] = "DELETE FROM queue_items WHERE id = ANY ($1::bigint[])",
+    /* One statement: the queue's lock (taken before any element is read),
+     * then the leases held among ($4, $5) move to $2 + ($3 or the queue's
+     * visibility). Kind 0: the queue exists; kind 1: extended. */
+    [QS_EXTEND] =
+        "WITH qq AS (SELECT id, visibility_ms FROM queues WHERE name = $1 FOR UPDATE), "
+        "u AS (UPDATE queue_items SET due_ms = $2::bigint + CASE WHEN $3::bigint > 0 "
+        "THEN $3::bigint ELSE (SELECT visibility_ms FROM qq) END "
+        "WHERE queue_id = (SELECT id FROM qq) AND state = 1 AND (id, token) IN "
+        "(SELECT a, b FROM unnest($4::bigint[], $5::bigint[]) AS v (a, b)) "
+        "RETURNING id, token) "
+        "SELECT 0 AS kind, 0::bigint AS id, 0::bigint AS token FROM qq "
+        "UNION ALL SELECT 1, id, token FROM u",
+    [QS_TIMES] = "SELECT " TIMES_SQL("$1"),
+    [QS_STATS] = "SELECT " QUEUE_COLS ", (SELECT count(*) FROM queue_items "
+                 "WHERE queue_id = queues.id AND state = 0 AND due_ms <= $2), " TIMES_SQL(
+                     "queues.id") ", (SELECT count(*) FROM queue_keys "
+                                  "WHERE queue_id = queues.id) FROM queues WHERE name = $1",
+    [QS_KEY_GET] = "SELECT " KEY_COLS " FROM queue_keys WHERE queue_id = $1 AND key = $2",
+    [QS_KEY_PUT] = "INSERT INTO queue_keys (queue_id, key, n_ready, inflight, tokens, "
+                   "tokens_ms, block_ms, head_pri, head_due, open, wake_ms) VALUES "
+                   "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) "
+                   "ON CONFLICT (queue_id, key) DO UPDATE SET n_ready = excluded.n_ready, "
+                   "inflight = excluded.inflight, tokens = excluded.tokens, "
+                   "tokens_ms = excluded.tokens_ms, block_ms = excluded.block_ms, "
+                   "head_pri = excluded.head_pri, head_due = excluded.head_due, "
+                   "open = excluded.open, wake_ms = excluded.wake_ms",
+    [QS_KEY_DEL] = "DELETE FROM queue_keys WHERE queue_id = $1 AND key = $2",
+    [QS_KEY_BEST] = "SELECT key, " KEY_COLS " FROM queue_keys WHERE queue_id = $1 "
+                    "AND open = 1 ORDER BY head_pri DESC, head_due, key LIMIT 2",
+    [QS_KEY_WAKE] = "SELECT key FROM queue_keys WHERE queue_id = $1 AND open = 0 "
+                    "AND wake_ms > 0 AND wake_ms <= $2 ORDER BY wake_ms LIMIT $3",
+    [QS_KEY_ALL] = "SELECT key, " KEY_COLS " FROM queue_keys WHERE queue_id = $1",
+};
+
+/* Runs statement id (binary results); NULL and *rc on failure. */
+static PGresult *qrun(struct pg_store *q, int id, pg_params_t *p, int *rc, const char *what) {
+  return pg_run(q, PG_SLOT_QUEUE + id, queue_sql[id], p, 1, rc, what);
+}
+
+static int qcmd(struct pg_store *q, int id, pg_params_t *p, const char *what) {
+  return pg_cmd(q, PG_SLOT_QUEUE + id, queue_sql[id], p, 0, what);
+}
+
+/* ---- binary result readers (NULL reads as 0 / NULL) ---- */
+
+static int64_t bi64(const PGresult *r, int row, int col) {
+  if (PQgetisnull(r, row, col)) return 0;
+  const unsigned char *v = (const unsigned char *)PQgetvalue(r, row, col);
+  int n = PQgetlength(r, row, col);
+  uint64_t u = 0;
+  for (int i = 0; i < n && i < 8; i++) u = (u << 8) | v[i];
+  switch (n) {
+  case 1:
+    return (int64_t)u;
+  case 2:
+    return (int16_t)(uint16_t)u;
+  case 4:
+    return (int32_t)(uint32_t)u;
+  case 8:
+    return (int64_t)u;
+  default:
+    return 0;
+  }
+}
+
+static double bdbl(const PGresult *r, int row, int col) {
+  if (PQgetisnull(r, row, col)) return 0;
+  const unsigned char *v = (const unsigned char *)PQgetvalue(r, row, col);
+  int n = PQgetlength(r, row, col);
+  uint64_t u = 0;
+  for (int i = 0; i < n && i < 8; i++) u = (u << 8) | v[i];
+  if (n == 8) {
+    double d;
+    memcpy(&d, &u, sizeof(d));
+    return d;
+  }
+  if (n == 4) {
+    uint32_t u32 = (uint32_t)u;
+    float fl;
+    memcpy(&fl, &u32, sizeof(fl));
+    return fl;
+  }
+  return 0;
+}
+
+/* A NUL-terminated copy of the bytes of a column (NULL stays NULL unless
+ * must: then ""). */
+static int bbytes(const PGresult *r, int row, int col, int must, char **out, size_t *len) {
+  *out = NULL;
+  if (len) *len = 0;
+  if (PQgetisnull(r, row, col) && !must) return 0;
+  size_t n = PQgetisnull(r, row, col) ? 0 : (size_t)PQgetlength(r, row, col);
+  if (!(*out = malloc(n + 1))) return -ENOMEM;
+  if (n) memcpy(*out, PQgetvalue(r, row, col), n);
+  (*out)[n] = '\0';
+  if (len) *len = n;
+  return 0;
+}
+
+/* Array literals for unnest / ANY. */
+typedef struct {
+  strbuf_t b;
+  int n;
+} arr_t;
+
+static void arr_i64(arr_t *a, int64_t v) {
+  strbuf_addf(&a->b, "%s%" PRId64, a->n++ ? "," : "{", v);
+}
+
+static void arr_text(arr_t *a, const char *s) {
+  strbuf_adds(&a->b, a->n++ ? "," : "{");
+  if (!s) {
+    strbuf_adds(&a->b, "NULL");
+    return;
+  }
+  strbuf_add(&a->b, "\"", 1);
+  for (const char *c = s; *c; c++) {
+    if (*c == '"' || *c == '\\') strbuf_add(&a->b, "\\", 1);
+    strbuf_add(&a->b, c, 1);
+  }
+  strbuf_add(&a->b, "\"", 1);
+}
+
+/* Closes the literal: its text, or NULL when out of memory. */
+static const char *arr_end(arr_t *a) {
+  if (!a->n) strbuf_adds(&a->b, "{");
+  strbuf_adds(&a->b, "}");
+  return a->b.failed ? NULL : a->b.p;
+}
+
+static void p_key(pg_params_t *p, const char *key) { pg_p_bin(p, key, strlen(key)); }
+
+/* ---- queue rows ---- */
+
+static void row_queue(const PGresult *r, int row, queue_conf_t *c, int64_t *lease_seq,
+                      int64_t *n_ready) {
+  c->id = bi64(r, row, 0);
+  c->created_ms = bi64(r, row, 2);
+  c->paused = (int)bi64(r, row, 3);
+  c->keep_done = (int)bi64(r, row, 4);
+  c->visibility_ms = bi64(r, row, 5);
+  c->max_deliveries = (int)bi64(r, row, 6);
+  c->backoff_ms = bi64(r, row, 7);
+  c->backoff_max_ms = bi64(r, row, 8);
+  c->max_inflight = (int)bi64(r, row, 9);
+  c->key_mode = (queue_key_mode_t)bi64(r, row, 10);
+  c->key_inflight = (int)bi64(r, row, 11);
+  c->key_rate = bdbl(r, row, 12);
+  c->key_burst = bdbl(r, row, 13);
+  if (lease_seq) *lease_seq = bi64(r, row, 14);
+  c->n_waiting = bi64(r, row, 15);
+  if (n_ready) *n_ready = bi64(r, row, 16);
+  c->n_inflight = bi64(r, row, 17);
+  c->n_dead = bi64(r, row, 18);
+  c->n_done = bi64(r, row, 19);
+  c->n_put = bi64(r, row, 20);
+  c->n_acked = bi64(r, row, 21);
+}
+
+/* Reads (lock: and locks) queue `name` into c (name not copied). -ENOENT
+ * when there is none. */
+static int queue_load(struct pg_store *q, const char *name, int lock, queue_conf_t *c,
+                      int64_t *lease_seq) {
+  pg_params_t p = {0};
+  int rc;
+  pg_p_str(&p, name);
+  PGresult *r = qrun(q, lock ? QS_LOCK : QS_GET, &p, &rc, "queue get");
+  if (!r) return rc;
+  if (PQntuples(r) == 1)
+    row_queue(r, 0, c, lease_seq, NULL);
+  else
+    rc = -ENOENT;
+  PQclear(r);
+  return rc;
+}
+
+/* The 11 settings of c, in QS_CREATE's ($3..$13) and QS_SET's ($2..$12) order. */
+static void p_settings(pg_params_t *p, const queue_conf_t *c) {
+  pg_p_i64(p, c->paused ? 1 : 0);
+  pg_p_i64(p, c->keep_done ? 1 : 0);
+  pg_p_i64(p, c->visibility_ms);
+  pg_p_i64(p, c->max_deliveries);
+  pg_p_i64(p, c->backoff_ms);
+  pg_p_i64(p, c->backoff_max_ms);
+  pg_p_i64(p, c->max_inflight);
+  pg_p_i64(p, (int64_t)c->key_mode);
+  pg_p_i64(p, c->key_inflight);
+  pg_p_dbl(p, c->key_rate);
+  pg_p_dbl(p, c->key_burst);
+}
+
+/* Creates queue `name` with settings c; -EEXIST when another connection
+ * created it first (lock it then). Fills out. */
+static int queue_create(struct pg_store *q, const char *name, int64_t now_ms,
+                        const queue_conf_t *c, queue_conf_t *out, int64_t *lease_seq) {
+  pg_params_t p = {0};
+  int rc;
+  pg_p_str(&p, name);
+  pg_p_i64(&p, now_ms);
+  p_settings(&p, c);
+  PGresult *r = qrun(q, QS_CREATE, &p, &rc, "queue create");
+  if (!r) return rc;
+  if (PQntuples(r) == 1)
+    row_queue(r, 0, out, lease_seq, NULL);
+  else
+    rc = -EEXIST;
+  PQclear(r);
+  return rc;
+}
+
+/* The queue for a put: locked, or created with the defaults. */
+static int queue_open(struct pg_store *q, const char *name, int64_t now_ms, queue_conf_t *c,
+                      int64_t *lease_seq) {
+  int rc = queue_load(q, name, 1, c, lease_seq);
+  if (rc != -ENOENT) return rc;
+  queue_conf_t d;
+  memset(&d, 0, sizeof(d));
+  queue_conf_defaults(&d);
+  rc = queue_create(q, name, now_ms, &d, c, lease_seq);
+  if (rc == -EEXIST) rc = queue_load(q, name, 1, c, lease_seq);
+  return rc;
+}
+
+/* ---- one call's working state: the queue, counter deltas, keys ---- */
+
+typedef struct qkey {
+  char *key;
+  int exists;     /* a row is stored */
+  int dirty;
+  int head_stale; /* head must be read again before use */
+  int64_t n_ready, inflight;
+  double tokens;
+  int64_t tokens_ms, block_ms;
+  int64_t head_pri, head_due;
+  int open;
+  int64_t wake_ms;
+} qkey_t;
+
+typedef struct qctx {
+  struct pg_store *q;
+  queue_conf_t c;
+  int64_t lease_seq, lease_seq0;
+  int64_t now;
+  struct {
+    int64_t waiting, ready, inflight, dead, done, put, acked;
+  } d;
+  int note; /* elements became takeable (or due sooner) */
+  qkey_t *keys;
+  size_t nkeys, capkeys;
+  uint32_t *slot; /* open addressing: index + 1 into keys, 0 = free */
+  size_t nslot;   /* power of two */
+} qctx_t;
+
+static void ctx_release(qctx_t *x) {
+  for (size_t i = 0; i < x->nkeys; i++) free(x->keys[i].key);
+  free(x->keys);
+  free(x->slot);
+  x->keys = NULL;
+  x->slot = NULL;
+  x->nkeys = x->capkeys = x->nslot = 0;
+}
+
+/* Loads queue `name` for this call, its row locked (SELECT ... FOR UPDATE). */
+static int ctx_load(qctx_t *x, const char *name) {
+  int rc = queue_load(x->q, name, 1, &x->c, &x->lease_seq);
+  x->lease_seq0 = x->lease_seq;
+  x->c.name = (char *)name;
+  return rc;
+}
+
+static uint64_t str_hash(const char *s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+  return h;
+}
+
+static int ctx_rehash(qctx_t *x, size_t nslot) {
+  uint32_t *ns = calloc(nslot, sizeof(*ns));
+  if (!ns) return -ENOMEM;
+  for (size_t i = 0; i < x->nkeys; i++) {
+    size_t at = str_hash(x->keys[i].key) & (nslot - 1);
+    while (ns[at]) at = (at + 1) & (nslot - 1);
+    ns[at] = (uint32_t)(i + 1);
+  }
+  free(x->slot);
+  x->slot = ns;
+  x->nslot = nslot;
+  return 0;
+}
+
+static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Is (p1, d1) taken before (p2, d2)? */
+static int better(int64_t p1, int64_t d1, int64_t p2, int64_t d2) {
+  return p1 > p2 || (p1 == p2 && d1 < d2);
+}
+
+static double key_burst(const queue_conf_t *c) { return c->key_burst < 1 ? 1 : c->key_burst; }
+
+/* Reads a key row's state from r's columns col.. (KEY_COLS' order). */
+static void key_row(qkey_t *e, const PGresult *r, int row, int col) {
+  e->exists = 1;
+  e->n_ready = bi64(r, row, col);
+  e->inflight = bi64(r, row, col + 1);
+  e->tokens = bdbl(r, row, col + 2);
+  e->tokens_ms = bi64(r, row, col + 3);
+  e->block_ms = bi64(r, row, col + 4);
+  e->head_pri = bi64(r, row, col + 5);
+  e->head_due = bi64(r, row, col + 6);
+  e->open = (int)bi64(r, row, col + 7);
+  e->wake_ms = bi64(r, row, col + 8);
+}
+
+/* The cached state of key k: on first use, from r's row (columns from col
+ * on; all NULL = no stored row) when r is given, else read from the store.
+ * The pointer is valid until the next ctx_key call. */
+static int ctx_key_at(qctx_t *x, const char *k, const PGresult *r, int row, int col,
+                      qkey_t **out) {
+  uint64_t h = str_hash(k);
+  if (x->nslot) {
+    for (size_t at = h & (x->nslot - 1); x->slot[at]; at = (at + 1) & (x->nslot - 1)) {
+      qkey_t *e = &x->keys[x->slot[at] - 1];
+      if (strcmp(e->key, k) == 0) {
+        *out = e;
+        return 0;
+      }
+    }
+  }
+  if (x->nkeys == x->capkeys) {
+    size_t ncap = x->capkeys ? x->capkeys * 2 : 8;
+    qkey_t *nk = realloc(x->keys, ncap * sizeof(*nk));
+    if (!nk) return -ENOMEM;
+    x->keys = nk;
+    x->capkeys = ncap;
+  }
+  qkey_t *e = &x->keys[x->nkeys];
+  memset(e, 0, sizeof(*e));
+  if (!(e->key = strdup(k))) return -ENOMEM;
+  PGresult *own = NULL;
+  if (!r) {
+    pg_params_t p = {0};
+    int rc;
+    pg_p_i64(&p, x->c.id);
+    p_key(&p, k);
+    if (!(own = qrun(x->q, QS_KEY_GET, &p, &rc, "queue key get"))) {
+      free(e->key);
+      return rc;
+    }
+    r = own;
+    row = 0;
+    col = 0;
+  }
+  if (row < PQntuples(r) && !PQgetisnull(r, row, col)) {
+    key_row(e, r, row, col);
+  } else {
+    e->tokens = key_burst(&x->c);
+    e->tokens_ms = x->now;
+  }
+  PQclear(own);
+  x->nkeys++;
+  if (x->nkeys * 2 > x->nslot) {
+    int rc = ctx_rehash(x, x->nslot ? x->nslot * 2 : 16);
+    if (rc) return rc;
+  } else {
+    size_t at = h & (x->nslot - 1);
+    while (x->slot[at]) at = (at + 1) & (x->nslot - 1);
+    x->slot[at] = (uint32_t)x->nkeys;
+  }
+  *out = e;
+  return 0;
+}
+
+static int ctx_key(qctx_t *x, const char *k, qkey_t **out) {
+  return ctx_key_at(x, k, NULL, 0, 0, out);
+}
+
+/* A ready element (pri, due) joins key k. */
+static void key_ready_add(qkey_t *k, int64_t pri, int64_t due) {
+  if (k->n_ready == 0) {
+    k->head_pri = pri;
+    k->head_due = due;
+    k->head_stale = 0;
+  } else if (!k->head_stale && better(pri, due, k->head_pri, k->head_due)) {
+    k->head_pri = pri;
+    k->head_due = due;
+  }
+  k->n_ready++;
+  k->dirty = 1;
+}
+
+/* A ready element leaves key k (taken, moved, purged). */
+static void key_ready_del(qkey_t *k, int64_t count) {
+  k->n_ready -= count;
+  if (k->n_ready < 0) k->n_ready = 0;
+  k->head_stale = 1;
+  k->dirty = 1;
+}
+
+/* Decides whether k is open now, and if not, when it may be. */
+static int key_settle(qctx_t *x, qkey_t *k) {
+  const queue_conf_t *c = &x->c;
+  if (c->key_rate > 0) {
+    double burst = key_burst(c);
+    if (x->now > k->tokens_ms) {
+      k->tokens += (double)(x->now - k->tokens_ms) * c->key_rate / 1000.0;
+      k->tokens_ms = x->now;
+    }
+    if (k->tokens > burst) k->tokens = burst;
+  }
+  if (k->n_ready > 0 && k->head_stale) {
+    pg_params_t p = {0};
+    int rc;
+    pg_p_i64(&p, c->id);
+    p_key(&p, k->key);
+    PGresult *r = qrun(x->q, QS_HEAD, &p, &rc, "queue key head");
+    if (!r) return rc;
+    if (PQntuples(r) > 0) {
+      k->head_pri = bi64(r, 0, 0);
+      k->head_due = bi64(r, 0, 1);
+    } else {
+      /* The count disagrees with the rows: the rows win. */
+      log_warn("store", "queue %s key '%s' counted %lld ready elements and has none",
+               c->name ? c->name : "?", k->key, (long long)k->n_ready);
+      k->n_ready = 0;
+    }
+    PQclear(r);
+    k->head_stale = 0;
+  }
+  k->open = 0;
+  k->wake_ms = 0;
+  if (k->n_ready <= 0) {
+    if (k->block_ms > x->now)
+      k->wake_ms = k->block_ms;
+    else if (c->key_rate > 0 && k->tokens < key_burst(c))
+      k->wake_ms = x->now + (int64_t)ceil((key_burst(c) - k->tokens) * 1000.0 / c->key_rate);
+  } else if (k->block_ms > x->now) {
+    k->wake_ms = k->block_ms;
+  } else if (c->key_inflight > 0 && k->inflight >= c->key_inflight) {
+    /* opens again when one of its leases ends */
+  } else if (c->key_rate > 0 && k->tokens < 1.0) {
+    k->wake_ms = x->now + (int64_t)ceil((1.0 - k->tokens) * 1000.0 / c->key_rate);
+  } else {
+    k->open = 1;
+  }
+  k->dirty = 1;
+  return 0;
+}
+
+/* Settles and writes back key k (deleting its row when it holds nothing
+ * worth remembering). */
+static int key_flush(qctx_t *x, qkey_t *k) {
+  int rc;
+  if (!k->dirty) return 0;
+  if ((rc = key_settle(x, k))) return rc;
+  int idle = k->n_ready <= 0 && k->inflight <= 0 && k->block_ms <= x->now &&
+             (x->c.key_rate <= 0 || k->tokens >= key_burst(&x->c));
+  pg_params_t p = {0};
+  pg_p_i64(&p, x->c.id);
+  p_key(&p, k->key);
+  if (idle) {
+    if (k->exists && (rc = qcmd(x->q, QS_KEY_DEL, &p, "queue key delete"))) return rc;
+    pg_params_release(&p);
+    k->exists = 0;
+  } else {
+    pg_p_i64(&p, k->n_ready);
+    pg_p_i64(&p, k->inflight);
+    pg_p_dbl(&p, k->tokens);
+    pg_p_i64(&p, k->tokens_ms);
+    pg_p_i64(&p, k->block_ms);
+    pg_p_i64(&p, k->head_pri);
+    pg_p_i64(&p, k->head_due);
+    pg_p_i64(&p, k->open);
+    pg_p_i64(&p, k->wake_ms);
+    if ((rc = qcmd(x->q, QS_KEY_PUT, &p, "queue key put"))) return rc;
+    k->exists = 1;
+  }
+  k->dirty = 0;
+  return 0;
+}
+
+static int ctx_flush_keys(qctx_t *x) {
+  for (size_t i = 0; i < x->nkeys; i++) {
+    int rc = key_flush(x, &x->keys[i]);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+/* Writes the counter deltas and the lease sequence (when they moved). */
+static int ctx_flush_counters(qctx_t *x) {
+  if (!x->d.waiting && !x->d.ready && !x->d.inflight && !x->d.dead && !x->d.done &&
+      !x->d.put && !x->d.acked && x->lease_seq == x->lease_seq0)
+    return 0;
+  pg_params_t p = {0};
+  pg_p_i64(&p, x->c.id);
+  pg_p_i64(&p, x->d.waiting);
+  pg_p_i64(&p, x->d.ready);
+  pg_p_i64(&p, x->d.inflight);
+  pg_p_i64(&p, x->d.dead);
+  pg_p_i64(&p, x->d.done);
+  pg_p_i64(&p, x->d.put);
+  pg_p_i64(&p, x->d.acked);
+  pg_p_i64(&p, x->lease_seq);
+  return qcmd(x->q, QS_COUNTERS, &p, "queue counters");
+}
+
+static int ctx_finish(qctx_t *x) {
+  int rc = ctx_flush_keys(x);
+  if (!rc) rc = ctx_flush_counters(x);
+  if (!rc && x->note) rc = pg_note(x->q, STORE_NOTE_QUEUES);
+  return rc;
+}
+
+/* Counters for an element entering (+1) or leaving (-1) a stored state. */
+static void count_state(qctx_t *x, int state, int sign) {
+  switch (state) {
+  case IS_READY:
+    x->d.ready += sign;
+    /* fall through */
+  case IS_DELAYED:
+    x->d.waiting += sign;
+    break;
+  case IS_INFLIGHT:
+    x->d.inflight += sign;
+    break;
+  case IS_DEAD:
+    x->d.dead += sign;
+    break;
+  case IS_DONE:
+    x->d.done += sign;
+    break;
+  }
+}
+
+static int stmt_state(qctx_t *x, int64_t id, int state, int64_t due, int64_t pri,
+                      const char *error, int reset_deliveries) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, id);
+  pg_p_i64(&p, state);
+  pg_p_i64(&p, due);
+  pg_p_i64(&p, pri);
+  pg_p_str(&p, error);
+  pg_p_i64(&p, reset_deliveries ? 1 : 0);
+  return qcmd(x->q, QS_STATE, &p, "queue item state");
+}
+
+/* ---- put ---- */
+
+static int put_one(qctx_t *x, queue_put_t *p) {
+  struct pg_store *q = x->q;
+  char derived[QUEUE_KEY_MAX + 1];
+  const char *key = p->key;
+  uint64_t hash = queue_hash(p->element, p->len);
+  int64_t due = p->due_ms, pri = p->priority;
+  qkey_t *k;
+  int rc;
+
+  if (!key) {
+    queue_key_derive(x->c.key_mode, p->element, p->len, derived, sizeof(derived));
+    key = derived;
+  }
+  int nstate = due <= x->now ? IS_READY : IS_DELAYED;
+  pg_params_t pp = {0};
+  pg_p_i64(&pp, x->c.id);
+  pg_p_i64(&pp, (int64_t)hash);
+  pg_p_i64(&pp, nstate);
+  pg_p_i64(&pp, pri);
+  pg_p_i64(&pp, due);
+  p_key(&pp, key);
+  pg_p_i64(&pp, x->now);
+  pg_p_bin(&pp, p->element, p->len);
+  PGresult *r = qrun(q, QS_PUT, &pp, &rc, "queue put");
+  if (!r) return rc;
+  if (PQntuples(r) != 1) {
+    PQclear(r);
+    log_error("store", "queue put: no row found or inserted");
+    return SPD_ESTORE;
+  }
+  p->id = bi64(r, 0, 1);
+  if (bi64(r, 0, 0) == 1) { /* added */
+    PQclear(r);
+    p->result = QPUT_ADDED;
+    count_state(x, nstate, +1);
+    x->d.put++;
+    x->note = 1;
+    if (nstate == IS_READY) {
+      if ((rc = ctx_key(x, key, &k))) return rc;
+      key_ready_add(k, pri, due);
+    }
+    return 0;
+  }
+  int64_t id = p->id;
+  int state = (int)bi64(r, 0, 2);
+  int64_t opri = bi64(r, 0, 3), odue = bi64(r, 0, 4);
+  int64_t oredue = bi64(r, 0, 6), oredue_pri = bi64(r, 0, 7);
+  char *okey;
+  if ((rc = bbytes(r, 0, 5, 1, &okey, NULL))) {
+    PQclear(r);
+    return rc;
+  }
+  PQclear(r);
+  p->result = QPUT_KEPT;
+  if (p->policy == QPOLICY_KEEP_EXISTING) goto out;
+
+  if (state == IS_INFLIGHT) {
+    int64_t rdue = due, rpri = pri;
+    if (p->policy == QPOLICY_KEEP_EARLIEST && oredue) {
+      rdue = imin(oredue, due);
+      rpri = imax(oredue_pri, pri);
+    }
+    pg_params_t pr = {0};
+    pg_p_i64(&pr, id);
+    pg_p_i64(&pr, imax(rdue, 1)); /* 0 means "none" */
+    pg_p_i64(&pr, rpri);
+    if ((rc = qcmd(q, QS_REDUE, &pr, "queue put redue"))) goto out;
+    p->result = QPUT_DEFERRED;
+    goto out;
+  }
+  if (state == IS_DEAD || state == IS_DONE) {
+    if ((rc = stmt_state(x, id, nstate, due, pri, NULL, 1))) goto out;
+    count_state(x, state, -1);
+    count_state(x, nstate, +1);
+    x->d.put++;
+    x->note = 1;
+    if (nstate == IS_READY) {
+      if ((rc = ctx_key(x, okey, &k))) goto out;
+      key_ready_add(k, pri, due);
+    }
+    p->result = QPUT_ADDED;
+    goto out;
+  }
+  /* waiting */
+  if (p->policy == QPOLICY_KEEP_EARLIEST) {
+    due = imin(odue, due);
+    pri = imax(opri, pri);
+  }
+  if (due == odue && pri == opri) goto out;
+  nstate = due <= x->now ? IS_READY : IS_DELAYED;
+  pg_params_t pm = {0};
+  pg_p_i64(&pm, id);
+  pg_p_i64(&pm, nstate);
+  pg_p_i64(&pm, pri);
+  pg_p_i64(&pm, due);
+  if ((rc = qcmd(q, QS_MOVE, &pm, "queue move"))) goto out;
+  if (state == IS_READY || nstate == IS_READY) {
+    if ((rc = ctx_key(x, okey, &k))) goto out;
+    if (state == IS_READY) key_ready_del(k, 1);
+    if (nstate == IS_READY) key_ready_add(k, pri, due);
+  }
+  count_state(x, state, -1);
+  count_state(x, nstate, +1);
+  x->note = 1;
+  p->result = QPUT_MOVED;
+out:
+  free(okey);
+  return rc;
+}
 
 int pg_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n, int64_t now_ms) {
-  return -ENOSYS;
+  struct pg_store *q = PGQ(s);
+  qctx_t x = {.q = q, .now = now_ms};
+  int began, rc = pg_auto_begin(q, &began);
+  if (rc) return rc;
+  rc = queue_open(q, name, now_ms, &x.c, &x.lease_seq);
+  x.lease_seq0 = x.lease_seq;
+  x.c.name = (char *)name;
+  for (size_t i = 0; !rc && i < n; i++) rc = put_one(&x, &items[i]);
+  if (!rc) rc = ctx_finish(&x);
+  ctx_release(&x);
+  return pg_auto_end(q, began, rc);
+}
+
+/* ---- take ---- */
+
+enum { T_DELAYED, T_LEASE, T_WAKE, T_READY, T_N };
+
+static int queue_times(struct pg_store *q, int64_t queue_id, int64_t t[T_N]) {
+  pg_params_t p = {0};
+  int rc;
+  pg_p_i64(&p, queue_id);
+  PGresult *r = qrun(q, QS_TIMES, &p, &rc, "queue times");
+  if (!r) return rc;
+  for (int i = 0; i < T_N; i++) t[i] = PQntuples(r) ? bi64(r, 0, i) : 0;
+  PQclear(r);
+  return 0;
+}
+
+/* Elements not yet due whose time has come become ready. */
+static int take_promote(qctx_t *x) {
+  pg_params_t p = {0};
+  int rc;
+  pg_p_i64(&p, x->c.id);
+  pg_p_i64(&p, x->now);
+  pg_p_i64(&p, QUEUE_SWEEP_MAX);
+  PGresult *r = qrun(x->q, QS_PROMOTE, &p, &rc, "queue promote");
+  if (!r) return rc;
+  for (int i = 0; !rc && i < PQntuples(r); i++) {
+    qkey_t *k;
+    char *key;
+    if ((rc = bbytes(r, i, 0, 1, &key, NULL))) break;
+    rc = ctx_key(x, key, &k);
+    free(key);
+    if (rc) break;
+    key_ready_add(k, bi64(r, i, 1), bi64(r, i, 2));
+    x->d.ready++;
+  }
+  PQclear(r);
+  return rc;
+}
+
+/* Leases that ran out: the element is due again, or dead after its last
+ * delivery. */
+static int take_expire(qctx_t *x) {
+  pg_params_t p = {0};
+  int rc;
+  pg_p_i64(&p, x->c.id);
+  pg_p_i64(&p, x->now);
+  pg_p_i64(&p, x->c.max_deliveries);
+  pg_p_i64(&p, QUEUE_SWEEP_MAX);
+  PGresult *r = qrun(x->q, QS_EXPIRE, &p, &rc, "queue expire");
+  if (!r) return rc;
+  for (int i = 0; !rc && i < PQntuples(r); i++) {
+    qkey_t *k;
+    char *key;
+    int state = (int)bi64(r, i, 1);
+    if ((rc = bbytes(r, i, 0, 1, &key, NULL))) break;
+    rc = ctx_key(x, key, &k);
+    free(key);
+    if (rc) break;
+    k->inflight--;
+    k->dirty = 1;
+    count_state(x, IS_INFLIGHT, -1);
+    count_state(x, state, +1);
+    if (state == IS_READY) key_ready_add(k, bi64(r, i, 2), x->now);
+  }
+  PQclear(r);
+  return rc;
+}
+
+/* Marks for settling every key of r's rows (key in column 0, its state
+ * from column 1 on when withrow). */
+static int touch_keys(qctx_t *x, PGresult *r, int withrow) {
+  int rc = 0;
+  for (int i = 0; !rc && i < PQntuples(r); i++) {
+    qkey_t *k;
+    char *key;
+    if ((rc = bbytes(r, i, 0, 1, &key, NULL))) break;
+    rc = withrow ? ctx_key_at(x, key, r, i, 1, &k) : ctx_key(x, key, &k);
+    free(key);
+    if (!rc) k->dirty = 1;
+  }
+  return rc;
+}
+
+/* Closed keys whose block, bucket or wait has run out are settled again. */
+static int take_wake(qctx_t *x) {
+  pg_params_t p = {0};
+  int rc;
+  pg_p_i64(&p, x->c.id);
+  pg_p_i64(&p, x->now);
+  pg_p_i64(&p, QUEUE_SWEEP_MAX);
+  PGresult *r = qrun(x->q, QS_KEY_WAKE, &p, &rc, "queue wake");
+  if (!r) return rc;
+  rc = touch_keys(x, r, 0);
+  PQclear(r);
+  return rc;
+}
+
+/* Takes up to `room` elements from open key k whose head is the best;
+ * stops at the first element worse than the next key's head (has2). */
+static int take_from_key(qctx_t *x, qkey_t *k, int has2, int64_t p2, int64_t d2,
+                         size_t room, int64_t lease_end, int64_t token,
+                         queue_item_list_t *out, size_t *got) {
+  size_t first = out->n, n;
+  int rc = 0;
+
+  *got = 0;
+  if (x->c.key_inflight > 0)
+    room = (size_t)imin((int64_t)room, imax(0, x->c.key_inflight - k->inflight));
+  if (x->c.key_rate > 0) room = (size_t)imin((int64_t)room, (int64_t)floor(k->tokens));
+  if (room == 0) { /* settled open at a moment that has passed: settle again */
+    k->dirty = 1;
+    return key_flush(x, k);
+  }
+
+  pg_params_t p = {0};
+  pg_p_i64(&p, x->c.id);
+  p_key(&p, k->key);
+  pg_p_i64(&p, (int64_t)room);
+  pg_p_i64(&p, has2 ? 1 : 0);
+  pg_p_i64(&p, p2);
+  pg_p_i64(&p, d2);
+  pg_p_i64(&p, lease_end);
+  pg_p_i64(&p, token);
+  PGresult *r = qrun(x->q, QS_TAKE, &p, &rc, "queue take");
+  if (!r) return rc;
+  int next = 0;
+  int64_t next_pri = 0, next_due = 0;
+  for (int i = 0; i < PQntuples(r); i++) {
+    if (bi64(r, i, 0) == 0) {
+      next = 1;
+      next_pri = bi64(r, i, 3);
+      next_due = bi64(r, i, 8);
+      continue;
+    }
+    queue_item_t *it = queue_item_list_add(out);
+    if (!it) {
+      rc = -ENOMEM;
+      break;
+    }
+    it->id = bi64(r, i, 2);
+    it->state = QSTATE_INFLIGHT;
+    it->priority = (int)bi64(r, i, 3);
+    it->due_ms = lease_end;
+    it->token = token;
+    it->deliveries = (int)bi64(r, i, 4);
+    it->created_ms = bi64(r, i, 5);
+    if (bbytes(r, i, 7, 1, &it->element, &it->len) || !(it->key = strdup(k->key)) ||
+        bbytes(r, i, 6, 0, &it->error, NULL)) {
+      rc = -ENOMEM;
+      break;
+    }
+  }
+  PQclear(r);
+  if (rc) return rc; /* the caller drops what out got */
+  n = out->n - first;
+  if (n == 0) {
+    /* An open key without a ready element: its count was off. */
+    k->n_ready = 0;
+    k->head_stale = 0;
+    k->dirty = 1;
+  } else {
+    key_ready_del(k, (int64_t)n);
+    if (next) {
+      k->head_pri = next_pri;
+      k->head_due = next_due;
+      k->head_stale = 0;
+    } else {
+      k->n_ready = 0; /* the pick saw every ready element of the key */
+    }
+    k->inflight += (int64_t)n;
+    if (x->c.key_rate > 0) k->tokens -= (double)n;
+  }
+  x->d.ready -= (int64_t)n;
+  x->d.waiting -= (int64_t)n;
+  x->d.inflight += (int64_t)n;
+  *got = n;
+  return key_flush(x, k);
+}
+
+/* When something may become takeable: the next due time, lease end or key
+ * wake-up (0: nothing pending). */
+static int take_next(qctx_t *x, int64_t *next_ms) {
+  int64_t t[T_N], best = 0;
+  int rc = queue_times(x->q, x->c.id, t);
+  if (rc) return rc;
+  for (int i = T_DELAYED; i <= T_WAKE; i++)
+    if (t[i] && (best == 0 || t[i] < best)) best = t[i];
+  *next_ms = best;
+  return 0;
 }
 
 int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
                   int64_t now_ms, queue_item_list_t *out, int64_t *next_ms) {
-  return -ENOSYS;
+  struct pg_store *q = PGQ(s);
+  qctx_t x = {.q = q, .now = now_ms};
+  size_t taken = 0, first = out->n;
+  int began, rc = pg_auto_begin(q, &began);
+  if (rc) return rc;
+  rc = ctx_load(&x, name);
+  if (rc == -ENOENT) {
+    rc = 0;
+    goto out;
+  }
+  if (rc || x.c.paused) goto out;
+  /* One probe says which sweeps have work. */
+  int64_t t[T_N];
+  if ((rc = queue_times(q, x.c.id, t)) ||
+      (t[T_LEASE] && t[T_LEASE] <= now_ms && (rc = take_expire(&x))) ||
+      (t[T_DELAYED] && t[T_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
+      (t[T_WAKE] && t[T_WAKE] <= now_ms && (rc = take_wake(&x))) || (rc = ctx_flush_keys(&x)))
+    goto out;
+
+  size_t room = max;
+  if (x.c.max_inflight > 0) {
+    int64_t inflight = x.c.n_inflight + x.d.inflight;
+    room = (size_t)imin((int64_t)room, imax(0, x.c.max_inflight - inflight));
+  }
+  int64_t lease_end = now_ms + (visibility_ms ? visibility_ms : x.c.visibility_ms);
+  int64_t token = ++x.lease_seq;
+  int idle_rounds = 0; /* rounds that took nothing: a key settled closed */
+  while (!rc && taken < room && idle_rounds < 64) {
+    pg_params_t p = {0};
+    qkey_t *k;
+    int64_t p2 = 0, d2 = 0;
+    int has2 = 0;
+    size_t got = 0;
+    pg_p_i64(&p, x.c.id);
+    PGresult *r = qrun(q, QS_KEY_BEST, &p, &rc, "queue best key");
+    if (!r) break;
+    if (PQntuples(r) == 0) {
+      PQclear(r);
+      break;
+    }
+    char *key;
+    if ((rc = bbytes(r, 0, 0, 1, &key, NULL))) {
+      PQclear(r);
+      break;
+    }
+    rc = ctx_key_at(&x, key, r, 0, 1, &k);
+    free(key);
+    if (!rc && PQntuples(r) > 1) {
+      has2 = 1;
+      p2 = bi64(r, 1, 6);
+      d2 = bi64(r, 1, 7);
+    }
+    PQclear(r);
+    if (rc) break;
+    rc = take_from_key(&x, k, has2, p2, d2, room - taken, lease_end, token, out, &got);
+    taken += got;
+    idle_rounds = got ? 0 : idle_rounds + 1;
+  }
+  if (!rc) rc = ctx_finish(&x);
+  if (!rc && taken < max) rc = take_next(&x, next_ms);
+out:
+  ctx_release(&x);
+  rc = pg_auto_end(q, began, rc);
+  if (rc) {
+    for (size_t i = first; i < out->n; i++) queue_item_release(&out->v[i]);
+    out->n = first;
+  }
+  return rc;
+}
+
+/* ---- ack, nack, extend ---- */
+
+typedef enum { LEASE_ACK, LEASE_NACK } lease_op_t;
+
+/* The writes of an ack or nack call, applied at its end. */
+typedef struct {
+  arr_t id, state, due, pri, err, reset, unc; /* QS_APPLY's arrays */
+  arr_t del;                                  /* deleted */
+} lease_writes_t;
+
+static void writes_release(lease_writes_t *w) {
+  arr_t *a[] = {&w->id, &w->state, &w->due, &w->pri, &w->err, &w->reset, &w->unc, &w->del};
+  for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++) strbuf_release(&a[i]->b);
+}
+
+/* The element of a lease that ended leaves in-flight for `state` (-1:
+ * deleted). unc: its delivery is given back. */
+static int lease_end(qctx_t *x, lease_writes_t *w, const char *key, int64_t id, int state,
+                     int64_t due, int64_t pri, const char *error, int reset, int unc) {
+  qkey_t *k;
+  int rc;
+  if (state < 0) {
+    arr_i64(&w->del, id);
+  } else {
+    arr_i64(&w->id, id);
+    arr_i64(&w->state, state);
+    arr_i64(&w->due, due);
+    arr_i64(&w->pri, pri);
+    arr_text(&w->err, error);
+    arr_i64(&w->reset, reset);
+    arr_i64(&w->unc, unc);
+  }
+  if ((rc = ctx_key(x, key, &k))) return rc;
+  k->inflight--;
+  k->dirty = 1;
+  count_state(x, IS_INFLIGHT, -1);
+  if (state >= 0) count_state(x, state, +1);
+  if (state == IS_READY) key_ready_add(k, pri, due);
+  return 0;
+}
+
+static uint64_t jitter_state;
+
+/* A factor in [0.75, 1.25) (splitmix64, seeded once per process). */
+static double jitter(void) {
+  uint64_t v = __atomic_load_n(&jitter_state, __ATOMIC_RELAXED);
+  if (v == 0) {
+    uint64_t seed = ((uint64_t)time(NULL) << 22) ^ (uint64_t)getpid() ^ 1;
+    __atomic_compare_exchange_n(&jitter_state, &v, seed, 0, __ATOMIC_RELAXED,
+                                __ATOMIC_RELAXED);
+  }
+  v = __atomic_add_fetch(&jitter_state, 0x9e3779b97f4a7c15ULL, __ATOMIC_RELAXED);
+  v ^= v >> 30;
+  v *= 0xbf58476d1ce4e5b9ULL;
+  v ^= v >> 27;
+  v *= 0x94d049bb133111ebULL;
+  v ^= v >> 31;
+  return 0.75 + (double)(v >> 11) / 9007199254740992.0 * 0.5;
+}
+
+static int64_t backoff(const queue_conf_t *c, int64_t deliveries) {
+  double d = (double)c->backoff_ms;
+  for (int64_t i = 1; i < deliveries && d < (double)c->backoff_max_ms; i++) d *= 2;
+  if (d > (double)c->backoff_max_ms) d = (double)c->backoff_max_ms;
+  return (int64_t)(d * jitter());
+}
+
+/* One lease, held as row `row` of the lookup r (QS_LEASES' columns). */
+static int lease_one(qctx_t *x, lease_writes_t *w, lease_op_t op, queue_lease_t *l,
+                     const PGresult *r, int row) {
+  int64_t deliveries = bi64(r, row, 3), priority = bi64(r, row, 4);
+  int64_t redue_ms = bi64(r, row, 5), redue_pri = bi64(r, row, 6);
+  qkey_t *k;
+  char *key;
+  int rc;
+  if ((rc = bbytes(r, row, 2, 1, &key, NULL))) return rc;
+  /* The key's row came with the lease: no read of its own. */
+  if ((rc = ctx_key_at(x, key, r, row, 7, &k))) goto out;
+  if (op == LEASE_ACK) {
+    x->d.acked++;
+    if (redue_ms) {
+      int state = redue_ms <= x->now ? IS_READY : IS_DELAYED;
+      x->note = 1;
+      rc = lease_end(x, w, key, l->id, state, redue_ms, redue_pri, NULL, 1, 0);
+    } else if (x->c.keep_done) {
+      rc = lease_end(x, w, key, l->id, IS_DONE, x->now, priority, NULL, 0, 0);
+    } else {
+      rc = lease_end(x, w, key, l->id, -1, 0, 0, NULL, 0, 0);
+    }
+    goto out;
+  }
+  /* nack: a Retry-After speaks for the key (the host), whatever becomes
+   * of this element */
+  if (l->retry_after_ms > 0) {
+    k->block_ms = imax(k->block_ms, x->now + l->retry_after_ms);
+    k->dirty = 1;
+  }
+  if (!l->release && x->c.max_deliveries > 0 && deliveries >= x->c.max_deliveries) {
+    l->dead = 1;
+    rc = lease_end(x, w, key, l->id, IS_DEAD, x->now, priority, l->error, 0, 0);
+    goto out;
+  }
+  int64_t delay = l->delay_ms >= 0 ? l->delay_ms
+                  : l->release     ? 0
+                                   : backoff(&x->c, deliveries);
+  int64_t due = x->now + delay;
+  if (l->retry_after_ms > 0) due = imax(due, x->now + l->retry_after_ms);
+  int state = due <= x->now ? IS_READY : IS_DELAYED;
+  x->note = 1;
+  rc = lease_end(x, w, key, l->id, state, due, priority, l->error, 0, l->release ? 1 : 0);
+out:
+  free(key);
+  return rc;
+}
+
+static int writes_apply(qctx_t *x, lease_writes_t *w) {
+  int rc = 0;
+  if (w->id.n) {
+    arr_t *a[] = {&w->id, &w->state, &w->due, &w->pri, &w->err, &w->reset, &w->unc};
+    pg_params_t p = {0};
+    for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++) {
+      const char *v = arr_end(a[i]);
+      if (!v) rc = -ENOMEM;
+      pg_p_str(&p, v);
+    }
+    if (rc) {
+      pg_params_release(&p);
+      return rc;
+    }
+    if ((rc = qcmd(x->q, QS_APPLY, &p, "queue lease end"))) return rc;
+  }
+  if (w->del.n) {
+    const char *v = arr_end(&w->del);
+    if (!v) return -ENOMEM;
+    pg_params_t p = {0};
+    pg_p_str(&p, v);
+    rc = qcmd(x->q, QS_DELETE_IDS, &p, "queue delete");
+  }
+  return rc;
+}
+
+static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t *leases,
+                      size_t n, int64_t now_ms) {
+  struct pg_store *q = PGQ(s);
+  qctx_t x = {.q = q, .now = now_ms};
+  lease_writes_t w;
+  PGresult *r = NULL;
+  unsigned char *used = NULL;
+  arr_t ids = {0};
+  memset(&w, 0, sizeof(w));
+  int began, rc = pg_auto_begin(q, &began);
+  if (rc) return rc;
+  if ((rc = ctx_load(&x, name))) goto out;
+  for (size_t i = 0; i < n; i++) arr_i64(&ids, leases[i].id);
+  const char *idv = arr_end(&ids);
+  if (!idv) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  pg_params_t p = {0};
+  pg_p_i64(&p, x.c.id);
+  pg_p_str(&p, idv);
+  if (!(r = qrun(q, QS_LEASES, &p, &rc, "queue leases"))) goto out;
+  int nrows = PQntuples(r);
+  if (!(used = calloc((size_t)nrows + 1, 1))) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  for (size_t i = 0; !rc && i < n; i++) {
+    queue_lease_t *l = &leases[i];
+    int row = -1;
+    l->result = 0;
+    l->dead = 0;
+    for (int j = 0; j < nrows && row < 0; j++)
+      if (!used[j] && bi64(r, j, 0) == l->id && bi64(r, j, 1) == l->token) row = j;
+    if (row < 0) { /* not held (or ended earlier in this call) */
+      l->result = -ENOENT;
+      continue;
+    }
+    used[row] = 1;
+    rc = lease_one(&x, &w, op, l, r, row);
+  }
+  if (!rc) rc = writes_apply(&x, &w);
+  if (!rc) rc = ctx_finish(&x);
+out:
+  PQclear(r);
+  free(used);
+  strbuf_release(&ids.b);
+  writes_release(&w);
+  ctx_release(&x);
+  return pg_auto_end(q, began, rc);
 }
 
 int pg_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
                  int64_t now_ms) {
-  return -ENOSYS;
+  return leases_run(s, name, LEASE_ACK, leases, n, now_ms);
 }
 
 int pg_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
                   int64_t now_ms) {
-  return -ENOSYS;
+  return leases_run(s, name, LEASE_NACK, leases, n, now_ms);
 }
 
 int pg_queue_extend(store_t *s, const char *name, queue_lease_t *leases, size_t n,
                     int64_t visibility_ms, int64_t now_ms) {
-  return -ENOSYS;
+  struct pg_store *q = PGQ(s);
+  arr_t ids = {0}, toks = {0};
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    arr_i64(&ids, leases[i].id);
+    arr_i64(&toks, leases[i].token);
+  }
+  const char *idv = arr_end(&ids), *tokv = arr_end(&toks);
+  if (!idv || !tokv) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  pg_params_t p = {0};
+  pg_p_str(&p, name);
+  pg_p_i64(&p, now_ms);
+  pg_p_i64(&p, visibility_ms);
+  pg_p_str(&p, idv);
+  pg_p_str(&p, tokv);
+  PGresult *r = qrun(q, QS_EXTEND, &p, &rc, "queue extend");
+  if (!r) goto out;
+  int nrows = PQntuples(r), exists = 0;
+  for (int j = 0; j < nrows; j++)
+    if (bi64(r, j, 0) == 0) exists = 1;
+  if (!exists) rc = -ENOENT;
+  for (size_t i = 0; !rc && i < n; i++) {
+    leases[i].result = -ENOENT;
+    for (int j = 0; j < nrows; j++)
+      if (bi64(r, j, 0) == 1 && bi64(r, j, 1) == leases[i].id &&
+          bi64(r, j, 2) == leases[i].token)
+        leases[i].result = 0;
+  }
+  PQclear(r);
+out:
+  strbuf_release(&ids.b);
+  strbuf_release(&toks.b);
+  return rc;
 }
 
+/* ---- settings, listing, stats ---- */
+
 int pg_queue_set(store_t *s, queue_conf_t *c) {
-  return -ENOSYS;
+  struct pg_store *q = PGQ(s);
+  qctx_t x = {.q = q};
+  queue_conf_t cur;
+  int created = 0;
+  memset(&cur, 0, sizeof(cur));
+  int began, rc = pg_auto_begin(q, &began);
+  if (rc) return rc;
+  x.now = clock_wall_ms();
+  rc = queue_load(q, c->name, 1, &cur, NULL);
+  if (rc == -ENOENT) {
+    rc = queue_create(q, c->name, x.now, c, &x.c, &x.lease_seq);
+    if (rc == -EEXIST) rc = queue_load(q, c->name, 1, &cur, NULL);
+    else created = 1;
+  }
+  if (!rc && !created) {
+    pg_params_t p = {0};
+    pg_p_i64(&p, cur.id);
+    p_settings(&p, c);
+    PGresult *r = qrun(q, QS_SET, &p, &rc, "queue set");
+    if (r && PQntuples(r) == 1) row_queue(r, 0, &x.c, &x.lease_seq, NULL);
+    else if (r) rc = -ENOENT;
+    PQclear(r);
+  }
+  if (rc) goto out;
+  x.lease_seq0 = x.lease_seq;
+  x.c.name = c->name;
+  /* Limits may have changed: every key decides again whether it is open. */
+  if (!created && (cur.key_inflight != x.c.key_inflight || cur.key_rate != x.c.key_rate ||
+                   cur.key_burst != x.c.key_burst)) {
+    pg_params_t p = {0};
+    pg_p_i64(&p, x.c.id);
+    PGresult *r = qrun(q, QS_KEY_ALL, &p, &rc, "queue keys");
+    if (!r) goto out;
+    rc = touch_keys(&x, r, 1);
+    PQclear(r);
+    if (!rc) rc = ctx_flush_keys(&x);
+    x.note = 1;
+  }
+  /* Resumed: waiting takers may go on. */
+  if (!created && cur.paused && !x.c.paused) x.note = 1;
+  if (!rc && x.note && !x.c.paused) rc = pg_note(q, STORE_NOTE_QUEUES);
+  if (!rc) {
+    char *name = c->name;
+    *c = x.c;
+    c->name = name;
+  }
+out:
+  ctx_release(&x);
+  return pg_auto_end(q, began, rc);
 }
 
 int pg_queue_get(store_t *s, const char *name, queue_conf_t *out) {
-  return -ENOSYS;
+  int rc = queue_load(PGQ(s), name, 0, out, NULL);
+  if (!rc && !(out->name = strdup(name))) rc = -ENOMEM;
+  return rc;
 }
 
 int pg_queues_list(store_t *s, const char *after, size_t limit, queue_conf_list_t *out) {
-  return -ENOSYS;
+  struct pg_store *q = PGQ(s);
+  pg_params_t p = {0};
+  int rc;
+  pg_p_str(&p, after ? after : "");
+  if (limit)
+    pg_p_i64(&p, limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)limit);
+  else
+    pg_p_str(&p, NULL);
+  PGresult *r = qrun(q, QS_LIST, &p, &rc, "queue list");
+  if (!r) return rc;
+  for (int i = 0; !rc && i < PQntuples(r); i++) {
+    queue_conf_t *c = queue_conf_list_add(out);
+    if (!c) {
+      rc = -ENOMEM;
+      break;
+    }
+    row_queue(r, i, c, NULL, NULL);
+    rc = bbytes(r, i, 1, 1, &c->name, NULL);
+  }
+  PQclear(r);
+  return rc;
 }
 
 int pg_queue_delete(store_t *s, const char *name) {
-  return -ENOSYS;
+  struct pg_store *q = PGQ(s);
+  queue_conf_t c;
+  memset(&c, 0, sizeof(c));
+  int began, rc = pg_auto_begin(q, &began);
+  if (rc) return rc;
+  rc = queue_load(q, name, 1, &c, NULL);
+  if (!rc) {
+    pg_params_t p = {0};
+    pg_p_i64(&p, c.id);
+    rc = qcmd(q, QS_DEL_ALL, &p, "queue delete");
+  }
+  return pg_auto_end(q, began, rc);
 }
 
 int pg_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out) {
-  return -ENOSYS;
+  struct pg_store *q = PGQ(s);
+  queue_conf_t c;
+  pg_params_t p = {0};
+  int64_t ready;
+  int rc;
+  memset(&c, 0, sizeof(c));
+  pg_p_str(&p, name);
+  pg_p_i64(&p, now_ms);
+  PGresult *r = qrun(q, QS_STATS, &p, &rc, "queue stats");
+  if (!r) return rc;
+  if (PQntuples(r) != 1) {
+    PQclear(r);
+    return -ENOENT;
+  }
+  row_queue(r, 0, &c, NULL, &ready);
+  int col = QUEUE_NCOLS;
+  int64_t delayed_due = bi64(r, 0, col);
+  int64_t first_delayed = bi64(r, 0, col + 1 + T_DELAYED);
+  int64_t first_ready = bi64(r, 0, col + 1 + T_READY);
+  out->keys = bi64(r, 0, col + 1 + T_N);
+  PQclear(r);
+  out->waiting = c.n_waiting;
+  out->inflight = c.n_inflight;
+  out->size = c.n_waiting + c.n_inflight;
+  out->dead = c.n_dead;
+  out->done = c.n_done;
+  out->past_due = ready + delayed_due;
+  if (first_delayed && first_ready)
+    out->oldest_due_ms = imin(first_delayed, first_ready);
+  else
+    out->oldest_due_ms = first_delayed ? first_delayed : first_ready;
+  if (out->waiting == 0) out->oldest_due_ms = 0;
+  return 0;
+}
+
+/* ---- selections: items, requeue, purge ---- */
+
+/* The WHERE clause of filter f, its parameters pushed onto p in order
+ * (queue, after_id first). ids (an array literal) must outlive p's use. */
+static int filter_sql(strbuf_t *b, pg_params_t *p, int64_t queue_id, const queue_filter_t *f,
+                      int64_t after_id, arr_t *ids) {
+  pg_p_i64(p, queue_id);
+  pg_p_i64(p, after_id);
+  strbuf_adds(b, "queue_id = $1 AND id > $2");
+  if (f->states) {
+    const char *sep = "";
+    strbuf_adds(b, " AND state IN (");
+    for (int st = 0; st < QSTATE_N; st++) {
+      if (!(f->states & (1u << st))) continue;
+      if (st == QSTATE_WAITING)
+        strbuf_addf(b, "%s%d, %d", sep, IS_DELAYED, IS_READY);
+      else
+        strbuf_addf(b, "%s%d", sep,
+                    st == QSTATE_INFLIGHT ? IS_INFLIGHT
+                    : st == QSTATE_DEAD   ? IS_DEAD
+                                          : IS_DONE);
+      sep = ", ";
+    }
+    strbuf_adds(b, ")");
+  }
+  if (f->key) {
+    p_key(p, f->key);
+    strbuf_addf(b, " AND key = $%d::bytea", p->n);
+  }
+  if (f->prefix) {
+    size_t n = strlen(f->prefix);
+    pg_p_i64(p, (int64_t)n);
+    pg_p_bin(p, f->prefix, n);
+    strbuf_addf(b, " AND substr(element, 1, $%d::int) = $%d::bytea", p->n - 1, p->n);
+  }
+  if (f->nids) {
+    for (size_t i = 0; i < f->nids; i++) arr_i64(ids, f->ids[i]);
+    const char *v = arr_end(ids);
+    if (!v) return -ENOMEM;
+    pg_p_str(p, v);
+    strbuf_addf(b, " AND id = ANY ($%d::bigint[])", p->n);
+  }
+  return b->failed ? -ENOMEM : 0;
+}
+
+static queue_state_t public_state(int s) {
+  switch (s) {
+  case IS_INFLIGHT:
+    return QSTATE_INFLIGHT;
+  case IS_DEAD:
+    return QSTATE_DEAD;
+  case IS_DONE:
+    return QSTATE_DONE;
+  default:
+    return QSTATE_WAITING;
+  }
 }
 
 int pg_queue_items(store_t *s, const char *name, const queue_filter_t *f,
                    queue_item_list_t *out) {
-  return -ENOSYS;
+  struct pg_store *q = PGQ(s);
+  queue_conf_t c;
+  strbuf_t b = {0};
+  arr_t ids = {0};
+  pg_params_t p = {0};
+  PGresult *r = NULL;
+  memset(&c, 0, sizeof(c));
+  int rc = queue_load(q, name, 0, &c, NULL);
+  if (rc) return rc;
+  strbuf_adds(&b, "SELECT " ITEM_COLS " FROM queue_items WHERE ");
+  if ((rc = filter_sql(&b, &p, c.id, f, f->after_id, &ids))) goto out;
+  strbuf_adds(&b, " ORDER BY id");
+  if (f->limit)
+    strbuf_addf(&b, " LIMIT %" PRId64,
+                f->limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)f->limit);
+  if (b.failed) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  if (!(r = pg_run(q, -1, b.p, &p, 1, &rc, "queue items"))) goto out;
+  for (int i = 0; i < PQntuples(r); i++) {
+    queue_item_t *it = queue_item_list_add(out);
+    if (!it) {
+      rc = -ENOMEM;
+      break;
+    }
+    it->id = bi64(r, i, 0);
+    it->state = public_state((int)bi64(r, i, 1));
+    it->priority = (int)bi64(r, i, 2);
+    it->due_ms = bi64(r, i, 3);
+    it->deliveries = (int)bi64(r, i, 5);
+    it->token = it->state == QSTATE_INFLIGHT ? bi64(r, i, 6) : 0;
+    it->created_ms = bi64(r, i, 7);
+    if (bbytes(r, i, 9, 1, &it->element, &it->len) || bbytes(r, i, 4, 1, &it->key, NULL) ||
+        bbytes(r, i, 8, 0, &it->error, NULL)) {
+      rc = -ENOMEM;
+      break;
+    }
+  }
+out:
+  PQclear(r);
+  pg_params_release(&p);
+  strbuf_release(&b);
+  strbuf_release(&ids.b);
+  return rc;
+}
+
+typedef enum { BULK_REQUEUE, BULK_PURGE } bulk_op_t;
+
+/* Requeue or purge, a chunk per statement: each returns the rows it
+ * changed (id, old state, key, priority), whose keys and counters are then
+ * kept here. */
+static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_op_t op,
+                    int64_t due_ms, int64_t now_ms, int64_t *count) {
+  struct pg_store *q = PGQ(s);
+  qctx_t x = {.q = q, .now = now_ms};
+  int64_t after = f->after_id, total = 0;
+  int nstate = due_ms <= now_ms ? IS_READY : IS_DELAYED;
+  int began, rc = pg_auto_begin(q, &began);
+  if (rc) return rc;
+  rc = ctx_load(&x, name);
+  while (!rc) {
+    strbuf_t b = {0}, w = {0};
+    arr_t ids = {0};
+    pg_params_t p = {0};
+    PGresult *r = NULL;
+    int n = 0;
+    if ((rc = filter_sql(&w, &p, x.c.id, f, after, &ids))) goto chunk_out;
+    if (op == BULK_PURGE) {
+      strbuf_addf(&b,
+                  "DELETE FROM queue_items WHERE id IN (SELECT id FROM queue_items WHERE %s "
+                  "ORDER BY id LIMIT %d) RETURNING id, state, key, priority",
+                  w.p, BULK_CHUNK);
+    } else {
+      pg_p_i64(&p, nstate);
+      pg_p_i64(&p, due_ms);
+      strbuf_addf(&b,
+                  "UPDATE queue_items i SET state = $%d::smallint, due_ms = $%d::bigint, "
+                  "token = 0, deliveries = 0, redue_ms = 0, redue_pri = 0 FROM (SELECT id, "
+                  "state FROM queue_items WHERE %s ORDER BY id LIMIT %d) o WHERE i.id = o.id "
+                  "RETURNING i.id, o.state, i.key, i.priority",
+                  p.n - 1, p.n, w.p, BULK_CHUNK);
+    }
+    if (b.failed || w.failed) {
+      rc = -ENOMEM;
+      goto chunk_out;
+    }
+    if (!(r = pg_run(q, -1, b.p, &p, 1, &rc,
+                     op == BULK_PURGE ? "queue purge" : "queue requeue")))
+      goto chunk_out;
+    n = PQntuples(r);
+    for (int i = 0; !rc && i < n; i++) {
+      int64_t id = bi64(r, i, 0), pri = bi64(r, i, 3);
+      int state = (int)bi64(r, i, 1);
+      qkey_t *k;
+      char *key;
+      if ((rc = bbytes(r, i, 2, 1, &key, NULL))) break;
+      rc = ctx_key(&x, key, &k);
+      free(key);
+      if (rc) break;
+      if (state == IS_READY) key_ready_del(k, 1);
+      if (state == IS_INFLIGHT) {
+        k->inflight--;
+        k->dirty = 1;
+      }
+      count_state(&x, state, -1);
+      if (op == BULK_REQUEUE) {
+        count_state(&x, nstate, +1);
+        if (nstate == IS_READY) key_ready_add(k, pri, due_ms);
+        x.note = 1;
+      }
+      if (id > after) after = id;
+    }
+    total += n;
+  chunk_out:
+    PQclear(r);
+    pg_params_release(&p);
+    strbuf_release(&b);
+    strbuf_release(&w);
+    strbuf_release(&ids.b);
+    if (n < BULK_CHUNK) break;
+  }
+  if (!rc) rc = ctx_finish(&x);
+  if (!rc) *count = total;
+  ctx_release(&x);
+  return pg_auto_end(q, began, rc);
 }
 
 int pg_queue_requeue(store_t *s, const char *name, const queue_filter_t *f, int64_t due_ms,
                      int64_t now_ms, int64_t *count) {
-  return -ENOSYS;
+  return bulk_run(s, name, f, BULK_REQUEUE, due_ms, now_ms, count);
 }
 
 int pg_queue_purge(store_t *s, const char *name, const queue_filter_t *f, int64_t now_ms,
                    int64_t *count) {
-  return -ENOSYS;
+  return bulk_run(s, name, f, BULK_PURGE, 0, now_ms, count);
 }
