@@ -57,7 +57,7 @@ def cluster(factory, n, tmp_path, fake=False, scrapyd=None, spiderd=None, env=No
         if fake:
             sd["python"] = FAKE
         sd.update(spiderd or {})
-        sc = {"node_name": f"n{i}", "max_proc": 2}
+        sc = {"node_name": f"n{i}", "max_proc": 2, "finished_to_keep": 0}
         sc.update(scrapyd or {})
         e = {"MARKER_DIR": str(markers), "NODE_TAG": f"n{i}"}
         e.update(env or {})
@@ -83,12 +83,12 @@ def test_a_job_queued_on_a_busy_node_starts_on_a_free_one(spiderd, tmp_path, egg
     # The egg reaches b through the store.
     wait_for(lambda: "testproj" in b.api("listprojects.json")["projects"], timeout(10),
              "the egg on the other node")
-    first = a.schedule("testproj", "slow", seconds="30")["jobid"]
+    first = a.schedule("testproj", "slow", seconds="30")
     wait_for(lambda: any(j["job"] == first and j["state"] == "running" for j in all_jobs(a)),
              timeout(20), "the first job running")
     busy = next(j for j in all_jobs(a) if j["job"] == first)["node"]
     queued_on = a if busy == "n0" else b
-    second = queued_on.schedule("testproj", "quick")["jobid"]
+    second = queued_on.schedule("testproj", "quick")
     wait_for(lambda: any(j["job"] == second and j["state"] == "finished" for j in all_jobs(a)),
              timeout(30), "the second job, on the free node")
     j2 = next(j for j in all_jobs(b) if j["job"] == second)
@@ -104,8 +104,7 @@ def test_a_job_queued_on_a_busy_node_starts_on_a_free_one(spiderd, tmp_path, egg
         assert "Spider closed (finished)" in r.text
     # Cancel from the node that does not run it.
     other = a if busy == "n1" else b
-    r = other.cancel("testproj", first)
-    assert r["prevstate"] == "running"
+    assert other.cancel("testproj", first) == "running"
     wait_for(lambda: any(j["job"] == first and j["state"] == "cancelled" for j in all_jobs(a)),
              timeout(30), "the cancelled job's end")
 
@@ -170,7 +169,7 @@ def test_three_nodes_kill9_one_every_job_finishes_once(spiderd, tmp_path, egg):
     jobids = []
     for i in range(300):
         d = nodes_[i % 3]
-        jobids.append(d.schedule("testproj", "quick", jobid=f"k{i:03d}")["jobid"])
+        jobids.append(d.schedule("testproj", "quick", jobid=f"k{i:03d}"))
     # Kill the node that holds the scheduler lease (the first started),
     # once it has crawls running.
     victim = a
@@ -206,14 +205,19 @@ def test_three_nodes_kill9_one_every_job_finishes_once(spiderd, tmp_path, egg):
                 assert len(retry) == 1 and retry[0]["node"] in ("n1", "n2"), attempts
     assert lost >= 1, "the killed node had crawls running: some jobs must have been lost"
 
-    # The marker files: one finished run per job, and no two runs of a job
-    # at once (a run cut by the kill ended when its node died).
+    # The marker files: every job ran to its end at least once, and no two
+    # runs of a job ever overlapped (a run cut by the kill ended when its
+    # node died). A run on the killed node may have ended just before the
+    # kill without its end being recorded: the store has it lost, and it ran
+    # again (at-least-once), but never at the same time.
     runs = markers_of(markers)
     for jobid in jobids:
         rs = sorted(runs.get(jobid, []) + [r for k, v in runs.items()
                                            if k.startswith(jobid + ".r") for r in v],
                     key=lambda r: r[2])
-        assert len([r for r in rs if r[3] is not None]) == 1, (jobid, rs)
+        assert [r for r in rs if r[3] is not None], (jobid, rs)
+        # (a lost attempt may have been claimed and never have started)
+        assert len(rs) <= len(by_logical[jobid]), (jobid, rs, by_logical[jobid])
         for prev, nxt in zip(rs, rs[1:]):
             prev_end = prev[3] if prev[3] is not None else killed_at
             assert nxt[2] >= prev_end, (jobid, rs)
@@ -229,7 +233,7 @@ def test_three_nodes_kill9_one_every_job_finishes_once(spiderd, tmp_path, egg):
     r = b.request("GET", f"{API}/schedules/{sid}/runs", params={"limit": 1000})
     rs = r.json()["runs"]
     fired = [x for x in rs if x["state"] == "fired"]
-    dues = [x["due_at"] for x in rs if x["state"] != "upcoming"]
+    dues = [x["due_ms"] for x in rs if x["state"] != "upcoming"]
     assert len(dues) == len(set(dues))
     sched_jobs = [j for j in all_jobs(b, schedule=sid) if j["attempt"] == 1]
     assert len(sched_jobs) == len(fired)
@@ -243,7 +247,7 @@ def test_a_restarted_postgresql_is_survived(spiderd, tmp_path, egg):
         pytest.skip("needs SPIDERD_TEST_PG_DIR (make test-pg) to restart the server")
     (a, b), _ = cluster(spiderd, 2, tmp_path, fake=True)
     a.upload("testproj", "1", egg("testproj"))
-    j1 = a.schedule("testproj", "quick")["jobid"]
+    j1 = a.schedule("testproj", "quick")
     wait_for(lambda: any(j["job"] == j1 and j["state"] == "finished" for j in all_jobs(a)),
              timeout(20), "a job before the restart")
     subprocess.run([os.path.join(HERE, "..", "pgserver.sh"), "restart", pgdir], check=True)
@@ -251,7 +255,7 @@ def test_a_restarted_postgresql_is_survived(spiderd, tmp_path, egg):
     # job is claimed (woken by a notice or the next heartbeat).
     def schedule_again():
         try:
-            return b.schedule("testproj", "quick")["jobid"]
+            return b.schedule("testproj", "quick")
         except AssertionError:
             return None
     j2 = wait_for(schedule_again, timeout(20), "scheduling after the restart", interval=0.5)
