@@ -10,9 +10,9 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	libzip-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
 	libcurl4-openssl-dev libssl-dev \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
-	wrk zip unzip curl redis-server
+	wrk zip unzip curl redis-server postgresql
 
-.PHONY: deps build run test test-unit test-integration test-asan bench bench-queue clean
+.PHONY: deps build run test test-unit test-integration test-asan test-pg bench bench-queue clean
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -46,7 +46,24 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(ASAN_BUILD)/spiderd SPIDERD_SANITIZED=1 \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider
 
-test: test-unit test-integration test-asan
+# The store contract tests (plain and sanitized) and the whole integration
+# suite, cluster tests included, against a throwaway PostgreSQL server
+# (tests/pgserver.sh: a free port, a temporary directory, stopped at the end).
+PG_DIR ?= /tmp/spiderd-test-pg-$(shell id -u)
+STORE_TESTS := test_store test_store_sched test_store_janitor test_store_queue test_store_async test_store_nodes
+test-pg: build $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	tests/pgserver.sh stop $(PG_DIR); \
+	url=$$(tests/pgserver.sh start $(PG_DIR)) || exit 1; \
+	trap 'tests/pgserver.sh stop $(PG_DIR)' EXIT; \
+	for t in $(STORE_TESTS); do \
+	  SPIDERD_TEST_STORE_URL="$$url?schema=t{}" ./$(BUILD)/$$t >/dev/null || { echo "$$t failed on PostgreSQL"; SPIDERD_TEST_STORE_URL="$$url?schema=t{}" ./$(BUILD)/$$t | tail -40; exit 1; }; \
+	  SPIDERD_TEST_STORE_URL="$$url?schema=t{}" ./$(ASAN_BUILD)/$$t >/dev/null || { echo "$$t (sanitized) failed on PostgreSQL"; exit 1; }; \
+	done; echo "store contract tests: passed on PostgreSQL"; \
+	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd SPIDERD_TEST_STORE_URL="$$url?schema={}" \
+		SPIDERD_TEST_PG_DIR=$(PG_DIR) /usr/bin/python3 -m pytest -q -x -p no:cacheprovider
+
+test: test-unit test-integration test-asan test-pg
 
 bench: build
 	./bench/run.sh $(CURDIR)/$(BUILD)/spiderd

@@ -52,6 +52,7 @@ static const char SEC_SPIDERD[] = "spiderd";
 static const char SEC_SERVICES[] = "services";
 static const char SEC_SETTINGS[] = "settings";
 static const char SEC_RETENTION[] = "retention";
+static const char SEC_CONCURRENCY[] = "concurrency";
 static const char SEC_DEFAULT[] = "DEFAULT";
 
 enum ktype { T_STR, T_USER, T_LEVEL, T_INT, T_PORT, T_BOOL, T_REAL, T_SIZE };
@@ -583,7 +584,7 @@ static int interpolate(struct loader *L, const struct src *s, const char *sectio
 
 static const char *tracked_section(const char *section) {
   static const char *const all[] = {SEC_SCRAPYD, SEC_SPIDERD, SEC_SERVICES, SEC_SETTINGS,
-                                    SEC_RETENTION, SEC_DEFAULT};
+                                    SEC_RETENTION, SEC_CONCURRENCY, SEC_DEFAULT};
   for (size_t i = 0; i < COUNT(all); i++)
     if (strcmp(section, all[i]) == 0) return all[i];
   return NULL;
@@ -638,7 +639,8 @@ static int on_pair(void *user, const char *section, const char *name, const char
   const char *sec = tracked_section(section);
   if (!sec) return 1;
   /* Project and spider names are case-sensitive (they are paths). */
-  char *lname = sec == SEC_RETENTION ? strdup(name) : lower_dup(name, strlen(name));
+  char *lname = sec == SEC_RETENTION || sec == SEC_CONCURRENCY ? strdup(name)
+                                                               : lower_dup(name, strlen(name));
   if (!lname) return L->rc = oom(L), 0;
   struct raw *r = raw_find(L, sec, lname);
 
@@ -977,6 +979,63 @@ out:
   return rc;
 }
 
+/* ---- [concurrency] ---- */
+
+/* "project[/spider] = N": at most N such jobs running at once, across every
+ * node sharing the store. The same key again replaces the entry. */
+static int limit_put(struct loader *L, const struct src *s, const char *name,
+                     const char *value) {
+  config_t *c = L->c;
+  char why[256];
+  const char *slash = strchr(name, '/');
+  char *project = strndup(name, slash ? (size_t)(slash - name) : strlen(name));
+  char *spider = slash ? strdup(slash + 1) : NULL;
+  int rc = 0;
+  long long max = 0;
+  if (!project || (slash && !spider)) {
+    rc = oom(L);
+    goto out;
+  }
+  if (!name_valid("project", project, why, sizeof(why)) ||
+      (spider && !name_valid("spider", spider, why, sizeof(why)))) {
+    rc = bad(L, s, SEC_CONCURRENCY, name, "not PROJECT or PROJECT/SPIDER: %s", why);
+    goto out;
+  }
+  const char *p = value + strspn(value, " \t");
+  size_t n = strcspn(p, " \t");
+  if (!n || p[n + strspn(p + n, " \t")] || parse_int_n(p, n, &max) || max < 1 ||
+      max > 1000000) {
+    rc = bad(L, s, SEC_CONCURRENCY, name,
+             "'%s' is not a whole number >= 1 (the most such jobs running at once; "
+             "1 = never overlap)", value);
+    goto out;
+  }
+  config_limit_t *e = NULL;
+  for (size_t i = 0; i < c->nlimits && !e; i++) {
+    const char *other = c->limits[i].spider;
+    if (!strcmp(c->limits[i].project, project) &&
+        (other && spider ? !strcmp(other, spider) : other == spider))
+      e = &c->limits[i];
+  }
+  if (!e) {
+    config_limit_t *grown = realloc(c->limits, (c->nlimits + 1) * sizeof(*grown));
+    if (!grown) {
+      rc = oom(L);
+      goto out;
+    }
+    c->limits = grown;
+    e = &grown[c->nlimits++];
+    e->project = project;
+    e->spider = spider;
+    project = spider = NULL;
+  }
+  e->max = (int)max;
+out:
+  free(project);
+  free(spider);
+  return rc;
+}
+
 /* ---- applying the merged files ---- */
 
 /* [scrapyd] also holds Scrapyd's class names, which spiderd does not use;
@@ -1015,6 +1074,9 @@ static int apply_files(struct loader *L) {
     } else if (r->section == SEC_RETENTION) {
       rc = resolve(L, &s, r, &v);
       if (!rc) rc = retention_put(L, &s, r->name, v.p);
+    } else if (r->section == SEC_CONCURRENCY) {
+      rc = resolve(L, &s, r, &v);
+      if (!rc) rc = limit_put(L, &s, r->name, v.p);
     } else if (r->src && (r->section == SEC_SCRAPYD || r->section == SEC_SPIDERD)) {
       const struct key *k = key_find(r->section, r->name);
       if (!k) {
@@ -1094,11 +1156,12 @@ static int apply_set(struct loader *L, const char *arg) {
   const char *sec = sn < sizeof(section) ? tracked_section(section) : NULL;
   if (!sec || sec == SEC_DEFAULT)
     return report(L, SPD_ECONFIG,
-                  "flag --set: unknown section '%.*s' (scrapyd, spiderd, services, settings "
-                  "or retention)",
+                  "flag --set: unknown section '%.*s' (scrapyd, spiderd, services, settings, "
+                  "retention or concurrency)",
                   (int)sn, arg);
   size_t nn = (size_t)(eq - dot - 1);
-  char *name = sec == SEC_RETENTION ? strndup(dot + 1, nn) : lower_dup(dot + 1, nn);
+  char *name = sec == SEC_RETENTION || sec == SEC_CONCURRENCY ? strndup(dot + 1, nn)
+                                                               : lower_dup(dot + 1, nn);
   if (!name) return oom(L);
   const char *value = eq + 1;
   struct src s = {SRC_SET, "--set"};
@@ -1110,6 +1173,8 @@ static int apply_set(struct loader *L, const char *arg) {
     if (pairs_put(&c->settings, &c->nsettings, name, value)) rc = oom(L);
   } else if (sec == SEC_RETENTION) {
     rc = retention_put(L, &s, name, value);
+  } else if (sec == SEC_CONCURRENCY) {
+    rc = limit_put(L, &s, name, value);
   } else {
     const struct key *k = key_find(sec, name);
     rc = k ? apply(L, k, value, &s) : unknown_key(L, &s, sec, name);
@@ -1239,6 +1304,11 @@ void config_release(config_t *c) {
   pairs_free(c->services, c->nservices);
   pairs_free(c->settings, c->nsettings);
   retention_free(c->retention, c->nretention);
+  for (size_t i = 0; i < c->nlimits; i++) {
+    free(c->limits[i].project);
+    free(c->limits[i].spider);
+  }
+  free(c->limits);
   for (size_t i = 0; i < c->nsources; i++) free(c->sources[i]);
   free(c->sources);
   memset(c, 0, sizeof(*c));

@@ -41,6 +41,14 @@ typedef struct config_retention {
   double days;  /* ended longer ago than this go; 0 = forever, < 0 = not given */
 } config_retention_t;
 
+/* One entry of [concurrency]: at most `max` running jobs of the project
+ * (spider NULL: all its spiders together) or of one spider. */
+typedef struct config_limit {
+  char *project;
+  char *spider;
+  int max;
+} config_limit_t;
+
 typedef struct config {
   /* [scrapyd] — names, defaults and meaning as Scrapyd 1.6 */
   char *bind_address;      /* "127.0.0.1" */
@@ -114,6 +122,9 @@ typedef struct config {
    * replaces the earlier value in place. */
   config_retention_t *retention;
   size_t nretention;
+  /* [concurrency], in the order read (run/launcher.c applies them). */
+  config_limit_t *limits;
+  size_t nlimits;
 
   /* Files actually read, in order (for `spiderd config` and messages). */
   char **sources;

@@ -589,12 +589,68 @@ typedef struct claim_op {
   const char *node;
   job_list_t jobs;
   int64_t next_due; /* a short claim: the earliest delayed job, 0 = none */
+  int limited;      /* claimed jobs given back: their limit was full */
   int64_t delayed;  /* and how many wait */
 } claim_op_t;
 
+/* Does limit l cover job j? */
+static int limit_covers(const config_limit_t *l, const job_t *j) {
+  return !strcmp(l->project, j->project) && (!l->spider || !strcmp(l->spider, j->spider));
+}
+
+/* A claim under [concurrency] limits: under the store's claim lock (held
+ * to the commit, so every node's claims take turns), count what each limit
+ * has running, skip the pending jobs of limits at their maximum, and give
+ * back any claimed job that would go over one (several jobs of one limit
+ * can come in one claim). Every node and every restart counts the same
+ * rows, so a limit holds across the cluster. */
+static int claim_limited(store_t *s, claim_op_t *op) {
+  const config_t *cfg = op->l->cfg;
+  int64_t *running = calloc(cfg->nlimits, sizeof(*running));
+  job_key_t skip[STORE_CLAIM_SKIP_MAX];
+  size_t nskip = 0;
+  int rc = running ? store_claim_lock(s) : -ENOMEM;
+  for (size_t i = 0; !rc && i < cfg->nlimits; i++) {
+    job_list_t r = {0};
+    job_filter_t f = {.project = cfg->limits[i].project, .spider = cfg->limits[i].spider,
+                      .states = 1u << JOB_RUNNING};
+    /* spider NULL would list the project's jobs in the other order: fine. */
+    rc = store_jobs_list(s, &f, &r);
+    running[i] = (int64_t)r.n;
+    job_list_release(&r);
+    if (!rc && running[i] >= cfg->limits[i].max && nskip < STORE_CLAIM_SKIP_MAX)
+      skip[nskip++] = (job_key_t){cfg->limits[i].project, cfg->limits[i].spider};
+  }
+  if (!rc) rc = store_job_claim_skip(s, op->node, op->max, op->now, skip, nskip, &op->jobs);
+  size_t kept = 0;
+  for (size_t k = 0; !rc && k < op->jobs.n; k++) {
+    job_t *j = &op->jobs.v[k];
+    int over = 0;
+    for (size_t i = 0; i < cfg->nlimits && !over; i++)
+      over = limit_covers(&cfg->limits[i], j) && running[i] >= cfg->limits[i].max;
+    if (over) {
+      rc = store_job_requeue(s, j->id);
+      job_release(j);
+      op->limited++;
+      continue;
+    }
+    for (size_t i = 0; i < cfg->nlimits; i++)
+      if (limit_covers(&cfg->limits[i], j)) running[i]++;
+    if (kept != k) {
+      op->jobs.v[kept] = *j;
+      job_init(j);
+    }
+    kept++;
+  }
+  if (!rc) op->jobs.n = kept;
+  free(running);
+  return rc;
+}
+
 static int claim_fn(store_t *s, void *arg) {
   claim_op_t *op = arg;
-  int rc = store_job_claim(s, op->node, op->max, op->now, &op->jobs);
+  int rc = op->l->cfg->nlimits ? claim_limited(s, op)
+                               : store_job_claim(s, op->node, op->max, op->now, &op->jobs);
   if (!rc && op->l->shared) {
     /* The egg may have been added on another node a moment ago: copy the
      * project's eggs first, so the job runs the version it asked for (or
@@ -667,13 +723,16 @@ static void claim_done(void *arg, int rc) {
       start_job(l, &op->jobs.v[i]);
     }
   }
+  /* A full claim may leave more behind; a short one found all there was
+   * (a new job kicks again, kick_again). */
+  int full = op->jobs.n >= op->max && !op->limited;
   job_list_release(&op->jobs);
   free(op);
   if (l->stopping) {
     launcher_maybe_stopped(l);
     return;
   }
-  if (l->kick_again || rc == 0) {
+  if (l->kick_again || (rc == 0 && full)) {
     l->kick_again = 0;
     launcher_kick(l);
   }
@@ -687,7 +746,10 @@ void launcher_kick(launcher_t *l) {
   }
   /* Delayed retries are pending but not claimable: only a due timer's wake
    * (due_check) claims when every pending job is a delayed one. */
-  if ((l->counters->pending - l->delayed <= 0 && !l->due_check) || l->nprocs >= l->max_proc)
+  /* Under [concurrency] limits pending jobs may wait for a slot of their
+   * limit, which no counter shows: every free slot then claims. */
+  if ((l->counters->pending - l->delayed <= 0 && !l->due_check && !l->cfg->nlimits) ||
+      l->nprocs >= l->max_proc)
     return;
   claim_op_t *op = calloc(1, sizeof(*op));
   if (!op) return;

@@ -355,6 +355,20 @@ int pg_auto_end(struct pg_store *q, int began, int rc) {
   return pg_tx_commit(&q->base);
 }
 
+/* ---- claims under concurrency limits ---- */
+
+static int pg_claim_lock(store_t *s) {
+  struct pg_store *q = PGQ(s);
+  if (!q->in_tx) return -EINVAL;
+  int rc;
+  PGresult *r = pg_run(q, PG_SLOT_CORE + 11,
+                       "SELECT pg_advisory_xact_lock(hashtext('spiderd.claim.' || "
+                       "current_schema()))",
+                       NULL, 0, &rc, "claim lock");
+  PQclear(r);
+  return rc;
+}
+
 /* ---- meta ---- */
 
 static int pg_meta_get(store_t *s, const char *key, char **value) {
@@ -615,6 +629,8 @@ const struct store_ops store_pg_ops = {
     .sp_rollback = pg_sp_rollback,
     .job_insert = pg_job_insert,
     .job_claim = pg_job_claim,
+    .job_claim_skip = pg_job_claim_skip,
+    .claim_lock = pg_claim_lock,
     .job_started = pg_job_started,
     .job_requeue = pg_job_requeue,
     .job_finish = pg_job_finish,

@@ -90,6 +90,8 @@ int pg_json(const PGresult *r, int row, int col, json_t **out); /* parsed */
 extern const char pg_schema_jobs[];
 int pg_job_insert(store_t *s, job_t *j);
 int pg_job_claim(store_t *s, const char *node, size_t max, int64_t now_ms, job_list_t *out);
+int pg_job_claim_skip(store_t *s, const char *node, size_t max, int64_t now_ms,
+                      const job_key_t *skip, size_t nskip, job_list_t *out);
 int pg_job_started(store_t *s, int64_t id, int pid, int64_t pid_start);
 int pg_job_requeue(store_t *s, int64_t id);
 int pg_job_finish(store_t *s, int64_t id, job_state_t state, int64_t end_ms, int exit_code,

@@ -360,6 +360,33 @@ int pg_job_claim(store_t *s, const char *node, size_t max, int64_t now_ms, job_l
                        &p, out, pg_cmp_claimed, "claim jobs");
 }
 
+int pg_job_claim_skip(store_t *s, const char *node, size_t max, int64_t now_ms,
+                      const job_key_t *skip, size_t nskip, job_list_t *out) {
+  pg_params_t p = {0};
+  char sql[2048];
+  pg_p_str(&p, node);
+  pg_p_i64(&p, now_ms);
+  pg_p_i64(&p, pg_clamp(max));
+  size_t n = (size_t)snprintf(sql, sizeof(sql),
+                              "UPDATE jobs SET state = 1, node = $1, start_ms = $2 WHERE id IN "
+                              "(SELECT id FROM jobs WHERE state = 0 AND not_before_ms <= $2 "
+                              "AND NOT (false");
+  for (size_t i = 0; i < nskip && n < sizeof(sql); i++) {
+    pg_p_str(&p, skip[i].project);
+    if (skip[i].spider) {
+      pg_p_str(&p, skip[i].spider);
+      n += (size_t)snprintf(sql + n, sizeof(sql) - n, " OR (project = $%d AND spider = $%d)",
+                            p.n - 1, p.n);
+    } else {
+      n += (size_t)snprintf(sql + n, sizeof(sql) - n, " OR project = $%d", p.n);
+    }
+  }
+  if (n < sizeof(sql))
+    snprintf(sql + n, sizeof(sql) - n,
+             ") ORDER BY priority DESC, id LIMIT $3 FOR UPDATE SKIP LOCKED) RETURNING " PG_JOB_COLS);
+  return pg_jobs_query(PGQ(s), -1, sql, &p, out, pg_cmp_claimed, "claim jobs");
+}
+
 int pg_job_started(store_t *s, int64_t id, int pid, int64_t pid_start) {
   pg_params_t p = {0};
   pg_p_i64(&p, id);

@@ -718,21 +718,67 @@ static int sqlite_cmp_claimed(const void *a, const void *b) {
   return (x->id > y->id) - (x->id < y->id);
 }
 
+/* A claim whose SQL skips limited projects and spiders: prepared per call
+ * (its shape follows the limits at their maximum), finalized in claim_run. */
+static sqlite3_stmt *sqlite_claim_skip_stmt(struct sqlite_store *q, const job_key_t *skip,
+                                            size_t nskip) {
+  char sql[2048];
+  size_t n = (size_t)snprintf(sql, sizeof(sql),
+                              "UPDATE jobs SET state = 1, node = ?1, start_ms = ?2 WHERE id IN "
+                              "(SELECT id FROM jobs WHERE state = 0 AND not_before_ms <= ?2 "
+                              "AND NOT (0");
+  for (size_t i = 0; i < nskip && n < sizeof(sql); i++)
+    n += (size_t)snprintf(sql + n, sizeof(sql) - n,
+                          skip[i].spider ? " OR (project = ? AND spider = ?)" : " OR project = ?");
+  if (n < sizeof(sql))
+    snprintf(sql + n, sizeof(sql) - n,
+             ") ORDER BY priority DESC, id LIMIT ?3) RETURNING " SQLITE_JOB_COLS);
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK) {
+    sqlite_fail(q, "prepare claim");
+    return NULL;
+  }
+  int i = 4;
+  for (size_t k = 0; k < nskip; k++) {
+    sqlite_bind_str(st, i++, skip[k].project);
+    if (skip[k].spider) sqlite_bind_str(st, i++, skip[k].spider);
+  }
+  return st;
+}
+
+static int sqlite_claim_run(store_t *s, const char *node, size_t max, int64_t now_ms,
+                            const job_key_t *skip, size_t nskip, job_list_t *out);
+
 static int sqlite_job_claim(store_t *s, const char *node, size_t max,
                             int64_t now_ms, job_list_t *out) {
+  return sqlite_claim_run(s, node, max, now_ms, NULL, 0, out);
+}
+
+static int sqlite_job_claim_skip(store_t *s, const char *node, size_t max, int64_t now_ms,
+                                 const job_key_t *skip, size_t nskip, job_list_t *out) {
+  return sqlite_claim_run(s, node, max, now_ms, skip, nskip, out);
+}
+
+static int sqlite_claim_run(store_t *s, const char *node, size_t max, int64_t now_ms,
+                            const job_key_t *skip, size_t nskip, job_list_t *out) {
   struct sqlite_store *q = SQ(s);
   struct sqlite_rows r = {0};
   int began = 0;
-  sqlite3_stmt *st = sqlite_stmt(q, max == 1 ? SQ_CLAIM_ONE : SQ_CLAIM);
+  sqlite3_stmt *st = nskip ? sqlite_claim_skip_stmt(q, skip, nskip)
+                           : sqlite_stmt(q, max == 1 ? SQ_CLAIM_ONE : SQ_CLAIM);
   if (!st) return SPD_ESTORE;
   /* BEGIN IMMEDIATE takes the write lock before the SELECT inside the
    * UPDATE reads, so two connections can never pick the same rows. */
   int rc = sqlite_auto_begin(q, &began);
-  if (rc) return rc;
+  if (rc) {
+    if (nskip) sqlite3_finalize(st);
+    return rc;
+  }
   sqlite_bind_str(st, 1, node);
   sqlite3_bind_int64(st, 2, now_ms);
-  if (max != 1) sqlite3_bind_int64(st, 3, sqlite_clamp(max));
+  if (max != 1 || nskip) sqlite3_bind_int64(st, 3, sqlite_clamp(max));
   rc = sqlite_read_rows(q, st, &r, "claim jobs");
+  if (nskip) sqlite3_finalize(st);
   rc = sqlite_auto_end(q, began, rc);
   if (rc) goto out;
   /* RETURNING gives rows in no promised order. */
@@ -1275,6 +1321,7 @@ const struct store_ops store_sqlite_ops = {
     .sp_rollback = sqlite_sp_rollback,
     .job_insert = sqlite_job_insert,
     .job_claim = sqlite_job_claim,
+    .job_claim_skip = sqlite_job_claim_skip,
     .job_started = sqlite_job_started,
     .job_requeue = sqlite_job_requeue,
     .job_finish = sqlite_job_finish,

@@ -107,6 +107,22 @@ int store_job_claim(store_t *s, const char *node, size_t max, int64_t now_ms,
   return s->ops->job_claim(s, node, max, now_ms, out);
 }
 
+int store_job_claim_skip(store_t *s, const char *node, size_t max, int64_t now_ms,
+                         const job_key_t *skip, size_t nskip, job_list_t *out) {
+  if (!nskip) return store_job_claim(s, node, max, now_ms, out);
+  if (!s || !node || !out || !skip || nskip > STORE_CLAIM_SKIP_MAX) return -EINVAL;
+  for (size_t i = 0; i < nskip; i++)
+    if (!skip[i].project) return -EINVAL;
+  if (max == 0) return 0;
+  if (!s->ops->job_claim_skip) return -ENOTSUP;
+  return s->ops->job_claim_skip(s, node, max, now_ms, skip, nskip, out);
+}
+
+int store_claim_lock(store_t *s) {
+  if (!s) return -EINVAL;
+  return s->ops->claim_lock ? s->ops->claim_lock(s) : 0;
+}
+
 int store_job_started(store_t *s, int64_t id, int pid, int64_t pid_start) {
   if (!s) return -EINVAL;
   return s->ops->job_started(s, id, pid, pid_start);

@@ -66,6 +66,25 @@ int store_job_insert(store_t *s, job_t *j);
 int store_job_claim(store_t *s, const char *node, size_t max, int64_t now_ms,
                     job_list_t *out);
 
+/* A project's jobs (spider NULL) or one spider's. */
+typedef struct job_key {
+  const char *project;
+  const char *spider;
+} job_key_t;
+
+/* store_job_claim, skipping pending jobs that match any of skip[0..nskip)
+ * (concurrency limits at their maximum). nskip 0 is store_job_claim. At
+ * most STORE_CLAIM_SKIP_MAX keys (-EINVAL above). */
+#define STORE_CLAIM_SKIP_MAX 16
+int store_job_claim_skip(store_t *s, const char *node, size_t max, int64_t now_ms,
+                         const job_key_t *skip, size_t nskip, job_list_t *out);
+
+/* Serializes, to the end of the current transaction, every claim that
+ * applies concurrency limits on every connection sharing the store, so the
+ * running counts it reads stay true until it commits. Inside a transaction
+ * only. */
+int store_claim_lock(store_t *s);
+
 /* Records the process of a running job. */
 int store_job_started(store_t *s, int64_t id, int pid, int64_t pid_start);
 

@@ -29,6 +29,9 @@ struct store_ops {
   int (*job_insert)(store_t *s, job_t *j);
   int (*job_claim)(store_t *s, const char *node, size_t max, int64_t now_ms,
                    job_list_t *out);
+  int (*job_claim_skip)(store_t *s, const char *node, size_t max, int64_t now_ms,
+                        const job_key_t *skip, size_t nskip, job_list_t *out);
+  int (*claim_lock)(store_t *s); /* NULL: the write transaction serializes claims */
   int (*job_started)(store_t *s, int64_t id, int pid, int64_t pid_start);
   int (*job_requeue)(store_t *s, int64_t id);
   int (*job_finish)(store_t *s, int64_t id, job_state_t state, int64_t end_ms,

@@ -46,7 +46,8 @@ def all_jobs(d, **params):
             return out
 
 
-def cluster(factory, n, tmp_path, fake=False, scrapyd=None, spiderd=None, env=None):
+def cluster(factory, n, tmp_path, fake=False, scrapyd=None, spiderd=None, env=None,
+            extra_conf=""):
     """n daemons on one store, node names n0..n{n-1}."""
     key = unique("cluster")
     markers = tmp_path / "markers"
@@ -61,7 +62,7 @@ def cluster(factory, n, tmp_path, fake=False, scrapyd=None, spiderd=None, env=No
         sc.update(scrapyd or {})
         e = {"MARKER_DIR": str(markers), "NODE_TAG": f"n{i}"}
         e.update(env or {})
-        out.append(factory(name=f"n{i}", scrapyd=sc, spiderd=sd, env=e))
+        out.append(factory(name=f"n{i}", scrapyd=sc, spiderd=sd, env=e, extra_conf=extra_conf))
     return out, markers
 
 
@@ -74,6 +75,64 @@ def test_nodes_lists_this_node(spiderd):
     assert n["heartbeat_age_ms"] < timeout(5) * 1000
     r = d.request("POST", API + "/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "nodes.list"})
     assert r.json()["result"]["nodes"][0]["name"] == d.node
+
+
+def overlaps(runs):
+    """Pairs of (start, end) intervals that overlap."""
+    runs = sorted(runs)
+    return [(a, b) for a, b in zip(runs, runs[1:]) if b[0] < a[1]]
+
+
+def check_limits(nodes_, markers, jobs):
+    """jobs: {jobid: spider}. quick runs one at a time; the project runs at
+    most 3 at once."""
+    d = nodes_[0]
+    wait_for(lambda: all(j["state"] == "finished" for j in all_jobs(d, project="testproj")
+                         if j["job"] in jobs) and
+             len([j for j in all_jobs(d, project="testproj") if j["job"] in jobs]) == len(jobs),
+             timeout(60), "every limited job finished", interval=0.2)
+    runs = markers_of(markers)
+    spans = {job: (r[2], r[3]) for job, rs in runs.items() if job in jobs for r in rs}
+    assert len(spans) == len(jobs)
+    quick = [v for k, v in spans.items() if jobs[k] == "quick"]
+    assert not overlaps(quick), quick
+    events = sorted([(a, 1) for a, _ in spans.values()] + [(b, -1) for _, b in spans.values()],
+                    key=lambda e: (e[0], e[1]))
+    most, now = 0, 0
+    for _, step in events:
+        now += step
+        most = max(most, now)
+    assert most <= 3, spans
+    assert most >= 2, "the limits must leave room for other spiders"
+
+
+LIMITS = "[concurrency]\ntestproj/quick = 1\ntestproj = 3\n"
+
+
+def test_concurrency_limits_on_one_node(spiderd, tmp_path, egg):
+    (d,), markers = cluster(spiderd, 1, tmp_path, fake=True, scrapyd={"max_proc": 6},
+                            env={"FAKE_SECONDS": "0.3"}, extra_conf=LIMITS)
+    d.upload("testproj", "1", egg("testproj"))
+    jobs = {}
+    for i in range(12):
+        spider = "quick" if i % 2 else "marker"
+        jobs[d.schedule("testproj", spider, jobid=f"l{i}")] = spider
+    check_limits([d], markers, jobs)
+
+
+@shared
+def test_concurrency_limits_hold_across_nodes(spiderd, tmp_path, egg):
+    nodes_, markers = cluster(spiderd, 3, tmp_path, fake=True, scrapyd={"max_proc": 3},
+                              env={"FAKE_SECONDS": "0.3"}, extra_conf=LIMITS)
+    nodes_[0].upload("testproj", "1", egg("testproj"))
+    wait_for(lambda: all("testproj" in d.api("listprojects.json")["projects"] for d in nodes_),
+             timeout(10), "the egg on every node")
+    jobs = {}
+    for i in range(18):
+        spider = "quick" if i % 2 else "marker"
+        jobs[nodes_[i % 3].schedule("testproj", spider, jobid=f"l{i}")] = spider
+    check_limits(nodes_, markers, jobs)
+    assert len({j["node"] for j in all_jobs(nodes_[0], project="testproj")}) >= 2
 
 
 @shared
