@@ -21,7 +21,10 @@
  * Reconnects: an op whose connection is broken, or breaks before the reply
  * arrives, reconnects (redisReconnect, AUTH, SELECT) and runs once more. A
  * script the server no longer has (NOSCRIPT: a restart, SCRIPT FLUSH) is
- * loaded again and the op run once more.
+ * loaded again and the op run once more. A client cannot tell a request
+ * lost on the way from a reply lost on the way back, so an op whose server
+ * ran it and then dropped the connection runs twice; a reply that timed
+ * out (REDIS_COMMAND_TIMEOUT_S) is not retried for that reason.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -461,8 +464,11 @@ int redis_eval(struct redis_store *q, int id, redis_args_t *a, redisReply **out,
     }
     r = redisCommandArgv(q->c, argc, argv, lens);
     if (!r) {
+      /* A timeout is no dropped connection: the script may still be
+       * running, so it is not sent again (the next op reconnects). */
+      int timed_out = q->c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
       log_warn("store", "redis %s: %s", what, q->c->errstr);
-      if (reconnected) {
+      if (reconnected || timed_out) {
         rc = SPD_ESTORE;
         break;
       }
@@ -833,43 +839,45 @@ static int redis_watch_fd(store_watch_t *ww) {
   return w->q.c->fd;
 }
 
-static void redis_watch_drop(struct redis_watch *w) {
+/* Connects and subscribes again; notices sent meanwhile are lost, so the
+ * caller hears that everything may have changed. */
+static int redis_watch_resubscribe(struct redis_watch *w, unsigned *what) {
+  char err[256];
+  if (redis_watch_subscribe(w, err, sizeof(err))) {
+    log_warn("store", "notifications: %s", err);
+    return SPD_ESTORE;
+  }
+  log_info("store", "notifications: reconnected to Redis");
+  *what |= STORE_NOTE_RECONNECT | STORE_NOTE_JOBS | STORE_NOTE_EGGS | STORE_NOTE_CANCEL |
+           STORE_NOTE_QUEUES | STORE_NOTE_NODES;
+  return 0;
+}
+
+/* The connection broke: one reconnect at once (SPD_ESTORE when it fails;
+ * the next read tries again). */
+static int redis_watch_drop(struct redis_watch *w, unsigned *what) {
   log_warn("store", "notifications: connection to Redis lost: %s",
            w->q.c ? w->q.c->errstr : "");
   if (w->q.c) redisFree(w->q.c);
   w->q.c = NULL;
+  return redis_watch_resubscribe(w, what);
 }
 
 static int redis_watch_read(store_watch_t *ww, unsigned *what) {
   struct redis_watch *w = (struct redis_watch *)ww;
-  if (!w->q.c || w->q.c->err) {
-    char err[256];
-    if (redis_watch_subscribe(w, err, sizeof(err))) {
-      log_warn("store", "notifications: %s", err);
-      return SPD_ESTORE;
-    }
-    log_info("store", "notifications: reconnected to Redis");
-    *what |= STORE_NOTE_RECONNECT | STORE_NOTE_JOBS | STORE_NOTE_EGGS | STORE_NOTE_CANCEL |
-             STORE_NOTE_QUEUES | STORE_NOTE_NODES;
-    return 0;
-  }
+  if (!w->q.c || w->q.c->err) return redis_watch_resubscribe(w, what);
   /* Only what already arrived: poll without waiting, then parse. */
   for (;;) {
     struct pollfd p = {.fd = w->q.c->fd, .events = POLLIN};
     int n = poll(&p, 1, 0);
     if (n <= 0) break;
-    if (redisBufferRead(w->q.c) != REDIS_OK) {
-      redis_watch_drop(w);
-      return SPD_ESTORE;
-    }
+    if (redisBufferRead(w->q.c) != REDIS_OK) return redis_watch_drop(w, what);
     if (p.revents & (POLLHUP | POLLERR)) break;
   }
   for (;;) {
     redisReply *r = NULL;
-    if (redisGetReplyFromReader(w->q.c, (void **)&r) != REDIS_OK) {
-      redis_watch_drop(w);
-      return SPD_ESTORE;
-    }
+    if (redisGetReplyFromReader(w->q.c, (void **)&r) != REDIS_OK)
+      return redis_watch_drop(w, what);
     if (!r) break;
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
         r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "message") &&

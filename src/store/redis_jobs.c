@@ -177,7 +177,7 @@ static const char *const jobs_src[RS_SCHEDULE_PUT] = {
         "local j = H(JK(id))\n"
         "if not j or N(j.state) ~= 1 then return E('ENOENT') end\n"
         "JMOVE(id, j, {state = '0', node = false, start_ms = false, pid = false,\n"
-        "              pid_start = false})\n"
+        "              pid_start = false, cancel_ms = false})\n"
         "return 0\n",
     /* ARGV: P, id, state, end_ms, exit_code, term_signal, stats ('' = none) */
     [RS_JOB_FINISH] =
