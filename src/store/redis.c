@@ -1,0 +1,988 @@
+/* The Redis backend: connection, reconnects, script loading, transactions,
+ * meta and notifications. Jobs, schedules and queues are in redis_jobs.c,
+ * redis_sched.c and redis_queue.c (redis_int.h).
+ *
+ * URL: redis://[:PASSWORD@]HOST[:PORT][/DB][?prefix=NAME], or
+ * redis:///PATH/TO/SOCKET[?db=DB&prefix=NAME] for a Unix socket. Every key
+ * starts with "NAME:" (default "spiderd:"), so several clusters or test runs
+ * can share one server; notices travel on the channel "NAME:notes" as a
+ * decimal STORE_NOTE_* mask. TLS (rediss://) is not offered.
+ *
+ * Atomicity is per op on this backend. Each op is one Lua script, which
+ * Redis runs alone, and which validates everything before it writes, so an
+ * op is all or nothing. Redis has no multi-statement transactions a client
+ * can read inside, so store_tx_* and store_sp_* only track nesting (and
+ * hold back notices to the commit): a batch's ops are each committed when
+ * they return, a rolled-back savepoint relies on the failed op having
+ * written nothing (true of every op here), and a rolled-back transaction
+ * keeps the ops that succeeded inside it. Other connections see each op as
+ * soon as it ran.
+ *
+ * Reconnects: an op whose connection is broken, or breaks before the reply
+ * arrives, reconnects (redisReconnect, AUTH, SELECT) and runs once more. A
+ * script the server no longer has (NOSCRIPT: a restart, SCRIPT FLUSH) is
+ * loaded again and the op run once more. A client cannot tell a request
+ * lost on the way from a reply lost on the way back, so an op whose server
+ * ran it and then dropped the connection runs twice; a reply that timed
+ * out (REDIS_COMMAND_TIMEOUT_S) is not retried for that reason.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/time.h>
+
+#include "error.h"
+#include "log.h"
+#include "store/redis_int.h"
+
+/* The data layout version; a store written by a newer build is refused. */
+#define REDIS_SCHEMA_VERSION 1
+#define REDIS_CONNECT_TIMEOUT_S 5
+#define REDIS_COMMAND_TIMEOUT_S 30
+
+/* ---- arguments ---- */
+
+static int ra_slot(redis_args_t *a) {
+  if (a->n == a->cap) {
+    int cap = a->cap ? a->cap * 2 : 16;
+    const char **v = realloc(a->v, (size_t)cap * sizeof(*v));
+    if (v) a->v = v;
+    size_t *len = realloc(a->len, (size_t)cap * sizeof(*len));
+    if (len) a->len = len;
+    char **owned = realloc(a->owned, (size_t)cap * sizeof(*owned));
+    if (owned) a->owned = owned;
+    if (!v || !len || !owned) {
+      a->oom = 1;
+      return -1;
+    }
+    a->cap = cap;
+  }
+  int i = a->n++;
+  a->owned[i] = NULL;
+  a->v[i] = "";
+  a->len[i] = 0;
+  return i;
+}
+
+void ra_bin(redis_args_t *a, const void *data, size_t len) {
+  int i = ra_slot(a);
+  if (i < 0) return;
+  a->v[i] = data ? data : "";
+  a->len[i] = data ? len : 0;
+}
+
+void ra_str(redis_args_t *a, const char *s) { ra_bin(a, s, s ? strlen(s) : 0); }
+
+static void ra_own(redis_args_t *a, char *s) {
+  int i = ra_slot(a);
+  if (i < 0 || !s) {
+    if (!s) a->oom = 1;
+    free(s);
+    return;
+  }
+  a->v[i] = a->owned[i] = s;
+  a->len[i] = strlen(s);
+}
+
+void ra_i64(redis_args_t *a, int64_t v) {
+  char buf[32];
+  snprintf(buf, sizeof(buf), "%" PRId64, v);
+  ra_own(a, strdup(buf));
+}
+
+void ra_dbl(redis_args_t *a, double v) {
+  char buf[40];
+  if (isnan(v)) v = 0;
+  snprintf(buf, sizeof(buf), "%.17g", v);
+  ra_own(a, strdup(buf));
+}
+
+void ra_json(redis_args_t *a, const json_t *v) {
+  if (!v) {
+    ra_str(a, "");
+    return;
+  }
+  ra_own(a, json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY));
+}
+
+void ra_kv_str(redis_args_t *a, const char *k, const char *v) {
+  if (!v) return;
+  ra_str(a, k);
+  ra_str(a, v);
+}
+
+void ra_kv_i64(redis_args_t *a, const char *k, int64_t v) {
+  if (!v) return;
+  ra_str(a, k);
+  ra_i64(a, v);
+}
+
+void ra_kv_json(redis_args_t *a, const char *k, const json_t *v) {
+  if (!v) return;
+  ra_str(a, k);
+  ra_json(a, v);
+}
+
+void ra_release(redis_args_t *a) {
+  for (int i = 0; i < a->n; i++) free(a->owned[i]);
+  free(a->v);
+  free(a->len);
+  free(a->owned);
+  memset(a, 0, sizeof(*a));
+}
+
+/* ---- replies ---- */
+
+int64_t rr_i64(const redisReply *r) {
+  if (!r) return 0;
+  if (r->type == REDIS_REPLY_INTEGER) return r->integer;
+  if (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS)
+    return strtoll(r->str, NULL, 10);
+  return 0;
+}
+
+double rr_dbl(const redisReply *r) {
+  if (!r) return 0;
+  if (r->type == REDIS_REPLY_INTEGER) return (double)r->integer;
+  if (r->type == REDIS_REPLY_STRING) return strtod(r->str, NULL);
+  return 0;
+}
+
+int rr_strz(const redisReply *r, char **out) {
+  *out = NULL;
+  if (!r || r->type != REDIS_REPLY_STRING) return 0;
+  *out = malloc(r->len + 1);
+  if (!*out) return -ENOMEM;
+  memcpy(*out, r->str, r->len);
+  (*out)[r->len] = '\0';
+  return 0;
+}
+
+int rr_str(const redisReply *r, char **out) {
+  *out = NULL;
+  if (!r || r->type != REDIS_REPLY_STRING || r->len == 0) return 0;
+  return rr_strz(r, out);
+}
+
+int rr_json(const redisReply *r, json_t **out) {
+  *out = NULL;
+  if (!r || r->type != REDIS_REPLY_STRING || r->len == 0) return 0;
+  json_error_t jerr;
+  *out = json_loadb(r->str, r->len, JSON_DECODE_ANY, &jerr);
+  if (!*out) {
+    log_error("store", "redis: a stored JSON value is malformed: %s", jerr.text);
+    return SPD_ESTORE;
+  }
+  return 0;
+}
+
+const redisReply *rr_field(const redisReply *r, const char *name) {
+  if (!r || r->type != REDIS_REPLY_ARRAY) return NULL;
+  for (size_t i = 0; i + 1 < r->elements; i += 2) {
+    const redisReply *k = r->element[i];
+    if (k->type == REDIS_REPLY_STRING && !strcmp(k->str, name)) return r->element[i + 1];
+  }
+  return NULL;
+}
+
+int redis_decode(const redisReply *r, const struct redis_field *f, size_t nf, void *obj) {
+  if (!r || r->type != REDIS_REPLY_ARRAY) {
+    log_error("store", "redis: a record came back as reply type %d", r ? r->type : -1);
+    return SPD_ESTORE;
+  }
+  for (size_t i = 0; i + 1 < r->elements; i += 2) {
+    const redisReply *k = r->element[i], *v = r->element[i + 1];
+    if (k->type != REDIS_REPLY_STRING) continue;
+    for (size_t x = 0; x < nf; x++) {
+      if (strcmp(k->str, f[x].name)) continue;
+      char *p = (char *)obj + f[x].off;
+      int rc = 0;
+      switch (f[x].type) {
+      case RF_STR:
+        free(*(char **)p);
+        rc = rr_strz(v, (char **)p);
+        break;
+      case RF_JSON:
+        json_decref(*(json_t **)p);
+        rc = rr_json(v, (json_t **)p);
+        break;
+      case RF_I64: *(int64_t *)p = rr_i64(v); break;
+      case RF_INT: *(int *)p = (int)rr_i64(v); break;
+      case RF_DBL: *(double *)p = rr_dbl(v); break;
+      }
+      if (rc) return rc;
+      break;
+    }
+  }
+  return 0;
+}
+
+/* ---- scripts ---- */
+
+/* Shared by every script: ARGV[1] is the key prefix. Numbers that go back
+ * into keys or replies are formatted with I() (Lua's tostring keeps only 14
+ * digits); values the client sent are stored as the strings it sent. */
+static const char redis_prelude[] =
+    "local P = ARGV[1]\n"
+    "local function I(n) return string.format('%.0f', n) end\n"
+    "local function N(v) return tonumber(v) or 0 end\n"
+    "local function E(code) return redis.error_reply(code) end\n"
+    "local function H(k)\n"
+    "  local r = redis.call('HGETALL', k)\n"
+    "  if #r == 0 then return nil end\n"
+    "  local t = {}\n"
+    "  for i = 1, #r, 2 do t[r[i]] = r[i + 1] end\n"
+    "  return t\n"
+    "end\n"
+    "local function FLAT(t)\n"
+    "  local r = {}\n"
+    "  for k, v in pairs(t) do r[#r + 1] = k; r[#r + 1] = v end\n"
+    "  return r\n"
+    "end\n";
+
+static const char *const redis_core_src[] = {
+    /* ARGV: P, schema version, a fresh secret */
+    [RS_OPEN] = "local v = N(redis.call('GET', P .. 'schema'))\n"
+                "if v > N(ARGV[2]) then return E('ENEWER ' .. I(v)) end\n"
+                "if v < N(ARGV[2]) then redis.call('SET', P .. 'schema', ARGV[2]) end\n"
+                "redis.call('HSETNX', P .. 'meta', 'auth.job_secret', ARGV[3])\n"
+                "return 0\n",
+    [RS_META_GET] = "local v = redis.call('HGET', P .. 'meta', ARGV[2])\n"
+                    "if not v then return E('ENOENT') end\n"
+                    "return v\n",
+    [RS_META_SET] = "redis.call('HSET', P .. 'meta', ARGV[2], ARGV[3])\n"
+                    "return 0\n",
+};
+
+/* Every script's full text, built once. */
+static char *redis_text[RS_COUNT];
+static pthread_once_t redis_text_once = PTHREAD_ONCE_INIT;
+static int redis_text_ok;
+
+static char *redis_concat(const char *a, const char *b, const char *c) {
+  size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
+  char *s = malloc(la + lb + lc + 1);
+  if (!s) return NULL;
+  memcpy(s, a, la);
+  memcpy(s + la, b, lb);
+  memcpy(s + la + lb, c, lc + 1);
+  return s;
+}
+
+static void redis_text_build(void) {
+  const char *src[RS_COUNT] = {0}, *helpers[RS_COUNT] = {0};
+  const char *jobs_h = "", *sched_h = "", *queue_h = "";
+  for (int i = 0; i < RS_META_SET + 1; i++) src[i] = redis_core_src[i];
+  redis_jobs_scripts(src, &jobs_h);
+  redis_sched_scripts(src, &sched_h);
+  redis_queue_scripts(src, &queue_h);
+  for (int i = 0; i < RS_COUNT; i++)
+    helpers[i] = i < RS_JOB_INSERT ? "" : i < RS_SCHEDULE_PUT ? jobs_h
+                                      : i < RS_QUEUE_PUT      ? sched_h
+                                                              : queue_h;
+  redis_text_ok = 1;
+  for (int i = 0; i < RS_COUNT; i++) {
+    if (!src[i]) {
+      log_error("store", "redis: script %d has no source", i);
+      redis_text_ok = 0;
+      continue;
+    }
+    redis_text[i] = redis_concat(redis_prelude, helpers[i], src[i]);
+    if (!redis_text[i]) redis_text_ok = 0;
+  }
+}
+
+/* Loads one script (or all, id < 0, pipelined) on q's connection. */
+static int redis_load(struct redis_store *q, int id, char *err, size_t errlen) {
+  int from = id < 0 ? 0 : id, to = id < 0 ? RS_COUNT : id + 1, rc = 0;
+  for (int i = from; i < to; i++) {
+    const char *argv[] = {"SCRIPT", "LOAD", redis_text[i]};
+    size_t lens[] = {6, 4, strlen(redis_text[i])};
+    if (redisAppendCommandArgv(q->c, 3, argv, lens) != REDIS_OK) {
+      snprintf(err, errlen, "redis: %s", q->c->errstr);
+      return SPD_ESTORE;
+    }
+  }
+  for (int i = from; i < to; i++) {
+    redisReply *r = NULL;
+    if (redisGetReply(q->c, (void **)&r) != REDIS_OK || !r) {
+      snprintf(err, errlen, "redis: %s", q->c->errstr);
+      return SPD_ESTORE;
+    }
+    if (r->type == REDIS_REPLY_STRING && r->len == 40) {
+      memcpy(q->sha[i], r->str, 40);
+      q->sha[i][40] = '\0';
+    } else if (!rc) {
+      snprintf(err, errlen, "redis: cannot load script %d: %s", i,
+               r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+      rc = SPD_ESTORE;
+    }
+    freeReplyObject(r);
+  }
+  return rc;
+}
+
+/* ---- connection ---- */
+
+/* A command whose reply is only checked; err gets the reason. */
+static int redis_simple(redisContext *c, char *err, size_t errlen, int argc,
+                        const char **argv) {
+  redisReply *r = redisCommandArgv(c, argc, argv, NULL);
+  int rc = 0;
+  if (!r) {
+    snprintf(err, errlen, "redis: %s", c->errstr);
+    rc = SPD_ESTORE;
+  } else if (r->type == REDIS_REPLY_ERROR) {
+    snprintf(err, errlen, "redis %s: %s", argv[0], r->str);
+    rc = SPD_ESTORE;
+  }
+  if (r) freeReplyObject(r);
+  return rc;
+}
+
+/* AUTH and SELECT on a fresh connection. */
+static int redis_session(struct redis_store *q, redisContext *c, char *err, size_t errlen) {
+  int rc = 0;
+  if (q->password) {
+    const char *argv[] = {"AUTH", q->password};
+    if ((rc = redis_simple(c, err, errlen, 2, argv))) return rc;
+  }
+  if (q->db) {
+    char db[16];
+    snprintf(db, sizeof(db), "%d", q->db);
+    const char *argv[] = {"SELECT", db};
+    if ((rc = redis_simple(c, err, errlen, 2, argv))) return rc;
+  }
+  return 0;
+}
+
+static redisContext *redis_dial(struct redis_store *q, char *err, size_t errlen) {
+  struct timeval tv = {REDIS_CONNECT_TIMEOUT_S, 0};
+  redisContext *c = q->sock ? redisConnectUnixWithTimeout(q->sock, tv)
+                            : redisConnectWithTimeout(q->host, q->port, tv);
+  if (!c || c->err) {
+    if (q->sock)
+      snprintf(err, errlen, "cannot connect to Redis at %s: %s", q->sock,
+               c ? c->errstr : "out of memory");
+    else
+      snprintf(err, errlen, "cannot connect to Redis at %s:%d: %s", q->host, q->port,
+               c ? c->errstr : "out of memory");
+    if (c) redisFree(c);
+    return NULL;
+  }
+  struct timeval ctv = {REDIS_COMMAND_TIMEOUT_S, 0};
+  redisSetTimeout(c, ctv);
+  if (redis_session(q, c, err, errlen)) {
+    redisFree(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* The connection broke: make a new one. */
+static int redis_reconnect(struct redis_store *q) {
+  char err[256];
+  if (q->c && redisReconnect(q->c) == REDIS_OK) {
+    struct timeval ctv = {REDIS_COMMAND_TIMEOUT_S, 0};
+    redisSetTimeout(q->c, ctv);
+    if (!redis_session(q, q->c, err, sizeof(err))) {
+      log_info("store", "reconnected to Redis");
+      return 0;
+    }
+  } else {
+    if (q->c) redisFree(q->c);
+    q->c = redis_dial(q, err, sizeof(err));
+    if (q->c) {
+      log_info("store", "reconnected to Redis");
+      return 0;
+    }
+  }
+  log_error("store", "%s", err);
+  return SPD_ESTORE;
+}
+
+static int redis_code(const char *msg, size_t len) {
+  static const struct {
+    const char *name;
+    int code;
+  } codes[] = {
+      {"ENOENT", -ENOENT},    {"EINVAL", -EINVAL},         {"EBUSY", -EBUSY},
+      {"EEXIST", -EEXIST},    {"ECONFLICT", SPD_ECONFLICT}, {"EFENCED", SPD_EFENCED},
+      {"ENOTSUP", -ENOTSUP},
+  };
+  for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+    size_t n = strlen(codes[i].name);
+    if (len >= n && !strncmp(msg, codes[i].name, n) && (len == n || msg[n] == ' '))
+      return codes[i].code;
+  }
+  return 0;
+}
+
+int redis_eval(struct redis_store *q, int id, redis_args_t *a, redisReply **out,
+               const char *what) {
+  int rc = 0;
+  redisReply *r = NULL;
+  const char **argv = NULL;
+  size_t *lens = NULL;
+  if (out) *out = NULL;
+  if (a->oom) {
+    rc = -ENOMEM;
+    goto done;
+  }
+  int argc = a->n + 4;
+  argv = malloc((size_t)argc * sizeof(*argv));
+  lens = malloc((size_t)argc * sizeof(*lens));
+  if (!argv || !lens) {
+    rc = -ENOMEM;
+    goto done;
+  }
+  argv[0] = "EVALSHA";
+  lens[0] = 7;
+  argv[1] = q->sha[id];
+  lens[1] = 40;
+  argv[2] = "0";
+  lens[2] = 1;
+  argv[3] = q->prefix;
+  lens[3] = strlen(q->prefix);
+  for (int i = 0; i < a->n; i++) {
+    argv[i + 4] = a->v[i];
+    lens[i + 4] = a->len[i];
+  }
+  int reconnected = 0, reloaded = 0;
+  for (;;) {
+    if (!q->c || q->c->err) {
+      if (reconnected++ || (rc = redis_reconnect(q))) {
+        rc = SPD_ESTORE;
+        break;
+      }
+    }
+    r = redisCommandArgv(q->c, argc, argv, lens);
+    if (!r) {
+      /* A timeout is no dropped connection: the script may still be
+       * running, so it is not sent again (the next op reconnects). */
+      int timed_out = q->c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+      log_warn("store", "redis %s: %s", what, q->c->errstr);
+      if (reconnected || timed_out) {
+        rc = SPD_ESTORE;
+        break;
+      }
+      continue; /* reconnect and run once more */
+    }
+    if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) && !reloaded++) {
+      char err[256];
+      freeReplyObject(r);
+      r = NULL;
+      if ((rc = redis_load(q, id, err, sizeof(err)))) {
+        log_error("store", "%s", err);
+        break;
+      }
+      continue;
+    }
+    break;
+  }
+  if (r && r->type == REDIS_REPLY_ERROR) {
+    /* A script's own code comes back as "CODE detail"; anything else is
+     * the server's complaint (OOM, a script bug, ...). */
+    const char *msg = r->str;
+    if (!strncmp(msg, "ERR ", 4) && redis_code(msg + 4, r->len - 4)) msg += 4;
+    rc = redis_code(msg, strlen(msg));
+    if (!rc) {
+      log_error("store", "redis %s: %s", what, r->str);
+      rc = SPD_ESTORE;
+    } else if (out) {
+      *out = r; /* the caller may read the detail */
+      r = NULL;
+    }
+  }
+  if (!rc && out) {
+    *out = r;
+    r = NULL;
+  }
+  if (r) freeReplyObject(r);
+done:
+  free(argv);
+  free(lens);
+  ra_release(a);
+  return rc;
+}
+
+/* ---- notifications ---- */
+
+static int redis_publish(struct redis_store *q, unsigned what) {
+  char payload[16];
+  snprintf(payload, sizeof(payload), "%u", what);
+  const char *argv[] = {"PUBLISH", q->channel, payload};
+  for (int attempt = 0; attempt < 2; attempt++) {
+    if ((!q->c || q->c->err) && redis_reconnect(q)) return SPD_ESTORE;
+    redisReply *r = redisCommandArgv(q->c, 3, argv, NULL);
+    if (r) {
+      int rc = r->type == REDIS_REPLY_ERROR ? SPD_ESTORE : 0;
+      if (rc) log_error("store", "redis publish: %s", r->str);
+      freeReplyObject(r);
+      return rc;
+    }
+  }
+  return SPD_ESTORE;
+}
+
+void redis_note(struct redis_store *q, unsigned what) {
+  if (q->in_tx) {
+    q->notes |= what;
+    return;
+  }
+  redis_publish(q, what); /* a hint: a lost one costs only latency */
+}
+
+static int redis_notify(store_t *s, unsigned what) {
+  struct redis_store *q = RQ(s);
+  if (q->in_tx) {
+    q->notes |= what;
+    return 0;
+  }
+  return redis_publish(q, what);
+}
+
+/* ---- transactions: nesting only (see the top of this file) ---- */
+
+static int redis_tx_begin(store_t *s) {
+  struct redis_store *q = RQ(s);
+  if (q->in_tx) return -EINVAL;
+  q->in_tx = 1;
+  q->sp_depth = 0;
+  q->notes = 0;
+  return 0;
+}
+
+static int redis_tx_commit(store_t *s) {
+  struct redis_store *q = RQ(s);
+  if (!q->in_tx) return -EINVAL;
+  unsigned notes = q->notes;
+  q->in_tx = 0;
+  q->sp_depth = 0;
+  q->notes = 0;
+  if (notes) redis_publish(q, notes);
+  return 0;
+}
+
+static int redis_tx_rollback(store_t *s) {
+  struct redis_store *q = RQ(s);
+  if (!q->in_tx) return -EINVAL;
+  /* What succeeded inside stays: say so to the watches as well. */
+  unsigned notes = q->notes;
+  q->in_tx = 0;
+  q->sp_depth = 0;
+  q->notes = 0;
+  if (notes) redis_publish(q, notes);
+  return 0;
+}
+
+static int redis_sp_begin(store_t *s) {
+  struct redis_store *q = RQ(s);
+  if (!q->in_tx) return -EINVAL;
+  q->sp_depth++;
+  return 0;
+}
+
+static int redis_sp_release(store_t *s) {
+  struct redis_store *q = RQ(s);
+  if (!q->in_tx || q->sp_depth <= 0) return -EINVAL;
+  q->sp_depth--;
+  return 0;
+}
+
+static int redis_sp_rollback(store_t *s) {
+  struct redis_store *q = RQ(s);
+  if (!q->in_tx || q->sp_depth <= 0) return -EINVAL;
+  q->sp_depth--;
+  return 0;
+}
+
+/* ---- meta ---- */
+
+static int redis_meta_get(store_t *s, const char *key, char **value) {
+  redis_args_t a = {0};
+  redisReply *r = NULL;
+  ra_str(&a, key);
+  int rc = redis_eval(RQ(s), RS_META_GET, &a, &r, "read meta");
+  if (!rc) rc = rr_strz(r, value);
+  if (r) freeReplyObject(r);
+  return rc;
+}
+
+static int redis_meta_set(store_t *s, const char *key, const char *value) {
+  redis_args_t a = {0};
+  ra_str(&a, key);
+  ra_str(&a, value);
+  return redis_eval(RQ(s), RS_META_SET, &a, NULL, "write meta");
+}
+
+/* ---- URL ---- */
+
+static void redis_free_url(struct redis_store *q) {
+  free(q->host);
+  free(q->sock);
+  free(q->password);
+  q->host = q->sock = q->password = NULL;
+}
+
+static int redis_hexval(int c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Percent-decodes s[0..n) into a new string. */
+static char *redis_unescape(const char *s, size_t n) {
+  char *out = malloc(n + 1), *o = out;
+  if (!out) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    if (s[i] == '%' && i + 2 < n && redis_hexval(s[i + 1]) >= 0 &&
+        redis_hexval(s[i + 2]) >= 0) {
+      *o++ = (char)(redis_hexval(s[i + 1]) * 16 + redis_hexval(s[i + 2]));
+      i += 2;
+    } else {
+      *o++ = s[i];
+    }
+  }
+  *o = '\0';
+  return out;
+}
+
+static int redis_name_ok(const char *s) {
+  if (!*s || strlen(s) > 100) return 0;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '_' || *s == '-' || *s == '.'))
+      return 0;
+  return 1;
+}
+
+/* Fills q's host/port/socket/db/password and prefix from the URL's rest
+ * (after "redis://"). */
+static int redis_parse_url(struct redis_store *q, const char *url, const char *rest, char *err,
+                           size_t errlen) {
+  char prefix[128] = "spiderd";
+  const char *query = strchr(rest, '?');
+  size_t mainlen = query ? (size_t)(query - rest) : strlen(rest);
+  q->port = 6379;
+  q->db = 0;
+  if (strncmp(url, "rediss", 6) == 0) {
+    snprintf(err, errlen, "store URL: TLS (rediss://) is not supported by this build");
+    return -EINVAL;
+  }
+  if (query) {
+    const char *p = query + 1;
+    while (*p) {
+      const char *amp = strchr(p, '&');
+      size_t n = amp ? (size_t)(amp - p) : strlen(p);
+      if (n > 7 && !strncmp(p, "prefix=", 7)) {
+        snprintf(prefix, sizeof(prefix), "%.*s", (int)(n - 7), p + 7);
+        if (n - 7 >= sizeof(prefix) || !redis_name_ok(prefix)) {
+          snprintf(err, errlen,
+                   "store URL: prefix must be 1-100 letters, digits, '_', '-' or '.'");
+          return -EINVAL;
+        }
+      } else if (n > 3 && !strncmp(p, "db=", 3)) {
+        q->db = atoi(p + 3);
+      } else if (n > 9 && !strncmp(p, "password=", 9)) {
+        free(q->password);
+        q->password = redis_unescape(p + 9, n - 9);
+      } else if (n) {
+        snprintf(err, errlen, "store URL: unknown parameter '%.*s'", (int)n, p);
+        return -EINVAL;
+      }
+      p = amp ? amp + 1 : p + n;
+    }
+  }
+  if (mainlen && rest[0] == '/') {
+    q->sock = strndup(rest, mainlen);
+    if (!q->sock) return -ENOMEM;
+  } else {
+    const char *hp = rest, *end = rest + mainlen;
+    const char *at = memchr(rest, '@', mainlen);
+    if (at) {
+      const char *colon = memchr(rest, ':', (size_t)(at - rest));
+      const char *pw = colon ? colon + 1 : rest;
+      free(q->password);
+      q->password = redis_unescape(pw, (size_t)(at - pw));
+      if (!q->password) return -ENOMEM;
+      if (!*q->password) {
+        free(q->password);
+        q->password = NULL;
+      }
+      hp = at + 1;
+    }
+    const char *slash = memchr(hp, '/', (size_t)(end - hp));
+    const char *hend = slash ? slash : end;
+    const char *colon = memchr(hp, ':', (size_t)(hend - hp));
+    if (colon) {
+      char *e = NULL;
+      long port = strtol(colon + 1, &e, 10);
+      if (e != hend || port <= 0 || port > 65535) {
+        snprintf(err, errlen, "store URL: bad port in %s", url);
+        return -EINVAL;
+      }
+      q->port = (int)port;
+    }
+    const char *hostend = colon ? colon : hend;
+    q->host = hostend > hp ? strndup(hp, (size_t)(hostend - hp)) : strdup("127.0.0.1");
+    if (!q->host) return -ENOMEM;
+    if (slash && slash + 1 < end) {
+      char *e = NULL;
+      long db = strtol(slash + 1, &e, 10);
+      if (e != end || db < 0) {
+        snprintf(err, errlen, "store URL: bad database number in %s", url);
+        return -EINVAL;
+      }
+      q->db = (int)db;
+    }
+  }
+  snprintf(q->prefix, sizeof(q->prefix), "%s:", prefix);
+  snprintf(q->channel, sizeof(q->channel), "%s:notes", prefix);
+  return 0;
+}
+
+/* ---- open, close ---- */
+
+static void redis_close(store_t *s) {
+  struct redis_store *q = RQ(s);
+  if (!q) return;
+  if (q->c) redisFree(q->c);
+  redis_free_url(q);
+  free(q);
+}
+
+static int redis_open(const char *url, const char *rest, store_t **out, char *err,
+                      size_t errlen) {
+  struct redis_store *q = calloc(1, sizeof(*q));
+  if (!q) return -ENOMEM;
+  q->base.ops = &store_redis_ops;
+  int rc = redis_parse_url(q, url, rest, err, errlen);
+  if (rc) goto out;
+  pthread_once(&redis_text_once, redis_text_build);
+  if (!redis_text_ok) {
+    snprintf(err, errlen, "redis: cannot build the scripts");
+    rc = -ENOMEM;
+    goto out;
+  }
+  if (!(q->c = redis_dial(q, err, errlen))) {
+    rc = SPD_ESTORE;
+    goto out;
+  }
+  if ((rc = redis_load(q, -1, err, errlen))) goto out;
+  /* The job tokens' secret, made once: HSETNX in the open script, so
+   * nodes starting together agree on the first one written. */
+  unsigned char raw[32];
+  char secret[65];
+  if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+    snprintf(err, errlen, "no randomness for the job secret");
+    rc = SPD_ESTORE;
+    goto out;
+  }
+  for (size_t i = 0; i < sizeof(raw); i++) sprintf(secret + 2 * i, "%02x", raw[i]);
+  redis_args_t a = {0};
+  redisReply *r = NULL;
+  ra_i64(&a, REDIS_SCHEMA_VERSION);
+  ra_str(&a, secret);
+  rc = redis_eval(q, RS_OPEN, &a, &r, "open");
+  if (rc) {
+    snprintf(err, errlen, "redis: the store's layout version %s is newer than this build's (%d)",
+             r && r->type == REDIS_REPLY_ERROR && strchr(r->str, ' ') ? strchr(r->str, ' ') + 1
+                                                                      : "?",
+             REDIS_SCHEMA_VERSION);
+    if (rc != -ENOENT && !(r && r->type == REDIS_REPLY_ERROR))
+      snprintf(err, errlen, "redis: cannot open the store");
+    rc = SPD_ESTORE;
+  }
+  if (r) freeReplyObject(r);
+  if (rc) goto out;
+  *out = &q->base;
+out:
+  if (rc) redis_close(&q->base);
+  return rc;
+}
+
+/* ---- watch: SUBSCRIBE on a connection of its own ---- */
+
+struct redis_watch {
+  struct store_watch base;
+  struct redis_store q; /* only the connection and URL fields are used */
+};
+
+static int redis_watch_subscribe(struct redis_watch *w, char *err, size_t errlen) {
+  if (w->q.c) redisFree(w->q.c);
+  w->q.c = redis_dial(&w->q, err, errlen);
+  if (!w->q.c) return SPD_ESTORE;
+  const char *argv[] = {"SUBSCRIBE", w->q.channel};
+  redisReply *r = redisCommandArgv(w->q.c, 2, argv, NULL);
+  int ok = r && r->type == REDIS_REPLY_ARRAY;
+  if (r) freeReplyObject(r);
+  if (!ok) {
+    snprintf(err, errlen, "redis SUBSCRIBE failed: %s", w->q.c->errstr);
+    redisFree(w->q.c);
+    w->q.c = NULL;
+    return SPD_ESTORE;
+  }
+  return 0;
+}
+
+static int redis_watch_fd(store_watch_t *ww) {
+  struct redis_watch *w = (struct redis_watch *)ww;
+  if (!w->q.c || w->q.c->err) return -1;
+  return w->q.c->fd;
+}
+
+/* Connects and subscribes again; notices sent meanwhile are lost, so the
+ * caller hears that everything may have changed. */
+static int redis_watch_resubscribe(struct redis_watch *w, unsigned *what) {
+  char err[256];
+  if (redis_watch_subscribe(w, err, sizeof(err))) {
+    log_warn("store", "notifications: %s", err);
+    return SPD_ESTORE;
+  }
+  log_info("store", "notifications: reconnected to Redis");
+  *what |= STORE_NOTE_RECONNECT | STORE_NOTE_JOBS | STORE_NOTE_EGGS | STORE_NOTE_CANCEL |
+           STORE_NOTE_QUEUES | STORE_NOTE_NODES;
+  return 0;
+}
+
+/* The connection broke: one reconnect at once (SPD_ESTORE when it fails;
+ * the next read tries again). */
+static int redis_watch_drop(struct redis_watch *w, unsigned *what) {
+  log_warn("store", "notifications: connection to Redis lost: %s",
+           w->q.c ? w->q.c->errstr : "");
+  if (w->q.c) redisFree(w->q.c);
+  w->q.c = NULL;
+  return redis_watch_resubscribe(w, what);
+}
+
+static int redis_watch_read(store_watch_t *ww, unsigned *what) {
+  struct redis_watch *w = (struct redis_watch *)ww;
+  if (!w->q.c || w->q.c->err) return redis_watch_resubscribe(w, what);
+  /* Only what already arrived: poll without waiting, then parse. */
+  for (;;) {
+    struct pollfd p = {.fd = w->q.c->fd, .events = POLLIN};
+    int n = poll(&p, 1, 0);
+    if (n <= 0) break;
+    if (redisBufferRead(w->q.c) != REDIS_OK) return redis_watch_drop(w, what);
+    if (p.revents & (POLLHUP | POLLERR)) break;
+  }
+  for (;;) {
+    redisReply *r = NULL;
+    if (redisGetReplyFromReader(w->q.c, (void **)&r) != REDIS_OK)
+      return redis_watch_drop(w, what);
+    if (!r) break;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
+        r->element[0]->type == REDIS_REPLY_STRING && !strcmp(r->element[0]->str, "message") &&
+        r->element[2]->type == REDIS_REPLY_STRING)
+      *what |= (unsigned)strtoul(r->element[2]->str, NULL, 10);
+    freeReplyObject(r);
+  }
+  return 0;
+}
+
+static void redis_watch_close(store_watch_t *ww) {
+  struct redis_watch *w = (struct redis_watch *)ww;
+  if (!w) return;
+  if (w->q.c) redisFree(w->q.c);
+  redis_free_url(&w->q);
+  free(w);
+}
+
+static int redis_watch_open(const char *url, const char *rest, store_watch_t **out, char *err,
+                            size_t errlen) {
+  struct redis_watch *w = calloc(1, sizeof(*w));
+  if (!w) return -ENOMEM;
+  w->base.fd = redis_watch_fd;
+  w->base.read = redis_watch_read;
+  w->base.close = redis_watch_close;
+  int rc = redis_parse_url(&w->q, url, rest, err, errlen);
+  if (!rc) rc = redis_watch_subscribe(w, err, errlen);
+  if (rc) {
+    redis_watch_close(&w->base);
+    return rc;
+  }
+  *out = &w->base;
+  return 0;
+}
+
+const struct store_ops store_redis_ops = {
+    .name = "redis",
+    .open = redis_open,
+    .close = redis_close,
+    .tx_begin = redis_tx_begin,
+    .tx_commit = redis_tx_commit,
+    .tx_rollback = redis_tx_rollback,
+    .sp_begin = redis_sp_begin,
+    .sp_release = redis_sp_release,
+    .sp_rollback = redis_sp_rollback,
+    .job_insert = redis_job_insert,
+    .job_claim = redis_job_claim,
+    .job_started = redis_job_started,
+    .job_requeue = redis_job_requeue,
+    .job_finish = redis_job_finish,
+    .job_cancel_pending = redis_job_cancel_pending,
+    .job_get = redis_job_get,
+    .job_status = redis_job_status,
+    .jobs_list = redis_jobs_list,
+    .job_counts = redis_job_counts,
+    .trim_finished = redis_trim_finished,
+    .job_heartbeat = redis_job_heartbeat,
+    .job_next_due = redis_job_next_due,
+    .schedule_insert = redis_schedule_insert,
+    .schedule_update = redis_schedule_update,
+    .schedule_delete = redis_schedule_delete,
+    .schedule_get = redis_schedule_get,
+    .schedules_list = redis_schedules_list,
+    .runs_add = redis_runs_add,
+    .runs_clear = redis_runs_clear,
+    .schedules_refill = redis_schedules_refill,
+    .run_defer = redis_run_defer,
+    .runs_due = redis_runs_due,
+    .runs_list = redis_runs_list,
+    .run_end = redis_run_end,
+    .run_add_ended = redis_run_add_ended,
+    .event_add = redis_event_add,
+    .events_list = redis_events_list,
+    .events_head = redis_events_head,
+    .lease_acquire = redis_lease_acquire,
+    .lease_check = redis_lease_check,
+    .lease_release = redis_lease_release,
+    .lease_get = redis_lease_get,
+    .jobs_prune = redis_jobs_prune,
+    .events_prune = redis_events_prune,
+    .queue_put = redis_queue_put,
+    .queue_take = redis_queue_take,
+    .queue_ack = redis_queue_ack,
+    .queue_nack = redis_queue_nack,
+    .queue_extend = redis_queue_extend,
+    .queue_set = redis_queue_set,
+    .queue_get = redis_queue_get,
+    .queues_list = redis_queues_list,
+    .queue_delete = redis_queue_delete,
+    .queue_stats = redis_queue_stats,
+    .queue_items = redis_queue_items,
+    .queue_requeue = redis_queue_requeue,
+    .queue_purge = redis_queue_purge,
+    .node_beat = redis_node_beat,
+    .nodes_list = redis_nodes_list,
+    .nodes_reap = redis_nodes_reap,
+    .node_delete = redis_node_delete,
+    .job_cancel_request = redis_job_cancel_request,
+    .jobs_cancel_requested = redis_jobs_cancel_requested,
+    .egg_put = redis_egg_put,
+    .egg_get = redis_egg_get,
+    .eggs_list = redis_eggs_list,
+    .egg_delete = redis_egg_delete,
+    .notify = redis_notify,
+    .watch_open = redis_watch_open,
+    .meta_get = redis_meta_get,
+    .meta_set = redis_meta_set,
+};
