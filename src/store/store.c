@@ -11,15 +11,17 @@
 #include <string.h>
 
 #include "error.h"
+#include "store/redis_int.h"
 
 static const struct store_ops *const store_backends[] = {
     &store_sqlite_ops,
     &store_pg_ops,
+    &store_redis_ops,
 };
 
 /* Schemes a later build may offer, named so the error says what is missing
  * rather than calling a PostgreSQL URL a bad path. */
-static const char *const store_known_schemes[] = {"redis", "rediss"};
+static const char *const store_known_schemes[] = {"rediss"};
 
 /* Splits "scheme://rest" or "sqlite:rest"; anything else is a bare SQLite
  * path. A scheme is letters, digits, '+', '-', '.' after a letter (RFC 3986),
@@ -618,6 +620,8 @@ int store_egg_delete(store_t *s, const char *project, const char *version, int *
   if (!rc && count) *count = n;
   return rc;
 }
+
+int store_transactional(const store_t *s) { return s && !s->ops->no_rollback; }
 
 int store_shared(const store_t *s) { return s && s->ops->egg_put != NULL; }
 

@@ -13,6 +13,9 @@
 
 struct store_ops {
   const char *name; /* the URL scheme, e.g. "sqlite" */
+  /* 1 when a transaction or savepoint cannot be rolled back (Redis: each
+   * op is atomic alone, tx_* only group notices). */
+  int no_rollback;
 
   /* rest: the URL with its scheme removed (for SQLite, the file path). */
   int (*open)(const char *url, const char *rest, store_t **out, char *err,

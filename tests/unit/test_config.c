@@ -741,6 +741,39 @@ static void test_retention(void **state) {
   unsetenv("SPIDERD_HISTORY_PER_SPIDER");
 }
 
+static void test_concurrency(void **state) {
+  struct fx *f = *state;
+  free(write_file(f, "a.conf",
+                  "[concurrency]\n"
+                  "News/FrontPage = 1\n"
+                  "news = 4\n"));
+  free(write_file(f, "b.conf", "[concurrency]\nnews = 6\n"));
+  use_files(f, "a.conf", "b.conf", NULL);
+  char *argv[] = {"--set", "concurrency.shop/toys=2"};
+  assert_int_equal(load(f, 2, argv), 0);
+  config_t *c = &f->c;
+  assert_int_equal(c->nlimits, 3);
+  assert_string_equal(c->limits[0].project, "News");
+  assert_string_equal(c->limits[0].spider, "FrontPage");
+  assert_int_equal(c->limits[0].max, 1);
+  assert_string_equal(c->limits[1].project, "news");
+  assert_null(c->limits[1].spider);
+  assert_int_equal(c->limits[1].max, 6); /* the later file's value, in place */
+  assert_string_equal(c->limits[2].spider, "toys");
+  config_release(c);
+
+  const char *bad[] = {"news = 0\n", "news = two\n", "news = 1 2\n", "../x = 1\n",
+                       "news/ = 1\n"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    char text[128];
+    snprintf(text, sizeof(text), "[concurrency]\n%s", bad[i]);
+    free(write_file(f, "c.conf", text));
+    use_files(f, "c.conf", NULL);
+    assert_int_not_equal(load(f, 0, NULL), 0);
+    assert_non_null(strstr(f->err, "[concurrency]"));
+  }
+}
+
 static void test_store_follows_dbs_dir(void **state) {
   struct fx *f = *state;
   config_t *c = &f->c;
@@ -938,8 +971,8 @@ static void test_error_env_and_flags(void **state) {
   expect_error(f, 2, a11, "flag --set: 'scrapyd.max_proc' is not SECTION.KEY=VALUE");
   char *a12[] = {"--set", "deploy.url=x"};
   expect_error(f, 2, a12,
-               "flag --set: unknown section 'deploy' (scrapyd, spiderd, services, settings "
-                   "or retention)");
+               "flag --set: unknown section 'deploy' (scrapyd, spiderd, services, settings, "
+                   "retention or concurrency)");
   char *a13[] = {"--log-level", "loud"};
   expect_error(f, 2, a13, "flag --log-level: 'loud' is not one of debug, info, warning, error");
   char *missing = path_in(f, "nope.conf");
@@ -1055,6 +1088,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_services, setup, teardown),
       cmocka_unit_test_setup_teardown(test_settings, setup, teardown),
       cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_concurrency, setup, teardown),
       cmocka_unit_test_setup_teardown(test_store_follows_dbs_dir, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_proc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_items_remote, setup, teardown),

@@ -115,7 +115,7 @@ static void test_open_urls(void **state) {
   assert_null(s);
   assert_non_null(strstr(err, "x/y"));
 
-  assert_int_equal(store_open("redis://localhost/0", &s, err, sizeof(err)), -EINVAL);
+  assert_int_equal(store_open("rediss://localhost/0", &s, err, sizeof(err)), -EINVAL);
   assert_non_null(strstr(err, "not available"));
   /* A PostgreSQL server that is not there: the reason is libpq's. */
   assert_int_equal(store_open("postgresql://127.0.0.1:1/db?connect_timeout=2", &s, err,
@@ -1036,6 +1036,7 @@ static void test_reopen(void **state) {
 static void test_transactions(void **state) {
   struct fx *f = *state;
   store_t *s = f->s;
+  if (!store_transactional(s)) skip(); /* Redis: atomic per op only */
   job_list_t l = {0};
   job_t g;
 
