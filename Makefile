@@ -10,7 +10,7 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	libzip-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
 	libcurl4-openssl-dev libssl-dev \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
-	wrk zip unzip curl redis-server postgresql
+	wrk zip unzip curl redis-server postgresql python3-psycopg2
 
 .PHONY: deps build run test test-unit test-integration test-asan test-pg bench bench-queue clean
 

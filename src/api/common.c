@@ -307,33 +307,63 @@ int api_egg_add(app_t *app, const char *project, const char *version, const void
 /* ---- deleting eggs ---- */
 
 typedef struct egg_del {
-  char *project, *version;
+  app_t *app;
+  char *project, *version, *stem;
+  int count; /* versions the store had */
+  void (*cb)(void *ud, int rc);
+  void *ud;
 } egg_del_t;
 
-static int egg_del_fn(store_t *s, void *arg) {
-  egg_del_t *d = arg;
-  return store_egg_delete(s, d->project, d->version, NULL);
-}
-
-static void egg_del_done(void *arg, int rc) {
-  egg_del_t *d = arg;
-  if (rc)
-    log_error("webservice", "cannot delete egg %s/%s from the shared store: %s", d->project,
-              d->version ? d->version : "*", spd_strerror(rc));
+static void egg_del_free(egg_del_t *d) {
   free(d->project);
   free(d->version);
+  free(d->stem);
   free(d);
 }
 
-void api_eggs_deleted(app_t *app, const char *project, const char *version) {
-  if (!store_pool_shared(app->store)) return;
+static int local_delete(app_t *app, const char *project, const char *version) {
+  return version ? eggs_delete_version(app->cfg.eggs_dir, project, version)
+                 : eggs_delete_project(app->cfg.eggs_dir, project);
+}
+
+static int egg_del_fn(store_t *s, void *arg) {
+  egg_del_t *d = arg;
+  return store_egg_delete(s, d->project, d->stem, &d->count);
+}
+
+/* The store's delete is committed: no node's copy can bring the egg back
+ * now, so eggs_dir goes (a node's copy may have removed it first). */
+static void egg_del_done(void *arg, int rc) {
+  egg_del_t *d = arg;
+  if (!rc) {
+    rc = local_delete(d->app, d->project, d->version);
+    if (rc == -ENOENT && d->count > 0) rc = 0;
+  }
+  d->cb(d->ud, rc);
+  egg_del_free(d);
+}
+
+int api_eggs_delete(app_t *app, const char *project, const char *version,
+                    void (*cb)(void *ud, int rc), void *ud) {
+  if (!store_pool_shared(app->store)) {
+    cb(ud, local_delete(app, project, version));
+    return 0;
+  }
   egg_del_t *d = calloc(1, sizeof(*d));
-  if (!d) return;
+  if (!d) return -ENOMEM;
+  d->app = app;
+  d->cb = cb;
+  d->ud = ud;
   d->project = strdup(project);
-  d->version = version ? version_sanitize(version) : NULL;
-  if (!d->project || (version && !d->version) ||
-      store_submit(app->store, STORE_WRITE, egg_del_fn, d, egg_del_done))
-    egg_del_done(d, -ENOMEM);
+  d->version = version ? strdup(version) : NULL;
+  d->stem = version ? version_sanitize(version) : NULL;
+  if (!d->project || (version && (!d->version || !d->stem))) {
+    egg_del_free(d);
+    return -ENOMEM;
+  }
+  int rc = store_submit(app->store, STORE_WRITE, egg_del_fn, d, egg_del_done);
+  if (rc) egg_del_free(d);
+  return rc;
 }
 
 /* ---- queueing a job ---- */

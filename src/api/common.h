@@ -59,9 +59,13 @@ typedef void (*api_egg_cb)(void *ud, int rc, int stage, const char *error_text,
  * project's version (a broken egg never replaces what was there). Returns
  * 0 (cb runs, possibly before the return) or a code with *stage and a
  * reason in err. Names must have passed name_valid(). */
-/* A project (version NULL) or one version was deleted from eggs_dir: on a
- * shared store it goes from the store too, and so from every node. */
-void api_eggs_deleted(app_t *app, const char *project, const char *version);
+/* Deletes a project's eggs (version NULL) or one version (raw or
+ * sanitized) from eggs_dir, and on a shared store from the store first
+ * (so from every node). cb(ud, rc) runs once with the result of the
+ * deletion (-ENOENT: nothing there), at once on a private store; 0 or the
+ * reason cb will never run. */
+int api_eggs_delete(app_t *app, const char *project, const char *version,
+                    void (*cb)(void *ud, int rc), void *ud);
 
 int api_egg_add(app_t *app, const char *project, const char *version, const void *data,
                 size_t len, api_egg_cb cb, void *ud, int *stage, char *err, size_t errlen);

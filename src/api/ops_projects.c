@@ -102,9 +102,9 @@ void op_projects_get(op_call_t *c) {
   op_store(c, STORE_READ, counts_fn, counts_done);
 }
 
-void op_projects_delete(op_call_t *c) {
+static void project_deleted(void *ud, int rc) {
+  op_call_t *c = ud;
   const char *project = op_str(c, "project");
-  int rc = eggs_delete_project(c->app->cfg.eggs_dir, project);
   if (rc == -ENOENT && config_project_settings(&c->app->cfg, project)) {
     op_fail(c, SPD_ECONFLICT, json_pack("{s:s}", "project", project),
             "project '%s' has no eggs; it comes from the configuration's [settings]", project);
@@ -119,9 +119,13 @@ void op_projects_delete(op_call_t *c) {
     return;
   }
   spiders_forget(c->app->spiders, project);
-  api_eggs_deleted(c->app, project, NULL);
   log_info("webservice", "Deleted project '%s'", project);
   op_ok(c, json_pack("{s:s,s:b}", "project", project, "deleted", 1));
+}
+
+void op_projects_delete(op_call_t *c) {
+  int rc = api_eggs_delete(c->app, op_str(c, "project"), NULL, project_deleted, c);
+  if (rc) op_fail(c, rc, NULL, "the project could not be deleted: %s", spd_strerror(rc));
 }
 
 /* ---- versions ---- */
@@ -168,10 +172,9 @@ void op_versions_add(op_call_t *c) {
   else op_fail(c, rc, NULL, "the egg could not be added: %s", why);
 }
 
-void op_versions_delete(op_call_t *c) {
+static void version_deleted(void *ud, int rc) {
+  op_call_t *c = ud;
   const char *project = op_str(c, "project"), *version = op_str(c, "version");
-  if (fail_no_project(c, project)) return;
-  int rc = eggs_delete_version(c->app->cfg.eggs_dir, project, version);
   if (rc == -ENOENT || rc == SPD_ETRAVERSAL) {
     op_fail(c, SPD_ENOVERSION, json_pack("{s:s,s:s}", "project", project, "version", version),
             "version '%s' of project '%s' not found", version, project);
@@ -182,9 +185,15 @@ void op_versions_delete(op_call_t *c) {
     return;
   }
   spiders_forget(c->app->spiders, project);
-  api_eggs_deleted(c->app, project, version);
   log_info("webservice", "Deleted version '%s' of project '%s'", version, project);
   op_ok(c, json_pack("{s:s,s:s,s:b}", "project", project, "version", version, "deleted", 1));
+}
+
+void op_versions_delete(op_call_t *c) {
+  const char *project = op_str(c, "project"), *version = op_str(c, "version");
+  if (fail_no_project(c, project)) return;
+  int rc = api_eggs_delete(c->app, project, version, version_deleted, c);
+  if (rc) op_fail(c, rc, NULL, "the version could not be deleted: %s", spd_strerror(rc));
 }
 
 /* ---- spiders ---- */

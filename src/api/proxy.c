@@ -23,8 +23,8 @@ typedef struct proxy {
   app_t *app;
   http_req_t *req;
   char *project, *jobid;
-  char *rel;     /* the path under the mount */
-  char *mount;   /* "/logs" or "/items" */
+  char *rel;      /* the path under the mount */
+  char *url_path; /* the request's path, e.g. "/logs/p/s/j.log" */
   char *root;    /* the local directory of the mount */
   char *node;    /* the job's node */
   char *url;     /* the full upstream URL */
@@ -40,7 +40,7 @@ static void proxy_free(proxy_t *p) {
   free(p->project);
   free(p->jobid);
   free(p->rel);
-  free(p->mount);
+  free(p->url_path);
   free(p->root);
   free(p->node);
   free(p->url);
@@ -48,9 +48,7 @@ static void proxy_free(proxy_t *p) {
 }
 
 static void local(proxy_t *p) {
-  char url_path[4096];
-  snprintf(url_path, sizeof(url_path), "%s/%s", p->mount, p->rel);
-  http_serve_tree(p->req, p->root, p->rel, url_path);
+  http_serve_tree(p->req, p->root, p->rel, p->url_path);
   proxy_free(p);
 }
 
@@ -131,8 +129,7 @@ static void fetch_done(uv_work_t *w, int status) {
     char msg[sizeof(p->err) + 256];
     int n = snprintf(msg, sizeof(msg), "the file is on node '%s', which did not answer: %s\n",
                      p->node, status ? uv_strerror(status) : p->err);
-    log_warn("webservice", "%s/%s from node '%s' (%s): %s", p->mount, p->rel, p->node, p->url,
-             p->err);
+    log_warn("webservice", "%s from node '%s' (%s): %s", p->url_path, p->node, p->url, p->err);
     http_reply(p->req, 502, "text/plain", msg, (size_t)n);
     proxy_free(p);
     return;
@@ -159,7 +156,7 @@ static int find_fn(store_t *s, void *arg) {
   rc = store_nodes_list(s, &nodes);
   for (size_t i = 0; !rc && i < nodes.n; i++)
     if (!strcmp(nodes.v[i].name, p->node) && nodes.v[i].url &&
-        asprintf(&p->url, "%s%s/%s", nodes.v[i].url, p->mount, p->rel) < 0) {
+        asprintf(&p->url, "%s%s", nodes.v[i].url, p->url_path) < 0) {
       p->url = NULL;
       rc = -ENOMEM;
     }
@@ -193,10 +190,9 @@ static int job_of(const char *rel, char **project, char **jobid) {
   return *project && *jobid;
 }
 
-void api_proxy_serve(app_t *app, http_req_t *req, const char *root, const char *mount,
-                     const char *rel) {
-  char url_path[4096], path[4096];
-  snprintf(url_path, sizeof(url_path), "%s/%s", mount, rel);
+void api_proxy_serve(app_t *app, http_req_t *req, const char *root, const char *rel,
+                     const char *url_path) {
+  char path[4096];
   snprintf(path, sizeof(path), "%s/%s", root, rel);
   struct stat st;
   proxy_t *p = NULL;
@@ -209,9 +205,9 @@ void api_proxy_serve(app_t *app, http_req_t *req, const char *root, const char *
   p->app = app;
   p->req = req;
   p->rel = strdup(rel);
-  p->mount = strdup(mount);
+  p->url_path = strdup(url_path);
   p->root = strdup(root);
-  if (!p->rel || !p->mount || !p->root || !job_of(rel, &p->project, &p->jobid) ||
+  if (!p->rel || !p->url_path || !p->root || !job_of(rel, &p->project, &p->jobid) ||
       store_submit(app->store, STORE_READ, find_fn, p, find_done)) {
     local(p);
     return;

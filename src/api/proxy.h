@@ -4,11 +4,11 @@
 
 #include "app.h"
 
-/* Serves root/rel (as http_serve_tree, under url mount + "/" + rel); on a
- * shared store a job's file that is not here is fetched from the node that
- * ran the job (its status and content type passed on; 502 when that node
- * does not answer). A request already proxied is never proxied again. */
-void api_proxy_serve(app_t *app, http_req_t *req, const char *root, const char *mount,
-                     const char *rel);
+/* Serves root/rel as http_serve_tree does (url_path: the request's path);
+ * on a shared store a job's file that is not here is fetched from the node
+ * that ran the job (its status and content type passed on; 502 when that
+ * node does not answer). A request already proxied is never proxied again. */
+void api_proxy_serve(app_t *app, http_req_t *req, const char *root, const char *rel,
+                     const char *url_path);
 
 #endif

@@ -46,6 +46,7 @@ struct call {
   char *egg_path;
   char *project;
   char *jobid;
+  char *version; /* delversion.json's, while the deletion is under way */
   int found;
   job_state_t state;
   char *body;
@@ -66,6 +67,7 @@ static void call_free(call_t *c) {
   free(c->egg_path);
   free(c->project);
   free(c->jobid);
+  free(c->version);
   free(c->body);
   free(c);
 }
@@ -621,11 +623,9 @@ static void ep_listjobs(call_t *c) {
 
 /* ---- delversion.json / delproject.json ---- */
 
-static void ep_delversion(call_t *c) {
-  PARAM(project, "project", 1);
-  PARAM(version, "version", 1);
-  if (bad_project(c, project)) return;
-  int rc = eggs_delete_version(c->app->cfg.eggs_dir, project, version);
+static void version_deleted(void *ud, int rc) {
+  call_t *c = ud;
+  const char *project = c->project, *version = c->version;
   if (rc == -ENOENT || rc == SPD_ETRAVERSAL) {
     reply_error(c, "version '%s' not found", version);
     return;
@@ -635,15 +635,24 @@ static void ep_delversion(call_t *c) {
     return;
   }
   spiders_forget(c->app->spiders, project);
-  api_eggs_deleted(c->app, project, version);
   log_info("webservice", "Deleted version '%s' of project '%s'", version, project);
   reply_ok(c, json_object());
 }
 
-static void ep_delproject(call_t *c) {
+static void ep_delversion(call_t *c) {
   PARAM(project, "project", 1);
+  PARAM(version, "version", 1);
   if (bad_project(c, project)) return;
-  int rc = eggs_delete_project(c->app->cfg.eggs_dir, project);
+  c->project = strdup(project);
+  c->version = strdup(version);
+  int rc = c->project && c->version ? api_eggs_delete(c->app, project, version, version_deleted, c)
+                                    : -ENOMEM;
+  if (rc) reply_error(c, "OSError: %s", spd_strerror(rc));
+}
+
+static void project_deleted(void *ud, int rc) {
+  call_t *c = ud;
+  const char *project = c->project;
   if (rc == -ENOENT) {
     reply_error(c, "project '%s' not found", project);
     return;
@@ -653,9 +662,16 @@ static void ep_delproject(call_t *c) {
     return;
   }
   spiders_forget(c->app->spiders, project);
-  api_eggs_deleted(c->app, project, NULL);
   log_info("webservice", "Deleted project '%s'", project);
   reply_ok(c, json_object());
+}
+
+static void ep_delproject(call_t *c) {
+  PARAM(project, "project", 1);
+  if (bad_project(c, project)) return;
+  c->project = strdup(project);
+  int rc = c->project ? api_eggs_delete(c->app, project, NULL, project_deleted, c) : -ENOMEM;
+  if (rc) reply_error(c, "OSError: %s", spd_strerror(rc));
 }
 
 /* ---- dispatch ---- */

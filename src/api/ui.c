@@ -253,7 +253,7 @@ static void serve_tree(app_t *app, http_req_t *req, const char *root, const char
   const char *path = http_req_path(req);
   const char *rel = path + strlen(mount);
   while (*rel == '/') rel++;
-  api_proxy_serve(app, req, root, mount, rel);
+  api_proxy_serve(app, req, root, rel, path);
 }
 
 static void on_logs(http_req_t *req, void *ud) {

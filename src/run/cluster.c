@@ -36,6 +36,7 @@ struct cluster {
   store_watch_t *watch;
   int ops;                /* store ops in flight */
   int beating, syncing, cancel_checking;
+  int pushed_once;        /* this node's own eggs went into the store */
   int sync_again, cancel_again;
   int stopping, handles;
   void (*stop_done)(void *ud);
@@ -120,11 +121,17 @@ static void check_cancels(cluster_t *c) {
 typedef struct sync_op {
   cluster_t *c;
   int changed;
+  int pushed;
 } sync_op_t;
 
 static int sync_fn(store_t *s, void *arg) {
   sync_op_t *op = arg;
-  return eggsync_pull(s, op->c->cfg->eggs_dir, NULL, &op->changed);
+  /* The first copy after start-up brings this node's eggs the store does
+   * not have (a node joining a cluster, or one upgraded from a private
+   * store) rather than deleting them. */
+  int rc = op->c->pushed_once ? 0 : eggsync_push_missing(s, op->c->cfg->eggs_dir, &op->pushed);
+  if (!rc) rc = eggsync_pull(s, op->c->cfg->eggs_dir, NULL, &op->changed);
+  return rc;
 }
 
 static void sync_eggs(cluster_t *c);
@@ -134,6 +141,7 @@ static void sync_done(void *arg, int rc) {
   cluster_t *c = op->c;
   c->ops--;
   c->syncing = 0;
+  if (!rc) c->pushed_once = 1;
   if (rc) log_error("cluster", "copying eggs from the store failed: %s", spd_strerror(rc));
   else if (op->changed && c->hooks.eggs) c->hooks.eggs(c->hooks.ud);
   free(op);

@@ -60,6 +60,61 @@ def store_url(key):
     return STORE_TMPL.replace("{}", "d" + hashlib.sha1(key.encode()).hexdigest()[:16])
 
 
+class _PgDB:
+    """A PostgreSQL store opened like the tests open SQLite: execute() with
+    '?' placeholders, rows readable by index and by name, autocommit."""
+
+    def __init__(self, url):
+        import urllib.parse
+
+        import psycopg2
+        import psycopg2.extras
+        u = urllib.parse.urlsplit(url)
+        q = urllib.parse.parse_qs(u.query)
+        schema = q.pop("schema", [None])[0]
+        dsn = urllib.parse.urlunsplit(u._replace(query=urllib.parse.urlencode(q, doseq=True)))
+        self.con = psycopg2.connect(dsn, cursor_factory=psycopg2.extras.DictCursor)
+        self.con.autocommit = True
+        if schema:
+            self.con.cursor().execute(f'SET search_path TO "{schema}"')
+
+    class _Cursor:
+        def __init__(self, cur, lastrowid):
+            self.cur, self.lastrowid = cur, lastrowid
+
+        def fetchone(self):
+            return self.cur.fetchone()
+
+        def fetchall(self):
+            return self.cur.fetchall()
+
+        def __iter__(self):
+            return iter(self.cur.fetchall())
+
+    def execute(self, sql, params=()):
+        cur = self.con.cursor()
+        sql = sql.replace("?", "%s")
+        # SQLite's lastrowid: the new row's id, for tables that have one.
+        m = re.match(r"\s*INSERT INTO (jobs|events|schedules|runs)\b", sql, re.I)
+        if m and "RETURNING" not in sql.upper():
+            cur.execute(sql + " RETURNING id", tuple(params))
+            return self._Cursor(cur, cur.fetchone()[0])
+        cur.execute(sql, tuple(params))
+        return self._Cursor(cur, None)
+
+    def commit(self):
+        pass
+
+    def close(self):
+        self.con.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 
 TIME_RE = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(\.\d{6})?$")
@@ -396,6 +451,27 @@ class Daemon:
             self.session.close()
             if self in _live:
                 _live.remove(self)
+
+    # -- the store, read directly --
+
+    def db(self):
+        """A connection to this daemon's store (SQLite file or PostgreSQL)."""
+        store = self.spiderd.get("store") or ""
+        if store.startswith("postgres"):
+            return _PgDB(store)
+        import sqlite3
+        con = sqlite3.connect(self.path("dbs", "spiderd.db"), timeout=30)
+        con.row_factory = sqlite3.Row
+        con.execute("PRAGMA busy_timeout = 30000")
+        return con
+
+    def sql(self, query, *args):
+        """Rows of a query on this daemon's store, as dicts."""
+        con = self.db()
+        try:
+            return [dict(r) for r in con.execute(query, args).fetchall()]
+        finally:
+            con.close()
 
     # -- paths --
 

@@ -4,7 +4,6 @@ to the jobs' log and items files."""
 
 import os
 import re
-import sqlite3
 import time
 
 from conftest import wait_for
@@ -29,9 +28,7 @@ def idle(d, project):
 
 
 def db(d):
-    con = sqlite3.connect(d.path("dbs", "spiderd.db"), timeout=30)
-    con.execute("PRAGMA busy_timeout = 30000")
-    return con
+    return d.db()
 
 
 def test_count_per_spider_with_override(spiderd, egg):
@@ -86,10 +83,10 @@ def test_age_limit_and_live_jobs(spiderd, egg):
     con = db(d)
     old_cut = int(time.time() * 1000) - 35 * DAY_MS
     with con:
-        con.execute("UPDATE jobs SET end_ms = end_ms - 2 * ? WHERE jobid IN (?, ?)",
-                    (DAY_MS, done[0], done[1]))
-        con.execute("UPDATE events SET ts_ms = ts_ms - 40 * ? WHERE job_id IN "
-                    "(SELECT id FROM jobs WHERE jobid = ?)", (DAY_MS, done[2]))
+        con.execute("UPDATE jobs SET end_ms = end_ms - ? WHERE jobid IN (?, ?)",
+                    (2 * DAY_MS, done[0], done[1]))
+        con.execute("UPDATE events SET ts_ms = ts_ms - ? WHERE job_id IN "
+                    "(SELECT id FROM jobs WHERE jobid = ?)", (40 * DAY_MS, done[2]))
         old_events = con.execute("SELECT count(*) FROM events WHERE ts_ms < ?",
                                  (old_cut,)).fetchone()[0]
     assert old_events > 0

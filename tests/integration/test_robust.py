@@ -8,7 +8,6 @@ API is not this module's subject."""
 import json
 import os
 import signal
-import sqlite3
 import time
 
 import pytest
@@ -21,12 +20,7 @@ HEARTBEAT = {"heartbeat_interval": 0.2, "heartbeat_timeout": 2 * SLOW}
 
 
 def db_rows(d, sql, *args):
-    con = sqlite3.connect(f"file:{d.path('dbs', 'spiderd.db')}?mode=ro", uri=True, timeout=10)
-    try:
-        con.row_factory = sqlite3.Row
-        return [dict(r) for r in con.execute(sql, args)]
-    finally:
-        con.close()
+    return d.sql(sql, *args)
 
 
 def job_row(d, jobid):

@@ -6,7 +6,6 @@ takes it over from the attempt it replaces."""
 
 import json
 import os
-import sqlite3
 import subprocess
 import threading
 
@@ -46,13 +45,9 @@ def schedule_raw(d, **form):
 
 def live_with_key(d, project, key):
     """Pending and running jobs of project holding key, from the store."""
-    con = sqlite3.connect(f"file:{d.path('dbs', 'spiderd.db')}?mode=ro", uri=True, timeout=10)
-    try:
-        return [r[0] for r in con.execute(
-            "SELECT jobid FROM jobs WHERE project = ? AND unique_key = ? AND state < 2",
-            (project, key))]
-    finally:
-        con.close()
+    return [r["jobid"] for r in d.sql(
+        "SELECT jobid FROM jobs WHERE project = ? AND unique_key = ? AND state < 2",
+        project, key)]
 
 
 def state_of(d, jobid):

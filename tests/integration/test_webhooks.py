@@ -12,7 +12,6 @@ import hmac
 import json
 import os
 import re
-import sqlite3
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -106,9 +105,7 @@ def hooked(spiderd, receiver, urls=None, **kw):
 # ---- the daemon's store ----
 
 def db(d):
-    con = sqlite3.connect(d.path("dbs", "spiderd.db"), timeout=10)
-    con.row_factory = sqlite3.Row
-    return con
+    return d.db()
 
 
 def meta(d, key):
