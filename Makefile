@@ -12,7 +12,7 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
 	wrk zip unzip curl redis-server postgresql python3-psycopg2
 
-.PHONY: deps build run test test-unit test-integration test-asan test-pg bench bench-queue clean
+.PHONY: deps build run test test-unit test-integration test-asan test-pg test-redis bench bench-queue clean
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -63,7 +63,21 @@ test-pg: build $(ASAN_BUILD)/build.ninja
 	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd SPIDERD_TEST_STORE_URL="$$url?schema={}" \
 		SPIDERD_TEST_PG_DIR=$(PG_DIR) /usr/bin/python3 -m pytest -q -x -p no:cacheprovider
 
-test: test-unit test-integration test-asan test-pg
+# The same against a throwaway Redis (tests/redisserver.sh).
+REDIS_DIR ?= /tmp/spiderd-test-redis-$(shell id -u)
+test-redis: build $(ASAN_BUILD)/build.ninja
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	tests/redisserver.sh stop $(REDIS_DIR); \
+	url=$$(tests/redisserver.sh start $(REDIS_DIR)) || exit 1; \
+	trap 'tests/redisserver.sh stop $(REDIS_DIR)' EXIT; \
+	for t in $(STORE_TESTS); do \
+	  SPIDERD_TEST_STORE_URL="$$url?prefix=t{}" ./$(BUILD)/$$t >/dev/null || { echo "$$t failed on Redis"; SPIDERD_TEST_STORE_URL="$$url?prefix=t{}" ./$(BUILD)/$$t | tail -40; exit 1; }; \
+	  SPIDERD_TEST_STORE_URL="$$url?prefix=t{}" ./$(ASAN_BUILD)/$$t >/dev/null || { echo "$$t (sanitized) failed on Redis"; exit 1; }; \
+	done; echo "store contract tests: passed on Redis"; \
+	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd SPIDERD_TEST_STORE_URL="$$url?prefix={}" \
+		/usr/bin/python3 -m pytest -q -x -p no:cacheprovider
+
+test: test-unit test-integration test-asan test-pg test-redis
 
 bench: build
 	./bench/run.sh $(CURDIR)/$(BUILD)/spiderd

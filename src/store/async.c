@@ -327,6 +327,10 @@ int store_pool_shared(const store_pool_t *p) {
   return p && store_shared(p->w[STORE_WRITE].store);
 }
 
+int store_pool_transactional(const store_pool_t *p) {
+  return p && store_transactional(p->w[STORE_WRITE].store);
+}
+
 int store_submit(store_pool_t *p, int kind, store_fn fn, void *arg,
                  store_done_cb done) {
   if (!p || !fn || (kind != STORE_READ && kind != STORE_WRITE)) return -EINVAL;

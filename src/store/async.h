@@ -45,5 +45,7 @@ void store_pool_stop(store_pool_t *p);
 
 /* store_shared() of the pool's store (fixed for its life). */
 int store_pool_shared(const store_pool_t *p);
+/* store_transactional() of the pool's store. */
+int store_pool_transactional(const store_pool_t *p);
 
 #endif

@@ -604,6 +604,18 @@ static int pg_watch_open(const char *url, const char *rest, store_watch_t **out,
   w->base.read = pg_watch_read;
   w->base.close = pg_watch_close;
   int rc = pg_parse_url(url, &w->q.conninfo, &w->q.schema, err, errlen);
+  /* The watch reconnects on the loop thread: never wait long for a host
+   * that does not answer. */
+  if (!rc && !strstr(w->q.conninfo, "connect_timeout=")) {
+    char *ci = NULL;
+    if (asprintf(&ci, "%s%sconnect_timeout=2", w->q.conninfo,
+                 strchr(w->q.conninfo, '?') ? "&" : "?") < 0)
+      rc = -ENOMEM;
+    else {
+      free(w->q.conninfo);
+      w->q.conninfo = ci;
+    }
+  }
   if (!rc) {
     snprintf(w->q.channel, sizeof(w->q.channel), "spiderd%s%s", w->q.schema ? "_" : "",
              w->q.schema ? w->q.schema : "");
