@@ -489,8 +489,8 @@ static int pg_parse_url(const char *url, char **conninfo, char **schema, char *e
             free(u);
             return -EINVAL;
           }
-        if (*schema && strlen(*schema) > 60) {
-          snprintf(err, errlen, "store URL: schema name is over 60 characters");
+        if (*schema && strlen(*schema) > 48) { /* the channel "spiderd_NAME" fits in 63 bytes */
+          snprintf(err, errlen, "store URL: schema name is over 48 characters");
           free(*schema);
           *schema = NULL;
           free(u);
