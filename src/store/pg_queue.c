@@ -1,6 +1,7 @@
 /* Task queues on PostgreSQL (store.h, core/queue.h, docs/queues.md): a port
  * of sqlite_queue.c, whose comments explain the model. Same tables, same
- * states, same per-call key cache; what differs:
+ * states, same per-call key cache and bookkeeping (queue_keys.c); what
+ * differs:
  *
  *   - Nodes share the store: every operation that changes a queue first
  *     locks its row in `queues` (SELECT ... FOR UPDATE), so one queue's
@@ -20,20 +21,16 @@
  * flight (due_ms is the lease end); 2 = dead; 3 = done. */
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "store/pg_int.h"
+#include "store/queue_keys.h"
 #include "strbuf.h"
-
-enum { IS_DELAYED = 0, IS_INFLIGHT = 1, IS_DEAD = 2, IS_DONE = 3, IS_READY = 4 };
 
 /* Rows promoted or expired per take (see sqlite_queue.c). */
 #define QUEUE_SWEEP_MAX 5000
@@ -475,42 +472,15 @@ static int queue_open(struct pg_store *q, const char *name, int64_t now_ms, queu
 
 /* ---- one call's working state: the queue, counter deltas, keys ---- */
 
-typedef struct qkey {
-  char *key;
-  int exists;     /* a row is stored */
-  int dirty;
-  int head_stale; /* head must be read again before use */
-  int64_t n_ready, inflight;
-  double tokens;
-  int64_t tokens_ms, block_ms;
-  int64_t head_pri, head_due;
-  int open;
-  int64_t wake_ms;
-} qkey_t;
-
 typedef struct qctx {
   struct pg_store *q;
   queue_conf_t c;
   int64_t lease_seq, lease_seq0;
   int64_t now;
-  struct {
-    int64_t waiting, ready, inflight, dead, done, put, acked;
-  } d;
+  qk_deltas_t d;
   int note; /* elements became takeable (or due sooner) */
-  qkey_t *keys;
-  size_t nkeys, capkeys;
-  uint32_t *slot; /* open addressing: index + 1 into keys, 0 = free */
-  size_t nslot;   /* power of two */
+  qk_cache_t kc;
 } qctx_t;
-
-static void ctx_release(qctx_t *x) {
-  for (size_t i = 0; i < x->nkeys; i++) free(x->keys[i].key);
-  free(x->keys);
-  free(x->slot);
-  x->keys = NULL;
-  x->slot = NULL;
-  x->nkeys = x->capkeys = x->nslot = 0;
-}
 
 /* Loads queue `name` for this call, its row locked (SELECT ... FOR UPDATE). */
 static int ctx_load(qctx_t *x, const char *name) {
@@ -520,38 +490,8 @@ static int ctx_load(qctx_t *x, const char *name) {
   return rc;
 }
 
-static uint64_t str_hash(const char *s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-  return h;
-}
-
-static int ctx_rehash(qctx_t *x, size_t nslot) {
-  uint32_t *ns = calloc(nslot, sizeof(*ns));
-  if (!ns) return -ENOMEM;
-  for (size_t i = 0; i < x->nkeys; i++) {
-    size_t at = str_hash(x->keys[i].key) & (nslot - 1);
-    while (ns[at]) at = (at + 1) & (nslot - 1);
-    ns[at] = (uint32_t)(i + 1);
-  }
-  free(x->slot);
-  x->slot = ns;
-  x->nslot = nslot;
-  return 0;
-}
-
-static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
-static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-
-/* Is (p1, d1) taken before (p2, d2)? */
-static int better(int64_t p1, int64_t d1, int64_t p2, int64_t d2) {
-  return p1 > p2 || (p1 == p2 && d1 < d2);
-}
-
-static double key_burst(const queue_conf_t *c) { return c->key_burst < 1 ? 1 : c->key_burst; }
-
 /* Reads a key row's state from r's columns col.. (KEY_COLS' order). */
-static void key_row(qkey_t *e, const PGresult *r, int row, int col) {
+static void key_row(qk_key_t *e, const PGresult *r, int row, int col) {
   e->exists = 1;
   e->n_ready = bi64(r, row, col);
   e->inflight = bi64(r, row, col + 1);
@@ -568,98 +508,45 @@ static void key_row(qkey_t *e, const PGresult *r, int row, int col) {
  * on; all NULL = no stored row) when r is given, else read from the store.
  * The pointer is valid until the next ctx_key call. */
 static int ctx_key_at(qctx_t *x, const char *k, const PGresult *r, int row, int col,
-                      qkey_t **out) {
-  uint64_t h = str_hash(k);
-  if (x->nslot) {
-    for (size_t at = h & (x->nslot - 1); x->slot[at]; at = (at + 1) & (x->nslot - 1)) {
-      qkey_t *e = &x->keys[x->slot[at] - 1];
-      if (strcmp(e->key, k) == 0) {
-        *out = e;
-        return 0;
-      }
-    }
+                      qk_key_t **out) {
+  qk_key_t *e = qk_cache_find(&x->kc, k);
+  int rc;
+  if (e) {
+    *out = e;
+    return 0;
   }
-  if (x->nkeys == x->capkeys) {
-    size_t ncap = x->capkeys ? x->capkeys * 2 : 8;
-    qkey_t *nk = realloc(x->keys, ncap * sizeof(*nk));
-    if (!nk) return -ENOMEM;
-    x->keys = nk;
-    x->capkeys = ncap;
-  }
-  qkey_t *e = &x->keys[x->nkeys];
-  memset(e, 0, sizeof(*e));
-  if (!(e->key = strdup(k))) return -ENOMEM;
+  if ((rc = qk_cache_new(&x->kc, k, &e))) return rc;
   PGresult *own = NULL;
   if (!r) {
     pg_params_t p = {0};
-    int rc;
     pg_p_i64(&p, x->c.id);
     p_key(&p, k);
     if (!(own = qrun(x->q, QS_KEY_GET, &p, &rc, "queue key get"))) {
-      free(e->key);
+      qk_cache_drop(&x->kc);
       return rc;
     }
     r = own;
     row = 0;
     col = 0;
   }
-  if (row < PQntuples(r) && !PQgetisnull(r, row, col)) {
+  if (row < PQntuples(r) && !PQgetisnull(r, row, col))
     key_row(e, r, row, col);
-  } else {
-    e->tokens = key_burst(&x->c);
-    e->tokens_ms = x->now;
-  }
+  else
+    qk_key_init(e, &x->c, x->now);
   PQclear(own);
-  x->nkeys++;
-  if (x->nkeys * 2 > x->nslot) {
-    int rc = ctx_rehash(x, x->nslot ? x->nslot * 2 : 16);
-    if (rc) return rc;
-  } else {
-    size_t at = h & (x->nslot - 1);
-    while (x->slot[at]) at = (at + 1) & (x->nslot - 1);
-    x->slot[at] = (uint32_t)x->nkeys;
-  }
+  if ((rc = qk_cache_commit(&x->kc))) return rc;
   *out = e;
   return 0;
 }
 
-static int ctx_key(qctx_t *x, const char *k, qkey_t **out) {
+static int ctx_key(qctx_t *x, const char *k, qk_key_t **out) {
   return ctx_key_at(x, k, NULL, 0, 0, out);
 }
 
-/* A ready element (pri, due) joins key k. */
-static void key_ready_add(qkey_t *k, int64_t pri, int64_t due) {
-  if (k->n_ready == 0) {
-    k->head_pri = pri;
-    k->head_due = due;
-    k->head_stale = 0;
-  } else if (!k->head_stale && better(pri, due, k->head_pri, k->head_due)) {
-    k->head_pri = pri;
-    k->head_due = due;
-  }
-  k->n_ready++;
-  k->dirty = 1;
-}
-
-/* A ready element leaves key k (taken, moved, purged). */
-static void key_ready_del(qkey_t *k, int64_t count) {
-  k->n_ready -= count;
-  if (k->n_ready < 0) k->n_ready = 0;
-  k->head_stale = 1;
-  k->dirty = 1;
-}
-
 /* Decides whether k is open now, and if not, when it may be. */
-static int key_settle(qctx_t *x, qkey_t *k) {
+static int key_settle(qctx_t *x, qk_key_t *k) {
   const queue_conf_t *c = &x->c;
-  if (c->key_rate > 0) {
-    double burst = key_burst(c);
-    if (x->now > k->tokens_ms) {
-      k->tokens += (double)(x->now - k->tokens_ms) * c->key_rate / 1000.0;
-      k->tokens_ms = x->now;
-    }
-    if (k->tokens > burst) k->tokens = burst;
-  }
+  qk_refill(k, c, x->now);
   if (k->n_ready > 0 && k->head_stale) {
     pg_params_t p = {0};
     int rc;
@@ -679,34 +566,17 @@ static int key_settle(qctx_t *x, qkey_t *k) {
     PQclear(r);
     k->head_stale = 0;
   }
-  k->open = 0;
-  k->wake_ms = 0;
-  if (k->n_ready <= 0) {
-    if (k->block_ms > x->now)
-      k->wake_ms = k->block_ms;
-    else if (c->key_rate > 0 && k->tokens < key_burst(c))
-      k->wake_ms = x->now + (int64_t)ceil((key_burst(c) - k->tokens) * 1000.0 / c->key_rate);
-  } else if (k->block_ms > x->now) {
-    k->wake_ms = k->block_ms;
-  } else if (c->key_inflight > 0 && k->inflight >= c->key_inflight) {
-    /* opens again when one of its leases ends */
-  } else if (c->key_rate > 0 && k->tokens < 1.0) {
-    k->wake_ms = x->now + (int64_t)ceil((1.0 - k->tokens) * 1000.0 / c->key_rate);
-  } else {
-    k->open = 1;
-  }
-  k->dirty = 1;
+  qk_decide(k, c, x->now);
   return 0;
 }
 
 /* Settles and writes back key k (deleting its row when it holds nothing
  * worth remembering). */
-static int key_flush(qctx_t *x, qkey_t *k) {
+static int key_flush(qctx_t *x, qk_key_t *k) {
   int rc;
   if (!k->dirty) return 0;
   if ((rc = key_settle(x, k))) return rc;
-  int idle = k->n_ready <= 0 && k->inflight <= 0 && k->block_ms <= x->now &&
-             (x->c.key_rate <= 0 || k->tokens >= key_burst(&x->c));
+  int idle = qk_idle(k, &x->c, x->now);
   pg_params_t p = {0};
   pg_p_i64(&p, x->c.id);
   p_key(&p, k->key);
@@ -732,8 +602,8 @@ static int key_flush(qctx_t *x, qkey_t *k) {
 }
 
 static int ctx_flush_keys(qctx_t *x) {
-  for (size_t i = 0; i < x->nkeys; i++) {
-    int rc = key_flush(x, &x->keys[i]);
+  for (size_t i = 0; i < x->kc.nkeys; i++) {
+    int rc = key_flush(x, &x->kc.keys[i]);
     if (rc) return rc;
   }
   return 0;
@@ -764,27 +634,6 @@ static int ctx_finish(qctx_t *x) {
   return rc;
 }
 
-/* Counters for an element entering (+1) or leaving (-1) a stored state. */
-static void count_state(qctx_t *x, int state, int sign) {
-  switch (state) {
-  case IS_READY:
-    x->d.ready += sign;
-    /* fall through */
-  case IS_DELAYED:
-    x->d.waiting += sign;
-    break;
-  case IS_INFLIGHT:
-    x->d.inflight += sign;
-    break;
-  case IS_DEAD:
-    x->d.dead += sign;
-    break;
-  case IS_DONE:
-    x->d.done += sign;
-    break;
-  }
-}
-
 static int stmt_state(qctx_t *x, int64_t id, int state, int64_t due, int64_t pri,
                       const char *error, int reset_deliveries) {
   pg_params_t p = {0};
@@ -805,14 +654,14 @@ static int put_one(qctx_t *x, queue_put_t *p) {
   const char *key = p->key;
   uint64_t hash = queue_hash(p->element, p->len);
   int64_t due = p->due_ms, pri = p->priority;
-  qkey_t *k;
+  qk_key_t *k;
   int rc;
 
   if (!key) {
     queue_key_derive(x->c.key_mode, p->element, p->len, derived, sizeof(derived));
     key = derived;
   }
-  int nstate = due <= x->now ? IS_READY : IS_DELAYED;
+  int nstate = qk_waiting_state(due, x->now);
   pg_params_t pp = {0};
   pg_p_i64(&pp, x->c.id);
   pg_p_i64(&pp, (int64_t)hash);
@@ -833,12 +682,12 @@ static int put_one(qctx_t *x, queue_put_t *p) {
   if (bi64(r, 0, 0) == 1) { /* added */
     PQclear(r);
     p->result = QPUT_ADDED;
-    count_state(x, nstate, +1);
+    qk_count(&x->d, nstate, +1);
     x->d.put++;
     x->note = 1;
-    if (nstate == IS_READY) {
+    if (nstate == QK_READY) {
       if ((rc = ctx_key(x, key, &k))) return rc;
-      key_ready_add(k, pri, due);
+      qk_ready_add(k, pri, due);
     }
     return 0;
   }
@@ -855,53 +704,53 @@ static int put_one(qctx_t *x, queue_put_t *p) {
   p->result = QPUT_KEPT;
   if (p->policy == QPOLICY_KEEP_EXISTING) goto out;
 
-  if (state == IS_INFLIGHT) {
+  if (state == QK_INFLIGHT) {
     int64_t rdue = due, rpri = pri;
     if (p->policy == QPOLICY_KEEP_EARLIEST && oredue) {
-      rdue = imin(oredue, due);
-      rpri = imax(oredue_pri, pri);
+      rdue = qk_min(oredue, due);
+      rpri = qk_max(oredue_pri, pri);
     }
     pg_params_t pr = {0};
     pg_p_i64(&pr, id);
-    pg_p_i64(&pr, imax(rdue, 1)); /* 0 means "none" */
+    pg_p_i64(&pr, qk_max(rdue, 1)); /* 0 means "none" */
     pg_p_i64(&pr, rpri);
     if ((rc = qcmd(q, QS_REDUE, &pr, "queue put redue"))) goto out;
     p->result = QPUT_DEFERRED;
     goto out;
   }
-  if (state == IS_DEAD || state == IS_DONE) {
+  if (state == QK_DEAD || state == QK_DONE) {
     if ((rc = stmt_state(x, id, nstate, due, pri, NULL, 1))) goto out;
-    count_state(x, state, -1);
-    count_state(x, nstate, +1);
+    qk_count(&x->d, state, -1);
+    qk_count(&x->d, nstate, +1);
     x->d.put++;
     x->note = 1;
-    if (nstate == IS_READY) {
+    if (nstate == QK_READY) {
       if ((rc = ctx_key(x, okey, &k))) goto out;
-      key_ready_add(k, pri, due);
+      qk_ready_add(k, pri, due);
     }
     p->result = QPUT_ADDED;
     goto out;
   }
   /* waiting */
   if (p->policy == QPOLICY_KEEP_EARLIEST) {
-    due = imin(odue, due);
-    pri = imax(opri, pri);
+    due = qk_min(odue, due);
+    pri = qk_max(opri, pri);
   }
   if (due == odue && pri == opri) goto out;
-  nstate = due <= x->now ? IS_READY : IS_DELAYED;
+  nstate = qk_waiting_state(due, x->now);
   pg_params_t pm = {0};
   pg_p_i64(&pm, id);
   pg_p_i64(&pm, nstate);
   pg_p_i64(&pm, pri);
   pg_p_i64(&pm, due);
   if ((rc = qcmd(q, QS_MOVE, &pm, "queue move"))) goto out;
-  if (state == IS_READY || nstate == IS_READY) {
+  if (state == QK_READY || nstate == QK_READY) {
     if ((rc = ctx_key(x, okey, &k))) goto out;
-    if (state == IS_READY) key_ready_del(k, 1);
-    if (nstate == IS_READY) key_ready_add(k, pri, due);
+    if (state == QK_READY) qk_ready_del(k, 1);
+    if (nstate == QK_READY) qk_ready_add(k, pri, due);
   }
-  count_state(x, state, -1);
-  count_state(x, nstate, +1);
+  qk_count(&x->d, state, -1);
+  qk_count(&x->d, nstate, +1);
   x->note = 1;
   p->result = QPUT_MOVED;
 out:
@@ -919,21 +768,19 @@ int pg_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n, int
   x.c.name = (char *)name;
   for (size_t i = 0; !rc && i < n; i++) rc = put_one(&x, &items[i]);
   if (!rc) rc = ctx_finish(&x);
-  ctx_release(&x);
+  qk_cache_release(&x.kc);
   return pg_auto_end(q, began, rc);
 }
 
 /* ---- take ---- */
 
-enum { T_DELAYED, T_LEASE, T_WAKE, T_READY, T_N };
-
-static int queue_times(struct pg_store *q, int64_t queue_id, int64_t t[T_N]) {
+static int queue_times(struct pg_store *q, int64_t queue_id, int64_t t[QK_T_N]) {
   pg_params_t p = {0};
   int rc;
   pg_p_i64(&p, queue_id);
   PGresult *r = qrun(q, QS_TIMES, &p, &rc, "queue times");
   if (!r) return rc;
-  for (int i = 0; i < T_N; i++) t[i] = PQntuples(r) ? bi64(r, 0, i) : 0;
+  for (int i = 0; i < QK_T_N; i++) t[i] = PQntuples(r) ? bi64(r, 0, i) : 0;
   PQclear(r);
   return 0;
 }
@@ -948,13 +795,13 @@ static int take_promote(qctx_t *x) {
   PGresult *r = qrun(x->q, QS_PROMOTE, &p, &rc, "queue promote");
   if (!r) return rc;
   for (int i = 0; !rc && i < PQntuples(r); i++) {
-    qkey_t *k;
+    qk_key_t *k;
     char *key;
     if ((rc = bbytes(r, i, 0, 1, &key, NULL))) break;
     rc = ctx_key(x, key, &k);
     free(key);
     if (rc) break;
-    key_ready_add(k, bi64(r, i, 1), bi64(r, i, 2));
+    qk_ready_add(k, bi64(r, i, 1), bi64(r, i, 2));
     x->d.ready++;
   }
   PQclear(r);
@@ -973,18 +820,15 @@ static int take_expire(qctx_t *x) {
   PGresult *r = qrun(x->q, QS_EXPIRE, &p, &rc, "queue expire");
   if (!r) return rc;
   for (int i = 0; !rc && i < PQntuples(r); i++) {
-    qkey_t *k;
+    qk_key_t *k;
     char *key;
     int state = (int)bi64(r, i, 1);
     if ((rc = bbytes(r, i, 0, 1, &key, NULL))) break;
     rc = ctx_key(x, key, &k);
     free(key);
     if (rc) break;
-    k->inflight--;
-    k->dirty = 1;
-    count_state(x, IS_INFLIGHT, -1);
-    count_state(x, state, +1);
-    if (state == IS_READY) key_ready_add(k, bi64(r, i, 2), x->now);
+    qk_leave(k, &x->d, QK_INFLIGHT);
+    qk_enter(k, &x->d, state, bi64(r, i, 2), x->now);
   }
   PQclear(r);
   return rc;
@@ -995,7 +839,7 @@ static int take_expire(qctx_t *x) {
 static int touch_keys(qctx_t *x, PGresult *r, int withrow) {
   int rc = 0;
   for (int i = 0; !rc && i < PQntuples(r); i++) {
-    qkey_t *k;
+    qk_key_t *k;
     char *key;
     if ((rc = bbytes(r, i, 0, 1, &key, NULL))) break;
     rc = withrow ? ctx_key_at(x, key, r, i, 1, &k) : ctx_key(x, key, &k);
@@ -1021,16 +865,14 @@ static int take_wake(qctx_t *x) {
 
 /* Takes up to `room` elements from open key k whose head is the best;
  * stops at the first element worse than the next key's head (has2). */
-static int take_from_key(qctx_t *x, qkey_t *k, int has2, int64_t p2, int64_t d2,
+static int take_from_key(qctx_t *x, qk_key_t *k, int has2, int64_t p2, int64_t d2,
                          size_t room, int64_t lease_end, int64_t token,
                          queue_item_list_t *out, size_t *got) {
   size_t first = out->n, n;
   int rc = 0;
 
   *got = 0;
-  if (x->c.key_inflight > 0)
-    room = (size_t)imin((int64_t)room, imax(0, x->c.key_inflight - k->inflight));
-  if (x->c.key_rate > 0) room = (size_t)imin((int64_t)room, (int64_t)floor(k->tokens));
+  room = qk_key_room(k, &x->c, room);
   if (room == 0) { /* settled open at a moment that has passed: settle again */
     k->dirty = 1;
     return key_flush(x, k);
@@ -1077,26 +919,7 @@ static int take_from_key(qctx_t *x, qkey_t *k, int has2, int64_t p2, int64_t d2,
   PQclear(r);
   if (rc) return rc; /* the caller drops what out got */
   n = out->n - first;
-  if (n == 0) {
-    /* An open key without a ready element: its count was off. */
-    k->n_ready = 0;
-    k->head_stale = 0;
-    k->dirty = 1;
-  } else {
-    key_ready_del(k, (int64_t)n);
-    if (next) {
-      k->head_pri = next_pri;
-      k->head_due = next_due;
-      k->head_stale = 0;
-    } else {
-      k->n_ready = 0; /* the pick saw every ready element of the key */
-    }
-    k->inflight += (int64_t)n;
-    if (x->c.key_rate > 0) k->tokens -= (double)n;
-  }
-  x->d.ready -= (int64_t)n;
-  x->d.waiting -= (int64_t)n;
-  x->d.inflight += (int64_t)n;
+  qk_taken(k, &x->c, &x->d, (int64_t)n, next, next_pri, next_due);
   *got = n;
   return key_flush(x, k);
 }
@@ -1104,13 +927,10 @@ static int take_from_key(qctx_t *x, qkey_t *k, int has2, int64_t p2, int64_t d2,
 /* When something may become takeable: the next due time, lease end or key
  * wake-up (0: nothing pending). */
 static int take_next(qctx_t *x, int64_t *next_ms) {
-  int64_t t[T_N], best = 0;
+  int64_t t[QK_T_N];
   int rc = queue_times(x->q, x->c.id, t);
-  if (rc) return rc;
-  for (int i = T_DELAYED; i <= T_WAKE; i++)
-    if (t[i] && (best == 0 || t[i] < best)) best = t[i];
-  *next_ms = best;
-  return 0;
+  if (!rc) *next_ms = qk_next_time(t);
+  return rc;
 }
 
 int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
@@ -1127,24 +947,21 @@ int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_m
   }
   if (rc || x.c.paused) goto out;
   /* One probe says which sweeps have work. */
-  int64_t t[T_N];
+  int64_t t[QK_T_N];
   if ((rc = queue_times(q, x.c.id, t)) ||
-      (t[T_LEASE] && t[T_LEASE] <= now_ms && (rc = take_expire(&x))) ||
-      (t[T_DELAYED] && t[T_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
-      (t[T_WAKE] && t[T_WAKE] <= now_ms && (rc = take_wake(&x))) || (rc = ctx_flush_keys(&x)))
+      (t[QK_T_LEASE] && t[QK_T_LEASE] <= now_ms && (rc = take_expire(&x))) ||
+      (t[QK_T_DELAYED] && t[QK_T_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
+      (t[QK_T_WAKE] && t[QK_T_WAKE] <= now_ms && (rc = take_wake(&x))) ||
+      (rc = ctx_flush_keys(&x)))
     goto out;
 
-  size_t room = max;
-  if (x.c.max_inflight > 0) {
-    int64_t inflight = x.c.n_inflight + x.d.inflight;
-    room = (size_t)imin((int64_t)room, imax(0, x.c.max_inflight - inflight));
-  }
-  int64_t lease_end = now_ms + (visibility_ms ? visibility_ms : x.c.visibility_ms);
+  size_t room = qk_take_room(&x.c, &x.d, max);
+  int64_t lease_end = qk_lease_end(&x.c, visibility_ms, now_ms);
   int64_t token = ++x.lease_seq;
   int idle_rounds = 0; /* rounds that took nothing: a key settled closed */
   while (!rc && taken < room && idle_rounds < 64) {
     pg_params_t p = {0};
-    qkey_t *k;
+    qk_key_t *k;
     int64_t p2 = 0, d2 = 0;
     int has2 = 0;
     size_t got = 0;
@@ -1176,12 +993,9 @@ int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_m
   if (!rc) rc = ctx_finish(&x);
   if (!rc && taken < max) rc = take_next(&x, next_ms);
 out:
-  ctx_release(&x);
+  qk_cache_release(&x.kc);
   rc = pg_auto_end(q, began, rc);
-  if (rc) {
-    for (size_t i = first; i < out->n; i++) queue_item_release(&out->v[i]);
-    out->n = first;
-  }
+  if (rc) qk_items_drop(out, first);
   return rc;
 }
 
@@ -1204,7 +1018,7 @@ static void writes_release(lease_writes_t *w) {
  * deleted). unc: its delivery is given back. */
 static int lease_end(qctx_t *x, lease_writes_t *w, const char *key, int64_t id, int state,
                      int64_t due, int64_t pri, const char *error, int reset, int unc) {
-  qkey_t *k;
+  qk_key_t *k;
   int rc;
   if (state < 0) {
     arr_i64(&w->del, id);
@@ -1218,38 +1032,9 @@ static int lease_end(qctx_t *x, lease_writes_t *w, const char *key, int64_t id, 
     arr_i64(&w->unc, unc);
   }
   if ((rc = ctx_key(x, key, &k))) return rc;
-  k->inflight--;
-  k->dirty = 1;
-  count_state(x, IS_INFLIGHT, -1);
-  if (state >= 0) count_state(x, state, +1);
-  if (state == IS_READY) key_ready_add(k, pri, due);
+  qk_leave(k, &x->d, QK_INFLIGHT);
+  qk_enter(k, &x->d, state, pri, due);
   return 0;
-}
-
-static uint64_t jitter_state;
-
-/* A factor in [0.75, 1.25) (splitmix64, seeded once per process). */
-static double jitter(void) {
-  uint64_t v = __atomic_load_n(&jitter_state, __ATOMIC_RELAXED);
-  if (v == 0) {
-    uint64_t seed = ((uint64_t)time(NULL) << 22) ^ (uint64_t)getpid() ^ 1;
-    __atomic_compare_exchange_n(&jitter_state, &v, seed, 0, __ATOMIC_RELAXED,
-                                __ATOMIC_RELAXED);
-  }
-  v = __atomic_add_fetch(&jitter_state, 0x9e3779b97f4a7c15ULL, __ATOMIC_RELAXED);
-  v ^= v >> 30;
-  v *= 0xbf58476d1ce4e5b9ULL;
-  v ^= v >> 27;
-  v *= 0x94d049bb133111ebULL;
-  v ^= v >> 31;
-  return 0.75 + (double)(v >> 11) / 9007199254740992.0 * 0.5;
-}
-
-static int64_t backoff(const queue_conf_t *c, int64_t deliveries) {
-  double d = (double)c->backoff_ms;
-  for (int64_t i = 1; i < deliveries && d < (double)c->backoff_max_ms; i++) d *= 2;
-  if (d > (double)c->backoff_max_ms) d = (double)c->backoff_max_ms;
-  return (int64_t)(d * jitter());
 }
 
 /* One lease, held as row `row` of the lookup r (QS_LEASES' columns). */
@@ -1257,7 +1042,7 @@ static int lease_one(qctx_t *x, lease_writes_t *w, lease_op_t op, queue_lease_t 
                      const PGresult *r, int row) {
   int64_t deliveries = bi64(r, row, 3), priority = bi64(r, row, 4);
   int64_t redue_ms = bi64(r, row, 5), redue_pri = bi64(r, row, 6);
-  qkey_t *k;
+  qk_key_t *k;
   char *key;
   int rc;
   if ((rc = bbytes(r, row, 2, 1, &key, NULL))) return rc;
@@ -1266,11 +1051,11 @@ static int lease_one(qctx_t *x, lease_writes_t *w, lease_op_t op, queue_lease_t 
   if (op == LEASE_ACK) {
     x->d.acked++;
     if (redue_ms) {
-      int state = redue_ms <= x->now ? IS_READY : IS_DELAYED;
+      int state = qk_waiting_state(redue_ms, x->now);
       x->note = 1;
       rc = lease_end(x, w, key, l->id, state, redue_ms, redue_pri, NULL, 1, 0);
     } else if (x->c.keep_done) {
-      rc = lease_end(x, w, key, l->id, IS_DONE, x->now, priority, NULL, 0, 0);
+      rc = lease_end(x, w, key, l->id, QK_DONE, x->now, priority, NULL, 0, 0);
     } else {
       rc = lease_end(x, w, key, l->id, -1, 0, 0, NULL, 0, 0);
     }
@@ -1279,20 +1064,15 @@ static int lease_one(qctx_t *x, lease_writes_t *w, lease_op_t op, queue_lease_t 
   /* nack: a Retry-After speaks for the key (the host), whatever becomes
    * of this element */
   if (l->retry_after_ms > 0) {
-    k->block_ms = imax(k->block_ms, x->now + l->retry_after_ms);
-    k->dirty = 1;
+    qk_block(k, x->now + l->retry_after_ms);
   }
-  if (!l->release && x->c.max_deliveries > 0 && deliveries >= x->c.max_deliveries) {
+  if (!l->release && qk_last_delivery(&x->c, deliveries)) {
     l->dead = 1;
-    rc = lease_end(x, w, key, l->id, IS_DEAD, x->now, priority, l->error, 0, 0);
+    rc = lease_end(x, w, key, l->id, QK_DEAD, x->now, priority, l->error, 0, 0);
     goto out;
   }
-  int64_t delay = l->delay_ms >= 0 ? l->delay_ms
-                  : l->release     ? 0
-                                   : backoff(&x->c, deliveries);
-  int64_t due = x->now + delay;
-  if (l->retry_after_ms > 0) due = imax(due, x->now + l->retry_after_ms);
-  int state = due <= x->now ? IS_READY : IS_DELAYED;
+  int64_t due = qk_nack_due(&x->c, l, deliveries, x->now);
+  int state = qk_waiting_state(due, x->now);
   x->note = 1;
   rc = lease_end(x, w, key, l->id, state, due, priority, l->error, 0, l->release ? 1 : 0);
 out:
@@ -1374,7 +1154,7 @@ out:
   free(used);
   strbuf_release(&ids.b);
   writes_release(&w);
-  ctx_release(&x);
+  qk_cache_release(&x.kc);
   return pg_auto_end(q, began, rc);
 }
 
@@ -1478,7 +1258,7 @@ int pg_queue_set(store_t *s, queue_conf_t *c) {
     c->name = name;
   }
 out:
-  ctx_release(&x);
+  qk_cache_release(&x.kc);
   return pg_auto_end(q, began, rc);
 }
 
@@ -1545,21 +1325,11 @@ int pg_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *
   row_queue(r, 0, &c, NULL, &ready);
   int col = QUEUE_NCOLS;
   int64_t delayed_due = bi64(r, 0, col);
-  int64_t first_delayed = bi64(r, 0, col + 1 + T_DELAYED);
-  int64_t first_ready = bi64(r, 0, col + 1 + T_READY);
-  out->keys = bi64(r, 0, col + 1 + T_N);
+  int64_t first_delayed = bi64(r, 0, col + 1 + QK_T_DELAYED);
+  int64_t first_ready = bi64(r, 0, col + 1 + QK_T_READY);
+  out->keys = bi64(r, 0, col + 1 + QK_T_N);
   PQclear(r);
-  out->waiting = c.n_waiting;
-  out->inflight = c.n_inflight;
-  out->size = c.n_waiting + c.n_inflight;
-  out->dead = c.n_dead;
-  out->done = c.n_done;
-  out->past_due = ready + delayed_due;
-  if (first_delayed && first_ready)
-    out->oldest_due_ms = imin(first_delayed, first_ready);
-  else
-    out->oldest_due_ms = first_delayed ? first_delayed : first_ready;
-  if (out->waiting == 0) out->oldest_due_ms = 0;
+  qk_stats(out, &c, ready + delayed_due, first_delayed, first_ready);
   return 0;
 }
 
@@ -1578,12 +1348,9 @@ static int filter_sql(strbuf_t *b, pg_params_t *p, int64_t queue_id, const queue
     for (int st = 0; st < QSTATE_N; st++) {
       if (!(f->states & (1u << st))) continue;
       if (st == QSTATE_WAITING)
-        strbuf_addf(b, "%s%d, %d", sep, IS_DELAYED, IS_READY);
+        strbuf_addf(b, "%s%d, %d", sep, QK_DELAYED, QK_READY);
       else
-        strbuf_addf(b, "%s%d", sep,
-                    st == QSTATE_INFLIGHT ? IS_INFLIGHT
-                    : st == QSTATE_DEAD   ? IS_DEAD
-                                          : IS_DONE);
+        strbuf_addf(b, "%s%d", sep, qk_stored_state((queue_state_t)st));
       sep = ", ";
     }
     strbuf_adds(b, ")");
@@ -1606,19 +1373,6 @@ static int filter_sql(strbuf_t *b, pg_params_t *p, int64_t queue_id, const queue
     strbuf_addf(b, " AND id = ANY ($%d::bigint[])", p->n);
   }
   return b->failed ? -ENOMEM : 0;
-}
-
-static queue_state_t public_state(int s) {
-  switch (s) {
-  case IS_INFLIGHT:
-    return QSTATE_INFLIGHT;
-  case IS_DEAD:
-    return QSTATE_DEAD;
-  case IS_DONE:
-    return QSTATE_DONE;
-  default:
-    return QSTATE_WAITING;
-  }
 }
 
 int pg_queue_items(store_t *s, const char *name, const queue_filter_t *f,
@@ -1650,7 +1404,7 @@ int pg_queue_items(store_t *s, const char *name, const queue_filter_t *f,
       break;
     }
     it->id = bi64(r, i, 0);
-    it->state = public_state((int)bi64(r, i, 1));
+    it->state = qk_public_state((int)bi64(r, i, 1));
     it->priority = (int)bi64(r, i, 2);
     it->due_ms = bi64(r, i, 3);
     it->deliveries = (int)bi64(r, i, 5);
@@ -1680,7 +1434,7 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
   struct pg_store *q = PGQ(s);
   qctx_t x = {.q = q, .now = now_ms};
   int64_t after = f->after_id, total = 0;
-  int nstate = due_ms <= now_ms ? IS_READY : IS_DELAYED;
+  int nstate = qk_waiting_state(due_ms, now_ms);
   int began, rc = pg_auto_begin(q, &began);
   if (rc) return rc;
   rc = ctx_load(&x, name);
@@ -1717,21 +1471,15 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
     for (int i = 0; !rc && i < n; i++) {
       int64_t id = bi64(r, i, 0), pri = bi64(r, i, 3);
       int state = (int)bi64(r, i, 1);
-      qkey_t *k;
+      qk_key_t *k;
       char *key;
       if ((rc = bbytes(r, i, 2, 1, &key, NULL))) break;
       rc = ctx_key(&x, key, &k);
       free(key);
       if (rc) break;
-      if (state == IS_READY) key_ready_del(k, 1);
-      if (state == IS_INFLIGHT) {
-        k->inflight--;
-        k->dirty = 1;
-      }
-      count_state(&x, state, -1);
+      qk_leave(k, &x.d, state);
       if (op == BULK_REQUEUE) {
-        count_state(&x, nstate, +1);
-        if (nstate == IS_READY) key_ready_add(k, pri, due_ms);
+        qk_enter(k, &x.d, nstate, pri, due_ms);
         x.note = 1;
       }
       if (id > after) after = id;
@@ -1747,7 +1495,7 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
   }
   if (!rc) rc = ctx_finish(&x);
   if (!rc) *count = total;
-  ctx_release(&x);
+  qk_cache_release(&x.kc);
   return pg_auto_end(q, began, rc);
 }
 

@@ -31,11 +31,10 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "error.h"
+#include "store/queue_keys.h"
 #include "store/redis_int.h"
 
 static const char queue_helpers[] =
@@ -614,10 +613,7 @@ static int rows_items(const redisReply *r, queue_item_list_t *out) {
     }
     if (!rc && !it->key && !(it->key = strdup(""))) rc = -ENOMEM;
   }
-  if (rc) {
-    for (size_t i = first; i < out->n; i++) queue_item_release(&out->v[i]);
-    out->n = first;
-  }
+  if (rc) qk_items_drop(out, first);
   return rc;
 }
 
@@ -724,27 +720,6 @@ int redis_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t 
   return rc;
 }
 
-static uint64_t jitter_state;
-
-/* A factor in [0.75, 1.25) (splitmix64, seeded once per process), as
- * sqlite_queue.c's: the backoff's jitter comes from the client, so a
- * script stays deterministic. */
-static double redis_jitter(void) {
-  uint64_t v = __atomic_load_n(&jitter_state, __ATOMIC_RELAXED);
-  if (v == 0) {
-    uint64_t seed = ((uint64_t)time(NULL) << 22) ^ (uint64_t)getpid() ^ 3;
-    __atomic_compare_exchange_n(&jitter_state, &v, seed, 0, __ATOMIC_RELAXED,
-                                __ATOMIC_RELAXED);
-  }
-  v = __atomic_add_fetch(&jitter_state, 0x9e3779b97f4a7c15ULL, __ATOMIC_RELAXED);
-  v ^= v >> 30;
-  v *= 0xbf58476d1ce4e5b9ULL;
-  v ^= v >> 27;
-  v *= 0x94d049bb133111ebULL;
-  v ^= v >> 31;
-  return 0.75 + (double)(v >> 11) / 9007199254740992.0 * 0.5;
-}
-
 int redis_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
                      int64_t now_ms) {
   struct redis_store *q = RQ(s);
@@ -759,7 +734,9 @@ int redis_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t
     ra_i64(&a, leases[i].retry_after_ms);
     ra_str(&a, leases[i].error);
     ra_i64(&a, leases[i].release ? 1 : 0);
-    ra_dbl(&a, redis_jitter());
+    /* The backoff's jitter comes from the client, so a script stays
+     * deterministic. */
+    ra_dbl(&a, qk_jitter());
   }
   int rc = redis_eval(q, RS_QUEUE_NACK, &a, &r, "queue nack");
   if (!rc && (r->type != REDIS_REPLY_ARRAY || r->elements != 2 * n)) rc = SPD_ESTORE;
@@ -859,15 +836,8 @@ int redis_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_
   if (!rc) {
     int64_t v[9];
     for (int i = 0; i < 9; i++) v[i] = rr_i64(r->element[i]);
-    out->waiting = v[0];
-    out->inflight = v[1];
-    out->size = v[0] + v[1];
-    out->dead = v[2];
-    out->done = v[3];
-    out->past_due = v[4] + v[5];
-    int64_t fd = v[6], fr = v[7];
-    out->oldest_due_ms = fd && fr ? (fd < fr ? fd : fr) : fd ? fd : fr;
-    if (out->waiting == 0) out->oldest_due_ms = 0;
+    queue_conf_t c = {.n_waiting = v[0], .n_inflight = v[1], .n_dead = v[2], .n_done = v[3]};
+    qk_stats(out, &c, v[4] + v[5], v[6], v[7]);
     out->keys = v[8];
   }
   if (r) freeReplyObject(r);

@@ -26,21 +26,21 @@
  * open keys best head first, and within a key the elements in order.
  * Every operation keeps a per-call cache of the keys it touches and writes
  * each back once (settled: open or closed, and until when).
+ *
+ * What touches no database (a key's state and the decisions over it, the
+ * key cache, counter deltas, backoff) is in queue_keys.c, shared with
+ * pg_queue.c.
  */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "clock.h"
 #include "error.h"
 #include "log.h"
+#include "store/queue_keys.h"
 #include "store/sqlite_int.h"
-
-enum { IS_DELAYED = 0, IS_INFLIGHT = 1, IS_DEAD = 2, IS_DONE = 3, IS_READY = 4 };
 
 /* Rows promoted or expired per take, so one take stays short however much
  * became due at once; the next take goes on. */
@@ -279,74 +279,17 @@ static int queue_open(struct sqlite_store *q, const char *name, int64_t now_ms,
 
 /* ---- one call's working state: the queue, counter deltas, keys ---- */
 
-typedef struct qkey {
-  char *key;
-  int exists;        /* a row is stored */
-  int dirty;
-  int head_stale;    /* head must be read again before use */
-  int64_t n_ready, inflight;
-  double tokens;
-  int64_t tokens_ms, block_ms;
-  int64_t head_pri, head_due;
-  int open;
-  int64_t wake_ms;
-} qkey_t;
-
 typedef struct qctx {
   struct sqlite_store *q;
   queue_conf_t c;
   int64_t lease_seq;
   int64_t now;
-  struct {
-    int64_t waiting, ready, inflight, dead, done, put, acked;
-  } d;
-  qkey_t *keys;
-  size_t nkeys, capkeys;
-  uint32_t *slot;    /* open addressing: index + 1 into keys, 0 = free */
-  size_t nslot;      /* power of two */
+  qk_deltas_t d;
+  qk_cache_t kc;
 } qctx_t;
 
-static void ctx_release(qctx_t *x) {
-  for (size_t i = 0; i < x->nkeys; i++) free(x->keys[i].key);
-  free(x->keys);
-  free(x->slot);
-  x->keys = NULL;
-  x->slot = NULL;
-  x->nkeys = x->capkeys = x->nslot = 0;
-}
-
-static uint64_t str_hash(const char *s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
-  return h;
-}
-
-static int ctx_rehash(qctx_t *x, size_t nslot) {
-  uint32_t *ns = calloc(nslot, sizeof(*ns));
-  if (!ns) return -ENOMEM;
-  for (size_t i = 0; i < x->nkeys; i++) {
-    size_t at = str_hash(x->keys[i].key) & (nslot - 1);
-    while (ns[at]) at = (at + 1) & (nslot - 1);
-    ns[at] = (uint32_t)(i + 1);
-  }
-  free(x->slot);
-  x->slot = ns;
-  x->nslot = nslot;
-  return 0;
-}
-
-static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
-static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
-
-/* Is (p1, d1) taken before (p2, d2)? */
-static int better(int64_t p1, int64_t d1, int64_t p2, int64_t d2) {
-  return p1 > p2 || (p1 == p2 && d1 < d2);
-}
-
-static double key_burst(const queue_conf_t *c) { return c->key_burst < 1 ? 1 : c->key_burst; }
-
 /* Reads a key row's state from st's columns col.. (QS_KEY_GET's order). */
-static void key_row(qkey_t *e, sqlite3_stmt *st, int col) {
+static void key_row(qk_key_t *e, sqlite3_stmt *st, int col) {
   e->exists = 1;
   e->n_ready = sqlite3_column_int64(st, col);
   e->inflight = sqlite3_column_int64(st, col + 1);
@@ -362,33 +305,20 @@ static void key_row(qkey_t *e, sqlite3_stmt *st, int col) {
 /* The cached state of key k: from the row under `row` (columns from col
  * on) when given, else read from the store on first use. The pointer is
  * valid until the next ctx_key call. */
-static int ctx_key_at(qctx_t *x, const char *k, sqlite3_stmt *row, int col, qkey_t **out) {
-  uint64_t h = str_hash(k);
-  if (x->nslot) {
-    for (size_t at = h & (x->nslot - 1); x->slot[at]; at = (at + 1) & (x->nslot - 1)) {
-      qkey_t *e = &x->keys[x->slot[at] - 1];
-      if (strcmp(e->key, k) == 0) {
-        *out = e;
-        return 0;
-      }
-    }
+static int ctx_key_at(qctx_t *x, const char *k, sqlite3_stmt *row, int col, qk_key_t **out) {
+  qk_key_t *e = qk_cache_find(&x->kc, k);
+  int rc;
+  if (e) {
+    *out = e;
+    return 0;
   }
-  if (x->nkeys == x->capkeys) {
-    size_t ncap = x->capkeys ? x->capkeys * 2 : 8;
-    qkey_t *nk = realloc(x->keys, ncap * sizeof(*nk));
-    if (!nk) return -ENOMEM;
-    x->keys = nk;
-    x->capkeys = ncap;
-  }
-  qkey_t *e = &x->keys[x->nkeys];
-  memset(e, 0, sizeof(*e));
-  if (!(e->key = strdup(k))) return -ENOMEM;
+  if ((rc = qk_cache_new(&x->kc, k, &e))) return rc;
   if (row) {
     key_row(e, row, col);
   } else {
     sqlite3_stmt *st = qstmt(x->q, QS_KEY_GET);
     if (!st) {
-      free(e->key);
+      qk_cache_drop(&x->kc);
       return SPD_ESTORE;
     }
     sqlite3_bind_int64(st, 1, x->c.id);
@@ -397,65 +327,27 @@ static int ctx_key_at(qctx_t *x, const char *k, sqlite3_stmt *row, int col, qkey
     if (src == SQLITE_ROW) {
       key_row(e, st, 0);
     } else if (src == SQLITE_DONE) {
-      e->tokens = key_burst(&x->c);
-      e->tokens_ms = x->now;
+      qk_key_init(e, &x->c, x->now);
     } else {
       sqlite3_reset(st);
-      free(e->key);
+      qk_cache_drop(&x->kc);
       return sqlite_fail(x->q, "queue key get");
     }
     sqlite3_reset(st);
   }
-  x->nkeys++;
-  if (x->nkeys * 2 > x->nslot) {
-    int rc = ctx_rehash(x, x->nslot ? x->nslot * 2 : 16);
-    if (rc) return rc;
-  } else {
-    size_t at = h & (x->nslot - 1);
-    while (x->slot[at]) at = (at + 1) & (x->nslot - 1);
-    x->slot[at] = (uint32_t)x->nkeys;
-  }
+  if ((rc = qk_cache_commit(&x->kc))) return rc;
   *out = e;
   return 0;
 }
 
-static int ctx_key(qctx_t *x, const char *k, qkey_t **out) {
+static int ctx_key(qctx_t *x, const char *k, qk_key_t **out) {
   return ctx_key_at(x, k, NULL, 0, out);
 }
 
-/* A ready element (pri, due) joins key k. */
-static void key_ready_add(qkey_t *k, int64_t pri, int64_t due) {
-  if (k->n_ready == 0) {
-    k->head_pri = pri;
-    k->head_due = due;
-    k->head_stale = 0;
-  } else if (!k->head_stale && better(pri, due, k->head_pri, k->head_due)) {
-    k->head_pri = pri;
-    k->head_due = due;
-  }
-  k->n_ready++;
-  k->dirty = 1;
-}
-
-/* A ready element leaves key k (taken, moved, purged). */
-static void key_ready_del(qkey_t *k, int64_t count) {
-  k->n_ready -= count;
-  if (k->n_ready < 0) k->n_ready = 0;
-  k->head_stale = 1;
-  k->dirty = 1;
-}
-
 /* Decides whether k is open now, and if not, when it may be. */
-static int key_settle(qctx_t *x, qkey_t *k) {
+static int key_settle(qctx_t *x, qk_key_t *k) {
   const queue_conf_t *c = &x->c;
-  if (c->key_rate > 0) {
-    double burst = key_burst(c);
-    if (x->now > k->tokens_ms) {
-      k->tokens += (double)(x->now - k->tokens_ms) * c->key_rate / 1000.0;
-      k->tokens_ms = x->now;
-    }
-    if (k->tokens > burst) k->tokens = burst;
-  }
+  qk_refill(k, c, x->now);
   if (k->n_ready > 0 && k->head_stale) {
     sqlite3_stmt *st = qstmt(x->q, QS_HEAD);
     if (!st) return SPD_ESTORE;
@@ -477,38 +369,18 @@ static int key_settle(qctx_t *x, qkey_t *k) {
     sqlite3_reset(st);
     k->head_stale = 0;
   }
-  k->open = 0;
-  k->wake_ms = 0;
-  if (k->n_ready <= 0) {
-    /* Nothing to open for; a block or a spent bucket still wakes it, so a
-     * take then forgets the key (key_flush deletes idle rows). */
-    if (k->block_ms > x->now)
-      k->wake_ms = k->block_ms;
-    else if (c->key_rate > 0 && k->tokens < key_burst(c))
-      k->wake_ms = x->now + (int64_t)ceil((key_burst(c) - k->tokens) * 1000.0 / c->key_rate);
-  } else if (k->block_ms > x->now) {
-    k->wake_ms = k->block_ms;
-  } else if (c->key_inflight > 0 && k->inflight >= c->key_inflight) {
-    /* opens again when one of its leases ends */
-  } else if (c->key_rate > 0 && k->tokens < 1.0) {
-    k->wake_ms = x->now + (int64_t)ceil((1.0 - k->tokens) * 1000.0 / c->key_rate);
-  } else {
-    k->open = 1;
-  }
-  k->dirty = 1;
+  qk_decide(k, c, x->now);
   return 0;
 }
 
 /* Settles and writes back key k (deleting its row when it holds nothing
  * worth remembering). */
-static int key_flush(qctx_t *x, qkey_t *k) {
+static int key_flush(qctx_t *x, qk_key_t *k) {
   sqlite3_stmt *st;
   int rc;
   if (!k->dirty) return 0;
   if ((rc = key_settle(x, k))) return rc;
-  int idle = k->n_ready <= 0 && k->inflight <= 0 && k->block_ms <= x->now &&
-             (x->c.key_rate <= 0 || k->tokens >= key_burst(&x->c));
-  if (idle) {
+  if (qk_idle(k, &x->c, x->now)) {
     if (k->exists) {
       if (!(st = qstmt(x->q, QS_KEY_DEL))) return SPD_ESTORE;
       sqlite3_bind_int64(st, 1, x->c.id);
@@ -537,8 +409,8 @@ static int key_flush(qctx_t *x, qkey_t *k) {
 }
 
 static int ctx_flush_keys(qctx_t *x) {
-  for (size_t i = 0; i < x->nkeys; i++) {
-    int rc = key_flush(x, &x->keys[i]);
+  for (size_t i = 0; i < x->kc.nkeys; i++) {
+    int rc = key_flush(x, &x->kc.keys[i]);
     if (rc) return rc;
   }
   return 0;
@@ -566,27 +438,6 @@ static int ctx_finish(qctx_t *x) {
   return rc;
 }
 
-/* Counters for an element entering (+1) or leaving (-1) a stored state. */
-static void count_state(qctx_t *x, int state, int sign) {
-  switch (state) {
-  case IS_READY:
-    x->d.ready += sign;
-    /* fall through */
-  case IS_DELAYED:
-    x->d.waiting += sign;
-    break;
-  case IS_INFLIGHT:
-    x->d.inflight += sign;
-    break;
-  case IS_DEAD:
-    x->d.dead += sign;
-    break;
-  case IS_DONE:
-    x->d.done += sign;
-    break;
-  }
-}
-
 static int stmt_state(qctx_t *x, int64_t id, int state, int64_t due, int64_t pri,
                       const char *error, int reset_deliveries) {
   sqlite3_stmt *st = qstmt(x->q, QS_STATE);
@@ -608,7 +459,7 @@ static int put_one(qctx_t *x, queue_put_t *p) {
   const char *key = p->key;
   uint64_t hash = queue_hash(p->element, p->len);
   int64_t due = p->due_ms, pri = p->priority;
-  qkey_t *k;
+  qk_key_t *k;
   int rc, src;
 
   sqlite3_stmt *st = qstmt(q, QS_FIND);
@@ -623,7 +474,7 @@ static int put_one(qctx_t *x, queue_put_t *p) {
       queue_key_derive(x->c.key_mode, p->element, p->len, derived, sizeof(derived));
       key = derived;
     }
-    int state = due <= x->now ? IS_READY : IS_DELAYED;
+    int state = qk_waiting_state(due, x->now);
     if (!(st = qstmt(q, QS_INSERT))) return SPD_ESTORE;
     sqlite3_bind_int64(st, 1, x->c.id);
     sqlite3_bind_int64(st, 2, (int64_t)hash);
@@ -636,11 +487,11 @@ static int put_one(qctx_t *x, queue_put_t *p) {
     if ((rc = sqlite_done(q, st, "queue put"))) return rc;
     p->id = sqlite3_last_insert_rowid(q->db);
     p->result = QPUT_ADDED;
-    count_state(x, state, +1);
+    qk_count(&x->d, state, +1);
     x->d.put++;
-    if (state == IS_READY) {
+    if (state == QK_READY) {
       if ((rc = ctx_key(x, key, &k))) return rc;
-      key_ready_add(k, pri, due);
+      qk_ready_add(k, pri, due);
     }
     return 0;
   }
@@ -659,53 +510,53 @@ static int put_one(qctx_t *x, queue_put_t *p) {
   p->result = QPUT_KEPT;
   if (p->policy == QPOLICY_KEEP_EXISTING) return 0;
 
-  if (state == IS_INFLIGHT) {
+  if (state == QK_INFLIGHT) {
     int64_t rdue = due, rpri = pri;
     if (p->policy == QPOLICY_KEEP_EARLIEST && oredue) {
-      rdue = imin(oredue, due);
-      rpri = imax(oredue_pri, pri);
+      rdue = qk_min(oredue, due);
+      rpri = qk_max(oredue_pri, pri);
     }
     if (!(st = qstmt(q, QS_REDUE))) return SPD_ESTORE;
     sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, imax(rdue, 1)); /* 0 means "none" */
+    sqlite3_bind_int64(st, 2, qk_max(rdue, 1)); /* 0 means "none" */
     sqlite3_bind_int64(st, 3, rpri);
     if ((rc = sqlite_done(q, st, "queue put redue"))) return rc;
     p->result = QPUT_DEFERRED;
     return 0;
   }
-  if (state == IS_DEAD || state == IS_DONE) {
-    int nstate = due <= x->now ? IS_READY : IS_DELAYED;
+  if (state == QK_DEAD || state == QK_DONE) {
+    int nstate = qk_waiting_state(due, x->now);
     if ((rc = stmt_state(x, id, nstate, due, pri, NULL, 1))) return rc;
-    count_state(x, state, -1);
-    count_state(x, nstate, +1);
+    qk_count(&x->d, state, -1);
+    qk_count(&x->d, nstate, +1);
     x->d.put++;
-    if (nstate == IS_READY) {
+    if (nstate == QK_READY) {
       if ((rc = ctx_key(x, okey, &k))) return rc;
-      key_ready_add(k, pri, due);
+      qk_ready_add(k, pri, due);
     }
     p->result = QPUT_ADDED;
     return 0;
   }
   /* waiting */
   if (p->policy == QPOLICY_KEEP_EARLIEST) {
-    due = imin(odue, due);
-    pri = imax(opri, pri);
+    due = qk_min(odue, due);
+    pri = qk_max(opri, pri);
   }
   if (due == odue && pri == opri) return 0;
-  int nstate = due <= x->now ? IS_READY : IS_DELAYED;
+  int nstate = qk_waiting_state(due, x->now);
   if (!(st = qstmt(q, QS_MOVE))) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, id);
   sqlite3_bind_int(st, 2, nstate);
   sqlite3_bind_int64(st, 3, pri);
   sqlite3_bind_int64(st, 4, due);
   if ((rc = sqlite_done(q, st, "queue move"))) return rc;
-  if (state == IS_READY || nstate == IS_READY) {
+  if (state == QK_READY || nstate == QK_READY) {
     if ((rc = ctx_key(x, okey, &k))) return rc;
-    if (state == IS_READY) key_ready_del(k, 1);
-    if (nstate == IS_READY) key_ready_add(k, pri, due);
+    if (state == QK_READY) qk_ready_del(k, 1);
+    if (nstate == QK_READY) qk_ready_add(k, pri, due);
   }
-  count_state(x, state, -1);
-  count_state(x, nstate, +1);
+  qk_count(&x->d, state, -1);
+  qk_count(&x->d, nstate, +1);
   p->result = QPUT_MOVED;
   return 0;
 }
@@ -720,21 +571,19 @@ int sqlite_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
   x.c.name = (char *)name;
   for (size_t i = 0; !rc && i < n; i++) rc = put_one(&x, &items[i]);
   if (!rc) rc = ctx_finish(&x);
-  ctx_release(&x);
+  qk_cache_release(&x.kc);
   return sqlite_auto_end(q, began, rc);
 }
 
 /* ---- take ---- */
 
-enum { T_DELAYED, T_LEASE, T_WAKE, T_READY, T_N };
-
 /* QS_TIMES of queue_id: 0 where there is none. */
-static int queue_times(struct sqlite_store *q, int64_t queue_id, int64_t t[T_N]) {
+static int queue_times(struct sqlite_store *q, int64_t queue_id, int64_t t[QK_T_N]) {
   sqlite3_stmt *st = qstmt(q, QS_TIMES);
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, queue_id);
   int src = sqlite3_step(st);
-  for (int i = 0; i < T_N; i++) t[i] = src == SQLITE_ROW ? sqlite3_column_int64(st, i) : 0;
+  for (int i = 0; i < QK_T_N; i++) t[i] = src == SQLITE_ROW ? sqlite3_column_int64(st, i) : 0;
   sqlite3_reset(st);
   return src == SQLITE_ROW ? 0 : sqlite_fail(q, "queue times");
 }
@@ -748,9 +597,9 @@ static int take_promote(qctx_t *x) {
   sqlite3_bind_int64(st, 2, x->now);
   sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    qkey_t *k;
+    qk_key_t *k;
     if ((rc = ctx_key(x, (const char *)sqlite3_column_text(st, 0), &k))) break;
-    key_ready_add(k, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
+    qk_ready_add(k, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
     x->d.ready++;
   }
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue promote");
@@ -798,18 +647,15 @@ static int take_expire(qctx_t *x) {
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue expired");
   sqlite3_reset(st);
   for (size_t i = 0; !rc && i < n; i++) {
-    int dead = x->c.max_deliveries > 0 && v[i].deliveries >= x->c.max_deliveries;
-    int state = dead ? IS_DEAD : IS_READY;
-    qkey_t *k;
+    int dead = qk_last_delivery(&x->c, v[i].deliveries);
+    int state = dead ? QK_DEAD : QK_READY;
+    qk_key_t *k;
     rc = stmt_state(x, v[i].id, state, x->now, v[i].priority,
                     dead ? "lease expired after the last delivery" : NULL, 0);
     if (!rc) rc = ctx_key(x, v[i].key, &k);
     if (rc) break;
-    k->inflight--;
-    k->dirty = 1;
-    count_state(x, IS_INFLIGHT, -1);
-    count_state(x, state, +1);
-    if (!dead) key_ready_add(k, v[i].priority, x->now);
+    qk_leave(k, &x->d, QK_INFLIGHT);
+    qk_enter(k, &x->d, state, v[i].priority, x->now);
   }
   for (size_t i = 0; i < n; i++) free(v[i].key);
   free(v);
@@ -843,7 +689,7 @@ static int touch_keys(qctx_t *x, sqlite3_stmt *st, const char *what) {
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, what);
   sqlite3_reset(st);
   for (size_t i = 0; !rc && i < n; i++) {
-    qkey_t *k;
+    qk_key_t *k;
     if (!(rc = ctx_key(x, keys[i], &k))) k->dirty = 1;
   }
   for (size_t i = 0; i < n; i++) free(keys[i]);
@@ -863,7 +709,7 @@ static int take_wake(qctx_t *x) {
 
 /* Takes up to `room` elements from open key `key` whose head is the best;
  * stops at the first element worse than the next key's head (has2). */
-static int take_from_key(qctx_t *x, qkey_t *k, int has2, int64_t p2, int64_t d2,
+static int take_from_key(qctx_t *x, qk_key_t *k, int has2, int64_t p2, int64_t d2,
                          size_t room, int64_t lease_end, int64_t token,
                          queue_item_list_t *out, size_t *got) {
   struct sqlite_store *q = x->q;
@@ -872,9 +718,7 @@ static int take_from_key(qctx_t *x, qkey_t *k, int has2, int64_t p2, int64_t d2,
   int rc = 0, src;
 
   *got = 0;
-  if (x->c.key_inflight > 0)
-    room = (size_t)imin((int64_t)room, imax(0, x->c.key_inflight - k->inflight));
-  if (x->c.key_rate > 0) room = (size_t)imin((int64_t)room, (int64_t)floor(k->tokens));
+  room = qk_key_room(k, &x->c, room);
   if (room == 0) { /* settled open at a moment that has passed: settle again */
     k->dirty = 1;
     return key_flush(x, k);
@@ -891,7 +735,7 @@ static int take_from_key(qctx_t *x, qkey_t *k, int has2, int64_t p2, int64_t d2,
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     int64_t pri = sqlite3_column_int64(st, 1), due = sqlite3_column_int64(st, 2);
     /* Full, or another key's head comes first: leave the rest for later. */
-    if (out->n - first == room || (out->n > first && has2 && better(p2, d2, pri, due))) {
+    if (out->n - first == room || (out->n > first && has2 && qk_better(p2, d2, pri, due))) {
       next = 1;
       next_pri = pri;
       next_due = due;
@@ -929,26 +773,7 @@ static int take_from_key(qctx_t *x, qkey_t *k, int has2, int64_t p2, int64_t d2,
     rc = sqlite_done(q, st, "queue take");
   }
   if (rc) return rc; /* the caller drops what out got */
-  if (n == 0) {
-    /* An open key without a ready element: its count was off. */
-    k->n_ready = 0;
-    k->head_stale = 0;
-    k->dirty = 1;
-  } else {
-    key_ready_del(k, (int64_t)n);
-    if (next) {
-      k->head_pri = next_pri;
-      k->head_due = next_due;
-      k->head_stale = 0;
-    } else {
-      k->n_ready = 0; /* the pick saw every ready element of the key */
-    }
-    k->inflight += (int64_t)n;
-    if (x->c.key_rate > 0) k->tokens -= (double)n;
-  }
-  x->d.ready -= (int64_t)n;
-  x->d.waiting -= (int64_t)n;
-  x->d.inflight += (int64_t)n;
+  qk_taken(k, &x->c, &x->d, (int64_t)n, next, next_pri, next_due);
   *got = n;
   return key_flush(x, k);
 }
@@ -956,13 +781,10 @@ static int take_from_key(qctx_t *x, qkey_t *k, int has2, int64_t p2, int64_t d2,
 /* When something may become takeable: the next due time, lease end or key
  * wake-up (0: nothing pending). */
 static int take_next(qctx_t *x, int64_t *next_ms) {
-  int64_t t[T_N], best = 0;
+  int64_t t[QK_T_N];
   int rc = queue_times(x->q, x->c.id, t);
-  if (rc) return rc;
-  for (int i = T_DELAYED; i <= T_WAKE; i++)
-    if (t[i] && (best == 0 || t[i] < best)) best = t[i];
-  *next_ms = best;
-  return 0;
+  if (!rc) *next_ms = qk_next_time(t);
+  return rc;
 }
 
 int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
@@ -981,24 +803,21 @@ int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibili
   if (rc || x.c.paused) goto out;
   /* One probe says which sweeps have work (each costs a statement or a
    * temporary b-tree even when it finds nothing). */
-  int64_t t[T_N];
+  int64_t t[QK_T_N];
   if ((rc = queue_times(q, x.c.id, t)) ||
-      (t[T_LEASE] && t[T_LEASE] <= now_ms && (rc = take_expire(&x))) ||
-      (t[T_DELAYED] && t[T_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
-      (t[T_WAKE] && t[T_WAKE] <= now_ms && (rc = take_wake(&x))) || (rc = ctx_flush_keys(&x)))
+      (t[QK_T_LEASE] && t[QK_T_LEASE] <= now_ms && (rc = take_expire(&x))) ||
+      (t[QK_T_DELAYED] && t[QK_T_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
+      (t[QK_T_WAKE] && t[QK_T_WAKE] <= now_ms && (rc = take_wake(&x))) ||
+      (rc = ctx_flush_keys(&x)))
     goto out;
 
-  size_t room = max;
-  if (x.c.max_inflight > 0) {
-    int64_t inflight = x.c.n_inflight + x.d.inflight;
-    room = (size_t)imin((int64_t)room, imax(0, x.c.max_inflight - inflight));
-  }
-  int64_t lease_end = now_ms + (visibility_ms ? visibility_ms : x.c.visibility_ms);
+  size_t room = qk_take_room(&x.c, &x.d, max);
+  int64_t lease_end = qk_lease_end(&x.c, visibility_ms, now_ms);
   int64_t token = ++x.lease_seq;
   int idle_rounds = 0; /* rounds that took nothing: a key settled closed */
   while (!rc && taken < room && idle_rounds < 64) {
     sqlite3_stmt *st = qstmt(q, QS_KEY_BEST);
-    qkey_t *k;
+    qk_key_t *k;
     int64_t p2 = 0, d2 = 0;
     int has2 = 0, src;
     size_t got = 0;
@@ -1030,12 +849,9 @@ int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibili
   if (!rc) rc = ctx_finish(&x);
   if (!rc && taken < max) rc = take_next(&x, next_ms);
 out:
-  ctx_release(&x);
+  qk_cache_release(&x.kc);
   rc = sqlite_auto_end(q, began, rc);
-  if (rc) {
-    for (size_t i = first; i < out->n; i++) queue_item_release(&out->v[i]);
-    out->n = first;
-  }
+  if (rc) qk_items_drop(out, first);
   return rc;
 }
 
@@ -1070,7 +886,7 @@ static int lease_held(qctx_t *x, const queue_lease_t *l, held_t *h) {
 /* The element of a lease that ended leaves in-flight for `state`. */
 static int lease_end(qctx_t *x, const held_t *h, int64_t id, int state, int64_t due,
                      int64_t pri, const char *error, int reset) {
-  qkey_t *k;
+  qk_key_t *k;
   int rc;
   if (state < 0) {
     sqlite3_stmt *st = qstmt(x->q, QS_DELETE);
@@ -1081,41 +897,12 @@ static int lease_end(qctx_t *x, const held_t *h, int64_t id, int state, int64_t 
     rc = stmt_state(x, id, state, due, pri, error, reset);
   }
   if (rc || (rc = ctx_key(x, h->key, &k))) return rc;
-  k->inflight--;
-  k->dirty = 1;
-  count_state(x, IS_INFLIGHT, -1);
-  if (state >= 0) count_state(x, state, +1);
-  if (state == IS_READY) key_ready_add(k, pri, due);
+  qk_leave(k, &x->d, QK_INFLIGHT);
+  qk_enter(k, &x->d, state, pri, due);
   return 0;
 }
 
 typedef enum { LEASE_ACK, LEASE_NACK } lease_op_t;
-
-static uint64_t jitter_state;
-
-/* A factor in [0.75, 1.25) (splitmix64, seeded once per process). */
-static double jitter(void) {
-  uint64_t v = __atomic_load_n(&jitter_state, __ATOMIC_RELAXED);
-  if (v == 0) {
-    uint64_t seed = ((uint64_t)time(NULL) << 22) ^ (uint64_t)getpid() ^ 1;
-    __atomic_compare_exchange_n(&jitter_state, &v, seed, 0, __ATOMIC_RELAXED,
-                                __ATOMIC_RELAXED);
-  }
-  v = __atomic_add_fetch(&jitter_state, 0x9e3779b97f4a7c15ULL, __ATOMIC_RELAXED);
-  v ^= v >> 30;
-  v *= 0xbf58476d1ce4e5b9ULL;
-  v ^= v >> 27;
-  v *= 0x94d049bb133111ebULL;
-  v ^= v >> 31;
-  return 0.75 + (double)(v >> 11) / 9007199254740992.0 * 0.5;
-}
-
-static int64_t backoff(const queue_conf_t *c, int64_t deliveries) {
-  double d = (double)c->backoff_ms;
-  for (int64_t i = 1; i < deliveries && d < (double)c->backoff_max_ms; i++) d *= 2;
-  if (d > (double)c->backoff_max_ms) d = (double)c->backoff_max_ms;
-  return (int64_t)(d * jitter());
-}
 
 static int lease_one(qctx_t *x, lease_op_t op, queue_lease_t *l) {
   held_t h;
@@ -1130,35 +917,30 @@ static int lease_one(qctx_t *x, lease_op_t op, queue_lease_t *l) {
   if (op == LEASE_ACK) {
     x->d.acked++;
     if (h.redue_ms) {
-      int state = h.redue_ms <= x->now ? IS_READY : IS_DELAYED;
+      int state = qk_waiting_state(h.redue_ms, x->now);
       return lease_end(x, &h, l->id, state, h.redue_ms, h.redue_pri, NULL, 1);
     }
-    if (x->c.keep_done) return lease_end(x, &h, l->id, IS_DONE, x->now, h.priority, NULL, 0);
+    if (x->c.keep_done) return lease_end(x, &h, l->id, QK_DONE, x->now, h.priority, NULL, 0);
     return lease_end(x, &h, l->id, -1, 0, 0, NULL, 0);
   }
   /* nack: a Retry-After speaks for the key (the host), whatever becomes
    * of this element */
   if (l->retry_after_ms > 0) {
-    qkey_t *k;
+    qk_key_t *k;
     if ((rc = ctx_key(x, h.key, &k))) return rc;
-    k->block_ms = imax(k->block_ms, x->now + l->retry_after_ms);
-    k->dirty = 1;
+    qk_block(k, x->now + l->retry_after_ms);
   }
   if (l->release) {
     sqlite3_stmt *st = qstmt(x->q, QS_UNCOUNT);
     if (!st) return SPD_ESTORE;
     sqlite3_bind_int64(st, 1, l->id);
     if ((rc = sqlite_done(x->q, st, "queue release"))) return rc;
-  } else if (x->c.max_deliveries > 0 && h.deliveries >= x->c.max_deliveries) {
+  } else if (qk_last_delivery(&x->c, h.deliveries)) {
     l->dead = 1;
-    return lease_end(x, &h, l->id, IS_DEAD, x->now, h.priority, l->error, 0);
+    return lease_end(x, &h, l->id, QK_DEAD, x->now, h.priority, l->error, 0);
   }
-  int64_t delay = l->delay_ms >= 0 ? l->delay_ms
-                 : l->release     ? 0
-                                  : backoff(&x->c, h.deliveries);
-  int64_t due = x->now + delay;
-  if (l->retry_after_ms > 0) due = imax(due, x->now + l->retry_after_ms);
-  int state = due <= x->now ? IS_READY : IS_DELAYED;
+  int64_t due = qk_nack_due(&x->c, l, h.deliveries, x->now);
+  int state = qk_waiting_state(due, x->now);
   return lease_end(x, &h, l->id, state, due, h.priority, l->error, 0);
 }
 
@@ -1172,7 +954,7 @@ static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t
   x.c.name = (char *)name;
   for (size_t i = 0; !rc && i < n; i++) rc = lease_one(&x, op, &leases[i]);
   if (!rc) rc = ctx_finish(&x);
-  ctx_release(&x);
+  qk_cache_release(&x.kc);
   return sqlite_auto_end(q, began, rc);
 }
 
@@ -1257,7 +1039,7 @@ int sqlite_queue_set(store_t *s, queue_conf_t *c) {
     c->name = name;
   }
 out:
-  ctx_release(&x);
+  qk_cache_release(&x.kc);
   return sqlite_auto_end(q, began, rc);
 }
 
@@ -1324,25 +1106,14 @@ static int one_int64(struct sqlite_store *q, int id, int64_t a, int64_t b, int64
 int sqlite_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out) {
   struct sqlite_store *q = SQ(s);
   queue_conf_t c = {0};
-  int64_t ready, delayed_due, t[T_N];
+  int64_t ready, delayed_due, t[QK_T_N];
   int rc = queue_load(q, name, &c, &ready, NULL);
   if (rc) return rc;
   if ((rc = one_int64(q, QS_PASTDUE, c.id, now_ms, &delayed_due)) ||
       (rc = queue_times(q, c.id, t)) ||
       (rc = one_int64(q, QS_KEY_COUNT, c.id, 0, &out->keys)))
     return rc;
-  int64_t first_delayed = t[T_DELAYED], first_ready = t[T_READY];
-  out->waiting = c.n_waiting;
-  out->inflight = c.n_inflight;
-  out->size = c.n_waiting + c.n_inflight;
-  out->dead = c.n_dead;
-  out->done = c.n_done;
-  out->past_due = ready + delayed_due;
-  if (first_delayed && first_ready)
-    out->oldest_due_ms = imin(first_delayed, first_ready);
-  else
-    out->oldest_due_ms = first_delayed ? first_delayed : first_ready;
-  if (out->waiting == 0) out->oldest_due_ms = 0;
+  qk_stats(out, &c, ready + delayed_due, t[QK_T_DELAYED], t[QK_T_READY]);
   return 0;
 }
 
@@ -1366,9 +1137,9 @@ static int filter_sql(const queue_filter_t *f, char *buf, size_t len) {
     for (int st = 0; st < QSTATE_N; st++) {
       if (!(f->states & (1u << st))) continue;
       if (st == QSTATE_WAITING)
-        ADD("%s%d, %d", sep, IS_DELAYED, IS_READY);
+        ADD("%s%d, %d", sep, QK_DELAYED, QK_READY);
       else
-        ADD("%s%d", sep, st == QSTATE_INFLIGHT ? IS_INFLIGHT : st == QSTATE_DEAD ? IS_DEAD : IS_DONE);
+        ADD("%s%d", sep, qk_stored_state((queue_state_t)st));
       sep = ", ";
     }
     ADD(")");
@@ -1399,19 +1170,6 @@ static void filter_bind(sqlite3_stmt *st, int64_t queue_id, const queue_filter_t
     sqlite3_bind_blob(st, p++, f->prefix, n, SQLITE_STATIC);
   }
   for (size_t i = 0; i < f->nids; i++) sqlite3_bind_int64(st, p++, f->ids[i]);
-}
-
-static queue_state_t public_state(int s) {
-  switch (s) {
-  case IS_INFLIGHT:
-    return QSTATE_INFLIGHT;
-  case IS_DEAD:
-    return QSTATE_DEAD;
-  case IS_DONE:
-    return QSTATE_DONE;
-  default:
-    return QSTATE_WAITING;
-  }
 }
 
 /* Prepares `SELECT cols FROM queue_items WHERE <f> ORDER BY id LIMIT n`
@@ -1459,7 +1217,7 @@ int sqlite_queue_items(store_t *s, const char *name, const queue_filter_t *f,
       break;
     }
     it->id = sqlite3_column_int64(st, 0);
-    it->state = public_state(sqlite3_column_int(st, 1));
+    it->state = qk_public_state(sqlite3_column_int(st, 1));
     it->priority = sqlite3_column_int(st, 2);
     it->due_ms = sqlite3_column_int64(st, 3);
     it->deliveries = sqlite3_column_int(st, 5);
@@ -1489,25 +1247,19 @@ typedef struct {
 /* One element of a requeue or purge leaves its state (and its key's
  * bookkeeping), then comes back waiting (requeue) or goes (purge). */
 static int bulk_one(qctx_t *x, bulk_op_t op, const bulk_row_t *r, int64_t due_ms) {
-  qkey_t *k;
+  qk_key_t *k;
   int rc = ctx_key(x, r->key, &k);
   if (rc) return rc;
-  if (r->state == IS_READY) key_ready_del(k, 1);
-  if (r->state == IS_INFLIGHT) {
-    k->inflight--;
-    k->dirty = 1;
-  }
-  count_state(x, r->state, -1);
+  qk_leave(k, &x->d, r->state);
   if (op == BULK_PURGE) {
     sqlite3_stmt *st = qstmt(x->q, QS_DELETE);
     if (!st) return SPD_ESTORE;
     sqlite3_bind_int64(st, 1, r->id);
     return sqlite_done(x->q, st, "queue purge");
   }
-  int state = due_ms <= x->now ? IS_READY : IS_DELAYED;
+  int state = qk_waiting_state(due_ms, x->now);
   if ((rc = stmt_state(x, r->id, state, due_ms, r->pri, NULL, 1))) return rc;
-  count_state(x, state, +1);
-  if (state == IS_READY) key_ready_add(k, r->pri, due_ms);
+  qk_enter(k, &x->d, state, r->pri, due_ms);
   return 0;
 }
 
@@ -1552,7 +1304,7 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
   free(v);
   if (!rc) rc = ctx_finish(&x);
   if (!rc) *count = total;
-  ctx_release(&x);
+  qk_cache_release(&x.kc);
   return sqlite_auto_end(q, began, rc);
 }
 
