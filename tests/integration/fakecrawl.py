@@ -31,11 +31,18 @@ if node_pid:
 job = os.environ["SPIDERD_JOB"]
 node = os.environ.get("NODE_TAG", "?")
 base = os.path.join(os.environ["MARKER_DIR"], f"{job}.{node}.{os.getpid()}")
-with open(base + ".start", "w") as f:
-    f.write(repr(time.time()))
+
+
+def mark(suffix):
+    """Writes the time into base + suffix whole (a reader never sees it empty)."""
+    with open(base + suffix + ".tmp", "w") as f:
+        f.write(repr(time.time()))
+    os.replace(base + suffix + ".tmp", base + suffix)
+
+
+mark(".start")
 print(f"fake crawl of {job} on {node}", flush=True)
 time.sleep(float(os.environ.get("FAKE_SECONDS", "0.3")))
 with open(os.environ["SPIDERD_STATS_FILE"], "w") as f:
     json.dump({"finish_reason": "finished", "item_scraped_count": 0}, f)
-with open(base + ".end", "w") as f:
-    f.write(repr(time.time()))
+mark(".end")

@@ -45,9 +45,11 @@ def schedule_raw(d, **form):
 
 def live_with_key(d, project, key):
     """Pending and running jobs of project holding key, from the store."""
-    return [r["jobid"] for r in d.sql(
-        "SELECT jobid FROM jobs WHERE project = ? AND unique_key = ? AND state < 2",
-        project, key)]
+    r = d.request("GET", "/api/v1/jobs",
+                  params={"project": project, "state": "pending,running", "limit": 1000})
+    assert r.status_code == 200, r.text
+    return [j["job"] for j in sorted(r.json()["jobs"], key=lambda j: j["id"])
+            if j["unique_key"] == key]
 
 
 def state_of(d, jobid):
