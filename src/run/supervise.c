@@ -310,6 +310,8 @@ static int end_fn(store_t *s, void *arg) {
   int rc = store_job_finish(s, op->job.id, op->state, op->end_ms, op->exit_code,
                             op->term_signal, stats);
   json_decref(stats);
+  /* A limit's slot is free: nodes whose jobs wait on it claim again. */
+  if (!rc && op->l->cfg->nlimits) rc = store_notify(s, STORE_NOTE_JOBS);
   if (rc) return rc;
   const job_t *j = &op->job;
   if (op->end_reason && !strcmp(op->end_reason, "timeout")) {
