@@ -35,6 +35,10 @@
  *   -k N       a janitor thread deletes ended jobs beyond the newest N every
  *              3 s (store_jobs_prune, as the daemon's finished_to_keep does;
  *              default 100; -1 = none: history grows)
+ *   -J fixed   the janitor deletes with the prune query rewritten so its
+ *              victims are computed once (raw libpq, see janitor_fixed): what
+ *              store_jobs_prune would do after the fix proposed in
+ *              bench/README.md; default: store_jobs_prune as shipped
  *   -V S       a thread runs `VACUUM jobs` every S seconds (raw libpq): what
  *              a node could do where autovacuum's naptime (server-wide, 1 min
  *              by default) is too slow for a hot queue (default 0 = none)
@@ -72,6 +76,7 @@ static long g_pending = 50000;
 static long g_keep = 100;
 static int64_t g_start_at;
 static double g_vacuum;
+static int g_janitor_fixed;
 static atomic_long g_vacuums;
 
 static atomic_long g_done;      /* jobs claimed and finished */
@@ -221,8 +226,46 @@ static void *producer_main(void *arg) {
   return NULL;
 }
 
+/* store_jobs_prune's DELETE (src/store/pg_jobs.c) with one change: the
+ * victims are an initplan (= ANY(ARRAY(...))), evaluated once, instead of an
+ * IN (subquery) the planner may run again for every ended row when its
+ * statistics say there are none (a Nested Loop Semi Join: quadratic). */
+static long janitor_fixed(PGconn *c) {
+  char keep[32];
+  snprintf(keep, sizeof(keep), "%ld", g_keep);
+  const char *pv[1] = {keep};
+  PGresult *r = raw_ok(
+      c,
+      PQexecParams(c,
+                   "DELETE FROM jobs WHERE state >= 2 AND id = ANY (ARRAY("
+                   "SELECT id FROM (SELECT id, end_ms, count(*) FILTER (WHERE start_ms <> 0) "
+                   "OVER (ORDER BY end_ms DESC, id DESC ROWS BETWEEN UNBOUNDED PRECEDING AND "
+                   "1 PRECEDING) AS newer FROM jobs WHERE state >= 2 AND project = 'benchproj' "
+                   "AND spider = 'quick') t WHERE newer >= $1::bigint AND NOT EXISTS (SELECT 1 "
+                   "FROM jobs c WHERE c.parent_id = t.id AND c.parent_id <> 0 AND c.state < 2) "
+                   "ORDER BY end_ms DESC, id DESC LIMIT 5000)) RETURNING id",
+                   1, NULL, pv, NULL, NULL, 0),
+      "fixed prune");
+  long n = PQntuples(r);
+  PQclear(r);
+  return n;
+}
+
 /* The daemon's janitor: ended jobs beyond the newest g_keep go. */
 static void *janitor_main(void *arg) {
+  if (g_janitor_fixed) {
+    PGconn *c = raw_connect();
+    while (!atomic_load(&g_stop)) {
+      for (int i = 0; i < 30 && !atomic_load(&g_stop); i++) usleep(100000);
+      long n;
+      do {
+        n = janitor_fixed(c);
+        atomic_fetch_add(&g_pruned, n);
+      } while (n == 5000 && !atomic_load(&g_stop));
+    }
+    PQfinish(c);
+    return NULL;
+  }
   store_t *s = open_store();
   while (!atomic_load(&g_stop)) {
     for (int i = 0; i < 30 && !atomic_load(&g_stop); i++) usleep(100000);
@@ -366,7 +409,7 @@ static void *lock_main(void *arg) {
 
 int main(int argc, char **argv) {
   int opt;
-  while ((opt = getopt(argc, argv, "u:m:c:b:t:d:w:p:k:s:n:V:")) != -1) {
+  while ((opt = getopt(argc, argv, "u:m:c:b:t:d:w:p:k:s:n:V:J:")) != -1) {
     switch (opt) {
     case 'u': g_url = optarg; break;
     case 'm': g_mode = optarg; break;
@@ -380,6 +423,7 @@ int main(int argc, char **argv) {
     case 's': g_start_at = atoll(optarg); break;
     case 'n': g_node = optarg; break;
     case 'V': g_vacuum = atof(optarg); break;
+    case 'J': g_janitor_fixed = !strcmp(optarg, "fixed"); break;
     default:
       fprintf(stderr, "usage: see the header of bench/pg_bench.c\n");
       return 2;
@@ -401,9 +445,10 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  if (lock) lock_schema(); /* a fresh plain table q */
-  /* Open every connection first (the first open applies the schema). */
+  /* Open every connection first (the first open applies the schema and
+   * creates the ?schema= one). */
   store_t *first = open_store();
+  if (lock) lock_schema(); /* a fresh plain table q */
   void **args = calloc((size_t)g_conns, sizeof(*args));
   for (int i = 0; i < g_conns; i++) args[i] = lock ? (void *)raw_connect() : (void *)open_store();
   if (g_pending > 0) {
@@ -460,9 +505,9 @@ int main(int argc, char **argv) {
   if (have_jan) pthread_join(jan, NULL);
   if (have_vac) pthread_join(vac, NULL);
   double decay = nwin > 1 && rates[0] > 0 ? 100.0 * (rates[0] - rates[nwin - 1]) / rates[0] : 0;
-  printf("result mode=%s node=%s conns=%d batch=%d tx=%s jobs=%ld seconds=%.1f rate=%.0f/s "
+  printf("result mode=%s janitor=%s node=%s conns=%d batch=%d tx=%s jobs=%ld seconds=%.1f rate=%.0f/s "
          "first=%.0f last=%.0f decay=%.1f%% empty=%ld errors=%ld inserted=%ld pruned=%ld vacuums=%ld\n",
-         g_mode, g_node, g_conns, g_batch, g_autocommit ? "auto" : "tx", done, elapsed,
+         g_mode, g_keep < 0 ? "none" : g_janitor_fixed ? "fixed" : "store", g_node, g_conns, g_batch, g_autocommit ? "auto" : "tx", done, elapsed,
          (double)done / elapsed, rates[0], rates[nwin - 1], decay, atomic_load(&g_empty),
          atomic_load(&g_errors), atomic_load(&g_inserted), atomic_load(&g_pruned),
          atomic_load(&g_vacuums));
