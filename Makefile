@@ -12,7 +12,7 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
 	wrk zip unzip curl redis-server postgresql python3-psycopg2
 
-.PHONY: deps build run test test-unit test-integration test-asan test-pg test-redis bench bench-queue clean
+.PHONY: deps build run test test-unit test-integration test-asan test-pg test-redis bench bench-queue bench-pg clean
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -84,6 +84,10 @@ bench: build
 
 bench-queue: build
 	./bench/queue_bench.sh $(CURDIR)/$(BUILD)/spiderd
+
+# PostgreSQL claims, nodes, failover (bench/README.md); about 9 minutes.
+bench-pg: build
+	./bench/pg_bench.sh $(CURDIR)/$(BUILD)/spiderd
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)

@@ -251,6 +251,9 @@ int supervise_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms
   end_op_t op;
   memset(&op, 0, sizeof(op));
   supervise_resolve(cfg, job);
+  /* Its node died, not the crawl: it runs again at once, and once even
+   * with no retries configured. */
+  job->retry_backoff_ms = 0;
   op.job = *job; /* borrowed: never released here */
   op.state = JOB_LOST;
   op.end_ms = now_ms;
@@ -262,7 +265,8 @@ int supervise_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms
     if (job->node) json_object_set_new(d, "node", json_string(job->node));
   }
   int rc = add_event(s, "job.lost", job, d);
-  if (!rc && job->attempt <= job->max_retries) rc = queue_retry(s, &op);
+  if (!rc && job->attempt <= (job->max_retries > 0 ? job->max_retries : 1))
+    rc = queue_retry(s, &op);
   if (retry_id) *retry_id = rc ? 0 : op.retry_id;
   return rc;
 }

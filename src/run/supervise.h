@@ -78,7 +78,9 @@ struct launcher {
 
 /* On a store thread: `job` ran on a node declared dead and the store
  * ended it as lost (store_nodes_reap). Records its job.lost event and,
- * while attempts remain, queues its retry (*retry_id, 0 when none). */
+ * while attempts remain (at least one retry, whatever max_retries says:
+ * the crawl did not fail), queues its retry with no delay (*retry_id, 0
+ * when none). */
 int supervise_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms,
                      uint32_t rnd, int64_t *retry_id);
 
