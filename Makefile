@@ -46,38 +46,23 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(ASAN_BUILD)/spiderd SPIDERD_SANITIZED=1 \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider
 
-# The store contract tests (plain and sanitized) and the whole integration
-# suite, cluster tests included, against a throwaway PostgreSQL server
-# (tests/pgserver.sh: a free port, a temporary directory, stopped at the end).
-PG_DIR ?= /tmp/spiderd-test-pg-$(shell id -u)
-STORE_TESTS := test_store test_store_sched test_store_janitor test_store_queue test_store_async test_store_nodes
+# Against a throwaway PostgreSQL and Redis (tests/store_suite.sh): the store
+# contract tests, plain and sanitized, then the integration suite with the
+# plain build, cluster tests included. PostgreSQL runs the whole suite;
+# Redis the modules below (REDIS_TESTS= runs them all: 10 minutes more).
+REDIS_TESTS ?= test_cluster.py test_api.py test_jobs.py test_queues.py test_schedules.py \
+	test_unique_jobs.py test_events.py test_family.py
 test-pg: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	tests/pgserver.sh stop $(PG_DIR); \
-	url=$$(tests/pgserver.sh start $(PG_DIR)) || exit 1; \
-	trap 'tests/pgserver.sh stop $(PG_DIR)' EXIT; \
-	for t in $(STORE_TESTS); do \
-	  SPIDERD_TEST_STORE_URL="$$url?schema=t{}" ./$(BUILD)/$$t >/dev/null || { echo "$$t failed on PostgreSQL"; SPIDERD_TEST_STORE_URL="$$url?schema=t{}" ./$(BUILD)/$$t | tail -40; exit 1; }; \
-	  SPIDERD_TEST_STORE_URL="$$url?schema=t{}" ./$(ASAN_BUILD)/$$t >/dev/null || { echo "$$t (sanitized) failed on PostgreSQL"; exit 1; }; \
-	done; echo "store contract tests: passed on PostgreSQL"; \
-	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd SPIDERD_TEST_STORE_URL="$$url?schema={}" \
-		SPIDERD_TEST_PG_DIR=$(PG_DIR) /usr/bin/python3 -m pytest -q -x -p no:cacheprovider
+	tests/store_suite.sh postgresql $(BUILD) $(ASAN_BUILD)
 
-# The same against a throwaway Redis (tests/redisserver.sh).
-REDIS_DIR ?= /tmp/spiderd-test-redis-$(shell id -u)
 test-redis: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	tests/redisserver.sh stop $(REDIS_DIR); \
-	url=$$(tests/redisserver.sh start $(REDIS_DIR)) || exit 1; \
-	trap 'tests/redisserver.sh stop $(REDIS_DIR)' EXIT; \
-	for t in $(STORE_TESTS); do \
-	  SPIDERD_TEST_STORE_URL="$$url?prefix=t{}" ./$(BUILD)/$$t >/dev/null || { echo "$$t failed on Redis"; SPIDERD_TEST_STORE_URL="$$url?prefix=t{}" ./$(BUILD)/$$t | tail -40; exit 1; }; \
-	  SPIDERD_TEST_STORE_URL="$$url?prefix=t{}" ./$(ASAN_BUILD)/$$t >/dev/null || { echo "$$t (sanitized) failed on Redis"; exit 1; }; \
-	done; echo "store contract tests: passed on Redis"; \
-	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd SPIDERD_TEST_STORE_URL="$$url?prefix={}" \
-		/usr/bin/python3 -m pytest -q -x -p no:cacheprovider
+	tests/store_suite.sh redis $(BUILD) $(ASAN_BUILD) $(REDIS_TESTS)
 
-test: test-unit test-integration test-asan test-pg test-redis
+# The whole suite runs on SQLite under ASan + UBSan, and with the plain build
+# on PostgreSQL (test-integration runs it plainly on SQLite too).
+test: test-unit test-asan test-pg test-redis
 
 bench: build
 	./bench/run.sh $(CURDIR)/$(BUILD)/spiderd

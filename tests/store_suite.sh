@@ -1,0 +1,34 @@
+#!/bin/bash
+# Runs the store contract tests (plain and sanitized builds) and the
+# integration suite against a throwaway shared store.
+#   tests/store_suite.sh postgresql|redis BUILD ASAN_BUILD [pytest args...]
+# The server (tests/pgserver.sh or tests/redisserver.sh) lives in a
+# temporary directory and is stopped however the run ends.
+set -uo pipefail
+kind=${1:?postgresql|redis}
+build=$(cd "${2:?build dir}" && pwd)
+asan=$(cd "${3:?sanitized build dir}" && pwd)
+shift 3
+here=$(cd "$(dirname "$0")" && pwd)
+dir=$(mktemp -d "/tmp/spiderd-test-$kind-XXXXXX")
+case $kind in
+postgresql) server=$here/pgserver.sh; param=schema ;;
+redis) server=$here/redisserver.sh; param=prefix ;;
+*) echo "unknown store kind '$kind'" >&2; exit 2 ;;
+esac
+chmod 755 "$dir"
+url=$("$server" start "$dir") || exit 1
+trap '"$server" stop "$dir"' EXIT
+for t in test_store test_store_sched test_store_janitor test_store_queue test_store_async test_store_nodes; do
+  for b in "$build" "$asan"; do
+    if ! SPIDERD_TEST_STORE_URL="$url?$param=t{}" "$b/$t" >"$dir/$t.out" 2>&1; then
+      echo "$t ($b) failed on $kind:"; tail -40 "$dir/$t.out"; exit 1
+    fi
+  done
+done
+echo "store contract tests: passed on $kind (plain and sanitized)"
+cd "$here/integration" || exit 1
+extra=()
+[ "$kind" = postgresql ] && extra=(SPIDERD_TEST_PG_DIR="$dir")
+env SPIDERD_BIN="$build/spiderd" SPIDERD_TEST_STORE_URL="$url?$param={}" "${extra[@]}" \
+  /usr/bin/python3 -m pytest -q -x -p no:cacheprovider "$@"
