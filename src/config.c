@@ -911,23 +911,32 @@ static void retention_free(config_retention_t *v, size_t n) {
 
 /* "project[/spider] = COUNT [DAYS]"; the same key again replaces the entry
  * in place, as a later file's key replaces an earlier one everywhere. */
+/* Splits a [retention] or [concurrency] key "project[/spider]" into
+ * malloc'd names (spider NULL when absent), both valid names. */
+static int split_pair(struct loader *L, const struct src *s, const char *section,
+                      const char *name, char **project, char **spider) {
+  char why[256];
+  const char *slash = strchr(name, '/');
+  *project = strndup(name, slash ? (size_t)(slash - name) : strlen(name));
+  *spider = slash ? strdup(slash + 1) : NULL;
+  if (!*project || (slash && !*spider)) return oom(L);
+  if (!name_valid("project", *project, why, sizeof(why)) ||
+      (*spider && !name_valid("spider", *spider, why, sizeof(why))))
+    return bad(L, s, section, name, "not PROJECT or PROJECT/SPIDER: %s", why);
+  return 0;
+}
+
+/* Does an entry's (project, spider) name this pair? */
+static int same_pair(const char *p1, const char *s1, const char *p2, const char *s2) {
+  return !strcmp(p1, p2) && (s1 && s2 ? !strcmp(s1, s2) : s1 == s2);
+}
+
 static int retention_put(struct loader *L, const struct src *s, const char *name,
                          const char *value) {
   config_t *c = L->c;
-  char why[256];
-  const char *slash = strchr(name, '/');
-  char *project = strndup(name, slash ? (size_t)(slash - name) : strlen(name));
-  char *spider = slash ? strdup(slash + 1) : NULL;
-  int rc = 0;
-  if (!project || (slash && !spider)) {
-    rc = oom(L);
-    goto out;
-  }
-  if (!name_valid("project", project, why, sizeof(why)) ||
-      (spider && !name_valid("spider", spider, why, sizeof(why)))) {
-    rc = bad(L, s, SEC_RETENTION, name, "not PROJECT or PROJECT/SPIDER: %s", why);
-    goto out;
-  }
+  char *project = NULL, *spider = NULL;
+  int rc = split_pair(L, s, SEC_RETENTION, name, &project, &spider);
+  if (rc) goto out;
   const char *p = value + strspn(value, " \t");
   size_t n1 = strcspn(p, " \t");
   const char *q = p + n1 + strspn(p + n1, " \t");
@@ -953,12 +962,9 @@ static int retention_put(struct loader *L, const struct src *s, const char *name
     }
   }
   config_retention_t *e = NULL;
-  for (size_t i = 0; i < c->nretention && !e; i++) {
-    const char *other = c->retention[i].spider;
-    if (!strcmp(c->retention[i].project, project) &&
-        (other && spider ? !strcmp(other, spider) : other == spider))
+  for (size_t i = 0; i < c->nretention && !e; i++)
+    if (same_pair(c->retention[i].project, c->retention[i].spider, project, spider))
       e = &c->retention[i];
-  }
   if (!e) {
     config_retention_t *grown = realloc(c->retention, (c->nretention + 1) * sizeof(*grown));
     if (!grown) {
@@ -986,21 +992,10 @@ out:
 static int limit_put(struct loader *L, const struct src *s, const char *name,
                      const char *value) {
   config_t *c = L->c;
-  char why[256];
-  const char *slash = strchr(name, '/');
-  char *project = strndup(name, slash ? (size_t)(slash - name) : strlen(name));
-  char *spider = slash ? strdup(slash + 1) : NULL;
-  int rc = 0;
+  char *project = NULL, *spider = NULL;
   long long max = 0;
-  if (!project || (slash && !spider)) {
-    rc = oom(L);
-    goto out;
-  }
-  if (!name_valid("project", project, why, sizeof(why)) ||
-      (spider && !name_valid("spider", spider, why, sizeof(why)))) {
-    rc = bad(L, s, SEC_CONCURRENCY, name, "not PROJECT or PROJECT/SPIDER: %s", why);
-    goto out;
-  }
+  int rc = split_pair(L, s, SEC_CONCURRENCY, name, &project, &spider);
+  if (rc) goto out;
   const char *p = value + strspn(value, " \t");
   size_t n = strcspn(p, " \t");
   if (!n || p[n + strspn(p + n, " \t")] || parse_int_n(p, n, &max) || max < 1 ||
@@ -1011,12 +1006,9 @@ static int limit_put(struct loader *L, const struct src *s, const char *name,
     goto out;
   }
   config_limit_t *e = NULL;
-  for (size_t i = 0; i < c->nlimits && !e; i++) {
-    const char *other = c->limits[i].spider;
-    if (!strcmp(c->limits[i].project, project) &&
-        (other && spider ? !strcmp(other, spider) : other == spider))
+  for (size_t i = 0; i < c->nlimits && !e; i++)
+    if (same_pair(c->limits[i].project, c->limits[i].spider, project, spider))
       e = &c->limits[i];
-  }
   if (!e) {
     config_limit_t *grown = realloc(c->limits, (c->nlimits + 1) * sizeof(*grown));
     if (!grown) {

@@ -516,17 +516,22 @@ void node_list_release(node_list_t *l) {
   memset(l, 0, sizeof(*l));
 }
 
-int node_list_push(node_list_t *l, node_info_t *v) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 8;
-    node_info_t *nv = realloc(l->v, cap * sizeof(*nv));
+/* Moves *item (size bytes) to the end of a growable array and clears it. */
+static int list_push(void **v, size_t *n, size_t *cap, void *item, size_t size) {
+  if (*n == *cap) {
+    size_t ncap = *cap ? *cap * 2 : 8;
+    void *nv = realloc(*v, ncap * size);
     if (!nv) return -ENOMEM;
-    l->v = nv;
-    l->cap = cap;
+    *v = nv;
+    *cap = ncap;
   }
-  l->v[l->n++] = *v;
-  memset(v, 0, sizeof(*v));
+  memcpy((char *)*v + (*n)++ * size, item, size);
+  memset(item, 0, size);
   return 0;
+}
+
+int node_list_push(node_list_t *l, node_info_t *v) {
+  return list_push((void **)&l->v, &l->n, &l->cap, v, sizeof(*v));
 }
 
 void egg_list_release(egg_list_t *l) {
@@ -540,16 +545,7 @@ void egg_list_release(egg_list_t *l) {
 }
 
 int egg_list_push(egg_list_t *l, egg_ref_t *v) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 8;
-    egg_ref_t *nv = realloc(l->v, cap * sizeof(*nv));
-    if (!nv) return -ENOMEM;
-    l->v = nv;
-    l->cap = cap;
-  }
-  l->v[l->n++] = *v;
-  memset(v, 0, sizeof(*v));
-  return 0;
+  return list_push((void **)&l->v, &l->n, &l->cap, v, sizeof(*v));
 }
 
 int store_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead) {
