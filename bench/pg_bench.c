@@ -6,7 +6,7 @@
  * Build (after `cmake --build build`; bench/pg_bench.sh does this):
  *   gcc -std=c11 -O2 -D_GNU_SOURCE -Isrc $(pkg-config --cflags icu-i18n) \
  *     bench/pg_bench.c build/libspiderd_lib.a \
- *     $(pkg-config --libs libuv libmicrohttpd jansson sqlite3 inih libzip libpq) \
+ *     $(pkg-config --libs libuv libmicrohttpd jansson sqlite3 inih libzip libpq hiredis) \
  *     -lpthread -lm -ldl -o /tmp/pg_bench
  *
  * Usage: pg_bench -u STORE_URL -m MODE [options]
