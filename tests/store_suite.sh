@@ -1,6 +1,7 @@
 #!/bin/bash
-# Runs the store contract tests (plain and sanitized builds) and the
-# integration suite against a throwaway shared store.
+# Runs the store contract tests (plain and sanitized builds), the
+# integration suite, and the cluster tests with the sanitized daemon,
+# against a throwaway shared store.
 #   tests/store_suite.sh postgresql|redis BUILD ASAN_BUILD [pytest args...]
 # The server (tests/pgserver.sh or tests/redisserver.sh) lives in a
 # temporary directory and is stopped however the run ends.
@@ -31,4 +32,8 @@ cd "$here/integration" || exit 1
 extra=()
 [ "$kind" = postgresql ] && extra=(SPIDERD_TEST_PG_DIR="$dir")
 env SPIDERD_BIN="$build/spiderd" SPIDERD_TEST_STORE_URL="$url?$param={}" "${extra[@]}" \
-  /usr/bin/python3 -m pytest -q -x -p no:cacheprovider "$@"
+  /usr/bin/python3 -m pytest -q -x -p no:cacheprovider "$@" || exit 1
+# The cluster tests once more with the sanitized daemon: the code only a
+# shared store runs (nodes, eggs, proxies, notices) under ASan + UBSan.
+env SPIDERD_BIN="$asan/spiderd" SPIDERD_SANITIZED=1 SPIDERD_TEST_STORE_URL="$url?$param={}" \
+  "${extra[@]}" /usr/bin/python3 -m pytest -q -x -p no:cacheprovider test_cluster.py

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/proxy.h"
 #include "api/common.h"
 #include "api/ops_impl.h"
 #include "core/cron.h"
@@ -444,6 +445,29 @@ static void tail_after(uv_work_t *w, int status) {
   op_ok(c, o);
 }
 
+/* The node that ran the job answered (api_proxy_get): its answer is ours. */
+static void tail_remote(void *ud, int rc, long status, const char *body, size_t len) {
+  op_call_t *c = ud;
+  const char *what = !strcmp(c->def->name, "jobs.items") ? "items" : "log";
+  json_t *o = rc ? NULL : json_loadb(body, len, 0, NULL);
+  json_t *details = json_pack("{s:I,s:s}", "id", (json_int_t)c->job.id, "node", c->job.node);
+  if (!o) {
+    op_fail(c, SPD_ENOFILE, details, "the job's %s is on node '%s', which did not answer",
+            what, c->job.node);
+    return;
+  }
+  if (status == 200) {
+    json_decref(details);
+    op_ok(c, o);
+    return;
+  }
+  /* Its error, as it put it (a bad offset, a missing file). */
+  const char *msg = json_string_value(json_object_get(json_object_get(o, "error"), "message"));
+  op_fail(c, status == 400 ? SPD_EBADPARAM : SPD_ENOFILE, details, "node '%s': %s",
+          c->job.node, msg ? msg : "error");
+  json_decref(o);
+}
+
 static void tail_found(void *arg, int rc) {
   op_call_t *c = arg;
   if (rc) {
@@ -452,6 +476,18 @@ static void tail_found(void *arg, int rc) {
   }
   const job_t *j = &c->job;
   int items = !strcmp(c->def->name, "jobs.items");
+  int proxied = c->req && http_req_header(c->req, "X-Spiderd-Proxied");
+  if (j->node && j->start_ms && strcmp(j->node, c->app->cfg.node_name) &&
+      store_pool_shared(c->app->store) && !proxied) {
+    /* Logs and items stay on the node that ran the job: ask it. */
+    char path[256];
+    snprintf(path, sizeof(path), "/api/v1/jobs/%lld/%s?offset=%lld&limit=%lld",
+             (long long)j->id, items ? "items" : "log", (long long)c->num[0],
+             (long long)c->num[1]);
+    rc = api_proxy_get(c->app, j->node, path, tail_remote, c);
+    if (rc) op_fail(c, rc, NULL, "%s", spd_strerror(rc));
+    return;
+  }
   c->path = items ? launcher_items_path(&c->app->cfg, j->project, j->spider, j->jobid)
                   : launcher_log_path(&c->app->cfg, j->project, j->spider, j->jobid);
   if (!c->path) {

@@ -29,6 +29,8 @@ typedef struct proxy {
   char *node;    /* the job's node */
   char *url;     /* the full upstream URL */
   uv_work_t work;
+  api_fetch_cb cb; /* api_proxy_get: the body goes to cb, not to req */
+  void *ud;
   int fd;
   long status;
   char ctype[128];
@@ -123,8 +125,31 @@ static void fetch_work(uv_work_t *w) {
   curl_slist_free_all(hdrs);
 }
 
+/* api_proxy_get's end: the body read back from the temporary file. */
+static void get_done(proxy_t *p, int status) {
+  struct stat st;
+  char *body = NULL;
+  size_t len = 0;
+  int rc = status ? status : p->err[0] || !p->status ? SPD_ENOFILE : 0;
+  if (!rc && (fstat(p->fd, &st) || !(body = malloc((size_t)st.st_size + 1)))) rc = -ENOMEM;
+  if (!rc) {
+    len = (size_t)st.st_size;
+    if (pread(p->fd, body, len, 0) != (ssize_t)len) rc = -EIO;
+    else body[len] = '\0';
+  }
+  if (rc && p->err[0])
+    log_warn("webservice", "%s from node '%s': %s", p->url, p->node, p->err);
+  p->cb(p->ud, rc, rc ? 0 : p->status, rc ? NULL : body, rc ? 0 : len);
+  free(body);
+  proxy_free(p);
+}
+
 static void fetch_done(uv_work_t *w, int status) {
   proxy_t *p = w->data;
+  if (p->cb) {
+    get_done(p, status);
+    return;
+  }
   if (status || p->err[0] || !p->status) {
     char msg[sizeof(p->err) + 256];
     int n = snprintf(msg, sizeof(msg), "the file is on node '%s', which did not answer: %s\n",
@@ -142,15 +167,19 @@ static void fetch_done(uv_work_t *w, int status) {
   proxy_free(p);
 }
 
-/* On a store thread: which node ran the job, and where it is. */
+/* On a store thread: which node ran the job (unless given), and where it
+ * is. */
 static int find_fn(store_t *s, void *arg) {
   proxy_t *p = arg;
-  job_list_t jobs = {0};
-  job_filter_t f = {.project = p->project, .jobid = p->jobid, .started_only = 1};
-  int rc = store_jobs_list(s, &f, &jobs);
-  for (size_t i = 0; !rc && i < jobs.n && !p->node; i++)
-    if (jobs.v[i].node && (p->node = strdup(jobs.v[i].node)) == NULL) rc = -ENOMEM;
-  job_list_release(&jobs);
+  int rc = 0;
+  if (!p->node) {
+    job_list_t jobs = {0};
+    job_filter_t f = {.project = p->project, .jobid = p->jobid, .started_only = 1};
+    rc = store_jobs_list(s, &f, &jobs);
+    for (size_t i = 0; !rc && i < jobs.n && !p->node; i++)
+      if (jobs.v[i].node && (p->node = strdup(jobs.v[i].node)) == NULL) rc = -ENOMEM;
+    job_list_release(&jobs);
+  }
   if (rc || !p->node || !strcmp(p->node, p->app->cfg.node_name)) return rc;
   node_list_t nodes = {0};
   rc = store_nodes_list(s, &nodes);
@@ -166,6 +195,11 @@ static int find_fn(store_t *s, void *arg) {
 
 static void find_done(void *arg, int rc) {
   proxy_t *p = arg;
+  if (p->cb && (rc || !p->url)) {
+    p->cb(p->ud, rc ? rc : -ENOENT, 0, NULL, 0);
+    proxy_free(p);
+    return;
+  }
   if (rc || !p->url) {
     local(p); /* unknown here and elsewhere: the local 404 */
     return;
@@ -212,4 +246,22 @@ void api_proxy_serve(app_t *app, http_req_t *req, const char *root, const char *
     local(p);
     return;
   }
+}
+
+int api_proxy_get(app_t *app, const char *node, const char *path, api_fetch_cb cb, void *ud) {
+  proxy_t *p = calloc(1, sizeof(*p));
+  if (!p) return -ENOMEM;
+  p->fd = -1;
+  p->app = app;
+  p->cb = cb;
+  p->ud = ud;
+  p->node = strdup(node);
+  p->url_path = strdup(path);
+  if (!p->node || !p->url_path) {
+    proxy_free(p);
+    return -ENOMEM;
+  }
+  int rc = store_submit(app->store, STORE_READ, find_fn, p, find_done);
+  if (rc) proxy_free(p);
+  return rc;
 }

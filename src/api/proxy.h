@@ -11,4 +11,12 @@
 void api_proxy_serve(app_t *app, http_req_t *req, const char *root, const char *rel,
                      const char *url_path);
 
+/* GETs path (with its query) from another node of the shared store: looks
+ * its url up, fetches with this node's credentials on the thread pool,
+ * and calls cb(ud, rc, http_status, body, len) once on the loop (rc
+ * -ENOENT: no such node; SPD_ENOFILE: it did not answer; body is
+ * NUL-terminated and only borrowed). 0, or the reason cb never runs. */
+typedef void (*api_fetch_cb)(void *ud, int rc, long status, const char *body, size_t len);
+int api_proxy_get(app_t *app, const char *node, const char *path, api_fetch_cb cb, void *ud);
+
 #endif

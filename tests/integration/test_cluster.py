@@ -165,6 +165,12 @@ def test_a_job_queued_on_a_busy_node_starts_on_a_free_one(spiderd, tmp_path, egg
         r = d.get(done[0]["log_url"])
         assert r.status_code == 200, r.text
         assert "Spider closed (finished)" in r.text
+        # The REST tail too (Sneakpeek's get_task_logs), with its offset.
+        r = d.request("GET", f"{API}/jobs/{j2['id']}/log", params={"offset": 0, "limit": 100000})
+        assert r.status_code == 200, r.text
+        assert r.json()["eof"] and "Spider closed (finished)" in r.json()["text"]
+        r = d.request("GET", f"{API}/jobs/{j2['id']}/log", params={"offset": 10 ** 9})
+        assert r.status_code == 400 and "past the end" in r.json()["error"]["message"], r.text
     # Cancel from the node that does not run it.
     other = a if busy == "n1" else b
     assert other.cancel("testproj", first) == "running"
