@@ -298,7 +298,11 @@ def test_three_nodes_kill9_one_every_job_finishes_once(spiderd, tmp_path, egg):
     assert ns["n0"]["state"] == "dead" and ns["n1"]["state"] == "alive"
 
     # The schedule fired once per due time, before and after the kill (the
-    # lease passed to a survivor).
+    # lease passed to a survivor). Paused first, so no run fires between
+    # reading the runs and reading the jobs.
+    r = b.request("POST", f"{API}/schedules/{sid}/pause", json={})
+    assert r.status_code == 200, r.text
+    time.sleep(1)
     r = b.request("GET", f"{API}/schedules/{sid}/runs", params={"limit": 1000})
     rs = r.json()["runs"]
     fired = [x for x in rs if x["state"] == "fired"]
