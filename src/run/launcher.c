@@ -652,16 +652,18 @@ static int claim_fn(store_t *s, void *arg) {
   int rc = op->l->cfg->nlimits ? claim_limited(s, op)
                                : store_job_claim(s, op->node, op->max, op->now, &op->jobs);
   if (!rc && op->l->shared) {
-    /* The egg may have been added on another node a moment ago: copy the
-     * project's eggs first, so the job runs the version it asked for (or
-     * the cluster's latest). */
+    /* An egg added on another node a moment ago may not be here yet (the
+     * notice's copy is under way): copy the project's eggs first, but only
+     * then; a claim of an egg already here reads no list. Newer versions
+     * of an egg that is here arrive with the notice. */
     for (size_t i = 0; i < op->jobs.n; i++) {
-      int seen = 0;
-      for (size_t k = 0; k < i && !seen; k++)
-        seen = !strcmp(op->jobs.v[k].project, op->jobs.v[i].project);
-      if (!seen && eggsync_pull(s, op->l->cfg->eggs_dir, op->jobs.v[i].project, NULL))
+      const job_t *j = &op->jobs.v[i];
+      char *egg = NULL;
+      int missing = eggs_path(op->l->cfg->eggs_dir, j->project, j->version, &egg) == -ENOENT;
+      free(egg);
+      if (missing && eggsync_pull(s, op->l->cfg->eggs_dir, j->project, NULL))
         log_warn("launcher", "could not copy the eggs of project '%s' from the store",
-                 op->jobs.v[i].project);
+                 j->project);
     }
   }
   if (rc || op->jobs.n >= op->max) return rc;

@@ -570,17 +570,9 @@ static int redis_tx_commit(store_t *s) {
   return 0;
 }
 
-static int redis_tx_rollback(store_t *s) {
-  struct redis_store *q = RQ(s);
-  if (!q->in_tx) return -EINVAL;
-  /* What succeeded inside stays: say so to the watches as well. */
-  unsigned notes = q->notes;
-  q->in_tx = 0;
-  q->sp_depth = 0;
-  q->notes = 0;
-  if (notes) redis_publish(q, notes);
-  return 0;
-}
+/* What succeeded inside stays (each op is atomic alone): a rollback ends
+ * the transaction as a commit does, notices included. */
+static int redis_tx_rollback(store_t *s) { return redis_tx_commit(s); }
 
 static int redis_sp_begin(store_t *s) {
   struct redis_store *q = RQ(s);
