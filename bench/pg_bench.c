@@ -226,7 +226,7 @@ static void *producer_main(void *arg) {
   return NULL;
 }
 
-/* store_jobs_prune's DELETE (src/store/pg_jobs.c) with one change: the
+/* store_jobs_prune's DELETE (src/store/pg/jobs.c) with one change: the
  * victims are an initplan (= ANY(ARRAY(...))), evaluated once, instead of an
  * IN (subquery) the planner may run again for every ended row when its
  * statistics say there are none (a Nested Loop Semi Join: quadratic). */

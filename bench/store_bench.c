@@ -4,8 +4,8 @@
  *
  * Build and run (optimised, no sanitizers):
  *   gcc -std=c11 -O2 -D_GNU_SOURCE -Isrc bench/store_bench.c src/store/async.c \
- *     src/store/store.c src/store/sqlite.c src/store/sqlite_sched.c \
- *     src/store/sqlite_janitor.c src/core/job.c src/core/schedule.c src/core/cron.c \
+ *     src/store/store.c src/store/sqlite/sqlite.c src/store/sqlite/sched.c \
+ *     src/store/sqlite/janitor.c src/core/job.c src/core/schedule.c src/core/cron.c \
  *     src/clock.c src/error.c src/log.c $(pkg-config --cflags icu-i18n) \
  *     $(pkg-config --cflags --libs sqlite3 jansson libuv) -lpthread -o /tmp/store_bench
  *   /tmp/store_bench [-n OPS] [-c CLIENTS] [-u URL]

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "error.h"
-#include "http/curl_lazy.h"
+#include "net/curl_lazy.h"
 #include "log.h"
 
 #define PROXY_HEADER "X-Spiderd-Proxied"

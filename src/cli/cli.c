@@ -1,7 +1,7 @@
 /* The client sub-commands' plumbing (finding the daemon, calling it,
  * printing) and the commands about the daemon, jobs, logs and events;
  * the schedule commands are in cli_sched.c. */
-#include "http/curl_lazy.h"
+#include "net/curl_lazy.h"
 #include "cli/cli.h"
 
 #include <errno.h>

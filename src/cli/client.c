@@ -1,5 +1,5 @@
 /* HTTP + JSON over libcurl for the client sub-commands (client.h). */
-#include "http/curl_lazy.h"
+#include "net/curl_lazy.h"
 #include "cli/client.h"
 
 #include <errno.h>

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "http/curl_lazy.h"
+#include "net/curl_lazy.h"
 
 static const char hex[] = "0123456789abcdef";
 

@@ -17,7 +17,7 @@
 #include "core/job.h"
 #include "core/schedule.h"
 #include "error.h"
-#include "http/curl_lazy.h"
+#include "net/curl_lazy.h"
 #include "log.h"
 
 #define SYS "webhooks"
@@ -547,7 +547,7 @@ static int header(struct curl_slist **h, const char *fmt, ...) {
 }
 
 /* libcurl is loaded and started on the first delivery, not at start-up
- * (see http/curl_lazy.h). Its global init runs here, with the store
+ * (see net/curl_lazy.h). Its global init runs here, with the store
  * threads up: none of them ever calls libcurl or OpenSSL. */
 static int curl_start(webhooks_t *w) {
   if (w->multi) return 0;

@@ -1,5 +1,5 @@
 /* The task queues' bookkeeping that does not touch a database
- * (queue_keys.h); sqlite_queue.c explains the model. */
+ * (queue_keys.h); sqlite/queue.c explains the model. */
 #include "store/queue_keys.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* The task queues' bookkeeping that does not touch a database, shared by
- * sqlite_queue.c and pg_queue.c (and redis_queue.c, whose Lua scripts keep
+ * sqlite/queue.c and pg/queue.c (and redis/queue.c, whose Lua scripts keep
  * their own copy of the logic): the stored element states, a politeness
  * key's in-memory state (ready count and best ready element, leases in
  * flight, token bucket, Retry-After block) and the decisions over it, the

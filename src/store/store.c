@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "store/redis_int.h"
+#include "store/redis/internal.h"
 
 static const struct store_ops *const store_backends[] = {
     &store_sqlite_ops,

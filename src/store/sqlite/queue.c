@@ -29,7 +29,7 @@
  *
  * What touches no database (a key's state and the decisions over it, the
  * key cache, counter deltas, backoff) is in queue_keys.c, shared with
- * pg_queue.c.
+ * pg/queue.c.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -40,7 +40,7 @@
 #include "error.h"
 #include "log.h"
 #include "store/queue_keys.h"
-#include "store/sqlite_int.h"
+#include "store/sqlite/internal.h"
 
 /* Rows promoted or expired per take, so one take stays short however much
  * became due at once; the next take goes on. */

@@ -1,5 +1,5 @@
 /* The Redis backend's schedules, runs, events and leases (store.h), each op
- * one Lua script (redis_int.h).
+ * one Lua script (store/redis/internal.h).
  *
  * Keys under the prefix P:
  *   sched:ID, sched:seq     a hash per schedule (fields as in schedule_t); ids
@@ -23,7 +23,7 @@
 
 #include "clock.h"
 #include "error.h"
-#include "store/redis_int.h"
+#include "store/redis/internal.h"
 
 static const char sched_helpers[] =
     "local function PAD(id) return string.format('%015.0f', id) end\n"

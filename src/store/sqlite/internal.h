@@ -1,6 +1,6 @@
 /* The SQLite backend's private header, shared by sqlite.c (connection,
- * schema, jobs), sqlite_sched.c (schedules, runs, events, leases) and
- * sqlite_janitor.c (history retention).
+ * schema, jobs), sqlite/sched.c (schedules, runs, events, leases) and
+ * sqlite/janitor.c (history retention).
  * Ownership as in store.h. */
 #ifndef SPIDERD_STORE_SQLITE_INT_H
 #define SPIDERD_STORE_SQLITE_INT_H
@@ -11,13 +11,13 @@
 
 #include "store/store_impl.h"
 
-/* Statement slots of sqlite_sched.c (sqlite_sched_sql[]). */
+/* Statement slots of sqlite/sched.c (sqlite_sched_sql[]). */
 #define SQLITE_SCHED_SLOTS 40
-/* Statement slots of sqlite_janitor.c. */
+/* Statement slots of sqlite/janitor.c. */
 #define SQLITE_JANITOR_SLOTS 8
-/* Statement slots of sqlite_queue.c. */
+/* Statement slots of sqlite/queue.c. */
 #define SQLITE_QUEUE_SLOTS 64
-/* Statement slots of sqlite_nodes.c. */
+/* Statement slots of sqlite/nodes.c. */
 #define SQLITE_NODES_SLOTS 8
 
 struct sqlite_store {
@@ -74,7 +74,7 @@ int sqlite_read_rows(struct sqlite_store *q, sqlite3_stmt *st, struct sqlite_row
                      const char *what);
 void sqlite_rows_release(struct sqlite_rows *r);
 
-/* sqlite_nodes.c's ops. */
+/* sqlite/nodes.c's ops. */
 int sqlite_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead);
 int sqlite_nodes_list(store_t *s, node_list_t *out);
 int sqlite_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeout_ms,
@@ -84,7 +84,7 @@ int sqlite_job_cancel_request(store_t *s, int64_t id, int64_t now_ms);
 int sqlite_jobs_cancel_requested(store_t *s, const char *node, job_list_t *out);
 void sqlite_nodes_close(struct sqlite_store *q);
 
-/* sqlite_sched.c's ops, filled into store_sqlite_ops. */
+/* sqlite/sched.c's ops, filled into store_sqlite_ops. */
 int sqlite_schedule_insert(store_t *s, schedule_t *sc);
 int sqlite_schedule_update(store_t *s, const schedule_t *sc);
 int sqlite_schedule_delete(store_t *s, int64_t id);
@@ -118,14 +118,14 @@ void sqlite_sched_close(struct sqlite_store *q);
  * jobs, so the next insert still gets an id never given before. */
 int sqlite_keep_last_id(struct sqlite_store *q);
 
-/* sqlite_janitor.c's ops. */
+/* sqlite/janitor.c's ops. */
 int sqlite_jobs_prune(store_t *s, const prune_rule_t *rules, size_t nrules,
                       int keep_default, int64_t ended_before_default_ms, size_t max,
                       job_list_t *deleted);
 int sqlite_events_prune(store_t *s, int64_t before_ms, size_t max, int *deleted);
 void sqlite_janitor_close(struct sqlite_store *q);
 
-/* sqlite_queue.c's ops. */
+/* sqlite/queue.c's ops. */
 int sqlite_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
                      int64_t now_ms);
 int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,

@@ -1,6 +1,6 @@
 /* The Redis backend's task queues (store.h, core/queue.h, docs/queues.md),
- * each op one Lua script (redis_int.h), with SQLite's semantics
- * (sqlite_queue.c): the same states, politeness keys, counters and orders.
+ * each op one Lua script (store/redis/internal.h), with SQLite's semantics
+ * (sqlite/queue.c): the same states, politeness keys, counters and orders.
  *
  * Keys under the prefix P, for queue NAME (Q = P "q:NAME:"):
  *   queues          zset (all scores 0) of queue names, by name
@@ -35,7 +35,7 @@
 #include "clock.h"
 #include "error.h"
 #include "store/queue_keys.h"
-#include "store/redis_int.h"
+#include "store/redis/internal.h"
 
 static const char queue_helpers[] =
     "local QN, Q, QCK, C\n"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "store/sqlite_int.h"
+#include "store/sqlite/internal.h"
 
 enum {
   SN_BEAT_DEAD,

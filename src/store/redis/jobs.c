@@ -1,5 +1,5 @@
 /* The Redis backend's jobs, nodes, cancel requests, eggs and history
- * retention (store.h), each op one Lua script (redis_int.h).
+ * retention (store.h), each op one Lua script (store/redis/internal.h).
  *
  * Keys under the prefix P:
  *   job:ID             hash: the job's fields as named in job_t (absent =
@@ -35,7 +35,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
-#include "store/redis_int.h"
+#include "store/redis/internal.h"
 
 static const char jobs_helpers[] =
     "local function PAD(id) return string.format('%015.0f', id) end\n"

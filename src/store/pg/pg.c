@@ -1,6 +1,6 @@
 /* The PostgreSQL backend: connection, reconnects, schema migrations,
  * transactions, meta and notifications. Jobs, schedules and queues are in
- * pg_jobs.c, pg_sched.c and pg_queue.c (pg_int.h).
+ * pg/jobs.c, pg/sched.c and pg/queue.c (store/pg/internal.h).
  *
  * URL: any libpq URL (postgresql://user:pw@host:port/db?sslmode=...), plus
  * spiderd's own `schema=NAME`: the tables live in that schema (created when
@@ -24,7 +24,7 @@
 
 #include "error.h"
 #include "log.h"
-#include "store/pg_int.h"
+#include "store/pg/internal.h"
 
 /* ---- parameters and results ---- */
 

@@ -1,5 +1,5 @@
 /* See curl_lazy.h. */
-#include "http/curl_lazy.h"
+#include "net/curl_lazy.h"
 
 #include <dlfcn.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* The PostgreSQL backend's private header, shared by pg.c (connection,
  * reconnects, schema migrations, transactions, meta, notifications),
- * pg_jobs.c (jobs, nodes, eggs, history retention), pg_sched.c (schedules,
- * runs, events, leases) and pg_queue.c (task queues).
+ * pg/jobs.c (jobs, nodes, eggs, history retention), pg/sched.c (schedules,
+ * runs, events, leases) and pg/queue.c (task queues).
  *
  * Statements are prepared once per connection under a slot number (each
  * file owns a range) and run with text parameters, except bytea (binary).
@@ -16,8 +16,8 @@
 
 #include "store/store_impl.h"
 
-/* Slot ranges: pg.c 0..31, pg_jobs.c 32..127, pg_sched.c 128..191,
- * pg_queue.c 192..319. */
+/* Slot ranges: pg.c 0..31, pg/jobs.c 32..127, pg/sched.c 128..191,
+ * pg/queue.c 192..319. */
 #define PG_SLOT_CORE 0
 #define PG_SLOT_JOBS 32
 #define PG_SLOT_SCHED 128
@@ -86,7 +86,7 @@ double pg_dbl(const PGresult *r, int row, int col);
 int pg_str(const PGresult *r, int row, int col, char **out);   /* strdup */
 int pg_json(const PGresult *r, int row, int col, json_t **out); /* parsed */
 
-/* pg_jobs.c */
+/* pg/jobs.c */
 extern const char pg_schema_jobs[];
 int pg_job_insert(store_t *s, job_t *j);
 int pg_job_claim(store_t *s, const char *node, size_t max, int64_t now_ms, job_list_t *out);
@@ -121,7 +121,7 @@ int pg_egg_get(store_t *s, const char *project, const char *version, void **data
 int pg_eggs_list(store_t *s, egg_list_t *out);
 int pg_egg_delete(store_t *s, const char *project, const char *version, int *count);
 
-/* pg_sched.c */
+/* pg/sched.c */
 extern const char pg_schema_sched[];
 int pg_schedule_insert(store_t *s, schedule_t *sc);
 int pg_schedule_update(store_t *s, const schedule_t *sc);
@@ -149,7 +149,7 @@ int pg_lease_release(store_t *s, const char *name, const char *holder, int64_t t
 int pg_lease_get(store_t *s, const char *name, char **holder, int64_t *token,
                  int64_t *expires_ms);
 
-/* pg_queue.c */
+/* pg/queue.c */
 extern const char pg_schema_queue[];
 int pg_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n, int64_t now_ms);
 int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,

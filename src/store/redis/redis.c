@@ -1,6 +1,6 @@
 /* The Redis backend: connection, reconnects, script loading, transactions,
- * meta and notifications. Jobs, schedules and queues are in redis_jobs.c,
- * redis_sched.c and redis_queue.c (redis_int.h).
+ * meta and notifications. Jobs, schedules and queues are in redis/jobs.c,
+ * redis/sched.c and redis/queue.c (store/redis/internal.h).
  *
  * URL: redis://[:PASSWORD@]HOST[:PORT][/DB][?prefix=NAME], or
  * redis:///PATH/TO/SOCKET[?db=DB&prefix=NAME] for a Unix socket. Every key
@@ -39,7 +39,7 @@
 
 #include "error.h"
 #include "log.h"
-#include "store/redis_int.h"
+#include "store/redis/internal.h"
 
 /* The data layout version; a store written by a newer build is refused. */
 #define REDIS_SCHEMA_VERSION 1

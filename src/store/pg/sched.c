@@ -1,5 +1,5 @@
 /* The PostgreSQL backend's schedules, runs, events and leases (store.h),
- * ported from sqlite_sched.c and sqlite_janitor.c's events_prune.
+ * ported from sqlite/sched.c and sqlite/janitor.c's events_prune.
  *
  * Unlike SQLite, PostgreSQL has concurrent writers (other connections,
  * other nodes), and a failed statement aborts the caller's whole
@@ -25,7 +25,7 @@
 
 #include "clock.h"
 #include "error.h"
-#include "store/pg_int.h"
+#include "store/pg/internal.h"
 
 const char pg_schema_sched[] =
     "CREATE TABLE schedules ("
@@ -141,7 +141,7 @@ enum {
   PS_END
 };
 
-_Static_assert(PS_END <= PG_SLOT_QUEUE, "pg_sched.c's slots are 128..191");
+_Static_assert(PS_END <= PG_SLOT_QUEUE, "pg/sched.c's slots are 128..191");
 
 /* The insert binds no id: its parameters are the writable columns, $1..$28. */
 static const char sql_sched_insert[] =

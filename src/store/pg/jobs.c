@@ -1,6 +1,6 @@
 /* The PostgreSQL backend's jobs, nodes, cancel requests, eggs and history
- * retention (pg_int.h): the same contracts as sqlite.c, sqlite_nodes.c and
- * sqlite_janitor.c, for several nodes sharing one database.
+ * retention (store/pg/internal.h): the same contracts as sqlite.c, sqlite/nodes.c and
+ * sqlite/janitor.c, for several nodes sharing one database.
  *
  * What several connections at once change, and how it stays right:
  *  - claims lock the rows they take (FOR UPDATE SKIP LOCKED), so two nodes
@@ -22,7 +22,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
-#include "store/pg_int.h"
+#include "store/pg/internal.h"
 
 /* Text columns are COLLATE "C": byte order, as SQLite's BINARY, so listings
  * by name come out in the same order on both backends (and comparisons skip
@@ -110,7 +110,7 @@ const char pg_schema_jobs[] =
     /* Eggs are zip files: compressing them again wastes the writer's CPU. */
     "ALTER TABLE eggs ALTER COLUMN data SET STORAGE EXTERNAL;";
 
-/* Prepared statement slots (pg_int.h: this file owns 32..127). */
+/* Prepared statement slots (store/pg/internal.h: this file owns 32..127). */
 enum {
   PJ_INSERT = PG_SLOT_JOBS,
   PJ_UNIQUE_HELD,
@@ -147,7 +147,7 @@ enum {
   PJ_LIST_END = PJ_LIST + 32,
 };
 
-_Static_assert(PJ_LIST_END <= PG_SLOT_SCHED, "pg_jobs.c's slots overflow its range");
+_Static_assert(PJ_LIST_END <= PG_SLOT_SCHED, "pg/jobs.c's slots overflow its range");
 
 #define PG_JOB_COLS                                                          \
   "id, jobid, project, spider, version, args, settings, priority, state, " \

@@ -1,7 +1,7 @@
 /* The Redis backend's private header, shared by redis.c (connection,
  * reconnects, script loading, transactions, meta, notifications),
- * redis_jobs.c (jobs, nodes, eggs, history retention), redis_sched.c
- * (schedules, runs, events, leases) and redis_queue.c (task queues).
+ * redis/jobs.c (jobs, nodes, eggs, history retention), redis/sched.c
+ * (schedules, runs, events, leases) and redis/queue.c (task queues).
  *
  * Every store op is one Lua script run with EVALSHA: Redis runs a script
  * alone, so each op is atomic, and each script checks everything before it
@@ -35,7 +35,7 @@ enum redis_script {
   RS_OPEN,
   RS_META_GET,
   RS_META_SET,
-  /* redis_jobs.c */
+  /* redis/jobs.c */
   RS_JOB_INSERT,
   RS_JOB_CLAIM,
   RS_JOB_STARTED,
@@ -60,7 +60,7 @@ enum redis_script {
   RS_EGG_GET,
   RS_EGGS_LIST,
   RS_EGG_DELETE,
-  /* redis_sched.c */
+  /* redis/sched.c */
   RS_SCHEDULE_PUT,
   RS_SCHEDULE_DELETE,
   RS_SCHEDULE_GET,
@@ -81,7 +81,7 @@ enum redis_script {
   RS_LEASE_CHECK,
   RS_LEASE_RELEASE,
   RS_LEASE_GET,
-  /* redis_queue.c */
+  /* redis/queue.c */
   RS_QUEUE_PUT,
   RS_QUEUE_TAKE,
   RS_QUEUE_ACK,
@@ -175,12 +175,12 @@ struct redis_field {
 };
 int redis_decode(const redisReply *r, const struct redis_field *f, size_t nf, void *obj);
 
-/* redis_jobs.c: a job from a flat [field, value, ...] array. */
+/* redis/jobs.c: a job from a flat [field, value, ...] array. */
 int redis_row_job(const redisReply *r, job_t *j);
 /* An array of such rows appended to out (all or nothing). */
 int redis_rows_jobs(const redisReply *r, job_list_t *out);
 
-/* redis_jobs.c */
+/* redis/jobs.c */
 int redis_job_insert(store_t *s, job_t *j);
 int redis_job_claim(store_t *s, const char *node, size_t max, int64_t now_ms,
                     job_list_t *out);
@@ -214,7 +214,7 @@ int redis_egg_get(store_t *s, const char *project, const char *version, void **d
 int redis_eggs_list(store_t *s, egg_list_t *out);
 int redis_egg_delete(store_t *s, const char *project, const char *version, int *count);
 
-/* redis_sched.c */
+/* redis/sched.c */
 int redis_schedule_insert(store_t *s, schedule_t *sc);
 int redis_schedule_update(store_t *s, const schedule_t *sc);
 int redis_schedule_delete(store_t *s, int64_t id);
@@ -241,7 +241,7 @@ int redis_lease_release(store_t *s, const char *name, const char *holder, int64_
 int redis_lease_get(store_t *s, const char *name, char **holder, int64_t *token,
                     int64_t *expires_ms);
 
-/* redis_queue.c */
+/* redis/queue.c */
 int redis_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
                     int64_t now_ms);
 int redis_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,

@@ -9,7 +9,7 @@
 
 #include "clock.h"
 #include "error.h"
-#include "store/sqlite_int.h"
+#include "store/sqlite/internal.h"
 
 #define SCHED_COLS                                                               \
   "id, name, kind, expr, interval_ms, once_ms, tz, start_ms, end_ms, jitter_ms, " \

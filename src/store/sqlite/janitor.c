@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "store/sqlite_int.h"
+#include "store/sqlite/internal.h"
 
 enum {
   SJ_SCAN,

@@ -18,7 +18,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
-#include "store/sqlite_int.h"
+#include "store/sqlite/internal.h"
 
 /* Long enough for another process's group commit to finish, short enough
  * that a wedged writer shows up as an error rather than a hang. */
@@ -159,7 +159,7 @@ static const char *const sqlite_migrations[] = {
     "CREATE INDEX jobs_history ON jobs(project, spider, end_ms DESC, id DESC, start_ms, state) "
     "WHERE state >= 2;"
     "CREATE INDEX runs_ended ON runs(done_ms) WHERE state != 0;",
-    /* 4: task queues (sqlite_queue.c explains the layout) and unique jobs.
+    /* 4: task queues (sqlite/queue.c explains the layout) and unique jobs.
      * queue_items.state: 0 waiting and not yet due, 1 in flight, 2 dead,
      * 3 done, 4 waiting and due ("ready": it is in qi_ready). The element
      * is the last column so reading the others never touches its overflow

@@ -1,5 +1,5 @@
 /* Task queues on PostgreSQL (store.h, core/queue.h, docs/queues.md): a port
- * of sqlite_queue.c, whose comments explain the model. Same tables, same
+ * of sqlite/queue.c, whose comments explain the model. Same tables, same
  * states, same per-call key cache and bookkeeping (queue_keys.c); what
  * differs:
  *
@@ -28,11 +28,11 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
-#include "store/pg_int.h"
+#include "store/pg/internal.h"
 #include "store/queue_keys.h"
 #include "strbuf.h"
 
-/* Rows promoted or expired per take (see sqlite_queue.c). */
+/* Rows promoted or expired per take (see sqlite/queue.c). */
 #define QUEUE_SWEEP_MAX 5000
 /* Rows per statement of a requeue or purge. */
 #define BULK_CHUNK 5000
@@ -143,7 +143,7 @@ enum {
   QS_COUNT
 };
 
-_Static_assert(PG_SLOT_QUEUE + QS_COUNT <= PG_SLOTS, "pg_queue.c's slots: 192..319");
+_Static_assert(PG_SLOT_QUEUE + QS_COUNT <= PG_SLOTS, "pg/queue.c's slots: 192..319");
 
 /* The first unlocked statement of each take: when the next thing happens,
  * by kind (the first element not yet due, the first lease end, the first
@@ -190,7 +190,7 @@ static const char *const queue_sql[QS_COUNT] = {
                "FROM i",
     [QS_MOVE] = "UPDATE queue_items SET state = $2, priority = $3, due_ms = $4 WHERE id = $1",
     [QS_REDUE] = "UPDATE queue_items SET redue_ms = $2, redue_pri = $3 WHERE id = $1",
-    /* As sqlite_queue.c's QS_STATE: leaves the lease; $6 = 1: a fresh start. */
+    /* As sqlite/queue.c's QS_STATE: leaves the lease; $6 = 1: a fresh start. */
     [QS_STATE] = "UPDATE queue_items SET state = $2, due_ms = $3, priority = $4, "
                  "error = coalesce($5::text, error), token = 0, "
                  "deliveries = CASE WHEN $6::int = 1 THEN 0 ELSE deliveries END, "
