@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "error.h"
-#include "store/redis/internal.h"
 
 static const struct store_ops *const store_backends[] = {
     &store_sqlite_ops,
@@ -116,13 +115,12 @@ int store_job_claim_skip(store_t *s, const char *node, size_t max, int64_t now_m
   for (size_t i = 0; i < nskip; i++)
     if (!skip[i].project) return -EINVAL;
   if (max == 0) return 0;
-  if (!s->ops->job_claim_skip) return -ENOTSUP;
   return s->ops->job_claim_skip(s, node, max, now_ms, skip, nskip, out);
 }
 
 int store_claim_lock(store_t *s) {
   if (!s) return -EINVAL;
-  return s->ops->claim_lock ? s->ops->claim_lock(s) : 0;
+  return s->ops->claim_lock(s);
 }
 
 int store_job_started(store_t *s, int64_t id, int pid, int64_t pid_start) {
@@ -277,11 +275,6 @@ int store_run_end(store_t *s, int64_t run_id, run_state_t state, int64_t job_id,
                   const char *reason, int64_t now_ms) {
   if (!s || state <= RUN_UPCOMING || state >= RUN_NSTATES) return -EINVAL;
   return s->ops->run_end(s, run_id, state, job_id, reason, now_ms);
-}
-
-int store_run_add_ended(store_t *s, sched_run_t *r) {
-  if (!s || !r || r->state <= RUN_UPCOMING || r->state >= RUN_NSTATES) return -EINVAL;
-  return s->ops->run_add_ended(s, r);
 }
 
 int store_event_add(store_t *s, event_t *e) {
@@ -568,11 +561,6 @@ int store_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeo
   return s->ops->nodes_reap(s, self, now_ms, timeout_ms, lost);
 }
 
-int store_node_delete(store_t *s, const char *name) {
-  if (!s || !name) return -EINVAL;
-  return s->ops->node_delete(s, name);
-}
-
 int store_job_cancel_request(store_t *s, int64_t id, int64_t now_ms) {
   if (!s) return -EINVAL;
   return s->ops->job_cancel_request(s, id, now_ms);
@@ -588,7 +576,6 @@ int store_jobs_cancel_requested(store_t *s, const char *node, job_list_t *out) {
 int store_egg_put(store_t *s, const char *project, const char *version, const void *data,
                   size_t len, int64_t now_ms) {
   if (!s || !project || !version || (!data && len)) return -EINVAL;
-  if (!s->ops->egg_put) return -ENOTSUP;
   return s->ops->egg_put(s, project, version, data, len, now_ms);
 }
 
@@ -597,13 +584,11 @@ int store_egg_get(store_t *s, const char *project, const char *version, void **d
   if (!s || !project || !version || !data || !len) return -EINVAL;
   *data = NULL;
   *len = 0;
-  if (!s->ops->egg_get) return -ENOTSUP;
   return s->ops->egg_get(s, project, version, data, len);
 }
 
 int store_eggs_list(store_t *s, egg_list_t *out) {
   if (!s || !out) return -EINVAL;
-  if (!s->ops->eggs_list) return -ENOTSUP;
   return s->ops->eggs_list(s, out);
 }
 
@@ -611,7 +596,6 @@ int store_egg_delete(store_t *s, const char *project, const char *version, int *
   int n = 0;
   if (count) *count = 0;
   if (!s || !project) return -EINVAL;
-  if (!s->ops->egg_delete) return -ENOTSUP;
   int rc = s->ops->egg_delete(s, project, version, &n);
   if (!rc && count) *count = n;
   return rc;
@@ -619,13 +603,13 @@ int store_egg_delete(store_t *s, const char *project, const char *version, int *
 
 int store_transactional(const store_t *s) { return s && !s->ops->no_rollback; }
 
-int store_shared(const store_t *s) { return s && s->ops->egg_put != NULL; }
+int store_shared(const store_t *s) { return s && s->ops->shared; }
 
 /* ---- notifications ---- */
 
 int store_notify(store_t *s, unsigned what) {
   if (!s) return -EINVAL;
-  return s->ops->notify ? s->ops->notify(s, what) : 0;
+  return s->ops->notify(s, what);
 }
 
 int store_watch_open(const char *url, store_watch_t **out, char *err, size_t errlen) {
@@ -636,9 +620,9 @@ int store_watch_open(const char *url, store_watch_t **out, char *err, size_t err
   *out = NULL;
   if (store_parse_url(url, scheme, sizeof(scheme), &rest)) return -EINVAL;
   const struct store_ops *ops = store_backend(scheme);
-  if (!ops || !ops->watch_open) {
-    snprintf(err, errlen, "store '%s' has no notifications", url);
-    return -ENOTSUP;
+  if (!ops) {
+    snprintf(err, errlen, "unknown store URL scheme \"%s\" in %s", scheme, url);
+    return -EINVAL;
   }
   return ops->watch_open(url, rest, out, err, errlen);
 }

@@ -1,6 +1,8 @@
 /* The store: the single source of truth for jobs, schedules and their runs,
- * events and leases (and, later, queues and nodes). One interface, one table of operations per
- * backend (as SQLite's VFS); only SQLite exists today.
+ * events, leases, task queues, nodes and (on a shared store) eggs. One
+ * interface, one table of operations per backend (as SQLite's VFS), the
+ * ops listed once in store/ops.h: SQLite (store/sqlite/, one node), and
+ * PostgreSQL (store/pg/) and Redis (store/redis/), shared by many nodes.
  *
  * The API is synchronous and must never be called on the loop thread: the
  * loop reaches it through store_submit() (store/async.h), which runs calls on
@@ -29,10 +31,12 @@
 
 typedef struct store store_t;
 
-/* Opens a store. url: "sqlite:PATH", "sqlite://PATH" or a bare PATH (SQLite).
- * Creates the file, its directory's missing last component, and the schema
- * (versioned migrations, applied here). SQLite runs in WAL mode with
- * synchronous=NORMAL: a commit survives kill -9 of the daemon.
+/* Opens a store. url: "sqlite:PATH", "sqlite://PATH" or a bare PATH
+ * (SQLite), "postgresql://..." (any libpq URL, plus schema=NAME) or
+ * "redis://host:port/db?prefix=NAME". Creates the schema (versioned
+ * migrations, applied here) and, for SQLite, the file and its directory's
+ * missing last component. SQLite runs in WAL mode with synchronous=NORMAL:
+ * a commit survives kill -9 of the daemon.
  * Returns 0 and *out, or a negative code with a reason in err. */
 int store_open(const char *url, store_t **out, char *err, size_t errlen);
 void store_close(store_t *s);
@@ -205,10 +209,6 @@ int store_runs_list(store_t *s, const run_filter_t *f, sched_run_list_t *out);
  * (it ended already: each run ends once). */
 int store_run_end(store_t *s, int64_t run_id, run_state_t state, int64_t job_id,
                   const char *reason, int64_t now_ms);
-/* Records a run that was never materialised (found missed after a long
- * downtime), already ended; a due time already present is left alone
- * (-EEXIST). Sets r->id. */
-int store_run_add_ended(store_t *s, sched_run_t *r);
 
 /* ---- events ---- */
 
@@ -393,8 +393,6 @@ int store_nodes_list(store_t *s, node_list_t *out);
  * nodes table are left alone (a single node never beats). */
 int store_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeout_ms,
                      job_list_t *lost);
-/* Forgets a dead node's row (-ENOENT when none, -EBUSY when alive). */
-int store_node_delete(store_t *s, const char *name);
 
 /* ---- eggs in the store: shared backends only ----
  * On a shared store every node must run every version, so an egg's bytes

@@ -240,32 +240,6 @@ static void test_nodes_reap(void **state) {
   job_release(&g);
 }
 
-static void test_node_delete(void **state) {
-  struct fx *f = *state;
-  store_t *s = f->s;
-  job_list_t lost = {0};
-  node_list_t nl = {0};
-
-  beat(s, "alive", 9000, NULL);
-  beat(s, "gone", 1000, NULL);
-  assert_int_equal(store_node_delete(s, "alive"), -EBUSY);
-  assert_int_equal(store_node_delete(s, "gone"), -EBUSY); /* stale, not yet dead */
-  assert_int_equal(store_node_delete(s, "nosuch"), -ENOENT);
-  assert_int_equal(store_node_delete(s, NULL), -EINVAL);
-  assert_int_equal(store_nodes_reap(s, "alive", 10000, 5000, &lost), 0);
-  assert_int_equal(lost.n, 0);
-  assert_int_equal(store_node_delete(s, "gone"), 0);
-  assert_int_equal(store_node_delete(s, "gone"), -ENOENT);
-  assert_int_equal(store_nodes_list(s, &nl), 0);
-  assert_int_equal(nl.n, 1);
-  assert_string_equal(nl.v[0].name, "alive");
-  node_list_release(&nl);
-  /* A deleted node that comes back is a new node. */
-  int dead = -1;
-  beat(s, "gone", 12000, &dead);
-  assert_int_equal(dead, 0);
-}
-
 /* ---- cancel requests ---- */
 
 static void test_cancel_requests(void **state) {
@@ -593,7 +567,7 @@ int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
   const struct CMUnitTest tests[] = {
       T(test_node_beat),       T(test_nodes_reap),
-      T(test_node_delete),     T(test_cancel_requests),
+      T(test_cancel_requests),
       T(test_eggs),            T(test_notifications),
       T(test_claim_two_connections), T(test_reap_two_connections),
   };

@@ -183,25 +183,16 @@ static void test_runs(void **state) {
   assert_int_equal(l.v[0].due_ms, 2000);
   sched_run_list_release(&l);
 
-  /* A run found missed after a downtime; its due time is unique too. */
-  sched_run_t m = {.schedule_id = a.id, .due_ms = 4000, .state = RUN_MISSED,
-                   .done_ms = 9000, .reason = "no scheduler was running"};
-  assert_int_equal(store_run_add_ended(f->s, &m), 0);
-  assert_true(m.id > 0);
-  assert_int_equal(store_run_add_ended(f->s, &m), -EEXIST);
-  m.due_ms = 3000; /* upcoming already */
-  assert_int_equal(store_run_add_ended(f->s, &m), -EEXIST);
-
   /* Clearing removes only upcoming runs and resets the horizon. */
   assert_int_equal(store_runs_clear(f->s, a.id, 4500), 0);
   rf = (run_filter_t){.schedule_id = a.id};
   assert_int_equal(store_runs_list(f->s, &rf, &l), 0);
-  assert_int_equal(l.n, 3); /* fired, skipped, missed */
+  assert_int_equal(l.n, 2); /* fired, skipped */
   sched_run_list_release(&l);
   assert_int_equal(store_schedule_get(f->s, a.id, &got), 0);
   assert_int_equal(got.horizon_ms, 4500);
   assert_int_equal(got.refill_ms, 0);
-  assert_int_equal(got.last_due_ms, 4000);
+  assert_int_equal(got.last_due_ms, 2000);
   schedule_release(&got);
 
   /* Deleting the schedule deletes its runs. */

@@ -86,90 +86,13 @@ double pg_dbl(const PGresult *r, int row, int col);
 int pg_str(const PGresult *r, int row, int col, char **out);   /* strdup */
 int pg_json(const PGresult *r, int row, int col, json_t **out); /* parsed */
 
-/* pg/jobs.c */
+/* Each file's part of the schema, applied by pg.c's migrations. */
 extern const char pg_schema_jobs[];
-int pg_job_insert(store_t *s, job_t *j);
-int pg_job_claim(store_t *s, const char *node, size_t max, int64_t now_ms, job_list_t *out);
-int pg_job_claim_skip(store_t *s, const char *node, size_t max, int64_t now_ms,
-                      const job_key_t *skip, size_t nskip, job_list_t *out);
-int pg_job_started(store_t *s, int64_t id, int pid, int64_t pid_start);
-int pg_job_requeue(store_t *s, int64_t id);
-int pg_job_finish(store_t *s, int64_t id, job_state_t state, int64_t end_ms, int exit_code,
-                  int term_signal, const json_t *stats);
-int pg_job_cancel_pending(store_t *s, const char *project, const char *jobid,
-                          int64_t now_ms, int *count);
-int pg_job_get(store_t *s, int64_t id, job_t *out);
-int pg_job_status(store_t *s, const char *project, const char *jobid, job_state_t *out);
-int pg_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out);
-int pg_job_counts(store_t *s, const char *project, int64_t counts[JOB_NSTATES]);
-int pg_trim_finished(store_t *s, int keep, int *deleted);
-int pg_job_heartbeat(store_t *s, int64_t id, int64_t now_ms);
-int pg_job_next_due(store_t *s, int64_t now_ms, int64_t *out);
-int pg_jobs_prune(store_t *s, const prune_rule_t *rules, size_t nrules, int keep_default,
-                  int64_t ended_before_default_ms, size_t max, job_list_t *deleted);
-int pg_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead);
-int pg_nodes_list(store_t *s, node_list_t *out);
-int pg_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeout_ms,
-                  job_list_t *lost);
-int pg_node_delete(store_t *s, const char *name);
-int pg_job_cancel_request(store_t *s, int64_t id, int64_t now_ms);
-int pg_jobs_cancel_requested(store_t *s, const char *node, job_list_t *out);
-int pg_egg_put(store_t *s, const char *project, const char *version, const void *data,
-               size_t len, int64_t now_ms);
-int pg_egg_get(store_t *s, const char *project, const char *version, void **data,
-               size_t *len);
-int pg_eggs_list(store_t *s, egg_list_t *out);
-int pg_egg_delete(store_t *s, const char *project, const char *version, int *count);
-
-/* pg/sched.c */
 extern const char pg_schema_sched[];
-int pg_schedule_insert(store_t *s, schedule_t *sc);
-int pg_schedule_update(store_t *s, const schedule_t *sc);
-int pg_schedule_delete(store_t *s, int64_t id);
-int pg_schedule_get(store_t *s, int64_t id, const char *name, schedule_t *out);
-int pg_schedules_list(store_t *s, int64_t after_id, size_t limit, schedule_list_t *out);
-int pg_runs_add(store_t *s, int64_t schedule_id, const int64_t *due, const int64_t *fire,
-                size_t n, int64_t horizon_ms, int64_t refill_ms);
-int pg_runs_clear(store_t *s, int64_t schedule_id, int64_t from_ms);
-int pg_schedules_refill(store_t *s, int64_t now_ms, size_t limit, schedule_list_t *out);
-int pg_run_defer(store_t *s, int64_t run_id, const char *reason);
-int pg_runs_due(store_t *s, int64_t until_ms, size_t max, sched_run_list_t *out);
-int pg_runs_list(store_t *s, const run_filter_t *f, sched_run_list_t *out);
-int pg_run_end(store_t *s, int64_t run_id, run_state_t state, int64_t job_id,
-               const char *reason, int64_t now_ms);
-int pg_run_add_ended(store_t *s, sched_run_t *r);
-int pg_event_add(store_t *s, event_t *e);
-int pg_events_list(store_t *s, const event_filter_t *f, event_list_t *out);
-int pg_events_head(store_t *s, int64_t *id);
-int pg_events_prune(store_t *s, int64_t before_ms, size_t max, int *deleted);
-int pg_lease_acquire(store_t *s, const char *name, const char *holder, int64_t now_ms,
-                     int64_t ttl_ms, int64_t *token);
-int pg_lease_check(store_t *s, const char *name, int64_t token, int64_t now_ms);
-int pg_lease_release(store_t *s, const char *name, const char *holder, int64_t token);
-int pg_lease_get(store_t *s, const char *name, char **holder, int64_t *token,
-                 int64_t *expires_ms);
-
-/* pg/queue.c */
 extern const char pg_schema_queue[];
-int pg_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n, int64_t now_ms);
-int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
-                  int64_t now_ms, queue_item_list_t *out, int64_t *next_ms);
-int pg_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                 int64_t now_ms);
-int pg_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                  int64_t now_ms);
-int pg_queue_extend(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                    int64_t visibility_ms, int64_t now_ms);
-int pg_queue_set(store_t *s, queue_conf_t *c);
-int pg_queue_get(store_t *s, const char *name, queue_conf_t *out);
-int pg_queues_list(store_t *s, const char *after, size_t limit, queue_conf_list_t *out);
-int pg_queue_delete(store_t *s, const char *name);
-int pg_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out);
-int pg_queue_items(store_t *s, const char *name, const queue_filter_t *f,
-                   queue_item_list_t *out);
-int pg_queue_requeue(store_t *s, const char *name, const queue_filter_t *f, int64_t due_ms,
-                     int64_t now_ms, int64_t *count);
-int pg_queue_purge(store_t *s, const char *name, const queue_filter_t *f, int64_t now_ms,
-                   int64_t *count);
+
+/* Every op of store/ops.h as pg_<op>, spread over this folder's files. */
+#define STORE_OP(op, params) int pg_##op params;
+#include "store/ops.h"
 
 #endif

@@ -133,8 +133,6 @@ enum {
   PN_LIST,
   PN_REAP_NODES,
   PN_REAP_JOBS,
-  PN_DELETE,
-  PN_EXISTS,
   PN_CANCEL_REQ,
   PN_CANCEL_LIST,
   PE_PUT,
@@ -896,23 +894,6 @@ int pg_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeout_
     rc = job_list_append(lost, v, n);
   }
   pg_jobs_free(v, n);
-  return rc;
-}
-
-int pg_node_delete(store_t *s, const char *name) {
-  struct pg_store *q = PGQ(s);
-  pg_params_t p = {0};
-  pg_p_str(&p, name);
-  int rc = pg_cmd(q, PN_DELETE, "DELETE FROM nodes WHERE name = $1 AND dead = 1", &p, 1,
-                  "delete node");
-  if (rc != -ENOENT) return rc;
-  /* Tell a live node from a missing one. */
-  pg_p_str(&p, name);
-  PGresult *r =
-      pg_run(q, PN_EXISTS, "SELECT 1 FROM nodes WHERE name = $1", &p, 0, &rc, "find node");
-  if (!r) return rc;
-  rc = PQntuples(r) ? -EBUSY : -ENOENT;
-  PQclear(r);
   return rc;
 }
 

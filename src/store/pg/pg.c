@@ -269,11 +269,11 @@ int pg_note(struct pg_store *q, unsigned what) {
   return pg_send_notes(q, what);
 }
 
-static int pg_notify(store_t *s, unsigned what) { return pg_note(PGQ(s), what); }
+int pg_notify(store_t *s, unsigned what) { return pg_note(PGQ(s), what); }
 
 /* ---- transactions ---- */
 
-static int pg_tx_begin(store_t *s) {
+int pg_tx_begin(store_t *s) {
   struct pg_store *q = PGQ(s);
   if (q->in_tx) return -EINVAL;
   int rc = pg_exec(q, "BEGIN", "begin");
@@ -295,7 +295,7 @@ static void pg_tx_reset(struct pg_store *q) {
   }
 }
 
-static int pg_tx_rollback(store_t *s) {
+int pg_tx_rollback(store_t *s) {
   struct pg_store *q = PGQ(s);
   if (!q->in_tx) return -EINVAL;
   int rc = q->tx_broken ? 0 : pg_exec(q, "ROLLBACK", "rollback");
@@ -303,7 +303,7 @@ static int pg_tx_rollback(store_t *s) {
   return rc;
 }
 
-static int pg_tx_commit(store_t *s) {
+int pg_tx_commit(store_t *s) {
   struct pg_store *q = PGQ(s);
   if (!q->in_tx) return -EINVAL;
   int rc = q->tx_broken ? SPD_ESTORE : 0;
@@ -314,7 +314,7 @@ static int pg_tx_commit(store_t *s) {
   return rc;
 }
 
-static int pg_sp_begin(store_t *s) {
+int pg_sp_begin(store_t *s) {
   struct pg_store *q = PGQ(s);
   if (!q->in_tx) return -EINVAL;
   int rc = pg_exec(q, "SAVEPOINT sp", "savepoint");
@@ -322,7 +322,7 @@ static int pg_sp_begin(store_t *s) {
   return rc;
 }
 
-static int pg_sp_release(store_t *s) {
+int pg_sp_release(store_t *s) {
   struct pg_store *q = PGQ(s);
   if (!q->in_tx || q->sp_depth <= 0) return -EINVAL;
   int rc = pg_exec(q, "RELEASE SAVEPOINT sp", "release savepoint");
@@ -330,7 +330,7 @@ static int pg_sp_release(store_t *s) {
   return rc;
 }
 
-static int pg_sp_rollback(store_t *s) {
+int pg_sp_rollback(store_t *s) {
   struct pg_store *q = PGQ(s);
   if (!q->in_tx || q->sp_depth <= 0) return -EINVAL;
   int rc = pg_exec(q, "ROLLBACK TO SAVEPOINT sp; RELEASE SAVEPOINT sp", "rollback savepoint");
@@ -357,7 +357,7 @@ int pg_auto_end(struct pg_store *q, int began, int rc) {
 
 /* ---- claims under concurrency limits ---- */
 
-static int pg_claim_lock(store_t *s) {
+int pg_claim_lock(store_t *s) {
   struct pg_store *q = PGQ(s);
   if (!q->in_tx) return -EINVAL;
   int rc;
@@ -371,7 +371,7 @@ static int pg_claim_lock(store_t *s) {
 
 /* ---- meta ---- */
 
-static int pg_meta_get(store_t *s, const char *key, char **value) {
+int pg_meta_get(store_t *s, const char *key, char **value) {
   struct pg_store *q = PGQ(s);
   pg_params_t p = {0};
   pg_p_str(&p, key);
@@ -384,7 +384,7 @@ static int pg_meta_get(store_t *s, const char *key, char **value) {
   return rc;
 }
 
-static int pg_meta_set(store_t *s, const char *key, const char *value) {
+int pg_meta_set(store_t *s, const char *key, const char *value) {
   pg_params_t p = {0};
   pg_p_str(&p, key);
   pg_p_str(&p, value);
@@ -631,76 +631,10 @@ static int pg_watch_open(const char *url, const char *rest, store_watch_t **out,
 
 const struct store_ops store_pg_ops = {
     .name = "postgresql",
+    .shared = 1,
     .open = pg_open,
     .close = pg_close,
-    .tx_begin = pg_tx_begin,
-    .tx_commit = pg_tx_commit,
-    .tx_rollback = pg_tx_rollback,
-    .sp_begin = pg_sp_begin,
-    .sp_release = pg_sp_release,
-    .sp_rollback = pg_sp_rollback,
-    .job_insert = pg_job_insert,
-    .job_claim = pg_job_claim,
-    .job_claim_skip = pg_job_claim_skip,
-    .claim_lock = pg_claim_lock,
-    .job_started = pg_job_started,
-    .job_requeue = pg_job_requeue,
-    .job_finish = pg_job_finish,
-    .job_cancel_pending = pg_job_cancel_pending,
-    .job_get = pg_job_get,
-    .job_status = pg_job_status,
-    .jobs_list = pg_jobs_list,
-    .job_counts = pg_job_counts,
-    .trim_finished = pg_trim_finished,
-    .job_heartbeat = pg_job_heartbeat,
-    .job_next_due = pg_job_next_due,
-    .schedule_insert = pg_schedule_insert,
-    .schedule_update = pg_schedule_update,
-    .schedule_delete = pg_schedule_delete,
-    .schedule_get = pg_schedule_get,
-    .schedules_list = pg_schedules_list,
-    .runs_add = pg_runs_add,
-    .runs_clear = pg_runs_clear,
-    .schedules_refill = pg_schedules_refill,
-    .run_defer = pg_run_defer,
-    .runs_due = pg_runs_due,
-    .runs_list = pg_runs_list,
-    .run_end = pg_run_end,
-    .run_add_ended = pg_run_add_ended,
-    .event_add = pg_event_add,
-    .events_list = pg_events_list,
-    .events_head = pg_events_head,
-    .lease_acquire = pg_lease_acquire,
-    .lease_check = pg_lease_check,
-    .lease_release = pg_lease_release,
-    .lease_get = pg_lease_get,
-    .jobs_prune = pg_jobs_prune,
-    .events_prune = pg_events_prune,
-    .queue_put = pg_queue_put,
-    .queue_take = pg_queue_take,
-    .queue_ack = pg_queue_ack,
-    .queue_nack = pg_queue_nack,
-    .queue_extend = pg_queue_extend,
-    .queue_set = pg_queue_set,
-    .queue_get = pg_queue_get,
-    .queues_list = pg_queues_list,
-    .queue_delete = pg_queue_delete,
-    .queue_stats = pg_queue_stats,
-    .queue_items = pg_queue_items,
-    .queue_requeue = pg_queue_requeue,
-    .queue_purge = pg_queue_purge,
-    .node_beat = pg_node_beat,
-    .nodes_list = pg_nodes_list,
-    .nodes_reap = pg_nodes_reap,
-    .node_delete = pg_node_delete,
-    .job_cancel_request = pg_job_cancel_request,
-    .jobs_cancel_requested = pg_jobs_cancel_requested,
-    .egg_put = pg_egg_put,
-    .egg_get = pg_egg_get,
-    .eggs_list = pg_eggs_list,
-    .egg_delete = pg_egg_delete,
-    .notify = pg_notify,
     .watch_open = pg_watch_open,
-    .meta_get = pg_meta_get,
-    .meta_set = pg_meta_set,
+#define STORE_OP(op, params) .op = pg_##op,
+#include "store/ops.h"
 };

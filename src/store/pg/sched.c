@@ -122,14 +122,12 @@ enum {
   PS_SCHED_LIST,
   PS_SCHED_REFILL,
   PS_SCHED_HORIZON,
-  PS_SCHED_LOCK,
   PS_SCHED_LOCK_RUN,
   PS_RUN_DEFER,
   PS_RUN_ADD,
   PS_RUN_CLEAR,
   PS_RUN_DUE,
   PS_RUN_END,
-  PS_RUN_ADD_ENDED,
   PS_EVENT_ADD,
   PS_EVENT_HEAD,
   PS_EVENT_PRUNE,
@@ -162,7 +160,6 @@ static const char sql_sched_refill[] =
     "ORDER BY refill_ms, id LIMIT $2";
 static const char sql_sched_horizon[] =
     "UPDATE schedules SET horizon_ms = $2, refill_ms = $3 WHERE id = $1";
-static const char sql_sched_lock[] = "SELECT 1 FROM schedules WHERE id = $1 FOR NO KEY UPDATE";
 /* The schedule of a run, locked before the run is (the order every write
  * of a schedule and its runs keeps). */
 static const char sql_sched_lock_run[] =
@@ -183,13 +180,6 @@ static const char sql_run_end[] =
     "WHERE id = $1 AND state = 0 RETURNING schedule_id, due_ms) "
     "UPDATE schedules s SET last_due_ms = greatest(s.last_due_ms, r.due_ms) "
     "FROM r WHERE s.id = r.schedule_id RETURNING s.id";
-static const char sql_run_add_ended[] =
-    "WITH r AS (INSERT INTO runs (schedule_id, due_ms, fire_ms, state, job_id, done_ms, "
-    "reason) VALUES ($1, $2, $3, $4, $5, $6, $7) "
-    "ON CONFLICT (schedule_id, due_ms) DO NOTHING RETURNING id, schedule_id, due_ms), "
-    "u AS (UPDATE schedules s SET last_due_ms = greatest(s.last_due_ms, r.due_ms) "
-    "FROM r WHERE s.id = r.schedule_id) "
-    "SELECT id FROM r";
 /* Readers page events by id ("after N"), so ids must become visible in
  * order: a sequence alone lets a transaction holding a smaller id commit
  * after a reader went past it, and that event would never be seen. The
@@ -580,41 +570,6 @@ int pg_run_end(store_t *s, int64_t run_id, run_state_t state, int64_t job_id,
     PGresult *r = pg_run(q, PS_RUN_END, sql_run_end, &p, 0, &rc, "end run");
     if (r) {
       if (!PQntuples(r)) rc = -ENOENT; /* ended already: each run ends once */
-      PQclear(r);
-    }
-  }
-  return pg_auto_end(q, began, rc);
-}
-
-int pg_run_add_ended(store_t *s, sched_run_t *run) {
-  struct pg_store *q = PGQ(s);
-  int began, rc = pg_auto_begin(q, &began);
-  if (!rc) {
-    /* The schedule's row first: its absence is -ENOENT, not a foreign key
-     * violation that would abort the caller's transaction. */
-    pg_params_t p = {0};
-    pg_p_i64(&p, run->schedule_id);
-    PGresult *r = pg_run(q, PS_SCHED_LOCK, sql_sched_lock, &p, 0, &rc, "lock schedule");
-    if (r) {
-      if (!PQntuples(r)) rc = -ENOENT;
-      PQclear(r);
-    }
-  }
-  if (!rc) {
-    pg_params_t p = {0};
-    pg_p_i64(&p, run->schedule_id);
-    pg_p_i64(&p, run->due_ms);
-    pg_p_i64(&p, run->fire_ms ? run->fire_ms : run->due_ms);
-    pg_p_i64(&p, (int64_t)run->state);
-    pg_p_i64(&p, run->job_id);
-    pg_p_i64(&p, run->done_ms);
-    pg_p_str(&p, run->reason);
-    PGresult *r = pg_run(q, PS_RUN_ADD_ENDED, sql_run_add_ended, &p, 0, &rc, "add ended run");
-    if (r) {
-      if (PQntuples(r))
-        run->id = pg_i64(r, 0, 0);
-      else
-        rc = -EEXIST;
       PQclear(r);
     }
   }

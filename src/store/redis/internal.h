@@ -26,8 +26,6 @@
 
 #include "store/store_impl.h"
 
-extern const struct store_ops store_redis_ops;
-
 /* Scripts, one per op (some ops have two); each file fills its own range
  * of sources (redis_*_scripts). */
 enum redis_script {
@@ -53,7 +51,6 @@ enum redis_script {
   RS_NODE_BEAT,
   RS_NODES_LIST,
   RS_NODES_REAP,
-  RS_NODE_DELETE,
   RS_JOB_CANCEL_REQUEST,
   RS_JOBS_CANCEL_REQUESTED,
   RS_EGG_PUT,
@@ -72,7 +69,6 @@ enum redis_script {
   RS_RUNS_DUE,
   RS_RUNS_LIST,
   RS_RUN_END,
-  RS_RUN_ADD_ENDED,
   RS_EVENT_ADD,
   RS_EVENTS_LIST,
   RS_EVENTS_HEAD,
@@ -180,88 +176,8 @@ int redis_row_job(const redisReply *r, job_t *j);
 /* An array of such rows appended to out (all or nothing). */
 int redis_rows_jobs(const redisReply *r, job_list_t *out);
 
-/* redis/jobs.c */
-int redis_job_insert(store_t *s, job_t *j);
-int redis_job_claim(store_t *s, const char *node, size_t max, int64_t now_ms,
-                    job_list_t *out);
-int redis_job_started(store_t *s, int64_t id, int pid, int64_t pid_start);
-int redis_job_requeue(store_t *s, int64_t id);
-int redis_job_finish(store_t *s, int64_t id, job_state_t state, int64_t end_ms,
-                     int exit_code, int term_signal, const json_t *stats);
-int redis_job_cancel_pending(store_t *s, const char *project, const char *jobid,
-                             int64_t now_ms, int *count);
-int redis_job_get(store_t *s, int64_t id, job_t *out);
-int redis_job_status(store_t *s, const char *project, const char *jobid, job_state_t *out);
-int redis_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out);
-int redis_job_counts(store_t *s, const char *project, int64_t counts[JOB_NSTATES]);
-int redis_trim_finished(store_t *s, int keep, int *deleted);
-int redis_job_heartbeat(store_t *s, int64_t id, int64_t now_ms);
-int redis_job_next_due(store_t *s, int64_t now_ms, int64_t *out);
-int redis_jobs_prune(store_t *s, const prune_rule_t *rules, size_t nrules,
-                     int keep_default, int64_t ended_before_default_ms, size_t max,
-                     job_list_t *deleted);
-int redis_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead);
-int redis_nodes_list(store_t *s, node_list_t *out);
-int redis_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeout_ms,
-                     job_list_t *lost);
-int redis_node_delete(store_t *s, const char *name);
-int redis_job_cancel_request(store_t *s, int64_t id, int64_t now_ms);
-int redis_jobs_cancel_requested(store_t *s, const char *node, job_list_t *out);
-int redis_egg_put(store_t *s, const char *project, const char *version, const void *data,
-                  size_t len, int64_t now_ms);
-int redis_egg_get(store_t *s, const char *project, const char *version, void **data,
-                  size_t *len);
-int redis_eggs_list(store_t *s, egg_list_t *out);
-int redis_egg_delete(store_t *s, const char *project, const char *version, int *count);
-
-/* redis/sched.c */
-int redis_schedule_insert(store_t *s, schedule_t *sc);
-int redis_schedule_update(store_t *s, const schedule_t *sc);
-int redis_schedule_delete(store_t *s, int64_t id);
-int redis_schedule_get(store_t *s, int64_t id, const char *name, schedule_t *out);
-int redis_schedules_list(store_t *s, int64_t after_id, size_t limit, schedule_list_t *out);
-int redis_runs_add(store_t *s, int64_t schedule_id, const int64_t *due, const int64_t *fire,
-                   size_t n, int64_t horizon_ms, int64_t refill_ms);
-int redis_runs_clear(store_t *s, int64_t schedule_id, int64_t from_ms);
-int redis_schedules_refill(store_t *s, int64_t now_ms, size_t limit, schedule_list_t *out);
-int redis_run_defer(store_t *s, int64_t run_id, const char *reason);
-int redis_runs_due(store_t *s, int64_t until_ms, size_t max, sched_run_list_t *out);
-int redis_runs_list(store_t *s, const run_filter_t *f, sched_run_list_t *out);
-int redis_run_end(store_t *s, int64_t run_id, run_state_t state, int64_t job_id,
-                  const char *reason, int64_t now_ms);
-int redis_run_add_ended(store_t *s, sched_run_t *r);
-int redis_event_add(store_t *s, event_t *e);
-int redis_events_list(store_t *s, const event_filter_t *f, event_list_t *out);
-int redis_events_head(store_t *s, int64_t *id);
-int redis_events_prune(store_t *s, int64_t before_ms, size_t max, int *deleted);
-int redis_lease_acquire(store_t *s, const char *name, const char *holder, int64_t now_ms,
-                        int64_t ttl_ms, int64_t *token);
-int redis_lease_check(store_t *s, const char *name, int64_t token, int64_t now_ms);
-int redis_lease_release(store_t *s, const char *name, const char *holder, int64_t token);
-int redis_lease_get(store_t *s, const char *name, char **holder, int64_t *token,
-                    int64_t *expires_ms);
-
-/* redis/queue.c */
-int redis_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
-                    int64_t now_ms);
-int redis_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
-                     int64_t now_ms, queue_item_list_t *out, int64_t *next_ms);
-int redis_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                    int64_t now_ms);
-int redis_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                     int64_t now_ms);
-int redis_queue_extend(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                       int64_t visibility_ms, int64_t now_ms);
-int redis_queue_set(store_t *s, queue_conf_t *c);
-int redis_queue_get(store_t *s, const char *name, queue_conf_t *out);
-int redis_queues_list(store_t *s, const char *after, size_t limit, queue_conf_list_t *out);
-int redis_queue_delete(store_t *s, const char *name);
-int redis_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out);
-int redis_queue_items(store_t *s, const char *name, const queue_filter_t *f,
-                      queue_item_list_t *out);
-int redis_queue_requeue(store_t *s, const char *name, const queue_filter_t *f,
-                        int64_t due_ms, int64_t now_ms, int64_t *count);
-int redis_queue_purge(store_t *s, const char *name, const queue_filter_t *f, int64_t now_ms,
-                      int64_t *count);
+/* Every op of store/ops.h as redis_<op>, spread over this folder's files. */
+#define STORE_OP(op, params) int redis_##op params;
+#include "store/ops.h"
 
 #endif

@@ -426,14 +426,6 @@ static const char *const jobs_src[RS_SCHEDULE_PUT] = {
         "  end\n"
         "end\n"
         "return {died, lost}\n",
-    /* ARGV: P, name */
-    [RS_NODE_DELETE] = "local k = P .. 'node:' .. ARGV[2]\n"
-                       "local d = redis.call('HGET', k, 'dead')\n"
-                       "if not d then return E('ENOENT') end\n"
-                       "if d ~= '1' then return E('EBUSY') end\n"
-                       "redis.call('DEL', k)\n"
-                       "redis.call('ZREM', P .. 'nodes', ARGV[2])\n"
-                       "return 0\n",
     /* ARGV: P, id, now */
     [RS_JOB_CANCEL_REQUEST] =
         "if N(redis.call('HGET', JK(ARGV[2]), 'state')) ~= 1 or\n"
@@ -611,6 +603,16 @@ int redis_job_claim(store_t *s, const char *node, size_t max, int64_t now_ms,
   ra_i64(&a, now_ms);
   return redis_jobs_call(RQ(s), RS_JOB_CLAIM, &a, out, "claim jobs");
 }
+
+/* [concurrency] limits need a running count that holds until the claim
+ * commits, which a script per op cannot give: refused (docs/cluster.md). */
+int redis_job_claim_skip(store_t *s, const char *node, size_t max, int64_t now_ms,
+                         const job_key_t *skip, size_t nskip, job_list_t *out) {
+  return -ENOTSUP;
+}
+
+/* Each claim is one script, atomic on the server: nothing to lock. */
+int redis_claim_lock(store_t *s) { return 0; }
 
 int redis_job_started(store_t *s, int64_t id, int pid, int64_t pid_start) {
   redis_args_t a = {0};
@@ -816,12 +818,6 @@ int redis_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeo
   }
   if (r) freeReplyObject(r);
   return rc;
-}
-
-int redis_node_delete(store_t *s, const char *name) {
-  redis_args_t a = {0};
-  ra_str(&a, name);
-  return redis_eval(RQ(s), RS_NODE_DELETE, &a, NULL, "delete node");
 }
 
 int redis_job_cancel_request(store_t *s, int64_t id, int64_t now_ms) {

@@ -539,7 +539,7 @@ void redis_note(struct redis_store *q, unsigned what) {
   redis_publish(q, what); /* a hint: a lost one costs only latency */
 }
 
-static int redis_notify(store_t *s, unsigned what) {
+int redis_notify(store_t *s, unsigned what) {
   struct redis_store *q = RQ(s);
   if (q->in_tx) {
     q->notes |= what;
@@ -550,7 +550,7 @@ static int redis_notify(store_t *s, unsigned what) {
 
 /* ---- transactions: nesting only (see the top of this file) ---- */
 
-static int redis_tx_begin(store_t *s) {
+int redis_tx_begin(store_t *s) {
   struct redis_store *q = RQ(s);
   if (q->in_tx) return -EINVAL;
   q->in_tx = 1;
@@ -559,7 +559,7 @@ static int redis_tx_begin(store_t *s) {
   return 0;
 }
 
-static int redis_tx_commit(store_t *s) {
+int redis_tx_commit(store_t *s) {
   struct redis_store *q = RQ(s);
   if (!q->in_tx) return -EINVAL;
   unsigned notes = q->notes;
@@ -572,23 +572,23 @@ static int redis_tx_commit(store_t *s) {
 
 /* What succeeded inside stays (each op is atomic alone): a rollback ends
  * the transaction as a commit does, notices included. */
-static int redis_tx_rollback(store_t *s) { return redis_tx_commit(s); }
+int redis_tx_rollback(store_t *s) { return redis_tx_commit(s); }
 
-static int redis_sp_begin(store_t *s) {
+int redis_sp_begin(store_t *s) {
   struct redis_store *q = RQ(s);
   if (!q->in_tx) return -EINVAL;
   q->sp_depth++;
   return 0;
 }
 
-static int redis_sp_release(store_t *s) {
+int redis_sp_release(store_t *s) {
   struct redis_store *q = RQ(s);
   if (!q->in_tx || q->sp_depth <= 0) return -EINVAL;
   q->sp_depth--;
   return 0;
 }
 
-static int redis_sp_rollback(store_t *s) {
+int redis_sp_rollback(store_t *s) {
   struct redis_store *q = RQ(s);
   if (!q->in_tx || q->sp_depth <= 0) return -EINVAL;
   q->sp_depth--;
@@ -597,7 +597,7 @@ static int redis_sp_rollback(store_t *s) {
 
 /* ---- meta ---- */
 
-static int redis_meta_get(store_t *s, const char *key, char **value) {
+int redis_meta_get(store_t *s, const char *key, char **value) {
   redis_args_t a = {0};
   redisReply *r = NULL;
   ra_str(&a, key);
@@ -607,7 +607,7 @@ static int redis_meta_get(store_t *s, const char *key, char **value) {
   return rc;
 }
 
-static int redis_meta_set(store_t *s, const char *key, const char *value) {
+int redis_meta_set(store_t *s, const char *key, const char *value) {
   redis_args_t a = {0};
   ra_str(&a, key);
   ra_str(&a, value);
@@ -908,74 +908,10 @@ static int redis_watch_open(const char *url, const char *rest, store_watch_t **o
 const struct store_ops store_redis_ops = {
     .name = "redis",
     .no_rollback = 1,
+    .shared = 1,
     .open = redis_open,
     .close = redis_close,
-    .tx_begin = redis_tx_begin,
-    .tx_commit = redis_tx_commit,
-    .tx_rollback = redis_tx_rollback,
-    .sp_begin = redis_sp_begin,
-    .sp_release = redis_sp_release,
-    .sp_rollback = redis_sp_rollback,
-    .job_insert = redis_job_insert,
-    .job_claim = redis_job_claim,
-    .job_started = redis_job_started,
-    .job_requeue = redis_job_requeue,
-    .job_finish = redis_job_finish,
-    .job_cancel_pending = redis_job_cancel_pending,
-    .job_get = redis_job_get,
-    .job_status = redis_job_status,
-    .jobs_list = redis_jobs_list,
-    .job_counts = redis_job_counts,
-    .trim_finished = redis_trim_finished,
-    .job_heartbeat = redis_job_heartbeat,
-    .job_next_due = redis_job_next_due,
-    .schedule_insert = redis_schedule_insert,
-    .schedule_update = redis_schedule_update,
-    .schedule_delete = redis_schedule_delete,
-    .schedule_get = redis_schedule_get,
-    .schedules_list = redis_schedules_list,
-    .runs_add = redis_runs_add,
-    .runs_clear = redis_runs_clear,
-    .schedules_refill = redis_schedules_refill,
-    .run_defer = redis_run_defer,
-    .runs_due = redis_runs_due,
-    .runs_list = redis_runs_list,
-    .run_end = redis_run_end,
-    .run_add_ended = redis_run_add_ended,
-    .event_add = redis_event_add,
-    .events_list = redis_events_list,
-    .events_head = redis_events_head,
-    .lease_acquire = redis_lease_acquire,
-    .lease_check = redis_lease_check,
-    .lease_release = redis_lease_release,
-    .lease_get = redis_lease_get,
-    .jobs_prune = redis_jobs_prune,
-    .events_prune = redis_events_prune,
-    .queue_put = redis_queue_put,
-    .queue_take = redis_queue_take,
-    .queue_ack = redis_queue_ack,
-    .queue_nack = redis_queue_nack,
-    .queue_extend = redis_queue_extend,
-    .queue_set = redis_queue_set,
-    .queue_get = redis_queue_get,
-    .queues_list = redis_queues_list,
-    .queue_delete = redis_queue_delete,
-    .queue_stats = redis_queue_stats,
-    .queue_items = redis_queue_items,
-    .queue_requeue = redis_queue_requeue,
-    .queue_purge = redis_queue_purge,
-    .node_beat = redis_node_beat,
-    .nodes_list = redis_nodes_list,
-    .nodes_reap = redis_nodes_reap,
-    .node_delete = redis_node_delete,
-    .job_cancel_request = redis_job_cancel_request,
-    .jobs_cancel_requested = redis_jobs_cancel_requested,
-    .egg_put = redis_egg_put,
-    .egg_get = redis_egg_get,
-    .eggs_list = redis_eggs_list,
-    .egg_delete = redis_egg_delete,
-    .notify = redis_notify,
     .watch_open = redis_watch_open,
-    .meta_get = redis_meta_get,
-    .meta_set = redis_meta_set,
+#define STORE_OP(op, params) .op = redis_##op,
+#include "store/ops.h"
 };

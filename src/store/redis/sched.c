@@ -210,14 +210,6 @@ static const char *const sched_src[RS_QUEUE_PUT] = {
         "redis.call('ZADD', P .. 'runs:ended', ARGV[6], PAD(id))\n"
         "LASTDUE(r.schedule_id, r.due_ms)\n"
         "return 0\n",
-    /* ARGV: P, schedule id, due, fire, state, job id, done, reason */
-    [RS_RUN_ADD_ENDED] =
-        "local sid = N(ARGV[2])\n"
-        "if redis.call('EXISTS', SK(sid)) == 0 then return E('ENOENT') end\n"
-        "local id = RADD(I(sid), ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8])\n"
-        "if id == 0 then return E('EEXIST') end\n"
-        "LASTDUE(I(sid), ARGV[3])\n"
-        "return id\n",
     /* ARGV: P, ts, type, schedule id, job id, data ('' = none) */
     [RS_EVENT_ADD] = "local id = redis.call('INCR', P .. 'events:seq')\n"
                      "local f = {'id', I(id), 'ts_ms', ARGV[2], 'type', ARGV[3],\n"
@@ -533,24 +525,6 @@ int redis_run_end(store_t *s, int64_t run_id, run_state_t state, int64_t job_id,
   ra_str(&a, reason);
   ra_i64(&a, now_ms);
   return redis_eval(RQ(s), RS_RUN_END, &a, NULL, "end run");
-}
-
-int redis_run_add_ended(store_t *s, sched_run_t *r) {
-  redis_args_t a = {0};
-  int64_t id = 0;
-  ra_i64(&a, r->schedule_id);
-  ra_i64(&a, r->due_ms);
-  ra_i64(&a, r->fire_ms ? r->fire_ms : r->due_ms);
-  ra_i64(&a, r->state);
-  ra_i64(&a, r->job_id);
-  ra_i64(&a, r->done_ms);
-  ra_str(&a, r->reason);
-  redisReply *rep = NULL;
-  int rc = redis_eval(RQ(s), RS_RUN_ADD_ENDED, &a, &rep, "add ended run");
-  if (!rc) id = rr_i64(rep);
-  if (rep) freeReplyObject(rep);
-  if (!rc) r->id = id;
-  return rc;
 }
 
 /* ---- events ---- */

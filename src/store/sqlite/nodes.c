@@ -2,6 +2,7 @@
  * node (the daemon that owns the file), so reaping never finds another; the
  * table is there so /api/v1/nodes answers alike on every backend. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +15,6 @@ enum {
   SN_LIST,
   SN_REAP_NODES,
   SN_REAP_JOBS,
-  SN_DELETE,
   SN_CANCEL_REQ,
   SN_CANCEL_LIST,
   SN_COUNT
@@ -34,7 +34,6 @@ static const char *const sqlite_nodes_sql[SN_COUNT] = {
     [SN_REAP_JOBS] =
         "UPDATE jobs SET state = 5, end_ms = ?1 WHERE state = 1 AND node IN "
         "(SELECT name FROM nodes WHERE dead = 1) RETURNING " SQLITE_JOB_COLS,
-    [SN_DELETE] = "DELETE FROM nodes WHERE name = ?1 AND dead = 1",
     [SN_CANCEL_REQ] = "UPDATE jobs SET cancel_ms = ?2 WHERE id = ?1 AND state = 1",
     [SN_CANCEL_LIST] = "SELECT " SQLITE_JOB_COLS " FROM jobs WHERE state = 1 AND node = ?1 "
                        "AND cancel_ms != 0 ORDER BY id",
@@ -127,25 +126,6 @@ int sqlite_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t time
   return rc;
 }
 
-int sqlite_node_delete(store_t *s, const char *name) {
-  struct sqlite_store *q = SQ(s);
-  sqlite3_stmt *st = sn_stmt(q, SN_DELETE);
-  if (!st) return SPD_ESTORE;
-  sqlite_bind_str(st, 1, name);
-  int rc = sqlite_changed(q, sqlite_done(q, st, "delete node"));
-  if (rc != -ENOENT) return rc;
-  /* Tell a live node from a missing one. */
-  node_list_t l = {0};
-  rc = sqlite_nodes_list(s, &l);
-  if (!rc) {
-    rc = -ENOENT;
-    for (size_t i = 0; i < l.n; i++)
-      if (!strcmp(l.v[i].name, name)) rc = -EBUSY;
-  }
-  node_list_release(&l);
-  return rc;
-}
-
 int sqlite_job_cancel_request(store_t *s, int64_t id, int64_t now_ms) {
   struct sqlite_store *q = SQ(s);
   sqlite3_stmt *st = sn_stmt(q, SN_CANCEL_REQ);
@@ -165,4 +145,34 @@ int sqlite_jobs_cancel_requested(store_t *s, const char *node, job_list_t *out) 
   if (!rc) rc = job_list_append(out, r.v, r.n);
   sqlite_rows_release(&r);
   return rc;
+}
+
+/* ---- what only a shared store does ----
+ * One node on one file: eggs stay in eggs_dir, there is nobody to notify
+ * and the write transaction already serializes claims. */
+
+int sqlite_claim_lock(store_t *s) { return 0; }
+
+int sqlite_notify(store_t *s, unsigned what) { return 0; }
+
+int sqlite_watch_open(const char *url, const char *rest, store_watch_t **out, char *err,
+                      size_t errlen) {
+  snprintf(err, errlen, "store '%s' has no notifications", url);
+  return -ENOTSUP;
+}
+
+int sqlite_egg_put(store_t *s, const char *project, const char *version, const void *data,
+                   size_t len, int64_t now_ms) {
+  return -ENOTSUP;
+}
+
+int sqlite_egg_get(store_t *s, const char *project, const char *version, void **data,
+                   size_t *len) {
+  return -ENOTSUP;
+}
+
+int sqlite_eggs_list(store_t *s, egg_list_t *out) { return -ENOTSUP; }
+
+int sqlite_egg_delete(store_t *s, const char *project, const char *version, int *count) {
+  return -ENOTSUP;
 }

@@ -37,7 +37,6 @@ enum {
   SS_RUN_CLEAR,
   SS_RUN_DUE,
   SS_RUN_END,
-  SS_RUN_ADD_ENDED,
   SS_EVENT_ADD,
   SS_EVENT_HEAD,
   SS_LEASE_ACQUIRE,
@@ -71,9 +70,6 @@ static const char *const sched_sql[SS_COUNT] = {
                    "ORDER BY fire_ms, id LIMIT ?2",
     [SS_RUN_END] = "UPDATE runs SET state = ?2, job_id = ?3, reason = ?4, done_ms = ?5 "
                    "WHERE id = ?1 AND state = 0 RETURNING schedule_id, due_ms",
-    [SS_RUN_ADD_ENDED] =
-        "INSERT INTO runs (schedule_id, due_ms, fire_ms, state, job_id, done_ms, reason) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (schedule_id, due_ms) DO NOTHING",
     [SS_EVENT_ADD] =
         "INSERT INTO events (ts_ms, type, schedule_id, job_id, data) VALUES (?1, ?2, ?3, ?4, ?5)",
     /* One statement decides and takes: free, expired, or ours. The token
@@ -451,35 +447,6 @@ int sqlite_run_end(store_t *s, int64_t run_id, run_state_t state, int64_t job_id
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "end run");
   sqlite3_reset(st);
   if (!rc) rc = set_last_due(q, schedule_id, due_ms);
-  return sqlite_auto_end(q, began, rc);
-}
-
-int sqlite_run_add_ended(store_t *s, sched_run_t *r) {
-  struct sqlite_store *q = SQ(s);
-  int began = 0;
-  sqlite3_stmt *st = sched_stmt(q, SS_RUN_ADD_ENDED);
-  if (!st) return SPD_ESTORE;
-  int rc = sqlite_auto_begin(q, &began);
-  if (rc) return rc;
-  sqlite3_bind_int64(st, 1, r->schedule_id);
-  sqlite3_bind_int64(st, 2, r->due_ms);
-  sqlite3_bind_int64(st, 3, r->fire_ms ? r->fire_ms : r->due_ms);
-  sqlite3_bind_int(st, 4, (int)r->state);
-  sqlite3_bind_int64(st, 5, r->job_id);
-  sqlite3_bind_int64(st, 6, r->done_ms);
-  sqlite_bind_str(st, 7, r->reason);
-  int src = sqlite3_step(st);
-  if (src == SQLITE_CONSTRAINT_FOREIGNKEY)
-    rc = -ENOENT;
-  else if (src != SQLITE_DONE)
-    rc = sqlite_fail(q, "add ended run");
-  else if (!sqlite3_changes(q->db))
-    rc = -EEXIST;
-  sqlite3_reset(st);
-  if (!rc) {
-    r->id = sqlite3_last_insert_rowid(q->db);
-    rc = set_last_due(q, r->schedule_id, r->due_ms);
-  }
   return sqlite_auto_end(q, began, rc);
 }
 
