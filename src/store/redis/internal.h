@@ -1,7 +1,8 @@
 /* The Redis backend's private header, shared by redis.c (connection,
  * reconnects, script loading, transactions, meta, notifications),
- * redis/jobs.c (jobs, nodes, eggs, history retention), redis/sched.c
- * (schedules, runs, events, leases) and redis/queue.c (task queues).
+ * jobs.c (jobs, nodes, eggs, history retention), sched.c
+ * (schedules, runs, events, leases) and queue.c (task queues); their Lua
+ * is in lua/NAME.lua, one file per C file (REDIS_SCRIPTS below).
  *
  * Every store op is one Lua script run with EVALSHA: Redis runs a script
  * alone, so each op is atomic, and each script checks everything before it
@@ -26,79 +27,81 @@
 
 #include "store/store_impl.h"
 
-/* Scripts, one per op (some ops have two); each file fills its own range
- * of sources (redis_*_scripts). */
+/* The scripts, one per op (some ops have two), in the order of the files
+ * they live in: src/store/redis/lua/NAME.lua, where "-- @script name" starts
+ * the script of X(NAME). The files are embedded at build time
+ * (CMakeLists.txt); redis.c puts lua/prelude.lua and the file's helpers (what
+ * comes before its first script) before each script. */
+#define REDIS_SCRIPTS(X) \
+  /* lua/core.lua */ \
+  X(OPEN) \
+  X(META_GET) \
+  X(META_SET) \
+  /* lua/jobs.lua */ \
+  X(JOB_INSERT) \
+  X(JOB_CLAIM) \
+  X(JOB_STARTED) \
+  X(JOB_REQUEUE) \
+  X(JOB_FINISH) \
+  X(JOB_CANCEL_PENDING) \
+  X(JOB_GET) \
+  X(JOB_STATUS) \
+  X(JOBS_LIST) \
+  X(JOB_COUNTS) \
+  X(TRIM_FINISHED) \
+  X(JOB_HEARTBEAT) \
+  X(JOB_NEXT_DUE) \
+  X(JOBS_PRUNE) \
+  X(NODE_BEAT) \
+  X(NODES_LIST) \
+  X(NODES_REAP) \
+  X(JOB_CANCEL_REQUEST) \
+  X(JOBS_CANCEL_REQUESTED) \
+  X(EGG_PUT) \
+  X(EGG_GET) \
+  X(EGGS_LIST) \
+  X(EGG_DELETE) \
+  /* lua/sched.lua */ \
+  X(SCHEDULE_PUT) \
+  X(SCHEDULE_DELETE) \
+  X(SCHEDULE_GET) \
+  X(SCHEDULES_LIST) \
+  X(SCHEDULES_REFILL) \
+  X(RUNS_ADD) \
+  X(RUNS_CLEAR) \
+  X(RUN_DEFER) \
+  X(RUNS_DUE) \
+  X(RUNS_LIST) \
+  X(RUN_END) \
+  X(EVENT_ADD) \
+  X(EVENTS_LIST) \
+  X(EVENTS_HEAD) \
+  X(EVENTS_PRUNE) \
+  X(LEASE_ACQUIRE) \
+  X(LEASE_CHECK) \
+  X(LEASE_RELEASE) \
+  X(LEASE_GET) \
+  /* lua/queue.lua */ \
+  X(QUEUE_PUT) \
+  X(QUEUE_TAKE) \
+  X(QUEUE_ACK) \
+  X(QUEUE_NACK) \
+  X(QUEUE_EXTEND) \
+  X(QUEUE_SET) \
+  X(QUEUE_GET) \
+  X(QUEUES_LIST) \
+  X(QUEUE_DELETE) \
+  X(QUEUE_STATS) \
+  X(QUEUE_ITEMS) \
+  X(QUEUE_REQUEUE) \
+  X(QUEUE_PURGE)
+
 enum redis_script {
-  /* redis.c */
-  RS_OPEN,
-  RS_META_GET,
-  RS_META_SET,
-  /* redis/jobs.c */
-  RS_JOB_INSERT,
-  RS_JOB_CLAIM,
-  RS_JOB_STARTED,
-  RS_JOB_REQUEUE,
-  RS_JOB_FINISH,
-  RS_JOB_CANCEL_PENDING,
-  RS_JOB_GET,
-  RS_JOB_STATUS,
-  RS_JOBS_LIST,
-  RS_JOB_COUNTS,
-  RS_TRIM_FINISHED,
-  RS_JOB_HEARTBEAT,
-  RS_JOB_NEXT_DUE,
-  RS_JOBS_PRUNE,
-  RS_NODE_BEAT,
-  RS_NODES_LIST,
-  RS_NODES_REAP,
-  RS_JOB_CANCEL_REQUEST,
-  RS_JOBS_CANCEL_REQUESTED,
-  RS_EGG_PUT,
-  RS_EGG_GET,
-  RS_EGGS_LIST,
-  RS_EGG_DELETE,
-  /* redis/sched.c */
-  RS_SCHEDULE_PUT,
-  RS_SCHEDULE_DELETE,
-  RS_SCHEDULE_GET,
-  RS_SCHEDULES_LIST,
-  RS_SCHEDULES_REFILL,
-  RS_RUNS_ADD,
-  RS_RUNS_CLEAR,
-  RS_RUN_DEFER,
-  RS_RUNS_DUE,
-  RS_RUNS_LIST,
-  RS_RUN_END,
-  RS_EVENT_ADD,
-  RS_EVENTS_LIST,
-  RS_EVENTS_HEAD,
-  RS_EVENTS_PRUNE,
-  RS_LEASE_ACQUIRE,
-  RS_LEASE_CHECK,
-  RS_LEASE_RELEASE,
-  RS_LEASE_GET,
-  /* redis/queue.c */
-  RS_QUEUE_PUT,
-  RS_QUEUE_TAKE,
-  RS_QUEUE_ACK,
-  RS_QUEUE_NACK,
-  RS_QUEUE_EXTEND,
-  RS_QUEUE_SET,
-  RS_QUEUE_GET,
-  RS_QUEUES_LIST,
-  RS_QUEUE_DELETE,
-  RS_QUEUE_STATS,
-  RS_QUEUE_ITEMS,
-  RS_QUEUE_REQUEUE,
-  RS_QUEUE_PURGE,
+#define X(name) RS_##name,
+  REDIS_SCRIPTS(X)
+#undef X
   RS_COUNT
 };
-
-/* Each file's scripts: src[id] = the script's Lua (after the shared
- * prelude and the file's helpers, *helpers). */
-void redis_jobs_scripts(const char **src, const char **helpers);
-void redis_sched_scripts(const char **src, const char **helpers);
-void redis_queue_scripts(const char **src, const char **helpers);
 
 struct redis_store {
   struct store base;
@@ -155,7 +158,6 @@ void redis_note(struct redis_store *q, unsigned what);
 /* Reply readers. */
 int64_t rr_i64(const redisReply *r);          /* integer or numeric string; else 0 */
 double rr_dbl(const redisReply *r);
-int rr_str(const redisReply *r, char **out);  /* strdup; nil / "" -> NULL */
 int rr_strz(const redisReply *r, char **out); /* strdup; nil -> NULL, "" kept */
 int rr_json(const redisReply *r, json_t **out); /* nil / "" -> NULL */
 /* Field value of a flat [field, value, ...] array, or NULL. */

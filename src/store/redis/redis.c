@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/time.h>
 
@@ -164,12 +165,6 @@ int rr_strz(const redisReply *r, char **out) {
   return 0;
 }
 
-int rr_str(const redisReply *r, char **out) {
-  *out = NULL;
-  if (!r || r->type != REDIS_REPLY_STRING || r->len == 0) return 0;
-  return rr_strz(r, out);
-}
-
 int rr_json(const redisReply *r, json_t **out) {
   *out = NULL;
   if (!r || r->type != REDIS_REPLY_STRING || r->len == 0) return 0;
@@ -225,39 +220,14 @@ int redis_decode(const redisReply *r, const struct redis_field *f, size_t nf, vo
 
 /* ---- scripts ---- */
 
-/* Shared by every script: ARGV[1] is the key prefix. Numbers that go back
- * into keys or replies are formatted with I() (Lua's tostring keeps only 14
- * digits); values the client sent are stored as the strings it sent. */
-static const char redis_prelude[] =
-    "local P = ARGV[1]\n"
-    "local function I(n) return string.format('%.0f', n) end\n"
-    "local function N(v) return tonumber(v) or 0 end\n"
-    "local function E(code) return redis.error_reply(code) end\n"
-    "local function H(k)\n"
-    "  local r = redis.call('HGETALL', k)\n"
-    "  if #r == 0 then return nil end\n"
-    "  local t = {}\n"
-    "  for i = 1, #r, 2 do t[r[i]] = r[i + 1] end\n"
-    "  return t\n"
-    "end\n"
-    "local function FLAT(t)\n"
-    "  local r = {}\n"
-    "  for k, v in pairs(t) do r[#r + 1] = k; r[#r + 1] = v end\n"
-    "  return r\n"
-    "end\n";
+/* The Lua files (src/store/redis/lua/), embedded at build time. */
+extern const unsigned char redis_lua_prelude[], redis_lua_core[], redis_lua_jobs[],
+    redis_lua_sched[], redis_lua_queue[];
 
-static const char *const redis_core_src[] = {
-    /* ARGV: P, schema version, a fresh secret */
-    [RS_OPEN] = "local v = N(redis.call('GET', P .. 'schema'))\n"
-                "if v > N(ARGV[2]) then return E('ENEWER ' .. I(v)) end\n"
-                "if v < N(ARGV[2]) then redis.call('SET', P .. 'schema', ARGV[2]) end\n"
-                "redis.call('HSETNX', P .. 'meta', 'auth.job_secret', ARGV[3])\n"
-                "return 0\n",
-    [RS_META_GET] = "local v = redis.call('HGET', P .. 'meta', ARGV[2])\n"
-                    "if not v then return E('ENOENT') end\n"
-                    "return v\n",
-    [RS_META_SET] = "redis.call('HSET', P .. 'meta', ARGV[2], ARGV[3])\n"
-                    "return 0\n",
+static const char *const redis_script_names[RS_COUNT] = {
+#define X(name) #name,
+    REDIS_SCRIPTS(X)
+#undef X
 };
 
 /* Every script's full text, built once. */
@@ -265,36 +235,65 @@ static char *redis_text[RS_COUNT];
 static pthread_once_t redis_text_once = PTHREAD_ONCE_INIT;
 static int redis_text_ok;
 
-static char *redis_concat(const char *a, const char *b, const char *c) {
-  size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
-  char *s = malloc(la + lb + lc + 1);
-  if (!s) return NULL;
-  memcpy(s, a, la);
-  memcpy(s + la, b, lb);
-  memcpy(s + la + lb, c, lc + 1);
-  return s;
+#define REDIS_MARK "-- @script "
+
+/* The script named by the marker line at p ("-- @script name\n"), or -1. */
+static int redis_script_id(const char *p) {
+  const char *name = p + strlen(REDIS_MARK), *end = strchr(name, '\n');
+  size_t n = end ? (size_t)(end - name) : strlen(name);
+  for (int i = 0; i < RS_COUNT; i++)
+    if (strlen(redis_script_names[i]) == n && !strncasecmp(redis_script_names[i], name, n))
+      return i;
+  return -1;
+}
+
+/* The next marker line at or after p (at a line start), or NULL. */
+static const char *redis_next_mark(const char *text, const char *p) {
+  for (; (p = strstr(p, REDIS_MARK)); p++)
+    if (p == text || p[-1] == '\n') return p;
+  return NULL;
+}
+
+/* Splits one file into its scripts: each becomes prelude + the file's
+ * helpers + its own text. 0, or -1 (logged) for an unknown or repeated
+ * name. */
+static int redis_split(const char *file, const char *text) {
+  const char *prelude = (const char *)redis_lua_prelude;
+  const char *mark = redis_next_mark(text, text);
+  size_t lp = strlen(prelude), lh = mark ? (size_t)(mark - text) : strlen(text);
+  while (mark) {
+    int id = redis_script_id(mark);
+    const char *body = strchr(mark, '\n');
+    body = body ? body + 1 : mark + strlen(mark);
+    const char *next = redis_next_mark(text, body);
+    size_t lb = next ? (size_t)(next - body) : strlen(body);
+    if (id < 0 || redis_text[id]) {
+      log_error("store", "redis: lua/%s.lua: %s script %.*s", file,
+                id < 0 ? "unknown" : "repeated", (int)strcspn(mark, "\n"), mark);
+      return -1;
+    }
+    char *t = malloc(lp + lh + lb + 1);
+    if (!t) return -1;
+    memcpy(t, prelude, lp);
+    memcpy(t + lp, text, lh);
+    memcpy(t + lp + lh, body, lb);
+    t[lp + lh + lb] = '\0';
+    redis_text[id] = t;
+    mark = next;
+  }
+  return 0;
 }
 
 static void redis_text_build(void) {
-  const char *src[RS_COUNT] = {0}, *helpers[RS_COUNT] = {0};
-  const char *jobs_h = "", *sched_h = "", *queue_h = "";
-  for (int i = 0; i < RS_META_SET + 1; i++) src[i] = redis_core_src[i];
-  redis_jobs_scripts(src, &jobs_h);
-  redis_sched_scripts(src, &sched_h);
-  redis_queue_scripts(src, &queue_h);
-  for (int i = 0; i < RS_COUNT; i++)
-    helpers[i] = i < RS_JOB_INSERT ? "" : i < RS_SCHEDULE_PUT ? jobs_h
-                                      : i < RS_QUEUE_PUT      ? sched_h
-                                                              : queue_h;
-  redis_text_ok = 1;
+  redis_text_ok = !redis_split("core", (const char *)redis_lua_core) &&
+                  !redis_split("jobs", (const char *)redis_lua_jobs) &&
+                  !redis_split("sched", (const char *)redis_lua_sched) &&
+                  !redis_split("queue", (const char *)redis_lua_queue);
   for (int i = 0; i < RS_COUNT; i++) {
-    if (!src[i]) {
-      log_error("store", "redis: script %d has no source", i);
+    if (!redis_text[i]) {
+      log_error("store", "redis: script %s has no source", redis_script_names[i]);
       redis_text_ok = 0;
-      continue;
     }
-    redis_text[i] = redis_concat(redis_prelude, helpers[i], src[i]);
-    if (!redis_text[i]) redis_text_ok = 0;
   }
 }
 
@@ -319,7 +318,7 @@ static int redis_load(struct redis_store *q, int id, char *err, size_t errlen) {
       memcpy(q->sha[i], r->str, 40);
       q->sha[i][40] = '\0';
     } else if (!rc) {
-      snprintf(err, errlen, "redis: cannot load script %d: %s", i,
+      snprintf(err, errlen, "redis: cannot load script %s: %s", redis_script_names[i],
                r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
       rc = SPD_ESTORE;
     }
