@@ -53,21 +53,6 @@ void sched_run_list_release(sched_run_list_t *l) {
   l->n = 0;
 }
 
-void event_release(event_t *e) {
-  if (!e) return;
-  free(e->type);
-  json_decref(e->data);
-  memset(e, 0, sizeof(*e));
-}
-
-void event_list_release(event_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) event_release(&l->v[i]);
-  free(l->v);
-  l->v = NULL;
-  l->n = 0;
-}
-
 static const char *name_of(const char *const *names, int n, int v) {
   return v >= 0 && v < n ? names[v] : "unknown";
 }

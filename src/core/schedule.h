@@ -1,9 +1,8 @@
-/* Schedules, their runs, and the event log: the records the scheduler keeps
- * in the store. A schedule says when (cron / interval / once, in a zone)
+/* Schedules and their runs: the records the scheduler keeps in the store. A schedule says when (cron / interval / once, in a zone)
  * and what (a job template); each due time becomes a run, materialised
  * ahead of time, which ends fired (a job was queued), missed or skipped.
  *
- * Ownership: a schedule_t, sched_run_t or event_t owns every string and
+ * Ownership: a schedule_t or sched_run_t owns every string and
  * JSON value it points to; *_release frees them (not the struct), the list
  * releases free the array too.
  */
@@ -100,27 +99,11 @@ typedef struct sched_run_list {
   size_t n;
 } sched_run_list_t;
 
-typedef struct event {
-  int64_t id;         /* increasing: the cursor of /api/v1/events */
-  int64_t ts_ms;
-  char *type;         /* "schedule.created", "job.finished", "run.missed", ... */
-  int64_t schedule_id;
-  int64_t job_id;
-  json_t *data;       /* object or NULL */
-} event_t;
-
-typedef struct event_list {
-  event_t *v;
-  size_t n;
-} event_list_t;
-
 void schedule_init(schedule_t *s);   /* empty values: tz NULL, catchup_max 1 */
 void schedule_release(schedule_t *s);
 void schedule_list_release(schedule_list_t *l);
 void sched_run_release(sched_run_t *r);
 void sched_run_list_release(sched_run_list_t *l);
-void event_release(event_t *e);
-void event_list_release(event_list_t *l);
 
 /* Compiles sc's timing (kind, expr / interval / once time, zone, start and
  * end, jitter) into spec (initialised here; cron_spec_release it). An

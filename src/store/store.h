@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/event.h"
 #include "core/job.h"
 #include "core/queue.h"
 #include "core/schedule.h"
