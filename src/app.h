@@ -11,9 +11,9 @@
 #include "run/janitor.h"
 #include "run/launcher.h"
 #include "run/scheduler.h"
-#include "run/spiders.h"
+#include "api/spiders.h"
 #include "run/webhooks.h"
-#include "run/jobtoken.h"
+#include "flow/jobtoken.h"
 #include "store/async.h"
 
 typedef struct app {
@@ -34,7 +34,7 @@ typedef struct app {
   struct api_common *api_common; /* api/common.c's state, shared by the faces */
   struct sse_hub *sse;           /* api/sse.c: live event streams */
   struct api_queues *queues;     /* api/ops_queues.c: takers waiting for elements */
-  char job_secret[JOBTOKEN_SECRET_HEX + 1]; /* signs job tokens (run/jobtoken.h) */
+  char job_secret[JOBTOKEN_SECRET_HEX + 1]; /* signs job tokens (flow/jobtoken.h) */
 } app_t;
 
 typedef struct api_common api_common_t;

@@ -13,7 +13,7 @@
 #include "core/names.h"
 #include "error.h"
 #include "log.h"
-#include "run/eggsync.h"
+#include "flow/eggsync.h"
 #include "store/eggs.h"
 
 /* A project's version stems as last read from eggs_dir/<project>, valid

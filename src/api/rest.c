@@ -19,7 +19,7 @@
 #include "api/sse.h"
 #include "app.h"
 #include "error.h"
-#include "run/jobtoken.h"
+#include "flow/jobtoken.h"
 
 #define PREFIX "/api/v1"
 

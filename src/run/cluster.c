@@ -11,7 +11,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
-#include "run/eggsync.h"
+#include "flow/eggsync.h"
 #include "run/supervise.h"
 
 #define CANCELS_SEEN 64   /* jobs whose cancel request was acted on (once each: the

@@ -77,7 +77,7 @@ unsigned launcher_running(const launcher_t *l);
  * exited (spawned or adopted)? */
 int launcher_job_running(const launcher_t *l, int64_t job_id);
 
-/* The secret that signs each job's SPIDERD_TOKEN (run/jobtoken.h);
+/* The secret that signs each job's SPIDERD_TOKEN (flow/jobtoken.h);
  * borrowed for the launcher's life. NULL: jobs get no token. */
 void launcher_set_job_secret(launcher_t *l, const char *secret);
 

@@ -1,4 +1,4 @@
-/* Spider listings (run/spiders.c) and the runner environment (run/env.c).
+/* Spider listings (api/spiders.c) and the runner environment (flow/env.c).
  * The runner is a shell script standing in for `python -m spiderd_runner`, so
  * these tests need neither Scrapy nor the Python runner. */
 #include <setjmp.h>
@@ -20,8 +20,8 @@
 
 #include "config.h"
 #include "error.h"
-#include "run/env.h"
-#include "run/spiders.h"
+#include "flow/env.h"
+#include "api/spiders.h"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -224,7 +224,7 @@ static const char *const sqlite_migrations[] = {
     ") WITHOUT ROWID;"
     "CREATE INDEX qk_open ON queue_keys(queue_id, head_pri DESC, head_due) WHERE open = 1;"
     "CREATE INDEX qk_wake ON queue_keys(queue_id, wake_ms) WHERE open = 0 AND wake_ms > 0;"
-    /* The job tokens' secret (run/jobtoken.h), made with the schema: the
+    /* The job tokens' secret (flow/jobtoken.h), made with the schema: the
      * migration runs once under the write lock, so nodes starting together
      * on one store cannot each make a different one. */
     "INSERT OR IGNORE INTO meta (key, value) "

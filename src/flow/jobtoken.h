@@ -7,8 +7,8 @@
  * sharing a store agree on it). Whether the job still runs is the caller's
  * question.
  */
-#ifndef SPIDERD_RUN_JOBTOKEN_H
-#define SPIDERD_RUN_JOBTOKEN_H
+#ifndef SPIDERD_FLOW_JOBTOKEN_H
+#define SPIDERD_FLOW_JOBTOKEN_H
 
 #include <stddef.h>
 #include <stdint.h>

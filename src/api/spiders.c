@@ -1,4 +1,4 @@
-#include "run/spiders.h"
+#include "api/spiders.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -11,7 +11,7 @@
 #include "core/names.h"
 #include "error.h"
 #include "log.h"
-#include "run/env.h"
+#include "flow/env.h"
 
 #ifndef SPIDERD_DEFAULT_PYTHON
 #define SPIDERD_DEFAULT_PYTHON "python3"

@@ -1,4 +1,4 @@
-#include "run/env.h"
+#include "flow/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,8 +4,8 @@
  * file I/O and store calls); nothing here touches the loop.
  *
  * Ownership: nothing returned is owned by the caller. */
-#ifndef SPIDERD_RUN_EGGSYNC_H
-#define SPIDERD_RUN_EGGSYNC_H
+#ifndef SPIDERD_FLOW_EGGSYNC_H
+#define SPIDERD_FLOW_EGGSYNC_H
 
 #include "store/store.h"
 

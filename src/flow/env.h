@@ -4,8 +4,8 @@
  * Ownership: returns a malloc'd NULL-terminated array of malloc'd "K=V"
  * strings; free it with env_free().
  */
-#ifndef SPIDERD_RUN_ENV_H
-#define SPIDERD_RUN_ENV_H
+#ifndef SPIDERD_FLOW_ENV_H
+#define SPIDERD_FLOW_ENV_H
 
 #include "config.h"
 

@@ -1,5 +1,5 @@
 /* Egg copies between a shared store and eggs_dir (eggsync.h). */
-#include "run/eggsync.h"
+#include "flow/eggsync.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-#include "run/jobtoken.h"
+#include "flow/jobtoken.h"
 
 #include <errno.h>
 #include <stdio.h>

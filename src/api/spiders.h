@@ -14,8 +14,8 @@
  * Runs on the loop thread only. Ownership: names and error_text passed to the
  * callback are borrowed for the callback's duration only.
  */
-#ifndef SPIDERD_RUN_SPIDERS_H
-#define SPIDERD_RUN_SPIDERS_H
+#ifndef SPIDERD_API_SPIDERS_H
+#define SPIDERD_API_SPIDERS_H
 
 #include <stddef.h>
 #include <uv.h>
