@@ -6,15 +6,20 @@
 
 #include <uv.h>
 
-#include "config.h"
-#include "http/http.h"
-#include "run/janitor.h"
-#include "run/launcher.h"
-#include "run/scheduler.h"
 #include "api/spiders.h"
-#include "run/webhooks.h"
+#include "config.h"
+#include "flow/flow.h"
 #include "flow/jobtoken.h"
+#include "http/http.h"
 #include "store/async.h"
+
+/* run/'s modules, which the faces reach only through app->flow (flow/flow.h);
+ * main.c makes and frees them. */
+struct launcher;
+struct janitor;
+struct scheduler;
+struct webhooks;
+struct cluster;
 
 typedef struct app {
   uv_loop_t *loop;
@@ -22,11 +27,12 @@ typedef struct app {
   store_pool_t *store;
   http_server_t *http;
   spiders_t *spiders;
-  launcher_t *launcher;
-  janitor_t *janitor;
-  scheduler_t *scheduler;
-  webhooks_t *webhooks;
+  struct launcher *launcher;
+  struct janitor *janitor;
+  struct scheduler *scheduler;
+  struct webhooks *webhooks;
   struct cluster *cluster;       /* run/cluster.c: nodes sharing the store */
+  flow_hooks_t flow;             /* what the faces ask of run/ */
   job_counters_t counters;
   int stopping;
   int64_t started_ms;      /* wall clock when serving began (status uptime) */

@@ -7,4 +7,9 @@
 
 int64_t clock_wall_ms(void);
 
+/* A duration setting in seconds as milliseconds: 0 for none (not > 0),
+ * at most ten years (beyond it a timeout means "never", and int64 math on
+ * it stays safe). */
+int64_t clock_secs_ms(double s);
+
 #endif

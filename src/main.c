@@ -11,6 +11,10 @@
 #include "api/common.h"
 #include "app.h"
 #include "run/cluster.h"
+#include "run/janitor.h"
+#include "run/launcher.h"
+#include "run/scheduler.h"
+#include "run/webhooks.h"
 #include "cli/cli.h"
 #include "error.h"
 #include "fsutil.h"
@@ -70,6 +74,7 @@ static void cluster_stopped(void *ud) {
   app->store = NULL;
   http_server_stop(app->http);
   app->http = NULL;
+  app->flow = (flow_hooks_t){0};
   launcher_free(app->launcher);
   app->launcher = NULL;
   scheduler_free(app->scheduler);
@@ -208,6 +213,24 @@ static int make_dirs(const config_t *cfg, char *err, size_t errlen) {
   return 0;
 }
 
+/* app->flow's hooks: what the faces ask of the launcher and the scheduler. */
+static void flow_dispatch_hook(void *l) { launcher_dispatch(l); }
+static int flow_signal_hook(void *l, const char *project, const char *jobid, int sig,
+                            int *found) {
+  return launcher_cancel(l, project, jobid, sig, found);
+}
+static int flow_running_hook(void *l, int64_t id) { return launcher_job_running(l, id); }
+static void flow_schedules_hook(void *s) { scheduler_kick(s); }
+
+static void wire_flow(app_t *app) {
+  app->flow = (flow_hooks_t){.launcher = app->launcher,
+                             .scheduler = app->scheduler,
+                             .dispatch = flow_dispatch_hook,
+                             .signal = flow_signal_hook,
+                             .running_here = flow_running_hook,
+                             .schedules_changed = flow_schedules_hook};
+}
+
 static int serve(int argc, char **argv) {
   server_t srv;
   memset(&srv, 0, sizeof(srv));
@@ -257,6 +280,7 @@ static int serve(int argc, char **argv) {
   if ((rc = cluster_init(&app->cluster, app->loop, cfg, app->store, app->launcher,
                          store_pool_shared(app->store), &hooks, err, sizeof(err))))
     goto fail;
+  wire_flow(app);
   launcher_on_end(app->launcher, job_ended, app);
   launcher_set_job_secret(app->launcher, app->job_secret);
   http_options_t ho = {
@@ -305,7 +329,7 @@ static int serve(int argc, char **argv) {
     log_info("main", "web console available at unix:%s", cfg->unix_socket_path);
   app->started_ms = clock_wall_ms();
   launcher_adopt(app->launcher, &running);
-  launcher_kick(app->launcher);
+  launcher_dispatch(app->launcher);
   uv_run(app->loop, UV_RUN_DEFAULT);
   rc = 0;
   goto out;

@@ -14,6 +14,7 @@
 #include "error.h"
 #include "log.h"
 #include "flow/eggsync.h"
+#include "flow/jobs.h"
 #include "store/eggs.h"
 
 /* A project's version stems as last read from eggs_dir/<project>, valid
@@ -381,7 +382,7 @@ typedef struct enqueue {
  * end in between) in place of the job. */
 static int enqueue_fn(store_t *s, void *arg) {
   enqueue_t *e = arg;
-  int rc = store_job_insert(s, e->job);
+  int rc = jobs_enqueue(s, e->job, NULL);
   if (rc == SPD_ECONFLICT && e->job->unique_key) {
     job_t held;
     rc = store_job_get(s, e->job->id, &held);
@@ -394,13 +395,6 @@ static int enqueue_fn(store_t *s, void *arg) {
     }
     return rc == -ENOENT ? SPD_ESTORE : rc;
   }
-  if (rc) return rc;
-  event_t ev = {.type = "job.queued", .schedule_id = e->job->schedule_id, .job_id = e->job->id,
-                .ts_ms = e->job->created_ms,
-                .data = json_pack("{s:s, s:s, s:s}", "project", e->job->project, "spider",
-                                  e->job->spider, "jobid", e->job->jobid)};
-  rc = ev.data ? store_event_add(s, &ev) : -ENOMEM;
-  json_decref(ev.data);
   return rc;
 }
 
@@ -408,7 +402,7 @@ static void enqueue_done(void *arg, int rc) {
   enqueue_t *e = arg;
   if (!rc && !e->existing) {
     e->app->counters.pending++;
-    launcher_kick(e->app->launcher);
+    flow_dispatch(&e->app->flow);
   }
   e->cb(e->ud, rc, rc ? API_JOB_STORE : e->existing ? API_JOB_EXISTING : 0, NULL);
   free(e);
@@ -450,111 +444,43 @@ typedef struct cancel {
   app_t *app;
   char *project, *jobid;
   int sig;
-  int found, count; /* the job's own processes and pending entries */
-  int family;       /* pending descendants cancelled */
-  int remote;       /* running on other nodes, asked to stop */
-  job_list_t running; /* running descendants, stopped by the launcher */
+  int found;         /* the job's own processes on this node, signalled */
+  jobs_cancel_t op;  /* the store's side: pending entries, the family, other nodes */
   api_cancel_cb cb;
   void *ud;
 } cancel_t;
 
 static void cancel_free(cancel_t *c) {
-  job_list_release(&c->running);
+  job_list_release(&c->op.running);
   free(c->project);
   free(c->jobid);
   free(c);
 }
 
-#define CANCEL_FAMILY_MAX 10000 /* descendants reached by one cancel */
-
-/* Cancels the pending jobs of project + jobid, with a job.cancelled event
- * each; adds how many to *count. */
-static int cancel_pending(store_t *s, const char *project, const char *jobid, int64_t now,
-                          int *count) {
-  job_list_t l = {0};
-  job_filter_t f = {.project = project, .jobid = jobid, .states = 1u << JOB_PENDING};
-  int n = 0, rc = store_jobs_list(s, &f, &l);
-  if (!rc) rc = store_job_cancel_pending(s, project, jobid, now, &n);
-  for (size_t i = 0; i < l.n && !rc; i++) {
-    event_t ev = {.type = "job.cancelled", .schedule_id = l.v[i].schedule_id, .job_id = l.v[i].id,
-                  .data = json_pack("{s:s, s:s, s:s, s:b}", "project", l.v[i].project, "spider",
-                                    l.v[i].spider, "jobid", l.v[i].jobid, "started", 0)};
-    rc = store_event_add(s, &ev);
-    json_decref(ev.data);
-  }
-  job_list_release(&l);
-  *count += n;
-  return rc;
-}
-
-/* Asks the node running j, when it is another node, to stop it: 1 when
- * asked, 0 when j is not running elsewhere. */
-static int cancel_remote(store_t *s, cancel_t *c, const job_t *j, int64_t now) {
-  if (j->state != JOB_RUNNING || !j->node || !strcmp(j->node, c->app->cfg.node_name)) return 0;
-  int rc = store_job_cancel_request(s, j->id, now);
-  return rc == -ENOENT ? 0 : rc ? rc : 1;
-}
-
-/* The job's pending entries, and every pending or running descendant: a
- * parent's cancel is its children's. Running ones are collected for the
- * launcher, which owns their processes. */
 static int cancel_fn(store_t *s, void *arg) {
   cancel_t *c = arg;
-  int64_t now = clock_wall_ms();
-  job_list_t family = {0};
-  job_filter_t f = {.project = c->project, .jobid = c->jobid};
-  int rc = store_jobs_list(s, &f, &family);
-  if (!rc) rc = cancel_pending(s, c->project, c->jobid, now, &c->count);
-  /* Running on another node (a shared store): that node stops it. */
-  for (size_t i = 0; i < family.n && !rc; i++)
-    if ((rc = cancel_remote(s, c, &family.v[i], now)) == 1) {
-      c->remote++;
-      rc = 0;
-    }
-  /* Breadth first over the family; `family` grows as children are found. */
-  for (size_t i = 0; i < family.n && family.n < CANCEL_FAMILY_MAX && !rc; i++) {
-    job_list_t kids = {0};
-    job_filter_t kf = {.parent_id = family.v[i].id,
-                       .states = 1u << JOB_PENDING | 1u << JOB_RUNNING};
-    rc = store_jobs_list(s, &kf, &kids);
-    for (size_t k = 0; k < kids.n && !rc; k++) {
-      job_t *kid = &kids.v[k];
-      if (kid->state == JOB_PENDING) {
-        rc = cancel_pending(s, kid->project, kid->jobid, now, &c->family);
-      } else if ((rc = cancel_remote(s, c, kid, now)) == 1) {
-        rc = 0;
-      } else if (!rc) {
-        job_t copy = {.project = strdup(kid->project), .jobid = strdup(kid->jobid)};
-        rc = copy.project && copy.jobid ? job_list_append(&c->running, &copy, 1) : -ENOMEM;
-        job_release(&copy);
-      }
-      if (!rc) rc = job_list_append(&family, kid, 1);
-    }
-    job_list_release(&kids);
-  }
-  job_list_release(&family);
-  return rc;
+  return jobs_cancel(s, &c->op, clock_wall_ms());
 }
 
 static void cancel_done(void *arg, int rc) {
   cancel_t *c = arg;
   if (!rc) {
-    c->app->counters.pending -= c->count + c->family;
+    c->app->counters.pending -= c->op.count + c->op.family;
     if (c->app->counters.pending < 0) c->app->counters.pending = 0;
-    for (size_t i = 0; i < c->running.n; i++) {
+    for (size_t i = 0; i < c->op.running.n; i++) {
       int found = 0;
-      launcher_cancel(c->app->launcher, c->running.v[i].project, c->running.v[i].jobid, c->sig,
-                      &found);
+      flow_signal(&c->app->flow, c->op.running.v[i].project, c->op.running.v[i].jobid, c->sig,
+                  &found);
     }
   }
-  c->cb(c->ud, rc, c->found + c->remote, c->count);
+  c->cb(c->ud, rc, c->found + c->op.remote, c->op.count);
   cancel_free(c);
 }
 
 int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
                    api_cancel_cb cb, void *ud) {
   int found = 0;
-  launcher_cancel(app->launcher, project, jobid, sig, &found);
+  flow_signal(&app->flow, project, jobid, sig, &found);
   cancel_t *c = calloc(1, sizeof(*c));
   if (!c) return -ENOMEM;
   c->app = app;
@@ -568,6 +494,9 @@ int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
     cancel_free(c);
     return -ENOMEM;
   }
+  c->op.project = c->project;
+  c->op.jobid = c->jobid;
+  c->op.node = app->cfg.node_name;
   int rc = store_submit(app->store, STORE_WRITE, cancel_fn, c, cancel_done);
   if (rc) cancel_free(c);
   return rc;

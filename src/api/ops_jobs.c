@@ -12,6 +12,7 @@
 #include "api/proxy.h"
 #include "api/common.h"
 #include "api/ops_impl.h"
+#include "flow/jobs.h"
 #include "core/cron.h"
 #include "error.h"
 
@@ -488,8 +489,8 @@ static void tail_found(void *arg, int rc) {
     if (rc) op_fail(c, rc, NULL, "%s", spd_strerror(rc));
     return;
   }
-  c->path = items ? launcher_items_path(&c->app->cfg, j->project, j->spider, j->jobid)
-                  : launcher_log_path(&c->app->cfg, j->project, j->spider, j->jobid);
+  c->path = items ? jobs_items_path(&c->app->cfg, j->project, j->spider, j->jobid)
+                  : jobs_log_path(&c->app->cfg, j->project, j->spider, j->jobid);
   if (!c->path) {
     op_fail(c, SPD_ENOFILE, json_pack("{s:I}", "id", (json_int_t)j->id),
             items ? "items are not stored on this node (items_dir is empty or a URL)"

@@ -305,7 +305,7 @@ static void done_schedule(void *arg, int rc) {
     op_fail(c, code, NULL, "%s", c->err[0] ? c->err : spd_strerror(rc));
     return;
   }
-  scheduler_kick(c->app->scheduler);
+  flow_schedules_changed(&c->app->flow);
   json_t *r = c->result;
   c->result = NULL;
   op_ok(c, r);

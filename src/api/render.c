@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "run/launcher.h"
+#include "flow/jobs.h"
 
 /* jansson writes \u escapes in upper case; Python in lower case. Only the
  * hex digits of real escapes change: a "\\u" is an escaped backslash
@@ -82,7 +82,7 @@ static int ran_elsewhere(const config_t *cfg, const job_t *j) {
 }
 
 char *render_log_url(const config_t *cfg, const job_t *j) {
-  char *path = launcher_log_path(cfg, j->project, j->spider, j->jobid);
+  char *path = jobs_log_path(cfg, j->project, j->spider, j->jobid);
   char *url = NULL;
   if ((file_exists(path) || ran_elsewhere(cfg, j)) &&
       asprintf(&url, "/logs/%s/%s/%s.log", j->project, j->spider, j->jobid) < 0)
@@ -92,7 +92,7 @@ char *render_log_url(const config_t *cfg, const job_t *j) {
 }
 
 char *render_items_url(const config_t *cfg, const job_t *j) {
-  char *path = launcher_items_path(cfg, j->project, j->spider, j->jobid);
+  char *path = jobs_items_path(cfg, j->project, j->spider, j->jobid);
   char *url = NULL;
   if ((file_exists(path) || ran_elsewhere(cfg, j)) &&
       asprintf(&url, "/items/%s/%s/%s.jl", j->project, j->spider, j->jobid) < 0)

@@ -357,7 +357,7 @@ static int64_t bearer_check(void *ud, const char *method, const char *path, cons
   int rpc = !strcmp(rest, "/jsonrpc") || !strcmp(rest, "/jsonrpc/");
   if (!queues && !rpc) return 0;
   int64_t id = jobtoken_check(app->job_secret, token);
-  if (id <= 0 || !app->launcher || !launcher_job_running(app->launcher, id)) return 0;
+  if (id <= 0 || !flow_running_here(&app->flow, id)) return 0;
   return id;
 }
 

@@ -367,7 +367,7 @@ static int is_own_param(const char *key) {
   return 0;
 }
 
-static void ep_schedule(call_t *c) {
+static void ep_schedule_json(call_t *c) {
   PARAM(project, "project", 1);
   PARAM(spider, "spider", 1);
   PARAM(version, "_version", 0);
@@ -679,7 +679,7 @@ static void ep_delproject(call_t *c) {
 static const endpoint_t endpoints[] = {
     {"daemonstatus.json", 0, "DaemonStatus", ep_daemonstatus},
     {"addversion.json", 1, "AddVersion", ep_addversion},
-    {"schedule.json", 1, "Schedule", ep_schedule},
+    {"schedule.json", 1, "Schedule", ep_schedule_json},
     {"cancel.json", 1, "Cancel", ep_cancel},
     {"status.json", 0, "Status", ep_status},
     {"listprojects.json", 0, "ListProjects", ep_listprojects},

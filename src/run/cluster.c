@@ -12,6 +12,7 @@
 #include "error.h"
 #include "log.h"
 #include "flow/eggsync.h"
+#include "flow/jobs.h"
 #include "run/supervise.h"
 
 #define CANCELS_SEEN 64   /* jobs whose cancel request was acted on (once each: the
@@ -191,7 +192,7 @@ static int beat_fn(store_t *s, void *arg) {
                         &op->lost);
   for (size_t i = 0; i < op->lost.n && !rc; i++) {
     int64_t retry = 0;
-    rc = supervise_reaped(s, c->cfg, &op->lost.v[i], op->now, op->rnd + (uint32_t)i, &retry);
+    rc = jobs_reaped(s, c->cfg, &op->lost.v[i], op->now, op->rnd + (uint32_t)i, &retry);
     if (!rc && retry) op->retried++;
   }
   return rc;
@@ -217,7 +218,7 @@ static void beat_done(void *arg, int rc) {
     if (op->retried) log_info("cluster", "%d lost job(s) queued again", op->retried);
     if (c->shared) {
       /* The safety net under notices: a missed one costs one beat. */
-      launcher_poke(c->launcher);
+      launcher_dispatch_blind(c->launcher);
       check_cancels(c);
     }
   }
@@ -261,7 +262,7 @@ static void on_beat(uv_timer_t *t) { beat(t->data); }
 
 static void on_notes(cluster_t *c, unsigned what) {
   if (c->stopping) return;
-  if (what & (STORE_NOTE_JOBS | STORE_NOTE_NODES)) launcher_poke(c->launcher);
+  if (what & (STORE_NOTE_JOBS | STORE_NOTE_NODES)) launcher_dispatch_blind(c->launcher);
   if (what & STORE_NOTE_EGGS) sync_eggs(c);
   if (what & STORE_NOTE_CANCEL) check_cancels(c);
   if ((what & STORE_NOTE_QUEUES) && c->hooks.queues) c->hooks.queues(c->hooks.ud);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "flow/jobs.h"
 #include "log.h"
 
 #define LEASE_NAME "janitor"
@@ -126,13 +127,13 @@ static void remove_files(janitor_t *j, const job_list_t *jobs) {
   }
   for (size_t i = 0; i < jobs->n; i++) {
     const job_t *d = &jobs->v[i];
-    char *p = d->start_ms ? launcher_log_path(j->cfg, d->project, d->spider, d->jobid) : NULL;
+    char *p = d->start_ms ? jobs_log_path(j->cfg, d->project, d->spider, d->jobid) : NULL;
     if (p) w->paths[w->n++] = p;
   }
   w->nlogs = w->n;
   for (size_t i = 0; i < jobs->n; i++) {
     const job_t *d = &jobs->v[i];
-    char *p = d->start_ms ? launcher_items_path(j->cfg, d->project, d->spider, d->jobid) : NULL;
+    char *p = d->start_ms ? jobs_items_path(j->cfg, d->project, d->spider, d->jobid) : NULL;
     if (p) w->paths[w->n++] = p;
   }
   w->jan = j;

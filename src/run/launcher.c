@@ -15,9 +15,10 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
-#include "flow/env.h"
-#include "flow/jobtoken.h"
 #include "flow/eggsync.h"
+#include "flow/env.h"
+#include "flow/jobs.h"
+#include "flow/jobtoken.h"
 #include "run/supervise.h"
 #include "fsutil.h"
 #include "store/eggs.h"
@@ -52,25 +53,6 @@ static char *abs_path(const launcher_t *l, const char *path) {
   if (path[0] == '/') return strdup(path);
   if (asprintf(&out, "%s/%s", l->cwd, path) < 0) return NULL;
   return out;
-}
-
-static char *job_file(const config_t *cfg, const char *dir, const char *project,
-                      const char *spider, const char *jobid, const char *ext) {
-  char *out = NULL;
-  if (!dir || !*dir) return NULL;
-  if (asprintf(&out, "%s/%s/%s/%s%s", dir, project, spider, jobid, ext) < 0) return NULL;
-  return out;
-}
-
-char *launcher_log_path(const config_t *cfg, const char *project, const char *spider,
-                        const char *jobid) {
-  return job_file(cfg, cfg->logs_dir, project, spider, jobid, ".log");
-}
-
-char *launcher_items_path(const config_t *cfg, const char *project, const char *spider,
-                          const char *jobid) {
-  if (config_items_remote(cfg)) return NULL;
-  return job_file(cfg, cfg->items_dir, project, spider, jobid, ".jl");
 }
 
 int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
@@ -199,7 +181,7 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
                 p->stats_path, p->hb_path, reason);
   proc_unlink(l, p);
   proc_dispose(p);
-  launcher_kick(l);
+  launcher_dispatch(l);
 }
 
 static void on_proc_exit(uv_process_t *h, int64_t exit_status, int term_signal) {
@@ -721,12 +703,12 @@ static void claim_done(void *arg, int rc) {
       supervise_claimed(l, op->next_due, op->delayed);
     }
     for (size_t i = 0; i < op->jobs.n; i++) {
-      supervise_resolve(l->cfg, &op->jobs.v[i]);
+      jobs_resolve(l->cfg, &op->jobs.v[i]);
       start_job(l, &op->jobs.v[i]);
     }
   }
   /* A full claim may leave more behind; a short one found all there was
-   * (a new job kicks again, kick_again). */
+   * (a new job kicks again, dispatch_again). */
   int full = op->jobs.n >= op->max && !op->limited;
   job_list_release(&op->jobs);
   free(op);
@@ -734,16 +716,16 @@ static void claim_done(void *arg, int rc) {
     launcher_maybe_stopped(l);
     return;
   }
-  if (l->kick_again || (rc == 0 && full)) {
-    l->kick_again = 0;
-    launcher_kick(l);
+  if (l->dispatch_again || (rc == 0 && full)) {
+    l->dispatch_again = 0;
+    launcher_dispatch(l);
   }
 }
 
-void launcher_kick(launcher_t *l) {
+void launcher_dispatch(launcher_t *l) {
   if (l->stopping) return;
   if (l->claiming) {
-    l->kick_again = 1;
+    l->dispatch_again = 1;
     return;
   }
   /* Delayed retries are pending but not claimable: only a due timer's wake
@@ -766,9 +748,9 @@ void launcher_kick(launcher_t *l) {
   }
 }
 
-void launcher_poke(launcher_t *l) {
+void launcher_dispatch_blind(launcher_t *l) {
   l->due_check = 1;
-  launcher_kick(l);
+  launcher_dispatch(l);
 }
 
 void launcher_set_shared(launcher_t *l, int shared) { l->shared = shared; }
@@ -787,7 +769,7 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
     if (asprintf(&stats_path, "%s/%lld.json", l->stats_dir, (long long)j->id) < 0)
       stats_path = NULL;
     if (asprintf(&hb_path, "%s/%lld.hb", l->stats_dir, (long long)j->id) < 0) hb_path = NULL;
-    supervise_resolve(l->cfg, j);
+    jobs_resolve(l->cfg, j);
     if (j->pid > 0 && j->pid_start > 0 && proc_start_time(j->pid) == j->pid_start) {
       proc_t *p = calloc(1, sizeof(*p));
       if (!p) {

@@ -1,7 +1,7 @@
 /* The launcher: claims pending jobs for free slots and supervises their
  * processes (spawn, log, cancel, reap, adopt after a crash).
  *
- * Dispatch is event-driven: launcher_kick() after a job is queued and every
+ * Dispatch is event-driven: launcher_dispatch() after a job is queued and every
  * exit frees a slot, so a job starts the moment a slot is free. The launcher
  * is the only owner of crawl processes and runs on the loop thread only.
  *
@@ -25,15 +25,8 @@
 
 #include "config.h"
 #include "core/job.h"
+#include "flow/flow.h"
 #include "store/async.h"
-
-/* Job counts kept on the loop thread (a cache of the store's counts, updated
- * by every change this daemon makes), so daemonstatus never waits on I/O. */
-typedef struct job_counters {
-  int64_t pending;
-  int64_t running;
-  int64_t finished; /* started jobs in a final state still in history */
-} job_counters_t;
 
 typedef struct launcher launcher_t;
 
@@ -47,11 +40,14 @@ int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
  * ownership of the list's jobs. */
 void launcher_adopt(launcher_t *l, job_list_t *running);
 
-/* Claims and starts pending jobs while slots are free. Cheap to call often. */
-void launcher_kick(launcher_t *l);
-/* As launcher_kick, but claims even when this node's counters show no
- * pending job: another node queued one (a notice) or may have. */
-void launcher_poke(launcher_t *l);
+/* Claims and starts pending jobs while slots are free, when this node's
+ * counters show some claimable: after this node queued jobs, and after
+ * every exit. Cheap to call often. */
+void launcher_dispatch(launcher_t *l);
+/* As launcher_dispatch, but claims without trusting this node's counters,
+ * which cannot show jobs another node queued (a notice says it did, or may
+ * have) or a delayed retry that came due. */
+void launcher_dispatch_blind(launcher_t *l);
 /* The store is shared with other nodes: ends are checked against a reap,
  * and claimed jobs' eggs are fetched from the store into eggs_dir. */
 void launcher_set_shared(launcher_t *l, int shared);
@@ -88,12 +84,5 @@ void launcher_stop(launcher_t *l, void (*done)(void *ud), void *ud);
 
 /* Frees the launcher after launcher_stop completed (handles close async). */
 void launcher_free(launcher_t *l);
-
-/* Paths of a job's files as Scrapyd lays them out; malloc'd, NULL when the
- * directory setting is empty (or, for items, a URL). */
-char *launcher_log_path(const config_t *cfg, const char *project,
-                        const char *spider, const char *jobid);
-char *launcher_items_path(const config_t *cfg, const char *project,
-                          const char *spider, const char *jobid);
 
 #endif

@@ -16,6 +16,7 @@
 #include "core/cron.h"
 #include "core/schedule.h"
 #include "error.h"
+#include "flow/jobs.h"
 #include "log.h"
 
 #define LEASE_NAME "scheduler"
@@ -166,16 +167,13 @@ static int fire_run(store_t *s, tick_t *t, const schedule_t *sc, const sched_run
   char jobid[33];
   random_jobid(jobid);
   int rc = schedule_job(sc, jobid, now, &j);
-  if (!rc) rc = store_job_insert(s, &j);
+  if (!rc)
+    rc = jobs_enqueue(s, &j,
+                      json_pack("{s:I, s:I, s:I, s:s?}", "run_id", (json_int_t)r->id, "due_ms",
+                                (json_int_t)r->due_ms, "late_ms",
+                                (json_int_t)(now - r->fire_ms), "reason", why));
   if (!rc) rc = store_run_end(s, r->id, RUN_FIRED, j.id, why, now);
-  if (!rc) {
-    add_event(s, "job.queued", sc->id, j.id,
-              json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s?}", "project", j.project,
-                        "spider", j.spider, "jobid", j.jobid, "run_id", (json_int_t)r->id,
-                        "due_ms", (json_int_t)r->due_ms, "late_ms",
-                        (json_int_t)(now - r->fire_ms), "reason", why));
-    t->queued++;
-  }
+  if (!rc) t->queued++;
   job_release(&j);
   return rc;
 }
@@ -239,7 +237,7 @@ static int fire_or_hold(store_t *s, tick_t *t, const schedule_t *sc, const sched
       job_t *a = &active.v[i];
       if (a->state == JOB_PENDING) {
         int n = 0;
-        rc = store_job_cancel_pending(s, a->project, a->jobid, now, &n);
+        rc = jobs_cancel_pending(s, a->project, a->jobid, now, &n);
         t->queued -= n;
       } else {
         /* Running ones are stopped by the launcher, on the loop. */
@@ -404,7 +402,7 @@ static void tick_done(void *arg, int rc) {
   if (t->queued) {
     s->counters->pending += t->queued;
     if (s->counters->pending < 0) s->counters->pending = 0;
-    launcher_kick(s->launcher);
+    launcher_dispatch(s->launcher);
   }
   for (size_t i = 0; i < t->cancel.n; i++) {
     int found = 0;

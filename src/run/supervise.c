@@ -1,7 +1,6 @@
 #include "run/supervise.h"
 
 #include <errno.h>
-#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 
 #include "clock.h"
 #include "error.h"
+#include "flow/jobs.h"
 #include "log.h"
 
 /* A crawl's heartbeat reaches the store at most this often: other nodes only
@@ -20,13 +20,6 @@
  * of 0.2 s, long enough not to spin. */
 #define SWEEP_MIN_MS 50
 #define SWEEP_MAX_MS 1000
-
-static int64_t secs_to_ms(double s) {
-  /* Ten years: beyond it a timeout means "never", and int64 stays safe. */
-  if (!(s > 0)) return 0;
-  if (s > 315360000.0) s = 315360000.0;
-  return (int64_t)llround(s * 1000.0);
-}
 
 static uint32_t next_rand(launcher_t *l) {
   /* xorshift64*: jitter needs spread, not secrecy. */
@@ -61,37 +54,6 @@ void supervise_close(launcher_t *l, uv_close_cb cb) {
   uv_close((uv_handle_t *)&l->watch_timer, cb);
 }
 
-void supervise_resolve(const config_t *cfg, job_t *j) {
-  if (j->timeout_ms <= 0) j->timeout_ms = secs_to_ms(cfg->job_timeout);
-  if (j->max_retries <= 0) j->max_retries = cfg->job_retries;
-  if (j->retry_backoff_ms <= 0) j->retry_backoff_ms = secs_to_ms(cfg->retry_backoff);
-  if (j->attempt < 1) j->attempt = 1;
-}
-
-/* ---- events ---- */
-
-/* The small description every job event carries; NULL on allocation failure
- * (the event is then recorded without data rather than not at all). */
-static json_t *event_data(const job_t *j, int exit_code, int term_signal) {
-  json_t *d = json_pack("{s:s,s:s,s:s,s:i}", "project", j->project, "spider", j->spider,
-                        "jobid", j->jobid, "attempt", j->attempt);
-  if (!d) return NULL;
-  json_object_set_new(d, "exit_code", exit_code >= 0 ? json_integer(exit_code) : json_null());
-  json_object_set_new(d, "signal", term_signal ? json_integer(term_signal) : json_null());
-  return d;
-}
-
-static int add_event(store_t *s, const char *type, const job_t *j, json_t *data /* taken */) {
-  event_t e = {0};
-  e.type = (char *)type;
-  e.schedule_id = j->schedule_id;
-  e.job_id = j->id;
-  e.data = data;
-  int rc = store_event_add(s, &e);
-  json_decref(data);
-  return rc;
-}
-
 /* ---- start ---- */
 
 typedef struct started_op {
@@ -103,11 +65,8 @@ typedef struct started_op {
 
 static int started_fn(store_t *s, void *arg) {
   started_op_t *op = arg;
-  int rc = store_job_started(s, op->job.id, op->pid, op->pid_start);
-  if (rc || !op->record_event) return rc;
-  json_t *d = event_data(&op->job, -1, 0);
-  if (d) json_object_set_new(d, "pid", json_integer(op->pid));
-  return add_event(s, "job.started", &op->job, d);
+  if (!op->record_event) return store_job_started(s, op->job.id, op->pid, op->pid_start);
+  return jobs_started(s, &op->job, op->pid, op->pid_start);
 }
 
 static void started_done(void *arg, int rc) {
@@ -170,107 +129,6 @@ typedef struct end_op {
   int64_t retry_not_before;
 } end_op_t;
 
-static const char *end_event(job_state_t st) {
-  switch (st) {
-  case JOB_FINISHED: return "job.finished";
-  case JOB_CANCELLED: return "job.cancelled";
-  case JOB_LOST: return "job.lost";
-  default: return "job.failed";
-  }
-}
-
-/* Queues the next attempt of op->job. A cancelled or finished job never
- * gets here; neither does one whose attempts are used up. */
-static int queue_retry(store_t *s, end_op_t *op) {
-  const job_t *t = &op->job;
-  char jobid[256];
-  int rc = job_retry_jobid(t->jobid, t->attempt + 1, jobid, sizeof(jobid));
-  if (rc) return 0; /* no valid id can be made: the failure stands */
-  job_t r;
-  job_init(&r);
-  r.jobid = strdup(jobid);
-  r.project = strdup(t->project);
-  r.spider = strdup(t->spider);
-  r.version = t->version ? strdup(t->version) : NULL;
-  r.args = json_incref(t->args);
-  r.settings = json_incref(t->settings);
-  /* The attempt that ended gave its key up in this transaction (end_fn
-   * finished it first), so the retry takes it over: no one can slip a
-   * second job with the key in between. */
-  r.unique_key = t->unique_key ? strdup(t->unique_key) : NULL;
-  if (!r.jobid || !r.project || !r.spider || (t->version && !r.version) ||
-      (t->unique_key && !r.unique_key)) {
-    job_release(&r);
-    return -ENOMEM;
-  }
-  r.priority = t->priority;
-  r.state = JOB_PENDING;
-  r.schedule_id = t->schedule_id;
-  r.parent_id = t->parent_id;
-  r.retry_of = t->id;
-  r.attempt = t->attempt + 1;
-  r.max_retries = t->max_retries;
-  r.retry_backoff_ms = t->retry_backoff_ms;
-  r.timeout_ms = t->timeout_ms;
-  int64_t delay = job_retry_delay_ms(t->retry_backoff_ms, t->attempt, op->rnd);
-  r.not_before_ms = op->end_ms + delay;
-  rc = store_job_insert(s, &r);
-  if (rc == SPD_ECONFLICT) {
-    /* Another live job holds the key (it cannot, unless the attempt
-     * was not holding it): that job does the work; the failure stands
-     * rather than the end going unrecorded. */
-    log_warn("launcher", "job '%s' is not retried: job #%lld holds its unique key '%s'",
-             t->jobid, (long long)r.id, r.unique_key);
-    job_release(&r);
-    return 0;
-  }
-  if (rc == 0) {
-    json_t *d = event_data(t, op->exit_code, op->term_signal);
-    if (d) {
-      json_object_set_new(d, "retry_jobid", json_string(r.jobid));
-      json_object_set_new(d, "retry_id", json_integer(r.id));
-      json_object_set_new(d, "delay_ms", json_integer(delay));
-    }
-    rc = add_event(s, "job.retried", t, d);
-  }
-  if (rc == 0) /* every job's timeline starts with its job.queued */
-    rc = add_event(s, "job.queued", &r,
-                   json_pack("{s:s, s:s, s:s, s:I, s:i}", "project", r.project, "spider",
-                             r.spider, "jobid", r.jobid, "retry_of", (json_int_t)t->id,
-                             "attempt", r.attempt));
-  if (rc == 0) {
-    op->retry_id = r.id;
-    op->retry_not_before = r.not_before_ms;
-  }
-  job_release(&r);
-  return rc;
-}
-
-int supervise_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms,
-                     uint32_t rnd, int64_t *retry_id) {
-  end_op_t op;
-  memset(&op, 0, sizeof(op));
-  supervise_resolve(cfg, job);
-  /* Its node died, not the crawl: it runs again at once, and once even
-   * with no retries configured. */
-  job->retry_backoff_ms = 0;
-  op.job = *job; /* borrowed: never released here */
-  op.state = JOB_LOST;
-  op.end_ms = now_ms;
-  op.exit_code = -1;
-  op.rnd = rnd;
-  json_t *d = event_data(job, -1, 0);
-  if (d) {
-    json_object_set_new(d, "reason", json_string("node_dead"));
-    if (job->node) json_object_set_new(d, "node", json_string(job->node));
-  }
-  int rc = add_event(s, "job.lost", job, d);
-  if (!rc && job->attempt <= (job->max_retries > 0 ? job->max_retries : 1))
-    rc = queue_retry(s, &op);
-  if (retry_id) *retry_id = rc ? 0 : op.retry_id;
-  return rc;
-}
-
 static int end_fn(store_t *s, void *arg) {
   end_op_t *op = arg;
   json_t *stats = NULL;
@@ -311,24 +169,15 @@ static int end_fn(store_t *s, void *arg) {
     }
     json_object_set_new(stats, "end_reason", json_string(op->end_reason));
   }
-  int rc = store_job_finish(s, op->job.id, op->state, op->end_ms, op->exit_code,
-                            op->term_signal, stats);
+  jobs_end_t e = {.job = &op->job, .state = op->state, .end_ms = op->end_ms,
+                  .exit_code = op->exit_code, .term_signal = op->term_signal,
+                  .stats = stats, .end_reason = op->end_reason, .rnd = op->rnd,
+                  .notify = op->l->cfg->nlimits > 0};
+  int rc = jobs_end(s, &e);
   json_decref(stats);
-  /* A limit's slot is free: nodes whose jobs wait on it claim again. */
-  if (!rc && op->l->cfg->nlimits) rc = store_notify(s, STORE_NOTE_JOBS);
   if (rc) return rc;
-  const job_t *j = &op->job;
-  if (op->end_reason && !strcmp(op->end_reason, "timeout")) {
-    json_t *d = event_data(j, op->exit_code, op->term_signal);
-    if (d) json_object_set_new(d, "timeout_ms", json_integer(j->timeout_ms));
-    if ((rc = add_event(s, "job.timeout", j, d))) return rc;
-  }
-  json_t *d = event_data(j, op->exit_code, op->term_signal);
-  if (d && op->end_reason) json_object_set_new(d, "reason", json_string(op->end_reason));
-  if ((rc = add_event(s, end_event(op->state), j, d))) return rc;
-  if ((op->state == JOB_FAILED || op->state == JOB_LOST) && j->attempt <= j->max_retries &&
-      (rc = queue_retry(s, op)))
-    return rc;
+  op->retry_id = e.retry_id;
+  op->retry_not_before = e.retry_not_before;
   int keep = op->l->cfg->finished_to_keep, deleted = 0;
   if (keep > 0) {
     rc = store_trim_finished(s, keep, &deleted);
@@ -378,7 +227,7 @@ static void end_done(void *arg, int rc) {
         l->delayed++;
         due_arm(l, op->retry_not_before);
       } else {
-        launcher_kick(l);
+        launcher_dispatch(l);
       }
     }
   }
@@ -428,7 +277,7 @@ static void due_fire(uv_timer_t *t) {
   launcher_t *l = t->data;
   l->due_at = 0;
   l->due_check = 1;
-  launcher_kick(l);
+  launcher_dispatch(l);
 }
 
 /* Arms the one due timer for `at` (wall ms) unless it is armed earlier
@@ -456,7 +305,7 @@ void supervise_claimed(launcher_t *l, int64_t next_due, int64_t delayed) {
 /* ---- the sweep: timeouts and heartbeats ---- */
 
 static int64_t sweep_period(const launcher_t *l) {
-  int64_t ms = secs_to_ms(l->cfg->heartbeat_interval);
+  int64_t ms = clock_secs_ms(l->cfg->heartbeat_interval);
   if (ms < SWEEP_MIN_MS) ms = SWEEP_MIN_MS;
   if (ms > SWEEP_MAX_MS) ms = SWEEP_MAX_MS;
   return ms;
@@ -489,7 +338,7 @@ static void time_out(launcher_t *l, proc_t *p, int64_t now) {
   /* TERM first, as a cancel: Scrapy closes the spider and its stats and
    * feeds are written; the group is KILLed if it does not exit in time. */
   kill(p->pid, SIGTERM);
-  int64_t grace = secs_to_ms(l->cfg->cancel_grace);
+  int64_t grace = clock_secs_ms(l->cfg->cancel_grace);
   if (grace > 0) {
     p->kill_at = now + grace;
   } else {
@@ -526,7 +375,7 @@ static void hb_done(void *arg, int rc) {
 static void watch_fire(uv_timer_t *t) {
   launcher_t *l = t->data;
   int64_t now = (int64_t)uv_now(l->loop), wall = clock_wall_ms();
-  int64_t hb_timeout = secs_to_ms(l->cfg->heartbeat_timeout);
+  int64_t hb_timeout = clock_secs_ms(l->cfg->heartbeat_timeout);
   int sweep = l->next_sweep && now >= l->next_sweep;
   if (sweep) l->next_sweep = now + sweep_period(l);
   hb_op_t *batch = NULL;

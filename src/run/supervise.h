@@ -30,7 +30,7 @@ typedef struct proc {
   int cancels;          /* user cancels received */
   int stopped;          /* TERM'd by a daemon stop */
   int ended;            /* exit seen, end submitted */
-  job_t job;            /* owned; robustness fields resolved (supervise_resolve) */
+  job_t job;            /* owned; robustness fields resolved (jobs_resolve) */
   char *stats_path;
   char *hb_path;        /* the heartbeat file the runner touches */
   /* Watched by the supervision sweep (monotonic ms = uv_now; wall ms). */
@@ -52,7 +52,7 @@ struct launcher {
   unsigned nprocs;
   unsigned max_proc;
   int claiming;       /* a claim is in flight */
-  int kick_again;     /* a kick arrived while claiming */
+  int dispatch_again;     /* a kick arrived while claiming */
   unsigned ends_in_flight;
   int stopping;
   int open_handles;   /* launcher timers still to close */
@@ -76,14 +76,6 @@ struct launcher {
   int shared;         /* the store is shared with other nodes (run/cluster.c) */
 };
 
-/* On a store thread: `job` ran on a node declared dead and the store
- * ended it as lost (store_nodes_reap). Records its job.lost event and,
- * while attempts remain (at least one retry, whatever max_retries says:
- * the crawl did not fail), queues its retry with no delay (*retry_id, 0
- * when none). */
-int supervise_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms,
-                     uint32_t rnd, int64_t *retry_id);
-
 /* KILLs the crawl's whole process group. */
 void launcher_kill_group(proc_t *p);
 /* After every commit that may finish the daemon's stop. */
@@ -95,10 +87,6 @@ void supervise_init(launcher_t *l);
 void supervise_stop(launcher_t *l);
 /* Closes them; cb runs once per handle. */
 void supervise_close(launcher_t *l, uv_close_cb cb);
-
-/* Fills a job's 0 timeout / retries / backoff with the daemon's defaults, so
- * the policy a job ran under is the one its retries inherit. */
-void supervise_resolve(const config_t *cfg, job_t *j);
 
 /* A process of p->job is running (spawned or adopted): records the pid and
  * the job.started event (spawned only) and starts watching it. */

@@ -1,0 +1,43 @@
+/* What the API asks of the parts that own processes and timers (run/), and
+ * the job counts both keep, without the API knowing run/: main.c fills a
+ * flow_hooks_t with the launcher's and the scheduler's entry points when it
+ * starts them, so api/ includes flow/ and never run/.
+ *
+ * Loop thread only. A hook that is not set (before start-up, in a tool that
+ * runs no launcher) does nothing and answers 0.
+ */
+#ifndef SPIDERD_FLOW_FLOW_H
+#define SPIDERD_FLOW_FLOW_H
+
+#include <stdint.h>
+
+/* Job counts kept on the loop thread (a cache of the store's counts, updated
+ * by every change this daemon makes), so daemonstatus never waits on I/O. */
+typedef struct job_counters {
+  int64_t pending;
+  int64_t running;
+  int64_t finished; /* started jobs in a final state still in history */
+} job_counters_t;
+
+typedef struct flow_hooks {
+  void *launcher;  /* the first argument of the launcher's hooks */
+  void *scheduler; /* the first argument of the scheduler's */
+  /* Jobs were queued on this node: claim and start them while slots are
+   * free (launcher_dispatch). */
+  void (*dispatch)(void *launcher);
+  /* Sends sig to this node's processes of project + jobid (launcher_cancel);
+   * *found = how many. */
+  int (*signal)(void *launcher, const char *project, const char *jobid, int sig, int *found);
+  /* Is job `id` a live process of this node (launcher_job_running)? */
+  int (*running_here)(void *launcher, int64_t id);
+  /* A schedule changed: the scheduler ticks now (scheduler_kick). */
+  void (*schedules_changed)(void *scheduler);
+} flow_hooks_t;
+
+void flow_dispatch(const flow_hooks_t *h);
+int flow_signal(const flow_hooks_t *h, const char *project, const char *jobid, int sig,
+                int *found);
+int flow_running_here(const flow_hooks_t *h, int64_t id);
+void flow_schedules_changed(const flow_hooks_t *h);
+
+#endif

@@ -1,0 +1,268 @@
+/* A job's transitions and their events (flow/jobs.h). */
+#include "flow/jobs.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "error.h"
+#include "log.h"
+
+void jobs_resolve(const config_t *cfg, job_t *j) {
+  if (j->timeout_ms <= 0) j->timeout_ms = clock_secs_ms(cfg->job_timeout);
+  if (j->max_retries <= 0) j->max_retries = cfg->job_retries;
+  if (j->retry_backoff_ms <= 0) j->retry_backoff_ms = clock_secs_ms(cfg->retry_backoff);
+  if (j->attempt < 1) j->attempt = 1;
+}
+
+/* ---- events ---- */
+
+/* The small description every event of a running or ended job carries;
+ * NULL on allocation failure (the event is then recorded without data
+ * rather than not at all). */
+static json_t *event_data(const job_t *j, int exit_code, int term_signal) {
+  json_t *d = json_pack("{s:s,s:s,s:s,s:i}", "project", j->project, "spider", j->spider,
+                        "jobid", j->jobid, "attempt", j->attempt);
+  if (!d) return NULL;
+  json_object_set_new(d, "exit_code", exit_code >= 0 ? json_integer(exit_code) : json_null());
+  json_object_set_new(d, "signal", term_signal ? json_integer(term_signal) : json_null());
+  return d;
+}
+
+static int add_event(store_t *s, const char *type, const job_t *j, int64_t ts_ms,
+                     json_t *data /* taken */) {
+  event_t e = {.type = (char *)type, .ts_ms = ts_ms, .schedule_id = j->schedule_id,
+               .job_id = j->id, .data = data};
+  int rc = store_event_add(s, &e);
+  json_decref(data);
+  return rc;
+}
+
+/* ---- queued ---- */
+
+int jobs_enqueue(store_t *s, job_t *job, json_t *extra) {
+  int rc = store_job_insert(s, job);
+  if (rc) {
+    json_decref(extra);
+    return rc;
+  }
+  json_t *d = json_pack("{s:s, s:s, s:s}", "project", job->project, "spider", job->spider,
+                        "jobid", job->jobid);
+  if (d && extra) json_object_update(d, extra);
+  json_decref(extra);
+  return d ? add_event(s, "job.queued", job, job->created_ms, d) : -ENOMEM;
+}
+
+/* ---- cancelled ---- */
+
+#define CANCEL_FAMILY_MAX 10000 /* descendants reached by one cancel */
+
+int jobs_cancel_pending(store_t *s, const char *project, const char *jobid, int64_t now_ms,
+                        int *count) {
+  job_list_t l = {0};
+  job_filter_t f = {.project = project, .jobid = jobid, .states = 1u << JOB_PENDING};
+  int n = 0, rc = store_jobs_list(s, &f, &l);
+  if (!rc) rc = store_job_cancel_pending(s, project, jobid, now_ms, &n);
+  for (size_t i = 0; i < l.n && !rc; i++)
+    rc = add_event(s, "job.cancelled", &l.v[i], 0,
+                   json_pack("{s:s, s:s, s:s, s:b}", "project", l.v[i].project, "spider",
+                             l.v[i].spider, "jobid", l.v[i].jobid, "started", 0));
+  job_list_release(&l);
+  *count += n;
+  return rc;
+}
+
+/* Asks the node running j, when it is another node, to stop it: 1 when
+ * asked, 0 when j is not running elsewhere. */
+static int cancel_remote(store_t *s, const jobs_cancel_t *c, const job_t *j, int64_t now) {
+  if (j->state != JOB_RUNNING || !j->node || !strcmp(j->node, c->node)) return 0;
+  int rc = store_job_cancel_request(s, j->id, now);
+  return rc == -ENOENT ? 0 : rc ? rc : 1;
+}
+
+int jobs_cancel(store_t *s, jobs_cancel_t *c, int64_t now_ms) {
+  job_list_t family = {0};
+  job_filter_t f = {.project = c->project, .jobid = c->jobid};
+  int rc = store_jobs_list(s, &f, &family);
+  if (!rc) rc = jobs_cancel_pending(s, c->project, c->jobid, now_ms, &c->count);
+  /* Running on another node (a shared store): that node stops it. */
+  for (size_t i = 0; i < family.n && !rc; i++)
+    if ((rc = cancel_remote(s, c, &family.v[i], now_ms)) == 1) {
+      c->remote++;
+      rc = 0;
+    }
+  /* Breadth first over the family; `family` grows as children are found. */
+  for (size_t i = 0; i < family.n && family.n < CANCEL_FAMILY_MAX && !rc; i++) {
+    job_list_t kids = {0};
+    job_filter_t kf = {.parent_id = family.v[i].id,
+                       .states = 1u << JOB_PENDING | 1u << JOB_RUNNING};
+    rc = store_jobs_list(s, &kf, &kids);
+    for (size_t k = 0; k < kids.n && !rc; k++) {
+      job_t *kid = &kids.v[k];
+      if (kid->state == JOB_PENDING) {
+        rc = jobs_cancel_pending(s, kid->project, kid->jobid, now_ms, &c->family);
+      } else if ((rc = cancel_remote(s, c, kid, now_ms)) == 1) {
+        rc = 0;
+      } else if (!rc) {
+        job_t copy = {.project = strdup(kid->project), .jobid = strdup(kid->jobid)};
+        rc = copy.project && copy.jobid ? job_list_append(&c->running, &copy, 1) : -ENOMEM;
+        job_release(&copy);
+      }
+      if (!rc) rc = job_list_append(&family, kid, 1);
+    }
+    job_list_release(&kids);
+  }
+  job_list_release(&family);
+  return rc;
+}
+
+/* ---- started ---- */
+
+int jobs_started(store_t *s, const job_t *j, int pid, int64_t pid_start) {
+  int rc = store_job_started(s, j->id, pid, pid_start);
+  if (rc) return rc;
+  json_t *d = event_data(j, -1, 0);
+  if (d) json_object_set_new(d, "pid", json_integer(pid));
+  return add_event(s, "job.started", j, 0, d);
+}
+
+/* ---- ended, and retried ---- */
+
+static const char *end_event(job_state_t st) {
+  switch (st) {
+  case JOB_FINISHED: return "job.finished";
+  case JOB_CANCELLED: return "job.cancelled";
+  case JOB_LOST: return "job.lost";
+  default: return "job.failed";
+  }
+}
+
+int jobs_retry(store_t *s, const job_t *t, int64_t end_ms, int exit_code, int term_signal,
+               uint32_t rnd, int64_t *retry_id, int64_t *not_before) {
+  char jobid[256];
+  *retry_id = 0;
+  int rc = job_retry_jobid(t->jobid, t->attempt + 1, jobid, sizeof(jobid));
+  if (rc) return 0; /* no valid id can be made: the failure stands */
+  job_t r;
+  job_init(&r);
+  r.jobid = strdup(jobid);
+  r.project = strdup(t->project);
+  r.spider = strdup(t->spider);
+  r.version = t->version ? strdup(t->version) : NULL;
+  r.args = json_incref(t->args);
+  r.settings = json_incref(t->settings);
+  /* The attempt that ended gave its key up in this transaction (jobs_end
+   * finished it first), so the retry takes it over: no one can slip a
+   * second job with the key in between. */
+  r.unique_key = t->unique_key ? strdup(t->unique_key) : NULL;
+  if (!r.jobid || !r.project || !r.spider || (t->version && !r.version) ||
+      (t->unique_key && !r.unique_key)) {
+    job_release(&r);
+    return -ENOMEM;
+  }
+  r.priority = t->priority;
+  r.state = JOB_PENDING;
+  r.schedule_id = t->schedule_id;
+  r.parent_id = t->parent_id;
+  r.retry_of = t->id;
+  r.attempt = t->attempt + 1;
+  r.max_retries = t->max_retries;
+  r.retry_backoff_ms = t->retry_backoff_ms;
+  r.timeout_ms = t->timeout_ms;
+  int64_t delay = job_retry_delay_ms(t->retry_backoff_ms, t->attempt, rnd);
+  r.not_before_ms = end_ms + delay;
+  rc = store_job_insert(s, &r);
+  if (rc == SPD_ECONFLICT) {
+    /* Another live job holds the key (it cannot, unless the attempt
+     * was not holding it): that job does the work; the failure stands
+     * rather than the end going unrecorded. */
+    log_warn("launcher", "job '%s' is not retried: job #%lld holds its unique key '%s'",
+             t->jobid, (long long)r.id, r.unique_key);
+    job_release(&r);
+    return 0;
+  }
+  if (rc == 0) {
+    json_t *d = event_data(t, exit_code, term_signal);
+    if (d) {
+      json_object_set_new(d, "retry_jobid", json_string(r.jobid));
+      json_object_set_new(d, "retry_id", json_integer(r.id));
+      json_object_set_new(d, "delay_ms", json_integer(delay));
+    }
+    rc = add_event(s, "job.retried", t, 0, d);
+  }
+  if (rc == 0) /* every job's timeline starts with its job.queued */
+    rc = add_event(s, "job.queued", &r, 0,
+                   json_pack("{s:s, s:s, s:s, s:I, s:i}", "project", r.project, "spider",
+                             r.spider, "jobid", r.jobid, "retry_of", (json_int_t)t->id,
+                             "attempt", r.attempt));
+  if (rc == 0) {
+    *retry_id = r.id;
+    if (not_before) *not_before = r.not_before_ms;
+  }
+  job_release(&r);
+  return rc;
+}
+
+int jobs_end(store_t *s, jobs_end_t *e) {
+  const job_t *j = e->job;
+  e->retry_id = 0;
+  int rc = store_job_finish(s, j->id, e->state, e->end_ms, e->exit_code, e->term_signal,
+                            e->stats);
+  /* A limit's slot is free: nodes whose jobs wait on it claim again. */
+  if (!rc && e->notify) rc = store_notify(s, STORE_NOTE_JOBS);
+  if (rc) return rc;
+  if (e->end_reason && !strcmp(e->end_reason, "timeout")) {
+    json_t *d = event_data(j, e->exit_code, e->term_signal);
+    if (d) json_object_set_new(d, "timeout_ms", json_integer(j->timeout_ms));
+    if ((rc = add_event(s, "job.timeout", j, 0, d))) return rc;
+  }
+  json_t *d = event_data(j, e->exit_code, e->term_signal);
+  if (d && e->end_reason) json_object_set_new(d, "reason", json_string(e->end_reason));
+  if ((rc = add_event(s, end_event(e->state), j, 0, d))) return rc;
+  if ((e->state == JOB_FAILED || e->state == JOB_LOST) && j->attempt <= j->max_retries)
+    rc = jobs_retry(s, j, e->end_ms, e->exit_code, e->term_signal, e->rnd, &e->retry_id,
+                    &e->retry_not_before);
+  return rc;
+}
+
+int jobs_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms, uint32_t rnd,
+                int64_t *retry_id) {
+  int64_t id = 0;
+  jobs_resolve(cfg, job);
+  /* Its node died, not the crawl: it runs again at once, and once even
+   * with no retries configured. */
+  job->retry_backoff_ms = 0;
+  json_t *d = event_data(job, -1, 0);
+  if (d) {
+    json_object_set_new(d, "reason", json_string("node_dead"));
+    if (job->node) json_object_set_new(d, "node", json_string(job->node));
+  }
+  int rc = add_event(s, "job.lost", job, 0, d);
+  if (!rc && job->attempt <= (job->max_retries > 0 ? job->max_retries : 1))
+    rc = jobs_retry(s, job, now_ms, -1, 0, rnd, &id, NULL);
+  if (retry_id) *retry_id = rc ? 0 : id;
+  return rc;
+}
+
+/* ---- files ---- */
+
+static char *job_file(const char *dir, const char *project, const char *spider,
+                      const char *jobid, const char *ext) {
+  char *out = NULL;
+  if (!dir || !*dir) return NULL;
+  if (asprintf(&out, "%s/%s/%s/%s%s", dir, project, spider, jobid, ext) < 0) return NULL;
+  return out;
+}
+
+char *jobs_log_path(const config_t *cfg, const char *project, const char *spider,
+                    const char *jobid) {
+  return job_file(cfg->logs_dir, project, spider, jobid, ".log");
+}
+
+char *jobs_items_path(const config_t *cfg, const char *project, const char *spider,
+                      const char *jobid) {
+  if (config_items_remote(cfg)) return NULL;
+  return job_file(cfg->items_dir, project, spider, jobid, ".jl");
+}
