@@ -28,8 +28,6 @@ static void on_interrupt(int sig) {
   interrupted = 1;
 }
 
-int cli_interrupted(void) { return interrupted; }
-
 int cli_sleep_ms(int ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
   if (!interrupted) nanosleep(&ts, NULL);

@@ -98,8 +98,7 @@ extern const cli_cmd_t cli_sched_cmds[];
 extern const size_t cli_nsched_cmds;
 
 /* ---- interruption: -f loops stop cleanly on SIGINT/SIGTERM ---- */
-int cli_interrupted(void);
-/* Sleeps ms milliseconds or until a signal; returns cli_interrupted(). */
+/* Sleeps ms milliseconds or until a signal; 1 when one came. */
 int cli_sleep_ms(int ms);
 
 #endif

@@ -379,8 +379,6 @@ int cluster_init(cluster_t **out, uv_loop_t *loop, const config_t *cfg, store_po
   return 0;
 }
 
-const char *cluster_node_url(const cluster_t *c) { return c->url; }
-int cluster_shared(const cluster_t *c) { return c && c->shared; }
 
 static void timer_closed(uv_handle_t *h) {
   cluster_t *c = h->data;

@@ -37,10 +37,6 @@ int cluster_init(cluster_t **out, uv_loop_t *loop, const config_t *cfg, store_po
                  launcher_t *launcher, int shared, const cluster_hooks_t *hooks, char *err,
                  size_t errlen);
 
-/* The URL other nodes reach this one at (node_url, or made from the
- * bind address and port). */
-const char *cluster_node_url(const cluster_t *c);
-int cluster_shared(const cluster_t *c);
 
 /* Stops beating and listening; done(ud) once no store op is in flight. */
 void cluster_stop(cluster_t *c, void (*done)(void *ud), void *ud);

@@ -476,8 +476,6 @@ void scheduler_kick(scheduler_t *s) {
     uv_timer_start(&s->timer, on_timer, 0, 0);
 }
 
-int scheduler_is_leader(const scheduler_t *s) { return s && s->leader; }
-
 void scheduler_stop(scheduler_t *s, void (*done)(void *ud), void *ud) {
   if (!s) {
     if (done) done(ud);

@@ -34,8 +34,6 @@ int scheduler_init(scheduler_t **out, uv_loop_t *loop, const config_t *cfg,
 /* Look again soon: a schedule changed, or a job of a schedule ended. */
 void scheduler_kick(scheduler_t *s);
 
-/* Does this node hold the lease (as of its last tick)? */
-int scheduler_is_leader(const scheduler_t *s);
 
 /* Stops ticking, gives the lease up (so another node takes over at once),
  * then calls done(ud) once nothing is in flight. */
