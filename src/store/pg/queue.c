@@ -1,6 +1,6 @@
 /* Task queues on PostgreSQL (store.h, core/queue.h, docs/queues.md): a port
  * of sqlite/queue.c, whose comments explain the model. Same tables, same
- * states, same per-call key cache and bookkeeping (queue_keys.c); what
+ * states, same per-call key cache and bookkeeping (queue_engine.c); what
  * differs:
  *
  *   - Nodes share the store: every operation that changes a queue first
@@ -29,7 +29,7 @@
 #include "error.h"
 #include "log.h"
 #include "store/pg/internal.h"
-#include "store/queue_keys.h"
+#include "store/queue_engine.h"
 #include "strbuf.h"
 
 /* Rows promoted or expired per take (see sqlite/queue.c). */
@@ -477,9 +477,9 @@ typedef struct qctx {
   queue_conf_t c;
   int64_t lease_seq, lease_seq0;
   int64_t now;
-  qk_deltas_t d;
+  queue_deltas_t d;
   int note; /* elements became takeable (or due sooner) */
-  qk_cache_t kc;
+  queue_key_cache_t kc;
 } qctx_t;
 
 /* Loads queue `name` for this call, its row locked (SELECT ... FOR UPDATE). */
@@ -491,7 +491,7 @@ static int ctx_load(qctx_t *x, const char *name) {
 }
 
 /* Reads a key row's state from r's columns col.. (KEY_COLS' order). */
-static void key_row(qk_key_t *e, const PGresult *r, int row, int col) {
+static void key_row(queue_key_t *e, const PGresult *r, int row, int col) {
   e->exists = 1;
   e->n_ready = bi64(r, row, col);
   e->inflight = bi64(r, row, col + 1);
@@ -508,21 +508,21 @@ static void key_row(qk_key_t *e, const PGresult *r, int row, int col) {
  * on; all NULL = no stored row) when r is given, else read from the store.
  * The pointer is valid until the next ctx_key call. */
 static int ctx_key_at(qctx_t *x, const char *k, const PGresult *r, int row, int col,
-                      qk_key_t **out) {
-  qk_key_t *e = qk_cache_find(&x->kc, k);
+                      queue_key_t **out) {
+  queue_key_t *e = queue_key_cache_find(&x->kc, k);
   int rc;
   if (e) {
     *out = e;
     return 0;
   }
-  if ((rc = qk_cache_new(&x->kc, k, &e))) return rc;
+  if ((rc = queue_key_cache_add(&x->kc, k, &e))) return rc;
   PGresult *own = NULL;
   if (!r) {
     pg_params_t p = {0};
     pg_p_i64(&p, x->c.id);
     p_key(&p, k);
     if (!(own = qrun(x->q, QS_KEY_GET, &p, &rc, "queue key get"))) {
-      qk_cache_drop(&x->kc);
+      queue_key_cache_drop(&x->kc);
       return rc;
     }
     r = own;
@@ -532,21 +532,21 @@ static int ctx_key_at(qctx_t *x, const char *k, const PGresult *r, int row, int 
   if (row < PQntuples(r) && !PQgetisnull(r, row, col))
     key_row(e, r, row, col);
   else
-    qk_key_init(e, &x->c, x->now);
+    queue_key_init(e, &x->c, x->now);
   PQclear(own);
-  if ((rc = qk_cache_commit(&x->kc))) return rc;
+  if ((rc = queue_key_cache_commit(&x->kc))) return rc;
   *out = e;
   return 0;
 }
 
-static int ctx_key(qctx_t *x, const char *k, qk_key_t **out) {
+static int ctx_key(qctx_t *x, const char *k, queue_key_t **out) {
   return ctx_key_at(x, k, NULL, 0, 0, out);
 }
 
 /* Decides whether k is open now, and if not, when it may be. */
-static int key_settle(qctx_t *x, qk_key_t *k) {
+static int key_settle(qctx_t *x, queue_key_t *k) {
   const queue_conf_t *c = &x->c;
-  qk_refill(k, c, x->now);
+  queue_key_refill(k, c, x->now);
   if (k->n_ready > 0 && k->head_stale) {
     pg_params_t p = {0};
     int rc;
@@ -566,17 +566,17 @@ static int key_settle(qctx_t *x, qk_key_t *k) {
     PQclear(r);
     k->head_stale = 0;
   }
-  qk_decide(k, c, x->now);
+  queue_key_decide(k, c, x->now);
   return 0;
 }
 
 /* Settles and writes back key k (deleting its row when it holds nothing
  * worth remembering). */
-static int key_flush(qctx_t *x, qk_key_t *k) {
+static int key_flush(qctx_t *x, queue_key_t *k) {
   int rc;
   if (!k->dirty) return 0;
   if ((rc = key_settle(x, k))) return rc;
-  int idle = qk_idle(k, &x->c, x->now);
+  int idle = queue_key_idle(k, &x->c, x->now);
   pg_params_t p = {0};
   pg_p_i64(&p, x->c.id);
   p_key(&p, k->key);
@@ -654,14 +654,14 @@ static int put_one(qctx_t *x, queue_put_t *p) {
   const char *key = p->key;
   uint64_t hash = queue_hash(p->element, p->len);
   int64_t due = p->due_ms, pri = p->priority;
-  qk_key_t *k;
+  queue_key_t *k;
   int rc;
 
   if (!key) {
     queue_key_derive(x->c.key_mode, p->element, p->len, derived, sizeof(derived));
     key = derived;
   }
-  int nstate = qk_waiting_state(due, x->now);
+  int nstate = qitem_waiting_state(due, x->now);
   pg_params_t pp = {0};
   pg_p_i64(&pp, x->c.id);
   pg_p_i64(&pp, (int64_t)hash);
@@ -682,12 +682,12 @@ static int put_one(qctx_t *x, queue_put_t *p) {
   if (bi64(r, 0, 0) == 1) { /* added */
     PQclear(r);
     p->result = QPUT_ADDED;
-    qk_count(&x->d, nstate, +1);
+    queue_deltas_move(&x->d, nstate, +1);
     x->d.put++;
     x->note = 1;
-    if (nstate == QK_READY) {
+    if (nstate == QITEM_READY) {
       if ((rc = ctx_key(x, key, &k))) return rc;
-      qk_ready_add(k, pri, due);
+      queue_key_ready_add(k, pri, due);
     }
     return 0;
   }
@@ -704,53 +704,53 @@ static int put_one(qctx_t *x, queue_put_t *p) {
   p->result = QPUT_KEPT;
   if (p->policy == QPOLICY_KEEP_EXISTING) goto out;
 
-  if (state == QK_INFLIGHT) {
+  if (state == QITEM_INFLIGHT) {
     int64_t rdue = due, rpri = pri;
     if (p->policy == QPOLICY_KEEP_EARLIEST && oredue) {
-      rdue = qk_min(oredue, due);
-      rpri = qk_max(oredue_pri, pri);
+      rdue = queue_min(oredue, due);
+      rpri = queue_max(oredue_pri, pri);
     }
     pg_params_t pr = {0};
     pg_p_i64(&pr, id);
-    pg_p_i64(&pr, qk_max(rdue, 1)); /* 0 means "none" */
+    pg_p_i64(&pr, queue_max(rdue, 1)); /* 0 means "none" */
     pg_p_i64(&pr, rpri);
     if ((rc = qcmd(q, QS_REDUE, &pr, "queue put redue"))) goto out;
     p->result = QPUT_DEFERRED;
     goto out;
   }
-  if (state == QK_DEAD || state == QK_DONE) {
+  if (state == QITEM_DEAD || state == QITEM_DONE) {
     if ((rc = stmt_state(x, id, nstate, due, pri, NULL, 1))) goto out;
-    qk_count(&x->d, state, -1);
-    qk_count(&x->d, nstate, +1);
+    queue_deltas_move(&x->d, state, -1);
+    queue_deltas_move(&x->d, nstate, +1);
     x->d.put++;
     x->note = 1;
-    if (nstate == QK_READY) {
+    if (nstate == QITEM_READY) {
       if ((rc = ctx_key(x, okey, &k))) goto out;
-      qk_ready_add(k, pri, due);
+      queue_key_ready_add(k, pri, due);
     }
     p->result = QPUT_ADDED;
     goto out;
   }
   /* waiting */
   if (p->policy == QPOLICY_KEEP_EARLIEST) {
-    due = qk_min(odue, due);
-    pri = qk_max(opri, pri);
+    due = queue_min(odue, due);
+    pri = queue_max(opri, pri);
   }
   if (due == odue && pri == opri) goto out;
-  nstate = qk_waiting_state(due, x->now);
+  nstate = qitem_waiting_state(due, x->now);
   pg_params_t pm = {0};
   pg_p_i64(&pm, id);
   pg_p_i64(&pm, nstate);
   pg_p_i64(&pm, pri);
   pg_p_i64(&pm, due);
   if ((rc = qcmd(q, QS_MOVE, &pm, "queue move"))) goto out;
-  if (state == QK_READY || nstate == QK_READY) {
+  if (state == QITEM_READY || nstate == QITEM_READY) {
     if ((rc = ctx_key(x, okey, &k))) goto out;
-    if (state == QK_READY) qk_ready_del(k, 1);
-    if (nstate == QK_READY) qk_ready_add(k, pri, due);
+    if (state == QITEM_READY) queue_key_ready_del(k, 1);
+    if (nstate == QITEM_READY) queue_key_ready_add(k, pri, due);
   }
-  qk_count(&x->d, state, -1);
-  qk_count(&x->d, nstate, +1);
+  queue_deltas_move(&x->d, state, -1);
+  queue_deltas_move(&x->d, nstate, +1);
   x->note = 1;
   p->result = QPUT_MOVED;
 out:
@@ -768,19 +768,19 @@ int pg_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n, int
   x.c.name = (char *)name;
   for (size_t i = 0; !rc && i < n; i++) rc = put_one(&x, &items[i]);
   if (!rc) rc = ctx_finish(&x);
-  qk_cache_release(&x.kc);
+  queue_key_cache_release(&x.kc);
   return pg_auto_end(q, began, rc);
 }
 
 /* ---- take ---- */
 
-static int queue_times(struct pg_store *q, int64_t queue_id, int64_t t[QK_T_N]) {
+static int queue_times(struct pg_store *q, int64_t queue_id, int64_t t[QUEUE_NEXT_N]) {
   pg_params_t p = {0};
   int rc;
   pg_p_i64(&p, queue_id);
   PGresult *r = qrun(q, QS_TIMES, &p, &rc, "queue times");
   if (!r) return rc;
-  for (int i = 0; i < QK_T_N; i++) t[i] = PQntuples(r) ? bi64(r, 0, i) : 0;
+  for (int i = 0; i < QUEUE_NEXT_N; i++) t[i] = PQntuples(r) ? bi64(r, 0, i) : 0;
   PQclear(r);
   return 0;
 }
@@ -795,13 +795,13 @@ static int take_promote(qctx_t *x) {
   PGresult *r = qrun(x->q, QS_PROMOTE, &p, &rc, "queue promote");
   if (!r) return rc;
   for (int i = 0; !rc && i < PQntuples(r); i++) {
-    qk_key_t *k;
+    queue_key_t *k;
     char *key;
     if ((rc = bbytes(r, i, 0, 1, &key, NULL))) break;
     rc = ctx_key(x, key, &k);
     free(key);
     if (rc) break;
-    qk_ready_add(k, bi64(r, i, 1), bi64(r, i, 2));
+    queue_key_ready_add(k, bi64(r, i, 1), bi64(r, i, 2));
     x->d.ready++;
   }
   PQclear(r);
@@ -820,15 +820,15 @@ static int take_expire(qctx_t *x) {
   PGresult *r = qrun(x->q, QS_EXPIRE, &p, &rc, "queue expire");
   if (!r) return rc;
   for (int i = 0; !rc && i < PQntuples(r); i++) {
-    qk_key_t *k;
+    queue_key_t *k;
     char *key;
     int state = (int)bi64(r, i, 1);
     if ((rc = bbytes(r, i, 0, 1, &key, NULL))) break;
     rc = ctx_key(x, key, &k);
     free(key);
     if (rc) break;
-    qk_leave(k, &x->d, QK_INFLIGHT);
-    qk_enter(k, &x->d, state, bi64(r, i, 2), x->now);
+    queue_key_leave(k, &x->d, QITEM_INFLIGHT);
+    queue_key_enter(k, &x->d, state, bi64(r, i, 2), x->now);
   }
   PQclear(r);
   return rc;
@@ -839,7 +839,7 @@ static int take_expire(qctx_t *x) {
 static int touch_keys(qctx_t *x, PGresult *r, int withrow) {
   int rc = 0;
   for (int i = 0; !rc && i < PQntuples(r); i++) {
-    qk_key_t *k;
+    queue_key_t *k;
     char *key;
     if ((rc = bbytes(r, i, 0, 1, &key, NULL))) break;
     rc = withrow ? ctx_key_at(x, key, r, i, 1, &k) : ctx_key(x, key, &k);
@@ -865,14 +865,14 @@ static int take_wake(qctx_t *x) {
 
 /* Takes up to `room` elements from open key k whose head is the best;
  * stops at the first element worse than the next key's head (has2). */
-static int take_from_key(qctx_t *x, qk_key_t *k, int has2, int64_t p2, int64_t d2,
+static int take_from_key(qctx_t *x, queue_key_t *k, int has2, int64_t p2, int64_t d2,
                          size_t room, int64_t lease_end, int64_t token,
                          queue_item_list_t *out, size_t *got) {
   size_t first = out->n, n;
   int rc = 0;
 
   *got = 0;
-  room = qk_key_room(k, &x->c, room);
+  room = queue_key_room(k, &x->c, room);
   if (room == 0) { /* settled open at a moment that has passed: settle again */
     k->dirty = 1;
     return key_flush(x, k);
@@ -919,7 +919,7 @@ static int take_from_key(qctx_t *x, qk_key_t *k, int has2, int64_t p2, int64_t d
   PQclear(r);
   if (rc) return rc; /* the caller drops what out got */
   n = out->n - first;
-  qk_taken(k, &x->c, &x->d, (int64_t)n, next, next_pri, next_due);
+  queue_key_taken(k, &x->c, &x->d, (int64_t)n, next, next_pri, next_due);
   *got = n;
   return key_flush(x, k);
 }
@@ -927,9 +927,9 @@ static int take_from_key(qctx_t *x, qk_key_t *k, int has2, int64_t p2, int64_t d
 /* When something may become takeable: the next due time, lease end or key
  * wake-up (0: nothing pending). */
 static int take_next(qctx_t *x, int64_t *next_ms) {
-  int64_t t[QK_T_N];
+  int64_t t[QUEUE_NEXT_N];
   int rc = queue_times(x->q, x->c.id, t);
-  if (!rc) *next_ms = qk_next_time(t);
+  if (!rc) *next_ms = queue_next_time(t);
   return rc;
 }
 
@@ -947,21 +947,21 @@ int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_m
   }
   if (rc || x.c.paused) goto out;
   /* One probe says which sweeps have work. */
-  int64_t t[QK_T_N];
+  int64_t t[QUEUE_NEXT_N];
   if ((rc = queue_times(q, x.c.id, t)) ||
-      (t[QK_T_LEASE] && t[QK_T_LEASE] <= now_ms && (rc = take_expire(&x))) ||
-      (t[QK_T_DELAYED] && t[QK_T_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
-      (t[QK_T_WAKE] && t[QK_T_WAKE] <= now_ms && (rc = take_wake(&x))) ||
+      (t[QUEUE_NEXT_LEASE] && t[QUEUE_NEXT_LEASE] <= now_ms && (rc = take_expire(&x))) ||
+      (t[QUEUE_NEXT_DELAYED] && t[QUEUE_NEXT_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
+      (t[QUEUE_NEXT_WAKE] && t[QUEUE_NEXT_WAKE] <= now_ms && (rc = take_wake(&x))) ||
       (rc = ctx_flush_keys(&x)))
     goto out;
 
-  size_t room = qk_take_room(&x.c, &x.d, max);
-  int64_t lease_end = qk_lease_end(&x.c, visibility_ms, now_ms);
+  size_t room = queue_take_room(&x.c, &x.d, max);
+  int64_t lease_end = queue_lease_end(&x.c, visibility_ms, now_ms);
   int64_t token = ++x.lease_seq;
   int idle_rounds = 0; /* rounds that took nothing: a key settled closed */
   while (!rc && taken < room && idle_rounds < 64) {
     pg_params_t p = {0};
-    qk_key_t *k;
+    queue_key_t *k;
     int64_t p2 = 0, d2 = 0;
     int has2 = 0;
     size_t got = 0;
@@ -993,9 +993,9 @@ int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_m
   if (!rc) rc = ctx_finish(&x);
   if (!rc && taken < max) rc = take_next(&x, next_ms);
 out:
-  qk_cache_release(&x.kc);
+  queue_key_cache_release(&x.kc);
   rc = pg_auto_end(q, began, rc);
-  if (rc) qk_items_drop(out, first);
+  if (rc) queue_items_drop(out, first);
   return rc;
 }
 
@@ -1018,7 +1018,7 @@ static void writes_release(lease_writes_t *w) {
  * deleted). unc: its delivery is given back. */
 static int lease_end(qctx_t *x, lease_writes_t *w, const char *key, int64_t id, int state,
                      int64_t due, int64_t pri, const char *error, int reset, int unc) {
-  qk_key_t *k;
+  queue_key_t *k;
   int rc;
   if (state < 0) {
     arr_i64(&w->del, id);
@@ -1032,8 +1032,8 @@ static int lease_end(qctx_t *x, lease_writes_t *w, const char *key, int64_t id, 
     arr_i64(&w->unc, unc);
   }
   if ((rc = ctx_key(x, key, &k))) return rc;
-  qk_leave(k, &x->d, QK_INFLIGHT);
-  qk_enter(k, &x->d, state, pri, due);
+  queue_key_leave(k, &x->d, QITEM_INFLIGHT);
+  queue_key_enter(k, &x->d, state, pri, due);
   return 0;
 }
 
@@ -1042,7 +1042,7 @@ static int lease_one(qctx_t *x, lease_writes_t *w, lease_op_t op, queue_lease_t 
                      const PGresult *r, int row) {
   int64_t deliveries = bi64(r, row, 3), priority = bi64(r, row, 4);
   int64_t redue_ms = bi64(r, row, 5), redue_pri = bi64(r, row, 6);
-  qk_key_t *k;
+  queue_key_t *k;
   char *key;
   int rc;
   if ((rc = bbytes(r, row, 2, 1, &key, NULL))) return rc;
@@ -1051,11 +1051,11 @@ static int lease_one(qctx_t *x, lease_writes_t *w, lease_op_t op, queue_lease_t 
   if (op == LEASE_ACK) {
     x->d.acked++;
     if (redue_ms) {
-      int state = qk_waiting_state(redue_ms, x->now);
+      int state = qitem_waiting_state(redue_ms, x->now);
       x->note = 1;
       rc = lease_end(x, w, key, l->id, state, redue_ms, redue_pri, NULL, 1, 0);
     } else if (x->c.keep_done) {
-      rc = lease_end(x, w, key, l->id, QK_DONE, x->now, priority, NULL, 0, 0);
+      rc = lease_end(x, w, key, l->id, QITEM_DONE, x->now, priority, NULL, 0, 0);
     } else {
       rc = lease_end(x, w, key, l->id, -1, 0, 0, NULL, 0, 0);
     }
@@ -1064,15 +1064,15 @@ static int lease_one(qctx_t *x, lease_writes_t *w, lease_op_t op, queue_lease_t 
   /* nack: a Retry-After speaks for the key (the host), whatever becomes
    * of this element */
   if (l->retry_after_ms > 0) {
-    qk_block(k, x->now + l->retry_after_ms);
+    queue_key_block(k, x->now + l->retry_after_ms);
   }
-  if (!l->release && qk_last_delivery(&x->c, deliveries)) {
+  if (!l->release && queue_last_delivery(&x->c, deliveries)) {
     l->dead = 1;
-    rc = lease_end(x, w, key, l->id, QK_DEAD, x->now, priority, l->error, 0, 0);
+    rc = lease_end(x, w, key, l->id, QITEM_DEAD, x->now, priority, l->error, 0, 0);
     goto out;
   }
-  int64_t due = qk_nack_due(&x->c, l, deliveries, x->now);
-  int state = qk_waiting_state(due, x->now);
+  int64_t due = queue_nack_due(&x->c, l, deliveries, x->now);
+  int state = qitem_waiting_state(due, x->now);
   x->note = 1;
   rc = lease_end(x, w, key, l->id, state, due, priority, l->error, 0, l->release ? 1 : 0);
 out:
@@ -1154,7 +1154,7 @@ out:
   free(used);
   strbuf_release(&ids.b);
   writes_release(&w);
-  qk_cache_release(&x.kc);
+  queue_key_cache_release(&x.kc);
   return pg_auto_end(q, began, rc);
 }
 
@@ -1258,7 +1258,7 @@ int pg_queue_set(store_t *s, queue_conf_t *c) {
     c->name = name;
   }
 out:
-  qk_cache_release(&x.kc);
+  queue_key_cache_release(&x.kc);
   return pg_auto_end(q, began, rc);
 }
 
@@ -1325,11 +1325,11 @@ int pg_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *
   row_queue(r, 0, &c, NULL, &ready);
   int col = QUEUE_NCOLS;
   int64_t delayed_due = bi64(r, 0, col);
-  int64_t first_delayed = bi64(r, 0, col + 1 + QK_T_DELAYED);
-  int64_t first_ready = bi64(r, 0, col + 1 + QK_T_READY);
-  out->keys = bi64(r, 0, col + 1 + QK_T_N);
+  int64_t first_delayed = bi64(r, 0, col + 1 + QUEUE_NEXT_DELAYED);
+  int64_t first_ready = bi64(r, 0, col + 1 + QUEUE_NEXT_READY);
+  out->keys = bi64(r, 0, col + 1 + QUEUE_NEXT_N);
   PQclear(r);
-  qk_stats(out, &c, ready + delayed_due, first_delayed, first_ready);
+  queue_stats_fill(out, &c, ready + delayed_due, first_delayed, first_ready);
   return 0;
 }
 
@@ -1348,9 +1348,9 @@ static int filter_sql(strbuf_t *b, pg_params_t *p, int64_t queue_id, const queue
     for (int st = 0; st < QSTATE_N; st++) {
       if (!(f->states & (1u << st))) continue;
       if (st == QSTATE_WAITING)
-        strbuf_addf(b, "%s%d, %d", sep, QK_DELAYED, QK_READY);
+        strbuf_addf(b, "%s%d, %d", sep, QITEM_DELAYED, QITEM_READY);
       else
-        strbuf_addf(b, "%s%d", sep, qk_stored_state((queue_state_t)st));
+        strbuf_addf(b, "%s%d", sep, qitem_stored_state((queue_state_t)st));
       sep = ", ";
     }
     strbuf_adds(b, ")");
@@ -1404,7 +1404,7 @@ int pg_queue_items(store_t *s, const char *name, const queue_filter_t *f,
       break;
     }
     it->id = bi64(r, i, 0);
-    it->state = qk_public_state((int)bi64(r, i, 1));
+    it->state = qitem_public_state((int)bi64(r, i, 1));
     it->priority = (int)bi64(r, i, 2);
     it->due_ms = bi64(r, i, 3);
     it->deliveries = (int)bi64(r, i, 5);
@@ -1434,7 +1434,7 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
   struct pg_store *q = PGQ(s);
   qctx_t x = {.q = q, .now = now_ms};
   int64_t after = f->after_id, total = 0;
-  int nstate = qk_waiting_state(due_ms, now_ms);
+  int nstate = qitem_waiting_state(due_ms, now_ms);
   int began, rc = pg_auto_begin(q, &began);
   if (rc) return rc;
   rc = ctx_load(&x, name);
@@ -1471,15 +1471,15 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
     for (int i = 0; !rc && i < n; i++) {
       int64_t id = bi64(r, i, 0), pri = bi64(r, i, 3);
       int state = (int)bi64(r, i, 1);
-      qk_key_t *k;
+      queue_key_t *k;
       char *key;
       if ((rc = bbytes(r, i, 2, 1, &key, NULL))) break;
       rc = ctx_key(&x, key, &k);
       free(key);
       if (rc) break;
-      qk_leave(k, &x.d, state);
+      queue_key_leave(k, &x.d, state);
       if (op == BULK_REQUEUE) {
-        qk_enter(k, &x.d, nstate, pri, due_ms);
+        queue_key_enter(k, &x.d, nstate, pri, due_ms);
         x.note = 1;
       }
       if (id > after) after = id;
@@ -1495,7 +1495,7 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
   }
   if (!rc) rc = ctx_finish(&x);
   if (!rc) *count = total;
-  qk_cache_release(&x.kc);
+  queue_key_cache_release(&x.kc);
   return pg_auto_end(q, began, rc);
 }
 

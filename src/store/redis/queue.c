@@ -34,7 +34,7 @@
 
 #include "clock.h"
 #include "error.h"
-#include "store/queue_keys.h"
+#include "store/queue_engine.h"
 #include "store/redis/internal.h"
 
 /* ---- conversions ---- */
@@ -91,7 +91,7 @@ static int rows_items(const redisReply *r, queue_item_list_t *out) {
     }
     if (!rc && !it->key && !(it->key = strdup(""))) rc = -ENOMEM;
   }
-  if (rc) qk_items_drop(out, first);
+  if (rc) queue_items_drop(out, first);
   return rc;
 }
 
@@ -214,7 +214,7 @@ int redis_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t
     ra_i64(&a, leases[i].release ? 1 : 0);
     /* The backoff's jitter comes from the client, so a script stays
      * deterministic. */
-    ra_dbl(&a, qk_jitter());
+    ra_dbl(&a, queue_jitter());
   }
   int rc = redis_eval(q, RS_QUEUE_NACK, &a, &r, "queue nack");
   if (!rc && (r->type != REDIS_REPLY_ARRAY || r->elements != 2 * n)) rc = SPD_ESTORE;
@@ -315,7 +315,7 @@ int redis_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_
     int64_t v[9];
     for (int i = 0; i < 9; i++) v[i] = rr_i64(r->element[i]);
     queue_conf_t c = {.n_waiting = v[0], .n_inflight = v[1], .n_dead = v[2], .n_done = v[3]};
-    qk_stats(out, &c, v[4] + v[5], v[6], v[7]);
+    queue_stats_fill(out, &c, v[4] + v[5], v[6], v[7]);
     out->keys = v[8];
   }
   if (r) freeReplyObject(r);

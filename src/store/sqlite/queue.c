@@ -28,7 +28,7 @@
  * each back once (settled: open or closed, and until when).
  *
  * What touches no database (a key's state and the decisions over it, the
- * key cache, counter deltas, backoff) is in queue_keys.c, shared with
+ * key cache, counter deltas, backoff) is in queue_engine.c, shared with
  * pg/queue.c.
  */
 #include <errno.h>
@@ -39,7 +39,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
-#include "store/queue_keys.h"
+#include "store/queue_engine.h"
 #include "store/sqlite/internal.h"
 
 /* Rows promoted or expired per take, so one take stays short however much
@@ -284,12 +284,12 @@ typedef struct qctx {
   queue_conf_t c;
   int64_t lease_seq;
   int64_t now;
-  qk_deltas_t d;
-  qk_cache_t kc;
+  queue_deltas_t d;
+  queue_key_cache_t kc;
 } qctx_t;
 
 /* Reads a key row's state from st's columns col.. (QS_KEY_GET's order). */
-static void key_row(qk_key_t *e, sqlite3_stmt *st, int col) {
+static void key_row(queue_key_t *e, sqlite3_stmt *st, int col) {
   e->exists = 1;
   e->n_ready = sqlite3_column_int64(st, col);
   e->inflight = sqlite3_column_int64(st, col + 1);
@@ -305,20 +305,20 @@ static void key_row(qk_key_t *e, sqlite3_stmt *st, int col) {
 /* The cached state of key k: from the row under `row` (columns from col
  * on) when given, else read from the store on first use. The pointer is
  * valid until the next ctx_key call. */
-static int ctx_key_at(qctx_t *x, const char *k, sqlite3_stmt *row, int col, qk_key_t **out) {
-  qk_key_t *e = qk_cache_find(&x->kc, k);
+static int ctx_key_at(qctx_t *x, const char *k, sqlite3_stmt *row, int col, queue_key_t **out) {
+  queue_key_t *e = queue_key_cache_find(&x->kc, k);
   int rc;
   if (e) {
     *out = e;
     return 0;
   }
-  if ((rc = qk_cache_new(&x->kc, k, &e))) return rc;
+  if ((rc = queue_key_cache_add(&x->kc, k, &e))) return rc;
   if (row) {
     key_row(e, row, col);
   } else {
     sqlite3_stmt *st = qstmt(x->q, QS_KEY_GET);
     if (!st) {
-      qk_cache_drop(&x->kc);
+      queue_key_cache_drop(&x->kc);
       return SPD_ESTORE;
     }
     sqlite3_bind_int64(st, 1, x->c.id);
@@ -327,27 +327,27 @@ static int ctx_key_at(qctx_t *x, const char *k, sqlite3_stmt *row, int col, qk_k
     if (src == SQLITE_ROW) {
       key_row(e, st, 0);
     } else if (src == SQLITE_DONE) {
-      qk_key_init(e, &x->c, x->now);
+      queue_key_init(e, &x->c, x->now);
     } else {
       sqlite3_reset(st);
-      qk_cache_drop(&x->kc);
+      queue_key_cache_drop(&x->kc);
       return sqlite_fail(x->q, "queue key get");
     }
     sqlite3_reset(st);
   }
-  if ((rc = qk_cache_commit(&x->kc))) return rc;
+  if ((rc = queue_key_cache_commit(&x->kc))) return rc;
   *out = e;
   return 0;
 }
 
-static int ctx_key(qctx_t *x, const char *k, qk_key_t **out) {
+static int ctx_key(qctx_t *x, const char *k, queue_key_t **out) {
   return ctx_key_at(x, k, NULL, 0, out);
 }
 
 /* Decides whether k is open now, and if not, when it may be. */
-static int key_settle(qctx_t *x, qk_key_t *k) {
+static int key_settle(qctx_t *x, queue_key_t *k) {
   const queue_conf_t *c = &x->c;
-  qk_refill(k, c, x->now);
+  queue_key_refill(k, c, x->now);
   if (k->n_ready > 0 && k->head_stale) {
     sqlite3_stmt *st = qstmt(x->q, QS_HEAD);
     if (!st) return SPD_ESTORE;
@@ -369,18 +369,18 @@ static int key_settle(qctx_t *x, qk_key_t *k) {
     sqlite3_reset(st);
     k->head_stale = 0;
   }
-  qk_decide(k, c, x->now);
+  queue_key_decide(k, c, x->now);
   return 0;
 }
 
 /* Settles and writes back key k (deleting its row when it holds nothing
  * worth remembering). */
-static int key_flush(qctx_t *x, qk_key_t *k) {
+static int key_flush(qctx_t *x, queue_key_t *k) {
   sqlite3_stmt *st;
   int rc;
   if (!k->dirty) return 0;
   if ((rc = key_settle(x, k))) return rc;
-  if (qk_idle(k, &x->c, x->now)) {
+  if (queue_key_idle(k, &x->c, x->now)) {
     if (k->exists) {
       if (!(st = qstmt(x->q, QS_KEY_DEL))) return SPD_ESTORE;
       sqlite3_bind_int64(st, 1, x->c.id);
@@ -459,7 +459,7 @@ static int put_one(qctx_t *x, queue_put_t *p) {
   const char *key = p->key;
   uint64_t hash = queue_hash(p->element, p->len);
   int64_t due = p->due_ms, pri = p->priority;
-  qk_key_t *k;
+  queue_key_t *k;
   int rc, src;
 
   sqlite3_stmt *st = qstmt(q, QS_FIND);
@@ -474,7 +474,7 @@ static int put_one(qctx_t *x, queue_put_t *p) {
       queue_key_derive(x->c.key_mode, p->element, p->len, derived, sizeof(derived));
       key = derived;
     }
-    int state = qk_waiting_state(due, x->now);
+    int state = qitem_waiting_state(due, x->now);
     if (!(st = qstmt(q, QS_INSERT))) return SPD_ESTORE;
     sqlite3_bind_int64(st, 1, x->c.id);
     sqlite3_bind_int64(st, 2, (int64_t)hash);
@@ -487,11 +487,11 @@ static int put_one(qctx_t *x, queue_put_t *p) {
     if ((rc = sqlite_done(q, st, "queue put"))) return rc;
     p->id = sqlite3_last_insert_rowid(q->db);
     p->result = QPUT_ADDED;
-    qk_count(&x->d, state, +1);
+    queue_deltas_move(&x->d, state, +1);
     x->d.put++;
-    if (state == QK_READY) {
+    if (state == QITEM_READY) {
       if ((rc = ctx_key(x, key, &k))) return rc;
-      qk_ready_add(k, pri, due);
+      queue_key_ready_add(k, pri, due);
     }
     return 0;
   }
@@ -510,53 +510,53 @@ static int put_one(qctx_t *x, queue_put_t *p) {
   p->result = QPUT_KEPT;
   if (p->policy == QPOLICY_KEEP_EXISTING) return 0;
 
-  if (state == QK_INFLIGHT) {
+  if (state == QITEM_INFLIGHT) {
     int64_t rdue = due, rpri = pri;
     if (p->policy == QPOLICY_KEEP_EARLIEST && oredue) {
-      rdue = qk_min(oredue, due);
-      rpri = qk_max(oredue_pri, pri);
+      rdue = queue_min(oredue, due);
+      rpri = queue_max(oredue_pri, pri);
     }
     if (!(st = qstmt(q, QS_REDUE))) return SPD_ESTORE;
     sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, qk_max(rdue, 1)); /* 0 means "none" */
+    sqlite3_bind_int64(st, 2, queue_max(rdue, 1)); /* 0 means "none" */
     sqlite3_bind_int64(st, 3, rpri);
     if ((rc = sqlite_done(q, st, "queue put redue"))) return rc;
     p->result = QPUT_DEFERRED;
     return 0;
   }
-  if (state == QK_DEAD || state == QK_DONE) {
-    int nstate = qk_waiting_state(due, x->now);
+  if (state == QITEM_DEAD || state == QITEM_DONE) {
+    int nstate = qitem_waiting_state(due, x->now);
     if ((rc = stmt_state(x, id, nstate, due, pri, NULL, 1))) return rc;
-    qk_count(&x->d, state, -1);
-    qk_count(&x->d, nstate, +1);
+    queue_deltas_move(&x->d, state, -1);
+    queue_deltas_move(&x->d, nstate, +1);
     x->d.put++;
-    if (nstate == QK_READY) {
+    if (nstate == QITEM_READY) {
       if ((rc = ctx_key(x, okey, &k))) return rc;
-      qk_ready_add(k, pri, due);
+      queue_key_ready_add(k, pri, due);
     }
     p->result = QPUT_ADDED;
     return 0;
   }
   /* waiting */
   if (p->policy == QPOLICY_KEEP_EARLIEST) {
-    due = qk_min(odue, due);
-    pri = qk_max(opri, pri);
+    due = queue_min(odue, due);
+    pri = queue_max(opri, pri);
   }
   if (due == odue && pri == opri) return 0;
-  int nstate = qk_waiting_state(due, x->now);
+  int nstate = qitem_waiting_state(due, x->now);
   if (!(st = qstmt(q, QS_MOVE))) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, id);
   sqlite3_bind_int(st, 2, nstate);
   sqlite3_bind_int64(st, 3, pri);
   sqlite3_bind_int64(st, 4, due);
   if ((rc = sqlite_done(q, st, "queue move"))) return rc;
-  if (state == QK_READY || nstate == QK_READY) {
+  if (state == QITEM_READY || nstate == QITEM_READY) {
     if ((rc = ctx_key(x, okey, &k))) return rc;
-    if (state == QK_READY) qk_ready_del(k, 1);
-    if (nstate == QK_READY) qk_ready_add(k, pri, due);
+    if (state == QITEM_READY) queue_key_ready_del(k, 1);
+    if (nstate == QITEM_READY) queue_key_ready_add(k, pri, due);
   }
-  qk_count(&x->d, state, -1);
-  qk_count(&x->d, nstate, +1);
+  queue_deltas_move(&x->d, state, -1);
+  queue_deltas_move(&x->d, nstate, +1);
   p->result = QPUT_MOVED;
   return 0;
 }
@@ -571,19 +571,19 @@ int sqlite_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
   x.c.name = (char *)name;
   for (size_t i = 0; !rc && i < n; i++) rc = put_one(&x, &items[i]);
   if (!rc) rc = ctx_finish(&x);
-  qk_cache_release(&x.kc);
+  queue_key_cache_release(&x.kc);
   return sqlite_auto_end(q, began, rc);
 }
 
 /* ---- take ---- */
 
 /* QS_TIMES of queue_id: 0 where there is none. */
-static int queue_times(struct sqlite_store *q, int64_t queue_id, int64_t t[QK_T_N]) {
+static int queue_times(struct sqlite_store *q, int64_t queue_id, int64_t t[QUEUE_NEXT_N]) {
   sqlite3_stmt *st = qstmt(q, QS_TIMES);
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, queue_id);
   int src = sqlite3_step(st);
-  for (int i = 0; i < QK_T_N; i++) t[i] = src == SQLITE_ROW ? sqlite3_column_int64(st, i) : 0;
+  for (int i = 0; i < QUEUE_NEXT_N; i++) t[i] = src == SQLITE_ROW ? sqlite3_column_int64(st, i) : 0;
   sqlite3_reset(st);
   return src == SQLITE_ROW ? 0 : sqlite_fail(q, "queue times");
 }
@@ -597,9 +597,9 @@ static int take_promote(qctx_t *x) {
   sqlite3_bind_int64(st, 2, x->now);
   sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    qk_key_t *k;
+    queue_key_t *k;
     if ((rc = ctx_key(x, (const char *)sqlite3_column_text(st, 0), &k))) break;
-    qk_ready_add(k, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
+    queue_key_ready_add(k, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
     x->d.ready++;
   }
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue promote");
@@ -647,15 +647,15 @@ static int take_expire(qctx_t *x) {
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue expired");
   sqlite3_reset(st);
   for (size_t i = 0; !rc && i < n; i++) {
-    int dead = qk_last_delivery(&x->c, v[i].deliveries);
-    int state = dead ? QK_DEAD : QK_READY;
-    qk_key_t *k;
+    int dead = queue_last_delivery(&x->c, v[i].deliveries);
+    int state = dead ? QITEM_DEAD : QITEM_READY;
+    queue_key_t *k;
     rc = stmt_state(x, v[i].id, state, x->now, v[i].priority,
                     dead ? "lease expired after the last delivery" : NULL, 0);
     if (!rc) rc = ctx_key(x, v[i].key, &k);
     if (rc) break;
-    qk_leave(k, &x->d, QK_INFLIGHT);
-    qk_enter(k, &x->d, state, v[i].priority, x->now);
+    queue_key_leave(k, &x->d, QITEM_INFLIGHT);
+    queue_key_enter(k, &x->d, state, v[i].priority, x->now);
   }
   for (size_t i = 0; i < n; i++) free(v[i].key);
   free(v);
@@ -689,7 +689,7 @@ static int touch_keys(qctx_t *x, sqlite3_stmt *st, const char *what) {
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, what);
   sqlite3_reset(st);
   for (size_t i = 0; !rc && i < n; i++) {
-    qk_key_t *k;
+    queue_key_t *k;
     if (!(rc = ctx_key(x, keys[i], &k))) k->dirty = 1;
   }
   for (size_t i = 0; i < n; i++) free(keys[i]);
@@ -709,7 +709,7 @@ static int take_wake(qctx_t *x) {
 
 /* Takes up to `room` elements from open key `key` whose head is the best;
  * stops at the first element worse than the next key's head (has2). */
-static int take_from_key(qctx_t *x, qk_key_t *k, int has2, int64_t p2, int64_t d2,
+static int take_from_key(qctx_t *x, queue_key_t *k, int has2, int64_t p2, int64_t d2,
                          size_t room, int64_t lease_end, int64_t token,
                          queue_item_list_t *out, size_t *got) {
   struct sqlite_store *q = x->q;
@@ -718,7 +718,7 @@ static int take_from_key(qctx_t *x, qk_key_t *k, int has2, int64_t p2, int64_t d
   int rc = 0, src;
 
   *got = 0;
-  room = qk_key_room(k, &x->c, room);
+  room = queue_key_room(k, &x->c, room);
   if (room == 0) { /* settled open at a moment that has passed: settle again */
     k->dirty = 1;
     return key_flush(x, k);
@@ -735,7 +735,7 @@ static int take_from_key(qctx_t *x, qk_key_t *k, int has2, int64_t p2, int64_t d
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     int64_t pri = sqlite3_column_int64(st, 1), due = sqlite3_column_int64(st, 2);
     /* Full, or another key's head comes first: leave the rest for later. */
-    if (out->n - first == room || (out->n > first && has2 && qk_better(p2, d2, pri, due))) {
+    if (out->n - first == room || (out->n > first && has2 && queue_take_before(p2, d2, pri, due))) {
       next = 1;
       next_pri = pri;
       next_due = due;
@@ -773,7 +773,7 @@ static int take_from_key(qctx_t *x, qk_key_t *k, int has2, int64_t p2, int64_t d
     rc = sqlite_done(q, st, "queue take");
   }
   if (rc) return rc; /* the caller drops what out got */
-  qk_taken(k, &x->c, &x->d, (int64_t)n, next, next_pri, next_due);
+  queue_key_taken(k, &x->c, &x->d, (int64_t)n, next, next_pri, next_due);
   *got = n;
   return key_flush(x, k);
 }
@@ -781,9 +781,9 @@ static int take_from_key(qctx_t *x, qk_key_t *k, int has2, int64_t p2, int64_t d
 /* When something may become takeable: the next due time, lease end or key
  * wake-up (0: nothing pending). */
 static int take_next(qctx_t *x, int64_t *next_ms) {
-  int64_t t[QK_T_N];
+  int64_t t[QUEUE_NEXT_N];
   int rc = queue_times(x->q, x->c.id, t);
-  if (!rc) *next_ms = qk_next_time(t);
+  if (!rc) *next_ms = queue_next_time(t);
   return rc;
 }
 
@@ -803,21 +803,21 @@ int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibili
   if (rc || x.c.paused) goto out;
   /* One probe says which sweeps have work (each costs a statement or a
    * temporary b-tree even when it finds nothing). */
-  int64_t t[QK_T_N];
+  int64_t t[QUEUE_NEXT_N];
   if ((rc = queue_times(q, x.c.id, t)) ||
-      (t[QK_T_LEASE] && t[QK_T_LEASE] <= now_ms && (rc = take_expire(&x))) ||
-      (t[QK_T_DELAYED] && t[QK_T_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
-      (t[QK_T_WAKE] && t[QK_T_WAKE] <= now_ms && (rc = take_wake(&x))) ||
+      (t[QUEUE_NEXT_LEASE] && t[QUEUE_NEXT_LEASE] <= now_ms && (rc = take_expire(&x))) ||
+      (t[QUEUE_NEXT_DELAYED] && t[QUEUE_NEXT_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
+      (t[QUEUE_NEXT_WAKE] && t[QUEUE_NEXT_WAKE] <= now_ms && (rc = take_wake(&x))) ||
       (rc = ctx_flush_keys(&x)))
     goto out;
 
-  size_t room = qk_take_room(&x.c, &x.d, max);
-  int64_t lease_end = qk_lease_end(&x.c, visibility_ms, now_ms);
+  size_t room = queue_take_room(&x.c, &x.d, max);
+  int64_t lease_end = queue_lease_end(&x.c, visibility_ms, now_ms);
   int64_t token = ++x.lease_seq;
   int idle_rounds = 0; /* rounds that took nothing: a key settled closed */
   while (!rc && taken < room && idle_rounds < 64) {
     sqlite3_stmt *st = qstmt(q, QS_KEY_BEST);
-    qk_key_t *k;
+    queue_key_t *k;
     int64_t p2 = 0, d2 = 0;
     int has2 = 0, src;
     size_t got = 0;
@@ -849,9 +849,9 @@ int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibili
   if (!rc) rc = ctx_finish(&x);
   if (!rc && taken < max) rc = take_next(&x, next_ms);
 out:
-  qk_cache_release(&x.kc);
+  queue_key_cache_release(&x.kc);
   rc = sqlite_auto_end(q, began, rc);
-  if (rc) qk_items_drop(out, first);
+  if (rc) queue_items_drop(out, first);
   return rc;
 }
 
@@ -886,7 +886,7 @@ static int lease_held(qctx_t *x, const queue_lease_t *l, held_t *h) {
 /* The element of a lease that ended leaves in-flight for `state`. */
 static int lease_end(qctx_t *x, const held_t *h, int64_t id, int state, int64_t due,
                      int64_t pri, const char *error, int reset) {
-  qk_key_t *k;
+  queue_key_t *k;
   int rc;
   if (state < 0) {
     sqlite3_stmt *st = qstmt(x->q, QS_DELETE);
@@ -897,8 +897,8 @@ static int lease_end(qctx_t *x, const held_t *h, int64_t id, int state, int64_t 
     rc = stmt_state(x, id, state, due, pri, error, reset);
   }
   if (rc || (rc = ctx_key(x, h->key, &k))) return rc;
-  qk_leave(k, &x->d, QK_INFLIGHT);
-  qk_enter(k, &x->d, state, pri, due);
+  queue_key_leave(k, &x->d, QITEM_INFLIGHT);
+  queue_key_enter(k, &x->d, state, pri, due);
   return 0;
 }
 
@@ -917,30 +917,30 @@ static int lease_one(qctx_t *x, lease_op_t op, queue_lease_t *l) {
   if (op == LEASE_ACK) {
     x->d.acked++;
     if (h.redue_ms) {
-      int state = qk_waiting_state(h.redue_ms, x->now);
+      int state = qitem_waiting_state(h.redue_ms, x->now);
       return lease_end(x, &h, l->id, state, h.redue_ms, h.redue_pri, NULL, 1);
     }
-    if (x->c.keep_done) return lease_end(x, &h, l->id, QK_DONE, x->now, h.priority, NULL, 0);
+    if (x->c.keep_done) return lease_end(x, &h, l->id, QITEM_DONE, x->now, h.priority, NULL, 0);
     return lease_end(x, &h, l->id, -1, 0, 0, NULL, 0);
   }
   /* nack: a Retry-After speaks for the key (the host), whatever becomes
    * of this element */
   if (l->retry_after_ms > 0) {
-    qk_key_t *k;
+    queue_key_t *k;
     if ((rc = ctx_key(x, h.key, &k))) return rc;
-    qk_block(k, x->now + l->retry_after_ms);
+    queue_key_block(k, x->now + l->retry_after_ms);
   }
   if (l->release) {
     sqlite3_stmt *st = qstmt(x->q, QS_UNCOUNT);
     if (!st) return SPD_ESTORE;
     sqlite3_bind_int64(st, 1, l->id);
     if ((rc = sqlite_done(x->q, st, "queue release"))) return rc;
-  } else if (qk_last_delivery(&x->c, h.deliveries)) {
+  } else if (queue_last_delivery(&x->c, h.deliveries)) {
     l->dead = 1;
-    return lease_end(x, &h, l->id, QK_DEAD, x->now, h.priority, l->error, 0);
+    return lease_end(x, &h, l->id, QITEM_DEAD, x->now, h.priority, l->error, 0);
   }
-  int64_t due = qk_nack_due(&x->c, l, h.deliveries, x->now);
-  int state = qk_waiting_state(due, x->now);
+  int64_t due = queue_nack_due(&x->c, l, h.deliveries, x->now);
+  int state = qitem_waiting_state(due, x->now);
   return lease_end(x, &h, l->id, state, due, h.priority, l->error, 0);
 }
 
@@ -954,7 +954,7 @@ static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t
   x.c.name = (char *)name;
   for (size_t i = 0; !rc && i < n; i++) rc = lease_one(&x, op, &leases[i]);
   if (!rc) rc = ctx_finish(&x);
-  qk_cache_release(&x.kc);
+  queue_key_cache_release(&x.kc);
   return sqlite_auto_end(q, began, rc);
 }
 
@@ -1039,7 +1039,7 @@ int sqlite_queue_set(store_t *s, queue_conf_t *c) {
     c->name = name;
   }
 out:
-  qk_cache_release(&x.kc);
+  queue_key_cache_release(&x.kc);
   return sqlite_auto_end(q, began, rc);
 }
 
@@ -1106,14 +1106,14 @@ static int one_int64(struct sqlite_store *q, int id, int64_t a, int64_t b, int64
 int sqlite_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out) {
   struct sqlite_store *q = SQ(s);
   queue_conf_t c = {0};
-  int64_t ready, delayed_due, t[QK_T_N];
+  int64_t ready, delayed_due, t[QUEUE_NEXT_N];
   int rc = queue_load(q, name, &c, &ready, NULL);
   if (rc) return rc;
   if ((rc = one_int64(q, QS_PASTDUE, c.id, now_ms, &delayed_due)) ||
       (rc = queue_times(q, c.id, t)) ||
       (rc = one_int64(q, QS_KEY_COUNT, c.id, 0, &out->keys)))
     return rc;
-  qk_stats(out, &c, ready + delayed_due, t[QK_T_DELAYED], t[QK_T_READY]);
+  queue_stats_fill(out, &c, ready + delayed_due, t[QUEUE_NEXT_DELAYED], t[QUEUE_NEXT_READY]);
   return 0;
 }
 
@@ -1137,9 +1137,9 @@ static int filter_sql(const queue_filter_t *f, char *buf, size_t len) {
     for (int st = 0; st < QSTATE_N; st++) {
       if (!(f->states & (1u << st))) continue;
       if (st == QSTATE_WAITING)
-        ADD("%s%d, %d", sep, QK_DELAYED, QK_READY);
+        ADD("%s%d, %d", sep, QITEM_DELAYED, QITEM_READY);
       else
-        ADD("%s%d", sep, qk_stored_state((queue_state_t)st));
+        ADD("%s%d", sep, qitem_stored_state((queue_state_t)st));
       sep = ", ";
     }
     ADD(")");
@@ -1217,7 +1217,7 @@ int sqlite_queue_items(store_t *s, const char *name, const queue_filter_t *f,
       break;
     }
     it->id = sqlite3_column_int64(st, 0);
-    it->state = qk_public_state(sqlite3_column_int(st, 1));
+    it->state = qitem_public_state(sqlite3_column_int(st, 1));
     it->priority = sqlite3_column_int(st, 2);
     it->due_ms = sqlite3_column_int64(st, 3);
     it->deliveries = sqlite3_column_int(st, 5);
@@ -1247,19 +1247,19 @@ typedef struct {
 /* One element of a requeue or purge leaves its state (and its key's
  * bookkeeping), then comes back waiting (requeue) or goes (purge). */
 static int bulk_one(qctx_t *x, bulk_op_t op, const bulk_row_t *r, int64_t due_ms) {
-  qk_key_t *k;
+  queue_key_t *k;
   int rc = ctx_key(x, r->key, &k);
   if (rc) return rc;
-  qk_leave(k, &x->d, r->state);
+  queue_key_leave(k, &x->d, r->state);
   if (op == BULK_PURGE) {
     sqlite3_stmt *st = qstmt(x->q, QS_DELETE);
     if (!st) return SPD_ESTORE;
     sqlite3_bind_int64(st, 1, r->id);
     return sqlite_done(x->q, st, "queue purge");
   }
-  int state = qk_waiting_state(due_ms, x->now);
+  int state = qitem_waiting_state(due_ms, x->now);
   if ((rc = stmt_state(x, r->id, state, due_ms, r->pri, NULL, 1))) return rc;
-  qk_enter(k, &x->d, state, r->pri, due_ms);
+  queue_key_enter(k, &x->d, state, r->pri, due_ms);
   return 0;
 }
 
@@ -1304,7 +1304,7 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
   free(v);
   if (!rc) rc = ctx_finish(&x);
   if (!rc) *count = total;
-  qk_cache_release(&x.kc);
+  queue_key_cache_release(&x.kc);
   return sqlite_auto_end(q, began, rc);
 }
 

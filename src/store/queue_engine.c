@@ -1,6 +1,6 @@
 /* The task queues' bookkeeping that does not touch a database
- * (queue_keys.h); sqlite/queue.c explains the model. */
-#include "store/queue_keys.h"
+ * (queue_engine.h); sqlite/queue.c explains the model. */
+#include "store/queue_engine.h"
 
 #include <errno.h>
 #include <math.h>
@@ -9,62 +9,62 @@
 #include <time.h>
 #include <unistd.h>
 
-int qk_better(int64_t p1, int64_t d1, int64_t p2, int64_t d2) {
+int queue_take_before(int64_t p1, int64_t d1, int64_t p2, int64_t d2) {
   return p1 > p2 || (p1 == p2 && d1 < d2);
 }
 
-queue_state_t qk_public_state(int s) {
+queue_state_t qitem_public_state(int s) {
   switch (s) {
-  case QK_INFLIGHT:
+  case QITEM_INFLIGHT:
     return QSTATE_INFLIGHT;
-  case QK_DEAD:
+  case QITEM_DEAD:
     return QSTATE_DEAD;
-  case QK_DONE:
+  case QITEM_DONE:
     return QSTATE_DONE;
   default:
     return QSTATE_WAITING;
   }
 }
 
-int qk_stored_state(queue_state_t st) {
-  return st == QSTATE_INFLIGHT ? QK_INFLIGHT : st == QSTATE_DEAD ? QK_DEAD : QK_DONE;
+int qitem_stored_state(queue_state_t st) {
+  return st == QSTATE_INFLIGHT ? QITEM_INFLIGHT : st == QSTATE_DEAD ? QITEM_DEAD : QITEM_DONE;
 }
 
-int qk_waiting_state(int64_t due, int64_t now) { return due <= now ? QK_READY : QK_DELAYED; }
+int qitem_waiting_state(int64_t due, int64_t now) { return due <= now ? QITEM_READY : QITEM_DELAYED; }
 
-void qk_count(qk_deltas_t *d, int state, int sign) {
+void queue_deltas_move(queue_deltas_t *d, int state, int sign) {
   switch (state) {
-  case QK_READY:
+  case QITEM_READY:
     d->ready += sign;
     /* fall through */
-  case QK_DELAYED:
+  case QITEM_DELAYED:
     d->waiting += sign;
     break;
-  case QK_INFLIGHT:
+  case QITEM_INFLIGHT:
     d->inflight += sign;
     break;
-  case QK_DEAD:
+  case QITEM_DEAD:
     d->dead += sign;
     break;
-  case QK_DONE:
+  case QITEM_DONE:
     d->done += sign;
     break;
   }
 }
 
-double qk_burst(const queue_conf_t *c) { return c->key_burst < 1 ? 1 : c->key_burst; }
+double queue_key_burst(const queue_conf_t *c) { return c->key_burst < 1 ? 1 : c->key_burst; }
 
-void qk_key_init(qk_key_t *k, const queue_conf_t *c, int64_t now) {
-  k->tokens = qk_burst(c);
+void queue_key_init(queue_key_t *k, const queue_conf_t *c, int64_t now) {
+  k->tokens = queue_key_burst(c);
   k->tokens_ms = now;
 }
 
-void qk_ready_add(qk_key_t *k, int64_t pri, int64_t due) {
+void queue_key_ready_add(queue_key_t *k, int64_t pri, int64_t due) {
   if (k->n_ready == 0) {
     k->head_pri = pri;
     k->head_due = due;
     k->head_stale = 0;
-  } else if (!k->head_stale && qk_better(pri, due, k->head_pri, k->head_due)) {
+  } else if (!k->head_stale && queue_take_before(pri, due, k->head_pri, k->head_due)) {
     k->head_pri = pri;
     k->head_due = due;
   }
@@ -72,35 +72,35 @@ void qk_ready_add(qk_key_t *k, int64_t pri, int64_t due) {
   k->dirty = 1;
 }
 
-void qk_ready_del(qk_key_t *k, int64_t count) {
+void queue_key_ready_del(queue_key_t *k, int64_t count) {
   k->n_ready -= count;
   if (k->n_ready < 0) k->n_ready = 0;
   k->head_stale = 1;
   k->dirty = 1;
 }
 
-void qk_leave(qk_key_t *k, qk_deltas_t *d, int state) {
-  if (state == QK_READY) qk_ready_del(k, 1);
-  if (state == QK_INFLIGHT) {
+void queue_key_leave(queue_key_t *k, queue_deltas_t *d, int state) {
+  if (state == QITEM_READY) queue_key_ready_del(k, 1);
+  if (state == QITEM_INFLIGHT) {
     k->inflight--;
     k->dirty = 1;
   }
-  qk_count(d, state, -1);
+  queue_deltas_move(d, state, -1);
 }
 
-void qk_enter(qk_key_t *k, qk_deltas_t *d, int state, int64_t pri, int64_t due) {
-  qk_count(d, state, +1);
-  if (state == QK_READY) qk_ready_add(k, pri, due);
+void queue_key_enter(queue_key_t *k, queue_deltas_t *d, int state, int64_t pri, int64_t due) {
+  queue_deltas_move(d, state, +1);
+  if (state == QITEM_READY) queue_key_ready_add(k, pri, due);
 }
 
-void qk_block(qk_key_t *k, int64_t until) {
-  k->block_ms = qk_max(k->block_ms, until);
+void queue_key_block(queue_key_t *k, int64_t until) {
+  k->block_ms = queue_max(k->block_ms, until);
   k->dirty = 1;
 }
 
-void qk_refill(qk_key_t *k, const queue_conf_t *c, int64_t now) {
+void queue_key_refill(queue_key_t *k, const queue_conf_t *c, int64_t now) {
   if (c->key_rate <= 0) return;
-  double burst = qk_burst(c);
+  double burst = queue_key_burst(c);
   if (now > k->tokens_ms) {
     k->tokens += (double)(now - k->tokens_ms) * c->key_rate / 1000.0;
     k->tokens_ms = now;
@@ -108,7 +108,7 @@ void qk_refill(qk_key_t *k, const queue_conf_t *c, int64_t now) {
   if (k->tokens > burst) k->tokens = burst;
 }
 
-void qk_decide(qk_key_t *k, const queue_conf_t *c, int64_t now) {
+void queue_key_decide(queue_key_t *k, const queue_conf_t *c, int64_t now) {
   k->open = 0;
   k->wake_ms = 0;
   if (k->n_ready <= 0) {
@@ -116,8 +116,8 @@ void qk_decide(qk_key_t *k, const queue_conf_t *c, int64_t now) {
      * take then forgets the key (key_flush deletes idle rows). */
     if (k->block_ms > now)
       k->wake_ms = k->block_ms;
-    else if (c->key_rate > 0 && k->tokens < qk_burst(c))
-      k->wake_ms = now + (int64_t)ceil((qk_burst(c) - k->tokens) * 1000.0 / c->key_rate);
+    else if (c->key_rate > 0 && k->tokens < queue_key_burst(c))
+      k->wake_ms = now + (int64_t)ceil((queue_key_burst(c) - k->tokens) * 1000.0 / c->key_rate);
   } else if (k->block_ms > now) {
     k->wake_ms = k->block_ms;
   } else if (c->key_inflight > 0 && k->inflight >= c->key_inflight) {
@@ -130,19 +130,19 @@ void qk_decide(qk_key_t *k, const queue_conf_t *c, int64_t now) {
   k->dirty = 1;
 }
 
-int qk_idle(const qk_key_t *k, const queue_conf_t *c, int64_t now) {
+int queue_key_idle(const queue_key_t *k, const queue_conf_t *c, int64_t now) {
   return k->n_ready <= 0 && k->inflight <= 0 && k->block_ms <= now &&
-         (c->key_rate <= 0 || k->tokens >= qk_burst(c));
+         (c->key_rate <= 0 || k->tokens >= queue_key_burst(c));
 }
 
-size_t qk_key_room(const qk_key_t *k, const queue_conf_t *c, size_t room) {
+size_t queue_key_room(const queue_key_t *k, const queue_conf_t *c, size_t room) {
   if (c->key_inflight > 0)
-    room = (size_t)qk_min((int64_t)room, qk_max(0, c->key_inflight - k->inflight));
-  if (c->key_rate > 0) room = (size_t)qk_min((int64_t)room, (int64_t)floor(k->tokens));
+    room = (size_t)queue_min((int64_t)room, queue_max(0, c->key_inflight - k->inflight));
+  if (c->key_rate > 0) room = (size_t)queue_min((int64_t)room, (int64_t)floor(k->tokens));
   return room;
 }
 
-void qk_taken(qk_key_t *k, const queue_conf_t *c, qk_deltas_t *d, int64_t n, int next,
+void queue_key_taken(queue_key_t *k, const queue_conf_t *c, queue_deltas_t *d, int64_t n, int next,
               int64_t next_pri, int64_t next_due) {
   if (n == 0) {
     /* An open key without a ready element: its count was off. */
@@ -150,7 +150,7 @@ void qk_taken(qk_key_t *k, const queue_conf_t *c, qk_deltas_t *d, int64_t n, int
     k->head_stale = 0;
     k->dirty = 1;
   } else {
-    qk_ready_del(k, n);
+    queue_key_ready_del(k, n);
     if (next) {
       k->head_pri = next_pri;
       k->head_due = next_due;
@@ -166,34 +166,34 @@ void qk_taken(qk_key_t *k, const queue_conf_t *c, qk_deltas_t *d, int64_t n, int
   d->inflight += n;
 }
 
-size_t qk_take_room(const queue_conf_t *c, const qk_deltas_t *d, size_t max) {
+size_t queue_take_room(const queue_conf_t *c, const queue_deltas_t *d, size_t max) {
   size_t room = max;
   if (c->max_inflight > 0) {
     int64_t inflight = c->n_inflight + d->inflight;
-    room = (size_t)qk_min((int64_t)room, qk_max(0, c->max_inflight - inflight));
+    room = (size_t)queue_min((int64_t)room, queue_max(0, c->max_inflight - inflight));
   }
   return room;
 }
 
-int64_t qk_lease_end(const queue_conf_t *c, int64_t visibility_ms, int64_t now) {
+int64_t queue_lease_end(const queue_conf_t *c, int64_t visibility_ms, int64_t now) {
   return now + (visibility_ms ? visibility_ms : c->visibility_ms);
 }
 
-int64_t qk_next_time(const int64_t t[QK_T_N]) {
+int64_t queue_next_time(const int64_t t[QUEUE_NEXT_N]) {
   int64_t best = 0;
-  for (int i = QK_T_DELAYED; i <= QK_T_WAKE; i++)
+  for (int i = QUEUE_NEXT_DELAYED; i <= QUEUE_NEXT_WAKE; i++)
     if (t[i] && (best == 0 || t[i] < best)) best = t[i];
   return best;
 }
 
-int qk_last_delivery(const queue_conf_t *c, int64_t deliveries) {
+int queue_last_delivery(const queue_conf_t *c, int64_t deliveries) {
   return c->max_deliveries > 0 && deliveries >= c->max_deliveries;
 }
 
 static uint64_t jitter_state;
 
 /* splitmix64, seeded once per process. */
-double qk_jitter(void) {
+double queue_jitter(void) {
   uint64_t v = __atomic_load_n(&jitter_state, __ATOMIC_RELAXED);
   if (v == 0) {
     uint64_t seed = ((uint64_t)time(NULL) << 22) ^ (uint64_t)getpid() ^ 1;
@@ -209,24 +209,24 @@ double qk_jitter(void) {
   return 0.75 + (double)(v >> 11) / 9007199254740992.0 * 0.5;
 }
 
-int64_t qk_backoff(const queue_conf_t *c, int64_t deliveries) {
+int64_t queue_backoff_ms(const queue_conf_t *c, int64_t deliveries) {
   double d = (double)c->backoff_ms;
   for (int64_t i = 1; i < deliveries && d < (double)c->backoff_max_ms; i++) d *= 2;
   if (d > (double)c->backoff_max_ms) d = (double)c->backoff_max_ms;
-  return (int64_t)(d * qk_jitter());
+  return (int64_t)(d * queue_jitter());
 }
 
-int64_t qk_nack_due(const queue_conf_t *c, const queue_lease_t *l, int64_t deliveries,
+int64_t queue_nack_due(const queue_conf_t *c, const queue_lease_t *l, int64_t deliveries,
                     int64_t now) {
   int64_t delay = l->delay_ms >= 0 ? l->delay_ms
                   : l->release     ? 0
-                                   : qk_backoff(c, deliveries);
+                                   : queue_backoff_ms(c, deliveries);
   int64_t due = now + delay;
-  if (l->retry_after_ms > 0) due = qk_max(due, now + l->retry_after_ms);
+  if (l->retry_after_ms > 0) due = queue_max(due, now + l->retry_after_ms);
   return due;
 }
 
-void qk_stats(queue_stats_t *out, const queue_conf_t *c, int64_t past_due,
+void queue_stats_fill(queue_stats_t *out, const queue_conf_t *c, int64_t past_due,
               int64_t first_delayed, int64_t first_ready) {
   out->waiting = c->n_waiting;
   out->inflight = c->n_inflight;
@@ -235,13 +235,13 @@ void qk_stats(queue_stats_t *out, const queue_conf_t *c, int64_t past_due,
   out->done = c->n_done;
   out->past_due = past_due;
   if (first_delayed && first_ready)
-    out->oldest_due_ms = qk_min(first_delayed, first_ready);
+    out->oldest_due_ms = queue_min(first_delayed, first_ready);
   else
     out->oldest_due_ms = first_delayed ? first_delayed : first_ready;
   if (out->waiting == 0) out->oldest_due_ms = 0;
 }
 
-void qk_items_drop(queue_item_list_t *out, size_t first) {
+void queue_items_drop(queue_item_list_t *out, size_t first) {
   for (size_t i = first; i < out->n; i++) queue_item_release(&out->v[i]);
   out->n = first;
 }
@@ -254,7 +254,7 @@ static uint64_t str_hash(const char *s) {
   return h;
 }
 
-static int cache_rehash(qk_cache_t *kc, size_t nslot) {
+static int cache_rehash(queue_key_cache_t *kc, size_t nslot) {
   uint32_t *ns = calloc(nslot, sizeof(*ns));
   if (!ns) return -ENOMEM;
   for (size_t i = 0; i < kc->nkeys; i++) {
@@ -268,32 +268,32 @@ static int cache_rehash(qk_cache_t *kc, size_t nslot) {
   return 0;
 }
 
-qk_key_t *qk_cache_find(const qk_cache_t *kc, const char *k) {
+queue_key_t *queue_key_cache_find(const queue_key_cache_t *kc, const char *k) {
   if (!kc->nslot) return NULL;
   uint64_t h = str_hash(k);
   for (size_t at = h & (kc->nslot - 1); kc->slot[at]; at = (at + 1) & (kc->nslot - 1)) {
-    qk_key_t *e = &kc->keys[kc->slot[at] - 1];
+    queue_key_t *e = &kc->keys[kc->slot[at] - 1];
     if (strcmp(e->key, k) == 0) return e;
   }
   return NULL;
 }
 
-int qk_cache_new(qk_cache_t *kc, const char *k, qk_key_t **out) {
+int queue_key_cache_add(queue_key_cache_t *kc, const char *k, queue_key_t **out) {
   if (kc->nkeys == kc->capkeys) {
     size_t ncap = kc->capkeys ? kc->capkeys * 2 : 8;
-    qk_key_t *nk = realloc(kc->keys, ncap * sizeof(*nk));
+    queue_key_t *nk = realloc(kc->keys, ncap * sizeof(*nk));
     if (!nk) return -ENOMEM;
     kc->keys = nk;
     kc->capkeys = ncap;
   }
-  qk_key_t *e = &kc->keys[kc->nkeys];
+  queue_key_t *e = &kc->keys[kc->nkeys];
   memset(e, 0, sizeof(*e));
   if (!(e->key = strdup(k))) return -ENOMEM;
   *out = e;
   return 0;
 }
 
-int qk_cache_commit(qk_cache_t *kc) {
+int queue_key_cache_commit(queue_key_cache_t *kc) {
   kc->nkeys++;
   if (kc->nkeys * 2 > kc->nslot) return cache_rehash(kc, kc->nslot ? kc->nslot * 2 : 16);
   size_t at = str_hash(kc->keys[kc->nkeys - 1].key) & (kc->nslot - 1);
@@ -302,12 +302,12 @@ int qk_cache_commit(qk_cache_t *kc) {
   return 0;
 }
 
-void qk_cache_drop(qk_cache_t *kc) {
+void queue_key_cache_drop(queue_key_cache_t *kc) {
   free(kc->keys[kc->nkeys].key);
   kc->keys[kc->nkeys].key = NULL;
 }
 
-void qk_cache_release(qk_cache_t *kc) {
+void queue_key_cache_release(queue_key_cache_t *kc) {
   for (size_t i = 0; i < kc->nkeys; i++) free(kc->keys[i].key);
   free(kc->keys);
   free(kc->slot);

@@ -6,11 +6,11 @@
  * per-call cache of those keys, counter deltas, backoff with jitter, and
  * the take order. Store-private (not part of store.h).
  *
- * Ownership as in store.h: a qk_cache_t owns its entries and their key
- * strings (qk_cache_release frees them); every other pointer is borrowed.
+ * Ownership as in store.h: a queue_key_cache_t owns its entries and their key
+ * strings (queue_key_cache_release frees them); every other pointer is borrowed.
  */
-#ifndef SPIDERD_STORE_QUEUE_KEYS_H
-#define SPIDERD_STORE_QUEUE_KEYS_H
+#ifndef SPIDERD_STORE_QUEUE_ENGINE_H
+#define SPIDERD_STORE_QUEUE_ENGINE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -19,15 +19,15 @@
 
 /* Stored element states (the state column of queue_items; the same
  * numbers in Redis). */
-enum { QK_DELAYED = 0, QK_INFLIGHT = 1, QK_DEAD = 2, QK_DONE = 3, QK_READY = 4 };
+enum { QITEM_DELAYED = 0, QITEM_INFLIGHT = 1, QITEM_DEAD = 2, QITEM_DONE = 3, QITEM_READY = 4 };
 
 /* The kinds of "when the next thing happens" (a queue's times probe): the
  * first element not yet due, the first lease end, the first key wake-up,
  * the earliest ready due time. */
-enum { QK_T_DELAYED, QK_T_LEASE, QK_T_WAKE, QK_T_READY, QK_T_N };
+enum { QUEUE_NEXT_DELAYED, QUEUE_NEXT_LEASE, QUEUE_NEXT_WAKE, QUEUE_NEXT_READY, QUEUE_NEXT_N };
 
 /* One politeness key's state, as cached by one call. */
-typedef struct qk_key {
+typedef struct queue_key {
   char *key;
   int exists;     /* a row is stored */
   int dirty;
@@ -38,141 +38,141 @@ typedef struct qk_key {
   int64_t head_pri, head_due;
   int open;
   int64_t wake_ms;
-} qk_key_t;
+} queue_key_t;
 
 /* A call's counter deltas, written to the queue's row at its end. */
-typedef struct qk_deltas {
+typedef struct queue_deltas {
   int64_t waiting, ready, inflight, dead, done, put, acked;
-} qk_deltas_t;
+} queue_deltas_t;
 
 /* A call's keys: an array, and an open-addressing index over it. */
-typedef struct qk_cache {
-  qk_key_t *keys;
+typedef struct queue_key_cache {
+  queue_key_t *keys;
   size_t nkeys, capkeys;
   uint32_t *slot; /* open addressing: index + 1 into keys, 0 = free */
   size_t nslot;   /* power of two */
-} qk_cache_t;
+} queue_key_cache_t;
 
 /* The smaller and the larger of a and b. */
-static inline int64_t qk_min(int64_t a, int64_t b) { return a < b ? a : b; }
-static inline int64_t qk_max(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t queue_min(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t queue_max(int64_t a, int64_t b) { return a > b ? a : b; }
 
 /* Is (p1, d1) taken before (p2, d2)? Higher priority first, then the
  * earlier due time. */
-int qk_better(int64_t p1, int64_t d1, int64_t p2, int64_t d2);
+int queue_take_before(int64_t p1, int64_t d1, int64_t p2, int64_t d2);
 
-/* The public state of stored state s (QK_DELAYED and QK_READY are both
+/* The public state of stored state s (QITEM_DELAYED and QITEM_READY are both
  * waiting). */
-queue_state_t qk_public_state(int s);
+queue_state_t qitem_public_state(int s);
 
 /* The stored state of public state st other than QSTATE_WAITING (which
- * stands for QK_DELAYED and QK_READY). */
-int qk_stored_state(queue_state_t st);
+ * stands for QITEM_DELAYED and QITEM_READY). */
+int qitem_stored_state(queue_state_t st);
 
 /* The stored state of a waiting element due at due: ready when due <= now. */
-int qk_waiting_state(int64_t due, int64_t now);
+int qitem_waiting_state(int64_t due, int64_t now);
 
 /* Counters for an element entering (sign +1) or leaving (-1) stored state
  * `state`; any other state counts nothing. */
-void qk_count(qk_deltas_t *d, int state, int sign);
+void queue_deltas_move(queue_deltas_t *d, int state, int sign);
 
 /* A key's bucket size: c->key_burst, at least 1. */
-double qk_burst(const queue_conf_t *c);
+double queue_key_burst(const queue_conf_t *c);
 
 /* Fills k as a key that has no stored row: a full bucket as of now. */
-void qk_key_init(qk_key_t *k, const queue_conf_t *c, int64_t now);
+void queue_key_init(queue_key_t *k, const queue_conf_t *c, int64_t now);
 
 /* A ready element (pri, due) joins key k. */
-void qk_ready_add(qk_key_t *k, int64_t pri, int64_t due);
+void queue_key_ready_add(queue_key_t *k, int64_t pri, int64_t due);
 
 /* `count` ready elements leave key k (taken, moved, purged); its head must
  * be read again. */
-void qk_ready_del(qk_key_t *k, int64_t count);
+void queue_key_ready_del(queue_key_t *k, int64_t count);
 
 /* An element of key k leaves stored state `state`: k's ready or in-flight
- * count and d. k may be NULL unless state is QK_READY or QK_INFLIGHT. */
-void qk_leave(qk_key_t *k, qk_deltas_t *d, int state);
+ * count and d. k may be NULL unless state is QITEM_READY or QITEM_INFLIGHT. */
+void queue_key_leave(queue_key_t *k, queue_deltas_t *d, int state);
 
 /* An element of key k enters stored state `state` (< 0: none, it was
  * deleted) with (pri, due): d, and k's ready elements when ready. k may be
- * NULL unless state is QK_READY. */
-void qk_enter(qk_key_t *k, qk_deltas_t *d, int state, int64_t pri, int64_t due);
+ * NULL unless state is QITEM_READY. */
+void queue_key_enter(queue_key_t *k, queue_deltas_t *d, int state, int64_t pri, int64_t due);
 
 /* A Retry-After: key k takes nothing before `until`. */
-void qk_block(qk_key_t *k, int64_t until);
+void queue_key_block(queue_key_t *k, int64_t until);
 
 /* Refills k's token bucket up to now (when the queue has a rate). */
-void qk_refill(qk_key_t *k, const queue_conf_t *c, int64_t now);
+void queue_key_refill(queue_key_t *k, const queue_conf_t *c, int64_t now);
 
 /* Decides whether k (refilled, its head read) is open now, and if not,
  * when it may be (wake_ms, 0 = when a lease ends or never). Marks k dirty. */
-void qk_decide(qk_key_t *k, const queue_conf_t *c, int64_t now);
+void queue_key_decide(queue_key_t *k, const queue_conf_t *c, int64_t now);
 
 /* Does k (settled) hold nothing worth remembering, so its row may go? */
-int qk_idle(const qk_key_t *k, const queue_conf_t *c, int64_t now);
+int queue_key_idle(const queue_key_t *k, const queue_conf_t *c, int64_t now);
 
 /* How many of `room` elements open key k may hand out now (its in-flight
  * limit and tokens). */
-size_t qk_key_room(const qk_key_t *k, const queue_conf_t *c, size_t room);
+size_t queue_key_room(const queue_key_t *k, const queue_conf_t *c, size_t room);
 
 /* After a take leased n of key k's ready elements: k's count, head (next:
  * an element was left, (next_pri, next_due) its next head; else the take
  * saw them all), leases and tokens, and d. */
-void qk_taken(qk_key_t *k, const queue_conf_t *c, qk_deltas_t *d, int64_t n, int next,
+void queue_key_taken(queue_key_t *k, const queue_conf_t *c, queue_deltas_t *d, int64_t n, int next,
               int64_t next_pri, int64_t next_due);
 
 /* How many of `max` elements a take may hand out under the queue's
  * in-flight limit, with d->inflight leases begun or ended in this call. */
-size_t qk_take_room(const queue_conf_t *c, const qk_deltas_t *d, size_t max);
+size_t queue_take_room(const queue_conf_t *c, const queue_deltas_t *d, size_t max);
 
 /* The lease end of a take at now: visibility_ms, or the queue's when 0. */
-int64_t qk_lease_end(const queue_conf_t *c, int64_t visibility_ms, int64_t now);
+int64_t queue_lease_end(const queue_conf_t *c, int64_t visibility_ms, int64_t now);
 
 /* The earliest of t's due time, lease end and key wake-up (0 = none). */
-int64_t qk_next_time(const int64_t t[QK_T_N]);
+int64_t queue_next_time(const int64_t t[QUEUE_NEXT_N]);
 
 /* Has an element delivered `deliveries` times had its last delivery? */
-int qk_last_delivery(const queue_conf_t *c, int64_t deliveries);
+int queue_last_delivery(const queue_conf_t *c, int64_t deliveries);
 
 /* A factor in [0.75, 1.25), different at every call (thread-safe). */
-double qk_jitter(void);
+double queue_jitter(void);
 
 /* The delay before the next delivery after the deliveries-th failed: the
  * queue's backoff doubled per delivery up to its maximum, with jitter. */
-int64_t qk_backoff(const queue_conf_t *c, int64_t deliveries);
+int64_t queue_backoff_ms(const queue_conf_t *c, int64_t deliveries);
 
 /* When the element of nack l, delivered `deliveries` times, is due again
  * (its delay, none on release, else the backoff; no sooner than a
  * Retry-After). */
-int64_t qk_nack_due(const queue_conf_t *c, const queue_lease_t *l, int64_t deliveries,
+int64_t queue_nack_due(const queue_conf_t *c, const queue_lease_t *l, int64_t deliveries,
                     int64_t now);
 
 /* Fills out's counts and oldest due time from c's counters, past_due and
  * the first due times of waiting elements not yet due and ready (0 =
  * none); out->keys is left alone. */
-void qk_stats(queue_stats_t *out, const queue_conf_t *c, int64_t past_due,
+void queue_stats_fill(queue_stats_t *out, const queue_conf_t *c, int64_t past_due,
               int64_t first_delayed, int64_t first_ready);
 
 /* Releases out's items from index first on (a call that failed drops
  * what it added). */
-void qk_items_drop(queue_item_list_t *out, size_t first);
+void queue_items_drop(queue_item_list_t *out, size_t first);
 
 /* Key k's entry in kc, or NULL when it has none. */
-qk_key_t *qk_cache_find(const qk_cache_t *kc, const char *k);
+queue_key_t *queue_key_cache_find(const queue_key_cache_t *kc, const char *k);
 
 /* A new zeroed entry for key k (a copy of k in it), not yet in kc: fill it,
- * then qk_cache_commit it, or qk_cache_drop it. Valid until the next
- * qk_cache_new. -ENOMEM. */
-int qk_cache_new(qk_cache_t *kc, const char *k, qk_key_t **out);
+ * then queue_key_cache_commit it, or queue_key_cache_drop it. Valid until the next
+ * queue_key_cache_add. -ENOMEM. */
+int queue_key_cache_add(queue_key_cache_t *kc, const char *k, queue_key_t **out);
 
-/* Adds the entry of the last qk_cache_new to kc. -ENOMEM (it stays in kc,
+/* Adds the entry of the last queue_key_cache_add to kc. -ENOMEM (it stays in kc,
  * not indexed). */
-int qk_cache_commit(qk_cache_t *kc);
+int queue_key_cache_commit(queue_key_cache_t *kc);
 
-/* Forgets the entry of the last qk_cache_new. */
-void qk_cache_drop(qk_cache_t *kc);
+/* Forgets the entry of the last queue_key_cache_add. */
+void queue_key_cache_drop(queue_key_cache_t *kc);
 
 /* Frees kc's entries and index; kc is empty after. */
-void qk_cache_release(qk_cache_t *kc);
+void queue_key_cache_release(queue_key_cache_t *kc);
 
 #endif
