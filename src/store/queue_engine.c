@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "log.h"
+
 int queue_take_before(int64_t p1, int64_t d1, int64_t p2, int64_t d2) {
   return p1 > p2 || (p1 == p2 && d1 < d2);
 }
@@ -315,3 +317,89 @@ void queue_key_cache_release(queue_key_cache_t *kc) {
   kc->slot = NULL;
   kc->nkeys = kc->capkeys = kc->nslot = 0;
 }
+
+/* ---- one call on one queue ---- */
+
+int queue_call_key(queue_call_t *x, const char *k, const queue_key_t *row, queue_key_t **out) {
+  queue_key_t *e = queue_key_cache_find(&x->kc, k);
+  int rc;
+  if (e) {
+    *out = e;
+    return 0;
+  }
+  if ((rc = queue_key_cache_add(&x->kc, k, &e))) return rc;
+  if (row == QUEUE_KEY_READ) {
+    rc = x->rows->key_get(x, k, e);
+    if (rc == -ENOENT) {
+      queue_key_init(e, &x->c, x->now);
+    } else if (rc) {
+      queue_key_cache_drop(&x->kc);
+      return rc;
+    }
+  } else if (row) {
+    char *name = e->key;
+    *e = *row;
+    e->key = name;
+    e->exists = 1;
+    e->dirty = e->head_stale = 0;
+  } else {
+    queue_key_init(e, &x->c, x->now);
+  }
+  if ((rc = queue_key_cache_commit(&x->kc))) return rc;
+  *out = e;
+  return 0;
+}
+
+int queue_call_settle(queue_call_t *x, queue_key_t *k) {
+  const queue_conf_t *c = &x->c;
+  queue_key_refill(k, c, x->now);
+  if (k->n_ready > 0 && k->head_stale) {
+    int rc = x->rows->key_head(x, k->key, &k->head_pri, &k->head_due);
+    if (rc == -ENOENT) {
+      /* The count disagrees with the rows: the rows win. */
+      log_warn("store", "queue %s key '%s' counted %lld ready elements and has none",
+               c->name ? c->name : "?", k->key, (long long)k->n_ready);
+      k->n_ready = 0;
+    } else if (rc) {
+      return rc;
+    }
+    k->head_stale = 0;
+  }
+  queue_key_decide(k, c, x->now);
+  return 0;
+}
+
+int queue_call_flush_key(queue_call_t *x, queue_key_t *k) {
+  int rc;
+  if (!k->dirty) return 0;
+  if ((rc = queue_call_settle(x, k))) return rc;
+  if (queue_key_idle(k, &x->c, x->now)) {
+    if (k->exists && (rc = x->rows->key_delete(x, k->key))) return rc;
+    k->exists = 0;
+  } else {
+    if ((rc = x->rows->key_put(x, k))) return rc;
+    k->exists = 1;
+  }
+  k->dirty = 0;
+  return 0;
+}
+
+int queue_call_flush_keys(queue_call_t *x) {
+  for (size_t i = 0; i < x->kc.nkeys; i++) {
+    int rc = queue_call_flush_key(x, &x->kc.keys[i]);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+int queue_call_finish(queue_call_t *x) {
+  int rc = queue_call_flush_keys(x);
+  if (rc) return rc;
+  const queue_deltas_t *d = &x->d;
+  if (!d->waiting && !d->ready && !d->inflight && !d->dead && !d->done && !d->put &&
+      !d->acked && x->lease_seq == x->lease_seq0)
+    return 0;
+  return x->rows->counters(x);
+}
+
+void queue_call_release(queue_call_t *x) { queue_key_cache_release(&x->kc); }

@@ -175,4 +175,64 @@ void queue_key_cache_drop(queue_key_cache_t *kc);
 /* Frees kc's entries and index; kc is empty after. */
 void queue_key_cache_release(queue_key_cache_t *kc);
 
+/* ---- one call on one queue ----
+ * A backend's op opens a queue_call_t on the queue's row (its settings, its
+ * lease sequence), moves elements with its own SQL while the engine keeps
+ * the keys and counters they touch, and ends with queue_call_finish, which
+ * writes each touched key and the counters back once. */
+
+typedef struct queue_call queue_call_t;
+
+/* Row access a backend gives the engine, each inside the call's
+ * transaction; x is the backend's own context (queue_call_t is its first
+ * member). 0 or the store's error codes. */
+typedef struct queue_rows {
+  /* Reads key's stored row into k's state fields (n_ready .. wake_ms) and
+   * sets k->exists; -ENOENT when none is stored. */
+  int (*key_get)(queue_call_t *x, const char *key, queue_key_t *k);
+  /* The priority and due time of key's best ready element; -ENOENT: none. */
+  int (*key_head)(queue_call_t *x, const char *key, int64_t *pri, int64_t *due);
+  /* Writes k's row (inserted or replaced) / deletes key's row. */
+  int (*key_put)(queue_call_t *x, const queue_key_t *k);
+  int (*key_delete)(queue_call_t *x, const char *key);
+  /* Adds x->d to the queue's counters and stores x->lease_seq. */
+  int (*counters)(queue_call_t *x);
+} queue_rows_t;
+
+struct queue_call {
+  const queue_rows_t *rows;
+  queue_conf_t c;      /* the queue's row (c.id, settings, counters) */
+  int64_t lease_seq;   /* the queue's lease sequence, as this call moves it */
+  int64_t lease_seq0;  /* as it was read */
+  int64_t now;
+  queue_deltas_t d;    /* this call's counter deltas */
+  queue_key_cache_t kc;
+};
+
+/* Read it from the store (queue_call_key's `row`). */
+#define QUEUE_KEY_READ ((const queue_key_t *)1)
+
+/* The cached state of key k, on first use taken from row (the stored
+ * state a backend read with other columns), NULL (no row is stored: a new
+ * key) or QUEUE_KEY_READ (rows->key_get). The pointer is valid until the
+ * next queue_call_key. */
+int queue_call_key(queue_call_t *x, const char *k, const queue_key_t *row, queue_key_t **out);
+
+/* Refills k's bucket, reads its head again when stale, and decides whether
+ * it is open now and, if not, when it may be. */
+int queue_call_settle(queue_call_t *x, queue_key_t *k);
+
+/* Writes key k back when the call changed it: settled, its row deleted
+ * when it holds nothing worth remembering. */
+int queue_call_flush_key(queue_call_t *x, queue_key_t *k);
+/* queue_call_flush_key for every key of the call. */
+int queue_call_flush_keys(queue_call_t *x);
+
+/* Writes back every key the call changed and the counters, when they
+ * moved: the end of every call that changed something. */
+int queue_call_finish(queue_call_t *x);
+
+/* Frees the call's key cache. */
+void queue_call_release(queue_call_t *x);
+
 #endif

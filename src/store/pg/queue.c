@@ -470,23 +470,21 @@ static int queue_open(struct pg_store *q, const char *name, int64_t now_ms, queu
   return rc;
 }
 
-/* ---- one call's working state: the queue, counter deltas, keys ---- */
+/* ---- one call's working state: the engine's, and the connection ---- */
 
 typedef struct qctx {
+  queue_call_t e; /* first: the engine's row ops get it back */
   struct pg_store *q;
-  queue_conf_t c;
-  int64_t lease_seq, lease_seq0;
-  int64_t now;
-  queue_deltas_t d;
   int note; /* elements became takeable (or due sooner) */
-  queue_key_cache_t kc;
 } qctx_t;
+
+#define QX(x) ((qctx_t *)(x))
 
 /* Loads queue `name` for this call, its row locked (SELECT ... FOR UPDATE). */
 static int ctx_load(qctx_t *x, const char *name) {
-  int rc = queue_load(x->q, name, 1, &x->c, &x->lease_seq);
-  x->lease_seq0 = x->lease_seq;
-  x->c.name = (char *)name;
+  int rc = queue_load(x->q, name, 1, &x->e.c, &x->e.lease_seq);
+  x->e.lease_seq0 = x->e.lease_seq;
+  x->e.c.name = (char *)name;
   return rc;
 }
 
@@ -504,116 +502,63 @@ static void key_row(queue_key_t *e, const PGresult *r, int row, int col) {
   e->wake_ms = bi64(r, row, col + 8);
 }
 
-/* The cached state of key k: on first use, from r's row (columns from col
- * on; all NULL = no stored row) when r is given, else read from the store.
- * The pointer is valid until the next ctx_key call. */
-static int ctx_key_at(qctx_t *x, const char *k, const PGresult *r, int row, int col,
-                      queue_key_t **out) {
-  queue_key_t *e = queue_key_cache_find(&x->kc, k);
+/* ---- the engine's row access (queue_rows_t) ---- */
+
+/* Runs statement id on (queue id, key): its result, NULL with *rc set. */
+static PGresult *key_run(queue_call_t *x, int id, const char *key, int *rc, const char *what) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, x->c.id);
+  p_key(&p, key);
+  return qrun(QX(x)->q, id, &p, rc, what);
+}
+
+static int rows_key_get(queue_call_t *x, const char *key, queue_key_t *k) {
   int rc;
-  if (e) {
-    *out = e;
-    return 0;
-  }
-  if ((rc = queue_key_cache_add(&x->kc, k, &e))) return rc;
-  PGresult *own = NULL;
-  if (!r) {
-    pg_params_t p = {0};
-    pg_p_i64(&p, x->c.id);
-    p_key(&p, k);
-    if (!(own = qrun(x->q, QS_KEY_GET, &p, &rc, "queue key get"))) {
-      queue_key_cache_drop(&x->kc);
-      return rc;
-    }
-    r = own;
-    row = 0;
-    col = 0;
-  }
-  if (row < PQntuples(r) && !PQgetisnull(r, row, col))
-    key_row(e, r, row, col);
-  else
-    queue_key_init(e, &x->c, x->now);
-  PQclear(own);
-  if ((rc = queue_key_cache_commit(&x->kc))) return rc;
-  *out = e;
-  return 0;
+  PGresult *r = key_run(x, QS_KEY_GET, key, &rc, "queue key get");
+  if (!r) return rc;
+  rc = PQntuples(r) > 0 && !PQgetisnull(r, 0, 0) ? 0 : -ENOENT;
+  if (!rc) key_row(k, r, 0, 0);
+  PQclear(r);
+  return rc;
 }
 
-static int ctx_key(qctx_t *x, const char *k, queue_key_t **out) {
-  return ctx_key_at(x, k, NULL, 0, 0, out);
-}
-
-/* Decides whether k is open now, and if not, when it may be. */
-static int key_settle(qctx_t *x, queue_key_t *k) {
-  const queue_conf_t *c = &x->c;
-  queue_key_refill(k, c, x->now);
-  if (k->n_ready > 0 && k->head_stale) {
-    pg_params_t p = {0};
-    int rc;
-    pg_p_i64(&p, c->id);
-    p_key(&p, k->key);
-    PGresult *r = qrun(x->q, QS_HEAD, &p, &rc, "queue key head");
-    if (!r) return rc;
-    if (PQntuples(r) > 0) {
-      k->head_pri = bi64(r, 0, 0);
-      k->head_due = bi64(r, 0, 1);
-    } else {
-      /* The count disagrees with the rows: the rows win. */
-      log_warn("store", "queue %s key '%s' counted %lld ready elements and has none",
-               c->name ? c->name : "?", k->key, (long long)k->n_ready);
-      k->n_ready = 0;
-    }
-    PQclear(r);
-    k->head_stale = 0;
-  }
-  queue_key_decide(k, c, x->now);
-  return 0;
-}
-
-/* Settles and writes back key k (deleting its row when it holds nothing
- * worth remembering). */
-static int key_flush(qctx_t *x, queue_key_t *k) {
+static int rows_key_head(queue_call_t *x, const char *key, int64_t *pri, int64_t *due) {
   int rc;
-  if (!k->dirty) return 0;
-  if ((rc = key_settle(x, k))) return rc;
-  int idle = queue_key_idle(k, &x->c, x->now);
+  PGresult *r = key_run(x, QS_HEAD, key, &rc, "queue key head");
+  if (!r) return rc;
+  rc = PQntuples(r) > 0 ? 0 : -ENOENT;
+  if (!rc) {
+    *pri = bi64(r, 0, 0);
+    *due = bi64(r, 0, 1);
+  }
+  PQclear(r);
+  return rc;
+}
+
+static int rows_key_put(queue_call_t *x, const queue_key_t *k) {
   pg_params_t p = {0};
   pg_p_i64(&p, x->c.id);
   p_key(&p, k->key);
-  if (idle) {
-    if (k->exists && (rc = qcmd(x->q, QS_KEY_DEL, &p, "queue key delete"))) return rc;
-    pg_params_release(&p);
-    k->exists = 0;
-  } else {
-    pg_p_i64(&p, k->n_ready);
-    pg_p_i64(&p, k->inflight);
-    pg_p_dbl(&p, k->tokens);
-    pg_p_i64(&p, k->tokens_ms);
-    pg_p_i64(&p, k->block_ms);
-    pg_p_i64(&p, k->head_pri);
-    pg_p_i64(&p, k->head_due);
-    pg_p_i64(&p, k->open);
-    pg_p_i64(&p, k->wake_ms);
-    if ((rc = qcmd(x->q, QS_KEY_PUT, &p, "queue key put"))) return rc;
-    k->exists = 1;
-  }
-  k->dirty = 0;
-  return 0;
+  pg_p_i64(&p, k->n_ready);
+  pg_p_i64(&p, k->inflight);
+  pg_p_dbl(&p, k->tokens);
+  pg_p_i64(&p, k->tokens_ms);
+  pg_p_i64(&p, k->block_ms);
+  pg_p_i64(&p, k->head_pri);
+  pg_p_i64(&p, k->head_due);
+  pg_p_i64(&p, k->open);
+  pg_p_i64(&p, k->wake_ms);
+  return qcmd(QX(x)->q, QS_KEY_PUT, &p, "queue key put");
 }
 
-static int ctx_flush_keys(qctx_t *x) {
-  for (size_t i = 0; i < x->kc.nkeys; i++) {
-    int rc = key_flush(x, &x->kc.keys[i]);
-    if (rc) return rc;
-  }
-  return 0;
+static int rows_key_delete(queue_call_t *x, const char *key) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, x->c.id);
+  p_key(&p, key);
+  return qcmd(QX(x)->q, QS_KEY_DEL, &p, "queue key delete");
 }
 
-/* Writes the counter deltas and the lease sequence (when they moved). */
-static int ctx_flush_counters(qctx_t *x) {
-  if (!x->d.waiting && !x->d.ready && !x->d.inflight && !x->d.dead && !x->d.done &&
-      !x->d.put && !x->d.acked && x->lease_seq == x->lease_seq0)
-    return 0;
+static int rows_counters(queue_call_t *x) {
   pg_params_t p = {0};
   pg_p_i64(&p, x->c.id);
   pg_p_i64(&p, x->d.waiting);
@@ -624,12 +569,35 @@ static int ctx_flush_counters(qctx_t *x) {
   pg_p_i64(&p, x->d.put);
   pg_p_i64(&p, x->d.acked);
   pg_p_i64(&p, x->lease_seq);
-  return qcmd(x->q, QS_COUNTERS, &p, "queue counters");
+  return qcmd(QX(x)->q, QS_COUNTERS, &p, "queue counters");
+}
+
+static const queue_rows_t pg_rows = {
+    .key_get = rows_key_get,
+    .key_head = rows_key_head,
+    .key_put = rows_key_put,
+    .key_delete = rows_key_delete,
+    .counters = rows_counters,
+};
+
+/* The cached state of key k: on first use, from r's row (columns from col
+ * on; all NULL = no stored row) when r is given, else read from the store. */
+static int ctx_key_at(qctx_t *x, const char *k, const PGresult *r, int row, int col,
+                      queue_key_t **out) {
+  queue_key_t stored;
+  if (!r) return queue_call_key(&x->e, k, QUEUE_KEY_READ, out);
+  if (row >= PQntuples(r) || PQgetisnull(r, row, col))
+    return queue_call_key(&x->e, k, NULL, out);
+  key_row(&stored, r, row, col);
+  return queue_call_key(&x->e, k, &stored, out);
+}
+
+static int ctx_key(qctx_t *x, const char *k, queue_key_t **out) {
+  return queue_call_key(&x->e, k, QUEUE_KEY_READ, out);
 }
 
 static int ctx_finish(qctx_t *x) {
-  int rc = ctx_flush_keys(x);
-  if (!rc) rc = ctx_flush_counters(x);
+  int rc = queue_call_finish(&x->e);
   if (!rc && x->note) rc = pg_note(x->q, STORE_NOTE_QUEUES);
   return rc;
 }
@@ -658,18 +626,18 @@ static int put_one(qctx_t *x, queue_put_t *p) {
   int rc;
 
   if (!key) {
-    queue_key_derive(x->c.key_mode, p->element, p->len, derived, sizeof(derived));
+    queue_key_derive(x->e.c.key_mode, p->element, p->len, derived, sizeof(derived));
     key = derived;
   }
-  int nstate = qitem_waiting_state(due, x->now);
+  int nstate = qitem_waiting_state(due, x->e.now);
   pg_params_t pp = {0};
-  pg_p_i64(&pp, x->c.id);
+  pg_p_i64(&pp, x->e.c.id);
   pg_p_i64(&pp, (int64_t)hash);
   pg_p_i64(&pp, nstate);
   pg_p_i64(&pp, pri);
   pg_p_i64(&pp, due);
   p_key(&pp, key);
-  pg_p_i64(&pp, x->now);
+  pg_p_i64(&pp, x->e.now);
   pg_p_bin(&pp, p->element, p->len);
   PGresult *r = qrun(q, QS_PUT, &pp, &rc, "queue put");
   if (!r) return rc;
@@ -682,8 +650,8 @@ static int put_one(qctx_t *x, queue_put_t *p) {
   if (bi64(r, 0, 0) == 1) { /* added */
     PQclear(r);
     p->result = QPUT_ADDED;
-    queue_deltas_move(&x->d, nstate, +1);
-    x->d.put++;
+    queue_deltas_move(&x->e.d, nstate, +1);
+    x->e.d.put++;
     x->note = 1;
     if (nstate == QITEM_READY) {
       if ((rc = ctx_key(x, key, &k))) return rc;
@@ -720,9 +688,9 @@ static int put_one(qctx_t *x, queue_put_t *p) {
   }
   if (state == QITEM_DEAD || state == QITEM_DONE) {
     if ((rc = stmt_state(x, id, nstate, due, pri, NULL, 1))) goto out;
-    queue_deltas_move(&x->d, state, -1);
-    queue_deltas_move(&x->d, nstate, +1);
-    x->d.put++;
+    queue_deltas_move(&x->e.d, state, -1);
+    queue_deltas_move(&x->e.d, nstate, +1);
+    x->e.d.put++;
     x->note = 1;
     if (nstate == QITEM_READY) {
       if ((rc = ctx_key(x, okey, &k))) goto out;
@@ -737,7 +705,7 @@ static int put_one(qctx_t *x, queue_put_t *p) {
     pri = queue_max(opri, pri);
   }
   if (due == odue && pri == opri) goto out;
-  nstate = qitem_waiting_state(due, x->now);
+  nstate = qitem_waiting_state(due, x->e.now);
   pg_params_t pm = {0};
   pg_p_i64(&pm, id);
   pg_p_i64(&pm, nstate);
@@ -749,8 +717,8 @@ static int put_one(qctx_t *x, queue_put_t *p) {
     if (state == QITEM_READY) queue_key_ready_del(k, 1);
     if (nstate == QITEM_READY) queue_key_ready_add(k, pri, due);
   }
-  queue_deltas_move(&x->d, state, -1);
-  queue_deltas_move(&x->d, nstate, +1);
+  queue_deltas_move(&x->e.d, state, -1);
+  queue_deltas_move(&x->e.d, nstate, +1);
   x->note = 1;
   p->result = QPUT_MOVED;
 out:
@@ -760,15 +728,15 @@ out:
 
 int pg_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n, int64_t now_ms) {
   struct pg_store *q = PGQ(s);
-  qctx_t x = {.q = q, .now = now_ms};
+  qctx_t x = {.e = {.rows = &pg_rows, .now = now_ms}, .q = q};
   int began, rc = pg_auto_begin(q, &began);
   if (rc) return rc;
-  rc = queue_open(q, name, now_ms, &x.c, &x.lease_seq);
-  x.lease_seq0 = x.lease_seq;
-  x.c.name = (char *)name;
+  rc = queue_open(q, name, now_ms, &x.e.c, &x.e.lease_seq);
+  x.e.lease_seq0 = x.e.lease_seq;
+  x.e.c.name = (char *)name;
   for (size_t i = 0; !rc && i < n; i++) rc = put_one(&x, &items[i]);
   if (!rc) rc = ctx_finish(&x);
-  queue_key_cache_release(&x.kc);
+  queue_call_release(&x.e);
   return pg_auto_end(q, began, rc);
 }
 
@@ -789,8 +757,8 @@ static int queue_times(struct pg_store *q, int64_t queue_id, int64_t t[QUEUE_NEX
 static int take_promote(qctx_t *x) {
   pg_params_t p = {0};
   int rc;
-  pg_p_i64(&p, x->c.id);
-  pg_p_i64(&p, x->now);
+  pg_p_i64(&p, x->e.c.id);
+  pg_p_i64(&p, x->e.now);
   pg_p_i64(&p, QUEUE_SWEEP_MAX);
   PGresult *r = qrun(x->q, QS_PROMOTE, &p, &rc, "queue promote");
   if (!r) return rc;
@@ -802,7 +770,7 @@ static int take_promote(qctx_t *x) {
     free(key);
     if (rc) break;
     queue_key_ready_add(k, bi64(r, i, 1), bi64(r, i, 2));
-    x->d.ready++;
+    x->e.d.ready++;
   }
   PQclear(r);
   return rc;
@@ -813,9 +781,9 @@ static int take_promote(qctx_t *x) {
 static int take_expire(qctx_t *x) {
   pg_params_t p = {0};
   int rc;
-  pg_p_i64(&p, x->c.id);
-  pg_p_i64(&p, x->now);
-  pg_p_i64(&p, x->c.max_deliveries);
+  pg_p_i64(&p, x->e.c.id);
+  pg_p_i64(&p, x->e.now);
+  pg_p_i64(&p, x->e.c.max_deliveries);
   pg_p_i64(&p, QUEUE_SWEEP_MAX);
   PGresult *r = qrun(x->q, QS_EXPIRE, &p, &rc, "queue expire");
   if (!r) return rc;
@@ -827,8 +795,8 @@ static int take_expire(qctx_t *x) {
     rc = ctx_key(x, key, &k);
     free(key);
     if (rc) break;
-    queue_key_leave(k, &x->d, QITEM_INFLIGHT);
-    queue_key_enter(k, &x->d, state, bi64(r, i, 2), x->now);
+    queue_key_leave(k, &x->e.d, QITEM_INFLIGHT);
+    queue_key_enter(k, &x->e.d, state, bi64(r, i, 2), x->e.now);
   }
   PQclear(r);
   return rc;
@@ -853,8 +821,8 @@ static int touch_keys(qctx_t *x, PGresult *r, int withrow) {
 static int take_wake(qctx_t *x) {
   pg_params_t p = {0};
   int rc;
-  pg_p_i64(&p, x->c.id);
-  pg_p_i64(&p, x->now);
+  pg_p_i64(&p, x->e.c.id);
+  pg_p_i64(&p, x->e.now);
   pg_p_i64(&p, QUEUE_SWEEP_MAX);
   PGresult *r = qrun(x->q, QS_KEY_WAKE, &p, &rc, "queue wake");
   if (!r) return rc;
@@ -872,14 +840,14 @@ static int take_from_key(qctx_t *x, queue_key_t *k, int has2, int64_t p2, int64_
   int rc = 0;
 
   *got = 0;
-  room = queue_key_room(k, &x->c, room);
+  room = queue_key_room(k, &x->e.c, room);
   if (room == 0) { /* settled open at a moment that has passed: settle again */
     k->dirty = 1;
-    return key_flush(x, k);
+    return queue_call_flush_key(&x->e, k);
   }
 
   pg_params_t p = {0};
-  pg_p_i64(&p, x->c.id);
+  pg_p_i64(&p, x->e.c.id);
   p_key(&p, k->key);
   pg_p_i64(&p, (int64_t)room);
   pg_p_i64(&p, has2 ? 1 : 0);
@@ -919,16 +887,16 @@ static int take_from_key(qctx_t *x, queue_key_t *k, int has2, int64_t p2, int64_
   PQclear(r);
   if (rc) return rc; /* the caller drops what out got */
   n = out->n - first;
-  queue_key_taken(k, &x->c, &x->d, (int64_t)n, next, next_pri, next_due);
+  queue_key_taken(k, &x->e.c, &x->e.d, (int64_t)n, next, next_pri, next_due);
   *got = n;
-  return key_flush(x, k);
+  return queue_call_flush_key(&x->e, k);
 }
 
 /* When something may become takeable: the next due time, lease end or key
  * wake-up (0: nothing pending). */
 static int take_next(qctx_t *x, int64_t *next_ms) {
   int64_t t[QUEUE_NEXT_N];
-  int rc = queue_times(x->q, x->c.id, t);
+  int rc = queue_times(x->q, x->e.c.id, t);
   if (!rc) *next_ms = queue_next_time(t);
   return rc;
 }
@@ -936,7 +904,7 @@ static int take_next(qctx_t *x, int64_t *next_ms) {
 int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
                   int64_t now_ms, queue_item_list_t *out, int64_t *next_ms) {
   struct pg_store *q = PGQ(s);
-  qctx_t x = {.q = q, .now = now_ms};
+  qctx_t x = {.e = {.rows = &pg_rows, .now = now_ms}, .q = q};
   size_t taken = 0, first = out->n;
   int began, rc = pg_auto_begin(q, &began);
   if (rc) return rc;
@@ -945,19 +913,19 @@ int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_m
     rc = 0;
     goto out;
   }
-  if (rc || x.c.paused) goto out;
+  if (rc || x.e.c.paused) goto out;
   /* One probe says which sweeps have work. */
   int64_t t[QUEUE_NEXT_N];
-  if ((rc = queue_times(q, x.c.id, t)) ||
+  if ((rc = queue_times(q, x.e.c.id, t)) ||
       (t[QUEUE_NEXT_LEASE] && t[QUEUE_NEXT_LEASE] <= now_ms && (rc = take_expire(&x))) ||
       (t[QUEUE_NEXT_DELAYED] && t[QUEUE_NEXT_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
       (t[QUEUE_NEXT_WAKE] && t[QUEUE_NEXT_WAKE] <= now_ms && (rc = take_wake(&x))) ||
-      (rc = ctx_flush_keys(&x)))
+      (rc = queue_call_flush_keys(&x.e)))
     goto out;
 
-  size_t room = queue_take_room(&x.c, &x.d, max);
-  int64_t lease_end = queue_lease_end(&x.c, visibility_ms, now_ms);
-  int64_t token = ++x.lease_seq;
+  size_t room = queue_take_room(&x.e.c, &x.e.d, max);
+  int64_t lease_end = queue_lease_end(&x.e.c, visibility_ms, now_ms);
+  int64_t token = ++x.e.lease_seq;
   int idle_rounds = 0; /* rounds that took nothing: a key settled closed */
   while (!rc && taken < room && idle_rounds < 64) {
     pg_params_t p = {0};
@@ -965,7 +933,7 @@ int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_m
     int64_t p2 = 0, d2 = 0;
     int has2 = 0;
     size_t got = 0;
-    pg_p_i64(&p, x.c.id);
+    pg_p_i64(&p, x.e.c.id);
     PGresult *r = qrun(q, QS_KEY_BEST, &p, &rc, "queue best key");
     if (!r) break;
     if (PQntuples(r) == 0) {
@@ -993,7 +961,7 @@ int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_m
   if (!rc) rc = ctx_finish(&x);
   if (!rc && taken < max) rc = take_next(&x, next_ms);
 out:
-  queue_key_cache_release(&x.kc);
+  queue_call_release(&x.e);
   rc = pg_auto_end(q, began, rc);
   if (rc) queue_items_drop(out, first);
   return rc;
@@ -1032,8 +1000,8 @@ static int lease_end(qctx_t *x, lease_writes_t *w, const char *key, int64_t id, 
     arr_i64(&w->unc, unc);
   }
   if ((rc = ctx_key(x, key, &k))) return rc;
-  queue_key_leave(k, &x->d, QITEM_INFLIGHT);
-  queue_key_enter(k, &x->d, state, pri, due);
+  queue_key_leave(k, &x->e.d, QITEM_INFLIGHT);
+  queue_key_enter(k, &x->e.d, state, pri, due);
   return 0;
 }
 
@@ -1049,13 +1017,13 @@ static int lease_one(qctx_t *x, lease_writes_t *w, lease_op_t op, queue_lease_t 
   /* The key's row came with the lease: no read of its own. */
   if ((rc = ctx_key_at(x, key, r, row, 7, &k))) goto out;
   if (op == LEASE_ACK) {
-    x->d.acked++;
+    x->e.d.acked++;
     if (redue_ms) {
-      int state = qitem_waiting_state(redue_ms, x->now);
+      int state = qitem_waiting_state(redue_ms, x->e.now);
       x->note = 1;
       rc = lease_end(x, w, key, l->id, state, redue_ms, redue_pri, NULL, 1, 0);
-    } else if (x->c.keep_done) {
-      rc = lease_end(x, w, key, l->id, QITEM_DONE, x->now, priority, NULL, 0, 0);
+    } else if (x->e.c.keep_done) {
+      rc = lease_end(x, w, key, l->id, QITEM_DONE, x->e.now, priority, NULL, 0, 0);
     } else {
       rc = lease_end(x, w, key, l->id, -1, 0, 0, NULL, 0, 0);
     }
@@ -1064,15 +1032,15 @@ static int lease_one(qctx_t *x, lease_writes_t *w, lease_op_t op, queue_lease_t 
   /* nack: a Retry-After speaks for the key (the host), whatever becomes
    * of this element */
   if (l->retry_after_ms > 0) {
-    queue_key_block(k, x->now + l->retry_after_ms);
+    queue_key_block(k, x->e.now + l->retry_after_ms);
   }
-  if (!l->release && queue_last_delivery(&x->c, deliveries)) {
+  if (!l->release && queue_last_delivery(&x->e.c, deliveries)) {
     l->dead = 1;
-    rc = lease_end(x, w, key, l->id, QITEM_DEAD, x->now, priority, l->error, 0, 0);
+    rc = lease_end(x, w, key, l->id, QITEM_DEAD, x->e.now, priority, l->error, 0, 0);
     goto out;
   }
-  int64_t due = queue_nack_due(&x->c, l, deliveries, x->now);
-  int state = qitem_waiting_state(due, x->now);
+  int64_t due = queue_nack_due(&x->e.c, l, deliveries, x->e.now);
+  int state = qitem_waiting_state(due, x->e.now);
   x->note = 1;
   rc = lease_end(x, w, key, l->id, state, due, priority, l->error, 0, l->release ? 1 : 0);
 out:
@@ -1109,7 +1077,7 @@ static int writes_apply(qctx_t *x, lease_writes_t *w) {
 static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t *leases,
                       size_t n, int64_t now_ms) {
   struct pg_store *q = PGQ(s);
-  qctx_t x = {.q = q, .now = now_ms};
+  qctx_t x = {.e = {.rows = &pg_rows, .now = now_ms}, .q = q};
   lease_writes_t w;
   PGresult *r = NULL;
   unsigned char *used = NULL;
@@ -1125,7 +1093,7 @@ static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t
     goto out;
   }
   pg_params_t p = {0};
-  pg_p_i64(&p, x.c.id);
+  pg_p_i64(&p, x.e.c.id);
   pg_p_str(&p, idv);
   if (!(r = qrun(q, QS_LEASES, &p, &rc, "queue leases"))) goto out;
   int nrows = PQntuples(r);
@@ -1154,7 +1122,7 @@ out:
   free(used);
   strbuf_release(&ids.b);
   writes_release(&w);
-  queue_key_cache_release(&x.kc);
+  queue_call_release(&x.e);
   return pg_auto_end(q, began, rc);
 }
 
@@ -1212,16 +1180,16 @@ out:
 
 int pg_queue_set(store_t *s, queue_conf_t *c) {
   struct pg_store *q = PGQ(s);
-  qctx_t x = {.q = q};
+  qctx_t x = {.e = {.rows = &pg_rows}, .q = q};
   queue_conf_t cur;
   int created = 0;
   memset(&cur, 0, sizeof(cur));
   int began, rc = pg_auto_begin(q, &began);
   if (rc) return rc;
-  x.now = clock_wall_ms();
+  x.e.now = clock_wall_ms();
   rc = queue_load(q, c->name, 1, &cur, NULL);
   if (rc == -ENOENT) {
-    rc = queue_create(q, c->name, x.now, c, &x.c, &x.lease_seq);
+    rc = queue_create(q, c->name, x.e.now, c, &x.e.c, &x.e.lease_seq);
     if (rc == -EEXIST) rc = queue_load(q, c->name, 1, &cur, NULL);
     else created = 1;
   }
@@ -1230,35 +1198,35 @@ int pg_queue_set(store_t *s, queue_conf_t *c) {
     pg_p_i64(&p, cur.id);
     p_settings(&p, c);
     PGresult *r = qrun(q, QS_SET, &p, &rc, "queue set");
-    if (r && PQntuples(r) == 1) row_queue(r, 0, &x.c, &x.lease_seq, NULL);
+    if (r && PQntuples(r) == 1) row_queue(r, 0, &x.e.c, &x.e.lease_seq, NULL);
     else if (r) rc = -ENOENT;
     PQclear(r);
   }
   if (rc) goto out;
-  x.lease_seq0 = x.lease_seq;
-  x.c.name = c->name;
+  x.e.lease_seq0 = x.e.lease_seq;
+  x.e.c.name = c->name;
   /* Limits may have changed: every key decides again whether it is open. */
-  if (!created && (cur.key_inflight != x.c.key_inflight || cur.key_rate != x.c.key_rate ||
-                   cur.key_burst != x.c.key_burst)) {
+  if (!created && (cur.key_inflight != x.e.c.key_inflight || cur.key_rate != x.e.c.key_rate ||
+                   cur.key_burst != x.e.c.key_burst)) {
     pg_params_t p = {0};
-    pg_p_i64(&p, x.c.id);
+    pg_p_i64(&p, x.e.c.id);
     PGresult *r = qrun(q, QS_KEY_ALL, &p, &rc, "queue keys");
     if (!r) goto out;
     rc = touch_keys(&x, r, 1);
     PQclear(r);
-    if (!rc) rc = ctx_flush_keys(&x);
+    if (!rc) rc = queue_call_flush_keys(&x.e);
     x.note = 1;
   }
   /* Resumed: waiting takers may go on. */
-  if (!created && cur.paused && !x.c.paused) x.note = 1;
-  if (!rc && x.note && !x.c.paused) rc = pg_note(q, STORE_NOTE_QUEUES);
+  if (!created && cur.paused && !x.e.c.paused) x.note = 1;
+  if (!rc && x.note && !x.e.c.paused) rc = pg_note(q, STORE_NOTE_QUEUES);
   if (!rc) {
     char *name = c->name;
-    *c = x.c;
+    *c = x.e.c;
     c->name = name;
   }
 out:
-  queue_key_cache_release(&x.kc);
+  queue_call_release(&x.e);
   return pg_auto_end(q, began, rc);
 }
 
@@ -1432,7 +1400,7 @@ typedef enum { BULK_REQUEUE, BULK_PURGE } bulk_op_t;
 static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_op_t op,
                     int64_t due_ms, int64_t now_ms, int64_t *count) {
   struct pg_store *q = PGQ(s);
-  qctx_t x = {.q = q, .now = now_ms};
+  qctx_t x = {.e = {.rows = &pg_rows, .now = now_ms}, .q = q};
   int64_t after = f->after_id, total = 0;
   int nstate = qitem_waiting_state(due_ms, now_ms);
   int began, rc = pg_auto_begin(q, &began);
@@ -1444,7 +1412,7 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
     pg_params_t p = {0};
     PGresult *r = NULL;
     int n = 0;
-    if ((rc = filter_sql(&w, &p, x.c.id, f, after, &ids))) goto chunk_out;
+    if ((rc = filter_sql(&w, &p, x.e.c.id, f, after, &ids))) goto chunk_out;
     if (op == BULK_PURGE) {
       strbuf_addf(&b,
                   "DELETE FROM queue_items WHERE id IN (SELECT id FROM queue_items WHERE %s "
@@ -1477,9 +1445,9 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
       rc = ctx_key(&x, key, &k);
       free(key);
       if (rc) break;
-      queue_key_leave(k, &x.d, state);
+      queue_key_leave(k, &x.e.d, state);
       if (op == BULK_REQUEUE) {
-        queue_key_enter(k, &x.d, nstate, pri, due_ms);
+        queue_key_enter(k, &x.e.d, nstate, pri, due_ms);
         x.note = 1;
       }
       if (id > after) after = id;
@@ -1495,7 +1463,7 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
   }
   if (!rc) rc = ctx_finish(&x);
   if (!rc) *count = total;
-  queue_key_cache_release(&x.kc);
+  queue_call_release(&x.e);
   return pg_auto_end(q, began, rc);
 }
 

@@ -277,16 +277,14 @@ static int queue_open(struct sqlite_store *q, const char *name, int64_t now_ms,
   return 0;
 }
 
-/* ---- one call's working state: the queue, counter deltas, keys ---- */
+/* ---- one call's working state: the engine's, and the connection ---- */
 
 typedef struct qctx {
+  queue_call_t e; /* first: the engine's row ops get it back */
   struct sqlite_store *q;
-  queue_conf_t c;
-  int64_t lease_seq;
-  int64_t now;
-  queue_deltas_t d;
-  queue_key_cache_t kc;
 } qctx_t;
+
+#define QX(x) ((qctx_t *)(x))
 
 /* Reads a key row's state from st's columns col.. (QS_KEY_GET's order). */
 static void key_row(queue_key_t *e, sqlite3_stmt *st, int col) {
@@ -302,123 +300,73 @@ static void key_row(queue_key_t *e, sqlite3_stmt *st, int col) {
   e->wake_ms = sqlite3_column_int64(st, col + 8);
 }
 
-/* The cached state of key k: from the row under `row` (columns from col
- * on) when given, else read from the store on first use. The pointer is
- * valid until the next ctx_key call. */
-static int ctx_key_at(qctx_t *x, const char *k, sqlite3_stmt *row, int col, queue_key_t **out) {
-  queue_key_t *e = queue_key_cache_find(&x->kc, k);
-  int rc;
-  if (e) {
-    *out = e;
-    return 0;
-  }
-  if ((rc = queue_key_cache_add(&x->kc, k, &e))) return rc;
-  if (row) {
-    key_row(e, row, col);
-  } else {
-    sqlite3_stmt *st = qstmt(x->q, QS_KEY_GET);
-    if (!st) {
-      queue_key_cache_drop(&x->kc);
-      return SPD_ESTORE;
-    }
-    sqlite3_bind_int64(st, 1, x->c.id);
-    sqlite3_bind_text(st, 2, k, -1, SQLITE_STATIC);
-    int src = sqlite3_step(st);
-    if (src == SQLITE_ROW) {
-      key_row(e, st, 0);
-    } else if (src == SQLITE_DONE) {
-      queue_key_init(e, &x->c, x->now);
-    } else {
-      sqlite3_reset(st);
-      queue_key_cache_drop(&x->kc);
-      return sqlite_fail(x->q, "queue key get");
-    }
-    sqlite3_reset(st);
-  }
-  if ((rc = queue_key_cache_commit(&x->kc))) return rc;
-  *out = e;
+/* ---- the engine's row access (queue_rows_t) ---- */
+
+/* Steps st, bound to (queue id, key), to its one row: 0 with the row
+ * under st (reset it after reading), -ENOENT, or a failure. */
+static int key_step(struct sqlite_store *q, sqlite3_stmt *st, int64_t qid, const char *key,
+                    const char *what) {
+  sqlite3_bind_int64(st, 1, qid);
+  sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+  int src = sqlite3_step(st);
+  if (src == SQLITE_ROW) return 0;
+  sqlite3_reset(st);
+  return src == SQLITE_DONE ? -ENOENT : sqlite_fail(q, what);
+}
+
+static int rows_key_get(queue_call_t *x, const char *key, queue_key_t *k) {
+  struct sqlite_store *q = QX(x)->q;
+  sqlite3_stmt *st = qstmt(q, QS_KEY_GET);
+  if (!st) return SPD_ESTORE;
+  int rc = key_step(q, st, x->c.id, key, "queue key get");
+  if (rc) return rc;
+  key_row(k, st, 0);
+  sqlite3_reset(st);
   return 0;
 }
 
-static int ctx_key(qctx_t *x, const char *k, queue_key_t **out) {
-  return ctx_key_at(x, k, NULL, 0, out);
-}
-
-/* Decides whether k is open now, and if not, when it may be. */
-static int key_settle(qctx_t *x, queue_key_t *k) {
-  const queue_conf_t *c = &x->c;
-  queue_key_refill(k, c, x->now);
-  if (k->n_ready > 0 && k->head_stale) {
-    sqlite3_stmt *st = qstmt(x->q, QS_HEAD);
-    if (!st) return SPD_ESTORE;
-    sqlite3_bind_int64(st, 1, c->id);
-    sqlite3_bind_text(st, 2, k->key, -1, SQLITE_STATIC);
-    int src = sqlite3_step(st);
-    if (src == SQLITE_ROW) {
-      k->head_pri = sqlite3_column_int64(st, 0);
-      k->head_due = sqlite3_column_int64(st, 1);
-    } else if (src == SQLITE_DONE) {
-      /* The count disagrees with the rows: the rows win. */
-      log_warn("store", "queue %s key '%s' counted %lld ready elements and has none",
-               c->name ? c->name : "?", k->key, (long long)k->n_ready);
-      k->n_ready = 0;
-    } else {
-      sqlite3_reset(st);
-      return sqlite_fail(x->q, "queue key head");
-    }
-    sqlite3_reset(st);
-    k->head_stale = 0;
-  }
-  queue_key_decide(k, c, x->now);
+static int rows_key_head(queue_call_t *x, const char *key, int64_t *pri, int64_t *due) {
+  struct sqlite_store *q = QX(x)->q;
+  sqlite3_stmt *st = qstmt(q, QS_HEAD);
+  if (!st) return SPD_ESTORE;
+  int rc = key_step(q, st, x->c.id, key, "queue key head");
+  if (rc) return rc;
+  *pri = sqlite3_column_int64(st, 0);
+  *due = sqlite3_column_int64(st, 1);
+  sqlite3_reset(st);
   return 0;
 }
 
-/* Settles and writes back key k (deleting its row when it holds nothing
- * worth remembering). */
-static int key_flush(qctx_t *x, queue_key_t *k) {
-  sqlite3_stmt *st;
-  int rc;
-  if (!k->dirty) return 0;
-  if ((rc = key_settle(x, k))) return rc;
-  if (queue_key_idle(k, &x->c, x->now)) {
-    if (k->exists) {
-      if (!(st = qstmt(x->q, QS_KEY_DEL))) return SPD_ESTORE;
-      sqlite3_bind_int64(st, 1, x->c.id);
-      sqlite3_bind_text(st, 2, k->key, -1, SQLITE_STATIC);
-      if ((rc = sqlite_done(x->q, st, "queue key delete"))) return rc;
-    }
-    k->exists = 0;
-  } else {
-    if (!(st = qstmt(x->q, QS_KEY_PUT))) return SPD_ESTORE;
-    sqlite3_bind_int64(st, 1, x->c.id);
-    sqlite3_bind_text(st, 2, k->key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 3, k->n_ready);
-    sqlite3_bind_int64(st, 4, k->inflight);
-    sqlite3_bind_double(st, 5, k->tokens);
-    sqlite3_bind_int64(st, 6, k->tokens_ms);
-    sqlite3_bind_int64(st, 7, k->block_ms);
-    sqlite3_bind_int64(st, 8, k->head_pri);
-    sqlite3_bind_int64(st, 9, k->head_due);
-    sqlite3_bind_int(st, 10, k->open);
-    sqlite3_bind_int64(st, 11, k->wake_ms);
-    if ((rc = sqlite_done(x->q, st, "queue key put"))) return rc;
-    k->exists = 1;
-  }
-  k->dirty = 0;
-  return 0;
+static int rows_key_put(queue_call_t *x, const queue_key_t *k) {
+  struct sqlite_store *q = QX(x)->q;
+  sqlite3_stmt *st = qstmt(q, QS_KEY_PUT);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_text(st, 2, k->key, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 3, k->n_ready);
+  sqlite3_bind_int64(st, 4, k->inflight);
+  sqlite3_bind_double(st, 5, k->tokens);
+  sqlite3_bind_int64(st, 6, k->tokens_ms);
+  sqlite3_bind_int64(st, 7, k->block_ms);
+  sqlite3_bind_int64(st, 8, k->head_pri);
+  sqlite3_bind_int64(st, 9, k->head_due);
+  sqlite3_bind_int(st, 10, k->open);
+  sqlite3_bind_int64(st, 11, k->wake_ms);
+  return sqlite_done(q, st, "queue key put");
 }
 
-static int ctx_flush_keys(qctx_t *x) {
-  for (size_t i = 0; i < x->kc.nkeys; i++) {
-    int rc = key_flush(x, &x->kc.keys[i]);
-    if (rc) return rc;
-  }
-  return 0;
+static int rows_key_delete(queue_call_t *x, const char *key) {
+  struct sqlite_store *q = QX(x)->q;
+  sqlite3_stmt *st = qstmt(q, QS_KEY_DEL);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+  return sqlite_done(q, st, "queue key delete");
 }
 
-/* Writes the counter deltas and the lease sequence. */
-static int ctx_flush_counters(qctx_t *x) {
-  sqlite3_stmt *st = qstmt(x->q, QS_COUNTERS);
+static int rows_counters(queue_call_t *x) {
+  struct sqlite_store *q = QX(x)->q;
+  sqlite3_stmt *st = qstmt(q, QS_COUNTERS);
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, x->c.id);
   sqlite3_bind_int64(st, 2, x->d.waiting);
@@ -429,13 +377,28 @@ static int ctx_flush_counters(qctx_t *x) {
   sqlite3_bind_int64(st, 7, x->d.put);
   sqlite3_bind_int64(st, 8, x->d.acked);
   sqlite3_bind_int64(st, 9, x->lease_seq);
-  return sqlite_done(x->q, st, "queue counters");
+  return sqlite_done(q, st, "queue counters");
 }
 
-static int ctx_finish(qctx_t *x) {
-  int rc = ctx_flush_keys(x);
-  if (!rc) rc = ctx_flush_counters(x);
-  return rc;
+static const queue_rows_t sqlite_rows = {
+    .key_get = rows_key_get,
+    .key_head = rows_key_head,
+    .key_put = rows_key_put,
+    .key_delete = rows_key_delete,
+    .counters = rows_counters,
+};
+
+/* The cached state of key k: from the row under `row` (columns from col
+ * on) when given, else read from the store on first use. */
+static int ctx_key_at(qctx_t *x, const char *k, sqlite3_stmt *row, int col, queue_key_t **out) {
+  queue_key_t stored;
+  if (!row) return queue_call_key(&x->e, k, QUEUE_KEY_READ, out);
+  key_row(&stored, row, col);
+  return queue_call_key(&x->e, k, &stored, out);
+}
+
+static int ctx_key(qctx_t *x, const char *k, queue_key_t **out) {
+  return queue_call_key(&x->e, k, QUEUE_KEY_READ, out);
 }
 
 static int stmt_state(qctx_t *x, int64_t id, int state, int64_t due, int64_t pri,
@@ -464,31 +427,31 @@ static int put_one(qctx_t *x, queue_put_t *p) {
 
   sqlite3_stmt *st = qstmt(q, QS_FIND);
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_int64(st, 1, x->e.c.id);
   sqlite3_bind_int64(st, 2, (int64_t)hash);
   sqlite3_bind_blob(st, 3, p->element, (int)p->len, SQLITE_STATIC);
   src = sqlite3_step(st);
   if (src == SQLITE_DONE) {
     sqlite3_reset(st);
     if (!key) {
-      queue_key_derive(x->c.key_mode, p->element, p->len, derived, sizeof(derived));
+      queue_key_derive(x->e.c.key_mode, p->element, p->len, derived, sizeof(derived));
       key = derived;
     }
-    int state = qitem_waiting_state(due, x->now);
+    int state = qitem_waiting_state(due, x->e.now);
     if (!(st = qstmt(q, QS_INSERT))) return SPD_ESTORE;
-    sqlite3_bind_int64(st, 1, x->c.id);
+    sqlite3_bind_int64(st, 1, x->e.c.id);
     sqlite3_bind_int64(st, 2, (int64_t)hash);
     sqlite3_bind_int(st, 3, state);
     sqlite3_bind_int64(st, 4, pri);
     sqlite3_bind_int64(st, 5, due);
     sqlite3_bind_text(st, 6, key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 7, x->now);
+    sqlite3_bind_int64(st, 7, x->e.now);
     sqlite3_bind_blob(st, 8, p->element, (int)p->len, SQLITE_STATIC);
     if ((rc = sqlite_done(q, st, "queue put"))) return rc;
     p->id = sqlite3_last_insert_rowid(q->db);
     p->result = QPUT_ADDED;
-    queue_deltas_move(&x->d, state, +1);
-    x->d.put++;
+    queue_deltas_move(&x->e.d, state, +1);
+    x->e.d.put++;
     if (state == QITEM_READY) {
       if ((rc = ctx_key(x, key, &k))) return rc;
       queue_key_ready_add(k, pri, due);
@@ -525,11 +488,11 @@ static int put_one(qctx_t *x, queue_put_t *p) {
     return 0;
   }
   if (state == QITEM_DEAD || state == QITEM_DONE) {
-    int nstate = qitem_waiting_state(due, x->now);
+    int nstate = qitem_waiting_state(due, x->e.now);
     if ((rc = stmt_state(x, id, nstate, due, pri, NULL, 1))) return rc;
-    queue_deltas_move(&x->d, state, -1);
-    queue_deltas_move(&x->d, nstate, +1);
-    x->d.put++;
+    queue_deltas_move(&x->e.d, state, -1);
+    queue_deltas_move(&x->e.d, nstate, +1);
+    x->e.d.put++;
     if (nstate == QITEM_READY) {
       if ((rc = ctx_key(x, okey, &k))) return rc;
       queue_key_ready_add(k, pri, due);
@@ -543,7 +506,7 @@ static int put_one(qctx_t *x, queue_put_t *p) {
     pri = queue_max(opri, pri);
   }
   if (due == odue && pri == opri) return 0;
-  int nstate = qitem_waiting_state(due, x->now);
+  int nstate = qitem_waiting_state(due, x->e.now);
   if (!(st = qstmt(q, QS_MOVE))) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, id);
   sqlite3_bind_int(st, 2, nstate);
@@ -555,8 +518,8 @@ static int put_one(qctx_t *x, queue_put_t *p) {
     if (state == QITEM_READY) queue_key_ready_del(k, 1);
     if (nstate == QITEM_READY) queue_key_ready_add(k, pri, due);
   }
-  queue_deltas_move(&x->d, state, -1);
-  queue_deltas_move(&x->d, nstate, +1);
+  queue_deltas_move(&x->e.d, state, -1);
+  queue_deltas_move(&x->e.d, nstate, +1);
   p->result = QPUT_MOVED;
   return 0;
 }
@@ -564,14 +527,15 @@ static int put_one(qctx_t *x, queue_put_t *p) {
 int sqlite_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
                      int64_t now_ms) {
   struct sqlite_store *q = SQ(s);
-  qctx_t x = {.q = q, .now = now_ms};
+  qctx_t x = {.e = {.rows = &sqlite_rows, .now = now_ms}, .q = q};
   int began, rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
-  rc = queue_open(q, name, now_ms, &x.c, &x.lease_seq);
-  x.c.name = (char *)name;
+  rc = queue_open(q, name, now_ms, &x.e.c, &x.e.lease_seq);
+  x.e.lease_seq0 = x.e.lease_seq;
+  x.e.c.name = (char *)name;
   for (size_t i = 0; !rc && i < n; i++) rc = put_one(&x, &items[i]);
-  if (!rc) rc = ctx_finish(&x);
-  queue_key_cache_release(&x.kc);
+  if (!rc) rc = queue_call_finish(&x.e);
+  queue_call_release(&x.e);
   return sqlite_auto_end(q, began, rc);
 }
 
@@ -593,14 +557,14 @@ static int take_promote(qctx_t *x) {
   int rc = 0, src;
   sqlite3_stmt *st = qstmt(x->q, QS_PROMOTE);
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, x->c.id);
-  sqlite3_bind_int64(st, 2, x->now);
+  sqlite3_bind_int64(st, 1, x->e.c.id);
+  sqlite3_bind_int64(st, 2, x->e.now);
   sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     queue_key_t *k;
     if ((rc = ctx_key(x, (const char *)sqlite3_column_text(st, 0), &k))) break;
     queue_key_ready_add(k, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
-    x->d.ready++;
+    x->e.d.ready++;
   }
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue promote");
   sqlite3_reset(st);
@@ -620,8 +584,8 @@ static int take_expire(qctx_t *x) {
   size_t n = 0, cap = 0;
   int rc = 0, src;
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, x->c.id);
-  sqlite3_bind_int64(st, 2, x->now);
+  sqlite3_bind_int64(st, 1, x->e.c.id);
+  sqlite3_bind_int64(st, 2, x->e.now);
   sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     if (n == cap) {
@@ -647,15 +611,15 @@ static int take_expire(qctx_t *x) {
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue expired");
   sqlite3_reset(st);
   for (size_t i = 0; !rc && i < n; i++) {
-    int dead = queue_last_delivery(&x->c, v[i].deliveries);
+    int dead = queue_last_delivery(&x->e.c, v[i].deliveries);
     int state = dead ? QITEM_DEAD : QITEM_READY;
     queue_key_t *k;
-    rc = stmt_state(x, v[i].id, state, x->now, v[i].priority,
+    rc = stmt_state(x, v[i].id, state, x->e.now, v[i].priority,
                     dead ? "lease expired after the last delivery" : NULL, 0);
     if (!rc) rc = ctx_key(x, v[i].key, &k);
     if (rc) break;
-    queue_key_leave(k, &x->d, QITEM_INFLIGHT);
-    queue_key_enter(k, &x->d, state, v[i].priority, x->now);
+    queue_key_leave(k, &x->e.d, QITEM_INFLIGHT);
+    queue_key_enter(k, &x->e.d, state, v[i].priority, x->e.now);
   }
   for (size_t i = 0; i < n; i++) free(v[i].key);
   free(v);
@@ -701,8 +665,8 @@ static int touch_keys(qctx_t *x, sqlite3_stmt *st, const char *what) {
 static int take_wake(qctx_t *x) {
   sqlite3_stmt *st = qstmt(x->q, QS_KEY_WAKE);
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, x->c.id);
-  sqlite3_bind_int64(st, 2, x->now);
+  sqlite3_bind_int64(st, 1, x->e.c.id);
+  sqlite3_bind_int64(st, 2, x->e.now);
   sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
   return touch_keys(x, st, "queue wake");
 }
@@ -718,15 +682,15 @@ static int take_from_key(qctx_t *x, queue_key_t *k, int has2, int64_t p2, int64_
   int rc = 0, src;
 
   *got = 0;
-  room = queue_key_room(k, &x->c, room);
+  room = queue_key_room(k, &x->e.c, room);
   if (room == 0) { /* settled open at a moment that has passed: settle again */
     k->dirty = 1;
-    return key_flush(x, k);
+    return queue_call_flush_key(&x->e, k);
   }
 
   sqlite3_stmt *st = qstmt(q, QS_PICK);
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_int64(st, 1, x->e.c.id);
   sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
   /* One row more than room: the first one left is the key's next head. */
   sqlite3_bind_int64(st, 3, (int64_t)room + 1);
@@ -773,16 +737,16 @@ static int take_from_key(qctx_t *x, queue_key_t *k, int has2, int64_t p2, int64_
     rc = sqlite_done(q, st, "queue take");
   }
   if (rc) return rc; /* the caller drops what out got */
-  queue_key_taken(k, &x->c, &x->d, (int64_t)n, next, next_pri, next_due);
+  queue_key_taken(k, &x->e.c, &x->e.d, (int64_t)n, next, next_pri, next_due);
   *got = n;
-  return key_flush(x, k);
+  return queue_call_flush_key(&x->e, k);
 }
 
 /* When something may become takeable: the next due time, lease end or key
  * wake-up (0: nothing pending). */
 static int take_next(qctx_t *x, int64_t *next_ms) {
   int64_t t[QUEUE_NEXT_N];
-  int rc = queue_times(x->q, x->c.id, t);
+  int rc = queue_times(x->q, x->e.c.id, t);
   if (!rc) *next_ms = queue_next_time(t);
   return rc;
 }
@@ -790,30 +754,31 @@ static int take_next(qctx_t *x, int64_t *next_ms) {
 int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
                       int64_t now_ms, queue_item_list_t *out, int64_t *next_ms) {
   struct sqlite_store *q = SQ(s);
-  qctx_t x = {.q = q, .now = now_ms};
+  qctx_t x = {.e = {.rows = &sqlite_rows, .now = now_ms}, .q = q};
   size_t taken = 0, first = out->n;
   int began, rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
-  rc = queue_load(q, name, &x.c, NULL, &x.lease_seq);
-  x.c.name = (char *)name;
+  rc = queue_load(q, name, &x.e.c, NULL, &x.e.lease_seq);
+  x.e.lease_seq0 = x.e.lease_seq;
+  x.e.c.name = (char *)name;
   if (rc == -ENOENT) {
     rc = 0;
     goto out;
   }
-  if (rc || x.c.paused) goto out;
+  if (rc || x.e.c.paused) goto out;
   /* One probe says which sweeps have work (each costs a statement or a
    * temporary b-tree even when it finds nothing). */
   int64_t t[QUEUE_NEXT_N];
-  if ((rc = queue_times(q, x.c.id, t)) ||
+  if ((rc = queue_times(q, x.e.c.id, t)) ||
       (t[QUEUE_NEXT_LEASE] && t[QUEUE_NEXT_LEASE] <= now_ms && (rc = take_expire(&x))) ||
       (t[QUEUE_NEXT_DELAYED] && t[QUEUE_NEXT_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
       (t[QUEUE_NEXT_WAKE] && t[QUEUE_NEXT_WAKE] <= now_ms && (rc = take_wake(&x))) ||
-      (rc = ctx_flush_keys(&x)))
+      (rc = queue_call_flush_keys(&x.e)))
     goto out;
 
-  size_t room = queue_take_room(&x.c, &x.d, max);
-  int64_t lease_end = queue_lease_end(&x.c, visibility_ms, now_ms);
-  int64_t token = ++x.lease_seq;
+  size_t room = queue_take_room(&x.e.c, &x.e.d, max);
+  int64_t lease_end = queue_lease_end(&x.e.c, visibility_ms, now_ms);
+  int64_t token = ++x.e.lease_seq;
   int idle_rounds = 0; /* rounds that took nothing: a key settled closed */
   while (!rc && taken < room && idle_rounds < 64) {
     sqlite3_stmt *st = qstmt(q, QS_KEY_BEST);
@@ -825,7 +790,7 @@ int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibili
       rc = SPD_ESTORE;
       break;
     }
-    sqlite3_bind_int64(st, 1, x.c.id);
+    sqlite3_bind_int64(st, 1, x.e.c.id);
     src = sqlite3_step(st);
     if (src != SQLITE_ROW) {
       sqlite3_reset(st);
@@ -846,10 +811,10 @@ int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibili
     taken += got;
     idle_rounds = got ? 0 : idle_rounds + 1;
   }
-  if (!rc) rc = ctx_finish(&x);
+  if (!rc) rc = queue_call_finish(&x.e);
   if (!rc && taken < max) rc = take_next(&x, next_ms);
 out:
-  queue_key_cache_release(&x.kc);
+  queue_call_release(&x.e);
   rc = sqlite_auto_end(q, began, rc);
   if (rc) queue_items_drop(out, first);
   return rc;
@@ -867,7 +832,7 @@ static int lease_held(qctx_t *x, const queue_lease_t *l, held_t *h) {
   sqlite3_stmt *st = qstmt(x->q, QS_LEASE);
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, l->id);
-  sqlite3_bind_int64(st, 2, x->c.id);
+  sqlite3_bind_int64(st, 2, x->e.c.id);
   sqlite3_bind_int64(st, 3, l->token);
   int src = sqlite3_step(st), rc = 0;
   if (src == SQLITE_ROW) {
@@ -897,8 +862,8 @@ static int lease_end(qctx_t *x, const held_t *h, int64_t id, int state, int64_t 
     rc = stmt_state(x, id, state, due, pri, error, reset);
   }
   if (rc || (rc = ctx_key(x, h->key, &k))) return rc;
-  queue_key_leave(k, &x->d, QITEM_INFLIGHT);
-  queue_key_enter(k, &x->d, state, pri, due);
+  queue_key_leave(k, &x->e.d, QITEM_INFLIGHT);
+  queue_key_enter(k, &x->e.d, state, pri, due);
   return 0;
 }
 
@@ -915,12 +880,12 @@ static int lease_one(qctx_t *x, lease_op_t op, queue_lease_t *l) {
   }
   if (rc) return rc;
   if (op == LEASE_ACK) {
-    x->d.acked++;
+    x->e.d.acked++;
     if (h.redue_ms) {
-      int state = qitem_waiting_state(h.redue_ms, x->now);
+      int state = qitem_waiting_state(h.redue_ms, x->e.now);
       return lease_end(x, &h, l->id, state, h.redue_ms, h.redue_pri, NULL, 1);
     }
-    if (x->c.keep_done) return lease_end(x, &h, l->id, QITEM_DONE, x->now, h.priority, NULL, 0);
+    if (x->e.c.keep_done) return lease_end(x, &h, l->id, QITEM_DONE, x->e.now, h.priority, NULL, 0);
     return lease_end(x, &h, l->id, -1, 0, 0, NULL, 0);
   }
   /* nack: a Retry-After speaks for the key (the host), whatever becomes
@@ -928,33 +893,34 @@ static int lease_one(qctx_t *x, lease_op_t op, queue_lease_t *l) {
   if (l->retry_after_ms > 0) {
     queue_key_t *k;
     if ((rc = ctx_key(x, h.key, &k))) return rc;
-    queue_key_block(k, x->now + l->retry_after_ms);
+    queue_key_block(k, x->e.now + l->retry_after_ms);
   }
   if (l->release) {
     sqlite3_stmt *st = qstmt(x->q, QS_UNCOUNT);
     if (!st) return SPD_ESTORE;
     sqlite3_bind_int64(st, 1, l->id);
     if ((rc = sqlite_done(x->q, st, "queue release"))) return rc;
-  } else if (queue_last_delivery(&x->c, h.deliveries)) {
+  } else if (queue_last_delivery(&x->e.c, h.deliveries)) {
     l->dead = 1;
-    return lease_end(x, &h, l->id, QITEM_DEAD, x->now, h.priority, l->error, 0);
+    return lease_end(x, &h, l->id, QITEM_DEAD, x->e.now, h.priority, l->error, 0);
   }
-  int64_t due = queue_nack_due(&x->c, l, h.deliveries, x->now);
-  int state = qitem_waiting_state(due, x->now);
+  int64_t due = queue_nack_due(&x->e.c, l, h.deliveries, x->e.now);
+  int state = qitem_waiting_state(due, x->e.now);
   return lease_end(x, &h, l->id, state, due, h.priority, l->error, 0);
 }
 
 static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t *leases,
                       size_t n, int64_t now_ms) {
   struct sqlite_store *q = SQ(s);
-  qctx_t x = {.q = q, .now = now_ms};
+  qctx_t x = {.e = {.rows = &sqlite_rows, .now = now_ms}, .q = q};
   int began, rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
-  rc = queue_load(q, name, &x.c, NULL, &x.lease_seq);
-  x.c.name = (char *)name;
+  rc = queue_load(q, name, &x.e.c, NULL, &x.e.lease_seq);
+  x.e.lease_seq0 = x.e.lease_seq;
+  x.e.c.name = (char *)name;
   for (size_t i = 0; !rc && i < n; i++) rc = lease_one(&x, op, &leases[i]);
-  if (!rc) rc = ctx_finish(&x);
-  queue_key_cache_release(&x.kc);
+  if (!rc) rc = queue_call_finish(&x.e);
+  queue_call_release(&x.e);
   return sqlite_auto_end(q, began, rc);
 }
 
@@ -996,11 +962,11 @@ int sqlite_queue_extend(store_t *s, const char *name, queue_lease_t *leases, siz
 
 int sqlite_queue_set(store_t *s, queue_conf_t *c) {
   struct sqlite_store *q = SQ(s);
-  qctx_t x = {.q = q};
+  qctx_t x = {.e = {.rows = &sqlite_rows}, .q = q};
   queue_conf_t cur = {0};
   int began, rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
-  x.now = clock_wall_ms();
+  x.e.now = clock_wall_ms();
   rc = queue_load(q, c->name, &cur, NULL, NULL);
   if (rc == -ENOENT) {
     sqlite3_stmt *st = qstmt(q, QS_CREATE);
@@ -1008,7 +974,7 @@ int sqlite_queue_set(store_t *s, queue_conf_t *c) {
       rc = SPD_ESTORE;
       goto out;
     }
-    bind_settings(st, c->name, x.now, c);
+    bind_settings(st, c->name, x.e.now, c);
     rc = sqlite_done(q, st, "queue create");
   } else if (!rc) {
     sqlite3_stmt *st = qstmt(q, QS_SET);
@@ -1019,27 +985,28 @@ int sqlite_queue_set(store_t *s, queue_conf_t *c) {
     bind_settings(st, c->name, 0, c);
     rc = sqlite_done(q, st, "queue set");
   }
-  if (rc || (rc = queue_load(q, c->name, &x.c, NULL, &x.lease_seq))) goto out;
-  x.c.name = c->name;
+  if (rc || (rc = queue_load(q, c->name, &x.e.c, NULL, &x.e.lease_seq))) goto out;
+  x.e.lease_seq0 = x.e.lease_seq;
+  x.e.c.name = c->name;
   /* Limits may have changed: every key decides again whether it is open. */
-  if (cur.key_inflight != x.c.key_inflight || cur.key_rate != x.c.key_rate ||
-      cur.key_burst != x.c.key_burst) {
+  if (cur.key_inflight != x.e.c.key_inflight || cur.key_rate != x.e.c.key_rate ||
+      cur.key_burst != x.e.c.key_burst) {
     sqlite3_stmt *st = qstmt(q, QS_KEY_ALL);
     if (!st) {
       rc = SPD_ESTORE;
       goto out;
     }
-    sqlite3_bind_int64(st, 1, x.c.id);
+    sqlite3_bind_int64(st, 1, x.e.c.id);
     rc = touch_keys(&x, st, "queue keys");
-    if (!rc) rc = ctx_flush_keys(&x);
+    if (!rc) rc = queue_call_flush_keys(&x.e);
   }
   if (!rc) {
     char *name = c->name;
-    *c = x.c;
+    *c = x.e.c;
     c->name = name;
   }
 out:
-  queue_key_cache_release(&x.kc);
+  queue_call_release(&x.e);
   return sqlite_auto_end(q, began, rc);
 }
 
@@ -1250,16 +1217,16 @@ static int bulk_one(qctx_t *x, bulk_op_t op, const bulk_row_t *r, int64_t due_ms
   queue_key_t *k;
   int rc = ctx_key(x, r->key, &k);
   if (rc) return rc;
-  queue_key_leave(k, &x->d, r->state);
+  queue_key_leave(k, &x->e.d, r->state);
   if (op == BULK_PURGE) {
     sqlite3_stmt *st = qstmt(x->q, QS_DELETE);
     if (!st) return SPD_ESTORE;
     sqlite3_bind_int64(st, 1, r->id);
     return sqlite_done(x->q, st, "queue purge");
   }
-  int state = qitem_waiting_state(due_ms, x->now);
+  int state = qitem_waiting_state(due_ms, x->e.now);
   if ((rc = stmt_state(x, r->id, state, due_ms, r->pri, NULL, 1))) return rc;
-  queue_key_enter(k, &x->d, state, r->pri, due_ms);
+  queue_key_enter(k, &x->e.d, state, r->pri, due_ms);
   return 0;
 }
 
@@ -1267,19 +1234,20 @@ static int bulk_one(qctx_t *x, bulk_op_t op, const bulk_row_t *r, int64_t due_ms
 static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_op_t op,
                     int64_t due_ms, int64_t now_ms, int64_t *count) {
   struct sqlite_store *q = SQ(s);
-  qctx_t x = {.q = q, .now = now_ms};
+  qctx_t x = {.e = {.rows = &sqlite_rows, .now = now_ms}, .q = q};
   bulk_row_t *v = NULL;
   int64_t after = f->after_id, total = 0;
   int began, rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
-  rc = queue_load(q, name, &x.c, NULL, &x.lease_seq);
-  x.c.name = (char *)name;
+  rc = queue_load(q, name, &x.e.c, NULL, &x.e.lease_seq);
+  x.e.lease_seq0 = x.e.lease_seq;
+  x.e.c.name = (char *)name;
   if (!rc && !(v = calloc(BULK_CHUNK, sizeof(*v)))) rc = -ENOMEM;
   while (!rc) {
     sqlite3_stmt *st;
     size_t n = 0;
     int src;
-    if ((rc = filter_prepare(q, x.c.id, f, "id, state, key, priority, due_ms", after,
+    if ((rc = filter_prepare(q, x.e.c.id, f, "id, state, key, priority, due_ms", after,
                              BULK_CHUNK, &st)))
       break;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1302,9 +1270,9 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
     if (n < BULK_CHUNK) break;
   }
   free(v);
-  if (!rc) rc = ctx_finish(&x);
+  if (!rc) rc = queue_call_finish(&x.e);
   if (!rc) *count = total;
-  queue_key_cache_release(&x.kc);
+  queue_call_release(&x.e);
   return sqlite_auto_end(q, began, rc);
 }
 
