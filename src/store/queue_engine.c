@@ -402,4 +402,65 @@ int queue_call_finish(queue_call_t *x) {
   return x->rows->counters(x);
 }
 
+/* Takes up to `room` elements from open key k, whose head is the best;
+ * stops at the first element after the next key's head (has2). */
+static int take_from_key(queue_call_t *x, queue_key_t *k, int has2, int64_t p2, int64_t d2,
+                         size_t room, int64_t lease_end, int64_t token,
+                         queue_item_list_t *out, size_t *got) {
+  size_t first = out->n;
+  *got = 0;
+  room = queue_key_room(k, &x->c, room);
+  if (room == 0) { /* settled open at a moment that has passed: settle again */
+    k->dirty = 1;
+    return queue_call_flush_key(x, k);
+  }
+  int next = 0;
+  int64_t next_pri = 0, next_due = 0;
+  int rc = x->rows->pick(x, k, room, has2, p2, d2, lease_end, token, out, &next, &next_pri,
+                         &next_due);
+  if (rc) return rc; /* the caller drops what out got */
+  size_t n = out->n - first;
+  queue_key_taken(k, &x->c, &x->d, (int64_t)n, next, next_pri, next_due);
+  *got = n;
+  return queue_call_flush_key(x, k);
+}
+
+int queue_call_take(queue_call_t *x, size_t max, int64_t visibility_ms,
+                    queue_item_list_t *out, size_t *taken) {
+  const queue_rows_t *r = x->rows;
+  int64_t now = x->now, t[QUEUE_NEXT_N];
+  int rc;
+  /* One probe says which sweeps have work (each costs a statement or a
+   * temporary b-tree even when it finds nothing). */
+  if ((rc = r->times(x, t)) ||
+      (t[QUEUE_NEXT_LEASE] && t[QUEUE_NEXT_LEASE] <= now && (rc = r->expire(x))) ||
+      (t[QUEUE_NEXT_DELAYED] && t[QUEUE_NEXT_DELAYED] <= now && (rc = r->promote(x))) ||
+      (t[QUEUE_NEXT_WAKE] && t[QUEUE_NEXT_WAKE] <= now && (rc = r->wake(x))) ||
+      (rc = queue_call_flush_keys(x)))
+    return rc;
+  size_t room = queue_take_room(&x->c, &x->d, max), got_all = 0;
+  int64_t lease_end = queue_lease_end(&x->c, visibility_ms, now);
+  int64_t token = ++x->lease_seq;
+  int idle_rounds = 0; /* rounds that took nothing: a key settled closed */
+  while (!rc && got_all < room && idle_rounds < 64) {
+    queue_key_t *k = NULL;
+    int64_t p2 = 0, d2 = 0;
+    int has2 = 0;
+    size_t got = 0;
+    if ((rc = r->best_key(x, &k, &has2, &p2, &d2)) || !k) break;
+    rc = take_from_key(x, k, has2, p2, d2, room - got_all, lease_end, token, out, &got);
+    got_all += got;
+    idle_rounds = got ? 0 : idle_rounds + 1;
+  }
+  *taken += got_all;
+  return rc;
+}
+
+int queue_call_next(queue_call_t *x, int64_t *next_ms) {
+  int64_t t[QUEUE_NEXT_N];
+  int rc = x->rows->times(x, t);
+  if (!rc) *next_ms = queue_next_time(t);
+  return rc;
+}
+
 void queue_call_release(queue_call_t *x) { queue_key_cache_release(&x->kc); }

@@ -197,6 +197,26 @@ typedef struct queue_rows {
   int (*key_delete)(queue_call_t *x, const char *key);
   /* Adds x->d to the queue's counters and stores x->lease_seq. */
   int (*counters)(queue_call_t *x);
+
+  /* ---- take ---- */
+  /* The queue's next times (QUEUE_NEXT_*: 0 = none). */
+  int (*times)(queue_call_t *x, int64_t t[QUEUE_NEXT_N]);
+  /* The sweeps a take runs first, each when its time has come: leases that
+   * ran out come back (or go dead), delayed elements now due become ready,
+   * closed keys whose wake time passed are settled again. */
+  int (*expire)(queue_call_t *x);
+  int (*promote)(queue_call_t *x);
+  int (*wake)(queue_call_t *x);
+  /* The open key with the best head (*k NULL: none; queue_call_key'd)
+   * and, when there is one (*has2), the next open key's head (p2, d2). */
+  int (*best_key)(queue_call_t *x, queue_key_t **k, int *has2, int64_t *p2, int64_t *d2);
+  /* Leases up to `room` of open key k's ready elements in take order until
+   * one comes after (p2, d2) when has2, appending them to out as in flight
+   * until lease_end under token; *next (with next_pri/next_due) tells
+   * whether one was left, and which is then the key's head. */
+  int (*pick)(queue_call_t *x, const queue_key_t *k, size_t room, int has2, int64_t p2,
+              int64_t d2, int64_t lease_end, int64_t token, queue_item_list_t *out,
+              int *next, int64_t *next_pri, int64_t *next_due);
 } queue_rows_t;
 
 struct queue_call {
@@ -231,6 +251,18 @@ int queue_call_flush_keys(queue_call_t *x);
 /* Writes back every key the call changed and the counters, when they
  * moved: the end of every call that changed something. */
 int queue_call_finish(queue_call_t *x);
+
+/* A take of up to max elements (store_queue_take) on the call's loaded,
+ * unpaused queue: the sweeps whose time has come, then the best open key's
+ * head first, key after key, under the queue's and each key's limits;
+ * appends to out and adds how many to *taken. The caller finishes the call
+ * (queue_call_finish). */
+int queue_call_take(queue_call_t *x, size_t max, int64_t visibility_ms,
+                    queue_item_list_t *out, size_t *taken);
+
+/* When something may become takeable next: the next due time, lease end
+ * or key wake-up (0: nothing pending). */
+int queue_call_next(queue_call_t *x, int64_t *next_ms);
 
 /* Frees the call's key cache. */
 void queue_call_release(queue_call_t *x);

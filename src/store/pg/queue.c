@@ -572,13 +572,7 @@ static int rows_counters(queue_call_t *x) {
   return qcmd(QX(x)->q, QS_COUNTERS, &p, "queue counters");
 }
 
-static const queue_rows_t pg_rows = {
-    .key_get = rows_key_get,
-    .key_head = rows_key_head,
-    .key_put = rows_key_put,
-    .key_delete = rows_key_delete,
-    .counters = rows_counters,
-};
+static const queue_rows_t pg_rows;
 
 /* The cached state of key k: on first use, from r's row (columns from col
  * on; all NULL = no stored row) when r is given, else read from the store. */
@@ -831,20 +825,13 @@ static int take_wake(qctx_t *x) {
   return rc;
 }
 
-/* Takes up to `room` elements from open key k whose head is the best;
- * stops at the first element worse than the next key's head (has2). */
-static int take_from_key(qctx_t *x, queue_key_t *k, int has2, int64_t p2, int64_t d2,
-                         size_t room, int64_t lease_end, int64_t token,
-                         queue_item_list_t *out, size_t *got) {
-  size_t first = out->n, n;
+/* Leases up to `room` of open key k's ready elements (queue_rows_t.pick):
+ * one statement does the choice and the leases. */
+static int rows_pick(queue_call_t *e, const queue_key_t *k, size_t room, int has2, int64_t p2,
+                     int64_t d2, int64_t lease_end, int64_t token, queue_item_list_t *out,
+                     int *next, int64_t *next_pri, int64_t *next_due) {
+  qctx_t *x = QX(e);
   int rc = 0;
-
-  *got = 0;
-  room = queue_key_room(k, &x->e.c, room);
-  if (room == 0) { /* settled open at a moment that has passed: settle again */
-    k->dirty = 1;
-    return queue_call_flush_key(&x->e, k);
-  }
 
   pg_params_t p = {0};
   pg_p_i64(&p, x->e.c.id);
@@ -857,13 +844,11 @@ static int take_from_key(qctx_t *x, queue_key_t *k, int has2, int64_t p2, int64_
   pg_p_i64(&p, token);
   PGresult *r = qrun(x->q, QS_TAKE, &p, &rc, "queue take");
   if (!r) return rc;
-  int next = 0;
-  int64_t next_pri = 0, next_due = 0;
   for (int i = 0; i < PQntuples(r); i++) {
     if (bi64(r, i, 0) == 0) {
-      next = 1;
-      next_pri = bi64(r, i, 3);
-      next_due = bi64(r, i, 8);
+      *next = 1;
+      *next_pri = bi64(r, i, 3);
+      *next_due = bi64(r, i, 8);
       continue;
     }
     queue_item_t *it = queue_item_list_add(out);
@@ -885,21 +870,57 @@ static int take_from_key(qctx_t *x, queue_key_t *k, int has2, int64_t p2, int64_
     }
   }
   PQclear(r);
-  if (rc) return rc; /* the caller drops what out got */
-  n = out->n - first;
-  queue_key_taken(k, &x->e.c, &x->e.d, (int64_t)n, next, next_pri, next_due);
-  *got = n;
-  return queue_call_flush_key(&x->e, k);
-}
-
-/* When something may become takeable: the next due time, lease end or key
- * wake-up (0: nothing pending). */
-static int take_next(qctx_t *x, int64_t *next_ms) {
-  int64_t t[QUEUE_NEXT_N];
-  int rc = queue_times(x->q, x->e.c.id, t);
-  if (!rc) *next_ms = queue_next_time(t);
   return rc;
 }
+
+static int rows_times(queue_call_t *x, int64_t t[QUEUE_NEXT_N]) {
+  return queue_times(QX(x)->q, x->c.id, t);
+}
+static int rows_expire(queue_call_t *x) { return take_expire(QX(x)); }
+static int rows_promote(queue_call_t *x) { return take_promote(QX(x)); }
+static int rows_wake(queue_call_t *x) { return take_wake(QX(x)); }
+
+static int rows_best_key(queue_call_t *e, queue_key_t **k, int *has2, int64_t *p2,
+                         int64_t *d2) {
+  qctx_t *x = QX(e);
+  pg_params_t p = {0};
+  int rc;
+  char *key;
+  pg_p_i64(&p, e->c.id);
+  PGresult *r = qrun(x->q, QS_KEY_BEST, &p, &rc, "queue best key");
+  if (!r) return rc;
+  if (PQntuples(r) == 0) {
+    PQclear(r);
+    return 0;
+  }
+  if ((rc = bbytes(r, 0, 0, 1, &key, NULL))) {
+    PQclear(r);
+    return rc;
+  }
+  rc = ctx_key_at(x, key, r, 0, 1, k);
+  free(key);
+  if (!rc && PQntuples(r) > 1) {
+    *has2 = 1;
+    *p2 = bi64(r, 1, 6);
+    *d2 = bi64(r, 1, 7);
+  }
+  PQclear(r);
+  return rc;
+}
+
+static const queue_rows_t pg_rows = {
+    .key_get = rows_key_get,
+    .key_head = rows_key_head,
+    .key_put = rows_key_put,
+    .key_delete = rows_key_delete,
+    .counters = rows_counters,
+    .times = rows_times,
+    .expire = rows_expire,
+    .promote = rows_promote,
+    .wake = rows_wake,
+    .best_key = rows_best_key,
+    .pick = rows_pick,
+};
 
 int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
                   int64_t now_ms, queue_item_list_t *out, int64_t *next_ms) {
@@ -914,52 +935,9 @@ int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_m
     goto out;
   }
   if (rc || x.e.c.paused) goto out;
-  /* One probe says which sweeps have work. */
-  int64_t t[QUEUE_NEXT_N];
-  if ((rc = queue_times(q, x.e.c.id, t)) ||
-      (t[QUEUE_NEXT_LEASE] && t[QUEUE_NEXT_LEASE] <= now_ms && (rc = take_expire(&x))) ||
-      (t[QUEUE_NEXT_DELAYED] && t[QUEUE_NEXT_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
-      (t[QUEUE_NEXT_WAKE] && t[QUEUE_NEXT_WAKE] <= now_ms && (rc = take_wake(&x))) ||
-      (rc = queue_call_flush_keys(&x.e)))
-    goto out;
-
-  size_t room = queue_take_room(&x.e.c, &x.e.d, max);
-  int64_t lease_end = queue_lease_end(&x.e.c, visibility_ms, now_ms);
-  int64_t token = ++x.e.lease_seq;
-  int idle_rounds = 0; /* rounds that took nothing: a key settled closed */
-  while (!rc && taken < room && idle_rounds < 64) {
-    pg_params_t p = {0};
-    queue_key_t *k;
-    int64_t p2 = 0, d2 = 0;
-    int has2 = 0;
-    size_t got = 0;
-    pg_p_i64(&p, x.e.c.id);
-    PGresult *r = qrun(q, QS_KEY_BEST, &p, &rc, "queue best key");
-    if (!r) break;
-    if (PQntuples(r) == 0) {
-      PQclear(r);
-      break;
-    }
-    char *key;
-    if ((rc = bbytes(r, 0, 0, 1, &key, NULL))) {
-      PQclear(r);
-      break;
-    }
-    rc = ctx_key_at(&x, key, r, 0, 1, &k);
-    free(key);
-    if (!rc && PQntuples(r) > 1) {
-      has2 = 1;
-      p2 = bi64(r, 1, 6);
-      d2 = bi64(r, 1, 7);
-    }
-    PQclear(r);
-    if (rc) break;
-    rc = take_from_key(&x, k, has2, p2, d2, room - taken, lease_end, token, out, &got);
-    taken += got;
-    idle_rounds = got ? 0 : idle_rounds + 1;
-  }
+  rc = queue_call_take(&x.e, max, visibility_ms, out, &taken);
   if (!rc) rc = ctx_finish(&x);
-  if (!rc && taken < max) rc = take_next(&x, next_ms);
+  if (!rc && taken < max) rc = queue_call_next(&x.e, next_ms);
 out:
   queue_call_release(&x.e);
   rc = pg_auto_end(q, began, rc);

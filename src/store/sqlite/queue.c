@@ -380,13 +380,7 @@ static int rows_counters(queue_call_t *x) {
   return sqlite_done(q, st, "queue counters");
 }
 
-static const queue_rows_t sqlite_rows = {
-    .key_get = rows_key_get,
-    .key_head = rows_key_head,
-    .key_put = rows_key_put,
-    .key_delete = rows_key_delete,
-    .counters = rows_counters,
-};
+static const queue_rows_t sqlite_rows;
 
 /* The cached state of key k: from the row under `row` (columns from col
  * on) when given, else read from the store on first use. */
@@ -671,22 +665,15 @@ static int take_wake(qctx_t *x) {
   return touch_keys(x, st, "queue wake");
 }
 
-/* Takes up to `room` elements from open key `key` whose head is the best;
- * stops at the first element worse than the next key's head (has2). */
-static int take_from_key(qctx_t *x, queue_key_t *k, int has2, int64_t p2, int64_t d2,
-                         size_t room, int64_t lease_end, int64_t token,
-                         queue_item_list_t *out, size_t *got) {
+/* Leases up to `room` of open key k's ready elements (queue_rows_t.pick). */
+static int rows_pick(queue_call_t *e, const queue_key_t *k, size_t room, int has2, int64_t p2,
+                     int64_t d2, int64_t lease_end, int64_t token, queue_item_list_t *out,
+                     int *next, int64_t *next_pri, int64_t *next_due) {
+  qctx_t *x = QX(e);
   struct sqlite_store *q = x->q;
   const char *key = k->key;
-  size_t first = out->n, n;
+  size_t first = out->n;
   int rc = 0, src;
-
-  *got = 0;
-  room = queue_key_room(k, &x->e.c, room);
-  if (room == 0) { /* settled open at a moment that has passed: settle again */
-    k->dirty = 1;
-    return queue_call_flush_key(&x->e, k);
-  }
 
   sqlite3_stmt *st = qstmt(q, QS_PICK);
   if (!st) return SPD_ESTORE;
@@ -694,15 +681,13 @@ static int take_from_key(qctx_t *x, queue_key_t *k, int has2, int64_t p2, int64_
   sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
   /* One row more than room: the first one left is the key's next head. */
   sqlite3_bind_int64(st, 3, (int64_t)room + 1);
-  int next = 0;
-  int64_t next_pri = 0, next_due = 0;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     int64_t pri = sqlite3_column_int64(st, 1), due = sqlite3_column_int64(st, 2);
     /* Full, or another key's head comes first: leave the rest for later. */
     if (out->n - first == room || (out->n > first && has2 && queue_take_before(p2, d2, pri, due))) {
-      next = 1;
-      next_pri = pri;
-      next_due = due;
+      *next = 1;
+      *next_pri = pri;
+      *next_due = due;
       break;
     }
     queue_item_t *it = queue_item_list_add(out);
@@ -725,7 +710,6 @@ static int take_from_key(qctx_t *x, queue_key_t *k, int has2, int64_t p2, int64_
   }
   if (!rc && src != SQLITE_ROW && src != SQLITE_DONE) rc = sqlite_fail(q, "queue pick");
   sqlite3_reset(st);
-  n = out->n - first;
   for (size_t i = first; !rc && i < out->n; i++) {
     if (!(st = qstmt(q, QS_TAKE))) {
       rc = SPD_ESTORE;
@@ -736,20 +720,50 @@ static int take_from_key(qctx_t *x, queue_key_t *k, int has2, int64_t p2, int64_
     sqlite3_bind_int64(st, 3, token);
     rc = sqlite_done(q, st, "queue take");
   }
-  if (rc) return rc; /* the caller drops what out got */
-  queue_key_taken(k, &x->e.c, &x->e.d, (int64_t)n, next, next_pri, next_due);
-  *got = n;
-  return queue_call_flush_key(&x->e, k);
-}
-
-/* When something may become takeable: the next due time, lease end or key
- * wake-up (0: nothing pending). */
-static int take_next(qctx_t *x, int64_t *next_ms) {
-  int64_t t[QUEUE_NEXT_N];
-  int rc = queue_times(x->q, x->e.c.id, t);
-  if (!rc) *next_ms = queue_next_time(t);
   return rc;
 }
+
+static int rows_times(queue_call_t *x, int64_t t[QUEUE_NEXT_N]) {
+  return queue_times(QX(x)->q, x->c.id, t);
+}
+static int rows_expire(queue_call_t *x) { return take_expire(QX(x)); }
+static int rows_promote(queue_call_t *x) { return take_promote(QX(x)); }
+static int rows_wake(queue_call_t *x) { return take_wake(QX(x)); }
+
+static int rows_best_key(queue_call_t *e, queue_key_t **k, int *has2, int64_t *p2,
+                         int64_t *d2) {
+  qctx_t *x = QX(e);
+  sqlite3_stmt *st = qstmt(x->q, QS_KEY_BEST);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, e->c.id);
+  int rc = 0, src = sqlite3_step(st);
+  if (src != SQLITE_ROW) {
+    sqlite3_reset(st);
+    return src == SQLITE_DONE ? 0 : sqlite_fail(x->q, "queue best key");
+  }
+  if (!(rc = ctx_key_at(x, (const char *)sqlite3_column_text(st, 0), st, 1, k)) &&
+      sqlite3_step(st) == SQLITE_ROW) {
+    *has2 = 1;
+    *p2 = sqlite3_column_int64(st, 6);
+    *d2 = sqlite3_column_int64(st, 7);
+  }
+  sqlite3_reset(st);
+  return rc;
+}
+
+static const queue_rows_t sqlite_rows = {
+    .key_get = rows_key_get,
+    .key_head = rows_key_head,
+    .key_put = rows_key_put,
+    .key_delete = rows_key_delete,
+    .counters = rows_counters,
+    .times = rows_times,
+    .expire = rows_expire,
+    .promote = rows_promote,
+    .wake = rows_wake,
+    .best_key = rows_best_key,
+    .pick = rows_pick,
+};
 
 int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
                       int64_t now_ms, queue_item_list_t *out, int64_t *next_ms) {
@@ -766,53 +780,9 @@ int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibili
     goto out;
   }
   if (rc || x.e.c.paused) goto out;
-  /* One probe says which sweeps have work (each costs a statement or a
-   * temporary b-tree even when it finds nothing). */
-  int64_t t[QUEUE_NEXT_N];
-  if ((rc = queue_times(q, x.e.c.id, t)) ||
-      (t[QUEUE_NEXT_LEASE] && t[QUEUE_NEXT_LEASE] <= now_ms && (rc = take_expire(&x))) ||
-      (t[QUEUE_NEXT_DELAYED] && t[QUEUE_NEXT_DELAYED] <= now_ms && (rc = take_promote(&x))) ||
-      (t[QUEUE_NEXT_WAKE] && t[QUEUE_NEXT_WAKE] <= now_ms && (rc = take_wake(&x))) ||
-      (rc = queue_call_flush_keys(&x.e)))
-    goto out;
-
-  size_t room = queue_take_room(&x.e.c, &x.e.d, max);
-  int64_t lease_end = queue_lease_end(&x.e.c, visibility_ms, now_ms);
-  int64_t token = ++x.e.lease_seq;
-  int idle_rounds = 0; /* rounds that took nothing: a key settled closed */
-  while (!rc && taken < room && idle_rounds < 64) {
-    sqlite3_stmt *st = qstmt(q, QS_KEY_BEST);
-    queue_key_t *k;
-    int64_t p2 = 0, d2 = 0;
-    int has2 = 0, src;
-    size_t got = 0;
-    if (!st) {
-      rc = SPD_ESTORE;
-      break;
-    }
-    sqlite3_bind_int64(st, 1, x.e.c.id);
-    src = sqlite3_step(st);
-    if (src != SQLITE_ROW) {
-      sqlite3_reset(st);
-      if (src != SQLITE_DONE) rc = sqlite_fail(q, "queue best key");
-      break;
-    }
-    if ((rc = ctx_key_at(&x, (const char *)sqlite3_column_text(st, 0), st, 1, &k))) {
-      sqlite3_reset(st);
-      break;
-    }
-    if ((src = sqlite3_step(st)) == SQLITE_ROW) {
-      has2 = 1;
-      p2 = sqlite3_column_int64(st, 6);
-      d2 = sqlite3_column_int64(st, 7);
-    }
-    sqlite3_reset(st);
-    rc = take_from_key(&x, k, has2, p2, d2, room - taken, lease_end, token, out, &got);
-    taken += got;
-    idle_rounds = got ? 0 : idle_rounds + 1;
-  }
+  rc = queue_call_take(&x.e, max, visibility_ms, out, &taken);
   if (!rc) rc = queue_call_finish(&x.e);
-  if (!rc && taken < max) rc = take_next(&x, next_ms);
+  if (!rc && taken < max) rc = queue_call_next(&x.e, next_ms);
 out:
   queue_call_release(&x.e);
   rc = sqlite_auto_end(q, began, rc);
