@@ -219,6 +219,16 @@ typedef struct queue_rows {
               int *next, int64_t *next_pri, int64_t *next_due);
 } queue_rows_t;
 
+/* A queue_rows_t of the functions PREFIXkey_get, PREFIXkey_head, ... */
+#define QUEUE_ROWS(prefix)                                                          \
+  {                                                                                 \
+    .key_get = prefix##key_get, .key_head = prefix##key_head,                       \
+    .key_put = prefix##key_put, .key_delete = prefix##key_delete,                   \
+    .counters = prefix##counters, .times = prefix##times, .expire = prefix##expire, \
+    .promote = prefix##promote, .wake = prefix##wake, .best_key = prefix##best_key, \
+    .pick = prefix##pick                                                            \
+  }
+
 struct queue_call {
   const queue_rows_t *rows;
   queue_conf_t c;      /* the queue's row (c.id, settings, counters) */

@@ -751,19 +751,7 @@ static int rows_best_key(queue_call_t *e, queue_key_t **k, int *has2, int64_t *p
   return rc;
 }
 
-static const queue_rows_t sqlite_rows = {
-    .key_get = rows_key_get,
-    .key_head = rows_key_head,
-    .key_put = rows_key_put,
-    .key_delete = rows_key_delete,
-    .counters = rows_counters,
-    .times = rows_times,
-    .expire = rows_expire,
-    .promote = rows_promote,
-    .wake = rows_wake,
-    .best_key = rows_best_key,
-    .pick = rows_pick,
-};
+static const queue_rows_t sqlite_rows = QUEUE_ROWS(rows_);
 
 int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
                       int64_t now_ms, queue_item_list_t *out, int64_t *next_ms) {
