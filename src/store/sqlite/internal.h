@@ -24,6 +24,14 @@
 /* Statement slots of sqlite/nodes.c. */
 #define SQLITE_NODES_SLOTS 8
 
+/* store_jobs_list builds its SQL from the filter's shape (which fields are
+ * set, which states) so each shape gets a plan that can use an index; one
+ * cached statement per shape: 6 state bits + project, jobid, node,
+ * started_only and limit. */
+#define SQLITE_LIST_ALL_STATES ((1u << JOB_NSTATES) - 1)
+#define SQLITE_LIST_FINAL_STATES (SQLITE_LIST_ALL_STATES & ~3u)
+#define SQLITE_LIST_SHAPES (1u << (JOB_NSTATES + 5))
+
 struct sqlite_store {
   struct store base;
   sqlite3 *db;
@@ -82,13 +90,6 @@ void sqlite_rows_release(struct sqlite_rows *r);
 /* Raises meta 'jobs.last_id' to the highest job id: run it before deleting
  * jobs, so the next insert still gets an id never given before. */
 int sqlite_keep_last_id(struct sqlite_store *q);
-
-/* Each file's prepared statements, finalized by sqlite_close. */
-void sqlite_jobs_close(struct sqlite_store *q);
-void sqlite_nodes_close(struct sqlite_store *q);
-void sqlite_sched_close(struct sqlite_store *q);
-void sqlite_janitor_close(struct sqlite_store *q);
-void sqlite_queue_close(struct sqlite_store *q);
 
 /* Every op of store/ops.h as sqlite_<op>, spread over this folder's files. */
 #define STORE_OP(op, params) int sqlite_##op params;

@@ -54,13 +54,6 @@ static sqlite3_stmt *janitor_stmt(struct sqlite_store *q, int id) {
   return sqlite_prepare_slot(q, &q->janitor_stmt[id], janitor_sql[id]);
 }
 
-void sqlite_janitor_close(struct sqlite_store *q) {
-  for (int i = 0; i < SJ_COUNT; i++) {
-    sqlite3_finalize(q->janitor_stmt[i]);
-    q->janitor_stmt[i] = NULL;
-  }
-}
-
 /* ---- jobs ---- */
 
 /* The project/spider pair the scan is in, and its limits. */

@@ -114,13 +114,6 @@ static const char *const sqlite_jobs_sql[SJOB_COUNT] = {
         "SELECT min(not_before_ms) FROM jobs WHERE state = 0 AND not_before_ms > ?1",
 };
 
-/* store_jobs_list builds its SQL from the filter's shape (which fields are
- * set, which states) so each shape gets a plan that can use an index; one
- * cached statement per shape: 6 state bits + project, jobid, node,
- * started_only and limit. */
-#define SQLITE_LIST_ALL_STATES ((1u << JOB_NSTATES) - 1)
-#define SQLITE_LIST_FINAL_STATES (SQLITE_LIST_ALL_STATES & ~3u)
-#define SQLITE_LIST_SHAPES (1u << (JOB_NSTATES + 5))
 
 _Static_assert(SJOB_COUNT <= SQLITE_JOBS_SLOTS, "grow SQLITE_JOBS_SLOTS");
 
@@ -132,14 +125,6 @@ static int jobs_run(struct sqlite_store *q, int id) {
   sqlite3_stmt *st = jobs_stmt(q, id);
   if (!st) return SPD_ESTORE;
   return sqlite_done(q, st, sqlite_jobs_sql[id]);
-}
-
-void sqlite_jobs_close(struct sqlite_store *q) {
-  for (int i = 0; i < SJOB_COUNT; i++) sqlite3_finalize(q->jobs_stmt[i]);
-  if (q->list_stmt) {
-    for (unsigned i = 0; i < SQLITE_LIST_SHAPES; i++) sqlite3_finalize(q->list_stmt[i]);
-    free(q->list_stmt);
-  }
 }
 
 /* ---- rows ---- */

@@ -43,13 +43,6 @@ static sqlite3_stmt *sn_stmt(struct sqlite_store *q, int id) {
   return sqlite_prepare_slot(q, &q->nodes_stmt[id], sqlite_nodes_sql[id]);
 }
 
-void sqlite_nodes_close(struct sqlite_store *q) {
-  for (int i = 0; i < SN_COUNT; i++) {
-    sqlite3_finalize(q->nodes_stmt[i]);
-    q->nodes_stmt[i] = NULL;
-  }
-}
-
 int sqlite_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead) {
   struct sqlite_store *q = SQ(s);
   sqlite3_stmt *probe = sn_stmt(q, SN_BEAT_DEAD), *st = sn_stmt(q, SN_BEAT);

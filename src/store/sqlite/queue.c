@@ -180,13 +180,6 @@ static sqlite3_stmt *qstmt(struct sqlite_store *q, int id) {
   return sqlite_prepare_slot(q, &q->queue_stmt[id], queue_sql[id]);
 }
 
-void sqlite_queue_close(struct sqlite_store *q) {
-  for (int i = 0; i < QS_COUNT; i++) {
-    sqlite3_finalize(q->queue_stmt[i]);
-    q->queue_stmt[i] = NULL;
-  }
-}
-
 /* ---- queue rows ---- */
 
 /* The element in column i: a NUL-terminated copy of its bytes in it. */

@@ -95,13 +95,6 @@ static sqlite3_stmt *sched_stmt(struct sqlite_store *q, int id) {
   return sqlite_prepare_slot(q, &q->sched_stmt[id], sched_sql[id]);
 }
 
-void sqlite_sched_close(struct sqlite_store *q) {
-  for (int i = 0; i < SS_COUNT; i++) {
-    sqlite3_finalize(q->sched_stmt[i]);
-    q->sched_stmt[i] = NULL;
-  }
-}
-
 /* Grows a {v, n} list of elem-sized items by one zeroed slot; *cap tracks
  * the allocation. Returns the slot or NULL. */
 static void *list_grow(void **v, size_t *n, size_t *cap, size_t elem) {

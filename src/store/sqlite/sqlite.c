@@ -589,11 +589,17 @@ static void sqlite_close(store_t *s) {
   if (!q) return;
   for (int i = 0; q->stmt && i < SQ_COUNT; i++) sqlite3_finalize(q->stmt[i]);
   free(q->stmt);
-  sqlite_jobs_close(q);
-  sqlite_sched_close(q);
-  sqlite_janitor_close(q);
-  sqlite_queue_close(q);
-  sqlite_nodes_close(q);
+  /* Each file's statements, prepared on first use (NULL until then). */
+  sqlite3_stmt **slots[] = {q->jobs_stmt, q->sched_stmt, q->janitor_stmt, q->queue_stmt,
+                            q->nodes_stmt};
+  size_t nslots[] = {SQLITE_JOBS_SLOTS, SQLITE_SCHED_SLOTS, SQLITE_JANITOR_SLOTS,
+                     SQLITE_QUEUE_SLOTS, SQLITE_NODES_SLOTS};
+  for (size_t f = 0; f < sizeof(slots) / sizeof(slots[0]); f++)
+    for (size_t i = 0; i < nslots[f]; i++) sqlite3_finalize(slots[f][i]);
+  if (q->list_stmt) {
+    for (unsigned i = 0; i < SQLITE_LIST_SHAPES; i++) sqlite3_finalize(q->list_stmt[i]);
+    free(q->list_stmt);
+  }
   if (q->db && sqlite3_close(q->db) != SQLITE_OK)
     log_error("store", "sqlite close: %s", sqlite3_errmsg(q->db));
   free(q);
