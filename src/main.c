@@ -231,6 +231,129 @@ static void wire_flow(app_t *app) {
                              .schedules_changed = flow_schedules_hook};
 }
 
+/* The store threads and the modules on the loop: spider lister, launcher,
+ * janitor, scheduler, webhooks, cluster; then the faces' hooks into them. */
+static int start_modules(app_t *app, char *err, size_t errlen) {
+  const config_t *cfg = &app->cfg;
+  int rc;
+  if ((rc = store_pool_start(app->loop, cfg->store, &app->store, err, errlen))) return rc;
+  if ((rc = spiders_init(&app->spiders, app->loop, cfg))) {
+    snprintf(err, errlen, "cannot start the spider lister: %s", spd_strerror(rc));
+    return rc;
+  }
+  if ((rc = launcher_init(&app->launcher, app->loop, cfg, app->store, &app->counters))) {
+    snprintf(err, errlen, "cannot start the launcher: %s", spd_strerror(rc));
+    return rc;
+  }
+  if ((rc = janitor_init(&app->janitor, app->loop, cfg, app->store, &app->counters))) {
+    snprintf(err, errlen, "cannot start the janitor: %s", spd_strerror(rc));
+    return rc;
+  }
+  if ((rc = scheduler_init(&app->scheduler, app->loop, cfg, app->store, app->launcher,
+                           &app->counters))) {
+    snprintf(err, errlen, "cannot start the scheduler: %s", spd_strerror(rc));
+    return rc;
+  }
+  if ((rc = webhooks_init(&app->webhooks, app->loop, cfg, app->store, err, errlen))) return rc;
+  cluster_hooks_t hooks = {.queues = queues_noted, .ud = app};
+  if ((rc = cluster_init(&app->cluster, app->loop, cfg, app->store, app->launcher,
+                         store_pool_shared(app->store), &hooks, err, errlen)))
+    return rc;
+  wire_flow(app);
+  launcher_on_end(app->launcher, job_ended, app);
+  launcher_set_job_secret(app->launcher, app->job_secret);
+  return 0;
+}
+
+/* The listener, the event streams and every face's routes. */
+static int start_http(app_t *app, char *err, size_t errlen) {
+  const config_t *cfg = &app->cfg;
+  http_options_t ho = {
+      .bind_address = cfg->bind_address,
+      .port = cfg->http_port,
+      .unix_socket_path = cfg->unix_socket_path,
+      .username = cfg->username,
+      .password = cfg->password,
+      .realm = "Scrapyd",
+      .max_body = cfg->max_upload,
+  };
+  int rc = http_server_start(app->loop, &ho, &app->http, err, errlen);
+  if (rc) return rc;
+  if ((rc = sse_hub_init(app, &app->sse))) {
+    snprintf(err, errlen, "cannot start the event streams: %s", spd_strerror(rc));
+    return rc;
+  }
+  if ((rc = api_scrapyd_register(app)) || (rc = api_rest_register(app)) ||
+      (rc = api_ui_register(app)))
+    snprintf(err, errlen, "cannot register routes: %s", spd_strerror(rc));
+  return rc;
+}
+
+static int write_pidfile(const char *path, char *err, size_t errlen) {
+  if (!path[0]) return 0;
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    snprintf(err, errlen, "cannot write pidfile '%s': %s", path, strerror(errno));
+    return -errno;
+  }
+  fprintf(f, "%d\n", (int)getpid());
+  fclose(f);
+  return 0;
+}
+
+/* SIGTERM and SIGINT stop gracefully, SIGHUP reopens the log. */
+static void start_signals(server_t *srv) {
+  uv_loop_t *loop = srv->app.loop;
+  uv_signal_init(loop, &srv->sig_term);
+  uv_signal_init(loop, &srv->sig_int);
+  uv_signal_init(loop, &srv->sig_hup);
+  srv->sig_term.data = srv->sig_int.data = srv->sig_hup.data = srv;
+  uv_signal_start(&srv->sig_term, on_signal, SIGTERM);
+  uv_signal_start(&srv->sig_int, on_signal, SIGINT);
+  uv_signal_start(&srv->sig_hup, on_signal, SIGHUP);
+  srv->signals_open = 1;
+}
+
+static void announce(const config_t *cfg) {
+  log_info("launcher", "spiderd %s started: max_proc=%d, runner='spiderd_runner', store='%s'",
+           SPIDERD_VERSION, config_max_proc(cfg), cfg->store);
+  if (cfg->http_port)
+    log_info("main", "web console available at http://%s:%d/", cfg->bind_address, cfg->http_port);
+  if (cfg->unix_socket_path[0])
+    log_info("main", "web console available at unix:%s", cfg->unix_socket_path);
+}
+
+/* Undoes a start that failed halfway: stops what started, in the order the
+ * graceful stop uses, and lets their handles close. */
+static void start_undo(app_t *app) {
+  sse_hub_stop(app->sse);
+  api_queues_stop(app);
+  if (app->http) http_server_stop(app->http);
+  if (app->spiders) spiders_free(app->spiders);
+  if (app->store) store_pool_stop(app->store);
+  if (app->scheduler) {
+    scheduler_stop(app->scheduler, NULL, NULL);
+    scheduler_free(app->scheduler);
+  }
+  if (app->launcher) {
+    launcher_stop(app->launcher, NULL, NULL);
+    launcher_free(app->launcher);
+  }
+  if (app->janitor) {
+    janitor_stop(app->janitor, NULL, NULL);
+    janitor_free(app->janitor);
+  }
+  if (app->webhooks) {
+    webhooks_stop(app->webhooks, NULL, NULL);
+    webhooks_free(app->webhooks);
+  }
+  if (app->cluster) {
+    cluster_stop(app->cluster, NULL, NULL);
+    cluster_free(app->cluster);
+  }
+  if (app->loop) uv_run(app->loop, UV_RUN_DEFAULT);
+}
+
 static int serve(int argc, char **argv) {
   server_t srv;
   memset(&srv, 0, sizeof(srv));
@@ -256,77 +379,11 @@ static int serve(int argc, char **argv) {
   if (eggs_clean_staging(cfg->eggs_dir) > 0)
     log_info("main", "removed egg uploads left unfinished by a previous run");
   app->loop = uv_default_loop();
-  if ((rc = store_pool_start(app->loop, cfg->store, &app->store, err, sizeof(err)))) goto fail;
-  if ((rc = spiders_init(&app->spiders, app->loop, cfg))) {
-    snprintf(err, sizeof(err), "cannot start the spider lister: %s", spd_strerror(rc));
+  if ((rc = start_modules(app, err, sizeof(err))) || (rc = start_http(app, err, sizeof(err))) ||
+      (rc = write_pidfile(cfg->pidfile, err, sizeof(err))))
     goto fail;
-  }
-  if ((rc = launcher_init(&app->launcher, app->loop, cfg, app->store, &app->counters))) {
-    snprintf(err, sizeof(err), "cannot start the launcher: %s", spd_strerror(rc));
-    goto fail;
-  }
-  if ((rc = janitor_init(&app->janitor, app->loop, cfg, app->store, &app->counters))) {
-    snprintf(err, sizeof(err), "cannot start the janitor: %s", spd_strerror(rc));
-    goto fail;
-  }
-  if ((rc = scheduler_init(&app->scheduler, app->loop, cfg, app->store, app->launcher,
-                           &app->counters))) {
-    snprintf(err, sizeof(err), "cannot start the scheduler: %s", spd_strerror(rc));
-    goto fail;
-  }
-  if ((rc = webhooks_init(&app->webhooks, app->loop, cfg, app->store, err, sizeof(err))))
-    goto fail;
-  cluster_hooks_t hooks = {.queues = queues_noted, .ud = app};
-  if ((rc = cluster_init(&app->cluster, app->loop, cfg, app->store, app->launcher,
-                         store_pool_shared(app->store), &hooks, err, sizeof(err))))
-    goto fail;
-  wire_flow(app);
-  launcher_on_end(app->launcher, job_ended, app);
-  launcher_set_job_secret(app->launcher, app->job_secret);
-  http_options_t ho = {
-      .bind_address = cfg->bind_address,
-      .port = cfg->http_port,
-      .unix_socket_path = cfg->unix_socket_path,
-      .username = cfg->username,
-      .password = cfg->password,
-      .realm = "Scrapyd",
-      .max_body = cfg->max_upload,
-  };
-  if ((rc = http_server_start(app->loop, &ho, &app->http, err, sizeof(err)))) goto fail;
-  if ((rc = sse_hub_init(app, &app->sse))) {
-    snprintf(err, sizeof(err), "cannot start the event streams: %s", spd_strerror(rc));
-    goto fail;
-  }
-  if ((rc = api_scrapyd_register(app)) || (rc = api_rest_register(app)) ||
-      (rc = api_ui_register(app))) {
-    snprintf(err, sizeof(err), "cannot register routes: %s", spd_strerror(rc));
-    goto fail;
-  }
-  if (cfg->pidfile[0]) {
-    FILE *f = fopen(cfg->pidfile, "w");
-    if (!f) {
-      snprintf(err, sizeof(err), "cannot write pidfile '%s': %s", cfg->pidfile, strerror(errno));
-      rc = -errno;
-      goto fail;
-    }
-    fprintf(f, "%d\n", (int)getpid());
-    fclose(f);
-  }
-  uv_signal_init(app->loop, &srv.sig_term);
-  uv_signal_init(app->loop, &srv.sig_int);
-  uv_signal_init(app->loop, &srv.sig_hup);
-  srv.sig_term.data = srv.sig_int.data = srv.sig_hup.data = &srv;
-  uv_signal_start(&srv.sig_term, on_signal, SIGTERM);
-  uv_signal_start(&srv.sig_int, on_signal, SIGINT);
-  uv_signal_start(&srv.sig_hup, on_signal, SIGHUP);
-  srv.signals_open = 1;
-
-  log_info("launcher", "spiderd %s started: max_proc=%d, runner='spiderd_runner', store='%s'",
-           SPIDERD_VERSION, config_max_proc(cfg), cfg->store);
-  if (cfg->http_port)
-    log_info("main", "web console available at http://%s:%d/", cfg->bind_address, cfg->http_port);
-  if (cfg->unix_socket_path[0])
-    log_info("main", "web console available at unix:%s", cfg->unix_socket_path);
+  start_signals(&srv);
+  announce(cfg);
   app->started_ms = clock_wall_ms();
   launcher_adopt(app->launcher, &running);
   launcher_dispatch(app->launcher);
@@ -336,34 +393,9 @@ static int serve(int argc, char **argv) {
 
 fail:
   fprintf(stderr, "spiderd: %s\n", err[0] ? err : spd_strerror(rc));
-  sse_hub_stop(app->sse);
-  api_queues_stop(app);
   log_error("main", "%s", err[0] ? err : spd_strerror(rc));
   job_list_release(&running);
-  if (app->http) http_server_stop(app->http);
-  if (app->spiders) spiders_free(app->spiders);
-  if (app->store) store_pool_stop(app->store);
-  if (app->scheduler) {
-    scheduler_stop(app->scheduler, NULL, NULL);
-    scheduler_free(app->scheduler);
-  }
-  if (app->launcher) {
-    launcher_stop(app->launcher, NULL, NULL);
-    launcher_free(app->launcher);
-  }
-  if (app->janitor) {
-    janitor_stop(app->janitor, NULL, NULL);
-    janitor_free(app->janitor);
-  }
-  if (app->webhooks) {
-    webhooks_stop(app->webhooks, NULL, NULL);
-    webhooks_free(app->webhooks);
-  }
-  if (app->cluster) {
-    cluster_stop(app->cluster, NULL, NULL);
-    cluster_free(app->cluster);
-  }
-  if (app->loop) uv_run(app->loop, UV_RUN_DEFAULT);
+  start_undo(app);
 out:
   if (app->loop) uv_loop_close(app->loop);
   if (cfg->pidfile[0] && rc == 0) unlink(cfg->pidfile);

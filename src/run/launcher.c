@@ -393,173 +393,195 @@ out:
 
 /* Starts one claimed job. On failure the job is ended as failed. Takes the
  * job's contents. */
-static void start_job(launcher_t *l, job_t *j) {
-  const config_t *cfg = l->cfg;
-  char *egg = NULL, *log_file = NULL, *feed_uri = NULL, *items_file = NULL, *jobdir = NULL;
-  char *stats_path = NULL, *hb_path = NULL;
-  strv_t argv = {0}, extra = {0};
-  char **env = NULL;
-  int log_fd = -1;
-  proc_t *p = NULL;
-  char why[256] = "";
+/* What starting one job gathers, step by step; start_release frees it. */
+typedef struct start {
+  char *egg, *log_file, *feed_uri, *items_file, *jobdir, *stats_path, *hb_path;
+  strv_t argv;  /* the runner's command line */
+  strv_t extra; /* the job's own variables, over the daemon's environment */
+  char **env;
+  int log_fd;
+  char why[256]; /* why the job could not start */
+} start_t;
 
-  int rc = eggs_path(cfg->eggs_dir, j->project, j->version, &egg);
+static int start_nomem(start_t *st) {
+  snprintf(st->why, sizeof(st->why), "out of memory");
+  return -1;
+}
+
+/* The egg, the log (opened), the items feed, the job's directory, and the
+ * stats and heartbeat files the runner writes. -1 with st->why. */
+static int start_files(launcher_t *l, const job_t *j, start_t *st) {
+  const config_t *cfg = l->cfg;
+  int rc = eggs_path(cfg->eggs_dir, j->project, j->version, &st->egg);
   if (rc == -ENOENT && !j->version && config_project_settings(cfg, j->project)) rc = 0;
   if (rc) {
-    snprintf(why, sizeof(why), "%s '%s' not found", j->version ? "version" : "project",
+    snprintf(st->why, sizeof(st->why), "%s '%s' not found", j->version ? "version" : "project",
              j->version ? j->version : j->project);
-    goto fail;
+    return -1;
   }
   if (cfg->logs_dir[0]) {
-    log_file = job_file_prepared(l, cfg->logs_dir, j, ".log");
-    if (!log_file) {
-      snprintf(why, sizeof(why), "cannot create the log directory: %s", strerror(errno));
-      goto fail;
+    if (!(st->log_file = job_file_prepared(l, cfg->logs_dir, j, ".log"))) {
+      snprintf(st->why, sizeof(st->why), "cannot create the log directory: %s", strerror(errno));
+      return -1;
     }
-    log_fd = open(log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (log_fd < 0) {
-      snprintf(why, sizeof(why), "cannot open %s: %s", log_file, strerror(errno));
-      goto fail;
+    st->log_fd = open(st->log_file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (st->log_fd < 0) {
+      snprintf(st->why, sizeof(st->why), "cannot open %s: %s", st->log_file, strerror(errno));
+      return -1;
     }
   }
   if (cfg->items_dir[0]) {
     if (config_items_remote(cfg)) {
-      feed_uri = remote_feed_uri(cfg->items_dir, j);
+      st->feed_uri = remote_feed_uri(cfg->items_dir, j);
     } else {
-      items_file = job_file_prepared(l, cfg->items_dir, j, ".jl");
-      if (items_file && asprintf(&feed_uri, "file://%s", items_file) < 0) feed_uri = NULL;
+      st->items_file = job_file_prepared(l, cfg->items_dir, j, ".jl");
+      if (st->items_file && asprintf(&st->feed_uri, "file://%s", st->items_file) < 0)
+        st->feed_uri = NULL;
     }
-    if (!feed_uri) {
-      snprintf(why, sizeof(why), "cannot prepare the items directory");
-      goto fail;
+    if (!st->feed_uri) {
+      snprintf(st->why, sizeof(st->why), "cannot prepare the items directory");
+      return -1;
     }
   }
   if (cfg->jobs_dir[0] &&
-      asprintf(&jobdir, "%s/%s/%s/%s", cfg->jobs_dir, j->project, j->spider, j->jobid) < 0) {
-    jobdir = NULL;
-    goto nomem;
+      asprintf(&st->jobdir, "%s/%s/%s/%s", cfg->jobs_dir, j->project, j->spider, j->jobid) < 0) {
+    st->jobdir = NULL;
+    return start_nomem(st);
   }
-  if (asprintf(&stats_path, "%s/%lld.json", l->stats_dir, (long long)j->id) < 0) {
-    stats_path = NULL;
-    goto nomem;
+  if (asprintf(&st->stats_path, "%s/%lld.json", l->stats_dir, (long long)j->id) < 0) {
+    st->stats_path = NULL;
+    return start_nomem(st);
   }
-  unlink(stats_path);
-  if (asprintf(&hb_path, "%s/%lld.hb", l->stats_dir, (long long)j->id) < 0) {
-    hb_path = NULL;
-    goto nomem;
+  unlink(st->stats_path);
+  if (asprintf(&st->hb_path, "%s/%lld.hb", l->stats_dir, (long long)j->id) < 0) {
+    st->hb_path = NULL;
+    return start_nomem(st);
   }
-  unlink(hb_path);
-  if (build_argv(l, j, log_file, feed_uri, jobdir, &argv)) goto nomem;
+  unlink(st->hb_path);
+  return 0;
+}
 
+/* The runner's argv and environment: Scrapyd's, plus what spiderd tells a
+ * crawl (its stats and heartbeat files, its job, URL and token). */
+static int start_command(launcher_t *l, const job_t *j, start_t *st) {
+  const config_t *cfg = l->cfg;
+  if (build_argv(l, j, st->log_file, st->feed_uri, st->jobdir, &st->argv)) return start_nomem(st);
   const char *host = cfg->bind_address;
   if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host) host = "127.0.0.1";
   char token[JOBTOKEN_MAX] = "";
   if (l->job_secret && jobtoken_make(l->job_secret, j->id, token))
     log_warn("launcher", "job '%s' gets no SPIDERD_TOKEN: libcrypto cannot be loaded", j->jobid);
-  if (strv_pushf(&extra, "SPIDERD_STATS_FILE=%s", stats_path) ||
-      strv_pushf(&extra, "SPIDERD_HEARTBEAT_FILE=%s", hb_path) ||
-      strv_pushf(&extra, "SPIDERD_HEARTBEAT_INTERVAL=%g", cfg->heartbeat_interval) ||
-      strv_pushf(&extra, "SPIDERD_JOB=%s", j->jobid) ||
-      strv_pushf(&extra, strchr(host, ':') ? "SPIDERD_URL=http://[%s]:%d" : "SPIDERD_URL=http://%s:%d",
+  strv_t *x = &st->extra;
+  if (strv_pushf(x, "SPIDERD_STATS_FILE=%s", st->stats_path) ||
+      strv_pushf(x, "SPIDERD_HEARTBEAT_FILE=%s", st->hb_path) ||
+      strv_pushf(x, "SPIDERD_HEARTBEAT_INTERVAL=%g", cfg->heartbeat_interval) ||
+      strv_pushf(x, "SPIDERD_JOB=%s", j->jobid) ||
+      strv_pushf(x, strchr(host, ':') ? "SPIDERD_URL=http://[%s]:%d" : "SPIDERD_URL=http://%s:%d",
                  host, cfg->http_port) ||
-      (token[0] && strv_pushf(&extra, "SPIDERD_TOKEN=%s", token)) ||
+      (token[0] && strv_pushf(x, "SPIDERD_TOKEN=%s", token)) ||
       /* On a shared store a crawl must not outlive its node: once the node
        * is declared dead its job runs elsewhere (no adoption either). */
-      (l->shared && strv_pushf(&extra, "SPIDERD_DIE_WITH_NODE=%d", (int)getpid())) ||
+      (l->shared && strv_pushf(x, "SPIDERD_DIE_WITH_NODE=%d", (int)getpid())) ||
       /* The variables Scrapyd set before 1.5: old projects still read them. */
-      strv_pushf(&extra, "SCRAPYD_SLOT=%u", l->nprocs) ||
-      strv_pushf(&extra, "SCRAPYD_SPIDER=%s", j->spider) ||
-      strv_pushf(&extra, "SCRAPYD_JOB=%s", j->jobid) ||
-      (log_file && strv_pushf(&extra, "SCRAPYD_LOG_FILE=%s", log_file)) ||
-      (feed_uri && strv_pushf(&extra, "SCRAPYD_FEED_URI=%s", feed_uri)))
-    goto nomem;
-  env = env_build(cfg, j->project, egg, j->version, (const char *const *)extra.v);
-  if (!env) goto nomem;
+      strv_pushf(x, "SCRAPYD_SLOT=%u", l->nprocs) ||
+      strv_pushf(x, "SCRAPYD_SPIDER=%s", j->spider) ||
+      strv_pushf(x, "SCRAPYD_JOB=%s", j->jobid) ||
+      (st->log_file && strv_pushf(x, "SCRAPYD_LOG_FILE=%s", st->log_file)) ||
+      (st->feed_uri && strv_pushf(x, "SCRAPYD_FEED_URI=%s", st->feed_uri)))
+    return start_nomem(st);
+  st->env = env_build(cfg, j->project, st->egg, j->version, (const char *const *)x->v);
+  return st->env ? 0 : start_nomem(st);
+}
 
-  p = calloc(1, sizeof(*p));
-  if (!p) goto nomem;
+/* Spawns the runner in a session of its own, stdout and stderr into the
+ * job's log, and makes it a proc_t of the launcher owning the job (taken
+ * from j) and its stats and heartbeat paths (taken from st). */
+static int start_spawn(launcher_t *l, job_t *j, start_t *st, proc_t **out) {
+  proc_t *p = calloc(1, sizeof(*p));
+  if (!p) return start_nomem(st);
   p->l = l;
-  uv_stdio_container_t stdio[3];
-  stdio[0].flags = UV_IGNORE;
-  if (log_fd >= 0) {
-    stdio[1].flags = UV_INHERIT_FD;
-    stdio[1].data.fd = log_fd;
-    stdio[2].flags = UV_INHERIT_FD;
-    stdio[2].data.fd = log_fd;
-  } else {
-    stdio[1].flags = UV_INHERIT_FD;
-    stdio[1].data.fd = STDERR_FILENO;
-    stdio[2].flags = UV_INHERIT_FD;
-    stdio[2].data.fd = STDERR_FILENO;
-  }
-  uv_process_options_t opts = {0};
-  opts.exit_cb = on_proc_exit;
-  opts.file = argv.v[0];
-  opts.args = argv.v;
-  opts.env = env;
-  opts.flags = UV_PROCESS_DETACHED;
-  opts.stdio_count = 3;
-  opts.stdio = stdio;
+  int fd = st->log_fd >= 0 ? st->log_fd : STDERR_FILENO;
+  uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
+                                   {.flags = UV_INHERIT_FD, .data.fd = fd},
+                                   {.flags = UV_INHERIT_FD, .data.fd = fd}};
+  uv_process_options_t opts = {.exit_cb = on_proc_exit,
+                               .file = st->argv.v[0],
+                               .args = st->argv.v,
+                               .env = st->env,
+                               .flags = UV_PROCESS_DETACHED,
+                               .stdio_count = 3,
+                               .stdio = stdio};
   p->process.data = p;
-  rc = uv_spawn(l->loop, &p->process, &opts);
+  int rc = uv_spawn(l->loop, &p->process, &opts);
   if (rc) {
-    snprintf(why, sizeof(why), "cannot start %s: %s", cfg->python, uv_strerror(rc));
+    snprintf(st->why, sizeof(st->why), "cannot start %s: %s", l->cfg->python, uv_strerror(rc));
     /* A failed uv_spawn still initialised the handle: it must be closed. */
     p->open_handles = 1;
-    p->adopted = 1; /* only the process handle to close below */
+    p->adopted = 1; /* only the process handle to close */
     uv_close((uv_handle_t *)&p->process, proc_close_cb);
-    p = NULL;
-    goto fail;
+    return -1;
   }
   p->pid = p->process.pid;
   p->job = *j;
   job_init(j);
   p->job.pid = p->pid;
   p->job.pid_start = proc_start_time(p->pid);
-  p->stats_path = stats_path;
-  stats_path = NULL;
-  p->hb_path = hb_path;
-  hb_path = NULL;
+  p->stats_path = st->stats_path;
+  st->stats_path = NULL;
+  p->hb_path = st->hb_path;
+  st->hb_path = NULL;
   uv_timer_init(l->loop, &p->timer);
   p->timer.data = p;
   p->next = l->procs;
   l->procs = p;
   l->nprocs++;
   l->counters->running = l->nprocs;
+  *out = p;
+  return 0;
+}
 
-  {
-    size_t len = 0;
-    for (size_t i = 1; i < argv.n; i++) len += strlen(argv.v[i]) + 4;
-    char *shown = malloc(len + 1), *w = shown;
-    if (shown) {
-      for (size_t i = 1; i < argv.n; i++) w += sprintf(w, "%s'%s'", i > 1 ? ", " : "", argv.v[i]);
-      *w = '\0';
-    }
-    log_info("launcher", "Process started: project='%s' spider='%s' job='%s' pid=%d args=[%s]",
-             p->job.project, p->job.spider, p->job.jobid, p->pid, shown ? shown : "");
-    free(shown);
+/* Scrapyd's "Process started" line, with the runner's arguments. */
+static void start_log(const proc_t *p, const strv_t *argv) {
+  size_t len = 0;
+  for (size_t i = 1; i < argv->n; i++) len += strlen(argv->v[i]) + 4;
+  char *shown = malloc(len + 1), *w = shown;
+  if (shown) {
+    for (size_t i = 1; i < argv->n; i++) w += sprintf(w, "%s'%s'", i > 1 ? ", " : "", argv->v[i]);
+    *w = '\0';
   }
-  supervise_started(l, p);
-  goto out;
+  log_info("launcher", "Process started: project='%s' spider='%s' job='%s' pid=%d args=[%s]",
+           p->job.project, p->job.spider, p->job.jobid, p->pid, shown ? shown : "");
+  free(shown);
+}
 
-nomem:
-  snprintf(why, sizeof(why), "out of memory");
-fail:
-  log_error("launcher", "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
-            j->project, j->spider, why);
-  supervise_end(l, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL);
-out:
-  if (log_fd >= 0) close(log_fd);
-  env_free(env);
-  strv_release(&argv);
-  strv_release(&extra);
-  free(egg);
-  free(log_file);
-  free(feed_uri);
-  free(items_file);
-  free(jobdir);
-  free(stats_path);
-  free(hb_path);
+static void start_release(start_t *st) {
+  if (st->log_fd >= 0) close(st->log_fd);
+  env_free(st->env);
+  strv_release(&st->argv);
+  strv_release(&st->extra);
+  free(st->egg);
+  free(st->log_file);
+  free(st->feed_uri);
+  free(st->items_file);
+  free(st->jobdir);
+  free(st->stats_path);
+  free(st->hb_path);
+}
+
+/* Starts claimed job j (taken): its files, its command, its process; a job
+ * that cannot start ends failed at once, with the reason in the log. */
+static void start_job(launcher_t *l, job_t *j) {
+  start_t st = {.log_fd = -1};
+  proc_t *p = NULL;
+  if (!start_files(l, j, &st) && !start_command(l, j, &st) && !start_spawn(l, j, &st, &p)) {
+    start_log(p, &st.argv);
+    supervise_started(l, p);
+  } else {
+    log_error("launcher", "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
+              j->project, j->spider, st.why);
+    supervise_end(l, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL);
+  }
+  start_release(&st);
 }
 
 /* ---- dispatch ---- */
