@@ -19,7 +19,6 @@
                            * crawl's own cancel_grace escalates to KILL) */
 #define WATCH_RETRY_MS 1000
 
-static int64_t secs_to_ms(double s) { return (int64_t)(s * 1000.0 + 0.5); }
 
 struct cluster {
   uv_loop_t *loop;
@@ -188,7 +187,7 @@ static int beat_fn(store_t *s, void *arg) {
   cluster_t *c = op->c;
   int rc = store_node_beat(s, &op->node, op->now, &op->was_dead);
   if (rc || !c->shared) return rc;
-  rc = store_nodes_reap(s, c->cfg->node_name, op->now, secs_to_ms(c->cfg->node_timeout),
+  rc = store_nodes_reap(s, c->cfg->node_name, op->now, clock_secs_ms(c->cfg->node_timeout),
                         &op->lost);
   for (size_t i = 0; i < op->lost.n && !rc; i++) {
     int64_t retry = 0;
@@ -370,7 +369,7 @@ int cluster_init(cluster_t **out, uv_loop_t *loop, const config_t *cfg, store_po
   uv_timer_init(loop, &c->beat_timer);
   uv_timer_init(loop, &c->watch_timer);
   c->beat_timer.data = c->watch_timer.data = c;
-  uint64_t every = (uint64_t)secs_to_ms(cfg->node_heartbeat);
+  uint64_t every = (uint64_t)clock_secs_ms(cfg->node_heartbeat);
   uv_timer_start(&c->beat_timer, on_beat, 0, every ? every : 1000);
   launcher_set_shared(launcher, shared);
   watch_rearm(c);
