@@ -37,7 +37,7 @@ typedef struct app {
   int stopping;
   int64_t started_ms;      /* wall clock when serving began (status uptime) */
   struct scrapyd *scrapyd; /* api/scrapyd.c's state */
-  struct api_common *api_common; /* api/common.c's state, shared by the faces */
+  struct api_common *api_common; /* api/projects.c's state, shared by the faces */
   struct sse_hub *sse;           /* api/sse.c: live event streams */
   struct api_queues *queues;     /* api/ops_queues.c: takers waiting for elements */
   char job_secret[JOBTOKEN_SECRET_HEX + 1]; /* signs job tokens (flow/jobtoken.h) */

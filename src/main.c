@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "clock.h"
-#include "api/common.h"
+#include "api/projects.h"
 #include "app.h"
 #include "run/cluster.h"
 #include "run/janitor.h"

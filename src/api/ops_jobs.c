@@ -10,7 +10,8 @@
 #include <unistd.h>
 
 #include "api/proxy.h"
-#include "api/common.h"
+#include "api/jobs.h"
+#include "api/projects.h"
 #include "api/ops_impl.h"
 #include "flow/jobs.h"
 #include "core/cron.h"

@@ -6,7 +6,7 @@
 #include <time.h>
 
 #include "clock.h"
-#include "api/common.h"
+#include "api/projects.h"
 #include "api/ops_impl.h"
 #include "error.h"
 #include "log.h"

@@ -12,7 +12,8 @@
 #include <time.h>
 
 #include "clock.h"
-#include "api/common.h"
+#include "api/jobs.h"
+#include "api/projects.h"
 #include "api/ops_impl.h"
 #include "core/cron.h"
 #include "core/schedule.h"

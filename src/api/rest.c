@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/common.h"
+#include "api/projects.h"
 #include "api/jsonrpc.h"
 #include "api/ops.h"
 #include "api/render.h"

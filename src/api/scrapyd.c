@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/common.h"
+#include "api/jobs.h"
+#include "api/projects.h"
 #include "api/render.h"
 #include "app.h"
 #include "core/names.h"

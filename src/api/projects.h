@@ -1,7 +1,8 @@
-/* What the API faces (Scrapyd's endpoints and the native REST / JSON-RPC
- * API) share, so a deploy or a run behaves the same whichever face asked:
- * a project's versions (cached), egg resolution, Scrapyd job ids, signal
- * names, adding an egg, queueing and cancelling a job.
+/* Projects as every API face (Scrapyd's endpoints and the native REST /
+ * JSON-RPC API) sees them, so a deploy behaves the same whichever face
+ * asked: a project's versions (cached), egg resolution, adding and deleting
+ * eggs; and the names a job is given and signalled by (Scrapyd job ids,
+ * signal names). Queueing and cancelling jobs: api/jobs.h.
  *
  * Loop thread only. The state lives in app->api_common, made on first use
  * and freed by api_common_free().
@@ -11,8 +12,8 @@
  * malloc'd for the caller. Callbacks never run when the call that would
  * start them returned an error.
  */
-#ifndef SPIDERD_API_COMMON_H
-#define SPIDERD_API_COMMON_H
+#ifndef SPIDERD_API_PROJECTS_H
+#define SPIDERD_API_PROJECTS_H
 
 #include <stddef.h>
 
@@ -69,36 +70,5 @@ int api_eggs_delete(app_t *app, const char *project, const char *version,
 
 int api_egg_add(app_t *app, const char *project, const char *version, const void *data,
                 size_t len, api_egg_cb cb, void *ud, int *stage, char *err, size_t errlen);
-
-/* ---- queueing and cancelling jobs ---- */
-
-enum {
-  API_JOB_LIST = 1, /* the runner could not list the egg's spiders */
-  API_JOB_SPIDER,   /* the spider is not in the egg (SPD_ENOSPIDER) */
-  API_JOB_SUBMIT,   /* the store refused the op (SPD_ESHUTDOWN) */
-  API_JOB_STORE,    /* the insert failed */
-  API_JOB_EXISTING, /* with rc 0: the unique_key's holder was returned */
-};
-
-typedef void (*api_job_cb)(void *ud, int rc, int stage, const char *error_text);
-
-/* Checks that job->spider is a spider of egg_path's project, inserts the job
- * (job->id is set), counts it pending and wakes the launcher. job is
- * borrowed until cb. Returns 0 (cb runs, possibly before the return) or a
- * spawn error (stage API_JOB_LIST, no callback).
- *
- * Unique jobs: when job->unique_key is held by a pending or running job of
- * the project, nothing is queued: cb gets rc 0 and stage API_JOB_EXISTING,
- * and *job has been replaced by the holder (released and refilled), so the
- * caller answers with the existing job. Otherwise stage is 0 on success. */
-int api_job_enqueue(app_t *app, job_t *job, const char *egg_path, api_job_cb cb, void *ud);
-
-/* found: processes signalled; count: pending entries cancelled. */
-typedef void (*api_cancel_cb)(void *ud, int rc, int found, int count);
-
-/* Signals every running process of project + jobid and cancels its pending
- * entries. Returns 0 (cb runs later) or SPD_ESHUTDOWN / -ENOMEM. */
-int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
-                   api_cancel_cb cb, void *ud);
 
 #endif

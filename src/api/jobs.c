@@ -1,0 +1,145 @@
+#include "api/jobs.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/spiders.h"
+#include "clock.h"
+#include "error.h"
+#include "flow/jobs.h"
+
+/* ---- queueing a job ---- */
+
+typedef struct enqueue {
+  app_t *app;
+  job_t *job;
+  api_job_cb cb;
+  void *ud;
+  int existing; /* the job's unique_key was held: e->job is now the holder */
+} enqueue_t;
+
+/* The job and its job.queued event in one transaction; or, when its
+ * unique_key is held, the holder read in the same transaction (it cannot
+ * end in between) in place of the job. */
+static int enqueue_fn(store_t *s, void *arg) {
+  enqueue_t *e = arg;
+  int rc = jobs_enqueue(s, e->job, NULL);
+  if (rc == SPD_ECONFLICT && e->job->unique_key) {
+    job_t held;
+    rc = store_job_get(s, e->job->id, &held);
+    if (rc == 0) {
+      job_release(e->job);
+      *e->job = held;
+      e->existing = 1;
+    } else {
+      job_release(&held);
+    }
+    return rc == -ENOENT ? SPD_ESTORE : rc;
+  }
+  return rc;
+}
+
+static void enqueue_done(void *arg, int rc) {
+  enqueue_t *e = arg;
+  if (!rc && !e->existing) {
+    e->app->counters.pending++;
+    flow_dispatch(&e->app->flow);
+  }
+  e->cb(e->ud, rc, rc ? API_JOB_STORE : e->existing ? API_JOB_EXISTING : 0, NULL);
+  free(e);
+}
+
+static void enqueue_listed(void *ud, int rc, char *const *names, size_t n, const char *error) {
+  enqueue_t *e = ud;
+  if (rc) {
+    e->cb(e->ud, rc, API_JOB_LIST, error);
+    free(e);
+    return;
+  }
+  int found = 0;
+  for (size_t i = 0; i < n && !found; i++) found = !strcmp(names[i], e->job->spider);
+  if (!found) {
+    e->cb(e->ud, SPD_ENOSPIDER, API_JOB_SPIDER, NULL);
+    free(e);
+    return;
+  }
+  rc = store_submit(e->app->store, STORE_WRITE, enqueue_fn, e, enqueue_done);
+  if (rc) {
+    e->cb(e->ud, rc, API_JOB_SUBMIT, NULL);
+    free(e);
+  }
+}
+
+int api_job_enqueue(app_t *app, job_t *job, const char *egg_path, api_job_cb cb, void *ud) {
+  enqueue_t *e = calloc(1, sizeof(*e));
+  if (!e) return -ENOMEM;
+  *e = (enqueue_t){app, job, cb, ud, 0};
+  int rc = spiders_list(app->spiders, job->project, egg_path, job->version, enqueue_listed, e);
+  if (rc) free(e);
+  return rc;
+}
+
+/* ---- cancelling a job ---- */
+
+typedef struct cancel {
+  app_t *app;
+  char *project, *jobid;
+  int sig;
+  int found;         /* the job's own processes on this node, signalled */
+  jobs_cancel_t op;  /* the store's side: pending entries, the family, other nodes */
+  api_cancel_cb cb;
+  void *ud;
+} cancel_t;
+
+static void cancel_free(cancel_t *c) {
+  job_list_release(&c->op.running);
+  free(c->project);
+  free(c->jobid);
+  free(c);
+}
+
+static int cancel_fn(store_t *s, void *arg) {
+  cancel_t *c = arg;
+  return jobs_cancel(s, &c->op, clock_wall_ms());
+}
+
+static void cancel_done(void *arg, int rc) {
+  cancel_t *c = arg;
+  if (!rc) {
+    c->app->counters.pending -= c->op.count + c->op.family;
+    if (c->app->counters.pending < 0) c->app->counters.pending = 0;
+    for (size_t i = 0; i < c->op.running.n; i++) {
+      int found = 0;
+      flow_signal(&c->app->flow, c->op.running.v[i].project, c->op.running.v[i].jobid, c->sig,
+                  &found);
+    }
+  }
+  c->cb(c->ud, rc, c->found + c->op.remote, c->op.count);
+  cancel_free(c);
+}
+
+int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
+                   api_cancel_cb cb, void *ud) {
+  int found = 0;
+  flow_signal(&app->flow, project, jobid, sig, &found);
+  cancel_t *c = calloc(1, sizeof(*c));
+  if (!c) return -ENOMEM;
+  c->app = app;
+  c->found = found;
+  c->sig = sig;
+  c->cb = cb;
+  c->ud = ud;
+  c->project = strdup(project);
+  c->jobid = strdup(jobid);
+  if (!c->project || !c->jobid) {
+    cancel_free(c);
+    return -ENOMEM;
+  }
+  c->op.project = c->project;
+  c->op.jobid = c->jobid;
+  c->op.node = app->cfg.node_name;
+  int rc = store_submit(app->store, STORE_WRITE, cancel_fn, c, cancel_done);
+  if (rc) cancel_free(c);
+  return rc;
+}
