@@ -463,4 +463,135 @@ int queue_call_next(queue_call_t *x, int64_t *next_ms) {
   return rc;
 }
 
+/* ---- put, ack, nack, requeue ---- */
+
+int queue_call_moved(queue_call_t *x, const char *key, int from, int to, int64_t pri,
+                     int64_t due) {
+  queue_key_t *k = NULL;
+  int rc;
+  if ((from == QITEM_READY || from == QITEM_INFLIGHT || to == QITEM_READY) &&
+      (rc = queue_call_key(x, key, QUEUE_KEY_READ, &k)))
+    return rc;
+  queue_key_leave(k, &x->d, from);
+  queue_key_enter(k, &x->d, to, pri, due);
+  if (to == QITEM_READY || to == QITEM_DELAYED) x->woke = 1;
+  return 0;
+}
+
+/* Writes w and keeps the bookkeeping of its element (of key, in `from`). */
+static int call_write(queue_call_t *x, const queue_write_t *w, const char *key, int from) {
+  int rc = x->rows->write(x, w);
+  if (rc) return rc;
+  return queue_call_moved(x, key, from, w->kind == QWRITE_DELETE ? -1 : w->state, w->pri,
+                          w->due);
+}
+
+int queue_call_put(queue_call_t *x, queue_put_t *p) {
+  char derived[QUEUE_KEY_MAX + 1];
+  const char *key = p->key;
+  int64_t due = p->due_ms, pri = p->priority;
+  queue_elem_t e;
+  int rc;
+  if (!key) {
+    queue_key_derive(x->c.key_mode, p->element, p->len, derived, sizeof(derived));
+    key = derived;
+  }
+  int state = qitem_waiting_state(due, x->now);
+  memset(&e, 0, sizeof(e));
+  if ((rc = x->rows->put(x, p, queue_hash(p->element, p->len), key, state, &e))) return rc;
+  p->id = e.id;
+  if (e.inserted) {
+    p->result = QPUT_ADDED;
+    x->d.put++;
+    return queue_call_moved(x, key, -1, state, pri, due);
+  }
+  p->result = QPUT_KEPT;
+  if (p->policy == QPOLICY_KEEP_EXISTING) return 0;
+  queue_write_t w = {.kind = QWRITE_STATE, .id = e.id, .pri = pri, .due = due};
+  if (e.state == QITEM_INFLIGHT) {
+    /* Leased: the new due time waits for the lease's end (0 means none). */
+    if (p->policy == QPOLICY_KEEP_EARLIEST && e.redue_ms) {
+      w.due = queue_min(e.redue_ms, due);
+      w.pri = queue_max(e.redue_pri, pri);
+    }
+    w.kind = QWRITE_REDUE;
+    w.due = queue_max(w.due, 1);
+    p->result = QPUT_DEFERRED;
+    return x->rows->write(x, &w);
+  }
+  if (e.state == QITEM_DEAD || e.state == QITEM_DONE) {
+    /* Finished: it starts again. */
+    w.state = state;
+    w.reset = 1;
+    x->d.put++;
+    p->result = QPUT_ADDED;
+    return call_write(x, &w, e.key, e.state);
+  }
+  /* Waiting: moves when its time or priority changes. */
+  if (p->policy == QPOLICY_KEEP_EARLIEST) {
+    w.due = queue_min(e.due, due);
+    w.pri = queue_max(e.pri, pri);
+  }
+  if (w.due == e.due && w.pri == e.pri) return 0;
+  w.state = qitem_waiting_state(w.due, x->now);
+  p->result = QPUT_MOVED;
+  return call_write(x, &w, e.key, e.state);
+}
+
+int queue_call_lease_end(queue_call_t *x, int ack, queue_lease_t *l, const queue_elem_t *h) {
+  queue_write_t w = {.kind = QWRITE_STATE, .id = l->id, .pri = h->pri, .error = NULL};
+  l->result = 0;
+  l->dead = 0;
+  if (ack) {
+    x->d.acked++;
+    if (h->redue_ms) { /* a put while it was leased: due again */
+      w.state = qitem_waiting_state(h->redue_ms, x->now);
+      w.due = h->redue_ms;
+      w.pri = h->redue_pri;
+      w.reset = 1;
+    } else if (x->c.keep_done) {
+      w.state = QITEM_DONE;
+      w.due = x->now;
+    } else {
+      w.kind = QWRITE_DELETE;
+    }
+    return call_write(x, &w, h->key, QITEM_INFLIGHT);
+  }
+  /* A Retry-After speaks for the key (the host), whatever becomes of this
+   * element. */
+  if (l->retry_after_ms > 0) {
+    queue_key_t *k;
+    int rc = queue_call_key(x, h->key, QUEUE_KEY_READ, &k);
+    if (rc) return rc;
+    queue_key_block(k, x->now + l->retry_after_ms);
+  }
+  w.error = l->error;
+  if (!l->release && queue_last_delivery(&x->c, h->deliveries)) {
+    l->dead = 1;
+    w.state = QITEM_DEAD;
+    w.due = x->now;
+  } else {
+    w.due = queue_nack_due(&x->c, l, h->deliveries, x->now);
+    w.state = qitem_waiting_state(w.due, x->now);
+    w.uncount = l->release ? 1 : 0;
+  }
+  return call_write(x, &w, h->key, QITEM_INFLIGHT);
+}
+
+int queue_call_requeue(queue_call_t *x, int requeue, const queue_elem_t *e, int64_t due_ms) {
+  queue_write_t w = {.kind = QWRITE_DELETE, .id = e->id, .pri = e->pri};
+  if (requeue) {
+    w.kind = QWRITE_STATE;
+    w.state = qitem_waiting_state(due_ms, x->now);
+    w.due = due_ms;
+    w.reset = 1;
+  }
+  return call_write(x, &w, e->key, e->state);
+}
+
+int queue_limits_changed(const queue_conf_t *a, const queue_conf_t *b) {
+  return a->key_inflight != b->key_inflight || a->key_rate != b->key_rate ||
+         a->key_burst != b->key_burst;
+}
+
 void queue_call_release(queue_call_t *x) { queue_key_cache_release(&x->kc); }

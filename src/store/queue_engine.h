@@ -183,6 +183,35 @@ void queue_key_cache_release(queue_key_cache_t *kc);
 
 typedef struct queue_call queue_call_t;
 
+/* One stored element as a put finds it or an ack or nack holds it. */
+typedef struct queue_elem {
+  int64_t id;
+  int inserted; /* put: it was not stored, and now is (nothing else is filled) */
+  int state;
+  int64_t pri, due, deliveries, redue_ms, redue_pri;
+  char key[QUEUE_KEY_MAX + 1];
+} queue_elem_t;
+
+/* A change to one stored element, as the engine decides it. */
+typedef enum {
+  QWRITE_STATE,  /* state, due, pri; error when not NULL; out of any lease (token 0) */
+  QWRITE_DELETE, /* the row goes */
+  QWRITE_REDUE   /* in flight: due, pri wait for the lease's end (a put deferred) */
+} queue_write_kind_t;
+
+typedef struct queue_write {
+  queue_write_kind_t kind;
+  int64_t id;
+  int state;
+  int64_t due, pri;
+  const char *error;
+  int reset;   /* QWRITE_STATE: a fresh start: deliveries and a deferred due time go */
+  int uncount; /* QWRITE_STATE: the last delivery is given back (a release) */
+} queue_write_t;
+
+/* The error an element that went dead by its lease running out records. */
+#define QUEUE_EXPIRED_ERROR "lease expired after the last delivery"
+
 /* Row access a backend gives the engine, each inside the call's
  * transaction; x is the backend's own context (queue_call_t is its first
  * member). 0 or the store's error codes. */
@@ -217,6 +246,16 @@ typedef struct queue_rows {
   int (*pick)(queue_call_t *x, const queue_key_t *k, size_t room, int has2, int64_t p2,
               int64_t d2, int64_t lease_end, int64_t token, queue_item_list_t *out,
               int *next, int64_t *next_pri, int64_t *next_due);
+
+  /* ---- put, ack, nack, requeue ---- */
+  /* Finds element p (its hash, then its bytes) and fills *e with its row;
+   * when it is not stored, inserts it as `state` under key with p's
+   * priority and due time, and sets e->inserted and e->id. */
+  int (*put)(queue_call_t *x, const queue_put_t *p, uint64_t hash, const char *key, int state,
+             queue_elem_t *e);
+  /* Applies w. A backend may hold writes to leased elements until the end
+   * of the call (an ack or nack reads no element it wrote). */
+  int (*write)(queue_call_t *x, const queue_write_t *w);
 } queue_rows_t;
 
 /* A queue_rows_t of the functions PREFIXkey_get, PREFIXkey_head, ... */
@@ -226,7 +265,7 @@ typedef struct queue_rows {
     .key_put = prefix##key_put, .key_delete = prefix##key_delete,                   \
     .counters = prefix##counters, .times = prefix##times, .expire = prefix##expire, \
     .promote = prefix##promote, .wake = prefix##wake, .best_key = prefix##best_key, \
-    .pick = prefix##pick                                                            \
+    .pick = prefix##pick, .put = prefix##put, .write = prefix##write                \
   }
 
 struct queue_call {
@@ -237,6 +276,7 @@ struct queue_call {
   int64_t now;
   queue_deltas_t d;    /* this call's counter deltas */
   queue_key_cache_t kc;
+  int woke;            /* elements became waiting (takers elsewhere may look) */
 };
 
 /* Read it from the store (queue_call_key's `row`). */
@@ -269,6 +309,29 @@ int queue_call_finish(queue_call_t *x);
  * (queue_call_finish). */
 int queue_call_take(queue_call_t *x, size_t max, int64_t visibility_ms,
                     queue_item_list_t *out, size_t *taken);
+
+/* Puts element p (store_queue_put): adds it, or applies p's policy to the
+ * stored one; fills p->id and p->result. */
+int queue_call_put(queue_call_t *x, queue_put_t *p);
+
+/* Ends held lease l of element h: an ack (ack != 0) makes it done, gone or
+ * due again at a time a put deferred; a nack makes it due again after its
+ * delay or backoff, or dead after its last delivery (l->dead), and a
+ * Retry-After blocks its key. Sets l->result to 0. */
+int queue_call_lease_end(queue_call_t *x, int ack, queue_lease_t *l, const queue_elem_t *h);
+
+/* Key and counter bookkeeping of an element of key that moved from stored
+ * state `from` to `to` (< 0: deleted) with (pri, due), whoever wrote it. */
+int queue_call_moved(queue_call_t *x, const char *key, int from, int to, int64_t pri,
+                     int64_t due);
+
+/* Requeue (requeue != 0: waiting again from due_ms, a fresh start) or purge
+ * element e of a selection: writes it and keeps its key and counters. */
+int queue_call_requeue(queue_call_t *x, int requeue, const queue_elem_t *e, int64_t due_ms);
+
+/* Did the key limits of b change from a's (every key must decide again
+ * whether it is open)? */
+int queue_limits_changed(const queue_conf_t *a, const queue_conf_t *b);
 
 /* When something may become takeable next: the next due time, lease end
  * or key wake-up (0: nothing pending). */

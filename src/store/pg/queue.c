@@ -121,7 +121,6 @@ enum {
   QS_COUNTERS,
   QS_DEL_ALL,
   QS_PUT,
-  QS_MOVE,
   QS_REDUE,
   QS_STATE,
   QS_PROMOTE,
@@ -188,12 +187,13 @@ static const char *const queue_sql[QS_COUNT] = {
                "SELECT 0 AS kind, id, state, priority, due_ms, key, redue_ms, redue_pri FROM f "
                "UNION ALL SELECT 1, id, 0::smallint, 0, 0::bigint, ''::bytea, 0::bigint, 0 "
                "FROM i",
-    [QS_MOVE] = "UPDATE queue_items SET state = $2, priority = $3, due_ms = $4 WHERE id = $1",
     [QS_REDUE] = "UPDATE queue_items SET redue_ms = $2, redue_pri = $3 WHERE id = $1",
-    /* As sqlite/queue.c's QS_STATE: leaves the lease; $6 = 1: a fresh start. */
+    /* As sqlite/queue.c's QS_STATE: $6 = 1: a fresh start; $7 = 1: the
+     * last delivery is given back. */
     [QS_STATE] = "UPDATE queue_items SET state = $2, due_ms = $3, priority = $4, "
                  "error = coalesce($5::text, error), token = 0, "
-                 "deliveries = CASE WHEN $6::int = 1 THEN 0 ELSE deliveries END, "
+                 "deliveries = CASE WHEN $6::int = 1 THEN 0 "
+                 "ELSE greatest(deliveries - $7::int, 0) END, "
                  "redue_ms = CASE WHEN $6::int = 1 THEN 0 ELSE redue_ms END, "
                  "redue_pri = CASE WHEN $6::int = 1 THEN 0 ELSE redue_pri END WHERE id = $1",
     /* Conditions on the target row itself too, so they are checked again
@@ -207,7 +207,7 @@ static const char *const queue_sql[QS_COUNT] = {
                   "state = CASE WHEN $3::int > 0 AND deliveries >= $3::int THEN 2 ELSE 4 END, "
                   "due_ms = $2, token = 0, "
                   "error = CASE WHEN $3::int > 0 AND deliveries >= $3::int "
-                  "THEN 'lease expired after the last delivery' ELSE error END "
+                  "THEN '" QUEUE_EXPIRED_ERROR "' ELSE error END "
                   "WHERE queue_id = $1 AND state = 1 AND due_ms <= $2 AND id IN "
                   "(SELECT id FROM queue_items WHERE queue_id = $1 AND state = 1 "
                   "AND due_ms <= $2 ORDER BY due_ms LIMIT $4) RETURNING key, state, priority",
@@ -472,10 +472,12 @@ static int queue_open(struct pg_store *q, const char *name, int64_t now_ms, queu
 
 /* ---- one call's working state: the engine's, and the connection ---- */
 
+typedef struct lease_writes lease_writes_t;
+
 typedef struct qctx {
   queue_call_t e; /* first: the engine's row ops get it back */
   struct pg_store *q;
-  int note; /* elements became takeable (or due sooner) */
+  lease_writes_t *batch; /* an ack or nack: leased elements' writes, held to its end */
 } qctx_t;
 
 #define QX(x) ((qctx_t *)(x))
@@ -592,132 +594,82 @@ static int ctx_key(qctx_t *x, const char *k, queue_key_t **out) {
 
 static int ctx_finish(qctx_t *x) {
   int rc = queue_call_finish(&x->e);
-  if (!rc && x->note) rc = pg_note(x->q, STORE_NOTE_QUEUES);
+  if (!rc && x->e.woke) rc = pg_note(x->q, STORE_NOTE_QUEUES);
   return rc;
 }
 
-static int stmt_state(qctx_t *x, int64_t id, int state, int64_t due, int64_t pri,
-                      const char *error, int reset_deliveries) {
+/* Copies the bytes of r's column (row, col) into key (QUEUE_KEY_MAX at most). */
+static void col_key(const PGresult *r, int row, int col, char key[QUEUE_KEY_MAX + 1]) {
+  size_t n = (size_t)PQgetlength(r, row, col);
+  if (n > QUEUE_KEY_MAX) n = QUEUE_KEY_MAX;
+  memcpy(key, PQgetvalue(r, row, col), n);
+  key[n] = '\0';
+}
+
+static int batch_add(lease_writes_t *w, const queue_write_t *qw);
+
+static int rows_write(queue_call_t *e, const queue_write_t *w) {
+  qctx_t *x = QX(e);
   pg_params_t p = {0};
-  pg_p_i64(&p, id);
-  pg_p_i64(&p, state);
-  pg_p_i64(&p, due);
-  pg_p_i64(&p, pri);
-  pg_p_str(&p, error);
-  pg_p_i64(&p, reset_deliveries ? 1 : 0);
-  return qcmd(x->q, QS_STATE, &p, "queue item state");
+  if (x->batch && w->kind != QWRITE_REDUE) return batch_add(x->batch, w);
+  pg_p_i64(&p, w->id);
+  switch (w->kind) {
+  case QWRITE_REDUE:
+    pg_p_i64(&p, w->due);
+    pg_p_i64(&p, w->pri);
+    return qcmd(x->q, QS_REDUE, &p, "queue put redue");
+  case QWRITE_STATE:
+    pg_p_i64(&p, w->state);
+    pg_p_i64(&p, w->due);
+    pg_p_i64(&p, w->pri);
+    pg_p_str(&p, w->error);
+    pg_p_i64(&p, w->reset ? 1 : 0);
+    pg_p_i64(&p, w->uncount ? 1 : 0);
+    return qcmd(x->q, QS_STATE, &p, "queue item state");
+  case QWRITE_DELETE:
+    break;
+  }
+  char ids[32];
+  snprintf(ids, sizeof(ids), "{%" PRId64 "}", w->id);
+  pg_params_release(&p);
+  pg_p_str(&p, ids);
+  return qcmd(x->q, QS_DELETE_IDS, &p, "queue delete");
 }
 
 /* ---- put ---- */
 
-static int put_one(qctx_t *x, queue_put_t *p) {
-  struct pg_store *q = x->q;
-  char derived[QUEUE_KEY_MAX + 1];
-  const char *key = p->key;
-  uint64_t hash = queue_hash(p->element, p->len);
-  int64_t due = p->due_ms, pri = p->priority;
-  queue_key_t *k;
-  int rc;
-
-  if (!key) {
-    queue_key_derive(x->e.c.key_mode, p->element, p->len, derived, sizeof(derived));
-    key = derived;
-  }
-  int nstate = qitem_waiting_state(due, x->e.now);
+/* Finds or inserts the element: one round trip either way (QS_PUT). */
+static int rows_put(queue_call_t *e, const queue_put_t *p, uint64_t hash, const char *key,
+                    int state, queue_elem_t *el) {
   pg_params_t pp = {0};
-  pg_p_i64(&pp, x->e.c.id);
+  int rc;
+  pg_p_i64(&pp, e->c.id);
   pg_p_i64(&pp, (int64_t)hash);
-  pg_p_i64(&pp, nstate);
-  pg_p_i64(&pp, pri);
-  pg_p_i64(&pp, due);
+  pg_p_i64(&pp, state);
+  pg_p_i64(&pp, p->priority);
+  pg_p_i64(&pp, p->due_ms);
   p_key(&pp, key);
-  pg_p_i64(&pp, x->e.now);
+  pg_p_i64(&pp, e->now);
   pg_p_bin(&pp, p->element, p->len);
-  PGresult *r = qrun(q, QS_PUT, &pp, &rc, "queue put");
+  PGresult *r = qrun(QX(e)->q, QS_PUT, &pp, &rc, "queue put");
   if (!r) return rc;
   if (PQntuples(r) != 1) {
     PQclear(r);
     log_error("store", "queue put: no row found or inserted");
     return SPD_ESTORE;
   }
-  p->id = bi64(r, 0, 1);
-  if (bi64(r, 0, 0) == 1) { /* added */
-    PQclear(r);
-    p->result = QPUT_ADDED;
-    queue_deltas_move(&x->e.d, nstate, +1);
-    x->e.d.put++;
-    x->note = 1;
-    if (nstate == QITEM_READY) {
-      if ((rc = ctx_key(x, key, &k))) return rc;
-      queue_key_ready_add(k, pri, due);
-    }
-    return 0;
-  }
-  int64_t id = p->id;
-  int state = (int)bi64(r, 0, 2);
-  int64_t opri = bi64(r, 0, 3), odue = bi64(r, 0, 4);
-  int64_t oredue = bi64(r, 0, 6), oredue_pri = bi64(r, 0, 7);
-  char *okey;
-  if ((rc = bbytes(r, 0, 5, 1, &okey, NULL))) {
-    PQclear(r);
-    return rc;
+  el->id = bi64(r, 0, 1);
+  el->inserted = bi64(r, 0, 0) == 1;
+  if (!el->inserted) {
+    el->state = (int)bi64(r, 0, 2);
+    el->pri = bi64(r, 0, 3);
+    el->due = bi64(r, 0, 4);
+    col_key(r, 0, 5, el->key);
+    el->redue_ms = bi64(r, 0, 6);
+    el->redue_pri = bi64(r, 0, 7);
   }
   PQclear(r);
-  p->result = QPUT_KEPT;
-  if (p->policy == QPOLICY_KEEP_EXISTING) goto out;
-
-  if (state == QITEM_INFLIGHT) {
-    int64_t rdue = due, rpri = pri;
-    if (p->policy == QPOLICY_KEEP_EARLIEST && oredue) {
-      rdue = queue_min(oredue, due);
-      rpri = queue_max(oredue_pri, pri);
-    }
-    pg_params_t pr = {0};
-    pg_p_i64(&pr, id);
-    pg_p_i64(&pr, queue_max(rdue, 1)); /* 0 means "none" */
-    pg_p_i64(&pr, rpri);
-    if ((rc = qcmd(q, QS_REDUE, &pr, "queue put redue"))) goto out;
-    p->result = QPUT_DEFERRED;
-    goto out;
-  }
-  if (state == QITEM_DEAD || state == QITEM_DONE) {
-    if ((rc = stmt_state(x, id, nstate, due, pri, NULL, 1))) goto out;
-    queue_deltas_move(&x->e.d, state, -1);
-    queue_deltas_move(&x->e.d, nstate, +1);
-    x->e.d.put++;
-    x->note = 1;
-    if (nstate == QITEM_READY) {
-      if ((rc = ctx_key(x, okey, &k))) goto out;
-      queue_key_ready_add(k, pri, due);
-    }
-    p->result = QPUT_ADDED;
-    goto out;
-  }
-  /* waiting */
-  if (p->policy == QPOLICY_KEEP_EARLIEST) {
-    due = queue_min(odue, due);
-    pri = queue_max(opri, pri);
-  }
-  if (due == odue && pri == opri) goto out;
-  nstate = qitem_waiting_state(due, x->e.now);
-  pg_params_t pm = {0};
-  pg_p_i64(&pm, id);
-  pg_p_i64(&pm, nstate);
-  pg_p_i64(&pm, pri);
-  pg_p_i64(&pm, due);
-  if ((rc = qcmd(q, QS_MOVE, &pm, "queue move"))) goto out;
-  if (state == QITEM_READY || nstate == QITEM_READY) {
-    if ((rc = ctx_key(x, okey, &k))) goto out;
-    if (state == QITEM_READY) queue_key_ready_del(k, 1);
-    if (nstate == QITEM_READY) queue_key_ready_add(k, pri, due);
-  }
-  queue_deltas_move(&x->e.d, state, -1);
-  queue_deltas_move(&x->e.d, nstate, +1);
-  x->note = 1;
-  p->result = QPUT_MOVED;
-out:
-  free(okey);
-  return rc;
+  return 0;
 }
 
 int pg_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n, int64_t now_ms) {
@@ -728,7 +680,7 @@ int pg_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n, int
   rc = queue_open(q, name, now_ms, &x.e.c, &x.e.lease_seq);
   x.e.lease_seq0 = x.e.lease_seq;
   x.e.c.name = (char *)name;
-  for (size_t i = 0; !rc && i < n; i++) rc = put_one(&x, &items[i]);
+  for (size_t i = 0; !rc && i < n; i++) rc = queue_call_put(&x.e, &items[i]);
   if (!rc) rc = ctx_finish(&x);
   queue_call_release(&x.e);
   return pg_auto_end(q, began, rc);
@@ -782,15 +734,10 @@ static int take_expire(qctx_t *x) {
   PGresult *r = qrun(x->q, QS_EXPIRE, &p, &rc, "queue expire");
   if (!r) return rc;
   for (int i = 0; !rc && i < PQntuples(r); i++) {
-    queue_key_t *k;
-    char *key;
-    int state = (int)bi64(r, i, 1);
-    if ((rc = bbytes(r, i, 0, 1, &key, NULL))) break;
-    rc = ctx_key(x, key, &k);
-    free(key);
-    if (rc) break;
-    queue_key_leave(k, &x->e.d, QITEM_INFLIGHT);
-    queue_key_enter(k, &x->e.d, state, bi64(r, i, 2), x->e.now);
+    char key[QUEUE_KEY_MAX + 1];
+    col_key(r, i, 0, key);
+    rc = queue_call_moved(&x->e, key, QITEM_INFLIGHT, (int)bi64(r, i, 1), bi64(r, i, 2),
+                          x->e.now);
   }
   PQclear(r);
   return rc;
@@ -935,83 +882,44 @@ out:
 
 /* ---- ack, nack, extend ---- */
 
-typedef enum { LEASE_ACK, LEASE_NACK } lease_op_t;
-
 /* The writes of an ack or nack call, applied at its end. */
-typedef struct {
+struct lease_writes {
   arr_t id, state, due, pri, err, reset, unc; /* QS_APPLY's arrays */
   arr_t del;                                  /* deleted */
-} lease_writes_t;
+};
 
 static void writes_release(lease_writes_t *w) {
   arr_t *a[] = {&w->id, &w->state, &w->due, &w->pri, &w->err, &w->reset, &w->unc, &w->del};
   for (size_t i = 0; i < sizeof(a) / sizeof(a[0]); i++) strbuf_release(&a[i]->b);
 }
 
-/* The element of a lease that ended leaves in-flight for `state` (-1:
- * deleted). unc: its delivery is given back. */
-static int lease_end(qctx_t *x, lease_writes_t *w, const char *key, int64_t id, int state,
-                     int64_t due, int64_t pri, const char *error, int reset, int unc) {
-  queue_key_t *k;
-  int rc;
-  if (state < 0) {
-    arr_i64(&w->del, id);
-  } else {
-    arr_i64(&w->id, id);
-    arr_i64(&w->state, state);
-    arr_i64(&w->due, due);
-    arr_i64(&w->pri, pri);
-    arr_text(&w->err, error);
-    arr_i64(&w->reset, reset);
-    arr_i64(&w->unc, unc);
+static int batch_add(lease_writes_t *w, const queue_write_t *qw) {
+  if (qw->kind == QWRITE_DELETE) {
+    arr_i64(&w->del, qw->id);
+    return 0;
   }
-  if ((rc = ctx_key(x, key, &k))) return rc;
-  queue_key_leave(k, &x->e.d, QITEM_INFLIGHT);
-  queue_key_enter(k, &x->e.d, state, pri, due);
+  arr_i64(&w->id, qw->id);
+  arr_i64(&w->state, qw->state);
+  arr_i64(&w->due, qw->due);
+  arr_i64(&w->pri, qw->pri);
+  arr_text(&w->err, qw->error);
+  arr_i64(&w->reset, qw->reset ? 1 : 0);
+  arr_i64(&w->unc, qw->uncount ? 1 : 0);
   return 0;
 }
 
-/* One lease, held as row `row` of the lookup r (QS_LEASES' columns). */
-static int lease_one(qctx_t *x, lease_writes_t *w, lease_op_t op, queue_lease_t *l,
-                     const PGresult *r, int row) {
-  int64_t deliveries = bi64(r, row, 3), priority = bi64(r, row, 4);
-  int64_t redue_ms = bi64(r, row, 5), redue_pri = bi64(r, row, 6);
+/* Ends lease l, held as row `row` of the lookup r (QS_LEASES' columns). */
+static int lease_one(qctx_t *x, int ack, queue_lease_t *l, const PGresult *r, int row) {
+  queue_elem_t h = {.id = l->id, .state = QITEM_INFLIGHT};
   queue_key_t *k;
-  char *key;
-  int rc;
-  if ((rc = bbytes(r, row, 2, 1, &key, NULL))) return rc;
+  col_key(r, row, 2, h.key);
+  h.deliveries = bi64(r, row, 3);
+  h.pri = bi64(r, row, 4);
+  h.redue_ms = bi64(r, row, 5);
+  h.redue_pri = bi64(r, row, 6);
   /* The key's row came with the lease: no read of its own. */
-  if ((rc = ctx_key_at(x, key, r, row, 7, &k))) goto out;
-  if (op == LEASE_ACK) {
-    x->e.d.acked++;
-    if (redue_ms) {
-      int state = qitem_waiting_state(redue_ms, x->e.now);
-      x->note = 1;
-      rc = lease_end(x, w, key, l->id, state, redue_ms, redue_pri, NULL, 1, 0);
-    } else if (x->e.c.keep_done) {
-      rc = lease_end(x, w, key, l->id, QITEM_DONE, x->e.now, priority, NULL, 0, 0);
-    } else {
-      rc = lease_end(x, w, key, l->id, -1, 0, 0, NULL, 0, 0);
-    }
-    goto out;
-  }
-  /* nack: a Retry-After speaks for the key (the host), whatever becomes
-   * of this element */
-  if (l->retry_after_ms > 0) {
-    queue_key_block(k, x->e.now + l->retry_after_ms);
-  }
-  if (!l->release && queue_last_delivery(&x->e.c, deliveries)) {
-    l->dead = 1;
-    rc = lease_end(x, w, key, l->id, QITEM_DEAD, x->e.now, priority, l->error, 0, 0);
-    goto out;
-  }
-  int64_t due = queue_nack_due(&x->e.c, l, deliveries, x->e.now);
-  int state = qitem_waiting_state(due, x->e.now);
-  x->note = 1;
-  rc = lease_end(x, w, key, l->id, state, due, priority, l->error, 0, l->release ? 1 : 0);
-out:
-  free(key);
-  return rc;
+  int rc = ctx_key_at(x, h.key, r, row, 7, &k);
+  return rc ? rc : queue_call_lease_end(&x->e, ack, l, &h);
 }
 
 static int writes_apply(qctx_t *x, lease_writes_t *w) {
@@ -1040,7 +948,7 @@ static int writes_apply(qctx_t *x, lease_writes_t *w) {
   return rc;
 }
 
-static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t *leases,
+static int leases_run(store_t *s, const char *name, int ack, queue_lease_t *leases,
                       size_t n, int64_t now_ms) {
   struct pg_store *q = PGQ(s);
   qctx_t x = {.e = {.rows = &pg_rows, .now = now_ms}, .q = q};
@@ -1049,6 +957,7 @@ static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t
   unsigned char *used = NULL;
   arr_t ids = {0};
   memset(&w, 0, sizeof(w));
+  x.batch = &w;
   int began, rc = pg_auto_begin(q, &began);
   if (rc) return rc;
   if ((rc = ctx_load(&x, name))) goto out;
@@ -1079,7 +988,7 @@ static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t
       continue;
     }
     used[row] = 1;
-    rc = lease_one(&x, &w, op, l, r, row);
+    rc = lease_one(&x, ack, l, r, row);
   }
   if (!rc) rc = writes_apply(&x, &w);
   if (!rc) rc = ctx_finish(&x);
@@ -1094,12 +1003,12 @@ out:
 
 int pg_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
                  int64_t now_ms) {
-  return leases_run(s, name, LEASE_ACK, leases, n, now_ms);
+  return leases_run(s, name, 1, leases, n, now_ms);
 }
 
 int pg_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
                   int64_t now_ms) {
-  return leases_run(s, name, LEASE_NACK, leases, n, now_ms);
+  return leases_run(s, name, 0, leases, n, now_ms);
 }
 
 int pg_queue_extend(store_t *s, const char *name, queue_lease_t *leases, size_t n,
@@ -1172,8 +1081,7 @@ int pg_queue_set(store_t *s, queue_conf_t *c) {
   x.e.lease_seq0 = x.e.lease_seq;
   x.e.c.name = c->name;
   /* Limits may have changed: every key decides again whether it is open. */
-  if (!created && (cur.key_inflight != x.e.c.key_inflight || cur.key_rate != x.e.c.key_rate ||
-                   cur.key_burst != x.e.c.key_burst)) {
+  if (!created && queue_limits_changed(&cur, &x.e.c)) {
     pg_params_t p = {0};
     pg_p_i64(&p, x.e.c.id);
     PGresult *r = qrun(q, QS_KEY_ALL, &p, &rc, "queue keys");
@@ -1181,11 +1089,11 @@ int pg_queue_set(store_t *s, queue_conf_t *c) {
     rc = touch_keys(&x, r, 1);
     PQclear(r);
     if (!rc) rc = queue_call_flush_keys(&x.e);
-    x.note = 1;
+    x.e.woke = 1;
   }
   /* Resumed: waiting takers may go on. */
-  if (!created && cur.paused && !x.e.c.paused) x.note = 1;
-  if (!rc && x.note && !x.e.c.paused) rc = pg_note(q, STORE_NOTE_QUEUES);
+  if (!created && cur.paused && !x.e.c.paused) x.e.woke = 1;
+  if (!rc && x.e.woke && !x.e.c.paused) rc = pg_note(q, STORE_NOTE_QUEUES);
   if (!rc) {
     char *name = c->name;
     *c = x.e.c;
@@ -1403,19 +1311,11 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
       goto chunk_out;
     n = PQntuples(r);
     for (int i = 0; !rc && i < n; i++) {
-      int64_t id = bi64(r, i, 0), pri = bi64(r, i, 3);
-      int state = (int)bi64(r, i, 1);
-      queue_key_t *k;
-      char *key;
-      if ((rc = bbytes(r, i, 2, 1, &key, NULL))) break;
-      rc = ctx_key(&x, key, &k);
-      free(key);
-      if (rc) break;
-      queue_key_leave(k, &x.e.d, state);
-      if (op == BULK_REQUEUE) {
-        queue_key_enter(k, &x.e.d, nstate, pri, due_ms);
-        x.note = 1;
-      }
+      int64_t id = bi64(r, i, 0);
+      char key[QUEUE_KEY_MAX + 1];
+      col_key(r, i, 2, key);
+      rc = queue_call_moved(&x.e, key, (int)bi64(r, i, 1), op == BULK_REQUEUE ? nstate : -1,
+                            bi64(r, i, 3), due_ms);
       if (id > after) after = id;
     }
     total += n;

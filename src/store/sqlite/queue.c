@@ -64,7 +64,6 @@ enum {
   QS_DEL,
   QS_FIND,
   QS_INSERT,
-  QS_MOVE,
   QS_REDUE,
   QS_STATE,
   QS_PROMOTE,
@@ -74,7 +73,6 @@ enum {
   QS_TAKE,
   QS_LEASE,
   QS_DELETE,
-  QS_UNCOUNT,
   QS_EXTEND,
   QS_TIMES,
   QS_PASTDUE,
@@ -112,14 +110,14 @@ static const char *const queue_sql[QS_COUNT] = {
                 "FROM queue_items WHERE queue_id = ?1 AND hash = ?2 AND element = ?3",
     [QS_INSERT] = "INSERT INTO queue_items (queue_id, hash, state, priority, due_ms, key, "
                   "created_ms, element) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-    [QS_MOVE] = "UPDATE queue_items SET state = ?2, priority = ?3, due_ms = ?4 WHERE id = ?1",
     [QS_REDUE] = "UPDATE queue_items SET redue_ms = ?2, redue_pri = ?3 WHERE id = ?1",
-    /* Leaves the lease: state, due, priority; the error when ?5 is not
-     * NULL. ?6 = a fresh start: deliveries and a deferred due time go too
-     * (otherwise a due time a put deferred waits for the next ack). */
+    /* A QWRITE_STATE: state, due, priority, out of any lease; the error
+     * when ?5 is not NULL. ?6 = a fresh start: deliveries and a deferred due
+     * time go too (otherwise a due time a put deferred waits for the next
+     * ack); ?7 = the last delivery is given back. */
     [QS_STATE] = "UPDATE queue_items SET state = ?2, due_ms = ?3, priority = ?4, "
                  "error = coalesce(?5, error), token = 0, "
-                 "deliveries = CASE WHEN ?6 THEN 0 ELSE deliveries END, "
+                 "deliveries = CASE WHEN ?6 THEN 0 ELSE max(deliveries - ?7, 0) END, "
                  "redue_ms = CASE WHEN ?6 THEN 0 ELSE redue_ms END, "
                  "redue_pri = CASE WHEN ?6 THEN 0 ELSE redue_pri END WHERE id = ?1",
     [QS_PROMOTE] = "UPDATE queue_items SET state = 4 WHERE id IN (SELECT id FROM queue_items "
@@ -139,7 +137,6 @@ static const char *const queue_sql[QS_COUNT] = {
     [QS_LEASE] = "SELECT key, deliveries, priority, redue_ms, redue_pri FROM queue_items "
                  "WHERE id = ?1 AND queue_id = ?2 AND state = 1 AND token = ?3",
     [QS_DELETE] = "DELETE FROM queue_items WHERE id = ?1",
-    [QS_UNCOUNT] = "UPDATE queue_items SET deliveries = max(deliveries - 1, 0) WHERE id = ?1",
     [QS_EXTEND] = "UPDATE queue_items SET due_ms = ?4 "
                   "WHERE id = ?1 AND queue_id = ?2 AND state = 1 AND token = ?3",
     /* When the next thing happens, by kind: the first element not yet due,
@@ -388,126 +385,68 @@ static int ctx_key(qctx_t *x, const char *k, queue_key_t **out) {
   return queue_call_key(&x->e, k, QUEUE_KEY_READ, out);
 }
 
-static int stmt_state(qctx_t *x, int64_t id, int state, int64_t due, int64_t pri,
-                      const char *error, int reset_deliveries) {
-  sqlite3_stmt *st = qstmt(x->q, QS_STATE);
+/* Copies the text of column i into key (QUEUE_KEY_MAX bytes at most). */
+static void col_key(sqlite3_stmt *st, int i, char key[QUEUE_KEY_MAX + 1]) {
+  snprintf(key, QUEUE_KEY_MAX + 1, "%s", (const char *)sqlite3_column_text(st, i));
+}
+
+static int rows_write(queue_call_t *e, const queue_write_t *w) {
+  struct sqlite_store *q = QX(e)->q;
+  static const int ids[] = {[QWRITE_STATE] = QS_STATE, [QWRITE_DELETE] = QS_DELETE,
+                            [QWRITE_REDUE] = QS_REDUE};
+  sqlite3_stmt *st = qstmt(q, ids[w->kind]);
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, id);
-  sqlite3_bind_int(st, 2, state);
-  sqlite3_bind_int64(st, 3, due);
-  sqlite3_bind_int64(st, 4, pri);
-  sqlite_bind_str(st, 5, error);
-  sqlite3_bind_int(st, 6, reset_deliveries);
-  return sqlite_done(x->q, st, "queue item state");
+  sqlite3_bind_int64(st, 1, w->id);
+  if (w->kind == QWRITE_REDUE) {
+    sqlite3_bind_int64(st, 2, w->due);
+    sqlite3_bind_int64(st, 3, w->pri);
+  } else if (w->kind == QWRITE_STATE) {
+    sqlite3_bind_int(st, 2, w->state);
+    sqlite3_bind_int64(st, 3, w->due);
+    sqlite3_bind_int64(st, 4, w->pri);
+    sqlite_bind_str(st, 5, w->error);
+    sqlite3_bind_int(st, 6, w->reset);
+    sqlite3_bind_int(st, 7, w->uncount);
+  }
+  return sqlite_done(q, st, "queue item write");
 }
 
 /* ---- put ---- */
 
-static int put_one(qctx_t *x, queue_put_t *p) {
-  struct sqlite_store *q = x->q;
-  char derived[QUEUE_KEY_MAX + 1];
-  const char *key = p->key;
-  uint64_t hash = queue_hash(p->element, p->len);
-  int64_t due = p->due_ms, pri = p->priority;
-  queue_key_t *k;
-  int rc, src;
-
+static int rows_put(queue_call_t *e, const queue_put_t *p, uint64_t hash, const char *key,
+                    int state, queue_elem_t *el) {
+  struct sqlite_store *q = QX(e)->q;
   sqlite3_stmt *st = qstmt(q, QS_FIND);
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, x->e.c.id);
+  sqlite3_bind_int64(st, 1, e->c.id);
   sqlite3_bind_int64(st, 2, (int64_t)hash);
   sqlite3_bind_blob(st, 3, p->element, (int)p->len, SQLITE_STATIC);
-  src = sqlite3_step(st);
-  if (src == SQLITE_DONE) {
-    sqlite3_reset(st);
-    if (!key) {
-      queue_key_derive(x->e.c.key_mode, p->element, p->len, derived, sizeof(derived));
-      key = derived;
-    }
-    int state = qitem_waiting_state(due, x->e.now);
-    if (!(st = qstmt(q, QS_INSERT))) return SPD_ESTORE;
-    sqlite3_bind_int64(st, 1, x->e.c.id);
-    sqlite3_bind_int64(st, 2, (int64_t)hash);
-    sqlite3_bind_int(st, 3, state);
-    sqlite3_bind_int64(st, 4, pri);
-    sqlite3_bind_int64(st, 5, due);
-    sqlite3_bind_text(st, 6, key, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(st, 7, x->e.now);
-    sqlite3_bind_blob(st, 8, p->element, (int)p->len, SQLITE_STATIC);
-    if ((rc = sqlite_done(q, st, "queue put"))) return rc;
-    p->id = sqlite3_last_insert_rowid(q->db);
-    p->result = QPUT_ADDED;
-    queue_deltas_move(&x->e.d, state, +1);
-    x->e.d.put++;
-    if (state == QITEM_READY) {
-      if ((rc = ctx_key(x, key, &k))) return rc;
-      queue_key_ready_add(k, pri, due);
-    }
-    return 0;
+  int src = sqlite3_step(st);
+  if (src == SQLITE_ROW) {
+    el->id = sqlite3_column_int64(st, 0);
+    el->state = sqlite3_column_int(st, 1);
+    el->pri = sqlite3_column_int64(st, 2);
+    el->due = sqlite3_column_int64(st, 3);
+    col_key(st, 4, el->key);
+    el->redue_ms = sqlite3_column_int64(st, 5);
+    el->redue_pri = sqlite3_column_int64(st, 6);
   }
-  if (src != SQLITE_ROW) {
-    sqlite3_reset(st);
-    return sqlite_fail(q, "queue find");
-  }
-  int64_t id = sqlite3_column_int64(st, 0);
-  int state = sqlite3_column_int(st, 1);
-  int64_t opri = sqlite3_column_int64(st, 2), odue = sqlite3_column_int64(st, 3);
-  int64_t oredue = sqlite3_column_int64(st, 5), oredue_pri = sqlite3_column_int64(st, 6);
-  char okey[QUEUE_KEY_MAX + 1];
-  snprintf(okey, sizeof(okey), "%s", (const char *)sqlite3_column_text(st, 4));
   sqlite3_reset(st);
-  p->id = id;
-  p->result = QPUT_KEPT;
-  if (p->policy == QPOLICY_KEEP_EXISTING) return 0;
-
-  if (state == QITEM_INFLIGHT) {
-    int64_t rdue = due, rpri = pri;
-    if (p->policy == QPOLICY_KEEP_EARLIEST && oredue) {
-      rdue = queue_min(oredue, due);
-      rpri = queue_max(oredue_pri, pri);
-    }
-    if (!(st = qstmt(q, QS_REDUE))) return SPD_ESTORE;
-    sqlite3_bind_int64(st, 1, id);
-    sqlite3_bind_int64(st, 2, queue_max(rdue, 1)); /* 0 means "none" */
-    sqlite3_bind_int64(st, 3, rpri);
-    if ((rc = sqlite_done(q, st, "queue put redue"))) return rc;
-    p->result = QPUT_DEFERRED;
-    return 0;
-  }
-  if (state == QITEM_DEAD || state == QITEM_DONE) {
-    int nstate = qitem_waiting_state(due, x->e.now);
-    if ((rc = stmt_state(x, id, nstate, due, pri, NULL, 1))) return rc;
-    queue_deltas_move(&x->e.d, state, -1);
-    queue_deltas_move(&x->e.d, nstate, +1);
-    x->e.d.put++;
-    if (nstate == QITEM_READY) {
-      if ((rc = ctx_key(x, okey, &k))) return rc;
-      queue_key_ready_add(k, pri, due);
-    }
-    p->result = QPUT_ADDED;
-    return 0;
-  }
-  /* waiting */
-  if (p->policy == QPOLICY_KEEP_EARLIEST) {
-    due = queue_min(odue, due);
-    pri = queue_max(opri, pri);
-  }
-  if (due == odue && pri == opri) return 0;
-  int nstate = qitem_waiting_state(due, x->e.now);
-  if (!(st = qstmt(q, QS_MOVE))) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, id);
-  sqlite3_bind_int(st, 2, nstate);
-  sqlite3_bind_int64(st, 3, pri);
-  sqlite3_bind_int64(st, 4, due);
-  if ((rc = sqlite_done(q, st, "queue move"))) return rc;
-  if (state == QITEM_READY || nstate == QITEM_READY) {
-    if ((rc = ctx_key(x, okey, &k))) return rc;
-    if (state == QITEM_READY) queue_key_ready_del(k, 1);
-    if (nstate == QITEM_READY) queue_key_ready_add(k, pri, due);
-  }
-  queue_deltas_move(&x->e.d, state, -1);
-  queue_deltas_move(&x->e.d, nstate, +1);
-  p->result = QPUT_MOVED;
+  if (src == SQLITE_ROW) return 0;
+  if (src != SQLITE_DONE) return sqlite_fail(q, "queue find");
+  if (!(st = qstmt(q, QS_INSERT))) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, e->c.id);
+  sqlite3_bind_int64(st, 2, (int64_t)hash);
+  sqlite3_bind_int(st, 3, state);
+  sqlite3_bind_int64(st, 4, p->priority);
+  sqlite3_bind_int64(st, 5, p->due_ms);
+  sqlite3_bind_text(st, 6, key, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 7, e->now);
+  sqlite3_bind_blob(st, 8, p->element, (int)p->len, SQLITE_STATIC);
+  int rc = sqlite_done(q, st, "queue put");
+  if (rc) return rc;
+  el->id = sqlite3_last_insert_rowid(q->db);
+  el->inserted = 1;
   return 0;
 }
 
@@ -520,7 +459,7 @@ int sqlite_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
   rc = queue_open(q, name, now_ms, &x.e.c, &x.e.lease_seq);
   x.e.lease_seq0 = x.e.lease_seq;
   x.e.c.name = (char *)name;
-  for (size_t i = 0; !rc && i < n; i++) rc = put_one(&x, &items[i]);
+  for (size_t i = 0; !rc && i < n; i++) rc = queue_call_put(&x.e, &items[i]);
   if (!rc) rc = queue_call_finish(&x.e);
   queue_call_release(&x.e);
   return sqlite_auto_end(q, began, rc);
@@ -599,14 +538,11 @@ static int take_expire(qctx_t *x) {
   sqlite3_reset(st);
   for (size_t i = 0; !rc && i < n; i++) {
     int dead = queue_last_delivery(&x->e.c, v[i].deliveries);
-    int state = dead ? QITEM_DEAD : QITEM_READY;
-    queue_key_t *k;
-    rc = stmt_state(x, v[i].id, state, x->e.now, v[i].priority,
-                    dead ? "lease expired after the last delivery" : NULL, 0);
-    if (!rc) rc = ctx_key(x, v[i].key, &k);
-    if (rc) break;
-    queue_key_leave(k, &x->e.d, QITEM_INFLIGHT);
-    queue_key_enter(k, &x->e.d, state, v[i].priority, x->e.now);
+    queue_write_t w = {.kind = QWRITE_STATE, .id = v[i].id, .due = x->e.now,
+                       .state = dead ? QITEM_DEAD : QITEM_READY, .pri = v[i].priority,
+                       .error = dead ? QUEUE_EXPIRED_ERROR : NULL};
+    if (!(rc = rows_write(&x->e, &w)))
+      rc = queue_call_moved(&x->e, v[i].key, QITEM_INFLIGHT, w.state, w.pri, w.due);
   }
   for (size_t i = 0; i < n; i++) free(v[i].key);
   free(v);
@@ -773,13 +709,8 @@ out:
 
 /* ---- ack, nack, extend ---- */
 
-typedef struct {
-  char key[QUEUE_KEY_MAX + 1];
-  int64_t deliveries, priority, redue_ms, redue_pri;
-} held_t;
-
 /* Is lease l held? Fills h. -ENOENT when not. */
-static int lease_held(qctx_t *x, const queue_lease_t *l, held_t *h) {
+static int lease_held(qctx_t *x, const queue_lease_t *l, queue_elem_t *h) {
   sqlite3_stmt *st = qstmt(x->q, QS_LEASE);
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, l->id);
@@ -787,9 +718,11 @@ static int lease_held(qctx_t *x, const queue_lease_t *l, held_t *h) {
   sqlite3_bind_int64(st, 3, l->token);
   int src = sqlite3_step(st), rc = 0;
   if (src == SQLITE_ROW) {
-    snprintf(h->key, sizeof(h->key), "%s", (const char *)sqlite3_column_text(st, 0));
+    h->id = l->id;
+    h->state = QITEM_INFLIGHT;
+    col_key(st, 0, h->key);
     h->deliveries = sqlite3_column_int64(st, 1);
-    h->priority = sqlite3_column_int64(st, 2);
+    h->pri = sqlite3_column_int64(st, 2);
     h->redue_ms = sqlite3_column_int64(st, 3);
     h->redue_pri = sqlite3_column_int64(st, 4);
   } else {
@@ -799,68 +732,19 @@ static int lease_held(qctx_t *x, const queue_lease_t *l, held_t *h) {
   return rc;
 }
 
-/* The element of a lease that ended leaves in-flight for `state`. */
-static int lease_end(qctx_t *x, const held_t *h, int64_t id, int state, int64_t due,
-                     int64_t pri, const char *error, int reset) {
-  queue_key_t *k;
-  int rc;
-  if (state < 0) {
-    sqlite3_stmt *st = qstmt(x->q, QS_DELETE);
-    if (!st) return SPD_ESTORE;
-    sqlite3_bind_int64(st, 1, id);
-    rc = sqlite_done(x->q, st, "queue delete");
-  } else {
-    rc = stmt_state(x, id, state, due, pri, error, reset);
-  }
-  if (rc || (rc = ctx_key(x, h->key, &k))) return rc;
-  queue_key_leave(k, &x->e.d, QITEM_INFLIGHT);
-  queue_key_enter(k, &x->e.d, state, pri, due);
-  return 0;
-}
-
-typedef enum { LEASE_ACK, LEASE_NACK } lease_op_t;
-
-static int lease_one(qctx_t *x, lease_op_t op, queue_lease_t *l) {
-  held_t h;
+/* Ends lease l when it is held (l->result -ENOENT when not). */
+static int lease_one(qctx_t *x, int ack, queue_lease_t *l) {
+  queue_elem_t h;
   int rc = lease_held(x, l, &h);
-  l->result = 0;
-  l->dead = 0;
   if (rc == -ENOENT) {
     l->result = -ENOENT;
+    l->dead = 0;
     return 0;
   }
-  if (rc) return rc;
-  if (op == LEASE_ACK) {
-    x->e.d.acked++;
-    if (h.redue_ms) {
-      int state = qitem_waiting_state(h.redue_ms, x->e.now);
-      return lease_end(x, &h, l->id, state, h.redue_ms, h.redue_pri, NULL, 1);
-    }
-    if (x->e.c.keep_done) return lease_end(x, &h, l->id, QITEM_DONE, x->e.now, h.priority, NULL, 0);
-    return lease_end(x, &h, l->id, -1, 0, 0, NULL, 0);
-  }
-  /* nack: a Retry-After speaks for the key (the host), whatever becomes
-   * of this element */
-  if (l->retry_after_ms > 0) {
-    queue_key_t *k;
-    if ((rc = ctx_key(x, h.key, &k))) return rc;
-    queue_key_block(k, x->e.now + l->retry_after_ms);
-  }
-  if (l->release) {
-    sqlite3_stmt *st = qstmt(x->q, QS_UNCOUNT);
-    if (!st) return SPD_ESTORE;
-    sqlite3_bind_int64(st, 1, l->id);
-    if ((rc = sqlite_done(x->q, st, "queue release"))) return rc;
-  } else if (queue_last_delivery(&x->e.c, h.deliveries)) {
-    l->dead = 1;
-    return lease_end(x, &h, l->id, QITEM_DEAD, x->e.now, h.priority, l->error, 0);
-  }
-  int64_t due = queue_nack_due(&x->e.c, l, h.deliveries, x->e.now);
-  int state = qitem_waiting_state(due, x->e.now);
-  return lease_end(x, &h, l->id, state, due, h.priority, l->error, 0);
+  return rc ? rc : queue_call_lease_end(&x->e, ack, l, &h);
 }
 
-static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t *leases,
+static int leases_run(store_t *s, const char *name, int ack, queue_lease_t *leases,
                       size_t n, int64_t now_ms) {
   struct sqlite_store *q = SQ(s);
   qctx_t x = {.e = {.rows = &sqlite_rows, .now = now_ms}, .q = q};
@@ -869,7 +753,7 @@ static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t
   rc = queue_load(q, name, &x.e.c, NULL, &x.e.lease_seq);
   x.e.lease_seq0 = x.e.lease_seq;
   x.e.c.name = (char *)name;
-  for (size_t i = 0; !rc && i < n; i++) rc = lease_one(&x, op, &leases[i]);
+  for (size_t i = 0; !rc && i < n; i++) rc = lease_one(&x, ack, &leases[i]);
   if (!rc) rc = queue_call_finish(&x.e);
   queue_call_release(&x.e);
   return sqlite_auto_end(q, began, rc);
@@ -877,12 +761,12 @@ static int leases_run(store_t *s, const char *name, lease_op_t op, queue_lease_t
 
 int sqlite_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
                      int64_t now_ms) {
-  return leases_run(s, name, LEASE_ACK, leases, n, now_ms);
+  return leases_run(s, name, 1, leases, n, now_ms);
 }
 
 int sqlite_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
                       int64_t now_ms) {
-  return leases_run(s, name, LEASE_NACK, leases, n, now_ms);
+  return leases_run(s, name, 0, leases, n, now_ms);
 }
 
 int sqlite_queue_extend(store_t *s, const char *name, queue_lease_t *leases, size_t n,
@@ -940,8 +824,7 @@ int sqlite_queue_set(store_t *s, queue_conf_t *c) {
   x.e.lease_seq0 = x.e.lease_seq;
   x.e.c.name = c->name;
   /* Limits may have changed: every key decides again whether it is open. */
-  if (cur.key_inflight != x.e.c.key_inflight || cur.key_rate != x.e.c.key_rate ||
-      cur.key_burst != x.e.c.key_burst) {
+  if (queue_limits_changed(&cur, &x.e.c)) {
     sqlite3_stmt *st = qstmt(q, QS_KEY_ALL);
     if (!st) {
       rc = SPD_ESTORE;
@@ -1152,41 +1035,14 @@ int sqlite_queue_items(store_t *s, const char *name, const queue_filter_t *f,
   return rc;
 }
 
-typedef enum { BULK_REQUEUE, BULK_PURGE } bulk_op_t;
-
-typedef struct {
-  int64_t id, pri, due;
-  int state;
-  char *key;
-} bulk_row_t;
-
 #define BULK_CHUNK 2000
 
-/* One element of a requeue or purge leaves its state (and its key's
- * bookkeeping), then comes back waiting (requeue) or goes (purge). */
-static int bulk_one(qctx_t *x, bulk_op_t op, const bulk_row_t *r, int64_t due_ms) {
-  queue_key_t *k;
-  int rc = ctx_key(x, r->key, &k);
-  if (rc) return rc;
-  queue_key_leave(k, &x->e.d, r->state);
-  if (op == BULK_PURGE) {
-    sqlite3_stmt *st = qstmt(x->q, QS_DELETE);
-    if (!st) return SPD_ESTORE;
-    sqlite3_bind_int64(st, 1, r->id);
-    return sqlite_done(x->q, st, "queue purge");
-  }
-  int state = qitem_waiting_state(due_ms, x->e.now);
-  if ((rc = stmt_state(x, r->id, state, due_ms, r->pri, NULL, 1))) return rc;
-  queue_key_enter(k, &x->e.d, state, r->pri, due_ms);
-  return 0;
-}
-
 /* Requeue or purge, in chunks read before they are changed. */
-static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_op_t op,
+static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, int requeue,
                     int64_t due_ms, int64_t now_ms, int64_t *count) {
   struct sqlite_store *q = SQ(s);
   qctx_t x = {.e = {.rows = &sqlite_rows, .now = now_ms}, .q = q};
-  bulk_row_t *v = NULL;
+  queue_elem_t *v = NULL;
   int64_t after = f->after_id, total = 0;
   int began, rc = sqlite_auto_begin(q, &began);
   if (rc) return rc;
@@ -1198,24 +1054,19 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
     sqlite3_stmt *st;
     size_t n = 0;
     int src;
-    if ((rc = filter_prepare(q, x.e.c.id, f, "id, state, key, priority, due_ms", after,
+    if ((rc = filter_prepare(q, x.e.c.id, f, "id, state, key, priority", after,
                              BULK_CHUNK, &st)))
       break;
     while ((src = sqlite3_step(st)) == SQLITE_ROW) {
       v[n].id = sqlite3_column_int64(st, 0);
       v[n].state = sqlite3_column_int(st, 1);
+      col_key(st, 2, v[n].key);
       v[n].pri = sqlite3_column_int64(st, 3);
-      v[n].due = sqlite3_column_int64(st, 4);
-      if (!(v[n].key = strdup((const char *)sqlite3_column_text(st, 2)))) {
-        rc = -ENOMEM;
-        break;
-      }
       n++;
     }
     if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "queue select");
     sqlite3_finalize(st);
-    for (size_t i = 0; !rc && i < n; i++) rc = bulk_one(&x, op, &v[i], due_ms);
-    for (size_t i = 0; i < n; i++) free(v[i].key);
+    for (size_t i = 0; !rc && i < n; i++) rc = queue_call_requeue(&x.e, requeue, &v[i], due_ms);
     total += (int64_t)n;
     if (n > 0) after = v[n - 1].id;
     if (n < BULK_CHUNK) break;
@@ -1229,10 +1080,10 @@ static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_
 
 int sqlite_queue_requeue(store_t *s, const char *name, const queue_filter_t *f,
                          int64_t due_ms, int64_t now_ms, int64_t *count) {
-  return bulk_run(s, name, f, BULK_REQUEUE, due_ms, now_ms, count);
+  return bulk_run(s, name, f, 1, due_ms, now_ms, count);
 }
 
 int sqlite_queue_purge(store_t *s, const char *name, const queue_filter_t *f,
                        int64_t now_ms, int64_t *count) {
-  return bulk_run(s, name, f, BULK_PURGE, 0, now_ms, count);
+  return bulk_run(s, name, f, 0, 0, now_ms, count);
 }
