@@ -609,6 +609,12 @@ static void call_free(op_call_t *c) {
 
 void op_ok(op_call_t *c, json_t *result) { op_ok_status(c, result, 0); }
 
+void op_ok_result(op_call_t *c) {
+  json_t *r = c->result;
+  c->result = NULL;
+  op_ok_status(c, r, 0);
+}
+
 void op_ok_status(op_call_t *c, json_t *result, int status) {
   op_result_t r = {0, result, NULL, NULL, status};
   c->reply(c->ud, &r);

@@ -43,6 +43,8 @@ struct op_call {
 };
 
 void op_ok(op_call_t *c, json_t *result); /* takes result (may be NULL) */
+/* op_ok with the result a store step left in c->result. */
+void op_ok_result(op_call_t *c);
 /* op_ok with another REST success status than the op's own (0 = its own). */
 void op_ok_status(op_call_t *c, json_t *result, int status);
 /* takes details (may be NULL) */

@@ -264,9 +264,7 @@ static void scrapers_next(op_call_t *c) {
                           json_pack("{s:s,s:s}", "project", project, "message", spd_strerror(rc)));
     c->idx++;
   }
-  json_t *r = c->result;
-  c->result = NULL;
-  op_ok(c, r);
+  op_ok_result(c);
 }
 
 void op_scrapers_list(op_call_t *c) {
@@ -312,9 +310,7 @@ static void nodes_done(void *arg, int rc) {
     op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
     return;
   }
-  json_t *r = c->result;
-  c->result = NULL;
-  op_ok(c, r);
+  op_ok_result(c);
 }
 
 void op_nodes_list(op_call_t *c) { op_store(c, STORE_READ, nodes_fn, nodes_done); }

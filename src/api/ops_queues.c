@@ -917,9 +917,7 @@ static void queue_done(void *arg, int rc) {
     return;
   }
   if (c->num[6]) wake_queue(c->app, qname(c), c->num[6] < 0 ? SIZE_MAX : (size_t)c->num[6]);
-  json_t *r = c->result;
-  c->result = NULL;
-  op_ok(c, r);
+  op_ok_result(c);
 }
 
 static int get_fn(store_t *s, void *arg) {

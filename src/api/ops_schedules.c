@@ -307,9 +307,7 @@ static void done_schedule(void *arg, int rc) {
     return;
   }
   flow_schedules_changed(&c->app->flow);
-  json_t *r = c->result;
-  c->result = NULL;
-  op_ok(c, r);
+  op_ok_result(c);
 }
 
 static int create_fn(store_t *s, void *arg) {

@@ -54,6 +54,16 @@ static int check_project(const char *project) {
   return 0;
 }
 
+/* Checks eggs_dir and project; *pdir (when asked for) is then the
+ * project's directory. */
+static int project_dir(const char *eggs_dir, const char *project, char **pdir) {
+  if (pdir) *pdir = NULL;
+  if (!eggs_dir || !*eggs_dir) return -EINVAL;
+  int rc = check_project(project);
+  if (rc || !pdir) return rc;
+  return (*pdir = path_join(eggs_dir, project, NULL)) ? 0 : -ENOMEM;
+}
+
 static int fsync_dir(const char *dir) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return -errno;
@@ -159,15 +169,14 @@ int eggs_commit(const char *eggs_dir, const char *project, const char *version,
   int rc;
 
   if (final_path) *final_path = NULL;
-  if (!eggs_dir || !*eggs_dir) return -EINVAL;
-  rc = check_project(project);
+  rc = project_dir(eggs_dir, project, &pdir);
   if (rc) return rc;
   /* An empty version would make ".egg", a hidden file no listing shows. */
-  if (!version || !*version || !tmp_path) return SPD_EBADPARAM;
+  rc = SPD_EBADPARAM;
+  if (!version || !*version || !tmp_path) goto out;
   rc = -ENOMEM;
-  pdir = path_join(eggs_dir, project, NULL);
   stem = version_sanitize(version);
-  if (!pdir || !stem) goto out;
+  if (!stem) goto out;
   path = path_join(pdir, stem, EGG_SUFFIX);
   if (!path) goto out;
   rc = mkdirs(pdir, 0755);
@@ -273,11 +282,8 @@ int eggs_versions(const char *eggs_dir, const char *project, char ***out, size_t
 
   *out = NULL;
   *n = 0;
-  if (!eggs_dir || !*eggs_dir) return -EINVAL;
-  rc = check_project(project);
+  rc = project_dir(eggs_dir, project, &pdir);
   if (rc) return rc;
-  pdir = path_join(eggs_dir, project, NULL);
-  if (!pdir) return -ENOMEM;
   rc = list_stems(pdir, out, n);
   free(pdir);
   if (rc) return rc;
@@ -306,8 +312,7 @@ int eggs_path(const char *eggs_dir, const char *project, const char *version, ch
   int rc;
 
   *path = NULL;
-  if (!eggs_dir || !*eggs_dir) return -EINVAL;
-  rc = check_project(project);
+  rc = project_dir(eggs_dir, project, NULL);
   if (rc) return rc;
   if (version) {
     rc = version_file(eggs_dir, project, version, path);
@@ -395,8 +400,7 @@ int eggs_delete_version(const char *eggs_dir, const char *project, const char *v
   size_t nleft = 0;
   int rc;
 
-  if (!eggs_dir || !*eggs_dir) return -EINVAL;
-  rc = check_project(project);
+  rc = project_dir(eggs_dir, project, &pdir);
   if (rc) return rc;
   rc = version_file(eggs_dir, project, version, &path);
   if (rc) goto out;
@@ -404,9 +408,6 @@ int eggs_delete_version(const char *eggs_dir, const char *project, const char *v
     rc = (errno == ENOENT || errno == ENOTDIR || errno == EISDIR) ? -ENOENT : -errno;
     goto out;
   }
-  rc = -ENOMEM;
-  pdir = path_join(eggs_dir, project, NULL);
-  if (!pdir) goto out;
   rc = list_stems(pdir, &left, &nleft);
   if (rc) goto out;
   if (nleft == 0) rc = rmtree(pdir);
@@ -422,11 +423,8 @@ int eggs_delete_project(const char *eggs_dir, const char *project) {
   char *pdir;
   int rc;
 
-  if (!eggs_dir || !*eggs_dir) return -EINVAL;
-  rc = check_project(project);
+  rc = project_dir(eggs_dir, project, &pdir);
   if (rc) return rc;
-  pdir = path_join(eggs_dir, project, NULL);
-  if (!pdir) return -ENOMEM;
   if (lstat(pdir, &st) || !S_ISDIR(st.st_mode))
     rc = -ENOENT;
   else

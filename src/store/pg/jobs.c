@@ -512,23 +512,31 @@ static void sb_add(struct sqlbuf *b, const char *fmt, ...) {
 
 /* The native API's listing: filters that vary per call, newest id first,
  * planned per call (the API pages through, it does not poll). */
+/* " AND state IN (...)" of the states in mask `states`. */
+static void sb_states_in(struct sqlbuf *b, unsigned states) {
+  const char *sep = " AND state IN (";
+  for (int i = 0; i < JOB_NSTATES; i++)
+    if (states & (1u << i)) {
+      sb_add(b, "%s%d", sep, i);
+      sep = ", ";
+    }
+  sb_add(b, ")");
+}
+
+/* f's conditions on project, job id, node and start, their values on p. */
+static void sb_job_where(struct sqlbuf *b, pg_params_t *p, const job_filter_t *f) {
+  if (f->project) pg_p_str(p, f->project), sb_add(b, " AND project = $%d", p->n);
+  if (f->jobid) pg_p_str(p, f->jobid), sb_add(b, " AND jobid = $%d", p->n);
+  if (f->node) pg_p_str(p, f->node), sb_add(b, " AND node = $%d", p->n);
+  if (f->started_only) sb_add(b, " AND start_ms <> 0");
+}
+
 static int pg_jobs_list_native(struct pg_store *q, const job_filter_t *f, job_list_t *out) {
   struct sqlbuf b = {.n = 0};
   pg_params_t p = {0};
   sb_add(&b, "SELECT " PG_JOB_COLS " FROM jobs WHERE true");
-  if (f->states) {
-    const char *sep = " AND state IN (";
-    for (int i = 0; i < JOB_NSTATES; i++)
-      if (f->states & (1u << i)) {
-        sb_add(&b, "%s%d", sep, i);
-        sep = ", ";
-      }
-    sb_add(&b, ")");
-  }
-  if (f->project) pg_p_str(&p, f->project), sb_add(&b, " AND project = $%d", p.n);
-  if (f->jobid) pg_p_str(&p, f->jobid), sb_add(&b, " AND jobid = $%d", p.n);
-  if (f->node) pg_p_str(&p, f->node), sb_add(&b, " AND node = $%d", p.n);
-  if (f->started_only) sb_add(&b, " AND start_ms <> 0");
+  if (f->states) sb_states_in(&b, f->states);
+  sb_job_where(&b, &p, f);
   if (f->spider) pg_p_str(&p, f->spider), sb_add(&b, " AND spider = $%d", p.n);
   if (f->schedule_id)
     pg_p_i64(&p, f->schedule_id), sb_add(&b, " AND schedule_id = $%d", p.n);
@@ -572,18 +580,9 @@ int pg_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   } else if (!(states & (states - 1))) {
     sb_add(&b, " AND state = %d", __builtin_ctz(states));
   } else if (states != PG_LIST_ALL_STATES) {
-    const char *sep = " AND state IN (";
-    for (int i = 0; i < JOB_NSTATES; i++)
-      if (states & (1u << i)) {
-        sb_add(&b, "%s%d", sep, i);
-        sep = ", ";
-      }
-    sb_add(&b, ")");
+    sb_states_in(&b, states);
   }
-  if (f->project) pg_p_str(&p, f->project), sb_add(&b, " AND project = $%d", p.n);
-  if (f->jobid) pg_p_str(&p, f->jobid), sb_add(&b, " AND jobid = $%d", p.n);
-  if (f->node) pg_p_str(&p, f->node), sb_add(&b, " AND node = $%d", p.n);
-  if (f->started_only) sb_add(&b, " AND start_ms <> 0");
+  sb_job_where(&b, &p, f);
   if (states == 1u << JOB_PENDING)
     sb_add(&b, " ORDER BY priority DESC, id");
   else if (states == 1u << JOB_RUNNING)
