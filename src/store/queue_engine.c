@@ -34,7 +34,9 @@ int qitem_stored_state(queue_state_t st) {
 
 int qitem_waiting_state(int64_t due, int64_t now) { return due <= now ? QITEM_READY : QITEM_DELAYED; }
 
-void queue_deltas_move(queue_deltas_t *d, int state, int sign) {
+/* Counters for an element entering (sign +1) or leaving (-1) stored state
+ * `state`; any other state counts nothing. */
+static void queue_deltas_move(queue_deltas_t *d, int state, int sign) {
   switch (state) {
   case QITEM_READY:
     d->ready += sign;
@@ -54,9 +56,11 @@ void queue_deltas_move(queue_deltas_t *d, int state, int sign) {
   }
 }
 
-double queue_key_burst(const queue_conf_t *c) { return c->key_burst < 1 ? 1 : c->key_burst; }
+/* A key's bucket size: c->key_burst, at least 1. */
+static double queue_key_burst(const queue_conf_t *c) { return c->key_burst < 1 ? 1 : c->key_burst; }
 
-void queue_key_init(queue_key_t *k, const queue_conf_t *c, int64_t now) {
+/* Fills k as a key that has no stored row: a full bucket as of now. */
+static void queue_key_init(queue_key_t *k, const queue_conf_t *c, int64_t now) {
   k->tokens = queue_key_burst(c);
   k->tokens_ms = now;
 }
@@ -74,14 +78,18 @@ void queue_key_ready_add(queue_key_t *k, int64_t pri, int64_t due) {
   k->dirty = 1;
 }
 
-void queue_key_ready_del(queue_key_t *k, int64_t count) {
+/* `count` ready elements leave key k (taken, moved, purged); its head must
+ * be read again. */
+static void queue_key_ready_del(queue_key_t *k, int64_t count) {
   k->n_ready -= count;
   if (k->n_ready < 0) k->n_ready = 0;
   k->head_stale = 1;
   k->dirty = 1;
 }
 
-void queue_key_leave(queue_key_t *k, queue_deltas_t *d, int state) {
+/* An element of key k leaves stored state `state`: k's ready or in-flight
+ * count and d. k may be NULL unless state is QITEM_READY or QITEM_INFLIGHT. */
+static void queue_key_leave(queue_key_t *k, queue_deltas_t *d, int state) {
   if (state == QITEM_READY) queue_key_ready_del(k, 1);
   if (state == QITEM_INFLIGHT) {
     k->inflight--;
@@ -90,17 +98,23 @@ void queue_key_leave(queue_key_t *k, queue_deltas_t *d, int state) {
   queue_deltas_move(d, state, -1);
 }
 
-void queue_key_enter(queue_key_t *k, queue_deltas_t *d, int state, int64_t pri, int64_t due) {
+/* An element of key k enters stored state `state` (< 0: none, it was
+ * deleted) with (pri, due): d, and k's ready elements when ready. k may be
+ * NULL unless state is QITEM_READY. */
+static void queue_key_enter(queue_key_t *k, queue_deltas_t *d, int state, int64_t pri,
+                            int64_t due) {
   queue_deltas_move(d, state, +1);
   if (state == QITEM_READY) queue_key_ready_add(k, pri, due);
 }
 
-void queue_key_block(queue_key_t *k, int64_t until) {
+/* A Retry-After: key k takes nothing before `until`. */
+static void queue_key_block(queue_key_t *k, int64_t until) {
   k->block_ms = queue_max(k->block_ms, until);
   k->dirty = 1;
 }
 
-void queue_key_refill(queue_key_t *k, const queue_conf_t *c, int64_t now) {
+/* Refills k's token bucket up to now (when the queue has a rate). */
+static void queue_key_refill(queue_key_t *k, const queue_conf_t *c, int64_t now) {
   if (c->key_rate <= 0) return;
   double burst = queue_key_burst(c);
   if (now > k->tokens_ms) {
@@ -110,7 +124,9 @@ void queue_key_refill(queue_key_t *k, const queue_conf_t *c, int64_t now) {
   if (k->tokens > burst) k->tokens = burst;
 }
 
-void queue_key_decide(queue_key_t *k, const queue_conf_t *c, int64_t now) {
+/* Decides whether k (refilled, its head read) is open now, and if not,
+ * when it may be (wake_ms, 0 = when a lease ends or never). Marks k dirty. */
+static void queue_key_decide(queue_key_t *k, const queue_conf_t *c, int64_t now) {
   k->open = 0;
   k->wake_ms = 0;
   if (k->n_ready <= 0) {
@@ -132,20 +148,26 @@ void queue_key_decide(queue_key_t *k, const queue_conf_t *c, int64_t now) {
   k->dirty = 1;
 }
 
-int queue_key_idle(const queue_key_t *k, const queue_conf_t *c, int64_t now) {
+/* Does k (settled) hold nothing worth remembering, so its row may go? */
+static int queue_key_idle(const queue_key_t *k, const queue_conf_t *c, int64_t now) {
   return k->n_ready <= 0 && k->inflight <= 0 && k->block_ms <= now &&
          (c->key_rate <= 0 || k->tokens >= queue_key_burst(c));
 }
 
-size_t queue_key_room(const queue_key_t *k, const queue_conf_t *c, size_t room) {
+/* How many of `room` elements open key k may hand out now (its in-flight
+ * limit and tokens). */
+static size_t queue_key_room(const queue_key_t *k, const queue_conf_t *c, size_t room) {
   if (c->key_inflight > 0)
     room = (size_t)queue_min((int64_t)room, queue_max(0, c->key_inflight - k->inflight));
   if (c->key_rate > 0) room = (size_t)queue_min((int64_t)room, (int64_t)floor(k->tokens));
   return room;
 }
 
-void queue_key_taken(queue_key_t *k, const queue_conf_t *c, queue_deltas_t *d, int64_t n, int next,
-              int64_t next_pri, int64_t next_due) {
+/* After a take leased n of key k's ready elements: k's count, head (next:
+ * an element was left, (next_pri, next_due) its next head; else the take
+ * saw them all), leases and tokens, and d. */
+static void queue_key_taken(queue_key_t *k, const queue_conf_t *c, queue_deltas_t *d,
+                            int64_t n, int next, int64_t next_pri, int64_t next_due) {
   if (n == 0) {
     /* An open key without a ready element: its count was off. */
     k->n_ready = 0;
@@ -168,7 +190,9 @@ void queue_key_taken(queue_key_t *k, const queue_conf_t *c, queue_deltas_t *d, i
   d->inflight += n;
 }
 
-size_t queue_take_room(const queue_conf_t *c, const queue_deltas_t *d, size_t max) {
+/* How many of `max` elements a take may hand out under the queue's
+ * in-flight limit, with d->inflight leases begun or ended in this call. */
+static size_t queue_take_room(const queue_conf_t *c, const queue_deltas_t *d, size_t max) {
   size_t room = max;
   if (c->max_inflight > 0) {
     int64_t inflight = c->n_inflight + d->inflight;
@@ -177,11 +201,13 @@ size_t queue_take_room(const queue_conf_t *c, const queue_deltas_t *d, size_t ma
   return room;
 }
 
-int64_t queue_lease_end(const queue_conf_t *c, int64_t visibility_ms, int64_t now) {
+/* The lease end of a take at now: visibility_ms, or the queue's when 0. */
+static int64_t queue_lease_end(const queue_conf_t *c, int64_t visibility_ms, int64_t now) {
   return now + (visibility_ms ? visibility_ms : c->visibility_ms);
 }
 
-int64_t queue_next_time(const int64_t t[QUEUE_NEXT_N]) {
+/* The earliest of t's due time, lease end and key wake-up (0 = none). */
+static int64_t queue_next_time(const int64_t t[QUEUE_NEXT_N]) {
   int64_t best = 0;
   for (int i = QUEUE_NEXT_DELAYED; i <= QUEUE_NEXT_WAKE; i++)
     if (t[i] && (best == 0 || t[i] < best)) best = t[i];
@@ -211,14 +237,19 @@ double queue_jitter(void) {
   return 0.75 + (double)(v >> 11) / 9007199254740992.0 * 0.5;
 }
 
-int64_t queue_backoff_ms(const queue_conf_t *c, int64_t deliveries) {
+/* The delay before the next delivery after the deliveries-th failed: the
+ * queue's backoff doubled per delivery up to its maximum, with jitter. */
+static int64_t queue_backoff_ms(const queue_conf_t *c, int64_t deliveries) {
   double d = (double)c->backoff_ms;
   for (int64_t i = 1; i < deliveries && d < (double)c->backoff_max_ms; i++) d *= 2;
   if (d > (double)c->backoff_max_ms) d = (double)c->backoff_max_ms;
   return (int64_t)(d * queue_jitter());
 }
 
-int64_t queue_nack_due(const queue_conf_t *c, const queue_lease_t *l, int64_t deliveries,
+/* When the element of nack l, delivered `deliveries` times, is due again
+ * (its delay, none on release, else the backoff; no sooner than a
+ * Retry-After). */
+static int64_t queue_nack_due(const queue_conf_t *c, const queue_lease_t *l, int64_t deliveries,
                     int64_t now) {
   int64_t delay = l->delay_ms >= 0 ? l->delay_ms
                   : l->release     ? 0
@@ -270,7 +301,8 @@ static int cache_rehash(queue_key_cache_t *kc, size_t nslot) {
   return 0;
 }
 
-queue_key_t *queue_key_cache_find(const queue_key_cache_t *kc, const char *k) {
+/* Key k's entry in kc, or NULL when it has none. */
+static queue_key_t *queue_key_cache_find(const queue_key_cache_t *kc, const char *k) {
   if (!kc->nslot) return NULL;
   uint64_t h = str_hash(k);
   for (size_t at = h & (kc->nslot - 1); kc->slot[at]; at = (at + 1) & (kc->nslot - 1)) {
@@ -280,7 +312,10 @@ queue_key_t *queue_key_cache_find(const queue_key_cache_t *kc, const char *k) {
   return NULL;
 }
 
-int queue_key_cache_add(queue_key_cache_t *kc, const char *k, queue_key_t **out) {
+/* A new zeroed entry for key k (a copy of k in it), not yet in kc: fill it,
+ * then queue_key_cache_commit it, or queue_key_cache_drop it. Valid until the next
+ * queue_key_cache_add. -ENOMEM. */
+static int queue_key_cache_add(queue_key_cache_t *kc, const char *k, queue_key_t **out) {
   if (kc->nkeys == kc->capkeys) {
     size_t ncap = kc->capkeys ? kc->capkeys * 2 : 8;
     queue_key_t *nk = realloc(kc->keys, ncap * sizeof(*nk));
@@ -295,7 +330,9 @@ int queue_key_cache_add(queue_key_cache_t *kc, const char *k, queue_key_t **out)
   return 0;
 }
 
-int queue_key_cache_commit(queue_key_cache_t *kc) {
+/* Adds the entry of the last queue_key_cache_add to kc. -ENOMEM (it stays in kc,
+ * not indexed). */
+static int queue_key_cache_commit(queue_key_cache_t *kc) {
   kc->nkeys++;
   if (kc->nkeys * 2 > kc->nslot) return cache_rehash(kc, kc->nslot ? kc->nslot * 2 : 16);
   size_t at = str_hash(kc->keys[kc->nkeys - 1].key) & (kc->nslot - 1);
@@ -304,12 +341,14 @@ int queue_key_cache_commit(queue_key_cache_t *kc) {
   return 0;
 }
 
-void queue_key_cache_drop(queue_key_cache_t *kc) {
+/* Forgets the entry of the last queue_key_cache_add. */
+static void queue_key_cache_drop(queue_key_cache_t *kc) {
   free(kc->keys[kc->nkeys].key);
   kc->keys[kc->nkeys].key = NULL;
 }
 
-void queue_key_cache_release(queue_key_cache_t *kc) {
+/* Frees kc's entries and index; kc is empty after. */
+static void queue_key_cache_release(queue_key_cache_t *kc) {
   for (size_t i = 0; i < kc->nkeys; i++) free(kc->keys[i].key);
   free(kc->keys);
   free(kc->slot);
@@ -350,7 +389,9 @@ int queue_call_key(queue_call_t *x, const char *k, const queue_key_t *row, queue
   return 0;
 }
 
-int queue_call_settle(queue_call_t *x, queue_key_t *k) {
+/* Refills k's bucket, reads its head again when stale, and decides whether
+ * it is open now and, if not, when it may be. */
+static int queue_call_settle(queue_call_t *x, queue_key_t *k) {
   const queue_conf_t *c = &x->c;
   queue_key_refill(k, c, x->now);
   if (k->n_ready > 0 && k->head_stale) {

@@ -1,13 +1,16 @@
-/* The task queues' bookkeeping that does not touch a database, shared by
- * sqlite/queue.c and pg/queue.c (and redis/queue.c, whose Lua scripts keep
- * their own copy of the logic): the stored element states, a politeness
- * key's in-memory state (ready count and best ready element, leases in
- * flight, token bucket, Retry-After block) and the decisions over it, the
- * per-call cache of those keys, counter deltas, backoff with jitter, and
- * the take order. Store-private (not part of store.h).
+/* One queue engine for the stores that speak SQL (sqlite/queue.c,
+ * pg/queue.c): the task queues' policy — what a put does to an element
+ * already stored, what an ack or nack does to a lease (done, due again,
+ * backoff with jitter, dead letters, Retry-After), politeness keys (ready
+ * count and best ready element, leases in flight, token bucket, block), the
+ * take order and the counters — over a small row interface each backend
+ * fills with its statements (queue_rows_t). redis/queue.c's Lua scripts,
+ * which run inside Redis, keep their own copy of the policy over the same
+ * stored states. Store-private (not part of store.h).
  *
- * Ownership as in store.h: a queue_key_cache_t owns its entries and their key
- * strings (queue_key_cache_release frees them); every other pointer is borrowed.
+ * Ownership as in store.h: a call's key cache owns its entries and their
+ * key strings (queue_call_release frees them); every other pointer is
+ * borrowed.
  */
 #ifndef SPIDERD_STORE_QUEUE_ENGINE_H
 #define SPIDERD_STORE_QUEUE_ENGINE_H
@@ -72,64 +75,8 @@ int qitem_stored_state(queue_state_t st);
 /* The stored state of a waiting element due at due: ready when due <= now. */
 int qitem_waiting_state(int64_t due, int64_t now);
 
-/* Counters for an element entering (sign +1) or leaving (-1) stored state
- * `state`; any other state counts nothing. */
-void queue_deltas_move(queue_deltas_t *d, int state, int sign);
-
-/* A key's bucket size: c->key_burst, at least 1. */
-double queue_key_burst(const queue_conf_t *c);
-
-/* Fills k as a key that has no stored row: a full bucket as of now. */
-void queue_key_init(queue_key_t *k, const queue_conf_t *c, int64_t now);
-
 /* A ready element (pri, due) joins key k. */
 void queue_key_ready_add(queue_key_t *k, int64_t pri, int64_t due);
-
-/* `count` ready elements leave key k (taken, moved, purged); its head must
- * be read again. */
-void queue_key_ready_del(queue_key_t *k, int64_t count);
-
-/* An element of key k leaves stored state `state`: k's ready or in-flight
- * count and d. k may be NULL unless state is QITEM_READY or QITEM_INFLIGHT. */
-void queue_key_leave(queue_key_t *k, queue_deltas_t *d, int state);
-
-/* An element of key k enters stored state `state` (< 0: none, it was
- * deleted) with (pri, due): d, and k's ready elements when ready. k may be
- * NULL unless state is QITEM_READY. */
-void queue_key_enter(queue_key_t *k, queue_deltas_t *d, int state, int64_t pri, int64_t due);
-
-/* A Retry-After: key k takes nothing before `until`. */
-void queue_key_block(queue_key_t *k, int64_t until);
-
-/* Refills k's token bucket up to now (when the queue has a rate). */
-void queue_key_refill(queue_key_t *k, const queue_conf_t *c, int64_t now);
-
-/* Decides whether k (refilled, its head read) is open now, and if not,
- * when it may be (wake_ms, 0 = when a lease ends or never). Marks k dirty. */
-void queue_key_decide(queue_key_t *k, const queue_conf_t *c, int64_t now);
-
-/* Does k (settled) hold nothing worth remembering, so its row may go? */
-int queue_key_idle(const queue_key_t *k, const queue_conf_t *c, int64_t now);
-
-/* How many of `room` elements open key k may hand out now (its in-flight
- * limit and tokens). */
-size_t queue_key_room(const queue_key_t *k, const queue_conf_t *c, size_t room);
-
-/* After a take leased n of key k's ready elements: k's count, head (next:
- * an element was left, (next_pri, next_due) its next head; else the take
- * saw them all), leases and tokens, and d. */
-void queue_key_taken(queue_key_t *k, const queue_conf_t *c, queue_deltas_t *d, int64_t n, int next,
-              int64_t next_pri, int64_t next_due);
-
-/* How many of `max` elements a take may hand out under the queue's
- * in-flight limit, with d->inflight leases begun or ended in this call. */
-size_t queue_take_room(const queue_conf_t *c, const queue_deltas_t *d, size_t max);
-
-/* The lease end of a take at now: visibility_ms, or the queue's when 0. */
-int64_t queue_lease_end(const queue_conf_t *c, int64_t visibility_ms, int64_t now);
-
-/* The earliest of t's due time, lease end and key wake-up (0 = none). */
-int64_t queue_next_time(const int64_t t[QUEUE_NEXT_N]);
 
 /* Has an element delivered `deliveries` times had its last delivery? */
 int queue_last_delivery(const queue_conf_t *c, int64_t deliveries);
@@ -137,43 +84,15 @@ int queue_last_delivery(const queue_conf_t *c, int64_t deliveries);
 /* A factor in [0.75, 1.25), different at every call (thread-safe). */
 double queue_jitter(void);
 
-/* The delay before the next delivery after the deliveries-th failed: the
- * queue's backoff doubled per delivery up to its maximum, with jitter. */
-int64_t queue_backoff_ms(const queue_conf_t *c, int64_t deliveries);
-
-/* When the element of nack l, delivered `deliveries` times, is due again
- * (its delay, none on release, else the backoff; no sooner than a
- * Retry-After). */
-int64_t queue_nack_due(const queue_conf_t *c, const queue_lease_t *l, int64_t deliveries,
-                    int64_t now);
-
 /* Fills out's counts and oldest due time from c's counters, past_due and
  * the first due times of waiting elements not yet due and ready (0 =
  * none); out->keys is left alone. */
 void queue_stats_fill(queue_stats_t *out, const queue_conf_t *c, int64_t past_due,
-              int64_t first_delayed, int64_t first_ready);
+                      int64_t first_delayed, int64_t first_ready);
 
 /* Releases out's items from index first on (a call that failed drops
  * what it added). */
 void queue_items_drop(queue_item_list_t *out, size_t first);
-
-/* Key k's entry in kc, or NULL when it has none. */
-queue_key_t *queue_key_cache_find(const queue_key_cache_t *kc, const char *k);
-
-/* A new zeroed entry for key k (a copy of k in it), not yet in kc: fill it,
- * then queue_key_cache_commit it, or queue_key_cache_drop it. Valid until the next
- * queue_key_cache_add. -ENOMEM. */
-int queue_key_cache_add(queue_key_cache_t *kc, const char *k, queue_key_t **out);
-
-/* Adds the entry of the last queue_key_cache_add to kc. -ENOMEM (it stays in kc,
- * not indexed). */
-int queue_key_cache_commit(queue_key_cache_t *kc);
-
-/* Forgets the entry of the last queue_key_cache_add. */
-void queue_key_cache_drop(queue_key_cache_t *kc);
-
-/* Frees kc's entries and index; kc is empty after. */
-void queue_key_cache_release(queue_key_cache_t *kc);
 
 /* ---- one call on one queue ----
  * A backend's op opens a queue_call_t on the queue's row (its settings, its
@@ -287,10 +206,6 @@ struct queue_call {
  * key) or QUEUE_KEY_READ (rows->key_get). The pointer is valid until the
  * next queue_call_key. */
 int queue_call_key(queue_call_t *x, const char *k, const queue_key_t *row, queue_key_t **out);
-
-/* Refills k's bucket, reads its head again when stale, and decides whether
- * it is open now and, if not, when it may be. */
-int queue_call_settle(queue_call_t *x, queue_key_t *k);
 
 /* Writes key k back when the call changed it: settled, its row deleted
  * when it holds nothing worth remembering. */

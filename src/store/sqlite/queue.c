@@ -907,7 +907,7 @@ static int one_int64(struct sqlite_store *q, int id, int64_t a, int64_t b, int64
 int sqlite_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out) {
   struct sqlite_store *q = SQ(s);
   queue_conf_t c = {0};
-  int64_t ready, delayed_due, t[QUEUE_NEXT_N];
+  int64_t ready = 0, delayed_due = 0, t[QUEUE_NEXT_N];
   int rc = queue_load(q, name, &c, &ready, NULL);
   if (rc) return rc;
   if ((rc = one_int64(q, QS_PASTDUE, c.id, now_ms, &delayed_due)) ||
