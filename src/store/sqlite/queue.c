@@ -27,9 +27,9 @@
  * Every operation keeps a per-call cache of the keys it touches and writes
  * each back once (settled: open or closed, and until when).
  *
- * What touches no database (a key's state and the decisions over it, the
- * key cache, counter deltas, backoff) is in queue_engine.c, shared with
- * pg/queue.c.
+ * The policy (puts, leases, backoff, dead letters, keys, the take order,
+ * counters) is queue_engine.c's, shared with pg/queue.c; this file gives it
+ * SQLite's statements (queue_rows_t) and runs each op's transaction.
  */
 #include <errno.h>
 #include <stdio.h>
