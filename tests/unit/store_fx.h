@@ -64,6 +64,36 @@ static int fx_teardown(void **state) {
   return 0;
 }
 
+/* A job of project/spider inserted in state st (node NULL: none; start_ms
+ * 0: it never started); its id. jobid NULL: a fresh one. */
+static inline int64_t fx_job(store_t *s, const char *jobid, const char *project,
+                             const char *spider, job_state_t st, const char *node,
+                             int64_t start_ms, int64_t end_ms) {
+  static int seq;
+  char fresh[32];
+  job_t j;
+  job_init(&j);
+  snprintf(fresh, sizeof(fresh), "fxjob%d", ++seq);
+  j.jobid = strdup(jobid ? jobid : fresh);
+  j.project = strdup(project);
+  j.spider = strdup(spider);
+  j.state = st;
+  j.node = node ? strdup(node) : NULL;
+  j.start_ms = start_ms;
+  j.end_ms = end_ms;
+  assert_int_equal(store_job_insert(s, &j), 0);
+  int64_t id = j.id;
+  job_release(&j);
+  return id;
+}
+
+/* Job id as stored (the caller releases it). */
+static inline job_t fx_get(store_t *s, int64_t id) {
+  job_t j;
+  assert_int_equal(store_job_get(s, id, &j), 0);
+  return j;
+}
+
 static inline store_t *fx_open(const char *url) {
   char err[256];
   store_t *s = NULL;

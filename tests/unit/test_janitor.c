@@ -44,21 +44,7 @@ static void test_cutoff(void **state) {
 }
 
 static int64_t add_ended(store_t *s, const char *spider, int64_t end_ms) {
-  job_t j;
-  char jobid[64];
-  static int seq;
-  job_init(&j);
-  snprintf(jobid, sizeof(jobid), "job%d", ++seq);
-  j.jobid = strdup(jobid);
-  j.project = strdup("p");
-  j.spider = strdup(spider);
-  j.state = JOB_FINISHED;
-  j.start_ms = end_ms - 10;
-  j.end_ms = end_ms;
-  assert_int_equal(store_job_insert(s, &j), 0);
-  int64_t id = j.id;
-  job_release(&j);
-  return id;
+  return fx_job(s, NULL, "p", spider, JOB_FINISHED, NULL, end_ms - 10, end_ms);
 }
 
 static void add_event(store_t *s, int64_t ts_ms) {

@@ -28,26 +28,10 @@ static void beat(store_t *s, const char *name, int64_t now_ms, int *was_dead) {
 /* A job inserted in a given state on a given node. */
 static int64_t add_job(store_t *s, const char *jobid, job_state_t st, const char *node,
                        int64_t start_ms, int64_t end_ms) {
-  job_t j;
-  job_init(&j);
-  j.jobid = strdup(jobid);
-  j.project = strdup("p");
-  j.spider = strdup("s");
-  j.state = st;
-  j.node = node ? strdup(node) : NULL;
-  j.start_ms = start_ms;
-  j.end_ms = end_ms;
-  assert_int_equal(store_job_insert(s, &j), 0);
-  int64_t id = j.id;
-  job_release(&j);
-  return id;
+  return fx_job(s, jobid, "p", "s", st, node, start_ms, end_ms);
 }
 
-static job_t get(store_t *s, int64_t id) {
-  job_t j;
-  assert_int_equal(store_job_get(s, id, &j), 0);
-  return j;
-}
+static job_t get(store_t *s, int64_t id) { return fx_get(s, id); }
 
 static const node_info_t *find_node(const node_list_t *l, const char *name) {
   for (size_t i = 0; i < l->n; i++)

@@ -14,25 +14,10 @@
 #include "store_fx.h"
 
 static int64_t add_running(store_t *s, const char *jobid, const char *node) {
-  job_t j;
-  job_init(&j);
-  j.jobid = strdup(jobid);
-  j.project = strdup("p");
-  j.spider = strdup("s");
-  j.state = JOB_RUNNING;
-  j.start_ms = clock_wall_ms() - 1000;
-  j.node = strdup(node);
-  assert_int_equal(store_job_insert(s, &j), 0);
-  int64_t id = j.id;
-  job_release(&j);
-  return id;
+  return fx_job(s, jobid, "p", "s", JOB_RUNNING, node, clock_wall_ms() - 1000, 0);
 }
 
-static job_t get(store_t *s, int64_t id) {
-  job_t j;
-  assert_int_equal(store_job_get(s, id, &j), 0);
-  return j;
-}
+static job_t get(store_t *s, int64_t id) { return fx_get(s, id); }
 
 /* An end as supervise_end fills it, for job id (its identity fields). */
 static end_op_t end_of(launcher_t *l, store_t *s, int64_t id) {
