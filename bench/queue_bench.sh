@@ -8,6 +8,8 @@
 #   without options: all phases, 3 passes each (medians), a fill to 10,000,000
 #   elements (~15 min on 2 cores);
 #   e.g. bench/queue_bench.sh build/spiderd -p put,take,latency   (~1 min)
+# SPIDERD_BENCH_STORE=URL runs spiderd on that store (a PostgreSQL URL, for
+# example from tests/pgserver.sh) instead of its own SQLite file.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 bin="$(readlink -f "${1:-$here/../build/spiderd}")"
@@ -48,6 +50,7 @@ http_port = $sport
 [spiderd]
 python = /usr/bin/python3
 log_level = warning
+${SPIDERD_BENCH_STORE:+store = $SPIDERD_BENCH_STORE}
 EOF
 (cd "$work/spiderd" && SPIDERD_CONFIG_FILES="$work/spiderd/scrapyd.conf" \
   exec "$bin" serve >"$work/spiderd/daemon.log" 2>&1) &
