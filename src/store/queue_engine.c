@@ -214,7 +214,8 @@ static int64_t queue_next_time(const int64_t t[QUEUE_NEXT_N]) {
   return best;
 }
 
-int queue_last_delivery(const queue_conf_t *c, int64_t deliveries) {
+/* Has an element delivered `deliveries` times had its last delivery? */
+static int queue_last_delivery(const queue_conf_t *c, int64_t deliveries) {
   return c->max_deliveries > 0 && deliveries >= c->max_deliveries;
 }
 
@@ -617,6 +618,15 @@ int queue_call_lease_end(queue_call_t *x, int ack, queue_lease_t *l, const queue
     w.uncount = l->release ? 1 : 0;
   }
   return call_write(x, &w, h->key, QITEM_INFLIGHT);
+}
+
+int queue_call_expired(queue_call_t *x, int64_t id, const char *key, int64_t deliveries,
+                       int64_t pri) {
+  int dead = queue_last_delivery(&x->c, deliveries);
+  queue_write_t w = {.kind = QWRITE_STATE, .id = id, .due = x->now, .pri = pri,
+                     .state = dead ? QITEM_DEAD : QITEM_READY,
+                     .error = dead ? QUEUE_EXPIRED_ERROR : NULL};
+  return call_write(x, &w, key, QITEM_INFLIGHT);
 }
 
 int queue_call_requeue(queue_call_t *x, int requeue, const queue_elem_t *e, int64_t due_ms) {

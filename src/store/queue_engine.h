@@ -78,9 +78,6 @@ int qitem_waiting_state(int64_t due, int64_t now);
 /* A ready element (pri, due) joins key k. */
 void queue_key_ready_add(queue_key_t *k, int64_t pri, int64_t due);
 
-/* Has an element delivered `deliveries` times had its last delivery? */
-int queue_last_delivery(const queue_conf_t *c, int64_t deliveries);
-
 /* A factor in [0.75, 1.25), different at every call (thread-safe). */
 double queue_jitter(void);
 
@@ -239,6 +236,13 @@ int queue_call_lease_end(queue_call_t *x, int ack, queue_lease_t *l, const queue
  * state `from` to `to` (< 0: deleted) with (pri, due), whoever wrote it. */
 int queue_call_moved(queue_call_t *x, const char *key, int from, int to, int64_t pri,
                      int64_t due);
+
+/* Lease `id` of an element of key, delivered `deliveries` times, ran out:
+ * the element is ready again, or dead after its last delivery (with
+ * QUEUE_EXPIRED_ERROR). PostgreSQL's expiry is one UPDATE whose CASE says
+ * the same. */
+int queue_call_expired(queue_call_t *x, int64_t id, const char *key, int64_t deliveries,
+                       int64_t pri);
 
 /* Requeue (requeue != 0: waiting again from due_ms, a fresh start) or purge
  * element e of a selection: writes it and keeps its key and counters. */

@@ -536,14 +536,8 @@ static int take_expire(qctx_t *x) {
   }
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue expired");
   sqlite3_reset(st);
-  for (size_t i = 0; !rc && i < n; i++) {
-    int dead = queue_last_delivery(&x->e.c, v[i].deliveries);
-    queue_write_t w = {.kind = QWRITE_STATE, .id = v[i].id, .due = x->e.now,
-                       .state = dead ? QITEM_DEAD : QITEM_READY, .pri = v[i].priority,
-                       .error = dead ? QUEUE_EXPIRED_ERROR : NULL};
-    if (!(rc = rows_write(&x->e, &w)))
-      rc = queue_call_moved(&x->e, v[i].key, QITEM_INFLIGHT, w.state, w.pri, w.due);
-  }
+  for (size_t i = 0; !rc && i < n; i++)
+    rc = queue_call_expired(&x->e, v[i].id, v[i].key, v[i].deliveries, v[i].priority);
   for (size_t i = 0; i < n; i++) free(v[i].key);
   free(v);
   return rc;
