@@ -291,6 +291,8 @@ int http_serve_asset(http_req_t *r, const char *root_dir, const char *rel,
   if (o && o->gzip) http_reply_header(r, "Vary", "Accept-Encoding");
   http_reply_header(r, "X-Content-Type-Options", "nosniff");
   if (etag_matches(http_req_header(r, "If-None-Match"), etag)) {
+    /* libmicrohttpd sends no body with a 304 but the Content-Length it is
+     * given, which must then be the 200's (RFC 9110 §8.6), not 0 */
     http_reply_fd(r, 304, NULL, fd, 0, (uint64_t)st.st_size);
     return 0;
   }
