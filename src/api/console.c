@@ -76,19 +76,22 @@ static void page(http_req_t *req, int status, const char *title, const char *htm
 static void not_built(app_t *app, http_req_t *req, const mount_t *m) {
   const char *p = http_req_header(req, app->cfg.prefix_header);
   char *prefix = http_html_escape(p ? p : "");
-  char title[64], html[1024];
+  char title[64];
   snprintf(title, sizeof(title), "The %s is not built", m->what);
-  snprintf(html, sizeof(html),
-           "    <p>spiderd serves it from the <code>%s/</code> directory of <code>ui_dir</code>, "
-           "which has no <code>index.html</code>.</p>\n"
-           "    <p>Build it in spiderd's source tree with <code>make ui</code>, or set "
-           "<code>ui_dir</code> in the <code>[spiderd]</code> section of scrapyd.conf to the "
-           "directory that holds the built files.</p>\n"
-           "    <p>Meanwhile: <a href=\"%s/\">Scrapyd's pages</a>, and the REST API's OpenAPI "
-           "document at <a href=\"%s/api/v1/openapi.json\">/api/v1/openapi.json</a>.</p>\n",
-           m->dir, prefix ? prefix : "", prefix ? prefix : "");
+  strbuf_t html = {0};
+  strbuf_addf(&html,
+              "    <p>spiderd serves it from the <code>%s/</code> directory of <code>ui_dir</code>, "
+              "which has no <code>index.html</code>.</p>\n"
+              "    <p>Build it in spiderd's source tree with <code>make ui</code>, or set "
+              "<code>ui_dir</code> in the <code>[spiderd]</code> section of scrapyd.conf to the "
+              "directory that holds the built files.</p>\n"
+              "    <p>Meanwhile: <a href=\"%s/\">Scrapyd's pages</a>, and the REST API's OpenAPI "
+              "document at <a href=\"%s/api/v1/openapi.json\">/api/v1/openapi.json</a>.</p>\n",
+              m->dir, prefix ? prefix : "", prefix ? prefix : "");
   free(prefix);
-  page(req, 404, title, html);
+  if (html.failed) http_reply(req, 500, "text/plain", "out of memory\n", 14);
+  else page(req, 404, title, html.p);
+  strbuf_release(&html);
 }
 
 static void refuse(http_req_t *req, int status) {

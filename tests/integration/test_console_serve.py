@@ -193,6 +193,8 @@ def test_etag_304_and_a_new_etag_after_a_change(d, tree):
         assert r.headers["ETag"] == etag
         assert r.headers["Cache-Control"] == "no-cache"
         assert "Content-Type" not in r.headers
+        # no length, or the 200's: never 0, which a cache would take as the new length
+        assert r.headers.get("Content-Length", str(len(INDEX))) == str(len(INDEX))
         for inm in (f"W/{etag}", f'"nope", {etag}', "*"):
             assert d.get("/ui/", headers={"If-None-Match": inm}).status_code == 304, inm
         assert d.get("/ui/", headers={"If-None-Match": '"nope"'}).status_code == 200
@@ -310,6 +312,12 @@ def test_not_built(spiderd, tmp_path):
     assert d.get("/ui").status_code == 301
     assert d.get("/api/v1/status").status_code == 200
     assert "not built" in d.stderr_text() or "no index.html" in d.stderr_text()
+
+
+def test_ui_dir_from_the_environment(spiderd, tree):
+    d = spiderd(env={"SPIDERD_UI_DIR": tree})
+    r = d.get("/ui/")
+    assert r.status_code == 200 and r.content == INDEX
 
 
 def test_no_ui_dir_serves_nothing(spiderd):
