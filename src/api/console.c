@@ -80,8 +80,8 @@ static void not_built(app_t *app, http_req_t *req, const mount_t *m) {
   snprintf(title, sizeof(title), "The %s is not built", m->what);
   strbuf_t html = {0};
   strbuf_addf(&html,
-              "    <p>spiderd serves it from the <code>%s/</code> directory of <code>ui_dir</code>, "
-              "which has no <code>index.html</code>.</p>\n"
+              "    <p>spiderd serves it from the <code>%s/</code> directory of "
+              "<code>ui_dir</code>, which has no <code>index.html</code>.</p>\n"
               "    <p>Build it in spiderd's source tree with <code>make ui</code>, or set "
               "<code>ui_dir</code> in the <code>[spiderd]</code> section of scrapyd.conf to the "
               "directory that holds the built files.</p>\n"

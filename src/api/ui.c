@@ -60,7 +60,8 @@ static void on_home(http_req_t *req, void *ud) {
   strbuf_addf(&b,
           "\n        <li><a href=\"%s/logs/\">Logs</a></li>\n",
           pf);
-  if (app->cfg.ui_dir[0]) strbuf_addf(&b, "        <li><a href=\"%s/ui/\">Console</a></li>\n", pf);
+  if (app->cfg.ui_dir[0])
+    strbuf_addf(&b, "        <li><a href=\"%s/ui/\">Console</a></li>\n", pf);
   strbuf_addf(&b,
           "        <li><a href=\"https://scrapyd.readthedocs.io/en/latest/\">Documentation</a></li>\n"
           "    </ul>\n\n");

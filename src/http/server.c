@@ -508,7 +508,8 @@ static void access_log(http_req_t *r, unsigned status, uint64_t bytes) {
   http_server_t *s = r->srv;
   /* a 304 carries its file's length but sends no body (http_serve_asset) */
   bool bodyless = r->is_head || status == 204 || status == 304;
-  if (s && s->access) s->access(s->access_ud, r->method, r->path, (int)status, bodyless ? 0 : bytes);
+  if (s && s->access)
+    s->access(s->access_ud, r->method, r->path, (int)status, bodyless ? 0 : bytes);
 }
 
 int http_add_headers(http_req_t *r, struct MHD_Response *resp, const char *ct) {
