@@ -41,6 +41,8 @@ static const op_param_t p_jobs_list[] = {{"state", OPT_STRS, 0, 0, 0},
                                          {"parent", OPT_INT, 0, 1, INT64_MAX},
                                          {"from", OPT_STR, 0, 0, 0},
                                          {"to", OPT_STR, 0, 0, 0},
+                                         {"node", OPT_STR, 0, 0, 0},
+                                         {"q", OPT_STR, 0, 0, 0},
                                          {"limit", OPT_INT, 0, 1, 1000},
                                          {"cursor", OPT_STR, 0, 0, 0},
                                          END};

@@ -33,7 +33,8 @@ static uint32_t list_fingerprint(const op_call_t *c) {
   snprintf(buf, sizeof(buf), "%llx/%lld/%lld/%lld/%lld", (long long)c->num[0],
            op_int(c, "schedule", 0), op_int(c, "parent", 0), (long long)c->num[4],
            (long long)c->num[5]);
-  return fnv1a(fnv1a(fnv1a(2166136261u, buf), op_str(c, "project")), op_str(c, "spider"));
+  uint32_t h = fnv1a(fnv1a(fnv1a(2166136261u, buf), op_str(c, "project")), op_str(c, "spider"));
+  return fnv1a(fnv1a(h, op_str(c, "node")), op_str(c, "q"));
 }
 
 /* num[0] states, num[1] cursor id (0 = first page), num[2] limit,
@@ -51,6 +52,8 @@ static int list_fn(store_t *s, void *arg) {
                     .parent_id = op_int(c, "parent", 0),
                     .created_from_ms = c->num[4],
                     .created_to_ms = c->num[5],
+                    .node = op_str(c, "node"),
+                    .text = op_str(c, "q"),
                     .before_id = c->num[1],
                     .newest_first = 1,
                     .limit = (size_t)c->num[2] + 1};
@@ -98,6 +101,17 @@ void op_jobs_list(op_call_t *c) {
   }
   c->num[0] = states;
   c->num[2] = op_int(c, "limit", PAGE_DEFAULT);
+  const char *q = op_str(c, "q"), *node = op_str(c, "node");
+  if (q && strlen(q) > JOB_FILTER_TEXT_MAX) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:i}", "field", "q", "max", JOB_FILTER_TEXT_MAX),
+            "'q' is %zu bytes; the limit is %d", strlen(q), JOB_FILTER_TEXT_MAX);
+    return;
+  }
+  if (node && (!*node || strlen(node) > 200)) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "node"),
+            "'node' must be a node name of 1 to 200 bytes");
+    return;
+  }
   char err[256];
   const char *from = op_str(c, "from"), *to = op_str(c, "to");
   if ((from && cron_parse_iso(from, NULL, &c->num[4], err, sizeof(err))) ||
@@ -116,7 +130,7 @@ void op_jobs_list(op_call_t *c) {
     if (fp != list_fingerprint(c)) {
       op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "cursor"),
               "'cursor' belongs to a listing with other filters (state, project, spider, "
-              "schedule, parent, from, to)");
+              "schedule, parent, from, to, node, q)");
       return;
     }
   }

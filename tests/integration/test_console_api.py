@@ -1,0 +1,186 @@
+"""What a web console reads from /api/v1/: job list filters (node, q), the
+overview's counts, throughput buckets, cron previews, re-runs. A real daemon
+over real HTTP; crawls are a stand-in interpreter (below) so jobs end fast
+with the stats and the state a test asks for."""
+
+import datetime
+import json
+import os
+import stat
+import time
+import urllib.parse
+
+import pytest
+
+from conftest import timeout, unique, wait_for
+
+API = "/api/v1"
+
+# The crawl interpreter: `-a items=N` puts N in item_scraped_count (absent:
+# no stats key), `-a outcome=failed` ends it failed (a finish_reason other
+# than "finished"), `-a sleep=S` keeps it running S seconds. The spider
+# listing goes to the real interpreter.
+FAKE = r'''#!/usr/bin/python3
+import json, os, sys, time
+args = sys.argv[1:]
+if args[:3] != ["-m", "spiderd_runner", "crawl"]:
+    os.execv("/usr/bin/python3", ["/usr/bin/python3"] + args)
+kv = {}
+for i, a in enumerate(args):
+    if a == "-a" and i + 1 < len(args) and "=" in args[i + 1]:
+        k, v = args[i + 1].split("=", 1)
+        kv[k] = v
+time.sleep(float(kv.get("sleep", "0")))
+stats = {"finish_reason": "finished" if kv.get("outcome", "finished") == "finished" else "shutdown"}
+if "items" in kv:
+    stats["item_scraped_count"] = int(kv["items"])
+with open(os.environ["SPIDERD_STATS_FILE"], "w") as f:
+    json.dump(stats, f)
+'''
+
+
+def req(d, method, path, **kw):
+    return d.request(method, API + path, **kw)
+
+
+def ok(r, status=200):
+    assert r.status_code == status, f"{r.status_code}: {r.text[:500]}"
+    assert r.headers.get("Content-Type") == "application/json"
+    return r.json()
+
+
+def err(r, status, code, field=None):
+    """Checks the one error shape; returns the message."""
+    assert r.status_code == status, f"{r.status_code}: {r.text[:500]}"
+    body = r.json()
+    assert list(body) == ["error"], body
+    e = body["error"]
+    assert list(e) == ["code", "message", "details"], e
+    assert e["code"] == code, e
+    assert isinstance(e["message"], str) and e["message"]
+    if field is not None:
+        assert e["details"].get("field") == field, e
+    return e["message"]
+
+
+def make_fake(tmp_path_factory):
+    path = tmp_path_factory.mktemp("fake") / "fakepython"
+    path.write_text(FAKE)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def d(module_spiderd, egg_bytes, tmp_path_factory):
+    """One daemon: project "cp" = testproj, crawls by the stand-in."""
+    daemon = module_spiderd(name="console",
+                            scrapyd={"max_proc": 4, "finished_to_keep": 0},
+                            spiderd={"python": make_fake(tmp_path_factory)})
+    r = daemon.request("POST", f"{API}/projects/cp/versions", params={"version": "1.0"},
+                       data=egg_bytes("testproj"),
+                       headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 201, r.text
+    return daemon
+
+
+def create(d, spider="quick", project="cp", **fields):
+    return ok(req(d, "POST", "/jobs", json={"project": project, "spider": spider, **fields}), 201)
+
+
+def get_job(d, ident):
+    return ok(req(d, "GET", f"/jobs/{ident}"))
+
+
+ENDED = ("finished", "failed", "cancelled", "lost")
+
+
+def wait_ended(d, ident, seconds=30):
+    def check():
+        j = get_job(d, ident)
+        return j if j["state"] in ENDED else None
+    return wait_for(check, timeout(seconds), f"job {ident} to end", interval=0.05)
+
+
+def list_all(d, **params):
+    """Every page of /jobs with these filters, as ids (newest first)."""
+    out, cursor = [], None
+    while True:
+        p = dict(params)
+        if cursor:
+            p["cursor"] = cursor
+        body = ok(req(d, "GET", "/jobs", params=p))
+        out += [j["id"] for j in body["jobs"]]
+        cursor = body["next_cursor"]
+        if not cursor:
+            return out
+
+
+# ---- jobs.list: node and q ------------------------------------------------
+
+def test_q_matches_job_id_spider_project_and_arg_values(d):
+    tag = unique("t").lower()
+    a = create(d, jobid=f"{tag}-Alpha", args={"items": "1"})
+    b = create(d, args={"url": f"https://{tag}.example/A_B%20"})
+    c = create(d, spider="marker", args={"note": "nothing"})
+    e = create(d, args={tag: "the key is not searched"})
+    for j in (a, b, c, e):
+        wait_ended(d, j["id"])
+    # The Scrapyd job id, in any case.
+    assert list_all(d, q=f"{tag}-ALPHA") == [a["id"]]
+    # An arg's value, not its key; newest first across fields.
+    assert list_all(d, q=tag) == [b["id"], a["id"]]
+    # % and _ are plain characters.
+    assert list_all(d, q=f"{tag}.example/a_b%2") == [b["id"]]
+    assert list_all(d, q=f"{tag}_") == []
+    # The spider and the project (every job of this module is in cp).
+    ids = list_all(d, q="MARKER", project="cp")
+    assert c["id"] in ids and a["id"] not in ids
+    every = list_all(d, project="cp")
+    assert list_all(d, q="cp") == every
+    # With a state, and paged one by one with the cursor.
+    assert list_all(d, q=tag, state="failed") == []
+    assert list_all(d, q=tag, state="finished", limit=1) == [b["id"], a["id"]]
+    # An empty q is no filter.
+    assert list_all(d, q="", project="cp") == every
+
+
+def test_q_and_node_are_bound_to_the_cursor_and_bounded(d):
+    tag = unique("t")
+    for _ in range(3):
+        create(d, args={"tag": tag})
+    body = ok(req(d, "GET", "/jobs", params={"q": tag, "limit": 1}))
+    assert body["next_cursor"]
+    msg = err(req(d, "GET", "/jobs", params={"q": tag + "x", "cursor": body["next_cursor"]}),
+              400, "SPD_EBADPARAM", "cursor")
+    assert "q" in msg
+    err(req(d, "GET", "/jobs", params={"node": "other", "cursor": body["next_cursor"]}),
+        400, "SPD_EBADPARAM", "cursor")
+    msg = err(req(d, "GET", "/jobs", params={"q": "x" * 201}), 400, "SPD_EBADPARAM", "q")
+    assert "200" in msg
+    assert ok(req(d, "GET", "/jobs", params={"q": "x" * 200}))["jobs"] == []
+    err(req(d, "GET", "/jobs", params={"node": ""}), 400, "SPD_EBADPARAM", "node")
+    # JSON-RPC takes the same filters.
+    r = ok(req(d, "POST", "/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "jobs.list",
+                                            "params": {"q": tag, "limit": 10}}))
+    assert len(r["result"]["jobs"]) == 3
+
+
+def test_node_lists_the_jobs_a_node_claimed(d):
+    tag = unique("n")
+    ran = create(d, args={"tag": tag})
+    wait_ended(d, ran["id"])
+    # Four slots busy: the next job waits, unclaimed (no node).
+    busy = [create(d, args={"sleep": "30", "tag": tag}) for _ in range(4)]
+    waiting = create(d, args={"tag": tag})
+    wait_for(lambda: all(get_job(d, j["id"])["state"] == "running" for j in busy),
+             timeout(20), "four running jobs")
+    assert get_job(d, waiting["id"])["state"] == "pending"
+    mine = list_all(d, node=d.node, q=tag)
+    assert mine == [j["id"] for j in reversed(busy)] + [ran["id"]]
+    assert list_all(d, node=d.node, q=tag, state="running") == [j["id"] for j in reversed(busy)]
+    assert list_all(d, node="no-such-node", q=tag) == []
+    assert list_all(d, q=tag, state="pending") == [waiting["id"]]
+    for j in busy + [waiting]:
+        req(d, "POST", f"/jobs/{j['id']}/cancel", json={"signal": "KILL"})
+    for j in busy + [waiting]:
+        assert wait_ended(d, j["id"])["state"] == "cancelled"
