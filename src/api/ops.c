@@ -46,6 +46,9 @@ static const op_param_t p_jobs_list[] = {{"state", OPT_STRS, 0, 0, 0},
                                          {"limit", OPT_INT, 0, 1, 1000},
                                          {"cursor", OPT_STR, 0, 0, 0},
                                          END};
+static const op_param_t p_jobs_counts[] = {{"since", OPT_STR, 0, 0, 0},
+                                           {"project", OPT_STR, NAME, 0, 0},
+                                           END};
 static const op_param_t p_job[] = {{"id", OPT_ID, REQ, 0, 0}, END};
 static const op_param_t p_jobs_create[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
                                            {"spider", OPT_STR, REQ | NAME, 0, 0},
@@ -192,6 +195,8 @@ const op_def_t op_table[] = {
      OP_BODY_NONE},
     {"jobs.create", NULL, op_jobs_create, p_jobs_create, OP_WRITE, "POST", "/jobs",
      201, OP_BODY_JSON},
+    {"jobs.counts", NULL, op_jobs_counts, p_jobs_counts, 0, "GET", "/jobs/counts", 200,
+     OP_BODY_NONE},
     {"jobs.get", "get_task_instance", op_jobs_get, p_job, 0, "GET", "/jobs/{id}", 200,
      OP_BODY_NONE},
     {"jobs.cancel", "kill_task", op_jobs_cancel, p_cancel, OP_WRITE, "POST", "/jobs/{id}/cancel",

@@ -15,6 +15,7 @@
 #include "api/ops_impl.h"
 #include "flow/jobs.h"
 #include "core/cron.h"
+#include "clock.h"
 #include "error.h"
 
 #define PAGE_DEFAULT 100
@@ -135,6 +136,55 @@ void op_jobs_list(op_call_t *c) {
     }
   }
   op_store(c, STORE_READ, list_fn, list_done);
+}
+
+/* ---- jobs.counts, stats.throughput: what an overview shows ---- */
+
+/* A time parameter as ms since the epoch: digits are milliseconds, anything
+ * else ISO 8601 (UTC unless it has an offset). 1 after failing the call. */
+int op_time_param(op_call_t *c, const char *name, int64_t dflt, int64_t *out) {
+  const char *v = op_str(c, name);
+  char err[256];
+  *out = dflt;
+  if (!v) return 0;
+  if (*v && strspn(v, "0123456789") == strlen(v) && strlen(v) <= 15) {
+    *out = strtoll(v, NULL, 10);
+    return 0;
+  }
+  if (cron_parse_iso(v, NULL, out, err, sizeof(err)) || *out < 0) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", name),
+            "'%s' must be an ISO 8601 time or milliseconds since the epoch: %s", name,
+            *out < 0 ? "it is before 1970" : err);
+    return 1;
+  }
+  return 0;
+}
+
+/* num[0..5] the counts, num[6] since. */
+static int counts_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  int64_t since = c->num[6];
+  return store_job_counts_since(s, op_str(c, "project"), since ? since : 1, c->num);
+}
+
+static void counts_done(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
+    return;
+  }
+  json_t *counts = json_object();
+  for (int st = 0; st < JOB_NSTATES; st++)
+    json_object_set_new(counts, job_state_name((job_state_t)st), json_integer(c->num[st]));
+  op_ok(c, json_pack("{s:I,s:o,s:o,s:o}", "since", (json_int_t)c->num[6], "since_time",
+                     op_iso_time(c->num[6]), "project", op_str_or_null(op_str(c, "project")),
+                     "counts", counts));
+}
+
+void op_jobs_counts(op_call_t *c) {
+  int64_t now = clock_wall_ms();
+  if (op_time_param(c, "since", now - 24 * 3600 * 1000LL, &c->num[6])) return;
+  op_store(c, STORE_READ, counts_fn, counts_done);
 }
 
 /* ---- jobs.get ---- */

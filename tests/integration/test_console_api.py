@@ -18,7 +18,7 @@ API = "/api/v1"
 
 # The crawl interpreter: `-a items=N` puts N in item_scraped_count (absent:
 # no stats key), `-a outcome=failed` ends it failed (a finish_reason other
-# than "finished"), `-a sleep=S` keeps it running S seconds. The spider
+# than "finished", exit 1), `-a sleep=S` keeps it running S seconds. The spider
 # listing goes to the real interpreter.
 FAKE = r'''#!/usr/bin/python3
 import json, os, sys, time
@@ -36,6 +36,7 @@ if "items" in kv:
     stats["item_scraped_count"] = int(kv["items"])
 with open(os.environ["SPIDERD_STATS_FILE"], "w") as f:
     json.dump(stats, f)
+sys.exit(0 if stats["finish_reason"] == "finished" else 1)
 '''
 
 
@@ -184,3 +185,93 @@ def test_node_lists_the_jobs_a_node_claimed(d):
         req(d, "POST", f"/jobs/{j['id']}/cancel", json={"signal": "KILL"})
     for j in busy + [waiting]:
         assert wait_ended(d, j["id"])["state"] == "cancelled"
+
+
+# ---- jobs.counts --------------------------------------------------------
+
+def deploy(d, egg_bytes, project):
+    r = req(d, "POST", f"/projects/{project}/versions", params={"version": "1.0"},
+            data=egg_bytes("testproj"), headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 201, r.text
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def iso(ms):
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def test_counts_now_and_since(d, egg_bytes):
+    project = unique("cnt")
+    deploy(d, egg_bytes, project)
+    t0 = now_ms()
+    done = [create(d, project=project, args={"items": "1"}) for _ in range(3)]
+    bad = [create(d, project=project, args={"outcome": "failed"}) for _ in range(2)]
+    for j in done + bad:
+        wait_ended(d, j["id"])
+    assert {get_job(d, j["id"])["state"] for j in done} == {"finished"}
+    assert {get_job(d, j["id"])["state"] for j in bad} == {"failed"}
+    long = create(d, project=project, args={"sleep": "30"})
+    wait_for(lambda: get_job(d, long["id"])["state"] == "running", timeout(20), "running")
+
+    body = ok(req(d, "GET", "/jobs/counts", params={"project": project}))
+    assert body["project"] == project
+    assert body["counts"] == {"pending": 0, "running": 1, "finished": 3, "failed": 2,
+                              "cancelled": 0, "lost": 0}
+    assert abs(body["since"] - (now_ms() - 24 * 3600 * 1000)) < 60000
+    assert body["since_time"].endswith("Z")
+    # The whole daemon counts this project's jobs too.
+    every = ok(req(d, "GET", "/jobs/counts"))
+    assert every["project"] is None
+    assert every["counts"]["finished"] >= 3 and every["counts"]["running"] >= 1
+
+    # A window that starts after they ended: only what is pending or running now.
+    later = now_ms() + 1
+    for since in (str(later), iso(later)):
+        body = ok(req(d, "GET", "/jobs/counts", params={"project": project, "since": since}))
+        assert body["since"] == later
+        assert body["counts"] == {"pending": 0, "running": 1, "finished": 0, "failed": 0,
+                                  "cancelled": 0, "lost": 0}
+    body = ok(req(d, "GET", "/jobs/counts", params={"project": project, "since": iso(t0)}))
+    assert body["counts"]["finished"] == 3 and body["counts"]["failed"] == 2
+
+    ok(req(d, "POST", f"/jobs/{long['id']}/cancel", json={"signal": "KILL"}))
+    assert wait_ended(d, long["id"])["state"] == "cancelled"
+    body = ok(req(d, "GET", "/jobs/counts", params={"project": project}))
+    assert body["counts"] == {"pending": 0, "running": 0, "finished": 3, "failed": 2,
+                              "cancelled": 1, "lost": 0}
+    # JSON-RPC: the same op.
+    r = ok(req(d, "POST", "/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "jobs.counts",
+                                            "params": {"project": project}}))
+    assert r["result"]["counts"] == body["counts"]
+    # Nothing is lost across a restart.
+    d.restart()
+    assert ok(req(d, "GET", "/jobs/counts", params={"project": project}))["counts"] == body["counts"]
+
+
+def test_counts_bad_input(d):
+    for since in ("yesterday", "2026-13-01", "-5", "1e3"):
+        msg = err(req(d, "GET", "/jobs/counts", params={"since": since}), 400, "SPD_EBADPARAM",
+                  "since")
+        assert "since" in msg
+    err(req(d, "GET", "/jobs/counts", params={"project": "../x"}), 400, "SPD_EBADPARAM",
+        "project")
+    err(req(d, "GET", "/jobs/counts", params={"state": "x"}), 400, "SPD_EBADPARAM", "state")
+    err(req(d, "POST", "/jobs/counts"), 405, "SPD_EMETHOD")
+
+
+def test_literal_routes_beat_captures(d):
+    """/jobs/counts is not the job "counts"; OPTIONS lists only its own methods."""
+    r = req(d, "OPTIONS", "/jobs/counts")
+    assert r.status_code == 204
+    assert set(r.headers["Allow"].split(", ")) == {"GET", "HEAD", "OPTIONS"}
+    # A job whose Scrapyd id is "counts" is still reached by its integer id.
+    j = create(d, jobid="counts")
+    assert get_job(d, j["id"])["job"] == "counts"
+    assert "counts" in ok(req(d, "GET", "/jobs/counts"))
+    r = req(d, "OPTIONS", f"/jobs/{j['id']}")
+    assert "GET" in r.headers["Allow"]
+    wait_ended(d, j["id"])
