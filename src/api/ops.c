@@ -90,6 +90,14 @@ static const op_param_t p_schedule_update[] = {{"schedule", OPT_STR, REQ, 0, 0},
                                                {"spider", OPT_STR, NAME, 0, 0},
                                                SCHEDULE_FIELDS,
                                                END};
+static const op_param_t p_schedule_preview[] = {{"cron", OPT_STR, 0, 0, 0},
+                                                {"interval", OPT_NUM, 0, 0, 0},
+                                                {"at", OPT_STR, 0, 0, 0},
+                                                {"tz", OPT_STR, 0, 0, 0},
+                                                {"start", OPT_STR, 0, 0, 0},
+                                                {"end", OPT_STR, 0, 0, 0},
+                                                {"count", OPT_INT, 0, 1, 100},
+                                                END};
 static const op_param_t p_schedule[] = {{"schedule", OPT_STR, REQ, 0, 0}, END};
 static const op_param_t p_schedule_run[] = {{"schedule", OPT_STR, REQ, 0, 0},
                                             {"priority", OPT_NUM, 0, 0, 0},
@@ -209,6 +217,8 @@ const op_def_t op_table[] = {
      OP_BODY_NONE},
     {"schedules.create", "create_scraper", op_schedules_create, p_schedule_create, OP_WRITE,
      "POST", "/schedules", 201, OP_BODY_JSON},
+    {"schedules.preview", NULL, op_schedules_preview, p_schedule_preview, 0, "GET",
+     "/schedules/preview", 200, OP_BODY_NONE},
     {"schedules.get", "get_scraper", op_schedules_get, p_schedule, 0, "GET",
      "/schedules/{schedule}", 200, OP_BODY_NONE},
     {"schedules.update", "update_scraper", op_schedules_update, p_schedule_update, OP_WRITE,

@@ -109,6 +109,7 @@ void op_schedules_delete(op_call_t *c);
 void op_schedules_pause(op_call_t *c); /* and resume, by the op's name */
 void op_schedules_run(op_call_t *c);
 void op_schedules_runs(op_call_t *c);
+void op_schedules_preview(op_call_t *c);
 void op_events_list(op_call_t *c);
 /* ops_queues.c: docs/queues.md */
 void op_queues_list(op_call_t *c);

@@ -275,3 +275,101 @@ def test_literal_routes_beat_captures(d):
     r = req(d, "OPTIONS", f"/jobs/{j['id']}")
     assert "GET" in r.headers["Allow"]
     wait_ended(d, j["id"])
+
+
+# ---- schedules.preview ----------------------------------------------------
+
+def preview(d, **params):
+    return ok(req(d, "GET", "/schedules/preview", params=params))
+
+
+def test_preview_cron_in_its_zone_across_dst(d):
+    # Paris moves to summer time on 2027-03-28 at 02:00 (+01:00 -> +02:00).
+    body = preview(d, cron="0 9 * * *", tz="Europe/Paris", start="2027-03-26T00:00", count=4)
+    assert body["tz"] == "Europe/Paris" and body["kind"] == "cron" and body["more"] is True
+    assert [n["time"] for n in body["next"]] == [
+        "2027-03-26T09:00:00+01:00", "2027-03-27T09:00:00+01:00",
+        "2027-03-28T09:00:00+02:00", "2027-03-29T09:00:00+02:00"]
+    assert [n["utc"] for n in body["next"]] == [
+        "2027-03-26T08:00:00.000Z", "2027-03-27T08:00:00.000Z",
+        "2027-03-28T07:00:00.000Z", "2027-03-29T07:00:00.000Z"]
+    for n in body["next"]:
+        assert n["ms"] == int(datetime.datetime.fromisoformat(n["time"]).timestamp() * 1000)
+    # A wall time inside the gap fires once, at the first instant after it.
+    body = preview(d, cron="30 2 * * *", tz="Europe/Paris", start="2027-03-27T00:00", count=3)
+    assert [n["time"] for n in body["next"]] == [
+        "2027-03-27T02:30:00+01:00", "2027-03-28T03:00:00+02:00", "2027-03-29T02:30:00+02:00"]
+    # New York, autumn: the repeated 01:30 fires once, at its first occurrence.
+    body = preview(d, cron="30 1 * * *", tz="America/New_York", start="2027-11-06T00:00",
+                   count=2)
+    assert [n["time"] for n in body["next"]] == [
+        "2027-11-06T01:30:00-04:00", "2027-11-07T01:30:00-04:00"]
+
+
+def test_preview_defaults_interval_at_and_end(d):
+    t = now_ms()
+    body = preview(d, cron="*/5 * * * *")
+    assert body["tz"] == "UTC" and len(body["next"]) == 10
+    ms = [n["ms"] for n in body["next"]]
+    assert ms[0] > t - 1000 and all(b - a == 300000 for a, b in zip(ms, ms[1:]))
+    assert all(m % 300000 == 0 for m in ms)
+    assert body["next"][0]["time"].endswith("+00:00")
+    # An interval counts from start.
+    body = preview(d, interval=3600, start="2030-01-01T00:00:00Z", tz="Asia/Tokyo", count=3)
+    assert [n["time"] for n in body["next"]] == [
+        "2030-01-01T09:00:00+09:00", "2030-01-01T10:00:00+09:00", "2030-01-01T11:00:00+09:00"]
+    # One run; an end bound stops the list.
+    body = preview(d, at="2031-05-01T12:00", tz="America/Sao_Paulo")
+    assert [n["time"] for n in body["next"]] == ["2031-05-01T12:00:00-03:00"]
+    assert body["more"] is False and body["kind"] == "once"
+    body = preview(d, cron="0 0 * * *", start="2030-01-01", end="2030-01-03", count=10)
+    assert [n["utc"][:10] for n in body["next"]] == ["2030-01-01", "2030-01-02", "2030-01-03"]
+    assert body["more"] is False
+    # An 'at' in the past: nothing is upcoming.
+    assert preview(d, at="2001-01-01T00:00:00Z")["next"] == []
+    # JSON-RPC.
+    r = ok(req(d, "POST", "/jsonrpc", json={"jsonrpc": "2.0", "id": 1,
+                                            "method": "schedules.preview",
+                                            "params": {"cron": "0 12 * * MON", "count": 2}}))
+    assert len(r["result"]["next"]) == 2
+
+
+def test_preview_refuses_what_create_refuses(d):
+    cases = [
+        ({"cron": "0 24 * * *"}, "cron", "hour"),
+        ({"cron": "hello"}, "cron", "cron"),
+        ({"cron": "0 9 * * *", "tz": "Mars/Olympus"}, "tz", "Mars/Olympus"),
+        ({"cron": "0 9 * * *", "interval": 5}, "cron", "exactly one"),
+        ({}, "cron", "exactly one"),
+        ({"interval": -1}, "interval", "interval"),
+        ({"at": "2026-02-30T00:00"}, "at", "2026-02-30"),
+        ({"cron": "0 9 * * *", "start": "soon"}, "start", "start"),
+        ({"cron": "0 9 * * *", "start": "2030-01-02", "end": "2030-01-01"}, "end", "end"),
+        ({"cron": "0 9 * * *", "count": 0}, "count", "count"),
+        ({"cron": "0 9 * * *", "count": 101}, "count", "count"),
+        ({"cron": "0 9 * * *", "name": "x"}, "name", "unknown field"),
+    ]
+    for params, field, words in cases:
+        msg = err(req(d, "GET", "/schedules/preview", params=params), 400, "SPD_EBADPARAM", field)
+        assert words in msg, (params, msg)
+        # schedules.create says the same about the same timing.
+        if field in ("cron", "tz", "at") and "count" not in params and "name" not in params:
+            body = {"name": unique("s"), "project": "cp", "spider": "quick", **params}
+            r = req(d, "POST", "/schedules", json=body)
+            assert r.status_code == 400 and r.json()["error"]["message"] == msg, (params, r.text)
+
+
+def test_preview_is_not_a_schedule_named_preview(d):
+    name = "preview"
+    s = ok(req(d, "POST", "/schedules", json={"name": name, "project": "cp", "spider": "quick",
+                                               "cron": "0 0 1 1 *", "paused": True}), 201)
+    # The literal route answers, with its own methods only.
+    assert "next" in preview(d, cron="0 0 1 1 *")
+    r = req(d, "OPTIONS", "/schedules/preview")
+    assert set(r.headers["Allow"].split(", ")) == {"GET", "HEAD", "OPTIONS"}
+    err(req(d, "DELETE", "/schedules/preview"), 405, "SPD_EMETHOD")
+    # The schedule is there, by id, and untouched.
+    got = ok(req(d, "GET", f"/schedules/{s['id']}"))
+    assert got["name"] == name and got["paused"] is True
+    assert ok(req(d, "PATCH", f"/schedules/{s['id']}", json={"paused": False}))["paused"] is False
+    assert req(d, "DELETE", f"/schedules/{s['id']}").status_code == 204
