@@ -49,6 +49,11 @@ static const op_param_t p_jobs_list[] = {{"state", OPT_STRS, 0, 0, 0},
 static const op_param_t p_jobs_counts[] = {{"since", OPT_STR, 0, 0, 0},
                                            {"project", OPT_STR, NAME, 0, 0},
                                            END};
+static const op_param_t p_throughput[] = {{"from", OPT_STR, 0, 0, 0},
+                                          {"to", OPT_STR, 0, 0, 0},
+                                          {"step", OPT_INT, 0, 1, 366LL * 86400},
+                                          {"project", OPT_STR, NAME, 0, 0},
+                                          END};
 static const op_param_t p_job[] = {{"id", OPT_ID, REQ, 0, 0}, END};
 static const op_param_t p_jobs_create[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
                                            {"spider", OPT_STR, REQ | NAME, 0, 0},
@@ -205,6 +210,8 @@ const op_def_t op_table[] = {
      201, OP_BODY_JSON},
     {"jobs.counts", NULL, op_jobs_counts, p_jobs_counts, 0, "GET", "/jobs/counts", 200,
      OP_BODY_NONE},
+    {"stats.throughput", NULL, op_stats_throughput, p_throughput, 0, "GET",
+     "/stats/throughput", 200, OP_BODY_NONE},
     {"jobs.get", "get_task_instance", op_jobs_get, p_job, 0, "GET", "/jobs/{id}", 200,
      OP_BODY_NONE},
     {"jobs.cancel", "kill_task", op_jobs_cancel, p_cancel, OP_WRITE, "POST", "/jobs/{id}/cancel",

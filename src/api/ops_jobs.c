@@ -187,6 +187,68 @@ void op_jobs_counts(op_call_t *c) {
   op_store(c, STORE_READ, counts_fn, counts_done);
 }
 
+#define THROUGHPUT_BUCKETS_MAX 1500
+
+/* num[0] from, num[1] to, num[2] step ms, num[3] buckets; priv the buckets. */
+static int throughput_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  return store_job_throughput(s, op_str(c, "project"), c->num[0], c->num[1], c->num[2], c->priv,
+                              (size_t)c->num[3]);
+}
+
+static void throughput_done(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
+    return;
+  }
+  const job_bucket_t *b = c->priv;
+  json_t *buckets = json_array();
+  for (int64_t i = 0; i < c->num[3]; i++)
+    json_array_append_new(buckets, json_pack("{s:I,s:I,s:I,s:I}", "t", (json_int_t)b[i].t_ms,
+                                             "finished", (json_int_t)b[i].finished, "failed",
+                                             (json_int_t)b[i].failed, "items",
+                                             (json_int_t)b[i].items));
+  op_ok(c, json_pack("{s:I,s:I,s:I,s:o,s:o}", "from", (json_int_t)c->num[0], "to",
+                     (json_int_t)c->num[1], "step", (json_int_t)(c->num[2] / 1000), "project",
+                     op_str_or_null(op_str(c, "project")), "buckets", buckets));
+}
+
+/* Jobs that ended per time bucket: the window [from, to) in steps of step
+ * seconds (default the last 24 h by minute, from aligned to the step). */
+void op_stats_throughput(op_call_t *c) {
+  int64_t now = clock_wall_ms(), step = op_int(c, "step", 60) * 1000LL, from, to;
+  if (op_time_param(c, "to", now, &to)) return;
+  int64_t dflt = to - 24 * 3600 * 1000LL;
+  if (!op_str(c, "from")) dflt -= ((dflt % step) + step) % step; /* whole steps */
+  if (op_time_param(c, "from", dflt < 0 ? 0 : dflt, &from)) return;
+  if (from >= to) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "from"),
+            "'from' must be before 'to'");
+    return;
+  }
+  int64_t n = (to - from + step - 1) / step;
+  if (n > THROUGHPUT_BUCKETS_MAX) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:I,s:i}", "field", "step", "buckets",
+                                        (json_int_t)n, "max", THROUGHPUT_BUCKETS_MAX),
+            "from..to in steps of %lld s makes %lld buckets; the limit is %d: give a larger "
+            "'step' or a shorter window",
+            (long long)(step / 1000), (long long)n, THROUGHPUT_BUCKETS_MAX);
+    return;
+  }
+  c->priv = calloc((size_t)n, sizeof(job_bucket_t));
+  if (!c->priv) {
+    op_fail(c, -ENOMEM, NULL, "out of memory");
+    return;
+  }
+  c->priv_free = free;
+  c->num[0] = from;
+  c->num[1] = to;
+  c->num[2] = step;
+  c->num[3] = n;
+  op_store(c, STORE_READ, throughput_fn, throughput_done);
+}
+
 /* ---- jobs.get ---- */
 
 static int resolve_fn(store_t *s, void *arg) { return op_job_resolve(s, arg); }

@@ -373,3 +373,63 @@ def test_preview_is_not_a_schedule_named_preview(d):
     assert got["name"] == name and got["paused"] is True
     assert ok(req(d, "PATCH", f"/schedules/{s['id']}", json={"paused": False}))["paused"] is False
     assert req(d, "DELETE", f"/schedules/{s['id']}").status_code == 204
+
+
+# ---- stats.throughput -----------------------------------------------------
+
+def test_throughput_buckets_match_the_jobs_that_ended(d, egg_bytes):
+    project = unique("tp")
+    deploy(d, egg_bytes, project)
+    t0 = now_ms() - 1
+    made = [create(d, project=project, args={"items": str(n)}) for n in (3, 5, 7)]
+    made += [create(d, project=project, args={"outcome": "failed", "items": "2"}),
+             create(d, project=project, args={"outcome": "failed"}),
+             create(d, project=project)]  # no item count in its stats
+    jobs = [wait_ended(d, j["id"]) for j in made]
+    t1 = now_ms() + 1
+    step = 2
+    body = ok(req(d, "GET", "/stats/throughput",
+                  params={"from": str(t0), "to": str(t1), "step": step, "project": project}))
+    assert body["from"] == t0 and body["to"] == t1 and body["step"] == step
+    assert body["project"] == project
+    b = body["buckets"]
+    assert len(b) == -(-(t1 - t0) // (step * 1000))
+    assert [x["t"] for x in b] == [t0 + i * step * 1000 for i in range(len(b))]
+    want = [{"finished": 0, "failed": 0, "items": 0} for _ in b]
+    for j in jobs:
+        k = (j["ended_ms"] - t0) // (step * 1000)
+        want[k]["finished" if j["state"] == "finished" else "failed"] += 1
+        want[k]["items"] += (j["stats"] or {}).get("item_scraped_count", 0)
+    assert [{k: x[k] for k in ("finished", "failed", "items")} for x in b] == want
+    assert sum(x["finished"] for x in b) == 4 and sum(x["failed"] for x in b) == 2
+    assert sum(x["items"] for x in b) == 17
+    # ISO times; the other projects' jobs count without a project.
+    every = ok(req(d, "GET", "/stats/throughput",
+                   params={"from": iso(t0), "to": iso(t1 + 999), "step": 3600}))
+    assert len(every["buckets"]) == 1 and every["buckets"][0]["finished"] >= 4
+    # Nothing is lost across a restart.
+    d.restart()
+    again = ok(req(d, "GET", "/stats/throughput",
+                   params={"from": str(t0), "to": str(t1), "step": step, "project": project}))
+    assert again == body
+
+
+def test_throughput_defaults_and_limits(d):
+    t = now_ms()
+    body = ok(req(d, "GET", "/stats/throughput"))
+    assert body["step"] == 60 and body["from"] % 60000 == 0
+    assert abs(body["to"] - t) < 60000 and body["to"] - body["from"] >= 24 * 3600 * 1000
+    assert len(body["buckets"]) <= 1500 and body["buckets"][0]["t"] == body["from"]
+    assert all(set(x) == {"t", "finished", "failed", "items"} for x in body["buckets"])
+    msg = err(req(d, "GET", "/stats/throughput", params={"step": 30}), 400, "SPD_EBADPARAM",
+              "step")
+    assert "1500" in msg and "step" in msg
+    ok(req(d, "GET", "/stats/throughput", params={"from": "0", "to": str(1500 * 60000)}))
+    err(req(d, "GET", "/stats/throughput", params={"from": "0", "to": str(1500 * 60000 + 1)}),
+        400, "SPD_EBADPARAM", "step")
+    err(req(d, "GET", "/stats/throughput", params={"from": "2030-01-01", "to": "2029-01-01"}),
+        400, "SPD_EBADPARAM", "from")
+    err(req(d, "GET", "/stats/throughput", params={"step": 0}), 400, "SPD_EBADPARAM", "step")
+    err(req(d, "GET", "/stats/throughput", params={"step": "1.5"}), 400, "SPD_EBADPARAM", "step")
+    err(req(d, "GET", "/stats/throughput", params={"to": "noon"}), 400, "SPD_EBADPARAM", "to")
+    err(req(d, "POST", "/stats/throughput"), 405, "SPD_EMETHOD")
