@@ -216,6 +216,8 @@ const op_def_t op_table[] = {
      OP_BODY_NONE},
     {"jobs.cancel", "kill_task", op_jobs_cancel, p_cancel, OP_WRITE, "POST", "/jobs/{id}/cancel",
      200, OP_BODY_JSON},
+    {"jobs.rerun", NULL, op_jobs_rerun, p_job, OP_WRITE, "POST", "/jobs/{id}/rerun", 201,
+     OP_BODY_JSON},
     {"jobs.log", "get_task_logs", op_jobs_log, p_tail, 0, "GET", "/jobs/{id}/log", 200,
      OP_BODY_NONE},
     {"jobs.items", NULL, op_jobs_items, p_tail, 0, "GET", "/jobs/{id}/items", 200, OP_BODY_NONE},

@@ -306,6 +306,8 @@ static void create_done(void *ud, int rc, int stage, const char *error) {
     int existing = stage == API_JOB_EXISTING;
     json_t *o = op_render_job(&c->job);
     json_object_set_new(o, "existing", json_boolean(existing));
+    if (!strcmp(c->def->name, "jobs.rerun"))
+      json_object_set_new(o, "rerun_of", json_integer(c->num[6]));
     op_ok_status(c, o, existing ? 200 : 0);
     return;
   }
@@ -427,6 +429,68 @@ void op_jobs_create(op_call_t *c) {
   if (jobid || j->parent_id) op_store(c, STORE_READ, busy_fn, busy_done);
   else create_enqueue(c);
 }
+
+/* ---- jobs.rerun ---- */
+
+/* An ended job's template, queued again as a new job: same project,
+ * spider, version (NULL stays "the latest"), args, settings and priority;
+ * a new Scrapyd job id; no parent, schedule, retry lineage or unique key,
+ * and the daemon's current timeout and retry policy. */
+static void rerun_found(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    op_fail_resolve(c, rc);
+    return;
+  }
+  job_t *src = &c->job;
+  if (!job_state_final(src->state)) {
+    op_fail(c, SPD_ECONFLICT,
+            json_pack("{s:I,s:s}", "id", (json_int_t)src->id, "state",
+                      job_state_name(src->state)),
+            "job %lld is %s: it can be run again once it has ended", (long long)src->id,
+            job_state_name(src->state));
+    return;
+  }
+  c->num[6] = src->id;
+  rc = api_egg_resolve(c->app, src->project, src->version, &c->egg_path);
+  if (rc == SPD_ENOPROJECT) {
+    op_fail(c, rc, json_pack("{s:s}", "project", src->project), "project '%s' not found",
+            src->project);
+    return;
+  }
+  if (rc == SPD_ENOVERSION) {
+    op_fail(c, rc, json_pack("{s:s,s:s}", "project", src->project, "version", src->version),
+            "version '%s' of project '%s' not found", src->version, src->project);
+    return;
+  }
+  if (rc) {
+    op_fail(c, rc, NULL, "%s", spd_strerror(rc));
+    return;
+  }
+  char generated[33];
+  api_uuid1_hex(c->app, generated);
+  job_t j;
+  job_init(&j);
+  j.jobid = strdup(generated);
+  j.project = src->project;
+  j.spider = src->spider;
+  j.version = src->version;
+  j.args = src->args ? src->args : json_object();
+  j.settings = src->settings ? src->settings : json_object();
+  j.priority = src->priority;
+  j.state = JOB_PENDING;
+  src->project = src->spider = src->version = NULL;
+  src->args = src->settings = NULL;
+  job_release(src);
+  *src = j;
+  if (!j.jobid || !j.args || !j.settings) {
+    op_fail(c, -ENOMEM, NULL, "out of memory");
+    return;
+  }
+  create_enqueue(c);
+}
+
+void op_jobs_rerun(op_call_t *c) { op_store(c, STORE_READ, resolve_fn, rerun_found); }
 
 /* ---- jobs.cancel ---- */
 

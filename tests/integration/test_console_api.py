@@ -433,3 +433,56 @@ def test_throughput_defaults_and_limits(d):
     err(req(d, "GET", "/stats/throughput", params={"step": "1.5"}), 400, "SPD_EBADPARAM", "step")
     err(req(d, "GET", "/stats/throughput", params={"to": "noon"}), 400, "SPD_EBADPARAM", "to")
     err(req(d, "POST", "/stats/throughput"), 405, "SPD_EMETHOD")
+
+
+# ---- jobs.rerun -----------------------------------------------------------
+
+def test_rerun_queues_a_new_job_from_an_ended_one(d):
+    parent = create(d)
+    wait_ended(d, parent["id"])
+    src = create(d, version="1.0", args={"outcome": "failed", "items": "4", "k": "v"},
+                 settings={"DOWNLOAD_DELAY": "0"}, priority=3.5, parent=parent["id"])
+    src = wait_ended(d, src["id"])
+    assert src["state"] == "failed" and src["parent_id"] == parent["id"]
+    # By the Scrapyd job id, with an empty body.
+    r = req(d, "POST", f"/jobs/{src['job']}/rerun")
+    new = ok(r, 201)
+    assert new["rerun_of"] == src["id"] and new["existing"] is False
+    assert new["id"] > src["id"] and new["job"] != src["job"]
+    for k in ("project", "spider", "version", "args", "settings", "priority"):
+        assert new[k] == src[k], k
+    assert new["parent_id"] is None and new["schedule_id"] is None
+    assert new["retry_of"] is None and new["attempt"] == 1
+    assert new["state"] in ("pending", "running")
+    assert wait_ended(d, new["id"])["state"] == "failed"
+    # The usual events: queued, started, failed, under the new job.
+    events = ok(req(d, "GET", "/events", params={"job": new["id"]}))["events"]
+    assert [e["type"] for e in events][:1] == ["job.queued"]
+    assert "job.failed" in [e["type"] for e in events]
+    # The source is untouched.
+    assert get_job(d, src["id"]) == src
+    # JSON-RPC, by integer id.
+    r = ok(req(d, "POST", "/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "jobs.rerun",
+                                            "params": {"id": src["id"]}}))
+    assert r["result"]["rerun_of"] == src["id"]
+    wait_ended(d, r["result"]["id"])
+
+
+def test_rerun_refuses_live_missing_and_unknown(d, egg_bytes):
+    live = create(d, args={"sleep": "30"})
+    msg = err(req(d, "POST", f"/jobs/{live['id']}/rerun"), 409, "SPD_ECONFLICT")
+    assert "ended" in msg
+    ok(req(d, "POST", f"/jobs/{live['id']}/cancel", json={"signal": "KILL"}))
+    wait_ended(d, live["id"])
+    err(req(d, "POST", "/jobs/99999999/rerun"), 404, "SPD_ENOJOB")
+    err(req(d, "POST", f"/jobs/{live['id']}/rerun", json={"priority": 1}), 400,
+        "SPD_EBADPARAM", "priority")
+    err(req(d, "GET", f"/jobs/{live['id']}/rerun"), 405, "SPD_EMETHOD")
+    # Its version gone: a 404 that says so, nothing queued.
+    project = unique("rv")
+    deploy(d, egg_bytes, project)
+    j = wait_ended(d, create(d, project=project, version="1.0")["id"])
+    before = list_all(d, project=project)
+    assert req(d, "DELETE", f"/projects/{project}").status_code == 204
+    err(req(d, "POST", f"/jobs/{j['id']}/rerun"), 404, "SPD_ENOPROJECT")
+    assert list_all(d, project=project) == before
