@@ -230,6 +230,104 @@ static void test_throughput(void **state) {
                    -EINVAL);
 }
 
+/* ---- queue keys ---- */
+
+static void put_keyed(store_t *s, const char *el, const char *key, int64_t now) {
+  queue_put_t p = {.element = el, .len = strlen(el), .key = key, .due_ms = now};
+  assert_int_equal(store_queue_put(s, "q", &p, 1, now), 0);
+}
+
+static const queue_key_info_t *find_key(const queue_key_list_t *l, const char *key) {
+  for (size_t i = 0; i < l->n; i++)
+    if (!strcmp(l->v[i].key, key)) return &l->v[i];
+  return NULL;
+}
+
+static void test_queue_keys(void **state) {
+  struct fx *f = *state;
+  store_t *s = f->s;
+  const int64_t now = 1700000000000LL;
+  queue_key_list_t l = {0};
+  assert_int_equal(store_queue_keys(s, "q", NULL, 0, now, &l), -ENOENT);
+  queue_conf_t c;
+  memset(&c, 0, sizeof(c));
+  queue_conf_defaults(&c);
+  c.name = "q";
+  c.key_inflight = 1;
+  c.key_rate = 0.5; /* one take per 2 s per key, burst 2 */
+  c.key_burst = 2;
+  assert_int_equal(store_queue_set(s, &c), 0);
+  assert_int_equal(store_queue_keys(s, "q", NULL, 0, now, &l), 0);
+  assert_int_equal(l.n, 0);
+
+  put_keyed(s, "a1", "a.example", now);
+  put_keyed(s, "a2", "a.example", now);
+  put_keyed(s, "b1", "b.example", now);
+  put_keyed(s, "c1", "c", now);
+  /* A take leases one element per key (key_inflight 1) and spends a token. */
+  queue_item_list_t got = {0};
+  assert_int_equal(store_queue_take(s, "q", 10, 60000, now, &got, NULL), 0);
+  assert_int_equal(got.n, 3);
+  /* b's lease is nacked with a Retry-After: b is blocked for 30 s. */
+  queue_lease_t nk = {0};
+  for (size_t i = 0; i < got.n; i++)
+    if (!strcmp(got.v[i].key, "b.example")) nk = (queue_lease_t){.id = got.v[i].id,
+                                                                   .token = got.v[i].token,
+                                                                   .delay_ms = -1,
+                                                                   .retry_after_ms = 30000};
+  assert_true(nk.id > 0);
+  assert_int_equal(store_queue_nack(s, "q", &nk, 1, now), 0);
+  queue_item_list_release(&got);
+
+  int64_t later = now + 1000;
+  assert_int_equal(store_queue_keys(s, "q", NULL, 0, later, &l), 0);
+  assert_int_equal(l.n, 3);
+  /* Byte order of the key. */
+  assert_string_equal(l.v[0].key, "a.example");
+  assert_string_equal(l.v[1].key, "b.example");
+  assert_string_equal(l.v[2].key, "c");
+  const queue_key_info_t *a = find_key(&l, "a.example"), *b = find_key(&l, "b.example"),
+                         *k = find_key(&l, "c");
+  /* a: one ready, one in flight at its limit: closed until a lease ends. */
+  assert_int_equal(a->ready, 1);
+  assert_int_equal(a->inflight, 1);
+  assert_false(a->open);
+  assert_int_equal(a->wake_ms, 0);
+  assert_int_equal(a->blocked_until_ms, 0);
+  /* Tokens: burst 2, one spent at now, refilled 0.5 by now + 1 s. */
+  assert_true(a->tokens > 1.49 && a->tokens < 1.51);
+  /* b: its element back (due after the block), blocked until now + 30 s. */
+  assert_int_equal(b->inflight, 0);
+  assert_int_equal(b->blocked_until_ms, now + 30000);
+  assert_false(b->open);
+  /* c: its only element in flight. */
+  assert_int_equal(k->ready, 0);
+  assert_int_equal(k->inflight, 1);
+  assert_false(k->open);
+  queue_key_list_release(&l);
+
+  /* Pages: after a key, at most limit. */
+  assert_int_equal(store_queue_keys(s, "q", "a.example", 1, later, &l), 0);
+  assert_int_equal(l.n, 1);
+  assert_string_equal(l.v[0].key, "b.example");
+  queue_key_list_release(&l);
+  assert_int_equal(store_queue_keys(s, "q", "c", 10, later, &l), 0);
+  assert_int_equal(l.n, 0);
+  queue_key_list_release(&l);
+
+  /* Without a rate, tokens are -1; a key with a ready element and room is open. */
+  c.key_rate = 0;
+  c.key_inflight = 0;
+  assert_int_equal(store_queue_set(s, &c), 0);
+  assert_int_equal(store_queue_keys(s, "q", NULL, 0, later, &l), 0);
+  a = find_key(&l, "a.example");
+  assert_non_null(a);
+  assert_true(a->tokens < 0);
+  assert_int_equal(a->ready, 1);
+  assert_true(a->open);
+  queue_key_list_release(&l);
+}
+
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
   const struct CMUnitTest tests[] = {
@@ -237,6 +335,7 @@ int main(void) {
       T(test_node_filter_newest_first),
       T(test_counts_since),
       T(test_throughput),
+      T(test_queue_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
