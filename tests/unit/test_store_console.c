@@ -230,6 +230,53 @@ static void test_throughput(void **state) {
                    -EINVAL);
 }
 
+/* Many jobs ended in one millisecond and a few per millisecond around
+ * it: windows are read in chunks on some backends (Redis), and a chunk must
+ * neither lose nor count twice the jobs of the millisecond it stops at. */
+static void test_long_windows(void **state) {
+  struct fx *f = *state;
+  store_t *s = f->s;
+  const int64_t t0 = 1700000000000LL;
+  const int same = 2100, spread = 2100; /* over any chunk size below 2,000 */
+  assert_int_equal(store_tx_begin(s), 0);
+  for (int i = 0; i < same + spread; i++) {
+    job_t j;
+    job_init(&j);
+    char id[32];
+    snprintf(id, sizeof(id), "lw%d", i);
+    j.jobid = strdup(id);
+    j.project = strdup(i % 2 ? "p" : "q");
+    j.spider = strdup("s");
+    j.state = i % 3 ? JOB_FINISHED : JOB_FAILED;
+    j.node = strdup("n1");
+    j.start_ms = t0 - 1000;
+    j.end_ms = i < same ? t0 + 5000 : t0 + (i - same) / 3;
+    j.stats = json_pack("{s:i}", "item_scraped_count", 2);
+    assert_int_equal(store_job_insert(s, &j), 0);
+    job_release(&j);
+  }
+  assert_int_equal(store_tx_commit(s), 0);
+  int64_t c[JOB_NSTATES];
+  assert_int_equal(store_job_counts_since(s, NULL, t0, c), 0);
+  assert_int_equal(c[JOB_FINISHED] + c[JOB_FAILED], same + spread);
+  assert_int_equal(c[JOB_FAILED], (same + spread + 2) / 3);
+  assert_int_equal(store_job_counts_since(s, "p", t0 + 1, c), 0);
+  int64_t p_after = 0;
+  for (int i = 0; i < same + spread; i++)
+    if (i % 2 && (i < same || (i - same) / 3 >= 1)) p_after++;
+  assert_int_equal(c[JOB_FINISHED] + c[JOB_FAILED], p_after);
+
+  job_bucket_t b[2];
+  assert_int_equal(store_job_throughput(s, NULL, t0, t0 + 10000, 5000, b, 2), 0);
+  assert_int_equal(b[0].finished + b[0].failed, spread);
+  assert_int_equal(b[0].items, 2 * spread);
+  assert_int_equal(b[1].finished + b[1].failed, same);
+  assert_int_equal(b[1].items, 2 * same);
+  /* A window that cuts the spread jobs' milliseconds. */
+  assert_int_equal(store_job_throughput(s, NULL, t0 + 100, t0 + 200, 100, b, 1), 0);
+  assert_int_equal(b[0].finished + b[0].failed, 300);
+}
+
 /* ---- queue keys ---- */
 
 static void put_keyed(store_t *s, const char *el, const char *key, int64_t now) {
@@ -335,6 +382,7 @@ int main(void) {
       T(test_node_filter_newest_first),
       T(test_counts_since),
       T(test_throughput),
+      T(test_long_windows),
       T(test_queue_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
