@@ -275,6 +275,29 @@ static void test_long_windows(void **state) {
   /* A window that cuts the spread jobs' milliseconds. */
   assert_int_equal(store_job_throughput(s, NULL, t0 + 100, t0 + 200, 100, b, 1), 0);
   assert_int_equal(b[0].finished + b[0].failed, 300);
+
+  /* A text search down the whole history (read in several scripts on
+   * Redis): lw41, lw410..lw419, lw4100..lw4199, newest first. */
+  job_list_t l = {0};
+  job_filter_t fl = {.text = "LW41", .newest_first = 1};
+  assert_int_equal(store_jobs_list(s, &fl, &l), 0);
+  assert_int_equal(l.n, 111);
+  assert_string_equal(l.v[0].jobid, "lw4199");
+  assert_string_equal(l.v[110].jobid, "lw41");
+  for (size_t i = 1; i < l.n; i++) assert_true(l.v[i].id < l.v[i - 1].id);
+  int64_t cut = l.v[4].id;
+  job_list_release(&l);
+  fl.limit = 5;
+  assert_int_equal(store_jobs_list(s, &fl, &l), 0);
+  assert_int_equal(l.n, 5);
+  assert_int_equal(l.v[4].id, cut);
+  job_list_release(&l);
+  /* The rest, after the fifth. */
+  fl.limit = 0;
+  fl.before_id = cut;
+  assert_int_equal(store_jobs_list(s, &fl, &l), 0);
+  assert_int_equal(l.n, 106);
+  job_list_release(&l);
 }
 
 /* ---- queue keys ---- */

@@ -235,25 +235,54 @@ int redis_job_status(store_t *s, const char *project, const char *jobid, job_sta
   return rc;
 }
 
+/* A native walk down jobs:all reads at most this many jobs per script. */
+#define REDIS_LIST_BUDGET 2000
+
 int redis_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
-  redis_args_t a = {0};
   int native = f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
                f->created_to_ms || f->before_id || f->newest_first || f->text;
-  ra_i64(&a, f->states);
-  ra_str(&a, f->project);
-  ra_str(&a, f->jobid);
-  ra_str(&a, f->node);
-  ra_i64(&a, f->started_only ? 1 : 0);
-  ra_i64(&a, f->limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)f->limit);
-  ra_i64(&a, native);
-  ra_str(&a, f->spider);
-  ra_i64(&a, f->schedule_id);
-  ra_i64(&a, f->parent_id);
-  ra_i64(&a, f->created_from_ms);
-  ra_i64(&a, f->created_to_ms);
-  ra_i64(&a, f->before_id);
-  ra_str(&a, f->text);
-  return redis_jobs_call(RQ(s), RS_JOBS_LIST, &a, out, "list jobs");
+  int64_t before = f->before_id;
+  size_t got = 0;
+  int rc;
+  for (;;) {
+    redis_args_t a = {0};
+    redisReply *r = NULL;
+    size_t limit = f->limit ? f->limit - got : 0;
+    ra_i64(&a, f->states);
+    ra_str(&a, f->project);
+    ra_str(&a, f->jobid);
+    ra_str(&a, f->node);
+    ra_i64(&a, f->started_only ? 1 : 0);
+    ra_i64(&a, limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)limit);
+    ra_i64(&a, native);
+    ra_str(&a, f->spider);
+    ra_i64(&a, f->schedule_id);
+    ra_i64(&a, f->parent_id);
+    ra_i64(&a, f->created_from_ms);
+    ra_i64(&a, f->created_to_ms);
+    ra_i64(&a, before);
+    ra_str(&a, f->text);
+    ra_i64(&a, native ? REDIS_LIST_BUDGET : 0);
+    rc = redis_eval(RQ(s), RS_JOBS_LIST, &a, &r, "list jobs");
+    int64_t resume = 0;
+    if (!rc && r->type == REDIS_REPLY_ARRAY && r->elements &&
+        r->element[r->elements - 1]->type == REDIS_REPLY_INTEGER) {
+      resume = r->element[r->elements - 1]->integer;
+      redisReply rows = *r; /* the jobs without the marker (a view, not freed) */
+      rows.elements--;
+      size_t n0 = out->n;
+      rc = redis_rows_jobs(&rows, out);
+      got += out->n - n0;
+    } else if (!rc) {
+      size_t n0 = out->n;
+      rc = redis_rows_jobs(r, out);
+      got += out->n - n0;
+    }
+    if (r) freeReplyObject(r);
+    if (rc || !resume || (f->limit && got >= f->limit)) break;
+    before = resume;
+  }
+  return rc;
 }
 
 /* Windows of ended jobs are read a chunk per script (ENDED_CHUNK in

@@ -208,7 +208,7 @@ return best
 -- @script jobs_list
 -- ARGV: P, states, project, jobid, node, started_only, limit, native,
 -- spider, schedule_id, parent_id, created_from, created_to, before_id,
--- text ('' = none)
+-- text ('' = none), budget (native walks: ids per script, 0 = no limit)
 local states = N(ARGV[2])
 if states == 0 then states = 63 end
 local project, jobid, node = ARGV[3], ARGV[4], ARGV[5]
@@ -275,12 +275,23 @@ if native and states < 4 then
   return out
 end
 if native then
+  -- At most `budget` ids per script (0 = no limit): a walk down a long
+  -- history (a rare state, a text search) ends with the id to go on
+  -- below, an integer after the jobs, and the caller calls again.
+  local budget, seen = N(ARGV[16]), 0
   local cur = before > 0 and '(' .. I(before) or '+inf'
   while true do
     local ids = redis.call('ZREVRANGEBYSCORE', P .. 'jobs:all', cur, '-inf',
                            'LIMIT', 0, 500)
     if #ids == 0 then break end
-    for _, s in ipairs(ids) do if add(N(s)) then return out end end
+    for _, s in ipairs(ids) do
+      if add(N(s)) then return out end
+      seen = seen + 1
+      if budget > 0 and seen >= budget then
+        out[#out + 1] = N(s)
+        return out
+      end
+    end
     cur = '(' .. ids[#ids]
   end
   return out
