@@ -131,7 +131,15 @@ typedef struct job_filter {
   int64_t created_from_ms, created_to_ms; /* [from, to); 0 = unbounded */
   int64_t before_id;     /* > 0: only ids below (the next page's cursor) */
   int newest_first;      /* 1 = order by id DESC whatever else is set */
+  /* Text search: jobs whose Scrapyd job id, spider, project or one of
+   * whose args' values contains text, ASCII letters compared without
+   * case (other bytes as they are). NULL or "" = all. At most
+   * JOB_FILTER_TEXT_MAX bytes (-EINVAL above). Scans the rows the other
+   * conditions leave. */
+  const char *text;
 } job_filter_t;
+
+#define JOB_FILTER_TEXT_MAX 200
 
 /* Lists jobs matching f, appended to out. Order: pending jobs by priority
  * DESC, id ASC; running by start_ms ASC, id ASC; final states by end_ms DESC,
@@ -142,6 +150,34 @@ int store_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out);
 /* Counts per state (counts[JOB_NSTATES]); final states count only jobs that
  * started (start_ms != 0). project NULL = all projects. */
 int store_job_counts(store_t *s, const char *project, int64_t counts[JOB_NSTATES]);
+
+/* store_job_counts with final states counted only when they ended at or
+ * after ended_since_ms (end_ms >= it), started or not: a pending job
+ * cancelled in the window counts as cancelled. Pending and running are
+ * counted as they are now. ended_since_ms 0 is store_job_counts. Reads the
+ * ended jobs of the window only (the end-time index). */
+int store_job_counts_since(store_t *s, const char *project, int64_t ended_since_ms,
+                           int64_t counts[JOB_NSTATES]);
+
+/* One time bucket of store_job_throughput. */
+typedef struct job_bucket {
+  int64_t t_ms;     /* the bucket's start */
+  int64_t finished; /* jobs that ended finished in [t_ms, t_ms + step) */
+  int64_t failed;   /* jobs that ended failed */
+  int64_t items;    /* the stats' item_scraped_count of the jobs that ended
+                     * in the bucket, whatever their state (0 when absent) */
+} job_bucket_t;
+
+#define JOB_BUCKETS_MAX 2000
+
+/* Jobs that ended in [from_ms, to_ms), by end time, in n buckets of
+ * step_ms: buckets[i] covers [from_ms + i*step_ms, from_ms + (i+1)*step_ms)
+ * (the last one is cut at to_ms). The caller gives buckets[n] (n =
+ * ceil((to_ms - from_ms) / step_ms), at most JOB_BUCKETS_MAX, else
+ * -EINVAL); every bucket is filled, empty ones with zeros. project NULL =
+ * all. Reads the ended jobs of the window only (the end-time index). */
+int store_job_throughput(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
+                         int64_t step_ms, job_bucket_t *buckets, size_t n);
 
 /* Keeps the `keep` most recently ended started jobs (final states) and
  * deletes older ones, along with cancelled-before-start jobs older than the
@@ -346,6 +382,33 @@ int store_queues_list(store_t *s, const char *after, size_t limit,
 int store_queue_delete(store_t *s, const char *name);
 
 int store_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out);
+
+/* One politeness key as a person watching a queue sees it. */
+typedef struct queue_key_info {
+  char *key;                /* "" = the key of elements without one */
+  int64_t ready;            /* due elements waiting in it (as of the last take's
+                               sweep: one due since then still counts as delayed) */
+  int64_t inflight;         /* its leases */
+  double tokens;            /* its token bucket refilled up to now; -1 = no key_rate */
+  int64_t blocked_until_ms; /* a Retry-After's end; 0 = none, or over */
+  int open;                 /* a take may lease from it now */
+  int64_t wake_ms;          /* closed: when it may open by time; 0 = when one of
+                               its leases ends, or nothing to wait for */
+} queue_key_info_t;
+
+typedef struct queue_key_list {
+  queue_key_info_t *v;
+  size_t n, cap;
+} queue_key_list_t;
+
+void queue_key_list_release(queue_key_list_t *l);
+
+/* The keys of queue `name` holding state (those store_queue_stats counts),
+ * in byte order of the key after `after` (NULL = from the first), at most
+ * limit (0 = all), appended to out; state as of now_ms. -ENOENT: no such
+ * queue. */
+int store_queue_keys(store_t *s, const char *name, const char *after, size_t limit,
+                     int64_t now_ms, queue_key_list_t *out);
 
 /* Elements matching f in id order, at most f->limit (all when 0). */
 int store_queue_items(store_t *s, const char *name, const queue_filter_t *f,
