@@ -52,6 +52,30 @@ export async function api(path, { method = 'GET', query, body } = {}) {
   return data;
 }
 
+// What this daemon's API offers, from its index (GET /api/v1/): newer routes
+// and filters are used only where they exist, so an older spiderd gets a
+// console that degrades instead of failing requests.
+let capsP = null;
+export function caps() {
+  if (!capsP) {
+    capsP = api('/').then((idx) => {
+      const routes = new Map();
+      for (const r of idx.routes || []) routes.set(`${r.method} ${r.path.replace(/^\/api\/v1/, '')}`, new Set((r.params || []).map((p) => p.name)));
+      return {
+        has: (method, path) => routes.has(`${method} ${path}`),
+        param: (method, path, name) => !!(routes.get(`${method} ${path}`) || new Set()).has(name),
+      };
+    }, () => ({ has: () => false, param: () => false }));
+  }
+  return capsP;
+}
+
+export function useCaps() {
+  const [c, set] = useState(null);
+  useEffect(() => { caps().then(set); }, []);
+  return c;
+}
+
 // A route the daemon does not have (an older spiderd): degrade, don't fail.
 export const missingRoute = (e) => e instanceof ApiError && (e.code === 'SPD_ENOROUTE' || (e.status === 404 && !e.code.startsWith('SPD_')) || e.status === 405);
 

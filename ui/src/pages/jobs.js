@@ -1,6 +1,6 @@
 // Jobs: the filtered, cursor-paged list, and a job's page (log, items, family, events).
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { Action, api, ApiError, duration, Err, html, Link, Loading, missingRoute, navigate, num, setQuery, StateBadge, Time, useApi, useDebounced, useEvents, useRoute, BASE } from '../lib.js';
+import { Action, api, ApiError, caps, duration, Err, html, Link, Loading, navigate, num, setQuery, StateBadge, Time, useApi, useCaps, useDebounced, useEvents, useRoute, BASE } from '../lib.js';
 
 export const STATES = ['pending', 'running', 'finished', 'failed', 'cancelled', 'lost'];
 
@@ -40,18 +40,14 @@ export function Jobs() {
   const projects = useApi('/projects');
   const spiders = useApi(query.project ? `/projects/${encodeURIComponent(query.project)}/spiders` : '', null, { enabled: !!query.project });
   const nodes = useApi('/nodes');
-  const [unsupported, setUnsupported] = useState({});
+  const cp = useCaps();
+  const unsupported = cp ? { q: !cp.param('GET', '/jobs', 'q'), node: !cp.param('GET', '/jobs', 'node') } : {};
   const params = {
     project: query.project, spider: query.spider, state: query.state, from: query.from, to: query.to,
     node: unsupported.node ? '' : query.node, q: unsupported.q ? '' : query.q,
     limit: query.limit || 50, cursor: query.cursor,
   };
-  const list = useApi('/jobs', params);
-  useEffect(() => {
-    const e = list.error;
-    if (e instanceof ApiError && e.status === 400 && ['q', 'node'].includes(e.details.field) && !unsupported[e.details.field])
-      setUnsupported((u) => ({ ...u, [e.details.field]: true }));
-  }, [list.error]);
+  const list = useApi(cp ? '/jobs' : '', params, { enabled: !!cp });
   const t = useRef(null);
   useEvents('job.', () => {
     if (query.cursor) return; // only the first page moves
@@ -172,12 +168,15 @@ function LogView({ job }) {
       st.current.busy = false;
     }
   };
+  // a pending job has no log yet: asking would only get a 404
+  const started = job.state !== 'pending';
   useEffect(() => {
+    if (!started) return;
     pull();
-    const t = setInterval(() => { if (st.current.running || job.state === 'running' || job.state === 'pending') pull(); }, 1000);
+    const t = setInterval(() => { if (st.current.running || job.state === 'running') pull(); }, 1000);
     return () => clearInterval(t);
-  }, [job.id]);
-  useEvents('job.', (e) => { if (e.job_id === job.id) pull(); }, [job.id]);
+  }, [job.id, started]);
+  useEvents('job.', (e) => { if (e.job_id === job.id && started) pull(); }, [job.id, started]);
   useEffect(() => {
     if (follow && pre.current && !search) pre.current.scrollTop = pre.current.scrollHeight;
   }, [log.text, follow]);
@@ -199,7 +198,7 @@ function LogView({ job }) {
     </div>
     <${Err} error=${log.error} what="log" />
     ${log.cut && html`<p class="muted small">Showing the end of the log.</p>`}
-    ${log.missing ? html`<p class="empty">No log file.</p>` : html`<pre class="log" id="job-log" ref=${pre} tabindex="0" aria-label="Job log">${rendered}</pre>`}
+    ${!started ? html`<p class="empty">The job has not started.</p>` : log.missing ? html`<p class="empty">No log file.</p>` : html`<pre class="log" id="job-log" ref=${pre} tabindex="0" aria-label="Job log">${rendered}</pre>`}
   </section>`;
 }
 
@@ -236,11 +235,15 @@ function toCsv(items) {
 function ItemsView({ job }) {
   const N = 100;
   const [st, set] = useState({ loading: true });
+  // nothing to ask for before the crawl starts, or after one that scraped nothing
+  const none = job.state === 'pending' || (job.stats && !job.stats.items && job.state !== 'running');
   useEffect(() => {
+    if (none) return;
     api(`/jobs/${job.id}/items`, { query: { offset: 0, limit: 262144 } }).then(
       (r) => set({ items: parseLines(r.text.slice(0, r.eof ? undefined : r.text.lastIndexOf('\n') + 1)).slice(0, N), more: !r.eof, size: r.size }),
       (e) => set({ error: e }));
   }, [job.id, job.state]);
+  if (none) return html`<section><h2>Items</h2><p class="empty">No items${job.state === 'pending' ? ' yet' : ''}.</p></section>`;
   if (st.loading) return html`<section><h2>Items</h2><p class="loading">Loading…</p></section>`;
   if (st.error && st.error.code === 'SPD_ENOFILE') return html`<section><h2>Items</h2><p class="empty">No items file (items_dir is not set, or a feed URL).</p></section>`;
   if (st.error) return html`<section><h2>Items</h2><${Err} error=${st.error} /></section>`;
@@ -268,9 +271,7 @@ function KV({ obj }) {
 // Re-run: the same template again (the daemon's rerun when it has one);
 // retry: the same, pinned to the version that ran.
 async function rerun(j, pin) {
-  if (!pin) {
-    try { return await api(`/jobs/${j.id}/rerun`, { method: 'POST', body: {} }); } catch (e) { if (!missingRoute(e)) throw e; }
-  }
+  if (!pin && (await caps()).has('POST', '/jobs/{id}/rerun')) return api(`/jobs/${j.id}/rerun`, { method: 'POST', body: {} });
   const body = { project: j.project, spider: j.spider, args: j.args, settings: j.settings, priority: j.priority };
   if (pin && j.version) body.version = j.version;
   return api('/jobs', { method: 'POST', body });

@@ -1,18 +1,16 @@
 // Overview: nodes, job counts of the last 24 h, throughput, next runs, recent failures.
 import uPlot from 'uplot';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError, Err, html, Link, Loading, missingRoute, num, StateBadge, Time, useApi, useEvents } from '../lib.js';
+import { api, caps, Err, html, Link, Loading, num, StateBadge, Time, useApi, useEvents } from '../lib.js';
 
 const DAY = 86400000;
 
 // Per-state counts since a time: /jobs/counts when the daemon has it, else
 // counted from the job list (capped at 1000 per state).
 async function counts(sinceIso) {
-  try {
+  if ((await caps()).has('GET', '/jobs/counts')) {
     const r = await api('/jobs/counts', { query: { since: sinceIso } });
     return { counts: r.counts || r, exact: true };
-  } catch (e) {
-    if (!missingRoute(e) && !(e instanceof ApiError && e.status === 400)) throw e;
   }
   const out = {};
   let capped = false;
@@ -30,7 +28,7 @@ async function counts(sinceIso) {
 // when the daemon has it, else bucketed here from up to 5,000 ended jobs.
 async function throughput() {
   const to = Date.now(), from = to - DAY;
-  try {
+  if ((await caps()).has('GET', '/stats/throughput')) {
     const r = await api('/stats/throughput', { query: { from: new Date(from).toISOString(), to: new Date(to).toISOString(), step: 60 } });
     const b = r.buckets || [];
     return {
@@ -38,8 +36,6 @@ async function throughput() {
       x: b.map((x) => (typeof x.t === 'number' ? x.t : Date.parse(x.t)) / (x.t > 1e11 || typeof x.t === 'string' ? 1000 : 1)),
       finished: b.map((x) => x.finished), failed: b.map((x) => x.failed || 0), items: b.map((x) => x.items || 0),
     };
-  } catch (e) {
-    if (!missingRoute(e)) throw e;
   }
   const n = 1440, step = 60000;
   const start = Math.floor(from / step) * step;

@@ -1,6 +1,6 @@
 // Queues: counts per queue; a queue's settings, keys and dead letters.
 import { useState } from 'preact/hooks';
-import { Action, api, Err, html, Link, Loading, missingRoute, num, Time, useApi } from '../lib.js';
+import { Action, api, Err, html, Link, Loading, num, Time, useApi, useCaps } from '../lib.js';
 
 const COUNTS = [['waiting', 'ready'], ['past_due', 'due'], ['inflight', 'leased'], ['dead', 'dead'], ['done', 'done'], ['size', 'size'], ['keys', 'keys']];
 
@@ -25,8 +25,11 @@ export function Queues() {
 
 // Per-key politeness state: /queues/{name}/keys when the daemon has it.
 function Keys({ name }) {
-  const keys = useApi(`/queues/${encodeURIComponent(name)}/keys`, { limit: 100 });
-  if (keys.error && missingRoute(keys.error)) return html`<p class="muted small">This daemon does not list per-key state.</p>`;
+  const cp = useCaps();
+  const ok = !!cp && cp.has('GET', '/queues/{name}/keys');
+  const keys = useApi(ok ? `/queues/${encodeURIComponent(name)}/keys` : '', { limit: 100 }, { enabled: ok });
+  if (!cp) return null;
+  if (!ok) return html`<p class="muted small">This daemon does not list per-key state.</p>`;
   const ks = (keys.data && keys.data.keys) || [];
   const cols = ks.length ? Object.keys(ks[0]) : [];
   return html`<${Loading} state=${keys} empty=${keys.data && !ks.length && 'No keys.'}>

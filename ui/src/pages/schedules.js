@@ -2,7 +2,7 @@
 // schedule's page (actions, upcoming and missed runs, its jobs).
 import cronstrue from 'cronstrue';
 import { useEffect, useState } from 'preact/hooks';
-import { Action, api, ApiError, BASE, Err, html, Link, Loading, missingRoute, navigate, pairsText, parsePairs, StateBadge, Time, useApi, useDebounced } from '../lib.js';
+import { Action, api, caps, BASE, Err, html, Link, Loading, navigate, pairsText, parsePairs, StateBadge, Time, useApi, useDebounced } from '../lib.js';
 import { JobTable } from './jobs.js';
 
 const MACROS = { '@yearly': '0 0 1 1 *', '@annually': '0 0 1 1 *', '@monthly': '0 0 1 * *', '@weekly': '0 0 * * 0', '@daily': '0 0 * * *', '@midnight': '0 0 * * *', '@hourly': '0 * * * *' };
@@ -63,9 +63,12 @@ function CronPreview({ cron, tz }) {
     if (!c.trim()) return set({});
     let live = true;
     set((s) => ({ ...s, loading: true }));
-    api('/schedules/preview', { query: { cron: c, tz: z || 'UTC', count: 10 } }).then(
-      (r) => live && set({ next: r.next || [] }),
-      (e) => live && set(missingRoute(e) || (e instanceof ApiError && e.code === 'SPD_ENOSCHEDULE') ? { unsupported: true } : { error: e }));
+    caps().then((cp) => {
+      if (!cp.has('GET', '/schedules/preview')) return live && set({ unsupported: true });
+      return api('/schedules/preview', { query: { cron: c, tz: z || 'UTC', count: 10 } }).then(
+        (r) => live && set({ next: r.next || [] }),
+        (e) => live && set({ error: e }));
+    });
     return () => { live = false; };
   }, [c, z]);
   const words = cronWords(cron);

@@ -1,0 +1,240 @@
+"""The console in headless Chromium against a real daemon: every page loads
+without browser errors and shows what the API holds; the schedule form, log
+following, cancel and egg upload do what they say."""
+
+import json
+import time
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
+
+from conftest import browser_errors, set_theme, unique, wait_css, wait_for, wait_text
+
+API = "/api/v1"
+
+
+def api(d, method, path, **kw):
+    r = d.request(method, API + path, **kw)
+    assert r.status_code < 300, f"{method} {path}: {r.status_code} {r.text}"
+    return r.json() if r.content else None
+
+
+def run_job(d, spider, **args):
+    return api(d, "POST", "/jobs", json={"project": "testproj", "spider": spider,
+                                          "args": {k: str(v) for k, v in args.items()}})
+
+
+def wait_state(d, job_id, states, seconds=60):
+    def check():
+        j = api(d, "GET", f"/jobs/{job_id}")
+        return j if j["state"] in states else None
+    return wait_for(check, seconds, f"job {job_id} in {states}", interval=0.2)
+
+
+def open_page(drv, d, path):
+    browser_errors(drv)  # drop what earlier pages logged
+    drv.get(d.console + "/ui" + path)
+
+
+def no_errors(drv, what):
+    errs = browser_errors(drv)
+    assert not errs, f"browser errors on {what}: " + json.dumps(errs, indent=1)
+
+
+@pytest.fixture(scope="module")
+def data(console):
+    """Jobs in every end state worth showing, a schedule and a queue with a dead letter."""
+    d = console
+    done = run_job(d, "quick", count=4)
+    crash = run_job(d, "crash")
+    wait_state(d, done["id"], {"finished"})
+    wait_state(d, crash["id"], {"failed"})
+    sched = api(d, "POST", "/schedules", json={"name": unique("nightly"), "project": "testproj",
+                                               "spider": "quick", "cron": "30 2 * * *", "tz": "Europe/Berlin"})
+    q = unique("frontier")
+    api(d, "PUT", f"/queues/{q}", json={"key_mode": "host", "max_deliveries": 1})
+    api(d, "POST", f"/queues/{q}/put", json={"elements": ["http://a.example/1", "http://b.example/2"]})
+    took = api(d, "POST", f"/queues/{q}/take", json={"max": 1})
+    api(d, "POST", f"/queues/{q}/nack", json={"leases": [took["items"][0]["lease"]], "error": "HTTP 500"})
+    return {"done": done, "crash": crash, "schedule": sched, "queue": q}
+
+
+# page path -> (css selector, text it must show once loaded)
+def pages(data):
+    s, q = data["schedule"], data["queue"]
+    return [
+        ("overview", "/", "#recent-failures", f"#{data['crash']['id']}"),
+        ("projects", "/projects", "#projects-table", "testproj"),
+        ("project", "/projects/testproj", "#spider-list", "quick"),
+        ("jobs", "/jobs", "table.jobs", f"#{data['done']['id']}"),
+        ("jobs-filtered", "/jobs?state=failed", "table.jobs", f"#{data['crash']['id']}"),
+        ("job", f"/jobs/{data['done']['id']}", "#items-table", "quick0"),
+        ("schedules", "/schedules", "#schedules-table", s["name"]),
+        ("schedule", f"/schedules/{s['id']}", "#runs-upcoming", ":30"),
+        ("schedule-new", "/schedules/new", "#schedule-form", "Cron"),
+        ("queues", "/queues", "#queues-table", q),
+        ("queue", f"/queues/{q}", "#items-dead", "http://a.example/1"),
+        ("events", "/events", "#events-table", "job.finished"),
+        ("nodes", "/nodes", ".node", "testnode"),
+    ]
+
+
+def test_pages_load_without_errors(console, browser, data, shot):
+    d, drv = console, browser
+    for theme in ("light", "dark"):
+        for name, path, css, text in pages(data):
+            open_page(drv, d, path)
+            set_theme(drv, theme)
+            wait_text(drv, css, text)
+            if name == "jobs-filtered":
+                rows = drv.find_elements(By.CSS_SELECTOR, "table.jobs tbody tr")
+                assert rows and all("failed" in r.text for r in rows), [r.text for r in rows]
+            time.sleep(0.3)  # charts and late requests settle
+            no_errors(drv, f"{path} ({theme})")
+            shot(drv, f"{name}-{theme}")
+    # the rendered docs and the API reference
+    open_page(drv, d, "/")
+    drv.get(d.console + "/docs/")
+    wait_text(drv, "main", "spiderd documentation")
+    drv.find_element(By.LINK_TEXT, "spiderd's native API").click()
+    wait_text(drv, "main h1", "native API")
+    shot(drv, "docs-api")
+    drv.get(d.console + "/api/")
+    wait_text(drv, "#swagger-ui", "/api/v1/jobs", seconds=20)
+    no_errors(drv, "/api/")
+    shot(drv, "swagger")
+
+
+def test_overview_counts_and_theme_toggle(console, browser, data):
+    d, drv = console, browser
+    open_page(drv, d, "/")
+    wait_text(drv, "#recent-failures", f"#{data['crash']['id']}")
+    failed = wait_css(drv, "#count-failed")
+    wait_for(lambda: failed.text not in ("…", "0"), 10, "failed count")
+    # the toggle cycles system -> light -> dark and is remembered
+    drv.execute_script("localStorage.removeItem('spiderd.theme')")
+    drv.refresh()
+    btn = wait_css(drv, "#theme-toggle")
+    btn.click()
+    btn.click()
+    assert drv.execute_script("return document.documentElement.dataset.theme") == "dark"
+    drv.refresh()
+    wait_css(drv, "#theme-toggle")
+    assert drv.execute_script("return document.documentElement.dataset.theme") == "dark"
+    assert drv.execute_script("return localStorage.getItem('spiderd.theme')") == "dark"
+    # "/" focuses the page's search box
+    open_page(drv, d, "/jobs")
+    wait_css(drv, "table.jobs")
+    drv.find_element(By.TAG_NAME, "body").send_keys("/")
+    assert drv.switch_to.active_element.get_attribute("id") == "job-search"
+    no_errors(drv, "overview and jobs")
+
+
+def test_schedule_form_creates_schedule(console, browser, data):
+    d, drv = console, browser
+    open_page(drv, d, "/schedules/new")
+    name = unique("ui")
+    wait_css(drv, "#s-name").send_keys(name)
+    wait_for(lambda: len(Select(drv.find_element(By.ID, "s-project")).options) > 1, 10, "projects")
+    Select(drv.find_element(By.ID, "s-project")).select_by_visible_text("testproj")
+    wait_for(lambda: len(Select(drv.find_element(By.ID, "s-spider")).options) > 1, 10, "spiders")
+    Select(drv.find_element(By.ID, "s-spider")).select_by_visible_text("quick")
+    tz = drv.find_element(By.ID, "s-tz")
+    tz.send_keys(Keys.CONTROL, "a")
+    tz.send_keys("Asia/Tokyo")
+    drv.find_element(By.ID, "s-cron").send_keys("15 3 * * 1-5")
+    wait_text(drv, "#cron-words", "03:15")
+    wait_text(drv, "#cron-words", "Monday through Friday")
+    preview = None
+    try:  # the daemon's preview of the next runs, where it has one
+        wait_css(drv, "#cron-next li", seconds=5)
+        preview = [int(li.get_attribute("data-ms")) for li in drv.find_elements(By.CSS_SELECTOR, "#cron-next li")]
+    except AssertionError:
+        assert "cannot preview" in drv.find_element(By.CSS_SELECTOR, ".preview").text
+    drv.find_element(By.ID, "s-save").click()
+    wait_text(drv, "h1", f"Schedule {name}")
+    s = api(d, "GET", f"/schedules/{name}")
+    assert (s["cron"], s["tz"], s["project"], s["spider"]) == ("15 3 * * 1-5", "Asia/Tokyo", "testproj", "quick")
+    runs = api(d, "GET", f"/schedules/{s['id']}/runs", params={"state": "upcoming", "limit": 10})["runs"]
+    assert runs, "no upcoming runs"
+    for r in runs:
+        assert r["due"].endswith("+09:00") and "T03:15:00" in r["due"], r["due"]
+    if preview:
+        assert preview[:len(runs)] == [r["due_ms"] for r in runs][:len(preview)]
+    # the page lists the same upcoming runs (times in the viewer's zone, UTC in the title)
+    wait_css(drv, "#runs-upcoming li")
+    titles = [t.get_attribute("title") for t in drv.find_elements(By.CSS_SELECTOR, "#runs-upcoming time")]
+    assert titles and all("T18:15:00Z UTC" in t for t in titles), titles
+    no_errors(drv, "schedule form")
+
+
+def test_bad_cron_shows_the_api_error(console, browser, data):
+    d, drv = console, browser
+    open_page(drv, d, "/schedules/new")
+    wait_css(drv, "#s-name").send_keys(unique("bad"))
+    wait_for(lambda: len(Select(drv.find_element(By.ID, "s-project")).options) > 1, 10, "projects")
+    Select(drv.find_element(By.ID, "s-project")).select_by_visible_text("testproj")
+    wait_for(lambda: len(Select(drv.find_element(By.ID, "s-spider")).options) > 1, 10, "spiders")
+    Select(drv.find_element(By.ID, "s-spider")).select_by_visible_text("quick")
+    drv.find_element(By.ID, "s-cron").send_keys("99 * * * *")
+    drv.find_element(By.ID, "s-save").click()
+    err = wait_text(drv, "#schedule-error", "out of range")
+    assert "SPD_EBADPARAM" in err.text and "minute: 99" in err.text
+    assert "/schedules/new" in drv.current_url  # stayed on the form
+    # the same error while typing, where the daemon previews
+    box = drv.find_element(By.CSS_SELECTOR, ".preview").text
+    assert "minute: 99" in box or "cannot preview" in box, box
+
+
+def test_running_job_log_grows(console, browser):
+    d, drv = console, browser
+    j = run_job(d, "slow", seconds=25)
+    wait_state(d, j["id"], {"running"})
+    open_page(drv, d, f"/jobs/{j['id']}")
+    log = wait_text(drv, "#job-log", "Spider opened", seconds=30)
+    first = len(log.text)
+    wait_for(lambda: len(drv.find_element(By.ID, "job-log").text) > first + 200, 20, "the log to grow on screen")
+    # the search box highlights matches
+    drv.find_element(By.ID, "log-search").send_keys("tick")
+    wait_for(lambda: len(drv.find_elements(By.CSS_SELECTOR, "#job-log mark")) > 1, 10, "highlighted matches")
+    assert "match" in drv.find_element(By.ID, "log-hits").text
+    no_errors(drv, "job log")
+    api(d, "POST", f"/jobs/{j['id']}/cancel", json={"signal": "KILL"})
+
+
+def test_cancel_from_console(console, browser):
+    d, drv = console, browser
+    j = run_job(d, "slow", seconds=60)
+    wait_state(d, j["id"], {"running"})
+    d.wait_log("testproj", "slow", j["job"], "Crawled (200)", 30)
+    open_page(drv, d, f"/jobs/{j['id']}")
+    wait_text(drv, "h1", "running")
+    btn = [b for b in drv.find_elements(By.CSS_SELECTOR, ".toolbar button") if b.text == "Cancel"]
+    assert btn, "no Cancel button on a running job"
+    btn[0].click()
+    ended = wait_state(d, j["id"], {"cancelled", "finished"}, 30)
+    assert ended["state"] in ("cancelled", "finished") and ended["ended_ms"]
+    wait_text(drv, "h1", ended["state"], seconds=15)
+    no_errors(drv, "cancel")
+
+
+def test_upload_egg_lists_spiders(console, browser, egg):
+    d, drv = console, browser
+    project = unique("up")
+    open_page(drv, d, "/projects")
+    wait_css(drv, "#upload-form")
+    drv.find_element(By.ID, "up-project").send_keys(project)
+    v = drv.find_element(By.ID, "up-version")
+    v.send_keys(Keys.CONTROL, "a")
+    v.send_keys("2.0")
+    drv.find_element(By.ID, "up-egg").send_keys(egg("testproj_v2"))
+    drv.find_element(By.CSS_SELECTOR, "#upload-form button[type=submit]").click()
+    wait_text(drv, "h1", f"Project {project}")
+    listed = wait_text(drv, "#spider-list", "slow")
+    spiders = [li.get_attribute("data-spider") for li in listed.find_elements(By.CSS_SELECTOR, "li")]
+    api_spiders = api(d, "GET", f"/projects/{project}/spiders")["spiders"]
+    assert spiders == api_spiders and "quick" in spiders
+    assert "2.0" in drv.find_element(By.ID, "version-list").text
+    no_errors(drv, "upload")
