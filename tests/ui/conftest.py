@@ -208,8 +208,15 @@ def shot():
     os.makedirs(SHOTS, exist_ok=True)
 
     def save(drv, name):
+        """The whole page: the window grows to the document's height for the shot."""
         path = os.path.join(SHOTS, f"{name}.png")
-        drv.save_screenshot(path)
+        size = drv.get_window_size()
+        height = drv.execute_script("return document.documentElement.scrollHeight")
+        drv.set_window_size(size["width"], min(max(height, size["height"]), 4000))
+        try:
+            drv.save_screenshot(path)
+        finally:
+            drv.set_window_size(size["width"], size["height"])
         return path
     return save
 

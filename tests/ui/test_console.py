@@ -21,9 +21,12 @@ def api(d, method, path, **kw):
     return r.json() if r.content else None
 
 
-def run_job(d, spider, **args):
-    return api(d, "POST", "/jobs", json={"project": "testproj", "spider": spider,
+def run_job(d, spider, settings=None, **args):
+    return api(d, "POST", "/jobs", json={"project": "testproj", "spider": spider, "settings": settings or {},
                                           "args": {k: str(v) for k, v in args.items()}})
+
+
+DEBUG = {"LOG_LEVEL": "DEBUG"}  # a line per request: a log that grows
 
 
 def wait_state(d, job_id, states, seconds=60):
@@ -184,13 +187,13 @@ def test_bad_cron_shows_the_api_error(console, browser, data):
     assert "SPD_EBADPARAM" in err.text and "minute: 99" in err.text
     assert "/schedules/new" in drv.current_url  # stayed on the form
     # the same error while typing, where the daemon previews
-    box = drv.find_element(By.CSS_SELECTOR, ".preview").text
-    assert "minute: 99" in box or "cannot preview" in box, box
+    wait_for(lambda: any(t in drv.find_element(By.CSS_SELECTOR, ".preview").text
+                         for t in ("minute: 99", "cannot preview")), 10, "the preview's verdict")
 
 
 def test_running_job_log_grows(console, browser):
     d, drv = console, browser
-    j = run_job(d, "slow", seconds=25)
+    j = run_job(d, "slow", DEBUG, seconds=25)
     wait_state(d, j["id"], {"running"})
     open_page(drv, d, f"/jobs/{j['id']}")
     log = wait_text(drv, "#job-log", "Spider opened", seconds=30)
@@ -206,7 +209,7 @@ def test_running_job_log_grows(console, browser):
 
 def test_cancel_from_console(console, browser):
     d, drv = console, browser
-    j = run_job(d, "slow", seconds=60)
+    j = run_job(d, "slow", DEBUG, seconds=60)
     wait_state(d, j["id"], {"running"})
     d.wait_log("testproj", "slow", j["job"], "Crawled (200)", 30)
     open_page(drv, d, f"/jobs/{j['id']}")
@@ -236,5 +239,6 @@ def test_upload_egg_lists_spiders(console, browser, egg):
     spiders = [li.get_attribute("data-spider") for li in listed.find_elements(By.CSS_SELECTOR, "li")]
     api_spiders = api(d, "GET", f"/projects/{project}/spiders")["spiders"]
     assert spiders == api_spiders and "quick" in spiders
-    assert "2.0" in drv.find_element(By.ID, "version-list").text
+    versions = api(d, "GET", f"/projects/{project}/versions")["versions"]
+    assert versions and versions[-1] in drv.find_element(By.ID, "version-list").text
     no_errors(drv, "upload")

@@ -62,7 +62,7 @@ function ThemeToggle() {
 
 function LiveDot() {
   const s = useLive();
-  return html`<span class=${'live ' + s} title=${`event stream: ${s}`}>${s === 'live' ? '● live' : '○ ' + s}</span>`;
+  return html`<span class=${'live is-' + s} title=${`event stream: ${s}`}>${s === 'live' ? '● live' : '○ ' + s}</span>`;
 }
 
 function App() {
@@ -104,4 +104,6 @@ function App() {
     <main id="main" tabindex="-1"><${Page} key=${path} ...${props} /></main>`;
 }
 
-render(html`<${App} />`, document.getElementById('app'));
+const root = document.getElementById('app');
+root.textContent = ''; // the boot message
+render(html`<${App} />`, root);

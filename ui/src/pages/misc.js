@@ -49,7 +49,7 @@ export function Events() {
   useEffect(() => { load(null); }, [type]);
   useEvents(type || '', (e) => set((s) => (s.events.some((x) => x.id === e.id) ? s : { ...s, events: [e, ...s.events].slice(0, 5000) })), [type]);
   return html`
-    <h1>Events <span class=${'live ' + live}>${live === 'live' ? '● live' : '○ ' + live}</span></h1>
+    <h1>Events <span class=${'live is-' + live}>${live === 'live' ? '● live' : '○ ' + live}</span></h1>
     <form class="filters" onSubmit=${(e) => e.preventDefault()}>
       <label>Type <select id="event-type" value=${type} onChange=${(e) => setQuery({ type: e.target.value })}>
         <option value="">all</option>${TYPES.map((t) => html`<option value=${t}>${t.endsWith('.') ? t + '*' : t}</option>`)}</select></label>
