@@ -51,8 +51,13 @@ void api_scrapyd_free(app_t *app);
 /* Registers the native API under /api/v1/: REST, JSON-RPC at
  * /api/v1/jsonrpc and the OpenAPI document (api/rest.c). */
 int api_rest_register(app_t *app);
-/* Registers /, /jobs, /logs/ and /items/ (api/ui.c). */
+/* Registers /, /jobs, /logs/ and /items/ (api/ui.c), and with them the
+ * built web console, docs and API explorer (api_console_register). */
 int api_ui_register(app_t *app);
+/* Registers /ui/, /docs/ and /api/ (but not /api/v1), served from the
+ * console/, docs/ and api/ directories of ui_dir; none when ui_dir is ""
+ * (api/console.c). */
+int api_console_register(app_t *app);
 /* Releases every take waiting for elements (with what it has: none) and
  * takes no more waits (api/ops_queues.c). The daemon is stopping. */
 void api_queues_stop(app_t *app);

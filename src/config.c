@@ -39,6 +39,9 @@
 #ifndef SPIDERD_PYTHONDIR
 #error "SPIDERD_PYTHONDIR must be defined by the build"
 #endif
+#ifndef SPIDERD_UI_DIR
+#error "SPIDERD_UI_DIR must be defined by the build"
+#endif
 
 #define FORMAT(a, b) __attribute__((format(printf, a, b)))
 
@@ -94,6 +97,7 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, store, T_STR, M_NONE, NULL, "--store"),
     KEY(SEC_SPIDERD, python, T_STR, M_NONE, SPIDERD_DEFAULT_PYTHON, "--python"),
     KEY(SEC_SPIDERD, pythonpath, T_STR, M_NONE, SPIDERD_PYTHONDIR, NULL),
+    KEY(SEC_SPIDERD, ui_dir, T_STR, M_NONE, SPIDERD_UI_DIR, "--ui-dir"),
     KEY(SEC_SPIDERD, cancel_grace, T_REAL, M_GE0, "60", NULL),
     KEY(SEC_SPIDERD, shutdown_grace, T_REAL, M_GE0, "10", NULL),
     KEY(SEC_SPIDERD, job_timeout, T_REAL, M_GE0, "0", NULL),

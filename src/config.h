@@ -85,6 +85,8 @@ typedef struct config {
   char *store;             /* store URL; default "sqlite:<dbs_dir>/spiderd.db" */
   char *python;            /* interpreter for crawls; default SPIDERD_DEFAULT_PYTHON */
   char *pythonpath;        /* dir holding spiderd_runner; default SPIDERD_PYTHONDIR */
+  char *ui_dir;            /* built console/, docs/, api/ served at /ui/, /docs/,
+                            * /api/; default SPIDERD_UI_DIR ("" serves none) */
   double cancel_grace;     /* 60 s: after a cancel, KILL the crawl's group */
   double shutdown_grace;   /* 10 s: on daemon stop, TERM then KILL after this */
   /* Job robustness defaults, for jobs whose own value is 0 (see operations.md). */
@@ -136,7 +138,7 @@ typedef struct config {
  * Flags: --config FILE (repeatable), --bind ADDR, --port N,
  *        --unix-socket PATH, --store URL, --python PATH, --max-proc N,
  *        --eggs-dir D, --logs-dir D, --items-dir D, --dbs-dir D,
- *        --node-name NAME, --log-file F, --log-level L, --pidfile F,
+ *        --node-name NAME, --log-file F, --log-level L, --pidfile F, --ui-dir D,
  *        --set SECTION.KEY=VALUE (any key, repeatable).
  * Both "--flag value" and "--flag=value" are accepted.
  * Returns 0, or a negative code with a message in err naming the source

@@ -50,6 +50,7 @@ static void usage(FILE *out) {
           "  --log-file F           the daemon's log (default stderr)\n"
           "  --log-level L          debug | info | warning | error\n"
           "  --pidfile F            write the pid to F\n"
+          "  --ui-dir D             built web console, docs and API explorer (ui_dir)\n"
           "  --set SECTION.KEY=VAL  any config key\n"
           "\n");
   cli_usage(out);

@@ -72,6 +72,11 @@ json_t *op_render_job(const job_t *j);
 /* "2024-05-01T12:00:00.123Z", or null for 0. */
 json_t *op_iso_time(int64_t ms);
 
+/* A time parameter `name`: digits are ms since the epoch, else ISO 8601
+ * (UTC unless it has an offset); absent = dflt. 1 after failing the call
+ * (SPD_EBADPARAM, details.field), else 0 and *out. */
+int op_time_param(op_call_t *c, const char *name, int64_t dflt, int64_t *out);
+
 /* Finds a job by row id or Scrapyd job id (on a store thread) into c->job;
  * on failure sets c->err_code, c->err and c->details. */
 int op_job_resolve(store_t *s, op_call_t *c);
@@ -93,8 +98,11 @@ void op_jobs_list(op_call_t *c);
 void op_jobs_get(op_call_t *c);
 void op_jobs_create(op_call_t *c);
 void op_jobs_cancel(op_call_t *c);
+void op_jobs_rerun(op_call_t *c);
 void op_jobs_log(op_call_t *c);
 void op_jobs_items(op_call_t *c);
+void op_jobs_counts(op_call_t *c);
+void op_stats_throughput(op_call_t *c);
 void op_schedules_list(op_call_t *c);
 void op_schedules_create(op_call_t *c);
 void op_schedules_get(op_call_t *c);
@@ -103,6 +111,7 @@ void op_schedules_delete(op_call_t *c);
 void op_schedules_pause(op_call_t *c); /* and resume, by the op's name */
 void op_schedules_run(op_call_t *c);
 void op_schedules_runs(op_call_t *c);
+void op_schedules_preview(op_call_t *c);
 void op_events_list(op_call_t *c);
 /* ops_queues.c: docs/queues.md */
 void op_queues_list(op_call_t *c);

@@ -15,6 +15,7 @@
 #include "api/ops_impl.h"
 #include "flow/jobs.h"
 #include "core/cron.h"
+#include "clock.h"
 #include "error.h"
 
 #define PAGE_DEFAULT 100
@@ -33,7 +34,8 @@ static uint32_t list_fingerprint(const op_call_t *c) {
   snprintf(buf, sizeof(buf), "%llx/%lld/%lld/%lld/%lld", (long long)c->num[0],
            op_int(c, "schedule", 0), op_int(c, "parent", 0), (long long)c->num[4],
            (long long)c->num[5]);
-  return fnv1a(fnv1a(fnv1a(2166136261u, buf), op_str(c, "project")), op_str(c, "spider"));
+  uint32_t h = fnv1a(fnv1a(fnv1a(2166136261u, buf), op_str(c, "project")), op_str(c, "spider"));
+  return fnv1a(fnv1a(h, op_str(c, "node")), op_str(c, "q"));
 }
 
 /* num[0] states, num[1] cursor id (0 = first page), num[2] limit,
@@ -51,6 +53,8 @@ static int list_fn(store_t *s, void *arg) {
                     .parent_id = op_int(c, "parent", 0),
                     .created_from_ms = c->num[4],
                     .created_to_ms = c->num[5],
+                    .node = op_str(c, "node"),
+                    .text = op_str(c, "q"),
                     .before_id = c->num[1],
                     .newest_first = 1,
                     .limit = (size_t)c->num[2] + 1};
@@ -98,6 +102,17 @@ void op_jobs_list(op_call_t *c) {
   }
   c->num[0] = states;
   c->num[2] = op_int(c, "limit", PAGE_DEFAULT);
+  const char *q = op_str(c, "q"), *node = op_str(c, "node");
+  if (q && strlen(q) > JOB_FILTER_TEXT_MAX) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:i}", "field", "q", "max", JOB_FILTER_TEXT_MAX),
+            "'q' is %zu bytes; the limit is %d", strlen(q), JOB_FILTER_TEXT_MAX);
+    return;
+  }
+  if (node && (!*node || strlen(node) > 200)) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "node"),
+            "'node' must be a node name of 1 to 200 bytes");
+    return;
+  }
   char err[256];
   const char *from = op_str(c, "from"), *to = op_str(c, "to");
   if ((from && cron_parse_iso(from, NULL, &c->num[4], err, sizeof(err))) ||
@@ -116,11 +131,122 @@ void op_jobs_list(op_call_t *c) {
     if (fp != list_fingerprint(c)) {
       op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "cursor"),
               "'cursor' belongs to a listing with other filters (state, project, spider, "
-              "schedule, parent, from, to)");
+              "schedule, parent, from, to, node, q)");
       return;
     }
   }
   op_store(c, STORE_READ, list_fn, list_done);
+}
+
+/* ---- jobs.counts, stats.throughput: what an overview shows ---- */
+
+/* A time parameter as ms since the epoch: digits are milliseconds, anything
+ * else ISO 8601 (UTC unless it has an offset). 1 after failing the call. */
+int op_time_param(op_call_t *c, const char *name, int64_t dflt, int64_t *out) {
+  const char *v = op_str(c, name);
+  char err[256];
+  *out = dflt;
+  if (!v) return 0;
+  if (*v && strspn(v, "0123456789") == strlen(v) && strlen(v) <= 15) {
+    *out = strtoll(v, NULL, 10);
+    return 0;
+  }
+  if (cron_parse_iso(v, NULL, out, err, sizeof(err)) || *out < 0) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", name),
+            "'%s' must be an ISO 8601 time or milliseconds since the epoch: %s", name,
+            *out < 0 ? "it is before 1970" : err);
+    return 1;
+  }
+  return 0;
+}
+
+/* num[0..5] the counts, num[6] since. */
+static int counts_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  int64_t since = c->num[6];
+  return store_job_counts_since(s, op_str(c, "project"), since ? since : 1, c->num);
+}
+
+static void counts_done(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
+    return;
+  }
+  json_t *counts = json_object();
+  for (int st = 0; st < JOB_NSTATES; st++)
+    json_object_set_new(counts, job_state_name((job_state_t)st), json_integer(c->num[st]));
+  op_ok(c, json_pack("{s:I,s:o,s:o,s:o}", "since", (json_int_t)c->num[6], "since_time",
+                     op_iso_time(c->num[6]), "project", op_str_or_null(op_str(c, "project")),
+                     "counts", counts));
+}
+
+void op_jobs_counts(op_call_t *c) {
+  int64_t now = clock_wall_ms();
+  if (op_time_param(c, "since", now - 24 * 3600 * 1000LL, &c->num[6])) return;
+  op_store(c, STORE_READ, counts_fn, counts_done);
+}
+
+#define THROUGHPUT_BUCKETS_MAX 1500
+
+/* num[0] from, num[1] to, num[2] step ms, num[3] buckets; priv the buckets. */
+static int throughput_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  return store_job_throughput(s, op_str(c, "project"), c->num[0], c->num[1], c->num[2], c->priv,
+                              (size_t)c->num[3]);
+}
+
+static void throughput_done(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
+    return;
+  }
+  const job_bucket_t *b = c->priv;
+  json_t *buckets = json_array();
+  for (int64_t i = 0; i < c->num[3]; i++)
+    json_array_append_new(buckets, json_pack("{s:I,s:I,s:I,s:I}", "t", (json_int_t)b[i].t_ms,
+                                             "finished", (json_int_t)b[i].finished, "failed",
+                                             (json_int_t)b[i].failed, "items",
+                                             (json_int_t)b[i].items));
+  op_ok(c, json_pack("{s:I,s:I,s:I,s:o,s:o}", "from", (json_int_t)c->num[0], "to",
+                     (json_int_t)c->num[1], "step", (json_int_t)(c->num[2] / 1000), "project",
+                     op_str_or_null(op_str(c, "project")), "buckets", buckets));
+}
+
+/* Jobs that ended per time bucket: the window [from, to) in steps of step
+ * seconds (default the last 24 h by minute, from aligned to the step). */
+void op_stats_throughput(op_call_t *c) {
+  int64_t now = clock_wall_ms(), step = op_int(c, "step", 60) * 1000LL, from, to;
+  if (op_time_param(c, "to", now, &to)) return;
+  int64_t dflt = to - 24 * 3600 * 1000LL;
+  if (!op_str(c, "from")) dflt -= ((dflt % step) + step) % step; /* whole steps */
+  if (op_time_param(c, "from", dflt < 0 ? 0 : dflt, &from)) return;
+  if (from >= to) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "from"),
+            "'from' must be before 'to'");
+    return;
+  }
+  int64_t n = (to - from + step - 1) / step;
+  if (n > THROUGHPUT_BUCKETS_MAX) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:I,s:i}", "field", "step", "buckets",
+                                        (json_int_t)n, "max", THROUGHPUT_BUCKETS_MAX),
+            "from..to in steps of %lld s makes %lld buckets; the limit is %d: give a larger "
+            "'step' or a shorter window",
+            (long long)(step / 1000), (long long)n, THROUGHPUT_BUCKETS_MAX);
+    return;
+  }
+  c->priv = calloc((size_t)n, sizeof(job_bucket_t));
+  if (!c->priv) {
+    op_fail(c, -ENOMEM, NULL, "out of memory");
+    return;
+  }
+  c->priv_free = free;
+  c->num[0] = from;
+  c->num[1] = to;
+  c->num[2] = step;
+  c->num[3] = n;
+  op_store(c, STORE_READ, throughput_fn, throughput_done);
 }
 
 /* ---- jobs.get ---- */
@@ -180,6 +306,8 @@ static void create_done(void *ud, int rc, int stage, const char *error) {
     int existing = stage == API_JOB_EXISTING;
     json_t *o = op_render_job(&c->job);
     json_object_set_new(o, "existing", json_boolean(existing));
+    if (!strcmp(c->def->name, "jobs.rerun"))
+      json_object_set_new(o, "rerun_of", json_integer(c->num[6]));
     op_ok_status(c, o, existing ? 200 : 0);
     return;
   }
@@ -301,6 +429,68 @@ void op_jobs_create(op_call_t *c) {
   if (jobid || j->parent_id) op_store(c, STORE_READ, busy_fn, busy_done);
   else create_enqueue(c);
 }
+
+/* ---- jobs.rerun ---- */
+
+/* An ended job's template, queued again as a new job: same project,
+ * spider, version (NULL stays "the latest"), args, settings and priority;
+ * a new Scrapyd job id; no parent, schedule, retry lineage or unique key,
+ * and the daemon's current timeout and retry policy. */
+static void rerun_found(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (rc) {
+    op_fail_resolve(c, rc);
+    return;
+  }
+  job_t *src = &c->job;
+  if (!job_state_final(src->state)) {
+    op_fail(c, SPD_ECONFLICT,
+            json_pack("{s:I,s:s}", "id", (json_int_t)src->id, "state",
+                      job_state_name(src->state)),
+            "job %lld is %s: it can be run again once it has ended", (long long)src->id,
+            job_state_name(src->state));
+    return;
+  }
+  c->num[6] = src->id;
+  rc = api_egg_resolve(c->app, src->project, src->version, &c->egg_path);
+  if (rc == SPD_ENOPROJECT) {
+    op_fail(c, rc, json_pack("{s:s}", "project", src->project), "project '%s' not found",
+            src->project);
+    return;
+  }
+  if (rc == SPD_ENOVERSION) {
+    op_fail(c, rc, json_pack("{s:s,s:s}", "project", src->project, "version", src->version),
+            "version '%s' of project '%s' not found", src->version, src->project);
+    return;
+  }
+  if (rc) {
+    op_fail(c, rc, NULL, "%s", spd_strerror(rc));
+    return;
+  }
+  char generated[33];
+  api_uuid1_hex(c->app, generated);
+  job_t j;
+  job_init(&j);
+  j.jobid = strdup(generated);
+  j.project = src->project;
+  j.spider = src->spider;
+  j.version = src->version;
+  j.args = src->args ? src->args : json_object();
+  j.settings = src->settings ? src->settings : json_object();
+  j.priority = src->priority;
+  j.state = JOB_PENDING;
+  src->project = src->spider = src->version = NULL;
+  src->args = src->settings = NULL;
+  job_release(src);
+  *src = j;
+  if (!j.jobid || !j.args || !j.settings) {
+    op_fail(c, -ENOMEM, NULL, "out of memory");
+    return;
+  }
+  create_enqueue(c);
+}
+
+void op_jobs_rerun(op_call_t *c) { op_store(c, STORE_READ, resolve_fn, rerun_found); }
 
 /* ---- jobs.cancel ---- */
 

@@ -219,6 +219,72 @@ static int apply_fields(schedule_t *sc, const json_t *p, char *err, size_t len) 
   return 0;
 }
 
+/* ---- schedules.preview ---- */
+
+#define PREVIEW_DEFAULT 10
+#define PREVIEW_MAX 100
+
+/* Which parameter a message of apply_fields is about. */
+static const char *preview_field(const op_call_t *c, const char *msg) {
+  static const char *const order[] = {"start", "end", "tz", NULL};
+  for (int i = 0; order[i]; i++) {
+    char quoted[16];
+    snprintf(quoted, sizeof(quoted), "'%s'", order[i]);
+    if (!strncmp(msg, quoted, strlen(quoted))) return order[i];
+  }
+  if (!strncmp(msg, "unknown time zone", 17) || strstr(msg, "time zone")) return "tz";
+  if (strstr(msg, "start is after end")) return "end";
+  if (!strncmp(msg, "give exactly one", 16)) return "cron";
+  if (op_json(c, "cron")) return "cron";
+  if (op_json(c, "interval")) return "interval";
+  return "at";
+}
+
+/* The next fire times of a timing not yet stored, in its own zone: the
+ * same fields and checks as schedules.create (apply_fields), so what a
+ * preview accepts, a create accepts. Pure computation: on the loop. */
+void op_schedules_preview(op_call_t *c) {
+  schedule_t sc;
+  schedule_init(&sc);
+  int64_t now = clock_wall_ms();
+  sc.created_ms = now; /* an interval without start counts from its creation */
+  char err[512];
+  json_t *p = json_object();
+  static const char *const keys[] = {"cron", "interval", "at", "tz", "start", "end", NULL};
+  for (int i = 0; keys[i]; i++)
+    if (op_json(c, keys[i])) json_object_set(p, keys[i], (json_t *)op_json(c, keys[i]));
+  int rc = apply_fields(&sc, p, err, sizeof(err));
+  json_decref(p);
+  cron_spec_t spec;
+  cron_spec_init(&spec);
+  if (!rc) rc = schedule_compile(&sc, &spec, err, sizeof(err));
+  if (rc) {
+    schedule_release(&sc);
+    cron_spec_release(&spec);
+    if (rc == -ENOMEM) op_fail(c, rc, NULL, "out of memory");
+    else op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", preview_field(c, err)), "%s", err);
+    return;
+  }
+  size_t count = (size_t)op_int(c, "count", PREVIEW_DEFAULT), n = 0;
+  int64_t due[PREVIEW_MAX];
+  int more = 0;
+  rc = cron_between(&spec, now, CRON_MS_MAX, due, count, &n, &more);
+  cron_spec_release(&spec);
+  if (rc) {
+    schedule_release(&sc);
+    op_fail(c, rc, NULL, "the fire times could not be computed: %s", spd_strerror(rc));
+    return;
+  }
+  json_t *next = json_array();
+  for (size_t i = 0; i < n; i++)
+    json_array_append_new(next, json_pack("{s:I,s:o,s:o}", "ms", (json_int_t)due[i], "time",
+                                          iso_in(due[i], sc.tz), "utc", op_iso_time(due[i])));
+  json_t *o = json_pack("{s:s,s:s,s:o,s:b}", "tz", sc.tz ? sc.tz : "UTC", "kind",
+                        sched_kind_name(sc.kind), "next", next, "more", more);
+  schedule_release(&sc);
+  op_ok(c, o);
+}
+
 static int create_fn(store_t *s, void *arg);
 static int update_fn(store_t *s, void *arg);
 static void done_schedule(void *arg, int rc);

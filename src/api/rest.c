@@ -275,8 +275,15 @@ static void on_rest(http_req_t *req, void *ud) {
     append_method(allow, sizeof(allow), specials[i].method);
     if (!strcmp(specials[i].method, m)) special = specials[i].kind;
   }
+  /* A literal segment beats a capture: /schedules/preview is its own
+   * route, not the schedule named "preview" (reached by its id), so only
+   * the routes with the fewest captures that match answer or count in
+   * Allow. */
+  size_t fewest = ROUTE_MAX_CAPTURES + 1;
+  for (size_t i = 0; i < op_count; i++)
+    if (route_match(op_table[i].path, path, tmp, &ntmp) && ntmp < fewest) fewest = ntmp;
   for (size_t i = 0; i < op_count; i++) {
-    if (!route_match(op_table[i].path, path, tmp, &ntmp)) continue;
+    if (!route_match(op_table[i].path, path, tmp, &ntmp) || ntmp != fewest) continue;
     if (!strcmp(op_table[i].method, "GET")) append_method(allow, sizeof(allow), "HEAD");
     append_method(allow, sizeof(allow), op_table[i].method);
     if (!def && !strcmp(op_table[i].method, m)) {

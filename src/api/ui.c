@@ -58,10 +58,13 @@ static void on_home(http_req_t *req, void *ud) {
           pf);
   if (items_local) strbuf_addf(&b, "<li><a href=\"%s/items/\">Items</a></li>", pf);
   strbuf_addf(&b,
-          "\n        <li><a href=\"%s/logs/\">Logs</a></li>\n"
-          "        <li><a href=\"https://scrapyd.readthedocs.io/en/latest/\">Documentation</a></li>\n"
-          "    </ul>\n\n",
+          "\n        <li><a href=\"%s/logs/\">Logs</a></li>\n",
           pf);
+  if (app->cfg.ui_dir[0])
+    strbuf_addf(&b, "        <li><a href=\"%s/ui/\">Console</a></li>\n", pf);
+  strbuf_addf(&b,
+          "        <li><a href=\"https://scrapyd.readthedocs.io/en/latest/\">Documentation</a></li>\n"
+          "    </ul>\n\n");
   char **v = NULL;
   size_t n = 0;
   eggs_projects(app->cfg.eggs_dir, &v, &n);
@@ -275,5 +278,5 @@ int api_ui_register(app_t *app) {
   if (app->cfg.items_dir[0] && !config_items_remote(&app->cfg) &&
       (rc = http_route_prefix(app->http, "/items/", on_items, app)))
     return rc;
-  return 0;
+  return api_console_register(app);
 }

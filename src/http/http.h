@@ -137,6 +137,36 @@ void http_reply_fd(http_req_t *r, int status, const char *content_type, int fd,
 void http_serve_tree(http_req_t *r, const char *root_dir, const char *rel_path,
                      const char *url_path);
 
+/* ---- the files of a built web application (asset.c) ---- */
+
+typedef struct http_asset_opts {
+  const char *cache_control; /* the Cache-Control header, or NULL for none */
+  int gzip;                  /* send NAME.gz in place of NAME when it exists and
+                                the client accepts gzip (Vary: Accept-Encoding
+                                on every answer) */
+} http_asset_opts_t;
+
+/* Serves the regular file rel (a percent-decoded path) under root_dir:
+ * Content-Type by extension (http_asset_type), X-Content-Type-Options:
+ * nosniff, a strong ETag from the inode, size and mtime (ns) of the file
+ * sent (the gzip sibling's with a "-gz" suffix), 304 without a body when
+ * If-None-Match names it, else 200 streamed from the file (HEAD: headers
+ * only). The lookup never leaves root_dir: ".." segments, backslashes and
+ * control characters are refused, and so is a symlink that resolves outside
+ * root_dir (every symlink, where the kernel lacks openat2).
+ * Returns 0 once it has replied, or a negative code without replying, so
+ * that the caller chooses the answer: -EINVAL (a refused path), -EXDEV or
+ * -ELOOP (it leads out of the tree), -ENOENT (no such regular file, or no
+ * root_dir), -EISDIR (a directory), -EACCES, -ENOMEM. */
+int http_serve_asset(http_req_t *r, const char *root_dir, const char *rel,
+                     const http_asset_opts_t *o);
+/* The Content-Type for a file name: text types with charset=utf-8, and
+ * application/octet-stream when the extension is unknown. Static string. */
+const char *http_asset_type(const char *name);
+/* 0 when rel may name a file under a served tree, -EINVAL when a segment is
+ * "..", or it holds a backslash or a control character. */
+int http_asset_path_ok(const char *rel);
+
 /* HTML-escapes s (& < > " ') into a malloc'd string. */
 char *http_html_escape(const char *s);
 

@@ -506,7 +506,10 @@ static bool bearer_ok(http_req_t *r, const char *h) {
 
 static void access_log(http_req_t *r, unsigned status, uint64_t bytes) {
   http_server_t *s = r->srv;
-  if (s && s->access) s->access(s->access_ud, r->method, r->path, (int)status, r->is_head ? 0 : bytes);
+  /* a 304 carries its file's length but sends no body (http_serve_asset) */
+  bool bodyless = r->is_head || status == 204 || status == 304;
+  if (s && s->access)
+    s->access(s->access_ud, r->method, r->path, (int)status, bodyless ? 0 : bytes);
 }
 
 int http_add_headers(http_req_t *r, struct MHD_Response *resp, const char *ct) {
@@ -814,6 +817,11 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
   r->path = arena_strndup(r, url, strlen(url));
   if (!r->method || !r->path) return MHD_NO;
   r->is_head = strcmp(method, "HEAD") == 0;
+  if (r->nul_in_path) {
+    r->body_error = "the path holds a NUL byte (%00)";
+    r->discard = true;
+    return MHD_YES;
+  }
   if (strcmp(version, MHD_HTTP_VERSION_1_0) == 0)
     r->keepalive10 =
         token_in_list(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connection"), "keep-alive");
@@ -993,17 +1001,32 @@ static enum MHD_Result req_dispatch(http_req_t *r) {
   return MHD_YES;
 }
 
+/* libmicrohttpd decodes the path into a C string, so a %00 would cut it
+ * short and the handler would see another path than the one asked for
+ * ("/ui/x%00.js" as "/ui/x"). The raw request line is only seen here; its
+ * answer becomes the request's initial *con_cls, a mark read by on_access. */
+static char nul_mark;
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c) {
+  size_t n = strcspn(uri, "?#");
+  for (size_t i = 0; i + 2 < n; i++)
+    if (uri[i] == '%' && uri[i + 1] == '0' && uri[i + 2] == '0') return &nul_mark;
+  return NULL;
+}
+
 static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char *url,
                                  const char *method, const char *version, const char *upload,
                                  size_t *upload_size, void **con_cls) {
   struct listener *l = cls;
-  http_req_t *r = *con_cls;
+  bool nul = *con_cls == &nul_mark;
+  http_req_t *r = nul ? NULL : *con_cls;
   if (!r) {
     r = req_get(l->srv);
     if (!r) return MHD_NO;
     *con_cls = r;
     r->conn = c;
     r->lsn = l;
+    r->nul_in_path = nul;
     return req_begin(r, url, method, version);
   }
   if (r->dispatched) { /* resumed: the deferred reply is ready */
@@ -1025,6 +1048,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
+  if (*con_cls == &nul_mark) *con_cls = NULL; /* gone before on_access */
   http_req_t *r = *con_cls;
   if (!r) return;
   *con_cls = NULL;
@@ -1214,6 +1238,7 @@ static int listener_start(http_server_t *s, int fd, unsigned extra_flags, const 
   l->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, l,
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
+                            MHD_OPTION_URI_LOG_CALLBACK, on_uri, l,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
                             MHD_OPTION_CONNECTION_LIMIT, conn_limit(),

@@ -54,7 +54,8 @@ struct http_req {
   bool raw;                     /* keep the body as it came (JSON, an egg) */
   bool new_part;                /* the next post data starts a new field */
   unsigned match;               /* bytes of "\r\n--boundary" (or "&") seen */
-  const char *body_error;       /* static text: why the body is rejected */
+  const char *body_error;       /* static text: why the request is rejected (400) */
+  bool nul_in_path;             /* the request line's path has a %00 (on_uri) */
   uint64_t body_len;
 
   struct MHD_PostProcessor *pp;

@@ -394,7 +394,7 @@ static int read_entries(const char *dir, const char *root, entry **out, size_t *
     free(v);
     return rc;
   }
-  qsort(v, n, sizeof(*v), entry_cmp);
+  if (n > 1) qsort(v, n, sizeof(*v), entry_cmp); /* an empty directory has v == NULL */
   *out = v;
   *count = n;
   return 0;

@@ -37,7 +37,12 @@ STORE_OP(job_get, (store_t *s, int64_t id, job_t *out))
 STORE_OP(job_status, (store_t *s, const char *project, const char *jobid,
                       job_state_t *out))
 STORE_OP(jobs_list, (store_t *s, const job_filter_t *f, job_list_t *out))
-STORE_OP(job_counts, (store_t *s, const char *project, int64_t counts[JOB_NSTATES]))
+/* ended_since_ms 0: store_job_counts; else store_job_counts_since */
+STORE_OP(job_counts, (store_t *s, const char *project, int64_t ended_since_ms,
+                      int64_t counts[JOB_NSTATES]))
+/* buckets zeroed, their t_ms set, and n checked by store.c */
+STORE_OP(job_throughput, (store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
+                          int64_t step_ms, job_bucket_t *buckets, size_t n))
 STORE_OP(trim_finished, (store_t *s, int keep, int *deleted))
 STORE_OP(job_heartbeat, (store_t *s, int64_t id, int64_t now_ms))
 STORE_OP(job_next_due, (store_t *s, int64_t now_ms, int64_t *out))

@@ -167,13 +167,34 @@ int store_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   static const job_filter_t all;
   if (!s || !out) return -EINVAL;
   if (f && (f->states >> JOB_NSTATES)) return -EINVAL;
+  if (f && f->text && strlen(f->text) > JOB_FILTER_TEXT_MAX) return -EINVAL;
+  if (f && f->text && !*f->text) {
+    job_filter_t g = *f; /* "" is no filter: the backends see NULL only */
+    g.text = NULL;
+    return s->ops->jobs_list(s, &g, out);
+  }
   return s->ops->jobs_list(s, f ? f : &all, out);
 }
 
 int store_job_counts(store_t *s, const char *project, int64_t counts[JOB_NSTATES]) {
-  if (!s || !counts) return -EINVAL;
+  return store_job_counts_since(s, project, 0, counts);
+}
+
+int store_job_counts_since(store_t *s, const char *project, int64_t ended_since_ms,
+                           int64_t counts[JOB_NSTATES]) {
+  if (!s || !counts || ended_since_ms < 0) return -EINVAL;
   for (int i = 0; i < JOB_NSTATES; i++) counts[i] = 0;
-  return s->ops->job_counts(s, project, counts);
+  return s->ops->job_counts(s, project, ended_since_ms, counts);
+}
+
+int store_job_throughput(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
+                         int64_t step_ms, job_bucket_t *buckets, size_t n) {
+  if (!s || !buckets || step_ms < 1 || from_ms < 0 || to_ms <= from_ms) return -EINVAL;
+  int64_t need = (to_ms - from_ms + step_ms - 1) / step_ms;
+  if (need > JOB_BUCKETS_MAX || (size_t)need != n) return -EINVAL;
+  for (size_t i = 0; i < n; i++)
+    buckets[i] = (job_bucket_t){.t_ms = from_ms + (int64_t)i * step_ms};
+  return s->ops->job_throughput(s, project, from_ms, to_ms, step_ms, buckets, n);
 }
 
 int store_trim_finished(store_t *s, int keep, int *deleted) {

@@ -131,7 +131,15 @@ typedef struct job_filter {
   int64_t created_from_ms, created_to_ms; /* [from, to); 0 = unbounded */
   int64_t before_id;     /* > 0: only ids below (the next page's cursor) */
   int newest_first;      /* 1 = order by id DESC whatever else is set */
+  /* Text search: jobs whose Scrapyd job id, spider, project or one of
+   * whose args' values contains text, ASCII letters compared without
+   * case (other bytes as they are). NULL or "" = all. At most
+   * JOB_FILTER_TEXT_MAX bytes (-EINVAL above). Scans the rows the other
+   * conditions leave. */
+  const char *text;
 } job_filter_t;
+
+#define JOB_FILTER_TEXT_MAX 200
 
 /* Lists jobs matching f, appended to out. Order: pending jobs by priority
  * DESC, id ASC; running by start_ms ASC, id ASC; final states by end_ms DESC,
@@ -142,6 +150,34 @@ int store_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out);
 /* Counts per state (counts[JOB_NSTATES]); final states count only jobs that
  * started (start_ms != 0). project NULL = all projects. */
 int store_job_counts(store_t *s, const char *project, int64_t counts[JOB_NSTATES]);
+
+/* store_job_counts with final states counted only when they ended at or
+ * after ended_since_ms (end_ms >= it), started or not: a pending job
+ * cancelled in the window counts as cancelled. Pending and running are
+ * counted as they are now. ended_since_ms 0 is store_job_counts. Reads the
+ * ended jobs of the window only (the end-time index). */
+int store_job_counts_since(store_t *s, const char *project, int64_t ended_since_ms,
+                           int64_t counts[JOB_NSTATES]);
+
+/* One time bucket of store_job_throughput. */
+typedef struct job_bucket {
+  int64_t t_ms;     /* the bucket's start */
+  int64_t finished; /* jobs that ended finished in [t_ms, t_ms + step) */
+  int64_t failed;   /* jobs that ended failed */
+  int64_t items;    /* the stats' item_scraped_count of the jobs that ended
+                     * in the bucket, whatever their state (0 when absent) */
+} job_bucket_t;
+
+#define JOB_BUCKETS_MAX 2000
+
+/* Jobs that ended in [from_ms, to_ms), by end time, in n buckets of
+ * step_ms: buckets[i] covers [from_ms + i*step_ms, from_ms + (i+1)*step_ms)
+ * (the last one is cut at to_ms). The caller gives buckets[n] (n =
+ * ceil((to_ms - from_ms) / step_ms), at most JOB_BUCKETS_MAX, else
+ * -EINVAL); every bucket is filled, empty ones with zeros. project NULL =
+ * all. Reads the ended jobs of the window only (the end-time index). */
+int store_job_throughput(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
+                         int64_t step_ms, job_bucket_t *buckets, size_t n);
 
 /* Keeps the `keep` most recently ended started jobs (final states) and
  * deletes older ones, along with cancelled-before-start jobs older than the

@@ -223,6 +223,7 @@ static void test_defaults(void **state) {
   assert_string_equal(c->store, "sqlite:dbs/spiderd.db");
   assert_string_equal(c->python, SPIDERD_DEFAULT_PYTHON);
   assert_string_equal(c->pythonpath, SPIDERD_PYTHONDIR);
+  assert_string_equal(c->ui_dir, SPIDERD_UI_DIR);
   assert_true(c->cancel_grace == 60.0);
   assert_true(c->shutdown_grace == 10.0);
   assert_true(c->job_timeout == 0.0);
@@ -531,6 +532,7 @@ static void test_env_overrides(void **state) {
   setenv("SPIDERD_JOB_RETRIES", "3", 1);
   setenv("SPIDERD_HEARTBEAT_TIMEOUT", "0", 1);
   setenv("SPIDERD_LOG_LEVEL", "debug", 1);
+  setenv("SPIDERD_UI_DIR", "/usr/share/spiderd/ui", 1);
   /* not config keys: spiders get these, they must not disturb the daemon */
   setenv("SPIDERD_URL", "http://x", 1);
   setenv("SPIDERD_JOB", "abc", 1);
@@ -549,6 +551,7 @@ static void test_env_overrides(void **state) {
   assert_int_equal(c->job_retries, 3);
   assert_true(c->heartbeat_timeout == 0.0);
   assert_string_equal(c->log_level, "debug");
+  assert_string_equal(c->ui_dir, "/usr/share/spiderd/ui");
   config_release(c);
 
   /* SPIDERD_<KEY> comes after SCRAPYD_*; an empty SCRAPYD_* is unset */
@@ -588,6 +591,7 @@ static void test_flags(void **state) {
       "--log-file", "/var/log/spiderd.log",
       "--log-level=error",
       "--pidfile=",
+      "--ui-dir", "/u",
       "--set", "spiderd.shutdown_grace=3",
       "--set=scrapyd.finished_to_keep=0",
       "--set", "scrapyd.password=a=b",
@@ -608,6 +612,7 @@ static void test_flags(void **state) {
   assert_string_equal(c->log_file, "/var/log/spiderd.log");
   assert_string_equal(c->log_level, "error");
   assert_string_equal(c->pidfile, "");
+  assert_string_equal(c->ui_dir, "/u");
   assert_true(c->shutdown_grace == 3.0);
   assert_int_equal(c->finished_to_keep, 0);
   assert_string_equal(c->password, "a=b");
@@ -919,6 +924,7 @@ static void test_error_values(void **state) {
   expect_file_error(f, "spiderd", "max_prc", "4", "unknown key");
   expect_file_error(f, "spiderd", "max_proc", "4", "belongs in [scrapyd]");
   expect_file_error(f, "scrapyd", "store", "postgresql://db/x", "belongs in [spiderd]");
+  expect_file_error(f, "scrapyd", "ui_dir", "/srv/ui", "belongs in [spiderd]");
   expect_file_error(f, "scrapyd", "logs_dir", "50%", "'50%': '%' must be followed by '%' or '(' "
                                                      "(write %% for '%')");
   expect_file_error(f, "scrapyd", "logs_dir", "%(nothere)s/x",

@@ -870,6 +870,11 @@ static void cl_routing(ctx *c) {
   get(c, "/api/v2");
   get(c, "/apix");
   get(c, "/daemon%73tatus.json"); /* percent-decoded before routing */
+  /* a NUL would cut the decoded path short: refused before any handler */
+  get(c, "/api/a%00.js");
+  post(c, "/api/%00", "application/x-www-form-urlencoded", "a=1", 3);
+  get(c, "/api/%2500");   /* an escaped '%': the path is "/api/%00" */
+  get(c, "/echo?a=%00x"); /* in the query a NUL is a value's byte */
 }
 
 static void test_routing(void **state) {
@@ -890,6 +895,13 @@ static void test_routing(void **state) {
   assert_string_equal(c.r[6].body, "api:/api/v2");
   assert_int_equal(c.r[7].status, 404);
   assert_int_equal(c.r[8].status, 200);
+  for (int i = 9; i < 11; i++) {
+    assert_int_equal(c.r[i].status, 400);
+    assert_string_equal(c.r[i].body, "400 Bad Request: the path holds a NUL byte (%00).\n");
+  }
+  assert_string_equal(c.r[11].body, "api:/api/%00");
+  assert_int_equal(c.r[12].status, 200);
+  assert_non_null(strstr(c.r[12].body, "Q|a|-|2|0078\n"));
   ctx_end(&c);
 
   /* a custom fallback */

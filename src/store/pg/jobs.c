@@ -123,6 +123,8 @@ enum {
   PJ_STATUS,
   PJ_COUNTS,
   PJ_COUNTS_PROJECT,
+  PJ_COUNTS_SINCE,
+  PJ_THROUGHPUT,
   PJ_TRIM,
   PJ_HEARTBEAT,
   PJ_NEXT_DUE,
@@ -546,6 +548,20 @@ static int pg_jobs_list_native(struct pg_store *q, const job_filter_t *f, job_li
   if (f->created_to_ms)
     pg_p_i64(&p, f->created_to_ms), sb_add(&b, " AND created_ms < $%d", p.n);
   if (f->before_id) pg_p_i64(&p, f->before_id), sb_add(&b, " AND id < $%d", p.n);
+  if (f->text) {
+    /* position, not ILIKE: the user's % and _ are plain text. Under the C
+     * collation lower() folds ASCII only, as every backend does. */
+    pg_p_str(&p, f->text);
+    int t = p.n;
+    sb_add(&b,
+           " AND (position(lower($%d COLLATE \"C\") in lower(jobid)) > 0"
+           " OR position(lower($%d COLLATE \"C\") in lower(spider)) > 0"
+           " OR position(lower($%d COLLATE \"C\") in lower(project)) > 0"
+           " OR EXISTS (SELECT 1 FROM json_each_text(CASE WHEN json_typeof(args::json) ="
+           " 'object' THEN args::json END) AS a WHERE position(lower($%d COLLATE \"C\") in"
+           " lower(a.value COLLATE \"C\")) > 0))",
+           t, t, t, t);
+  }
   sb_add(&b, " ORDER BY id DESC");
   if (f->limit) pg_p_i64(&p, pg_clamp(f->limit)), sb_add(&b, " LIMIT $%d", p.n);
   return pg_jobs_query(q, -1, b.s, &p, out, NULL, "list jobs");
@@ -568,7 +584,7 @@ static int pg_list_slot(unsigned states, const job_filter_t *f) {
 int pg_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   struct pg_store *q = PGQ(s);
   if (f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
-      f->created_to_ms || f->before_id || f->newest_first)
+      f->created_to_ms || f->before_id || f->newest_first || f->text)
     return pg_jobs_list_native(q, f, out);
   unsigned states = f->states ? f->states : PG_LIST_ALL_STATES;
   struct sqlbuf b = {.n = 0};
@@ -598,12 +614,25 @@ int pg_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   return pg_jobs_query(q, pg_list_slot(states, f), b.s, &p, out, NULL, "list jobs");
 }
 
-int pg_job_counts(store_t *s, const char *project, int64_t counts[JOB_NSTATES]) {
+int pg_job_counts(store_t *s, const char *project, int64_t ended_since_ms,
+                  int64_t counts[JOB_NSTATES]) {
   pg_params_t p = {0};
   int rc;
   PGresult *r;
   /* One arm per partial index, so no arm reads the whole table. */
-  if (project) {
+  if (ended_since_ms) {
+    /* The ended arm is a range of jobs_ended: the window only. */
+    pg_p_str(&p, project);
+    pg_p_i64(&p, ended_since_ms);
+    r = pg_run(PGQ(s), PJ_COUNTS_SINCE,
+               "SELECT 0, count(*) FROM jobs WHERE state = 0 "
+               "AND ($1::text IS NULL OR project = $1) "
+               "UNION ALL SELECT 1, count(*) FROM jobs WHERE state = 1 "
+               "AND ($1::text IS NULL OR project = $1) "
+               "UNION ALL SELECT state, count(*) FROM jobs WHERE state >= 2 "
+               "AND end_ms >= $2 AND ($1::text IS NULL OR project = $1) GROUP BY state",
+               &p, 0, &rc, "count jobs");
+  } else if (project) {
     pg_p_str(&p, project);
     r = pg_run(PGQ(s), PJ_COUNTS_PROJECT,
                "SELECT 0, count(*) FROM jobs WHERE state = 0 AND project = $1 "
@@ -623,6 +652,39 @@ int pg_job_counts(store_t *s, const char *project, int64_t counts[JOB_NSTATES]) 
   for (int i = 0; i < PQntuples(r); i++) {
     int64_t state = pg_i64(r, i, 0);
     if (state >= 0 && state < JOB_NSTATES) counts[state] = pg_i64(r, i, 1);
+  }
+  PQclear(r);
+  return 0;
+}
+
+/* Items come from the stats of the window's rows (always JSON: written by
+ * pg_p_json); a row whose stats are not an object or whose count is not a
+ * number adds 0. */
+int pg_job_throughput(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
+                      int64_t step_ms, job_bucket_t *buckets, size_t n) {
+  pg_params_t p = {0};
+  int rc;
+  pg_p_i64(&p, from_ms);
+  pg_p_i64(&p, to_ms);
+  pg_p_i64(&p, step_ms);
+  pg_p_str(&p, project);
+  PGresult *r = pg_run(
+      PGQ(s), PJ_THROUGHPUT,
+      "SELECT (end_ms - $1) / $3, count(*) FILTER (WHERE state = 2), "
+      "count(*) FILTER (WHERE state = 3), coalesce(sum(CASE WHEN "
+      "json_typeof(stats::json) = 'object' AND "
+      "json_typeof(stats::json -> 'item_scraped_count') = 'number' THEN "
+      "trunc((stats::json ->> 'item_scraped_count')::numeric) END), 0)::bigint "
+      "FROM jobs WHERE state >= 2 AND end_ms >= $1 AND end_ms < $2 "
+      "AND ($4::text IS NULL OR project = $4) GROUP BY 1",
+      &p, 0, &rc, "job throughput");
+  if (!r) return rc;
+  for (int i = 0; i < PQntuples(r); i++) {
+    int64_t k = pg_i64(r, i, 0);
+    if (k < 0 || (size_t)k >= n) continue;
+    buckets[k].finished = pg_i64(r, i, 1);
+    buckets[k].failed = pg_i64(r, i, 2);
+    buckets[k].items = pg_i64(r, i, 3);
   }
   PQclear(r);
   return 0;

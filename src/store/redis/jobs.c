@@ -238,7 +238,7 @@ int redis_job_status(store_t *s, const char *project, const char *jobid, job_sta
 int redis_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   redis_args_t a = {0};
   int native = f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
-               f->created_to_ms || f->before_id || f->newest_first;
+               f->created_to_ms || f->before_id || f->newest_first || f->text;
   ra_i64(&a, f->states);
   ra_str(&a, f->project);
   ra_str(&a, f->jobid);
@@ -252,17 +252,41 @@ int redis_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   ra_i64(&a, f->created_from_ms);
   ra_i64(&a, f->created_to_ms);
   ra_i64(&a, f->before_id);
+  ra_str(&a, f->text);
   return redis_jobs_call(RQ(s), RS_JOBS_LIST, &a, out, "list jobs");
 }
 
-int redis_job_counts(store_t *s, const char *project, int64_t counts[JOB_NSTATES]) {
+int redis_job_counts(store_t *s, const char *project, int64_t ended_since_ms,
+                     int64_t counts[JOB_NSTATES]) {
   redis_args_t a = {0};
   redisReply *r = NULL;
   ra_str(&a, project);
+  ra_i64(&a, ended_since_ms);
   int rc = redis_eval(RQ(s), RS_JOB_COUNTS, &a, &r, "count jobs");
   if (!rc && r->type == REDIS_REPLY_ARRAY)
     for (size_t i = 0; i < r->elements && i < JOB_NSTATES; i++)
       counts[i] = rr_i64(r->element[i]);
+  if (r) freeReplyObject(r);
+  return rc;
+}
+
+int redis_job_throughput(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
+                         int64_t step_ms, job_bucket_t *buckets, size_t n) {
+  redis_args_t a = {0};
+  redisReply *r = NULL;
+  ra_str(&a, project);
+  ra_i64(&a, from_ms);
+  ra_i64(&a, to_ms);
+  ra_i64(&a, step_ms);
+  int rc = redis_eval(RQ(s), RS_JOB_THROUGHPUT, &a, &r, "job throughput");
+  if (!rc && r->type == REDIS_REPLY_ARRAY)
+    for (size_t i = 0; i + 3 < r->elements; i += 4) {
+      int64_t k = rr_i64(r->element[i]);
+      if (k < 0 || (size_t)k >= n) continue;
+      buckets[k].finished = rr_i64(r->element[i + 1]);
+      buckets[k].failed = rr_i64(r->element[i + 2]);
+      buckets[k].items = rr_i64(r->element[i + 3]);
+    }
   if (r) freeReplyObject(r);
   return rc;
 }

@@ -27,6 +27,10 @@ enum sqlite_jobs_stmt_id {
   SJOB_STATUS,
   SJOB_COUNTS,
   SJOB_COUNTS_PROJECT,
+  SJOB_COUNTS_SINCE,
+  SJOB_COUNTS_SINCE_PROJECT,
+  SJOB_THROUGHPUT,
+  SJOB_THROUGHPUT_PROJECT,
   SJOB_TRIM_NTH,
   SJOB_TRIM_OLDEST,
   SJOB_TRIM_LAST_ID,
@@ -94,6 +98,30 @@ static const char *const sqlite_jobs_sql[SJOB_COUNT] = {
     [SJOB_COUNTS_PROJECT] =
         "SELECT state, count(*) FROM jobs WHERE project = ?1 "
         "AND (state < 2 OR start_ms != 0) GROUP BY state",
+    /* The ended arm walks jobs_ended from since on: the window only. */
+    [SJOB_COUNTS_SINCE] =
+        "SELECT 0, count(*) FROM jobs WHERE state = 0 "
+        "UNION ALL SELECT 1, count(*) FROM jobs WHERE state = 1 "
+        "UNION ALL SELECT state, count(*) FROM jobs WHERE state >= 2 "
+        "AND end_ms >= ?2 GROUP BY state",
+    [SJOB_COUNTS_SINCE_PROJECT] =
+        "SELECT 0, count(*) FROM jobs WHERE state = 0 AND project = ?1 "
+        "UNION ALL SELECT 1, count(*) FROM jobs WHERE state = 1 AND project = ?1 "
+        "UNION ALL SELECT state, count(*) FROM jobs WHERE state >= 2 "
+        "AND end_ms >= ?2 AND project = ?1 GROUP BY state",
+    /* A range of jobs_ended; the stats are read from the window's rows. */
+    [SJOB_THROUGHPUT] =
+        "SELECT (end_ms - ?1) / ?3, sum(state = 2), sum(state = 3), "
+        "sum(CASE WHEN json_valid(stats) THEN "
+        "coalesce(CAST(json_extract(stats, '$.item_scraped_count') AS INTEGER), 0) "
+        "ELSE 0 END) FROM jobs WHERE state >= 2 AND end_ms >= ?1 AND end_ms < ?2 "
+        "GROUP BY 1",
+    [SJOB_THROUGHPUT_PROJECT] =
+        "SELECT (end_ms - ?1) / ?3, sum(state = 2), sum(state = 3), "
+        "sum(CASE WHEN json_valid(stats) THEN "
+        "coalesce(CAST(json_extract(stats, '$.item_scraped_count') AS INTEGER), 0) "
+        "ELSE 0 END) FROM jobs WHERE state >= 2 AND end_ms >= ?1 AND end_ms < ?2 "
+        "AND project = ?4 GROUP BY 1",
     [SJOB_TRIM_NTH] =
         "SELECT end_ms, id FROM jobs WHERE state >= 2 AND start_ms != 0 "
         "ORDER BY end_ms DESC, id DESC LIMIT 1 OFFSET ?1",
@@ -477,10 +505,17 @@ int sqlite_job_next_due(store_t *s, int64_t now_ms, int64_t *out) {
  * prepared per call (the API pages through, it does not poll). */
 static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f,
                                    job_list_t *out) {
-  char sql[1024];
-  size_t n = (size_t)snprintf(sql, sizeof(sql), "SELECT " SQLITE_JOB_COLS " FROM jobs WHERE 1");
+  char sql[2048];
+  /* Running jobs are few (the nodes' slots): their partial index and a
+   * sort beat walking every id down to the page's last, which the planner
+   * picks without statistics. */
+  int running = f->states == 1u << JOB_RUNNING;
+  size_t n = (size_t)snprintf(sql, sizeof(sql), "SELECT " SQLITE_JOB_COLS " FROM jobs%s WHERE 1",
+                              running ? " INDEXED BY jobs_running" : "");
 #define SQLITE_ADD(...) n += (size_t)snprintf(sql + n, sizeof(sql) - n, __VA_ARGS__)
-  if (f->states) {
+  if (running) {
+    SQLITE_ADD(" AND state = 1"); /* the index's own condition */
+  } else if (f->states) {
     const char *sep = " AND state IN (";
     for (int i = 0; i < JOB_NSTATES; i++)
       if (f->states & (1u << i)) {
@@ -499,6 +534,13 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
   if (f->created_from_ms) SQLITE_ADD(" AND created_ms >= ?7");
   if (f->created_to_ms) SQLITE_ADD(" AND created_ms < ?8");
   if (f->before_id) SQLITE_ADD(" AND id < ?9");
+  /* instr, not LIKE: the user's % and _ are plain text. lower() folds
+   * ASCII only, as every backend does. */
+  if (f->text)
+    SQLITE_ADD(" AND (instr(lower(jobid), lower(?11)) OR instr(lower(spider), lower(?11))"
+               " OR instr(lower(project), lower(?11)) OR EXISTS (SELECT 1 FROM"
+               " json_each(CASE WHEN json_valid(args) THEN args END) AS a"
+               " WHERE a.type = 'text' AND instr(lower(a.value), lower(?11))))");
   SQLITE_ADD(" ORDER BY id DESC");
   if (f->limit) SQLITE_ADD(" LIMIT ?10");
 #undef SQLITE_ADD
@@ -515,6 +557,7 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
   sqlite3_bind_int64(st, 8, f->created_to_ms);
   sqlite3_bind_int64(st, 9, f->before_id);
   sqlite3_bind_int64(st, 10, sqlite_clamp(f->limit));
+  if (f->text) sqlite_bind_str(st, 11, f->text);
   struct sqlite_rows r = {0};
   int rc = sqlite_read_rows(q, st, &r, "list jobs");
   sqlite3_finalize(st);
@@ -567,7 +610,7 @@ int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   struct sqlite_store *q = SQ(s);
   struct sqlite_rows r = {0};
   if (f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
-      f->created_to_ms || f->before_id || f->newest_first)
+      f->created_to_ms || f->before_id || f->newest_first || f->text)
     return sqlite_jobs_list_native(q, f, out);
   unsigned states = f->states ? f->states : SQLITE_LIST_ALL_STATES;
   unsigned shape = states | (unsigned)!!f->project << JOB_NSTATES |
@@ -599,18 +642,43 @@ int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   return rc;
 }
 
-int sqlite_job_counts(store_t *s, const char *project,
-                             int64_t counts[JOB_NSTATES]) {
+int sqlite_job_counts(store_t *s, const char *project, int64_t ended_since_ms,
+                      int64_t counts[JOB_NSTATES]) {
   struct sqlite_store *q = SQ(s);
-  sqlite3_stmt *st = jobs_stmt(q, project ? SJOB_COUNTS_PROJECT : SJOB_COUNTS);
+  int slot = ended_since_ms ? (project ? SJOB_COUNTS_SINCE_PROJECT : SJOB_COUNTS_SINCE)
+                            : (project ? SJOB_COUNTS_PROJECT : SJOB_COUNTS);
+  sqlite3_stmt *st = jobs_stmt(q, slot);
   if (!st) return SPD_ESTORE;
   if (project) sqlite_bind_str(st, 1, project);
+  if (ended_since_ms) sqlite3_bind_int64(st, 2, ended_since_ms);
   int rc = 0, src;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     int state = sqlite3_column_int(st, 0);
     if (state >= 0 && state < JOB_NSTATES) counts[state] = sqlite3_column_int64(st, 1);
   }
   if (src != SQLITE_DONE) rc = sqlite_fail(q, "count jobs");
+  sqlite3_reset(st);
+  return rc;
+}
+
+int sqlite_job_throughput(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
+                          int64_t step_ms, job_bucket_t *buckets, size_t n) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = jobs_stmt(q, project ? SJOB_THROUGHPUT_PROJECT : SJOB_THROUGHPUT);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, from_ms);
+  sqlite3_bind_int64(st, 2, to_ms);
+  sqlite3_bind_int64(st, 3, step_ms);
+  if (project) sqlite_bind_str(st, 4, project);
+  int rc = 0, src;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t i = sqlite3_column_int64(st, 0);
+    if (i < 0 || (size_t)i >= n) continue;
+    buckets[i].finished = sqlite3_column_int64(st, 1);
+    buckets[i].failed = sqlite3_column_int64(st, 2);
+    buckets[i].items = sqlite3_column_int64(st, 3);
+  }
+  if (src != SQLITE_DONE) rc = sqlite_fail(q, "job throughput");
   sqlite3_reset(st);
   return rc;
 }

@@ -186,14 +186,28 @@ if not best then return E('ENOENT') end
 return best
 -- @script jobs_list
 -- ARGV: P, states, project, jobid, node, started_only, limit, native,
--- spider, schedule_id, parent_id, created_from, created_to, before_id
+-- spider, schedule_id, parent_id, created_from, created_to, before_id,
+-- text ('' = none)
 local states = N(ARGV[2])
 if states == 0 then states = 63 end
 local project, jobid, node = ARGV[3], ARGV[4], ARGV[5]
 local started, limit, native = ARGV[6] == '1', N(ARGV[7]), ARGV[8] == '1'
 local spider, sched, parent = ARGV[9], N(ARGV[10]), N(ARGV[11])
 local cfrom, cto, before = N(ARGV[12]), N(ARGV[13]), N(ARGV[14])
+local text = string.lower(ARGV[15] or '')
 local function bit(st) return math.floor(states / 2 ^ st) % 2 == 1 end
+-- string.lower folds ASCII only (the C locale), as the SQL backends do.
+local function has(v)
+  return type(v) == 'string' and string.find(string.lower(v), text, 1, true) ~= nil
+end
+local function matches(j)
+  if has(j.jobid) or has(j.spider) or has(j.project) then return true end
+  if not j.args then return false end
+  local okd, a = pcall(cjson.decode, j.args)
+  if not okd or type(a) ~= 'table' then return false end
+  for _, v in pairs(a) do if has(v) then return true end end
+  return false
+end
 local function ok(j)
   if not bit(N(j.state)) then return false end
   if project ~= '' and j.project ~= project then return false end
@@ -206,6 +220,7 @@ local function ok(j)
   if cfrom ~= 0 and N(j.created_ms) < cfrom then return false end
   if cto ~= 0 and N(j.created_ms) >= cto then return false end
   if before ~= 0 and N(j.id) >= before then return false end
+  if text ~= '' and not matches(j) then return false end
   return true
 end
 local out = {}
@@ -214,6 +229,26 @@ local function add(id)
   local j = H(JK(id))
   if j and ok(j) then out[#out + 1] = FLAT(j) end
   return full()
+end
+if native and states < 4 then
+  -- Only pending and running: their own sets are small next to the
+  -- history, so gather their ids and walk them newest first.
+  local ids = {}
+  if bit(0) then
+    for _, m in ipairs(redis.call('ZRANGE', P .. 'jobs:pending', 0, -1)) do
+      ids[#ids + 1] = UNINV(m)
+    end
+  end
+  if bit(1) then
+    for _, m in ipairs(redis.call('ZRANGE', P .. 'jobs:running', 0, -1)) do
+      ids[#ids + 1] = N(m)
+    end
+  end
+  table.sort(ids, function(x, y) return x > y end)
+  for _, id in ipairs(ids) do
+    if (before == 0 or id < before) and add(id) then return out end
+  end
+  return out
 end
 if native then
   local cur = before > 0 and '(' .. I(before) or '+inf'
@@ -253,11 +288,53 @@ if bit(1) and walk(P .. 'jobs:running', false, N) then return out end
 if states >= 4 then walk(P .. 'jobs:ended', true, N) end
 return out
 -- @script job_counts
--- ARGV: P, project ('' = all)
+-- ARGV: P, project ('' = all), ended_since (0 = final states started only,
+-- all time, from the counters)
 local out = {}
+local since = N(ARGV[3])
 for st = 0, 5 do
   local f = ARGV[2] == '' and I(st) or I(st) .. ':' .. ARGV[2]
   out[#out + 1] = N(redis.call('HGET', P .. 'jobs:count', f))
+end
+if since > 0 then
+  -- The window of jobs:ended (scored by end time) only.
+  for st = 2, 5 do out[st + 1] = 0 end
+  local ids = redis.call('ZRANGEBYSCORE', P .. 'jobs:ended', since, '+inf')
+  for _, id in ipairs(ids) do
+    local r = redis.call('HMGET', JK(id), 'state', 'project')
+    local st = N(r[1])
+    if st >= 2 and st <= 5 and (ARGV[2] == '' or r[2] == ARGV[2]) then
+      out[st + 1] = out[st + 1] + 1
+    end
+  end
+end
+return out
+-- @script job_throughput
+-- ARGV: P, project ('' = all), from, to, step. Reply: flat
+-- {bucket, finished, failed, items, ...} for the buckets that have any.
+-- The window of jobs:ended (scored by end time) only; the caller bounds it.
+local project, from, to, step = ARGV[2], N(ARGV[3]), N(ARGV[4]), N(ARGV[5])
+local b = {}
+local ids = redis.call('ZRANGEBYSCORE', P .. 'jobs:ended', from, '(' .. I(to), 'WITHSCORES')
+for i = 1, #ids, 2 do
+  local r = redis.call('HMGET', JK(ids[i]), 'state', 'project', 'stats')
+  local st = N(r[1])
+  if st >= 2 and (project == '' or r[2] == project) then
+    local k = math.floor((N(ids[i + 1]) - from) / step)
+    local c = b[k]
+    if not c then c = {0, 0, 0}; b[k] = c end
+    if st == 2 then c[1] = c[1] + 1 elseif st == 3 then c[2] = c[2] + 1 end
+    if r[3] then
+      local okd, t = pcall(cjson.decode, r[3])
+      if okd and type(t) == 'table' and type(t.item_scraped_count) == 'number' then
+        c[3] = c[3] + math.floor(t.item_scraped_count)
+      end
+    end
+  end
+end
+local out = {}
+for k, c in pairs(b) do
+  out[#out + 1] = k; out[#out + 1] = c[1]; out[#out + 1] = c[2]; out[#out + 1] = c[3]
 end
 return out
 -- @script trim_finished

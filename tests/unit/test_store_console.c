@@ -1,0 +1,242 @@
+/* Store contract tests for what an overview of the jobs reads: the text
+ * filter of store_jobs_list, store_job_counts_since and
+ * store_job_throughput. Runs on every backend (tests/store_suite.sh). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+
+#include "error.h"
+#include "store_fx.h"
+
+/* A job of project/spider with args (a JSON object text, or NULL). */
+static int64_t job_with(store_t *s, const char *jobid, const char *project, const char *spider,
+                        const char *args) {
+  job_t j;
+  job_init(&j);
+  j.jobid = strdup(jobid);
+  j.project = strdup(project);
+  j.spider = strdup(spider);
+  j.args = args ? json_loads(args, 0, NULL) : json_object();
+  j.settings = json_object();
+  j.state = JOB_PENDING;
+  assert_int_equal(store_job_insert(s, &j), 0);
+  int64_t id = j.id;
+  job_release(&j);
+  return id;
+}
+
+/* The ids store_jobs_list gives for text (newest first), as "3,2,1". */
+static void list_text(store_t *s, const char *text, unsigned states, char *out, size_t len) {
+  job_list_t l = {0};
+  job_filter_t f = {.text = text, .states = states, .newest_first = 1};
+  assert_int_equal(store_jobs_list(s, &f, &l), 0);
+  size_t w = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < l.n; i++)
+    w += (size_t)snprintf(out + w, len - w, "%s%lld", i ? "," : "", (long long)l.v[i].id);
+  job_list_release(&l);
+}
+
+static void test_text_filter(void **state) {
+  struct fx *f = *state;
+  store_t *s = f->s;
+  char got[256], want[256];
+  int64_t a = job_with(s, "JobAlpha", "shop", "books", NULL);
+  int64_t b = job_with(s, "j2", "Catalog", "prices", "{\"url\": \"https://Example.com/x\"}");
+  int64_t c = job_with(s, "j3", "news", "FrontPage", "{\"k\": \"100%_off\"}");
+  int64_t d = job_with(s, "j4", "news", "sport", "{\"example\": \"nothing here\"}");
+  (void)d;
+
+  /* The job id, any case. */
+  list_text(s, "jobalpha", 0, got, sizeof(got));
+  snprintf(want, sizeof(want), "%lld", (long long)a);
+  assert_string_equal(got, want);
+  /* The project, the spider. */
+  list_text(s, "CATALOG", 0, got, sizeof(got));
+  snprintf(want, sizeof(want), "%lld", (long long)b);
+  assert_string_equal(got, want);
+  list_text(s, "ntpa", 0, got, sizeof(got));
+  snprintf(want, sizeof(want), "%lld", (long long)c);
+  assert_string_equal(got, want);
+  /* An arg's value, not its key ("example" is d's key, b's value). */
+  list_text(s, "example.COM", 0, got, sizeof(got));
+  snprintf(want, sizeof(want), "%lld", (long long)b);
+  assert_string_equal(got, want);
+  list_text(s, "example", 0, got, sizeof(got));
+  snprintf(want, sizeof(want), "%lld", (long long)b);
+  assert_string_equal(got, want);
+  /* % and _ are plain characters, not patterns. */
+  list_text(s, "0%_o", 0, got, sizeof(got));
+  snprintf(want, sizeof(want), "%lld", (long long)c);
+  assert_string_equal(got, want);
+  list_text(s, "%", 0, got, sizeof(got));
+  assert_string_equal(got, want);
+  list_text(s, "j_", 0, got, sizeof(got));
+  assert_string_equal(got, "");
+  /* Several matches, newest first; with a state. */
+  list_text(s, "news", 0, got, sizeof(got));
+  snprintf(want, sizeof(want), "%lld,%lld", (long long)d, (long long)c);
+  assert_string_equal(got, want);
+  list_text(s, "news", 1u << JOB_FINISHED, got, sizeof(got));
+  assert_string_equal(got, "");
+  /* "" is no filter; over JOB_FILTER_TEXT_MAX bytes is refused. */
+  list_text(s, "", 0, got, sizeof(got));
+  snprintf(want, sizeof(want), "%lld,%lld,%lld,%lld", (long long)d, (long long)c,
+           (long long)b, (long long)a);
+  assert_string_equal(got, want);
+  char big[JOB_FILTER_TEXT_MAX + 2];
+  memset(big, 'x', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  job_list_t l = {0};
+  job_filter_t fl = {.text = big};
+  assert_int_equal(store_jobs_list(s, &fl, &l), -EINVAL);
+  big[JOB_FILTER_TEXT_MAX] = '\0';
+  assert_int_equal(store_jobs_list(s, &fl, &l), 0);
+  assert_int_equal(l.n, 0);
+  job_list_release(&l);
+}
+
+static void test_node_filter_newest_first(void **state) {
+  struct fx *f = *state;
+  store_t *s = f->s;
+  int64_t a = fx_job(s, NULL, "p", "s", JOB_RUNNING, "n1", 1000, 0);
+  fx_job(s, NULL, "p", "s", JOB_RUNNING, "n2", 1000, 0);
+  int64_t c = fx_job(s, NULL, "p", "s", JOB_FINISHED, "n1", 1000, 2000);
+  fx_job(s, NULL, "p", "s", JOB_PENDING, NULL, 0, 0);
+  job_list_t l = {0};
+  job_filter_t fl = {.node = "n1", .newest_first = 1};
+  assert_int_equal(store_jobs_list(s, &fl, &l), 0);
+  assert_int_equal(l.n, 2);
+  assert_int_equal(l.v[0].id, c);
+  assert_int_equal(l.v[1].id, a);
+  job_list_release(&l);
+  fl.before_id = c;
+  assert_int_equal(store_jobs_list(s, &fl, &l), 0);
+  assert_int_equal(l.n, 1);
+  assert_int_equal(l.v[0].id, a);
+  job_list_release(&l);
+}
+
+static void ended(store_t *s, const char *project, job_state_t st, int64_t end_ms,
+                  const char *stats) {
+  int64_t id = fx_job(s, NULL, project, "s", JOB_RUNNING, "n1", end_ms - 500, 0);
+  json_t *js = stats ? json_loads(stats, 0, NULL) : NULL;
+  assert_int_equal(store_job_finish(s, id, st, end_ms, st == JOB_FINISHED ? 0 : 1, 0, js), 0);
+  json_decref(js);
+}
+
+static void test_counts_since(void **state) {
+  struct fx *f = *state;
+  store_t *s = f->s;
+  int64_t c[JOB_NSTATES];
+  fx_job(s, NULL, "p", "s", JOB_PENDING, NULL, 0, 0);
+  fx_job(s, NULL, "q", "s", JOB_PENDING, NULL, 0, 0);
+  fx_job(s, NULL, "p", "s", JOB_RUNNING, "n1", 5000, 0);
+  ended(s, "p", JOB_FINISHED, 10000, NULL);
+  ended(s, "p", JOB_FINISHED, 20000, NULL);
+  ended(s, "q", JOB_FAILED, 20000, NULL);
+  ended(s, "p", JOB_LOST, 30000, NULL);
+  ended(s, "p", JOB_CANCELLED, 9000, NULL);
+  /* Cancelled while pending: counts in a window, not in the totals. */
+  int64_t never = fx_job(s, NULL, "p", "s", JOB_PENDING, NULL, 0, 0);
+  int n = 0;
+  job_list_t l = {0};
+  job_filter_t pf = {.project = "p", .states = 1u << JOB_PENDING};
+  assert_int_equal(store_jobs_list(s, &pf, &l), 0);
+  job_t *nj = NULL;
+  for (size_t i = 0; i < l.n; i++)
+    if (l.v[i].id == never) nj = &l.v[i];
+  assert_non_null(nj);
+  assert_int_equal(store_job_cancel_pending(s, "p", nj->jobid, 25000, &n), 0);
+  assert_int_equal(n, 1);
+  job_list_release(&l);
+
+  assert_int_equal(store_job_counts_since(s, NULL, 0, c), 0);
+  assert_int_equal(c[JOB_PENDING], 2);
+  assert_int_equal(c[JOB_RUNNING], 1);
+  assert_int_equal(c[JOB_FINISHED], 2);
+  assert_int_equal(c[JOB_FAILED], 1);
+  assert_int_equal(c[JOB_CANCELLED], 1);
+  assert_int_equal(c[JOB_LOST], 1);
+
+  assert_int_equal(store_job_counts_since(s, NULL, 20000, c), 0);
+  assert_int_equal(c[JOB_PENDING], 2);
+  assert_int_equal(c[JOB_RUNNING], 1);
+  assert_int_equal(c[JOB_FINISHED], 1);
+  assert_int_equal(c[JOB_FAILED], 1);
+  assert_int_equal(c[JOB_CANCELLED], 1);
+  assert_int_equal(c[JOB_LOST], 1);
+
+  assert_int_equal(store_job_counts_since(s, "p", 10000, c), 0);
+  assert_int_equal(c[JOB_PENDING], 1);
+  assert_int_equal(c[JOB_RUNNING], 1);
+  assert_int_equal(c[JOB_FINISHED], 2);
+  assert_int_equal(c[JOB_FAILED], 0);
+  assert_int_equal(c[JOB_CANCELLED], 1);
+  assert_int_equal(c[JOB_LOST], 1);
+
+  assert_int_equal(store_job_counts_since(s, "p", 30001, c), 0);
+  assert_int_equal(c[JOB_PENDING], 1);
+  assert_int_equal(c[JOB_FINISHED] + c[JOB_FAILED] + c[JOB_CANCELLED] + c[JOB_LOST], 0);
+  assert_int_equal(store_job_counts_since(s, NULL, -1, c), -EINVAL);
+}
+
+static void test_throughput(void **state) {
+  struct fx *f = *state;
+  store_t *s = f->s;
+  const int64_t t0 = 1700000000000LL, step = 60000;
+  job_bucket_t b[5];
+  ended(s, "p", JOB_FINISHED, t0, "{\"item_scraped_count\": 10, \"x\": 1}");
+  ended(s, "p", JOB_FINISHED, t0 + step - 1, "{\"item_scraped_count\": 5}");
+  ended(s, "q", JOB_FAILED, t0 + step, "{\"item_scraped_count\": 2}");
+  ended(s, "p", JOB_CANCELLED, t0 + 2 * step + 5, "{\"item_scraped_count\": 7}");
+  ended(s, "p", JOB_FINISHED, t0 + 3 * step, NULL);              /* no stats */
+  ended(s, "p", JOB_FINISHED, t0 + 3 * step + 1, "{\"other\": 3}"); /* no count */
+  ended(s, "p", JOB_FINISHED, t0 - 1, "{\"item_scraped_count\": 100}");     /* before */
+  ended(s, "p", JOB_FINISHED, t0 + 4 * step + 30000, "{\"item_scraped_count\": 100}"); /* after */
+  fx_job(s, NULL, "p", "s", JOB_RUNNING, "n1", t0 + 10, 0);
+
+  /* [t0, t0 + 4.5 steps): the last bucket is cut at to. */
+  int64_t to = t0 + 4 * step + 30000;
+  assert_int_equal(store_job_throughput(s, NULL, t0, to, step, b, 5), 0);
+  for (int i = 0; i < 5; i++) assert_int_equal(b[i].t_ms, t0 + i * step);
+  assert_int_equal(b[0].finished, 2);
+  assert_int_equal(b[0].failed, 0);
+  assert_int_equal(b[0].items, 15);
+  assert_int_equal(b[1].finished, 0);
+  assert_int_equal(b[1].failed, 1);
+  assert_int_equal(b[1].items, 2);
+  assert_int_equal(b[2].finished, 0); /* cancelled: items only */
+  assert_int_equal(b[2].failed, 0);
+  assert_int_equal(b[2].items, 7);
+  assert_int_equal(b[3].finished, 2);
+  assert_int_equal(b[3].items, 0);
+  assert_int_equal(b[4].finished + b[4].failed + b[4].items, 0);
+
+  assert_int_equal(store_job_throughput(s, "p", t0, to, step, b, 5), 0);
+  assert_int_equal(b[0].finished, 2);
+  assert_int_equal(b[1].failed, 0);
+  assert_int_equal(b[1].items, 0);
+
+  /* n must be the bucket count; a window that needs too many is refused. */
+  assert_int_equal(store_job_throughput(s, NULL, t0, to, step, b, 4), -EINVAL);
+  assert_int_equal(store_job_throughput(s, NULL, t0, t0, step, b, 0), -EINVAL);
+  assert_int_equal(store_job_throughput(s, NULL, t0, t0 + (JOB_BUCKETS_MAX + 1) * 1000LL, 1000,
+                                        b, JOB_BUCKETS_MAX + 1),
+                   -EINVAL);
+}
+
+int main(void) {
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+  const struct CMUnitTest tests[] = {
+      T(test_text_filter),
+      T(test_node_filter_newest_first),
+      T(test_counts_since),
+      T(test_throughput),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
