@@ -297,7 +297,7 @@ export function JobPage({ id }) {
     <div class="toolbar">
       ${active && html`<${Action} kind="danger" run=${() => api(`/jobs/${j.id}/cancel`, { method: 'POST', body: {} })} onDone=${job.reload}>Cancel</${Action}>`}
       ${active && j.state === 'running' && html`<${Action} kind="danger" confirm="Kill the crawl's processes at once (SIGKILL)?" run=${() => api(`/jobs/${j.id}/cancel`, { method: 'POST', body: { signal: 'KILL' } })} onDone=${job.reload}>Kill</${Action}>`}
-      <${Action} run=${() => rerun(j, false)} onDone=${(r) => navigate(`${BASE}/jobs/${r.id}`)}>Re-run</${Action}>
+      ${!active && html`<${Action} run=${() => rerun(j, false)} onDone=${(r) => navigate(`${BASE}/jobs/${r.id}`)} title="Run it again (the latest version)">Re-run</${Action}>`}
       ${['failed', 'lost', 'cancelled'].includes(j.state) && html`<${Action} run=${() => rerun(j, true)} onDone=${(r) => navigate(`${BASE}/jobs/${r.id}`)} title="Run the same version again">Retry</${Action}>`}
     </div>
     <div class="two">
