@@ -208,15 +208,16 @@ def shot():
     os.makedirs(SHOTS, exist_ok=True)
 
     def save(drv, name):
-        """The whole page: the window grows to the document's height for the shot."""
+        """The whole page, beyond the window's height (Chromium's own capture)."""
+        import base64
         path = os.path.join(SHOTS, f"{name}.png")
-        size = drv.get_window_size()
-        height = drv.execute_script("return document.documentElement.scrollHeight")
-        drv.set_window_size(size["width"], min(max(height, size["height"]), 4000))
-        try:
-            drv.save_screenshot(path)
-        finally:
-            drv.set_window_size(size["width"], size["height"])
+        w, h = drv.execute_script("return [document.documentElement.clientWidth,"
+                                  " Math.min(document.documentElement.scrollHeight, 6000)]")
+        png = drv.execute_cdp_cmd("Page.captureScreenshot", {
+            "format": "png", "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": w, "height": h, "scale": 1}})
+        with open(path, "wb") as f:
+            f.write(base64.b64decode(png["data"]))
         return path
     return save
 

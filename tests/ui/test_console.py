@@ -97,6 +97,19 @@ def test_pages_load_without_errors(console, browser, data, shot):
             time.sleep(0.3)  # charts and late requests settle
             no_errors(drv, f"{path} ({theme})")
             shot(drv, f"{name}-{theme}")
+    # a phone's width: nothing wider than the screen but the tables' own scrollers
+    size = drv.get_window_size()
+    drv.set_window_size(390, 844)
+    try:
+        for name, path, css, text in pages(data):
+            open_page(drv, d, path)
+            wait_text(drv, css, text)
+            over = drv.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+            assert over <= 1, f"{path} is {over}px wider than a phone's screen"
+            if name in ("overview", "jobs", "job", "schedule-new"):
+                shot(drv, f"{name}-phone")
+    finally:
+        drv.set_window_size(size["width"], size["height"])
     # the rendered docs and the API reference
     open_page(drv, d, "/")
     drv.get(d.console + "/docs/")
