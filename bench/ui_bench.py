@@ -113,6 +113,7 @@ def browser():
               "--disable-background-networking", "--disable-component-update"):
         opts.add_argument(a)
     drv = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+    drv.set_page_load_timeout(60)
     drv.execute_cdp_cmd("Network.enable", {})
     drv.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": OBSERVER})
     return drv
@@ -133,6 +134,8 @@ return {
 
 
 def measure(drv, url, path, cold):
+    if os.environ.get("UI_BENCH_VERBOSE"):
+        print(f"  {path} {'cold' if cold else 'warm'}", file=sys.stderr, flush=True)
     if cold:
         drv.execute_cdp_cmd("Network.clearBrowserCache", {})
     drv.get("about:blank")

@@ -26,6 +26,10 @@ export function qs(params) {
   return s ? `?${s}` : '';
 }
 
+// Absolute URLs from the origin: a page opened as http://user:pass@host/ui/
+// would make a relative URL carry the credentials, which fetch refuses.
+const ORIGIN = location.origin;
+
 // Every call is same-origin: the browser sends its basic-auth credentials.
 export async function api(path, { method = 'GET', query, body } = {}) {
   const opts = { method, credentials: 'same-origin', headers: { Accept: 'application/json' } };
@@ -36,7 +40,7 @@ export async function api(path, { method = 'GET', query, body } = {}) {
   }
   let r;
   try {
-    r = await fetch(`/api/v1${path}${qs(query)}`, opts);
+    r = await fetch(`${ORIGIN}/api/v1${path}${qs(query)}`, opts);
   } catch (e) {
     throw new ApiError(0, 'NETWORK', `cannot reach spiderd: ${e.message}`);
   }
@@ -97,7 +101,7 @@ async function streamLoop() {
   for (;;) {
     try {
       const ctl = new AbortController();
-      const r = await fetch(`/api/v1/events/stream${qs({ after: lastId })}`, {
+      const r = await fetch(`${ORIGIN}/api/v1/events/stream${qs({ after: lastId })}`, {
         credentials: 'same-origin', headers: { Accept: 'text/event-stream' }, signal: ctl.signal,
       });
       if (!r.ok || !r.body) throw new Error(`HTTP ${r.status}`);

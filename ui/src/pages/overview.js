@@ -96,6 +96,7 @@ function useAsync(fn, deps) {
 export function Overview() {
   const since = new Date(Date.now() - DAY).toISOString();
   const nodes = useApi('/nodes', null, { poll: 10000 });
+  const status = useApi('/status');
   const cnt = useAsync(() => counts(since), []);
   const tp = useAsync(throughput, []);
   const scheds = useApi('/schedules', { limit: 1000 });
@@ -128,12 +129,13 @@ export function Overview() {
       <h2>Nodes</h2>
       <${Loading} state=${nodes} empty=${nodes.data && !nodes.data.nodes.length && 'No nodes have registered.'}>
         <div class="table-wrap"><table>
-          <thead><tr><th>node</th><th>state</th><th>slots used / free</th><th>heartbeat</th><th>started</th></tr></thead>
+          <thead><tr><th>node</th><th>state</th><th>slots used / free</th><th>heartbeat</th><th>version</th><th>started</th></tr></thead>
           <tbody>${nodes.data && nodes.data.nodes.map((n) => html`<tr>
             <td>${n.name}${n.self ? html` <span class="muted">(this)</span>` : ''}</td>
             <td><span class=${'badge ' + (n.state === 'alive' ? 'st-running' : 'st-failed')}>${n.state === 'alive' ? 'up' : 'down'}</span></td>
             <td>${n.running} / ${Math.max(0, n.slots - n.running)}</td>
             <td>${n.heartbeat_age_ms != null ? `${(n.heartbeat_age_ms / 1000).toFixed(1)} s ago` : '—'}</td>
+            <td>${n.version || (n.self && status.data ? status.data.version : '—')}</td>
             <td><${Time} v=${n.started_at} /></td></tr>`)}</tbody>
         </table></div>
       </${Loading}>

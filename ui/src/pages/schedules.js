@@ -166,12 +166,12 @@ export function ScheduleForm({ id }) {
     </form>`;
 }
 
-function Runs({ id, state, title, empty }) {
+function Runs({ id, state, title, empty, tz }) {
   const runs = useApi(`/schedules/${id}/runs`, { state, limit: 20 });
   return html`<section>
     <h2>${title}</h2>
     <${Loading} state=${runs} empty=${runs.data && !runs.data.runs.length && empty}>
-      <ul class="plain" id=${`runs-${state}`}>${runs.data && runs.data.runs.map((r) => html`<li><${Time} v=${r.due_ms} /> ${r.state !== state ? html`<${StateBadge} state=${r.state} />` : ''}
+      <ul class="plain" id=${`runs-${state}`}>${runs.data && runs.data.runs.map((r) => html`<li><${Time} v=${r.due_ms} /> <span class="muted small">(${(r.due || '').replace('T', ' ').slice(0, 16)} ${tz})</span> ${r.state !== state ? html`<${StateBadge} state=${r.state} />` : ''}
         ${r.job_id ? html` <${Link} to=${`/jobs/${r.job_id}`}>#${r.job_id}</${Link}>` : ''}${r.reason ? html` <span class="muted">${r.reason}</span>` : ''}</li>`)}</ul>
     </${Loading}>
   </section>`;
@@ -198,8 +198,8 @@ export function SchedulePage({ id }) {
       <dt>last due</dt><dd><${Time} v=${d.last_due_at} /></dd>
     </dl>
     <div class="two">
-      <${Runs} id=${d.id} state="upcoming" title="Upcoming runs" empty="No upcoming runs." />
-      <${Runs} id=${d.id} state="missed" title="Missed runs" empty="No missed runs." />
+      <${Runs} id=${d.id} tz=${d.tz} state="upcoming" title="Upcoming runs" empty="No upcoming runs." />
+      <${Runs} id=${d.id} tz=${d.tz} state="missed" title="Missed runs" empty="No missed runs." />
     </div>
     <section>
       <h2>Jobs</h2>
