@@ -45,7 +45,7 @@ def _load_integration():
 
 _it = _load_integration()  # the integration suite's daemon, eggs and helpers
 Daemon, DaemonFactory, unique, wait_for = _it.Daemon, _it.DaemonFactory, _it.unique, _it.wait_for
-egg, egg_bytes = _it.egg, _it.egg_bytes  # session fixtures, shared as they are
+egg, egg_bytes, spiderd = _it.egg, _it.egg_bytes, _it.spiderd  # its fixtures, shared as they are
 
 DIST = os.environ.get("SPIDERD_UI_DIST", os.path.join(ROOT, "ui", "dist"))
 SHOTS = os.path.join(ROOT, "build", "ui-shots")

@@ -255,3 +255,21 @@ def test_upload_egg_lists_spiders(console, browser, egg):
     versions = api(d, "GET", f"/projects/{project}/versions")["versions"]
     assert versions and versions[-1] in drv.find_element(By.ID, "version-list").text
     no_errors(drv, "upload")
+
+
+def test_basic_auth(spiderd, browser, egg):
+    """Behind basic auth the console's own requests carry the browser's credentials."""
+    from conftest import console_url
+    d = spiderd(scrapyd={"username": "ops", "password": "s3cret"})
+    d.upload("testproj", "1", egg("testproj"))
+    done = run_job(d, "quick", count=2)
+    wait_state(d, done["id"], {"finished"})
+    assert d.session.get(d.url + API + "/status", timeout=5).status_code == 401
+    drv = browser
+    browser_errors(drv)
+    base = console_url(d, [])
+    host = base.split("//", 1)[1]
+    drv.get(f"http://ops:s3cret@{host}/ui/jobs")
+    wait_text(drv, "table.jobs", f"#{done['id']}")
+    wait_text(drv, ".live", "live")
+    no_errors(drv, "basic auth")
