@@ -90,7 +90,11 @@ def test_pages_load_without_errors(console, browser, data, shot):
         for name, path, css, text in pages(data):
             open_page(drv, d, path)
             set_theme(drv, theme)
-            wait_text(drv, css, text)
+            try:
+                wait_text(drv, css, text)
+            except AssertionError:
+                shot(drv, f"FAILED-{name}-{theme}")
+                raise
             if name == "jobs-filtered":
                 rows = drv.find_elements(By.CSS_SELECTOR, "table.jobs tbody tr")
                 assert rows and all("failed" in r.text for r in rows), [r.text for r in rows]

@@ -4,7 +4,7 @@ import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { html, Link, useApi, useLive, useRoute } from './lib.js';
+import { html, Link, startEvents, useApi, useLive, useRoute } from './lib.js';
 import { Overview } from './pages/overview.js';
 import { JobPage, Jobs } from './pages/jobs.js';
 import { ProjectPage, Projects } from './pages/projects.js';
@@ -62,6 +62,7 @@ function ThemeToggle() {
 
 function LiveDot() {
   const s = useLive();
+  useEffect(startEvents, []);
   return html`<span class=${'live is-' + s} title=${`event stream: ${s}`}>${s === 'live' ? '● live' : '○ ' + s}</span>`;
 }
 

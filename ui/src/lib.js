@@ -96,11 +96,15 @@ function setLive(s) {
   statusSubs.forEach((f) => f(s));
 }
 
+let ctl = null, hidden = false, running = false;
+
 async function streamLoop() {
+  if (running) return;
+  running = true;
   let delay = 1000;
-  for (;;) {
+  while (!hidden) {
     try {
-      const ctl = new AbortController();
+      ctl = new AbortController();
       const r = await fetch(`${ORIGIN}/api/v1/events/stream${qs({ after: lastId })}`, {
         credentials: 'same-origin', headers: { Accept: 'text/event-stream' }, signal: ctl.signal,
       });
@@ -130,18 +134,30 @@ async function streamLoop() {
           }
         }
       }
-    } catch { /* dropped: reconnect below */ }
+    } catch { /* dropped or aborted: reconnect below */ }
+    if (hidden) break;
     setLive('reconnecting');
     await new Promise((res) => setTimeout(res, delay));
     delay = Math.min(delay * 2, 15000);
   }
+  running = false;
+}
+
+// A page kept in the back/forward cache would hold its stream's connection
+// (and the browser allows six per host): close it on the way out, and open
+// it again, from the last event seen, if the page comes back.
+addEventListener('pagehide', () => { hidden = true; if (ctl) ctl.abort(); });
+addEventListener('pageshow', (e) => { if (e.persisted && started) { hidden = false; setLive('connecting'); streamLoop(); } });
+
+export function startEvents() {
+  if (!started) { started = true; streamLoop(); }
 }
 
 export function useEvents(prefix, fn, deps = []) {
   const ref = useRef(fn);
   ref.current = fn;
   useEffect(() => {
-    if (!started) { started = true; streamLoop(); }
+    startEvents();
     const s = { prefix, fn: (e) => ref.current(e) };
     subs.add(s);
     return () => subs.delete(s);
