@@ -277,3 +277,70 @@ def test_basic_auth(spiderd, browser, egg):
     wait_text(drv, "table.jobs", f"#{done['id']}")
     wait_text(drv, ".live", "live")
     no_errors(drv, "basic auth")
+
+
+def test_events_arrive_live(console, browser, data):
+    d, drv = console, browser
+    open_page(drv, d, "/events?type=schedule.")
+    wait_css(drv, "#events-table")
+    wait_text(drv, ".live", "live")
+    name = unique("live")
+    api(d, "POST", "/schedules", json={"name": name, "project": "testproj", "spider": "quick",
+                                       "cron": "0 0 1 1 *"})
+    row = wait_text(drv, "#events-table tbody tr:first-child", name, seconds=10)
+    assert "schedule.created" in row.text
+    assert Select(drv.find_element(By.ID, "event-type")).first_selected_option.get_attribute("value") == "schedule."
+    no_errors(drv, "events")
+
+
+def test_jobs_cursor_pages_and_url_filters(console, browser, data):
+    d, drv = console, browser
+    for _ in range(3):
+        run_job(d, "quick", count=1)
+    listed = api(d, "GET", "/jobs", params={"project": "testproj", "limit": 1000})["jobs"]
+    open_page(drv, d, "/jobs?project=testproj&limit=2")
+    wait_css(drv, "table.jobs tbody tr")
+    ids = lambda: [int(r.get_attribute("data-job")) for r in drv.find_elements(By.CSS_SELECTOR, "table.jobs tbody tr")]  # noqa: E731
+    first = ids()
+    assert first == [j["id"] for j in listed[:2]]
+    assert Select(drv.find_element(By.ID, "f-project")).first_selected_option.text == "testproj"
+    drv.find_element(By.ID, "older").click()
+    wait_for(lambda: "cursor=" in drv.current_url and ids() and ids() != first, 10, "the next page")
+    assert ids() == [j["id"] for j in listed[2:4]]
+    # the URL is the view: opening it again shows the same page
+    url = drv.current_url
+    drv.get(url)
+    wait_for(lambda: ids() == [j["id"] for j in listed[2:4]], 10, "the same page from its URL")
+    no_errors(drv, "jobs pages")
+
+
+def test_log_is_text_not_markup(console, browser):
+    """A log's HTML stays text and its ANSI colours become classes."""
+    d, drv = console, browser
+    j = run_job(d, "quick", count=1)
+    wait_state(d, j["id"], {"finished"})
+    # what a crawl may print: markup, and colours from a coloured log formatter
+    with open(d.log_path("testproj", "quick", j["job"]), "a", encoding="utf-8") as f:
+        f.write("<b id=injected>bold</b> \x1b[1;31mred-ua\x1b[0m plain\n")
+    open_page(drv, d, f"/jobs/{j['id']}")
+    log = wait_text(drv, "#job-log", "red-ua")
+    assert "<b id=injected>bold</b>" in log.text
+    assert not drv.find_elements(By.ID, "injected")
+    assert "\x1b" not in log.text
+    red = drv.find_elements(By.CSS_SELECTOR, "#job-log .a-f31")
+    assert any("red-ua" in r.text for r in red), [r.text for r in red]
+    no_errors(drv, "log escaping")
+
+
+def test_rerun_from_console(console, browser, data):
+    d, drv = console, browser
+    src = data["done"]
+    open_page(drv, d, f"/jobs/{src['id']}")
+    wait_text(drv, "h1", "finished")
+    [b for b in drv.find_elements(By.CSS_SELECTOR, ".toolbar button") if b.text == "Re-run"][0].click()
+    wait_for(lambda: f"/ui/jobs/{src['id']}" not in drv.current_url, 10, "the new job's page")
+    new_id = int(drv.current_url.rstrip("/").split("/")[-1])
+    new = api(d, "GET", f"/jobs/{new_id}")
+    assert new_id != src["id"] and (new["project"], new["spider"], new["args"]) == (src["project"], src["spider"], src["args"])
+    wait_text(drv, "h1", f"Job #{new_id}")
+    no_errors(drv, "re-run")
