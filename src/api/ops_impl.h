@@ -123,6 +123,7 @@ void op_queues_take(op_call_t *c);
 void op_queues_ack(op_call_t *c); /* and nack, extend, by the op's name */
 void op_queues_pause(op_call_t *c); /* and resume */
 void op_queues_items(op_call_t *c);
+void op_queues_keys(op_call_t *c);
 void op_queues_requeue(op_call_t *c); /* and purge */
 
 #endif

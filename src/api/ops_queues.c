@@ -1211,3 +1211,53 @@ void op_queues_requeue(op_call_t *c) {
   c->num[0] = secs_ms(delay);
   op_store(c, STORE_WRITE, requeue_fn, queue_done);
 }
+
+/* ---- keys: each politeness key's state ---- */
+
+#define KEYS_PAGE_DEFAULT 100
+
+static int keys_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  queue_key_list_t l = {0};
+  size_t limit = (size_t)op_int(c, "limit", KEYS_PAGE_DEFAULT);
+  int64_t now = clock_wall_ms();
+  int rc = store_queue_keys(s, qname(c), op_str(c, "cursor"), limit + 1, now, &l);
+  if (rc) {
+    queue_key_list_release(&l);
+    return rc;
+  }
+  json_t *arr = json_array();
+  for (size_t i = 0; i < l.n && i < limit; i++) {
+    const queue_key_info_t *k = &l.v[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "key", json_string(k->key));
+    json_object_set_new(o, "ready", json_integer(k->ready));
+    json_object_set_new(o, "inflight", json_integer(k->inflight));
+    json_object_set_new(o, "tokens", k->tokens < 0 ? json_null() : json_real(k->tokens));
+    json_object_set_new(o, "blocked_until", op_iso_time(k->blocked_until_ms));
+    json_object_set_new(o, "blocked_until_ms",
+                        k->blocked_until_ms ? json_integer(k->blocked_until_ms) : json_null());
+    json_object_set_new(o, "open", json_boolean(k->open));
+    json_object_set_new(o, "wake_at", op_iso_time(k->wake_ms));
+    json_object_set_new(o, "wake_ms", k->wake_ms ? json_integer(k->wake_ms) : json_null());
+    json_array_append_new(arr, o);
+  }
+  /* The cursor is the page's last key: keys are listed in byte order. */
+  json_t *next = l.n > limit ? json_string(l.v[limit - 1].key) : json_null();
+  c->result = json_pack("{s:s,s:I,s:o,s:o}", "queue", qname(c), "at", (json_int_t)now, "keys",
+                        arr, "next_cursor", next);
+  queue_key_list_release(&l);
+  return 0;
+}
+
+void op_queues_keys(op_call_t *c) {
+  const char *cursor = op_str(c, "cursor");
+  if (bad_name(c)) return;
+  if (cursor && strlen(cursor) > QUEUE_KEY_MAX) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "cursor"),
+            "'cursor' is not a cursor this API handed out (a key of at most %d bytes)",
+            QUEUE_KEY_MAX);
+    return;
+  }
+  op_store(c, STORE_READ, keys_fn, queue_done);
+}

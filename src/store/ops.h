@@ -99,6 +99,8 @@ STORE_OP(queues_list, (store_t *s, const char *after, size_t limit,
                        queue_conf_list_t *out))
 STORE_OP(queue_delete, (store_t *s, const char *name))
 STORE_OP(queue_stats, (store_t *s, const char *name, int64_t now_ms, queue_stats_t *out))
+STORE_OP(queue_keys, (store_t *s, const char *name, const char *after, size_t limit,
+                      int64_t now_ms, queue_key_list_t *out))
 STORE_OP(queue_items, (store_t *s, const char *name, const queue_filter_t *f,
                        queue_item_list_t *out))
 STORE_OP(queue_requeue, (store_t *s, const char *name, const queue_filter_t *f,

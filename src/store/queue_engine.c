@@ -148,6 +148,32 @@ static void queue_key_decide(queue_key_t *k, const queue_conf_t *c, int64_t now)
   k->dirty = 1;
 }
 
+queue_key_info_t *queue_key_list_add(queue_key_list_t *l) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 16;
+    queue_key_info_t *v = realloc(l->v, cap * sizeof(*v));
+    if (!v) return NULL;
+    l->v = v;
+    l->cap = cap;
+  }
+  queue_key_info_t *e = &l->v[l->n++];
+  memset(e, 0, sizeof(*e));
+  return e;
+}
+
+void queue_key_info_fill(queue_key_info_t *out, const queue_key_t *k, const queue_conf_t *c,
+                         int64_t now) {
+  queue_key_t x = *k; /* a copy: nothing is written back */
+  queue_key_refill(&x, c, now);
+  queue_key_decide(&x, c, now);
+  out->ready = x.n_ready;
+  out->inflight = x.inflight;
+  out->tokens = c->key_rate > 0 ? x.tokens : -1;
+  out->blocked_until_ms = x.block_ms > now ? x.block_ms : 0;
+  out->open = x.open;
+  out->wake_ms = x.open ? 0 : x.wake_ms;
+}
+
 /* Does k (settled) hold nothing worth remembering, so its row may go? */
 static int queue_key_idle(const queue_key_t *k, const queue_conf_t *c, int64_t now) {
   return k->n_ready <= 0 && k->inflight <= 0 && k->block_ms <= now &&

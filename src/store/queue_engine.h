@@ -87,6 +87,14 @@ double queue_jitter(void);
 void queue_stats_fill(queue_stats_t *out, const queue_conf_t *c, int64_t past_due,
                       int64_t first_delayed, int64_t first_ready);
 
+/* Appends an empty entry to l; NULL when out of memory. */
+queue_key_info_t *queue_key_list_add(queue_key_list_t *l);
+
+/* Fills out (but its key) from stored key k of queue c as it stands at
+ * now: the bucket refilled, open and wake time decided again. */
+void queue_key_info_fill(queue_key_info_t *out, const queue_key_t *k, const queue_conf_t *c,
+                         int64_t now);
+
 /* Releases out's items from index first on (a call that failed drops
  * what it added). */
 void queue_items_drop(queue_item_list_t *out, size_t first);

@@ -481,6 +481,20 @@ int store_queue_items(store_t *s, const char *name, const queue_filter_t *f,
   return s->ops->queue_items(s, name, f ? f : &all, out);
 }
 
+int store_queue_keys(store_t *s, const char *name, const char *after, size_t limit,
+                     int64_t now_ms, queue_key_list_t *out) {
+  if (!s || !store_qname_ok(name) || !out || (after && strlen(after) > QUEUE_KEY_MAX))
+    return -EINVAL;
+  return s->ops->queue_keys(s, name, after ? after : "", limit, now_ms, out);
+}
+
+void queue_key_list_release(queue_key_list_t *l) {
+  if (!l) return;
+  for (size_t i = 0; i < l->n; i++) free(l->v[i].key);
+  free(l->v);
+  memset(l, 0, sizeof(*l));
+}
+
 int store_queue_requeue(store_t *s, const char *name, const queue_filter_t *f,
                         int64_t due_ms, int64_t now_ms, int64_t *count) {
   static const queue_filter_t all;

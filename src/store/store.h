@@ -383,6 +383,33 @@ int store_queue_delete(store_t *s, const char *name);
 
 int store_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out);
 
+/* One politeness key as a person watching a queue sees it. */
+typedef struct queue_key_info {
+  char *key;                /* "" = the key of elements without one */
+  int64_t ready;            /* due elements waiting in it (as of the last take's
+                               sweep: one due since then still counts as delayed) */
+  int64_t inflight;         /* its leases */
+  double tokens;            /* its token bucket refilled up to now; -1 = no key_rate */
+  int64_t blocked_until_ms; /* a Retry-After's end; 0 = none, or over */
+  int open;                 /* a take may lease from it now */
+  int64_t wake_ms;          /* closed: when it may open by time; 0 = when one of
+                               its leases ends, or nothing to wait for */
+} queue_key_info_t;
+
+typedef struct queue_key_list {
+  queue_key_info_t *v;
+  size_t n, cap;
+} queue_key_list_t;
+
+void queue_key_list_release(queue_key_list_t *l);
+
+/* The keys of queue `name` holding state (those store_queue_stats counts),
+ * in byte order of the key after `after` (NULL = from the first), at most
+ * limit (0 = all), appended to out; state as of now_ms. -ENOENT: no such
+ * queue. */
+int store_queue_keys(store_t *s, const char *name, const char *after, size_t limit,
+                     int64_t now_ms, queue_key_list_t *out);
+
 /* Elements matching f in id order, at most f->limit (all when 0). */
 int store_queue_items(store_t *s, const char *name, const queue_filter_t *f,
                       queue_item_list_t *out);

@@ -486,3 +486,67 @@ def test_rerun_refuses_live_missing_and_unknown(d, egg_bytes):
     assert req(d, "DELETE", f"/projects/{project}").status_code == 204
     err(req(d, "POST", f"/jobs/{j['id']}/rerun"), 404, "SPD_ENOPROJECT")
     assert list_all(d, project=project) == before
+
+
+# ---- queues.keys ----------------------------------------------------------
+
+def test_queue_keys_show_each_keys_politeness_state(d):
+    name = unique("q")
+    ok(req(d, "PUT", f"/queues/{name}", json={"key_inflight": 1, "key_rate": 0.5,
+                                             "key_burst": 2}))
+    assert ok(req(d, "GET", f"/queues/{name}/keys")) == {
+        "queue": name, "at": pytest.approx(now_ms(), abs=60000), "keys": [], "next_cursor": None}
+    ok(req(d, "POST", f"/queues/{name}/put", json={"elements": [
+        {"element": "a1", "key": "a.example"}, {"element": "a2", "key": "a.example"},
+        {"element": "b1", "key": "b.example"}, {"element": "c1", "key": "c"}]}))
+    took = ok(req(d, "POST", f"/queues/{name}/take", json={"max": 10}))["items"]
+    assert sorted(i["key"] for i in took) == ["a.example", "b.example", "c"]
+    b = next(i for i in took if i["key"] == "b.example")
+    t = now_ms()
+    ok(req(d, "POST", f"/queues/{name}/nack", json={"leases": [b["lease"]], "retry_after": 30}))
+
+    body = ok(req(d, "GET", f"/queues/{name}/keys"))
+    keys = {k["key"]: k for k in body["keys"]}
+    assert [k["key"] for k in body["keys"]] == ["a.example", "b.example", "c"]
+    assert body["next_cursor"] is None
+    a = keys["a.example"]
+    assert (a["ready"], a["inflight"], a["open"], a["wake_at"]) == (1, 1, False, None)
+    assert a["blocked_until"] is None and 1.0 <= a["tokens"] <= 2.0
+    kb = keys["b.example"]
+    assert kb["inflight"] == 0 and kb["open"] is False
+    assert abs(kb["blocked_until_ms"] - (t + 30000)) < 5000
+    assert kb["blocked_until"].endswith("Z") and kb["wake_ms"] == kb["blocked_until_ms"]
+    assert (keys["c"]["ready"], keys["c"]["inflight"]) == (0, 1)
+    # The queue's own counts say the same.
+    stats = ok(req(d, "GET", f"/queues/{name}"))["stats"]
+    assert stats["keys"] == 3 and stats["inflight"] == 2
+
+    # Pages of one, in key order, by cursor.
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 1}
+        if cursor:
+            params["cursor"] = cursor
+        page = ok(req(d, "GET", f"/queues/{name}/keys", params=params))
+        seen += [k["key"] for k in page["keys"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert seen == ["a.example", "b.example", "c"]
+    # JSON-RPC.
+    r = ok(req(d, "POST", "/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "queues.keys",
+                                            "params": {"name": name, "limit": 2}}))
+    assert [k["key"] for k in r["result"]["keys"]] == ["a.example", "b.example"]
+    assert r["result"]["next_cursor"] == "b.example"
+
+
+def test_queue_keys_bad_input(d):
+    err(req(d, "GET", f"/queues/{unique('nq')}/keys"), 404, "SPD_ENOQUEUE")
+    name = unique("q")
+    ok(req(d, "PUT", f"/queues/{name}", json={}))
+    err(req(d, "GET", f"/queues/{name}/keys", params={"limit": 0}), 400, "SPD_EBADPARAM",
+        "limit")
+    err(req(d, "GET", f"/queues/{name}/keys", params={"cursor": "x" * 256}), 400,
+        "SPD_EBADPARAM", "cursor")
+    err(req(d, "GET", "/queues/" + "q" * 201 + "/keys"), 400, "SPD_EBADPARAM", "name")
+    err(req(d, "POST", f"/queues/{name}/keys"), 405, "SPD_EMETHOD")

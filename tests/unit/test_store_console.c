@@ -230,6 +230,174 @@ static void test_throughput(void **state) {
                    -EINVAL);
 }
 
+/* Many jobs ended in one millisecond and a few per millisecond around
+ * it: windows are read in chunks on some backends (Redis), and a chunk must
+ * neither lose nor count twice the jobs of the millisecond it stops at. */
+static void test_long_windows(void **state) {
+  struct fx *f = *state;
+  store_t *s = f->s;
+  const int64_t t0 = 1700000000000LL;
+  const int same = 2100, spread = 2100; /* over any chunk size below 2,000 */
+  assert_int_equal(store_tx_begin(s), 0);
+  for (int i = 0; i < same + spread; i++) {
+    job_t j;
+    job_init(&j);
+    char id[32];
+    snprintf(id, sizeof(id), "lw%d", i);
+    j.jobid = strdup(id);
+    j.project = strdup(i % 2 ? "p" : "q");
+    j.spider = strdup("s");
+    j.state = i % 3 ? JOB_FINISHED : JOB_FAILED;
+    j.node = strdup("n1");
+    j.start_ms = t0 - 1000;
+    j.end_ms = i < same ? t0 + 5000 : t0 + (i - same) / 3;
+    j.stats = json_pack("{s:i}", "item_scraped_count", 2);
+    assert_int_equal(store_job_insert(s, &j), 0);
+    job_release(&j);
+  }
+  assert_int_equal(store_tx_commit(s), 0);
+  int64_t c[JOB_NSTATES];
+  assert_int_equal(store_job_counts_since(s, NULL, t0, c), 0);
+  assert_int_equal(c[JOB_FINISHED] + c[JOB_FAILED], same + spread);
+  assert_int_equal(c[JOB_FAILED], (same + spread + 2) / 3);
+  assert_int_equal(store_job_counts_since(s, "p", t0 + 1, c), 0);
+  int64_t p_after = 0;
+  for (int i = 0; i < same + spread; i++)
+    if (i % 2 && (i < same || (i - same) / 3 >= 1)) p_after++;
+  assert_int_equal(c[JOB_FINISHED] + c[JOB_FAILED], p_after);
+
+  job_bucket_t b[2];
+  assert_int_equal(store_job_throughput(s, NULL, t0, t0 + 10000, 5000, b, 2), 0);
+  assert_int_equal(b[0].finished + b[0].failed, spread);
+  assert_int_equal(b[0].items, 2 * spread);
+  assert_int_equal(b[1].finished + b[1].failed, same);
+  assert_int_equal(b[1].items, 2 * same);
+  /* A window that cuts the spread jobs' milliseconds. */
+  assert_int_equal(store_job_throughput(s, NULL, t0 + 100, t0 + 200, 100, b, 1), 0);
+  assert_int_equal(b[0].finished + b[0].failed, 300);
+
+  /* A text search down the whole history (read in several scripts on
+   * Redis): lw41, lw410..lw419, lw4100..lw4199, newest first. */
+  job_list_t l = {0};
+  job_filter_t fl = {.text = "LW41", .newest_first = 1};
+  assert_int_equal(store_jobs_list(s, &fl, &l), 0);
+  assert_int_equal(l.n, 111);
+  assert_string_equal(l.v[0].jobid, "lw4199");
+  assert_string_equal(l.v[110].jobid, "lw41");
+  for (size_t i = 1; i < l.n; i++) assert_true(l.v[i].id < l.v[i - 1].id);
+  int64_t cut = l.v[4].id;
+  job_list_release(&l);
+  fl.limit = 5;
+  assert_int_equal(store_jobs_list(s, &fl, &l), 0);
+  assert_int_equal(l.n, 5);
+  assert_int_equal(l.v[4].id, cut);
+  job_list_release(&l);
+  /* The rest, after the fifth. */
+  fl.limit = 0;
+  fl.before_id = cut;
+  assert_int_equal(store_jobs_list(s, &fl, &l), 0);
+  assert_int_equal(l.n, 106);
+  job_list_release(&l);
+}
+
+/* ---- queue keys ---- */
+
+static void put_keyed(store_t *s, const char *el, const char *key, int64_t now) {
+  queue_put_t p = {.element = el, .len = strlen(el), .key = key, .due_ms = now};
+  assert_int_equal(store_queue_put(s, "q", &p, 1, now), 0);
+}
+
+static const queue_key_info_t *find_key(const queue_key_list_t *l, const char *key) {
+  for (size_t i = 0; i < l->n; i++)
+    if (!strcmp(l->v[i].key, key)) return &l->v[i];
+  return NULL;
+}
+
+static void test_queue_keys(void **state) {
+  struct fx *f = *state;
+  store_t *s = f->s;
+  const int64_t now = 1700000000000LL;
+  queue_key_list_t l = {0};
+  assert_int_equal(store_queue_keys(s, "q", NULL, 0, now, &l), -ENOENT);
+  queue_conf_t c;
+  memset(&c, 0, sizeof(c));
+  queue_conf_defaults(&c);
+  c.name = "q";
+  c.key_inflight = 1;
+  c.key_rate = 0.5; /* one take per 2 s per key, burst 2 */
+  c.key_burst = 2;
+  assert_int_equal(store_queue_set(s, &c), 0);
+  assert_int_equal(store_queue_keys(s, "q", NULL, 0, now, &l), 0);
+  assert_int_equal(l.n, 0);
+
+  put_keyed(s, "a1", "a.example", now);
+  put_keyed(s, "a2", "a.example", now);
+  put_keyed(s, "b1", "b.example", now);
+  put_keyed(s, "c1", "c", now);
+  /* A take leases one element per key (key_inflight 1) and spends a token. */
+  queue_item_list_t got = {0};
+  assert_int_equal(store_queue_take(s, "q", 10, 60000, now, &got, NULL), 0);
+  assert_int_equal(got.n, 3);
+  /* b's lease is nacked with a Retry-After: b is blocked for 30 s. */
+  queue_lease_t nk = {0};
+  for (size_t i = 0; i < got.n; i++)
+    if (!strcmp(got.v[i].key, "b.example")) nk = (queue_lease_t){.id = got.v[i].id,
+                                                                   .token = got.v[i].token,
+                                                                   .delay_ms = -1,
+                                                                   .retry_after_ms = 30000};
+  assert_true(nk.id > 0);
+  assert_int_equal(store_queue_nack(s, "q", &nk, 1, now), 0);
+  queue_item_list_release(&got);
+
+  int64_t later = now + 1000;
+  assert_int_equal(store_queue_keys(s, "q", NULL, 0, later, &l), 0);
+  assert_int_equal(l.n, 3);
+  /* Byte order of the key. */
+  assert_string_equal(l.v[0].key, "a.example");
+  assert_string_equal(l.v[1].key, "b.example");
+  assert_string_equal(l.v[2].key, "c");
+  const queue_key_info_t *a = find_key(&l, "a.example"), *b = find_key(&l, "b.example"),
+                         *k = find_key(&l, "c");
+  /* a: one ready, one in flight at its limit: closed until a lease ends. */
+  assert_int_equal(a->ready, 1);
+  assert_int_equal(a->inflight, 1);
+  assert_false(a->open);
+  assert_int_equal(a->wake_ms, 0);
+  assert_int_equal(a->blocked_until_ms, 0);
+  /* Tokens: burst 2, one spent at now, refilled 0.5 by now + 1 s. */
+  assert_true(a->tokens > 1.49 && a->tokens < 1.51);
+  /* b: its element back (due after the block), blocked until now + 30 s. */
+  assert_int_equal(b->inflight, 0);
+  assert_int_equal(b->blocked_until_ms, now + 30000);
+  assert_false(b->open);
+  /* c: its only element in flight. */
+  assert_int_equal(k->ready, 0);
+  assert_int_equal(k->inflight, 1);
+  assert_false(k->open);
+  queue_key_list_release(&l);
+
+  /* Pages: after a key, at most limit. */
+  assert_int_equal(store_queue_keys(s, "q", "a.example", 1, later, &l), 0);
+  assert_int_equal(l.n, 1);
+  assert_string_equal(l.v[0].key, "b.example");
+  queue_key_list_release(&l);
+  assert_int_equal(store_queue_keys(s, "q", "c", 10, later, &l), 0);
+  assert_int_equal(l.n, 0);
+  queue_key_list_release(&l);
+
+  /* Without a rate, tokens are -1; a key with a ready element and room is open. */
+  c.key_rate = 0;
+  c.key_inflight = 0;
+  assert_int_equal(store_queue_set(s, &c), 0);
+  assert_int_equal(store_queue_keys(s, "q", NULL, 0, later, &l), 0);
+  a = find_key(&l, "a.example");
+  assert_non_null(a);
+  assert_true(a->tokens < 0);
+  assert_int_equal(a->ready, 1);
+  assert_true(a->open);
+  queue_key_list_release(&l);
+}
+
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
   const struct CMUnitTest tests[] = {
@@ -237,6 +405,8 @@ int main(void) {
       T(test_node_filter_newest_first),
       T(test_counts_since),
       T(test_throughput),
+      T(test_long_windows),
+      T(test_queue_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

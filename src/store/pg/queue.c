@@ -139,6 +139,7 @@ enum {
   QS_KEY_BEST,
   QS_KEY_WAKE,
   QS_KEY_ALL,
+  QS_KEY_LIST,
   QS_COUNT
 };
 
@@ -279,6 +280,9 @@ static const char *const queue_sql[QS_COUNT] = {
     [QS_KEY_WAKE] = "SELECT key FROM queue_keys WHERE queue_id = $1 AND open = 0 "
                     "AND wake_ms > 0 AND wake_ms <= $2 ORDER BY wake_ms LIMIT $3",
     [QS_KEY_ALL] = "SELECT key, " KEY_COLS " FROM queue_keys WHERE queue_id = $1",
+    /* A range of the primary key (bytea: byte order, as SQLite's). */
+    [QS_KEY_LIST] = "SELECT key, " KEY_COLS " FROM queue_keys WHERE queue_id = $1 "
+                    "AND key > $2::bytea ORDER BY key LIMIT $3",
 };
 
 /* Runs statement id (binary results); NULL and *rc on failure. */
@@ -1173,6 +1177,49 @@ int pg_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *
   PQclear(r);
   queue_stats_fill(out, &c, ready + delayed_due, first_delayed, first_ready);
   return 0;
+}
+
+int pg_queue_keys(store_t *s, const char *name, const char *after, size_t limit,
+                  int64_t now_ms, queue_key_list_t *out) {
+  struct pg_store *q = PGQ(s);
+  queue_conf_t c;
+  pg_params_t p = {0};
+  int rc;
+  memset(&c, 0, sizeof(c));
+  pg_p_str(&p, name);
+  PGresult *r = qrun(q, QS_GET, &p, &rc, "queue get");
+  if (!r) return rc;
+  if (PQntuples(r) != 1) {
+    PQclear(r);
+    return -ENOENT;
+  }
+  row_queue(r, 0, &c, NULL, NULL);
+  PQclear(r);
+  pg_params_release(&p);
+  pg_p_i64(&p, c.id);
+  p_key(&p, after);
+  pg_p_i64(&p, limit && limit < (size_t)INT64_MAX ? (int64_t)limit : INT64_MAX);
+  r = qrun(q, QS_KEY_LIST, &p, &rc, "queue keys");
+  if (!r) return rc;
+  size_t first = out->n;
+  for (int i = 0; i < PQntuples(r); i++) {
+    queue_key_t k = {0};
+    char key[QUEUE_KEY_MAX + 1];
+    key_row(&k, r, i, 1);
+    col_key(r, i, 0, key);
+    queue_key_info_t *e = queue_key_list_add(out);
+    if (!e || !(e->key = strdup(key))) {
+      rc = -ENOMEM;
+      break;
+    }
+    queue_key_info_fill(e, &k, &c, now_ms);
+  }
+  PQclear(r);
+  if (rc) {
+    for (size_t i = first; i < out->n; i++) free(out->v[i].key);
+    out->n = first;
+  }
+  return rc;
 }
 
 /* ---- selections: items, requeue, purge ---- */

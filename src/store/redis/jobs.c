@@ -235,59 +235,118 @@ int redis_job_status(store_t *s, const char *project, const char *jobid, job_sta
   return rc;
 }
 
+/* A native walk down jobs:all reads at most this many jobs per script. */
+#define REDIS_LIST_BUDGET 2000
+
 int redis_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
-  redis_args_t a = {0};
   int native = f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
                f->created_to_ms || f->before_id || f->newest_first || f->text;
-  ra_i64(&a, f->states);
-  ra_str(&a, f->project);
-  ra_str(&a, f->jobid);
-  ra_str(&a, f->node);
-  ra_i64(&a, f->started_only ? 1 : 0);
-  ra_i64(&a, f->limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)f->limit);
-  ra_i64(&a, native);
-  ra_str(&a, f->spider);
-  ra_i64(&a, f->schedule_id);
-  ra_i64(&a, f->parent_id);
-  ra_i64(&a, f->created_from_ms);
-  ra_i64(&a, f->created_to_ms);
-  ra_i64(&a, f->before_id);
-  ra_str(&a, f->text);
-  return redis_jobs_call(RQ(s), RS_JOBS_LIST, &a, out, "list jobs");
+  int64_t before = f->before_id;
+  size_t got = 0;
+  int rc;
+  for (;;) {
+    redis_args_t a = {0};
+    redisReply *r = NULL;
+    size_t limit = f->limit ? f->limit - got : 0;
+    ra_i64(&a, f->states);
+    ra_str(&a, f->project);
+    ra_str(&a, f->jobid);
+    ra_str(&a, f->node);
+    ra_i64(&a, f->started_only ? 1 : 0);
+    ra_i64(&a, limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)limit);
+    ra_i64(&a, native);
+    ra_str(&a, f->spider);
+    ra_i64(&a, f->schedule_id);
+    ra_i64(&a, f->parent_id);
+    ra_i64(&a, f->created_from_ms);
+    ra_i64(&a, f->created_to_ms);
+    ra_i64(&a, before);
+    ra_str(&a, f->text);
+    ra_i64(&a, native ? REDIS_LIST_BUDGET : 0);
+    rc = redis_eval(RQ(s), RS_JOBS_LIST, &a, &r, "list jobs");
+    int64_t resume = 0;
+    if (!rc && r->type == REDIS_REPLY_ARRAY && r->elements &&
+        r->element[r->elements - 1]->type == REDIS_REPLY_INTEGER) {
+      resume = r->element[r->elements - 1]->integer;
+      redisReply rows = *r; /* the jobs without the marker (a view, not freed) */
+      rows.elements--;
+      size_t n0 = out->n;
+      rc = redis_rows_jobs(&rows, out);
+      got += out->n - n0;
+    } else if (!rc) {
+      size_t n0 = out->n;
+      rc = redis_rows_jobs(r, out);
+      got += out->n - n0;
+    }
+    if (r) freeReplyObject(r);
+    if (rc || !resume || (f->limit && got >= f->limit)) break;
+    before = resume;
+  }
+  return rc;
 }
+
+/* Windows of ended jobs are read a chunk per script (ENDED_CHUNK in
+ * lua/jobs.lua), so a day of a busy cluster's history never holds Redis
+ * for long: other nodes' claims and heartbeats run in between. */
+#define REDIS_ENDED_CHUNK 2000
 
 int redis_job_counts(store_t *s, const char *project, int64_t ended_since_ms,
                      int64_t counts[JOB_NSTATES]) {
-  redis_args_t a = {0};
-  redisReply *r = NULL;
-  ra_str(&a, project);
-  ra_i64(&a, ended_since_ms);
-  int rc = redis_eval(RQ(s), RS_JOB_COUNTS, &a, &r, "count jobs");
-  if (!rc && r->type == REDIS_REPLY_ARRAY)
-    for (size_t i = 0; i < r->elements && i < JOB_NSTATES; i++)
-      counts[i] = rr_i64(r->element[i]);
-  if (r) freeReplyObject(r);
+  char next[64] = "";
+  int first = 1, rc;
+  do {
+    redis_args_t a = {0};
+    redisReply *r = NULL;
+    ra_str(&a, project);
+    ra_i64(&a, ended_since_ms);
+    ra_str(&a, next);
+    ra_i64(&a, REDIS_ENDED_CHUNK);
+    rc = redis_eval(RQ(s), RS_JOB_COUNTS, &a, &r, "count jobs");
+    if (!rc && (r->type != REDIS_REPLY_ARRAY || r->elements != JOB_NSTATES + 1)) rc = SPD_ESTORE;
+    if (!rc) {
+      for (size_t i = 0; i < JOB_NSTATES; i++) {
+        if (first || i >= JOB_FINISHED) counts[i] += rr_i64(r->element[i]);
+      }
+      const redisReply *n = r->element[JOB_NSTATES];
+      snprintf(next, sizeof(next), "%.*s", n->type == REDIS_REPLY_STRING ? (int)n->len : 0,
+               n->type == REDIS_REPLY_STRING ? n->str : "");
+    }
+    if (r) freeReplyObject(r);
+    first = 0;
+  } while (!rc && next[0]);
   return rc;
 }
 
 int redis_job_throughput(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
                          int64_t step_ms, job_bucket_t *buckets, size_t n) {
-  redis_args_t a = {0};
-  redisReply *r = NULL;
-  ra_str(&a, project);
-  ra_i64(&a, from_ms);
-  ra_i64(&a, to_ms);
-  ra_i64(&a, step_ms);
-  int rc = redis_eval(RQ(s), RS_JOB_THROUGHPUT, &a, &r, "job throughput");
-  if (!rc && r->type == REDIS_REPLY_ARRAY)
-    for (size_t i = 0; i + 3 < r->elements; i += 4) {
-      int64_t k = rr_i64(r->element[i]);
-      if (k < 0 || (size_t)k >= n) continue;
-      buckets[k].finished = rr_i64(r->element[i + 1]);
-      buckets[k].failed = rr_i64(r->element[i + 2]);
-      buckets[k].items = rr_i64(r->element[i + 3]);
+  char next[64] = "";
+  int rc;
+  do {
+    redis_args_t a = {0};
+    redisReply *r = NULL;
+    ra_str(&a, project);
+    ra_i64(&a, from_ms);
+    ra_i64(&a, to_ms);
+    ra_i64(&a, step_ms);
+    ra_str(&a, next);
+    ra_i64(&a, REDIS_ENDED_CHUNK);
+    rc = redis_eval(RQ(s), RS_JOB_THROUGHPUT, &a, &r, "job throughput");
+    if (!rc && (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || (r->elements - 1) % 4))
+      rc = SPD_ESTORE;
+    if (!rc) {
+      const redisReply *nx = r->element[0];
+      snprintf(next, sizeof(next), "%.*s", nx->type == REDIS_REPLY_STRING ? (int)nx->len : 0,
+               nx->type == REDIS_REPLY_STRING ? nx->str : "");
+      for (size_t i = 1; i + 3 < r->elements; i += 4) {
+        int64_t k = rr_i64(r->element[i]);
+        if (k < 0 || (size_t)k >= n) continue;
+        buckets[k].finished += rr_i64(r->element[i + 1]);
+        buckets[k].failed += rr_i64(r->element[i + 2]);
+        buckets[k].items += rr_i64(r->element[i + 3]);
+      }
     }
-  if (r) freeReplyObject(r);
+    if (r) freeReplyObject(r);
+  } while (!rc && next[0]);
   return rc;
 }
 

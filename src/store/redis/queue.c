@@ -322,6 +322,38 @@ int redis_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_
   return rc;
 }
 
+int redis_queue_keys(store_t *s, const char *name, const char *after, size_t limit,
+                     int64_t now_ms, queue_key_list_t *out) {
+  redis_args_t a = {0};
+  redisReply *r = NULL;
+  ra_str(&a, name);
+  ra_str(&a, after);
+  ra_i64(&a, limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)limit);
+  ra_i64(&a, now_ms);
+  int rc = redis_eval(RQ(s), RS_QUEUE_KEYS, &a, &r, "queue keys");
+  if (!rc && (r->type != REDIS_REPLY_ARRAY || r->elements % 7)) rc = SPD_ESTORE;
+  size_t first = out->n;
+  for (size_t i = 0; !rc && i < r->elements; i += 7) {
+    queue_key_info_t *e = queue_key_list_add(out);
+    if (!e || rr_strz(r->element[i], &e->key) || !e->key) {
+      rc = -ENOMEM;
+      break;
+    }
+    e->ready = rr_i64(r->element[i + 1]);
+    e->inflight = rr_i64(r->element[i + 2]);
+    e->tokens = rr_dbl(r->element[i + 3]);
+    e->blocked_until_ms = rr_i64(r->element[i + 4]);
+    e->open = (int)rr_i64(r->element[i + 5]);
+    e->wake_ms = rr_i64(r->element[i + 6]);
+  }
+  if (rc) {
+    for (size_t i = first; i < out->n; i++) free(out->v[i].key);
+    out->n = first;
+  }
+  if (r) freeReplyObject(r);
+  return rc;
+}
+
 /* ---- selections ---- */
 
 int redis_queue_items(store_t *s, const char *name, const queue_filter_t *f,

@@ -16,7 +16,10 @@
  * they return, a rolled-back savepoint relies on the failed op having
  * written nothing (true of every op here), and a rolled-back transaction
  * keeps the ops that succeeded inside it. Other connections see each op as
- * soon as it ran.
+ * soon as it ran. Three reads that may cover a long history (a native job
+ * listing, ended-job counts over a window, throughput buckets) run as
+ * several scripts of bounded work each (redis/jobs.c), so Redis is never
+ * held long: they write nothing, and what they read is not one snapshot.
  *
  * Reconnects: an op whose connection is broken, or breaks before the reply
  * arrives, reconnects (redisReconnect, AUTH, SELECT) and runs once more. A

@@ -83,6 +83,7 @@ enum {
   QS_KEY_WAKE,
   QS_KEY_COUNT,
   QS_KEY_ALL,
+  QS_KEY_LIST,
   QS_COUNT
 };
 
@@ -171,6 +172,10 @@ static const char *const queue_sql[QS_COUNT] = {
                     "AND wake_ms > 0 AND wake_ms <= ?2 ORDER BY wake_ms LIMIT ?3",
     [QS_KEY_COUNT] = "SELECT count(*) FROM queue_keys WHERE queue_id = ?1",
     [QS_KEY_ALL] = "SELECT key FROM queue_keys WHERE queue_id = ?1",
+    /* A range of the primary key: a page costs its rows only. */
+    [QS_KEY_LIST] = "SELECT key, n_ready, inflight, tokens, tokens_ms, block_ms, head_pri, "
+                    "head_due, open, wake_ms FROM queue_keys WHERE queue_id = ?1 "
+                    "AND key > ?2 ORDER BY key LIMIT ?3",
 };
 
 static sqlite3_stmt *qstmt(struct sqlite_store *q, int id) {
@@ -910,6 +915,39 @@ int sqlite_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats
     return rc;
   queue_stats_fill(out, &c, ready + delayed_due, t[QUEUE_NEXT_DELAYED], t[QUEUE_NEXT_READY]);
   return 0;
+}
+
+int sqlite_queue_keys(store_t *s, const char *name, const char *after, size_t limit,
+                      int64_t now_ms, queue_key_list_t *out) {
+  struct sqlite_store *q = SQ(s);
+  queue_conf_t c = {0};
+  int rc = queue_load(q, name, &c, NULL, NULL);
+  if (rc) return rc;
+  sqlite3_stmt *st = qstmt(q, QS_KEY_LIST);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, c.id);
+  sqlite3_bind_text(st, 2, after, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(st, 3, limit ? sqlite_clamp(limit) : -1);
+  size_t first = out->n;
+  int src;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    queue_key_t k = {0};
+    key_row(&k, st, 1);
+    queue_key_info_t *e = queue_key_list_add(out);
+    const char *key = (const char *)sqlite3_column_text(st, 0);
+    if (!e || !(e->key = strndup(key ? key : "", (size_t)sqlite3_column_bytes(st, 0)))) {
+      rc = -ENOMEM;
+      break;
+    }
+    queue_key_info_fill(e, &k, &c, now_ms);
+  }
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "queue keys");
+  sqlite3_reset(st);
+  if (rc) {
+    for (size_t i = first; i < out->n; i++) free(out->v[i].key);
+    out->n = first;
+  }
+  return rc;
 }
 
 /* ---- selections: items, requeue, purge ---- */

@@ -74,6 +74,27 @@ local function JMOVE(id, j, ch)
   JSET(id, j, ch)
   JIDX(id, j, 1)
 end
+-- A chunk of jobs:ended (scored by end time) from lo (a score, '(' for
+-- exclusive) below hi ('(' exclusive or '+inf'), at most about n jobs, so
+-- that a long window is read in several scripts and Redis never stalls on
+-- one. Returns {id, score, ...} and where the next chunk starts ('' = done).
+-- A chunk ends at a whole millisecond: the jobs of its last one are left
+-- for the next chunk, unless they fill it (then that millisecond is read
+-- whole).
+local function ENDED_CHUNK(lo, hi, n)
+  local key = P .. 'jobs:ended'
+  local ids = redis.call('ZRANGEBYSCORE', key, lo, hi, 'WITHSCORES', 'LIMIT', 0, n)
+  if #ids < 2 * n then return ids, '' end
+  local last = ids[#ids]
+  if ids[2] == last then
+    return redis.call('ZRANGEBYSCORE', key, last, last, 'WITHSCORES'), '(' .. last
+  end
+  while ids[#ids] == last do
+    table.remove(ids)
+    table.remove(ids)
+  end
+  return ids, last
+end
 -- The order of store_jobs_list within and across state groups.
 local function JLESS(a, b)
   local sa, sb = math.min(N(a.state), 2), math.min(N(b.state), 2)
@@ -187,7 +208,7 @@ return best
 -- @script jobs_list
 -- ARGV: P, states, project, jobid, node, started_only, limit, native,
 -- spider, schedule_id, parent_id, created_from, created_to, before_id,
--- text ('' = none)
+-- text ('' = none), budget (native walks: ids per script, 0 = no limit)
 local states = N(ARGV[2])
 if states == 0 then states = 63 end
 local project, jobid, node = ARGV[3], ARGV[4], ARGV[5]
@@ -226,6 +247,9 @@ end
 local out = {}
 local function full() return limit > 0 and #out >= limit end
 local function add(id)
+  -- A state filter is checked on one field first: a walk down the whole
+  -- history for a rare state reads one field per job, not every field.
+  if states ~= 63 and not bit(N(redis.call('HGET', JK(id), 'state'))) then return false end
   local j = H(JK(id))
   if j and ok(j) then out[#out + 1] = FLAT(j) end
   return full()
@@ -251,12 +275,23 @@ if native and states < 4 then
   return out
 end
 if native then
+  -- At most `budget` ids per script (0 = no limit): a walk down a long
+  -- history (a rare state, a text search) ends with the id to go on
+  -- below, an integer after the jobs, and the caller calls again.
+  local budget, seen = N(ARGV[16]), 0
   local cur = before > 0 and '(' .. I(before) or '+inf'
   while true do
     local ids = redis.call('ZREVRANGEBYSCORE', P .. 'jobs:all', cur, '-inf',
                            'LIMIT', 0, 500)
     if #ids == 0 then break end
-    for _, s in ipairs(ids) do if add(N(s)) then return out end end
+    for _, s in ipairs(ids) do
+      if add(N(s)) then return out end
+      seen = seen + 1
+      if budget > 0 and seen >= budget then
+        out[#out + 1] = N(s)
+        return out
+      end
+    end
     cur = '(' .. ids[#ids]
   end
   return out
@@ -289,33 +324,41 @@ if states >= 4 then walk(P .. 'jobs:ended', true, N) end
 return out
 -- @script job_counts
 -- ARGV: P, project ('' = all), ended_since (0 = final states started only,
--- all time, from the counters)
+-- all time, from the counters), chunk start ('' = ended_since), chunk size.
+-- Reply: {c0..c5, next}. With ended_since the final states count one chunk
+-- of jobs:ended from the chunk start; the caller sums the chunks until next
+-- is ''.
 local out = {}
 local since = N(ARGV[3])
 for st = 0, 5 do
   local f = ARGV[2] == '' and I(st) or I(st) .. ':' .. ARGV[2]
   out[#out + 1] = N(redis.call('HGET', P .. 'jobs:count', f))
 end
+local nxt = ''
 if since > 0 then
-  -- The window of jobs:ended (scored by end time) only.
   for st = 2, 5 do out[st + 1] = 0 end
-  local ids = redis.call('ZRANGEBYSCORE', P .. 'jobs:ended', since, '+inf')
-  for _, id in ipairs(ids) do
-    local r = redis.call('HMGET', JK(id), 'state', 'project')
+  local lo = ARGV[4] ~= '' and ARGV[4] or I(since)
+  local ids
+  ids, nxt = ENDED_CHUNK(lo, '+inf', N(ARGV[5]))
+  for i = 1, #ids, 2 do
+    local r = redis.call('HMGET', JK(ids[i]), 'state', 'project')
     local st = N(r[1])
     if st >= 2 and st <= 5 and (ARGV[2] == '' or r[2] == ARGV[2]) then
       out[st + 1] = out[st + 1] + 1
     end
   end
 end
+out[#out + 1] = nxt
 return out
 -- @script job_throughput
--- ARGV: P, project ('' = all), from, to, step. Reply: flat
--- {bucket, finished, failed, items, ...} for the buckets that have any.
--- The window of jobs:ended (scored by end time) only; the caller bounds it.
+-- ARGV: P, project ('' = all), from, to, step, chunk start ('' = from),
+-- chunk size. Reply: {next, bucket, finished, failed, items, ...} for the
+-- buckets one chunk of jobs:ended touches; the caller adds the chunks up
+-- until next is ''.
 local project, from, to, step = ARGV[2], N(ARGV[3]), N(ARGV[4]), N(ARGV[5])
 local b = {}
-local ids = redis.call('ZRANGEBYSCORE', P .. 'jobs:ended', from, '(' .. I(to), 'WITHSCORES')
+local lo = ARGV[6] ~= '' and ARGV[6] or I(from)
+local ids, nxt = ENDED_CHUNK(lo, '(' .. I(to), N(ARGV[7]))
 for i = 1, #ids, 2 do
   local r = redis.call('HMGET', JK(ids[i]), 'state', 'project', 'stats')
   local st = N(r[1])
@@ -324,7 +367,8 @@ for i = 1, #ids, 2 do
     local c = b[k]
     if not c then c = {0, 0, 0}; b[k] = c end
     if st == 2 then c[1] = c[1] + 1 elseif st == 3 then c[2] = c[2] + 1 end
-    if r[3] then
+    -- Decoded only when the count is there at all.
+    if r[3] and string.find(r[3], 'item_scraped_count', 1, true) then
       local okd, t = pcall(cjson.decode, r[3])
       if okd and type(t) == 'table' and type(t.item_scraped_count) == 'number' then
         c[3] = c[3] + math.floor(t.item_scraped_count)
@@ -332,7 +376,7 @@ for i = 1, #ids, 2 do
     end
   end
 end
-local out = {}
+local out = {nxt}
 for k, c in pairs(b) do
   out[#out + 1] = k; out[#out + 1] = c[1]; out[#out + 1] = c[2]; out[#out + 1] = c[3]
 end

@@ -477,6 +477,34 @@ return {N(C.n_waiting), N(C.n_inflight), N(C.n_dead), N(C.n_done),
         redis.call('ZCARD', Q .. 'ready'),
         redis.call('ZCOUNT', Q .. 'delayed', '-inf', ARGV[3]),
         first(Q .. 'delayed'), first(Q .. 'ready'), redis.call('SCARD', Q .. 'kset')}
+-- @script queue_keys
+-- ARGV: P, name, after ('' = from the first), limit (0 = all), now. Returns
+-- flat {key, ready, inflight, tokens ('-1': no key_rate), blocked until,
+-- open, wake, ...} in byte order of the key, with the bucket refilled up
+-- to now (nothing is written). The key set is sorted per call.
+NOW = N(ARGV[5])
+if not QSET(ARGV[2]) then return E('ENOENT') end
+local after, limit = ARGV[3], N(ARGV[4])
+local keys = {}
+for _, key in ipairs(redis.call('SMEMBERS', Q .. 'kset')) do
+  if key > after then keys[#keys + 1] = key end
+end
+table.sort(keys)
+local out, rate = {}, N(C.key_rate)
+for i = 1, #keys do
+  if limit > 0 and i > limit then break end
+  local key = keys[i]
+  local k = KGET(key)
+  local room, wake = KOPEN(key, k)
+  out[#out + 1] = key
+  out[#out + 1] = redis.call('ZCARD', KR(key))
+  out[#out + 1] = k.inflight
+  out[#out + 1] = rate > 0 and string.format('%.6f', k.tokens) or '-1'
+  out[#out + 1] = k.block_ms > NOW and I(k.block_ms) or '0'
+  out[#out + 1] = room > 0 and 1 or 0
+  out[#out + 1] = room > 0 and '0' or I(wake)
+end
+return out
 -- @script queue_items
 -- ARGV: P, name, selection (SELECT)
 if not QSET(ARGV[2]) then return E('ENOENT') end
