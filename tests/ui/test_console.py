@@ -344,3 +344,20 @@ def test_rerun_from_console(console, browser, data):
     assert new_id != src["id"] and (new["project"], new["spider"], new["args"]) == (src["project"], src["spider"], src["args"])
     wait_text(drv, "h1", f"Job #{new_id}")
     no_errors(drv, "re-run")
+
+
+def test_queue_keys_and_dead_letters(console, browser, data):
+    d, drv = console, browser
+    q = data["queue"]
+    open_page(drv, d, f"/queues/{q}")
+    wait_text(drv, "#items-dead", "http://a.example/1")
+    routes = {(r["method"], r["path"]) for r in api(d, "GET", "/")["routes"]}
+    if ("GET", "/api/v1/queues/{name}/keys") in routes:
+        keys = wait_text(drv, "#keys-table", "b.example")  # a.example holds only a dead letter
+        assert "a.example" not in keys.text
+    else:
+        wait_text(drv, "main", "does not list per-key state")
+    [b for b in drv.find_elements(By.CSS_SELECTOR, ".toolbar button") if b.text == "Requeue all dead"][0].click()
+    wait_for(lambda: not api(d, "GET", f"/queues/{q}/items", params={"state": "dead"})["items"], 10, "no dead letters")
+    wait_text(drv, "#q-dead", "0")
+    no_errors(drv, "queue")

@@ -88,7 +88,7 @@ function Chart({ data }) {
 
 function useAsync(fn, deps) {
   const [st, set] = useState({ loading: true, data: null, error: null });
-  const reload = () => fn().then((data) => set({ loading: false, data, error: null }), (error) => set({ loading: false, data: null, error }));
+  const reload = () => fn().then((data) => set({ loading: false, data, error: null }), (error) => set((s) => ({ loading: false, data: s.data, error })));
   useEffect(() => { reload(); }, deps);
   return { ...st, reload };
 }
@@ -99,6 +99,10 @@ export function Overview() {
   const status = useApi('/status');
   const cnt = useAsync(() => counts(since), []);
   const tp = useAsync(throughput, []);
+  useEffect(() => {
+    const t = setInterval(() => document.visibilityState === 'visible' && tp.reload(), 60000);
+    return () => clearInterval(t);
+  }, []);
   const scheds = useApi('/schedules', { limit: 1000 });
   const fails = useApi('/jobs', { state: 'failed,lost', limit: 10 });
   // job events move the counts and the failures list; debounced

@@ -31,10 +31,16 @@ function Keys({ name }) {
   if (!cp) return null;
   if (!ok) return html`<p class="muted small">This daemon does not list per-key state.</p>`;
   const ks = (keys.data && keys.data.keys) || [];
-  const cols = ks.length ? Object.keys(ks[0]) : [];
-  return html`<${Loading} state=${keys} empty=${keys.data && !ks.length && 'No keys.'}>
-    <div class="table-wrap"><table id="keys-table"><thead><tr>${cols.map((c) => html`<th>${c}</th>`)}</tr></thead>
-    <tbody>${ks.map((k) => html`<tr>${cols.map((c) => html`<td>${typeof k[c] === 'object' && k[c] !== null ? JSON.stringify(k[c]) : String(k[c] ?? '—')}</td>`)}</tr>`)}</tbody></table></div>
+  return html`<${Loading} state=${keys} empty=${keys.data && !ks.length && 'No key holds a ready or leased element.'}>
+    <div class="table-wrap"><table id="keys-table">
+      <thead><tr><th>key</th><th class="num">ready</th><th class="num">leased</th><th class="num">tokens</th><th>state</th><th>blocked until</th><th>wakes</th></tr></thead>
+      <tbody>${ks.map((k) => html`<tr>
+        <td>${k.key}</td><td class="num">${num(k.ready)}</td><td class="num">${num(k.inflight)}</td>
+        <td class="num">${k.tokens == null ? '—' : Number(k.tokens).toFixed(2)}</td>
+        <td>${k.open === false ? html`<span class="badge st-cancelled">held</span>` : html`<span class="badge st-running">open</span>`}</td>
+        <td><${Time} v=${k.blocked_until_ms} /></td><td><${Time} v=${k.wake_ms} /></td></tr>`)}</tbody>
+    </table></div>
+    ${keys.data && keys.data.next_cursor && html`<p class="muted small">The first ${ks.length} keys.</p>`}
   </${Loading}>`;
 }
 
