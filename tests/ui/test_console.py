@@ -361,3 +361,43 @@ def test_queue_keys_and_dead_letters(console, browser, data):
     wait_for(lambda: not api(d, "GET", f"/queues/{q}/items", params={"state": "dead"})["items"], 10, "no dead letters")
     wait_text(drv, "#q-dead", "0")
     no_errors(drv, "queue")
+
+
+def test_run_now_with_arguments(console, browser, data):
+    d, drv = console, browser
+    open_page(drv, d, "/projects/testproj")
+    li = wait_css(drv, "#spider-list li[data-spider=quick]")
+    li.find_element(By.TAG_NAME, "button").click()
+    form = wait_css(drv, ".run-form")
+    form.find_element(By.NAME, "args").send_keys("count=2\nlabel=from the console")
+    form.find_element(By.NAME, "settings").send_keys("LOG_LEVEL=INFO")
+    form.find_element(By.NAME, "priority").send_keys("5")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    wait_for(lambda: "/ui/jobs/" in drv.current_url, 10, "the new job's page")
+    new_id = int(drv.current_url.rstrip("/").split("/")[-1])
+    j = api(d, "GET", f"/jobs/{new_id}")
+    assert j["args"] == {"count": "2", "label": "from the console"}
+    assert j["settings"] == {"LOG_LEVEL": "INFO"} and j["priority"] == 5
+    wait_text(drv, "main", "from the console")
+    wait_state(d, new_id, {"finished"})
+    wait_text(drv, "#items-table", "quick1", seconds=20)  # the page follows the job to its end
+    no_errors(drv, "run now")
+
+
+def test_schedule_edit_and_pause(console, browser, data):
+    d, drv = console, browser
+    s = api(d, "POST", "/schedules", json={"name": unique("edit"), "project": "testproj", "spider": "quick",
+                                           "cron": "0 6 * * *", "tz": "UTC"})
+    open_page(drv, d, f"/schedules/{s['id']}/edit")
+    cron = wait_css(drv, "#s-cron")
+    wait_for(lambda: cron.get_attribute("value") == "0 6 * * *", 10, "the form filled in")
+    cron.send_keys(Keys.CONTROL, "a")
+    cron.send_keys("*/20 * * * *")
+    wait_text(drv, "#cron-words", "Every 20 minutes")
+    drv.find_element(By.ID, "s-save").click()
+    wait_text(drv, "h1", f"Schedule {s['name']}")
+    wait_for(lambda: api(d, "GET", f"/schedules/{s['id']}")["cron"] == "*/20 * * * *", 10, "the new cron")
+    [b for b in drv.find_elements(By.CSS_SELECTOR, ".toolbar button") if b.text == "Pause"][0].click()
+    wait_text(drv, "h1", "paused")
+    assert api(d, "GET", f"/schedules/{s['id']}")["paused"] is True
+    no_errors(drv, "schedule edit")
