@@ -120,6 +120,9 @@ def test_pages_load_without_errors(console, browser, data, shot):
     wait_text(drv, "main", "spiderd documentation")
     drv.find_element(By.LINK_TEXT, "spiderd's native API").click()
     wait_text(drv, "main h1", "native API")
+    assert drv.current_url.endswith("/docs/api")
+    assert drv.find_element(By.CSS_SELECTOR, "main a[href='/docs/queues']")  # .md links point at pages
+    no_errors(drv, "/docs/")
     shot(drv, "docs-api")
     drv.get(d.console + "/api/")
     wait_text(drv, "#swagger-ui", "/api/v1/jobs", seconds=20)

@@ -50,9 +50,8 @@ export function Jobs() {
   const list = useApi(cp ? '/jobs' : '', params, { enabled: !!cp });
   const t = useRef(null);
   useEvents('job.', () => {
-    if (query.cursor) return; // only the first page moves
-    clearTimeout(t.current);
-    t.current = setTimeout(list.reload, 700);
+    if (query.cursor || t.current) return; // only the first page moves; at most one reload a second
+    t.current = setTimeout(() => { t.current = null; list.reload(); }, 1000);
   }, [query.cursor]);
 
   let jobs = (list.data && list.data.jobs) || [];

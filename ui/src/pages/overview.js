@@ -105,11 +105,11 @@ export function Overview() {
   }, []);
   const scheds = useApi('/schedules', { limit: 1000 });
   const fails = useApi('/jobs', { state: 'failed,lost', limit: 10 });
-  // job events move the counts and the failures list; debounced
+  // job events move the counts and the failures list: at most a reload a second
   const t = useRef(null);
   useEvents('job.', () => {
-    clearTimeout(t.current);
-    t.current = setTimeout(() => { cnt.reload(); fails.reload(); nodes.reload(); }, 500);
+    if (t.current) return;
+    t.current = setTimeout(() => { t.current = null; cnt.reload(); fails.reload(); nodes.reload(); }, 1000);
   });
 
   const next = [];
