@@ -404,3 +404,20 @@ def test_schedule_edit_and_pause(console, browser, data):
     wait_text(drv, "h1", "paused")
     assert api(d, "GET", f"/schedules/{s['id']}")["paused"] is True
     no_errors(drv, "schedule edit")
+
+
+def test_jobs_text_search(console, browser, data):
+    d, drv = console, browser
+    open_page(drv, d, "/jobs")
+    wait_css(drv, "table.jobs tbody tr")
+    box = drv.find_element(By.ID, "job-search")
+    box.send_keys("crash")
+    wait_for(lambda: "q=crash" in drv.current_url, 10, "the search in the URL")
+
+    def only_crash():
+        rows = drv.find_elements(By.CSS_SELECTOR, "table.jobs tbody tr")
+        return rows and all("crash" in r.text for r in rows) and \
+            len(rows) == len(api(d, "GET", "/jobs", params={"q": "crash"})["jobs"])
+    wait_for(only_crash, 10, "only the crash jobs listed")
+    assert f"#{data['crash']['id']}" in drv.find_element(By.CSS_SELECTOR, "table.jobs").text
+    no_errors(drv, "job search")
