@@ -155,7 +155,7 @@ def test_overview_counts_and_theme_toggle(console, browser, data):
     no_errors(drv, "overview and jobs")
 
 
-def test_schedule_form_creates_schedule(console, browser, data):
+def test_schedule_form_creates_schedule(console, browser, data, shot):
     d, drv = console, browser
     open_page(drv, d, "/schedules/new")
     name = unique("ui")
@@ -176,6 +176,7 @@ def test_schedule_form_creates_schedule(console, browser, data):
         preview = [int(li.get_attribute("data-ms")) for li in drv.find_elements(By.CSS_SELECTOR, "#cron-next li")]
     except AssertionError:
         assert "cannot preview" in drv.find_element(By.CSS_SELECTOR, ".preview").text
+    shot(drv, "schedule-form-preview")
     drv.find_element(By.ID, "s-save").click()
     wait_text(drv, "h1", f"Schedule {name}")
     s = api(d, "GET", f"/schedules/{name}")

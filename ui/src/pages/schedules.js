@@ -54,6 +54,10 @@ function timeZones() {
   return zones;
 }
 
+function weekday(ms, tz) {
+  try { return new Intl.DateTimeFormat('en', { weekday: 'short', timeZone: tz || 'UTC' }).format(new Date(ms)); } catch { return ''; }
+}
+
 // The next runs of a cron in a zone, from the daemon (so they are exactly
 // what it will fire); its error in place while the expression is wrong.
 function CronPreview({ cron, tz }) {
@@ -76,7 +80,8 @@ function CronPreview({ cron, tz }) {
     <p id="cron-words" class=${words ? '' : 'muted'}>${words || (cron.trim() ? 'not a cron expression cronstrue can read' : '')}</p>
     ${st.error && html`<div id="cron-error"><${Err} error=${st.error} /></div>`}
     ${st.unsupported && html`<p class="muted small">This daemon cannot preview runs; they are listed on the schedule's page once saved.</p>`}
-    ${st.next && html`<ol id="cron-next" class="next-runs">${st.next.map((n) => html`<li data-ms=${n.ms}><span title=${`${n.utc} UTC; ${new Date(n.ms).toLocaleString()} your time`}>${n.time}</span></li>`)}</ol>`}
+    ${st.next && html`<p class="muted small">Next ${st.next.length} runs in ${tz || 'UTC'} (hover for UTC and your time):</p>`}
+    ${st.next && html`<ol id="cron-next" class="next-runs" aria-label=${`Next runs in ${tz}`}>${st.next.map((n) => html`<li data-ms=${n.ms}><span title=${`${n.utc} UTC; ${new Date(n.ms).toLocaleString()} your time`}>${weekday(n.ms, tz)} ${n.time.replace('T', ' ').replace(/([+-]\d\d:\d\d|Z)$/, ' $1')}</span></li>`)}</ol>`}
   </div>`;
 }
 
