@@ -422,3 +422,18 @@ def test_jobs_text_search(console, browser, data):
     wait_for(only_crash, 10, "only the crash jobs listed")
     assert f"#{data['crash']['id']}" in drv.find_element(By.CSS_SELECTOR, "table.jobs").text
     no_errors(drv, "job search")
+
+
+def test_time_range_and_api_errors_in_place(console, browser, data):
+    d, drv = console, browser
+    open_page(drv, d, "/jobs?from=2099-01-01T00:00:00.000Z")
+    wait_text(drv, "main", "No jobs match these filters.")
+    open_page(drv, d, "/jobs?to=2000-01-01T00:00:00.000Z&project=testproj")
+    wait_text(drv, "main", "No jobs match these filters.")
+    # a filter the API refuses: its code and message, in the page
+    browser_errors(drv)
+    drv.get(d.console + "/ui/jobs?spider=..%2Fbad")
+    err = wait_text(drv, ".error", "SPD_EBADPARAM")
+    assert "spider" in err.text
+    open_page(drv, d, "/jobs/999999")
+    wait_text(drv, ".error", "SPD_ENOJOB")
