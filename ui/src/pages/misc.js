@@ -1,5 +1,5 @@
 // Events (the activity feed, live) and Nodes.
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { api, Err, html, Link, Loading, setQuery, StateBadge, Time, useApi, useEvents, useLive, useRoute } from '../lib.js';
 
 const TYPES = ['job.', 'job.queued', 'job.started', 'job.finished', 'job.failed', 'job.cancelled', 'job.lost', 'job.retried', 'job.timeout',

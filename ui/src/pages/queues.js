@@ -1,6 +1,6 @@
 // Queues: counts per queue; a queue's settings, keys and dead letters.
 import { useState } from 'preact/hooks';
-import { Action, api, Err, html, Link, Loading, num, Time, useApi, useCaps } from '../lib.js';
+import { Action, api, html, Link, Loading, num, Time, useApi, useCaps } from '../lib.js';
 
 const COUNTS = [['waiting', 'ready'], ['past_due', 'due'], ['inflight', 'leased'], ['dead', 'dead'], ['done', 'done'], ['size', 'size'], ['keys', 'keys']];
 
