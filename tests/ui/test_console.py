@@ -437,3 +437,18 @@ def test_time_range_and_api_errors_in_place(console, browser, data):
     assert "spider" in err.text
     open_page(drv, d, "/jobs/999999")
     wait_text(drv, ".error", "SPD_ENOJOB")
+
+
+def test_api_reference_tries_requests_on_this_daemon(console, browser):
+    d, drv = console, browser
+    browser_errors(drv)
+    drv.get(d.console + "/api/")
+    path = wait_css(drv, ".opblock-summary-path[data-path='/api/v1/status']", seconds=20)
+    path.click()
+    execute = wait_css(drv, ".opblock.is-open button.execute")  # "try it out" is on already
+    execute.click()
+    body = wait_text(drv, ".opblock.is-open .live-responses-table", "node_name")
+    assert "testnode" in body.text
+    url = drv.find_element(By.CSS_SELECTOR, ".opblock.is-open .request-url").text
+    assert (d.console + "/api/v1/status") in url, url
+    no_errors(drv, "API reference")
