@@ -10,9 +10,18 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	libzip-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
 	libcurl4-openssl-dev libssl-dev \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
-	wrk zip unzip curl redis-server postgresql python3-psycopg2
+	wrk zip unzip curl redis-server postgresql python3-psycopg2 \
+	chromium chromium-driver python3-selenium
+# Node.js only where there is none: a machine with NodeSource's nodejs (which
+# includes npm) keeps it, and Debian's npm would conflict with that one.
+DEB_PKGS += $(if $(shell command -v node 2>/dev/null),,nodejs) $(if $(shell command -v npm 2>/dev/null),,npm)
 
-.PHONY: deps build run test test-unit test-integration test-asan test-pg test-redis bench bench-queue bench-pg clean
+# The console, docs and API reference (ui/dist/, served at /ui/, /docs/, /api/).
+UI_SRC := ui/build.mjs ui/package.json $(shell find ui/src -type f 2>/dev/null) $(wildcard docs/*.md)
+UI_STAMP := ui/dist/.stamp
+
+.PHONY: deps build run ui test test-unit test-integration test-ui test-asan test-pg test-redis \
+	bench bench-queue bench-pg bench-ui clean
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -25,8 +34,20 @@ deps:
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-build: deps $(BUILD)/build.ninja
+build: deps $(BUILD)/build.ninja ui
 	cmake --build $(BUILD) -j $(JOBS)
+
+# npm ci only when the lockfile is newer than what is installed; the build
+# only when a source (ui/src, docs/*.md) changed.
+ui/node_modules/.package-lock.json: ui/package-lock.json
+	cd ui && npm ci --no-audit --no-fund
+	touch $@
+
+$(UI_STAMP): ui/node_modules/.package-lock.json $(UI_SRC)
+	node ui/build.mjs
+	touch $@
+
+ui: deps $(UI_STAMP)
 
 run: build
 	./$(BUILD)/spiderd serve
@@ -39,6 +60,11 @@ test-unit: build
 
 test-integration: build
 	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd /usr/bin/python3 -m pytest -q -x -p no:cacheprovider
+
+# The console in headless Chromium against a real daemon; screenshots of
+# every page in both themes land in build/ui-shots/.
+test-ui: build
+	cd tests/ui && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd /usr/bin/python3 -m pytest -q -p no:cacheprovider
 
 test-asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
@@ -62,7 +88,7 @@ test-redis: build $(ASAN_BUILD)/build.ninja
 
 # The whole suite runs on SQLite under ASan + UBSan, and with the plain build
 # on PostgreSQL (test-integration runs it plainly on SQLite too).
-test: test-unit test-asan test-pg test-redis
+test: test-unit test-ui test-asan test-pg test-redis
 
 bench: build
 	./bench/run.sh $(CURDIR)/$(BUILD)/spiderd
@@ -74,5 +100,9 @@ bench-queue: build
 bench-pg: build
 	./bench/pg_bench.sh $(CURDIR)/$(BUILD)/spiderd
 
+# The console's first load over 100,000 finished jobs (bench/README.md).
+bench-ui: build
+	/usr/bin/python3 bench/ui_bench.py $(CURDIR)/$(BUILD)/spiderd
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) ui/dist

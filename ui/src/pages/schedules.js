@@ -1,0 +1,215 @@
+// Schedules: the list, the create/edit form with a live cron preview, a
+// schedule's page (actions, upcoming and missed runs, its jobs).
+import cronstrue from 'cronstrue';
+import { useEffect, useState } from 'preact/hooks';
+import { Action, api, caps, BASE, Err, html, Link, Loading, navigate, pairsText, parsePairs, StateBadge, Time, useApi, useDebounced } from '../lib.js';
+import { JobTable } from './jobs.js';
+
+const MACROS = { '@yearly': '0 0 1 1 *', '@annually': '0 0 1 1 *', '@monthly': '0 0 1 * *', '@weekly': '0 0 * * 0', '@daily': '0 0 * * *', '@midnight': '0 0 * * *', '@hourly': '0 * * * *' };
+
+export function cronWords(expr) {
+  const e = (expr || '').trim();
+  if (!e) return '';
+  try {
+    return cronstrue.toString(MACROS[e.toLowerCase()] || e, { use24HourTimeFormat: true, throwExceptionOnParseError: true });
+  } catch {
+    return '';
+  }
+}
+
+function when(s) {
+  if (s.kind === 'cron' || s.cron) return html`<code>${s.cron}</code> <span class="muted">${cronWords(s.cron)}</span>`;
+  if (s.interval) return `every ${s.interval} s`;
+  if (s.at) return html`once at <${Time} v=${s.at} />`;
+  return '—';
+}
+
+export function Schedules() {
+  const list = useApi('/schedules', { limit: 1000 });
+  const ss = (list.data && list.data.schedules) || [];
+  return html`
+    <h1>Schedules <a class="button" href=${BASE + '/schedules/new'} id="new-schedule">New schedule</a></h1>
+    <${Loading} state=${list} empty=${list.data && !ss.length && 'No schedules yet.'}>
+      <div class="table-wrap"><table id="schedules-table">
+        <thead><tr><th>name</th><th>spider</th><th>when</th><th>zone</th><th>next run</th><th>state</th><th></th></tr></thead>
+        <tbody>${ss.map((s) => html`<tr data-schedule=${s.name}>
+          <td><${Link} to=${`/schedules/${s.id}`}>${s.name}</${Link}></td>
+          <td>${s.project}/${s.spider}</td>
+          <td>${when(s)}</td>
+          <td>${s.tz}</td>
+          <td>${s.next_runs && s.next_runs.length ? html`<${Time} v=${s.next_runs[0]} />` : '—'}</td>
+          <td>${s.paused ? html`<span class="badge st-cancelled">paused</span>` : html`<span class="badge st-running">active</span>`}</td>
+          <td class="actions">
+            <${Action} kind="small" run=${() => api(`/schedules/${s.id}/${s.paused ? 'resume' : 'pause'}`, { method: 'POST', body: {} })} onDone=${list.reload}>${s.paused ? 'Resume' : 'Pause'}</${Action}>
+            <${Action} kind="small" run=${() => api(`/schedules/${s.id}/run`, { method: 'POST', body: {} })} onDone=${(j) => navigate(`${BASE}/jobs/${j.id || (j.job && j.job.id)}`)}>Run now</${Action}>
+          </td>
+        </tr>`)}</tbody>
+      </table></div>
+    </${Loading}>`;
+}
+
+let zones = null;
+function timeZones() {
+  if (!zones) { try { zones = Intl.supportedValuesOf('timeZone'); } catch { zones = ['UTC']; } if (!zones.includes('UTC')) zones.unshift('UTC'); }
+  return zones;
+}
+
+function weekday(ms, tz) {
+  try { return new Intl.DateTimeFormat('en', { weekday: 'short', timeZone: tz || 'UTC' }).format(new Date(ms)); } catch { return ''; }
+}
+
+// The next runs of a cron in a zone, from the daemon (so they are exactly
+// what it will fire); its error in place while the expression is wrong.
+function CronPreview({ cron, tz }) {
+  const c = useDebounced(cron, 300), z = useDebounced(tz, 300);
+  const [st, set] = useState({});
+  useEffect(() => {
+    if (!c.trim()) return set({});
+    let live = true;
+    set((s) => ({ ...s, loading: true }));
+    caps().then((cp) => {
+      if (!cp.has('GET', '/schedules/preview')) return live && set({ unsupported: true });
+      return api('/schedules/preview', { query: { cron: c, tz: z || 'UTC', count: 10 } }).then(
+        (r) => live && set({ next: r.next || [] }),
+        (e) => live && set({ error: e }));
+    });
+    return () => { live = false; };
+  }, [c, z]);
+  const words = cronWords(cron);
+  return html`<div class="preview" aria-live="polite">
+    <p id="cron-words" class=${words ? '' : 'muted'}>${words || (cron.trim() ? 'not a cron expression cronstrue can read' : '')}</p>
+    ${st.error && html`<div id="cron-error"><${Err} error=${st.error} /></div>`}
+    ${st.unsupported && html`<p class="muted small">This daemon cannot preview runs; they are listed on the schedule's page once saved.</p>`}
+    ${st.next && html`<p class="muted small">Next ${st.next.length} runs in ${tz || 'UTC'} (hover for UTC and your time):</p>`}
+    ${st.next && html`<ol id="cron-next" class="next-runs" aria-label=${`Next runs in ${tz}`}>${st.next.map((n) => html`<li data-ms=${n.ms}><span title=${`${n.utc} UTC; ${new Date(n.ms).toLocaleString()} your time`}>${weekday(n.ms, tz)} ${n.time.replace('T', ' ').replace(/([+-]\d\d:\d\d|Z)$/, ' $1')}</span></li>`)}</ol>`}
+  </div>`;
+}
+
+export function ScheduleForm({ id }) {
+  const existing = useApi(id ? `/schedules/${encodeURIComponent(id)}` : '', null, { enabled: !!id });
+  const projects = useApi('/projects');
+  const [f, setF] = useState(null);
+  const [err, setErr] = useState(null);
+  const [busy, setBusy] = useState(false);
+  useEffect(() => {
+    if (id && !existing.data) return;
+    const s = existing.data || {};
+    setF({
+      name: s.name || '', project: s.project || '', spider: s.spider || '',
+      kind: s.interval ? 'interval' : s.at ? 'at' : 'cron',
+      cron: s.cron || '', interval: s.interval || '', at: s.at || '', tz: s.tz || 'UTC',
+      overlap: s.overlap || 'allow', missed: s.missed || 'skip', priority: s.priority || '', timeout: s.timeout || '',
+      retries: s.retries || '', args: pairsText(s.args), settings: pairsText(s.settings), paused: !!s.paused,
+    });
+  }, [existing.data]);
+  const spiders = useApi(f && f.project ? `/projects/${encodeURIComponent(f.project)}/spiders` : '', null, { enabled: !!(f && f.project) });
+  if (id && !existing.data) return html`<h1>Edit schedule</h1><${Loading} state=${existing} />`;
+  if (!f) return null;
+  const set = (k) => (e) => setF({ ...f, [k]: e.target.type === 'checkbox' ? e.target.checked : e.target.value });
+  const submit = async (e) => {
+    e.preventDefault();
+    setErr(null);
+    let body;
+    try {
+      body = { name: f.name, project: f.project, spider: f.spider, tz: f.tz || 'UTC', overlap: f.overlap, missed: f.missed,
+        args: parsePairs(f.args), settings: parsePairs(f.settings), paused: f.paused };
+    } catch (x) {
+      return setErr({ message: x.message });
+    }
+    if (f.kind === 'cron') body.cron = f.cron;
+    if (f.kind === 'interval') body.interval = Number(f.interval);
+    if (f.kind === 'at') body.at = f.at;
+    if (id) for (const k of ['cron', 'interval', 'at']) if (!(k in body)) body[k] = null;
+    if (f.priority !== '') body.priority = Number(f.priority);
+    if (f.timeout !== '') body.timeout = Number(f.timeout);
+    if (f.retries !== '') body.retries = Number(f.retries);
+    setBusy(true);
+    try {
+      const s = await api(id ? `/schedules/${encodeURIComponent(id)}` : '/schedules', { method: id ? 'PATCH' : 'POST', body });
+      navigate(`${BASE}/schedules/${s.id}`);
+    } catch (x) {
+      setErr(x);
+      setBusy(false);
+    }
+  };
+  return html`
+    <h1>${id ? `Edit schedule ${existing.data.name}` : 'New schedule'}</h1>
+    <form class="box form" id="schedule-form" onSubmit=${submit}>
+      <div class="row">
+        <label>Name <input id="s-name" required value=${f.name} onInput=${set('name')} /></label>
+        <label>Project <select id="s-project" required value=${f.project} onChange=${(e) => setF({ ...f, project: e.target.value, spider: '' })}>
+          <option value="">—</option>${projects.data && projects.data.projects.map((p) => html`<option>${p.name}</option>`)}</select></label>
+        <label>Spider <select id="s-spider" required value=${f.spider} onChange=${set('spider')}>
+          <option value="">—</option>${spiders.data && spiders.data.spiders.map((s) => html`<option>${s}</option>`)}</select></label>
+      </div>
+      <fieldset class="row"><legend>When</legend>
+        ${['cron', 'interval', 'at'].map((k) => html`<label class="chip"><input type="radio" name="kind" value=${k} checked=${f.kind === k} onChange=${set('kind')} /> ${k === 'at' ? 'once' : k}</label>`)}
+      </fieldset>
+      <div class="row">
+        ${f.kind === 'cron' && html`<label>Cron <input id="s-cron" class="mono" required value=${f.cron} onInput=${set('cron')} placeholder="30 2 * * *" autocomplete="off" spellcheck="false" /></label>`}
+        ${f.kind === 'interval' && html`<label>Every (seconds) <input id="s-interval" type="number" min="1" step="any" required value=${f.interval} onInput=${set('interval')} /></label>`}
+        ${f.kind === 'at' && html`<label>At (ISO 8601, in the zone) <input id="s-at" required value=${f.at} onInput=${set('at')} placeholder="2030-01-01T09:00:00" /></label>`}
+        <label>Time zone <input id="s-tz" list="tz-list" value=${f.tz} onInput=${set('tz')} /></label>
+        <datalist id="tz-list">${timeZones().map((z) => html`<option value=${z} />`)}</datalist>
+      </div>
+      ${f.kind === 'cron' && html`<${CronPreview} cron=${f.cron} tz=${f.tz} />`}
+      <div class="row">
+        <label>Overlap <select value=${f.overlap} onChange=${set('overlap')}>${['allow', 'skip', 'queue', 'replace'].map((o) => html`<option>${o}</option>`)}</select></label>
+        <label>Missed runs <select value=${f.missed} onChange=${set('missed')}>${['skip', 'once', 'catchup'].map((o) => html`<option>${o}</option>`)}</select></label>
+        <label>Priority <input type="number" step="any" size="5" value=${f.priority} onInput=${set('priority')} /></label>
+        <label>Timeout (s) <input type="number" min="0" step="any" size="6" value=${f.timeout} onInput=${set('timeout')} /></label>
+        <label>Retries <input type="number" min="0" max="100" size="4" value=${f.retries} onInput=${set('retries')} /></label>
+      </div>
+      <div class="row">
+        <label>Arguments <small>(key=value per line)</small><textarea rows="3" value=${f.args} onInput=${set('args')}></textarea></label>
+        <label>Settings <small>(key=value per line)</small><textarea rows="3" value=${f.settings} onInput=${set('settings')}></textarea></label>
+      </div>
+      <label class="chip"><input type="checkbox" checked=${f.paused} onChange=${set('paused')} /> paused</label>
+      <div id="schedule-error"><${Err} error=${err} /></div>
+      <div class="row"><button type="submit" id="s-save" disabled=${busy}>${id ? 'Save' : 'Create'}</button>
+        <a class="button ghost" href=${BASE + (id ? `/schedules/${id}` : '/schedules')}>Cancel</a></div>
+    </form>`;
+}
+
+function Runs({ id, state, title, empty, tz }) {
+  const runs = useApi(`/schedules/${id}/runs`, { state, limit: 20 });
+  return html`<section>
+    <h2>${title}</h2>
+    <${Loading} state=${runs} empty=${runs.data && !runs.data.runs.length && empty}>
+      <ul class="plain" id=${`runs-${state}`}>${runs.data && runs.data.runs.map((r) => html`<li><${Time} v=${r.due_ms} /> <span class="muted small">(${(r.due || '').replace('T', ' ').slice(0, 16)} ${tz})</span> ${r.state !== state ? html`<${StateBadge} state=${r.state} />` : ''}
+        ${r.job_id ? html` <${Link} to=${`/jobs/${r.job_id}`}>#${r.job_id}</${Link}>` : ''}${r.reason ? html` <span class="muted">${r.reason}</span>` : ''}</li>`)}</ul>
+    </${Loading}>
+  </section>`;
+}
+
+export function SchedulePage({ id }) {
+  const s = useApi(`/schedules/${encodeURIComponent(id)}`);
+  const jobs = useApi('/jobs', { schedule: s.data && s.data.id, limit: 20 }, { enabled: !!s.data });
+  const d = s.data;
+  if (!d) return html`<h1>Schedule ${id}</h1><${Loading} state=${s} />`;
+  return html`
+    <h1>Schedule ${d.name} ${d.paused ? html`<span class="badge st-cancelled">paused</span>` : html`<span class="badge st-running">active</span>`}</h1>
+    <div class="toolbar">
+      <a class="button" href=${`${BASE}/schedules/${d.id}/edit`}>Edit</a>
+      <${Action} run=${() => api(`/schedules/${d.id}/${d.paused ? 'resume' : 'pause'}`, { method: 'POST', body: {} })} onDone=${s.reload}>${d.paused ? 'Resume' : 'Pause'}</${Action}>
+      <${Action} run=${() => api(`/schedules/${d.id}/run`, { method: 'POST', body: {} })} onDone=${() => jobs.reload()}>Run now</${Action}>
+      <${Action} kind="danger" confirm=${`Delete schedule ${d.name}?`} run=${() => api(`/schedules/${d.id}`, { method: 'DELETE' })} onDone=${() => navigate(`${BASE}/schedules`)}>Delete</${Action}>
+    </div>
+    <dl class="kv">
+      <dt>spider</dt><dd><${Link} to=${`/projects/${encodeURIComponent(d.project)}`}>${d.project}</${Link}>/${d.spider}${d.version ? ` (version ${d.version})` : ''}</dd>
+      <dt>when</dt><dd>${when(d)}</dd><dt>zone</dt><dd>${d.tz}</dd>
+      <dt>overlap</dt><dd>${d.overlap}</dd><dt>missed</dt><dd>${d.missed}</dd>
+      <dt>arguments</dt><dd><code>${JSON.stringify(d.args)}</code></dd>
+      <dt>last due</dt><dd><${Time} v=${d.last_due_at} /></dd>
+    </dl>
+    <div class="two">
+      <${Runs} id=${d.id} tz=${d.tz} state="upcoming" title="Upcoming runs" empty="No upcoming runs." />
+      <${Runs} id=${d.id} tz=${d.tz} state="missed" title="Missed runs" empty="No missed runs." />
+    </div>
+    <section>
+      <h2>Jobs</h2>
+      <${Loading} state=${jobs} empty=${jobs.data && !jobs.data.jobs.length && 'This schedule has not run yet.'}>
+        <${JobTable} jobs=${(jobs.data && jobs.data.jobs) || []} />
+      </${Loading}>
+    </section>`;
+}
