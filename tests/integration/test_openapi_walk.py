@@ -759,3 +759,145 @@ def test_every_route_answers_as_the_document_says(d, spec, index, egg_bytes):
     for ident in ("slow", "rerun", "sched_job"):
         if ident in ctx:
             d.request("POST", f"{API}/jobs/{ctx[ident]}/cancel", json={"signal": "KILL"})
+
+
+# ---- JSON-RPC: every method of the index -------------------------------------
+# Each method is called with bad params (its required params left out, or an
+# unknown one when it has none: -32602) and with good ones; the answer
+# validates against RpcResponse and the result against the success schema of
+# the REST operation that lists the method in x-jsonrpc-methods.
+
+def _new_job(ctx, spider="slow"):
+    r = ctx["d"].request("POST", API + "/jobs", json={"project": "rpcp", "spider": spider,
+                                                      "args": {"seconds": "60"}})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def _new_schedule(ctx, name):
+    r = ctx["d"].request("POST", API + "/schedules", json={
+        "name": name, "project": "rpcp", "spider": "quick", "interval": 86400, "paused": True})
+    assert r.status_code == 201, r.text
+    return name
+
+
+RPC_CASES = {  # op -> params(ctx, method); run in this order
+    "status.get": lambda c, m: {},
+    "nodes.list": lambda c, m: {},
+    "projects.list": lambda c, m: {},
+    "projects.get": lambda c, m: {"project": "rpcp"},
+    "versions.add": lambda c, m: {"project": "rpcx", "version": "1",
+                                  "egg": base64.b64encode(c["egg"]).decode()},
+    "versions.list": lambda c, m: {"project": "rpcx"},
+    "spiders.list": lambda c, m: {"project": "rpcx", "version": "1"},
+    "versions.delete": lambda c, m: {"project": "rpcx", "version": "2"},
+    "projects.delete": lambda c, m: {"project": "rpcx"},
+    "scrapers.list": lambda c, m: {},
+    "jobs.create": lambda c, m: {"project": "rpcp", "spider": "quick", "args": {"count": "1"}},
+    "jobs.list": lambda c, m: {"project": "rpcp", "state": ["finished", "running"], "limit": 2},
+    "jobs.counts": lambda c, m: {"project": "rpcp"},
+    "stats.throughput": lambda c, m: {"step": 3600},
+    "jobs.get": lambda c, m: {"id": c["quick"]},
+    "jobs.cancel": lambda c, m: {"id": _new_job(c), "signal": "KILL"},
+    "jobs.rerun": lambda c, m: {"id": c["quick"]},
+    "jobs.log": lambda c, m: {"id": c["quick"], "offset": -200},
+    "jobs.items": lambda c, m: {"id": c["quick"]},
+    "schedules.create": lambda c, m: {"name": "r-" + m, "project": "rpcp", "spider": "quick",
+                                      "cron": "0 3 * * *", "tz": "Europe/Paris"},
+    "schedules.list": lambda c, m: {"limit": 10},
+    "schedules.preview": lambda c, m: {"cron": "0 3 * * *", "count": 2},
+    "schedules.get": lambda c, m: {"schedule": "r-base"},
+    "schedules.update": lambda c, m: {"schedule": "r-base", "priority": 2},
+    "schedules.pause": lambda c, m: {"schedule": "r-base"},
+    "schedules.resume": lambda c, m: {"schedule": "r-base"},
+    "schedules.run": lambda c, m: {"schedule": "r-base"},
+    "schedules.runs": lambda c, m: {"schedule": "r-base", "limit": 5},
+    "schedules.delete": lambda c, m: {"schedule": _new_schedule(c, "r-del-" + m)},
+    "events.list": lambda c, m: {"limit": 3},
+    "queues.set": lambda c, m: {"name": "rq", "visibility": 30, "keep_done": True},
+    "queues.list": lambda c, m: {},
+    "queues.get": lambda c, m: {"name": "rq"},
+    "queues.put": lambda c, m: {"name": "rq", "elements": ["a", "b", {"element": "c", "key": "k"}]},
+    "queues.take": lambda c, m: {"name": "rq", "max": 3},
+    "queues.ack": lambda c, m: {"name": "rq", "leases": c["leases"][:1]},
+    "queues.nack": lambda c, m: {"name": "rq", "leases": c["leases"][1:2], "error": "rpc"},
+    "queues.extend": lambda c, m: {"name": "rq", "leases": c["leases"][2:], "visibility": 60},
+    "queues.pause": lambda c, m: {"name": "rq"},
+    "queues.resume": lambda c, m: {"name": "rq"},
+    "queues.items": lambda c, m: {"name": "rq", "state": ["waiting", "inflight", "done"]},
+    "queues.keys": lambda c, m: {"name": "rq"},
+    "queues.requeue": lambda c, m: {"name": "rq", "state": ["done"]},
+    "queues.purge": lambda c, m: {"name": "rq", "state": ["waiting"]},
+    "queues.delete": lambda c, m: {"name": "rq"},
+}
+
+
+def test_every_jsonrpc_method_answers_as_the_document_says(d, spec, index, egg_bytes):
+    rpc_op = spec.operation("POST", API + "/jsonrpc")
+    methods = index["jsonrpc"]["methods"]
+    ops = {}  # op name -> (operation, its JSON-RPC methods, its route)
+    routes = {r["op"]: r for r in index["routes"] if r["op"]}
+    for path, item in spec.doc["paths"].items():
+        for verb, op in item.items():
+            if op.get("x-jsonrpc-methods"):
+                ops[op["operationId"]] = (op, op["x-jsonrpc-methods"], routes[op["operationId"]])
+    by_method = {m: name for name, (_, ms, _) in ops.items() for m in ms}
+    missing = sorted(m for m in methods if by_method.get(m) not in RPC_CASES)
+    assert not missing, f"JSON-RPC methods of the index without a case in this walk: {missing}"
+
+    # What the calls need.
+    egg = egg_bytes("testproj")
+    for project, version in (("rpcp", "1"), ("rpcx", "2")):
+        r = d.request("POST", f"{API}/projects/{project}/versions", params={"version": version},
+                      data=egg, headers={"Content-Type": "application/octet-stream"})
+        assert r.status_code == 201, r.text
+    ctx = {"d": d, "egg": egg, "quick": _new_job({"d": d}, "quick")}
+    _new_schedule(ctx, "r-base")
+    wait_for(lambda: d.request("GET", f"{API}/jobs/{ctx['quick']}").json()["state"] in ENDED,
+             60, "the quick job to end", interval=0.1)
+
+    calls = {"ok": set(), "fail": set()}
+    n = [0]
+
+    def rpc(method, params):
+        n[0] += 1
+        body = {"jsonrpc": "2.0", "method": method, "params": params, "id": n[0]}
+        spec.validate(body, rpc_op["requestBody"]["content"]["application/json"]["schema"],
+                      f"JSON-RPC request {method}")
+        r = d.request("POST", API + "/jsonrpc", data=json.dumps(body),
+                      headers={"Content-Type": "application/json"})
+        assert r.status_code == 200, r.text
+        assert media_type(r.headers.get("Content-Type")) == "application/json"
+        answer = r.json()
+        spec.validate(answer, rpc_op["responses"]["200"]["content"]["application/json"]["schema"],
+                      f"JSON-RPC answer to {method}")
+        spec.validate(answer, {"$ref": "#/components/schemas/RpcResponse"},
+                      f"JSON-RPC answer to {method}")
+        assert answer["id"] == n[0]
+        return answer
+
+    for name, make in RPC_CASES.items():
+        op, op_methods, route = ops[name]
+        for method in op_methods:
+            if method not in methods:
+                continue
+            required = [p["name"] for p in route["params"] if p["required"]]
+            bad = {} if required else {"bogus": 1}
+            answer = rpc(method, bad)
+            assert "result" not in answer, f"{method} {bad}: {answer}"
+            assert answer["error"]["code"] == -32602, answer
+            assert answer["error"]["data"]["code"] == \
+                ("SPD_EMISSING" if required else "SPD_EBADPARAM"), answer
+            calls["fail"].add(method)
+            answer = rpc(method, make(ctx, method))
+            assert "error" not in answer, f"{method}: {answer['error']}"
+            spec.validate(answer["result"], spec.success_schema(op),
+                          f"JSON-RPC result of {method} (as {op['operationId']})")
+            if name == "queues.take":
+                ctx["leases"] = [i["lease"] for i in answer["result"]["items"]]
+                assert len(ctx["leases"]) == 3
+            calls["ok"].add(method)
+    assert calls["ok"] == set(methods) and calls["fail"] == set(methods)
+    print(f"\ncalled {len(methods)} JSON-RPC methods, {spec.checks} checks so far")
+    for job in d.request("GET", API + "/jobs", params={"state": "pending,running"}).json()["jobs"]:
+        d.request("POST", f"{API}/jobs/{job['id']}/cancel", json={"signal": "KILL"})
