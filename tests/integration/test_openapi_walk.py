@@ -4,7 +4,9 @@ is one the operation lists, the Content-Type is the documented media type,
 the JSON body validates against the documented schema (errors against the
 Error schema), and the bodies sent validate against the documented
 requestBody. The routes and methods come from the API index, so a new route
-or method without a case here fails the walk.
+or method without a case here fails the walk. Every object in a documented
+answer must say which properties are always there (or be named in
+OPEN_OBJECTS with the reason it is open).
 
 The OpenAPI 3.0 schemas are turned into JSON Schema (Draft 7) by a small
 converter: `nullable: true` adds null, `$ref: '#/components/schemas/X'`
@@ -388,6 +390,9 @@ def _jobs_create(w, ctx):
         "project": "wp", "spider": "quick", "version": "1.0", "args": {"count": "2"},
         "settings": {"LOG_LEVEL": "INFO"}, "priority": 1.5}, status=201)
     ctx["quick"] = j["id"]
+    child = w.ok("POST", API + "/jobs", json_body={
+        "project": "wp", "spider": "quick", "parent": j["id"]}, status=201)
+    assert child["parent_id"] == j["id"]
     ctx["slow"] = w.ok("POST", API + "/jobs", json_body={
         "project": "wp", "spider": "slow", "args": {"seconds": "60"}}, status=201)["id"]
     first = w.ok("POST", API + "/jobs", json_body={
@@ -438,7 +443,8 @@ def _throughput(w, ctx):
 @case("GET", J)
 def _jobs_get(w, ctx):
     wait_job(w, ctx["quick"])
-    w.ok("GET", J, {"id": ctx["quick"]})
+    parent = w.ok("GET", J, {"id": ctx["quick"]})
+    assert parent["children"]["total"] == 1  # a parent shows its children's counts
     job = w.ok("GET", J, {"id": ctx["slow"]})
     w.ok("GET", J, {"id": job["job"]})  # the Scrapyd job id
     w.fail("GET", J, {"id": 987654321}, status=404, code="SPD_ENOJOB")
@@ -759,6 +765,64 @@ def test_every_route_answers_as_the_document_says(d, spec, index, egg_bytes):
     for ident in ("slow", "rerun", "sched_job"):
         if ident in ctx:
             d.request("POST", f"{API}/jobs/{ctx[ident]}/cancel", json={"signal": "KILL"})
+
+
+# ---- the document itself ------------------------------------------------------
+
+# Objects in answers whose shape the document leaves open, and why.
+OPEN_OBJECTS = {
+    "openapi.json.info": "the document's own parts, as OpenAPI 3.0 defines them",
+    "openapi.json.paths": "the document's own parts, as OpenAPI 3.0 defines them",
+    "openapi.json.components": "the document's own parts, as OpenAPI 3.0 defines them",
+    "Error.error.details": "one shape per error code (field, project, ids, stderr, ...)",
+    "RpcResponse.error.data.details": "the REST error's details",
+    "Job.stats": "what the crawl reported; absent keys where Scrapy had none",
+    "Event.data": "one shape per event type",
+}
+
+
+def test_the_document_says_what_every_answer_holds(spec):
+    """Every object in a documented answer lists its properties and which of
+    them are always there (or is named in OPEN_OBJECTS): a bare
+    `type: object` validates anything and so checks nothing."""
+    loose, seen = [], set()
+
+    def walk(s, where):
+        if isinstance(s, list):
+            for x in s:
+                walk(x, where)
+            return
+        if not isinstance(s, dict):
+            return
+        if "$ref" in s:
+            name = s["$ref"].rsplit("/", 1)[1]
+            if name not in seen:
+                seen.add(name)
+                walk(spec.doc["components"]["schemas"][name], name)
+            return
+        if s.get("type") == "object" and where not in OPEN_OBJECTS:
+            if s.get("properties") and not s.get("required"):
+                loose.append(f"{where}: properties without required")
+            if not s.get("properties") and not s.get("required") and \
+                    "additionalProperties" not in s:
+                loose.append(f"{where}: a bare object")
+        for key, value in s.items():
+            if key == "properties":
+                for name, sub in value.items():
+                    walk(sub, f"{where}.{name}")
+            elif isinstance(value, (dict, list)):
+                walk(value, where if key in ("allOf", "oneOf", "anyOf") else f"{where}.{key}")
+
+    for path, item in spec.doc["paths"].items():
+        for method, op in item.items():
+            for status, resp in op["responses"].items():
+                resp = spec._deref(resp, "responses")
+                for media in resp.get("content", {}).values():
+                    walk(media["schema"], path.rsplit("/", 1)[-1] if "$ref" not in
+                         media["schema"] else "")
+            if "x-jsonrpc-result" in op:
+                walk(op["x-jsonrpc-result"], op["operationId"])
+    assert not loose, "answers the document leaves open:\n" + "\n".join(loose)
 
 
 # ---- JSON-RPC: every method of the index -------------------------------------
