@@ -305,7 +305,7 @@ int store_event_add(store_t *s, event_t *e) {
 
 int store_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {
   static const event_filter_t all;
-  if (!s || !out) return -EINVAL;
+  if (!s || !out || (f && f->before_id < 0)) return -EINVAL;
   return s->ops->events_list(s, f ? f : &all, out);
 }
 

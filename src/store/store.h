@@ -258,9 +258,14 @@ typedef struct event_filter {
   int64_t schedule_id;     /* 0 = all */
   int64_t job_id;          /* 0 = all */
   size_t limit;            /* 0 = no limit */
+  int64_t before_id;       /* > 0: id < before_id (with after_id, a window);
+                            * 0 = unbounded; negative is -EINVAL */
+  int newest_first;        /* 1: highest id first, so limit keeps the newest */
 } event_filter_t;
 
-/* Events matching f, oldest first. */
+/* Events matching f, oldest first (newest first with f->newest_first).
+ * Either way a page walks an index on id (or on schedule or job, then id)
+ * and stops after limit rows. */
 int store_events_list(store_t *s, const event_filter_t *f, event_list_t *out);
 /* The newest event's id (0 when there are none): where "from now on" starts. */
 int store_events_head(store_t *s, int64_t *id);
