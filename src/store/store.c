@@ -534,6 +534,7 @@ void node_info_release(node_info_t *n) {
   if (!n) return;
   free(n->name);
   free(n->url);
+  free(n->version);
   memset(n, 0, sizeof(*n));
 }
 

@@ -431,6 +431,8 @@ int store_queue_purge(store_t *s, const char *name, const queue_filter_t *f,
 typedef struct node_info {
   char *name;          /* node_name, unique in the cluster */
   char *url;           /* where other nodes reach its HTTP API */
+  char *version;       /* its spiderd version; NULL when it never said (a
+                        * row written before the store recorded it) */
   int slots;           /* its max_proc */
   int running;         /* its crawl processes, as it last reported */
   int64_t started_ms;  /* when the daemon started */
@@ -446,8 +448,8 @@ typedef struct node_list {
 void node_info_release(node_info_t *n);
 void node_list_release(node_list_t *l);
 
-/* Records a node's sign of life: inserts or updates its row (url, slots,
- * running, started_ms) with heartbeat_ms = now_ms and dead = 0.
+/* Records a node's sign of life: inserts or updates its row (url, version,
+ * slots, running, started_ms) with heartbeat_ms = now_ms and dead = 0.
  * *was_dead (may be NULL) = 1 when a reaper had declared it dead: its
  * running jobs were ended as lost and may run elsewhere already, so the
  * node must stop every crawl it still has. */
