@@ -122,6 +122,8 @@ static const op_param_t p_events[] = {{"after", OPT_INT, 0, 0, INT64_MAX},
                                       {"schedule", OPT_INT, 0, 1, INT64_MAX},
                                       {"job", OPT_INT, 0, 1, INT64_MAX},
                                       {"limit", OPT_INT, 0, 1, 1000},
+                                      {"before", OPT_INT, 0, 1, INT64_MAX},
+                                      {"order", OPT_STR, 0, 0, 0},
                                       END};
 
 /* Task queues (docs/queues.md): values the handlers check themselves are

@@ -292,8 +292,9 @@ static int nodes_fn(store_t *s, void *arg) {
     /* "late": silent past the timeout, not yet declared dead by a reap. */
     const char *state = n->dead ? "dead" : age > timeout ? "late" : "alive";
     json_array_append_new(
-        a, json_pack("{s:s,s:o,s:i,s:i,s:o,s:o,s:I,s:s,s:b}", "name", n->name, "url",
-                     op_str_or_null(n->url), "slots", n->slots, "running", n->running,
+        a, json_pack("{s:s,s:o,s:o,s:i,s:i,s:o,s:o,s:I,s:s,s:b}", "name", n->name, "url",
+                     op_str_or_null(n->url), "version", op_str_or_null(n->version), "slots",
+                     n->slots, "running", n->running,
                      "started_at", op_iso_time(n->started_ms), "heartbeat_at",
                      op_iso_time(n->heartbeat_ms), "heartbeat_age_ms", (json_int_t)age,
                      "state", state, "self", !strcmp(n->name, c->app->cfg.node_name)));

@@ -654,20 +654,39 @@ void op_schedules_run(op_call_t *c) {
 
 /* ---- events ---- */
 
+/* Oldest first by default, a cursor to poll forward (next_after). Newest
+ * first (order=desc) is how a console opens: the latest page, then older
+ * pages through next_before, and next_after (the newest id seen) to follow
+ * from there; next_before is null once a page comes back short. */
 static int events_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   event_list_t l = {0};
   event_filter_t f = {.after_id = op_int(c, "after", 0), .type_prefix = op_str(c, "type"),
                       .schedule_id = op_int(c, "schedule", 0), .job_id = op_int(c, "job", 0),
-                      .limit = (size_t)op_int(c, "limit", PAGE_DEFAULT)};
+                      .limit = (size_t)op_int(c, "limit", PAGE_DEFAULT),
+                      .before_id = op_int(c, "before", 0), .newest_first = (int)c->num[0]};
   int rc = store_events_list(s, &f, &l);
   if (rc) return rc;
   json_t *arr = json_array();
   for (size_t i = 0; i < l.n; i++) json_array_append_new(arr, render_event(&l.v[i]));
-  c->result = json_pack("{s:o, s:I}", "events", arr, "next_after",
-                        (json_int_t)(l.n ? l.v[l.n - 1].id : f.after_id));
+  if (f.newest_first)
+    c->result = json_pack("{s:o, s:I, s:o}", "events", arr, "next_after",
+                          (json_int_t)(l.n ? l.v[0].id : f.after_id), "next_before",
+                          l.n && l.n == f.limit ? json_integer(l.v[l.n - 1].id) : json_null());
+  else
+    c->result = json_pack("{s:o, s:I}", "events", arr, "next_after",
+                          (json_int_t)(l.n ? l.v[l.n - 1].id : f.after_id));
   event_list_release(&l);
-  return 0;
+  return c->result ? 0 : -ENOMEM;
 }
 
-void op_events_list(op_call_t *c) { op_store(c, STORE_READ, events_fn, done_schedule); }
+void op_events_list(op_call_t *c) {
+  const char *order = op_str(c, "order");
+  if (order && strcmp(order, "asc") && strcmp(order, "desc")) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "order"),
+            "'order' must be asc or desc, not '%.64s'", order);
+    return;
+  }
+  c->num[0] = order && !strcmp(order, "desc");
+  op_store(c, STORE_READ, events_fn, done_schedule);
+}

@@ -234,13 +234,14 @@ static void beat(cluster_t *c) {
   op->c = c;
   op->node.name = strdup(c->cfg->node_name);
   op->node.url = strdup(c->url);
+  op->node.version = strdup(SPIDERD_VERSION);
   op->node.slots = config_max_proc(c->cfg);
   op->node.running = (int)launcher_running(c->launcher);
   op->node.started_ms = c->started_ms;
   op->now = clock_wall_ms();
   c->rng = c->rng * 6364136223846793005ULL + 1442695040888963407ULL;
   op->rnd = (uint32_t)(c->rng >> 33);
-  if (!op->node.name || !op->node.url) {
+  if (!op->node.name || !op->node.url || !op->node.version) {
     node_info_release(&op->node);
     free(op);
     return;

@@ -305,7 +305,7 @@ int store_event_add(store_t *s, event_t *e) {
 
 int store_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {
   static const event_filter_t all;
-  if (!s || !out) return -EINVAL;
+  if (!s || !out || (f && f->before_id < 0)) return -EINVAL;
   return s->ops->events_list(s, f ? f : &all, out);
 }
 
@@ -534,6 +534,7 @@ void node_info_release(node_info_t *n) {
   if (!n) return;
   free(n->name);
   free(n->url);
+  free(n->version);
   memset(n, 0, sizeof(*n));
 }
 

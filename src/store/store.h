@@ -258,9 +258,14 @@ typedef struct event_filter {
   int64_t schedule_id;     /* 0 = all */
   int64_t job_id;          /* 0 = all */
   size_t limit;            /* 0 = no limit */
+  int64_t before_id;       /* > 0: id < before_id (with after_id, a window);
+                            * 0 = unbounded; negative is -EINVAL */
+  int newest_first;        /* 1: highest id first, so limit keeps the newest */
 } event_filter_t;
 
-/* Events matching f, oldest first. */
+/* Events matching f, oldest first (newest first with f->newest_first).
+ * Either way a page walks an index on id (or on schedule or job, then id)
+ * and stops after limit rows. */
 int store_events_list(store_t *s, const event_filter_t *f, event_list_t *out);
 /* The newest event's id (0 when there are none): where "from now on" starts. */
 int store_events_head(store_t *s, int64_t *id);
@@ -426,6 +431,8 @@ int store_queue_purge(store_t *s, const char *name, const queue_filter_t *f,
 typedef struct node_info {
   char *name;          /* node_name, unique in the cluster */
   char *url;           /* where other nodes reach its HTTP API */
+  char *version;       /* its spiderd version; NULL when it never said (a
+                        * row written before the store recorded it) */
   int slots;           /* its max_proc */
   int running;         /* its crawl processes, as it last reported */
   int64_t started_ms;  /* when the daemon started */
@@ -441,8 +448,8 @@ typedef struct node_list {
 void node_info_release(node_info_t *n);
 void node_list_release(node_list_t *l);
 
-/* Records a node's sign of life: inserts or updates its row (url, slots,
- * running, started_ms) with heartbeat_ms = now_ms and dead = 0.
+/* Records a node's sign of life: inserts or updates its row (url, version,
+ * slots, running, started_ms) with heartbeat_ms = now_ms and dead = 0.
  * *was_dead (may be NULL) = 1 when a reaper had declared it dead: its
  * running jobs were ended as lost and may run elsewhere already, so the
  * node must stop every crawl it still has. */

@@ -8,6 +8,7 @@ fakecrawl.py, so hundreds of jobs fit on two cores."""
 
 import glob
 import os
+import sqlite3
 import subprocess
 import time
 
@@ -75,8 +76,38 @@ def test_nodes_lists_this_node(spiderd):
     assert n["self"] and n["state"] == "alive" and n["slots"] == 3 and n["running"] == 0
     assert n["url"] == d.url
     assert n["heartbeat_age_ms"] < timeout(5) * 1000
+    # Each node says which spiderd it runs: the version /status gives.
+    status = d.request("GET", API + "/status").json()
+    assert n["version"] == status["version"] and n["version"]
     r = d.request("POST", API + "/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "nodes.list"})
     assert r.json()["result"]["nodes"][0]["name"] == d.node
+
+
+def test_a_store_from_before_node_versions_is_upgraded(spiderd):
+    """A store whose schema predates the nodes' versions (SQLite 5,
+    PostgreSQL 1) is migrated at start-up: the nodes it knew show null until
+    they beat again, and this node shows its own version at once."""
+    d = spiderd(spiderd={"node_heartbeat": 0.2})
+    wait_for(lambda: d.node in nodes(d), timeout(5), "the node's first heartbeat")
+    d.stop()
+    con = d.db()
+    con.execute("ALTER TABLE nodes DROP COLUMN version")
+    if isinstance(con, sqlite3.Connection):
+        con.execute("PRAGMA user_version = 5")
+    else:
+        con.execute("DELETE FROM spiderd_schema")
+        con.execute("INSERT INTO spiderd_schema VALUES (1)")
+    con.execute("INSERT INTO nodes (name, url, slots, running, started_ms, heartbeat_ms, dead) "
+                "VALUES ('ghost', NULL, 1, 0, 1, 1, 1)")
+    con.commit()
+    con.close()
+    d.start()
+    version = d.request("GET", API + "/status").json()["version"]
+    ns = wait_for(lambda: (lambda n: n if n[d.node]["version"] else None)(nodes(d)),
+                  timeout(5), "a beat after the upgrade")
+    assert ns[d.node]["version"] == version
+    assert ns["ghost"]["version"] is None and ns["ghost"]["slots"] == 1
+    assert ns["ghost"]["state"] == "dead"
 
 
 def overlaps(runs):

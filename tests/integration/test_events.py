@@ -1,8 +1,9 @@
 """The event log: listing with a cursor, and live Server-Sent Events."""
 
 import threading
+import time
 
-from conftest import timeout, unique
+from conftest import timeout, unique, wait_for
 
 API = "/api/v1"
 
@@ -87,3 +88,95 @@ def test_stream_open_while_daemon_stops(spiderd):
     # rather than left hanging until the client's timeout.
     lines = list(stream.iter_lines(decode_unicode=True))
     assert lines[0] == "retry: 2000", lines
+
+
+def events(d, **params):
+    r = d.request("GET", API + "/events", params=params)
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_events_newest_first_paged_back_with_before(spiderd, egg):
+    d = spiderd()
+    d.upload("testproj", "1", egg("testproj"))
+    start = events(d)["next_after"]
+    s = [make(d, unique("nf")) for _ in range(3)]
+    for x in s[:2]:
+        assert d.request("POST", f"{API}/schedules/{x['id']}/pause").status_code == 200
+    r = d.request("POST", f"{API}/schedules/{s[2]['id']}/run")
+    assert r.status_code == 201, r.text
+    job = r.json()
+    d.wait_finished(job["job"])
+
+    # Once the job has ended nothing else happens: the log holds still.
+    def settled():
+        a = events(d, after=start, limit=1000)["events"]
+        time.sleep(0.3)
+        return a if a == events(d, after=start, limit=1000)["events"] else None
+    log = wait_for(settled, 10, "a quiet event log")
+    ids = [e["id"] for e in log]
+    assert len(ids) >= 8 and ids == sorted(ids)
+    newest = ids[::-1]
+
+    # The newest page in one call, then older pages through next_before.
+    page = events(d, order="desc", limit=3)
+    assert [e["id"] for e in page["events"]] == newest[:3]
+    assert page["next_after"] == ids[-1] and page["next_before"] == newest[2]
+    got, before = [], None
+    while True:
+        params = {"order": "desc", "limit": 3, "after": start}
+        if before is not None:
+            params["before"] = before
+        page = events(d, **params)
+        got += [e["id"] for e in page["events"]]
+        before = page["next_before"]
+        if before is None:
+            break
+        assert len(page["events"]) == 3 and before == got[-1]
+    assert got == newest
+    empty = events(d, order="desc", after=start, before=ids[0])
+    assert empty == {"events": [], "next_after": start, "next_before": None}
+
+    # Filters combine with the order and the bounds.
+    def want(pred):
+        return [e["id"] for e in log if pred(e)][::-1]
+    sched = [e["id"] for e in events(d, order="desc", type="schedule.", after=start)["events"]]
+    assert sched == want(lambda e: e["type"].startswith("schedule.")) and len(sched) == 5
+    assert [e["type"] for e in events(d, order="desc", type="schedule.", limit=2)["events"]] == \
+        ["schedule.paused", "schedule.paused"]
+    one = events(d, order="desc", schedule=s[0]["id"])["events"]
+    assert [e["type"] for e in one] == ["schedule.paused", "schedule.created"]
+    of_job = events(d, order="desc", job=job["id"])["events"]
+    assert [e["id"] for e in of_job] == want(lambda e: e["job_id"] == job["id"])
+    assert of_job[0]["type"] in ("job.finished", "job.failed") and of_job[-1]["type"] == "job.queued"
+    both = events(d, order="desc", type="job.", schedule=s[2]["id"], job=job["id"],
+                  before=of_job[0]["id"], limit=2)
+    assert [e["id"] for e in both["events"]] == [e["id"] for e in of_job[1:3]]
+    assert both["next_before"] == of_job[2]["id"]
+
+    # after and before together are a window; oldest first when no order is given.
+    window = events(d, after=ids[0], before=ids[4])
+    assert [e["id"] for e in window["events"]] == ids[1:4] and window["next_after"] == ids[3]
+    assert "next_before" not in window
+    # Without the new parameters the reply is what it always was.
+    plain = d.request("GET", API + "/events", params={"after": start, "limit": 4})
+    asc = d.request("GET", API + "/events", params={"after": start, "limit": 4, "order": "asc"})
+    assert plain.content == asc.content
+    assert set(plain.json()) == {"events", "next_after"}
+
+    # JSON-RPC takes the same parameters.
+    r = d.request("POST", API + "/jsonrpc", json={
+        "jsonrpc": "2.0", "id": 1, "method": "events.list",
+        "params": {"order": "desc", "limit": 2, "before": ids[-1]}})
+    assert r.status_code == 200, r.text
+    assert [e["id"] for e in r.json()["result"]["events"]] == newest[1:3]
+
+    for bad in ({"order": "newest"}, {"order": ""}, {"before": "0"}, {"before": "x"}):
+        r = d.request("GET", API + "/events", params=bad)
+        assert r.status_code == 400, (bad, r.text)
+        e = r.json()["error"]
+        field = next(iter(bad))
+        assert e["code"] == "SPD_EBADPARAM" and e["details"]["field"] == field, (bad, e)
+    r = d.request("POST", API + "/jsonrpc", json={
+        "jsonrpc": "2.0", "id": 2, "method": "events.list", "params": {"order": "up"}})
+    assert r.json()["error"]["code"] == -32602 and r.json()["error"]["data"]["code"] == "SPD_EBADPARAM"

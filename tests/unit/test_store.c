@@ -1157,6 +1157,45 @@ static void test_migrations(void **state) {
   assert_non_null(strstr(err, "newer"));
 }
 
+/* A file of schema 5 (before nodes had a version) is brought up to date
+ * when opened: its node rows stay, with no version until their next beat. */
+static void test_migration_node_version(void **state) {
+  struct fx *f = *state;
+  char path[512];
+  if (!f->sqlite_default) return; /* the file is SQLite's own */
+  node_info_t n = {.name = "old", .url = "http://old:6800", .slots = 3, .running = 1,
+                   .started_ms = 5, .version = "0.0.9"};
+  assert_int_equal(store_node_beat(f->s, &n, 1000, NULL), 0);
+  store_close(f->s);
+  f->s = NULL;
+
+  /* Back to what a version-5 build wrote. */
+  sqlite3 *db;
+  snprintf(path, sizeof(path), "%s/main.db", f->dir);
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db,
+                                "ALTER TABLE nodes DROP COLUMN version;"
+                                "PRAGMA user_version = 5;",
+                                NULL, NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(db);
+
+  f->s = fx_open(f->url);
+  node_list_t l = {0};
+  assert_int_equal(store_nodes_list(f->s, &l), 0);
+  assert_int_equal(l.n, 1);
+  assert_string_equal(l.v[0].name, "old");
+  assert_int_equal(l.v[0].slots, 3);
+  assert_int_equal(l.v[0].heartbeat_ms, 1000);
+  assert_null(l.v[0].version);
+  node_list_release(&l);
+  n.version = "0.1.0";
+  assert_int_equal(store_node_beat(f->s, &n, 2000, NULL), 0);
+  assert_int_equal(store_nodes_list(f->s, &l), 0);
+  assert_string_equal(l.v[0].version, "0.1.0");
+  node_list_release(&l);
+}
+
 /* Several processes opening a store nobody has opened yet: each one
  * succeeds and the schema is created once. */
 static void test_concurrent_first_open(void **state) {
@@ -1215,7 +1254,7 @@ int main(void) {
       T(test_status),
       T(test_list),         T(test_counts),          T(test_trim),
       T(test_meta), T(test_job_secret_made_with_the_schema),         T(test_reopen),          T(test_transactions),
-      T(test_migrations),   T(test_concurrent_first_open),
+      T(test_migrations),   T(test_migration_node_version), T(test_concurrent_first_open),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

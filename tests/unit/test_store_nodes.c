@@ -51,13 +51,14 @@ static void test_node_beat(void **state) {
   assert_int_equal(l.n, 0);
 
   node_info_t n = {.name = "n-a", .url = "http://a:6800", .slots = 8, .running = 3,
-                   .started_ms = 111};
+                   .started_ms = 111, .version = "1.2.3"};
   assert_int_equal(store_node_beat(s, &n, 1000, &dead), 0);
   assert_int_equal(dead, 0);
   assert_int_equal(store_nodes_list(s, &l), 0);
   assert_int_equal(l.n, 1);
   assert_string_equal(l.v[0].name, "n-a");
   assert_string_equal(l.v[0].url, "http://a:6800");
+  assert_string_equal(l.v[0].version, "1.2.3");
   assert_int_equal(l.v[0].slots, 8);
   assert_int_equal(l.v[0].running, 3);
   assert_int_equal(l.v[0].started_ms, 111);
@@ -65,12 +66,21 @@ static void test_node_beat(void **state) {
   assert_int_equal(l.v[0].dead, 0);
   node_list_release(&l);
 
-  /* A beat updates every field; was_dead may be NULL; a NULL url stays NULL. */
+  /* An upgraded node says its new version. */
+  n.version = "1.3.0-rc1";
+  assert_int_equal(store_node_beat(s, &n, 1500, &dead), 0);
+  assert_int_equal(store_nodes_list(s, &l), 0);
+  assert_string_equal(l.v[0].version, "1.3.0-rc1");
+  node_list_release(&l);
+
+  /* A beat updates every field; was_dead may be NULL; a NULL url or
+   * version (a node that does not say) stays NULL. */
   n = (node_info_t){.name = "n-a", .url = NULL, .slots = 2, .running = 0, .started_ms = 222};
   assert_int_equal(store_node_beat(s, &n, 2000, NULL), 0);
   assert_int_equal(store_nodes_list(s, &l), 0);
   assert_int_equal(l.n, 1);
   assert_null(l.v[0].url);
+  assert_null(l.v[0].version);
   assert_int_equal(l.v[0].slots, 2);
   assert_int_equal(l.v[0].running, 0);
   assert_int_equal(l.v[0].started_ms, 222);

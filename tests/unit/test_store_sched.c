@@ -256,6 +256,75 @@ static void test_events(void **state) {
   event_list_release(&l);
 }
 
+/* Newest first and `before`: the latest page, then the pages below it. */
+static void expect_ids(store_t *s, const event_filter_t *ef, const int64_t *want, size_t n) {
+  event_list_t l = {0};
+  assert_int_equal(store_events_list(s, ef, &l), 0);
+  assert_int_equal(l.n, n);
+  for (size_t i = 0; i < n; i++) assert_int_equal(l.v[i].id, want[i]);
+  event_list_release(&l);
+}
+
+static void test_events_newest_first(void **state) {
+  struct fx *f = *state;
+  /* Two schedules' and three jobs' events, interleaved. */
+  const char *types[] = {"job.queued", "schedule.created", "job.started", "job.finished",
+                         "job.queued", "schedule.paused", "job.started", "job.failed"};
+  const int64_t sched[] = {3, 3, 0, 4, 4, 3, 3, 0};
+  const int64_t job[] = {50, 0, 50, 50, 51, 0, 52, 52};
+  int64_t id[8];
+  for (int i = 0; i < 8; i++) {
+    event_t e = {.type = (char *)types[i], .schedule_id = sched[i], .job_id = job[i]};
+    assert_int_equal(store_event_add(f->s, &e), 0);
+    id[i] = e.id;
+  }
+
+  event_filter_t ef = {.newest_first = 1};
+  expect_ids(f->s, &ef, (int64_t[]){id[7], id[6], id[5], id[4], id[3], id[2], id[1], id[0]}, 8);
+  /* The newest N, then the page below the last one seen. */
+  ef = (event_filter_t){.newest_first = 1, .limit = 3};
+  expect_ids(f->s, &ef, (int64_t[]){id[7], id[6], id[5]}, 3);
+  ef.before_id = id[5];
+  expect_ids(f->s, &ef, (int64_t[]){id[4], id[3], id[2]}, 3);
+  ef.before_id = id[2];
+  expect_ids(f->s, &ef, (int64_t[]){id[1], id[0]}, 2);
+  ef.before_id = id[0];
+  expect_ids(f->s, &ef, NULL, 0);
+  /* before alone, oldest first: the oldest below it. */
+  ef = (event_filter_t){.before_id = id[3], .limit = 2};
+  expect_ids(f->s, &ef, (int64_t[]){id[0], id[1]}, 2);
+  /* after and before together are a window, either way. */
+  ef = (event_filter_t){.after_id = id[1], .before_id = id[5]};
+  expect_ids(f->s, &ef, (int64_t[]){id[2], id[3], id[4]}, 3);
+  ef.newest_first = 1;
+  expect_ids(f->s, &ef, (int64_t[]){id[4], id[3], id[2]}, 3);
+  ef = (event_filter_t){.after_id = id[4], .before_id = id[5]};
+  expect_ids(f->s, &ef, NULL, 0);
+  /* Every filter combines with the order and the bounds. */
+  ef = (event_filter_t){.newest_first = 1, .type_prefix = "job."};
+  expect_ids(f->s, &ef, (int64_t[]){id[7], id[6], id[4], id[3], id[2], id[0]}, 6);
+  ef = (event_filter_t){.newest_first = 1, .type_prefix = "job.", .before_id = id[4],
+                        .limit = 2};
+  expect_ids(f->s, &ef, (int64_t[]){id[3], id[2]}, 2);
+  ef = (event_filter_t){.newest_first = 1, .schedule_id = 3};
+  expect_ids(f->s, &ef, (int64_t[]){id[6], id[5], id[1], id[0]}, 4);
+  ef = (event_filter_t){.newest_first = 1, .schedule_id = 3, .before_id = id[6], .limit = 2};
+  expect_ids(f->s, &ef, (int64_t[]){id[5], id[1]}, 2);
+  ef = (event_filter_t){.newest_first = 1, .job_id = 50, .limit = 2};
+  expect_ids(f->s, &ef, (int64_t[]){id[3], id[2]}, 2);
+  ef = (event_filter_t){.newest_first = 1, .job_id = 52, .schedule_id = 3,
+                        .type_prefix = "job.s"};
+  expect_ids(f->s, &ef, (int64_t[]){id[6]}, 1);
+  ef = (event_filter_t){.newest_first = 1, .schedule_id = 4, .job_id = 51,
+                        .after_id = id[3], .before_id = id[7]};
+  expect_ids(f->s, &ef, (int64_t[]){id[4]}, 1);
+  /* A negative bound is a caller's mistake. */
+  event_list_t l = {0};
+  ef = (event_filter_t){.before_id = -1};
+  assert_int_equal(store_events_list(f->s, &ef, &l), -EINVAL);
+  assert_int_equal(l.n, 0);
+}
+
 static void test_leases(void **state) {
   struct fx *f = *state;
   int64_t t1 = 0, t2 = 0, t3 = 0;
@@ -419,7 +488,7 @@ static void test_job_native_list(void **state) {
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
   const struct CMUnitTest tests[] = {
-      T(test_schedule_crud), T(test_runs),       T(test_events),
+      T(test_schedule_crud), T(test_runs),       T(test_events), T(test_events_newest_first),
       T(test_leases),        T(test_job_fields), T(test_job_native_list),
   };
 #undef T

@@ -879,12 +879,13 @@ int pg_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead
     pg_p_i64(&p, n->running);
     pg_p_i64(&p, n->started_ms);
     pg_p_i64(&p, now_ms);
+    pg_p_str(&p, n->version);
     rc = pg_cmd(q, PN_BEAT,
-                "INSERT INTO nodes (name, url, slots, running, started_ms, heartbeat_ms, dead) "
-                "VALUES ($1, $2, $3, $4, $5, $6, 0) ON CONFLICT (name) DO UPDATE SET "
+                "INSERT INTO nodes (name, url, slots, running, started_ms, heartbeat_ms, dead, "
+                "version) VALUES ($1, $2, $3, $4, $5, $6, 0, $7) ON CONFLICT (name) DO UPDATE SET "
                 "url = excluded.url, slots = excluded.slots, running = excluded.running, "
                 "started_ms = excluded.started_ms, heartbeat_ms = excluded.heartbeat_ms, "
-                "dead = 0",
+                "dead = 0, version = excluded.version",
                 &p, 0, "node beat");
   }
   return pg_auto_end(q, began, rc);
@@ -893,13 +894,14 @@ int pg_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead
 int pg_nodes_list(store_t *s, node_list_t *out) {
   int rc;
   PGresult *r = pg_run(PGQ(s), PN_LIST,
-                       "SELECT name, url, slots, running, started_ms, heartbeat_ms, dead "
-                       "FROM nodes ORDER BY name",
+                       "SELECT name, url, slots, running, started_ms, heartbeat_ms, dead, "
+                       "version FROM nodes ORDER BY name",
                        NULL, 0, &rc, "list nodes");
   if (!r) return rc;
   for (int i = 0; i < PQntuples(r) && !rc; i++) {
     node_info_t n = {0};
-    if ((rc = pg_str(r, i, 0, &n.name)) || (rc = pg_str(r, i, 1, &n.url))) {
+    if ((rc = pg_str(r, i, 0, &n.name)) || (rc = pg_str(r, i, 1, &n.url)) ||
+        (rc = pg_str(r, i, 7, &n.version))) {
       node_info_release(&n);
       break;
     }

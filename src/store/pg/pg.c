@@ -408,6 +408,10 @@ static const char pg_schema_core[] =
 static const char *const *pg_migrations[] = {
     (const char *const[]){pg_schema_core, pg_schema_jobs, pg_schema_sched, pg_schema_queue,
                           NULL},
+    /* 2: each node's spiderd version, written with its beat, so a mixed
+     * cluster shows which node runs what; rows from before stay NULL until
+     * their node beats again. */
+    (const char *const[]){"ALTER TABLE nodes ADD COLUMN version TEXT;", NULL},
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
 

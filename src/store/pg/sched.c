@@ -618,8 +618,13 @@ int pg_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {
     pg_p_i64(&p, f->job_id);
     n += (size_t)snprintf(sql + n, sizeof(sql) - n, " AND job_id = $%d AND job_id <> 0", p.n);
   }
+  if (f->before_id) {
+    pg_p_i64(&p, f->before_id);
+    n += (size_t)snprintf(sql + n, sizeof(sql) - n, " AND id < $%d", p.n);
+  }
   p_limit(&p, f->limit);
-  snprintf(sql + n, sizeof(sql) - n, " ORDER BY id LIMIT $%d", p.n);
+  snprintf(sql + n, sizeof(sql) - n, " ORDER BY id%s LIMIT $%d", f->newest_first ? " DESC" : "",
+           p.n);
   int rc;
   PGresult *r = pg_run(PGQ(s), -1, sql, &p, 0, &rc, "list events");
   if (!r) return rc;

@@ -21,7 +21,8 @@
  *   jobs:live          hash parent id -> its pending or running children
  *   jobs:count         hash "STATE" and "STATE:PR" -> jobs (final states
  *                      count only jobs that started), kept by every change
- *   node:NAME, nodes   a hash per node; zset of names
+ *   node:NAME, nodes   a hash per node (version absent: never said); zset of
+ *                      names
  *   egg:PR\0VER, eggs  a hash per egg (data, size, created_ms); zset of names
  *
  * Every state change goes through JIDX(id, job, -1) before and
@@ -400,6 +401,7 @@ int redis_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_d
   ra_i64(&a, n->running);
   ra_i64(&a, n->started_ms);
   ra_i64(&a, now_ms);
+  ra_str(&a, n->version);
   int rc = redis_int_call(RQ(s), RS_NODE_BEAT, &a, &dead, "node beat");
   if (!rc) *was_dead = dead != 0;
   return rc;
@@ -408,7 +410,7 @@ int redis_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_d
 #define NF(name, type) {#name, type, offsetof(node_info_t, name)}
 static const struct redis_field node_fields[] = {
     NF(name, RF_STR),       NF(url, RF_STR),          NF(slots, RF_INT), NF(running, RF_INT),
-    NF(started_ms, RF_I64), NF(heartbeat_ms, RF_I64), NF(dead, RF_INT),
+    NF(started_ms, RF_I64), NF(heartbeat_ms, RF_I64), NF(dead, RF_INT), NF(version, RF_STR),
 };
 #undef NF
 
@@ -423,6 +425,10 @@ int redis_nodes_list(store_t *s, node_list_t *out) {
     if (!rc && n.url && !*n.url) {
       free(n.url);
       n.url = NULL;
+    }
+    if (!rc && n.version && !*n.version) {
+      free(n.version);
+      n.version = NULL;
     }
     if (!rc) rc = node_list_push(out, &n);
     node_info_release(&n);

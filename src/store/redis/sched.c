@@ -287,6 +287,8 @@ int redis_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {
   ra_i64(&a, f->schedule_id);
   ra_i64(&a, f->job_id);
   ra_i64(&a, f->limit > (size_t)INT64_MAX ? INT64_MAX : (int64_t)f->limit);
+  ra_i64(&a, f->before_id);
+  ra_i64(&a, f->newest_first != 0);
   int rc = redis_eval(RQ(s), RS_EVENTS_LIST, &a, &r, "list events");
   if (!rc && r->type != REDIS_REPLY_ARRAY) rc = SPD_ESTORE;
   if (!rc && r->elements) {

@@ -23,11 +23,12 @@ enum {
 static const char *const sqlite_nodes_sql[SN_COUNT] = {
     [SN_BEAT_DEAD] = "SELECT dead FROM nodes WHERE name = ?1",
     [SN_BEAT] =
-        "INSERT INTO nodes (name, url, slots, running, started_ms, heartbeat_ms, dead) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0) ON CONFLICT (name) DO UPDATE SET "
+        "INSERT INTO nodes (name, url, slots, running, started_ms, heartbeat_ms, dead, version) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7) ON CONFLICT (name) DO UPDATE SET "
         "url = excluded.url, slots = excluded.slots, running = excluded.running, "
-        "started_ms = excluded.started_ms, heartbeat_ms = excluded.heartbeat_ms, dead = 0",
-    [SN_LIST] = "SELECT name, url, slots, running, started_ms, heartbeat_ms, dead "
+        "started_ms = excluded.started_ms, heartbeat_ms = excluded.heartbeat_ms, dead = 0, "
+        "version = excluded.version",
+    [SN_LIST] = "SELECT name, url, slots, running, started_ms, heartbeat_ms, dead, version "
                 "FROM nodes ORDER BY name",
     [SN_REAP_NODES] = "UPDATE nodes SET dead = 1 WHERE dead = 0 AND name != ?1 "
                       "AND heartbeat_ms < ?2",
@@ -61,6 +62,7 @@ int sqlite_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_
     sqlite3_bind_int(st, 4, n->running);
     sqlite3_bind_int64(st, 5, n->started_ms);
     sqlite3_bind_int64(st, 6, now_ms);
+    sqlite_bind_str(st, 7, n->version);
     rc = sqlite_done(q, st, "node beat");
   }
   return sqlite_auto_end(q, began, rc);
@@ -73,7 +75,8 @@ int sqlite_nodes_list(store_t *s, node_list_t *out) {
   int rc = 0, src;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     node_info_t n = {0};
-    if ((rc = sqlite_col_str(st, 0, &n.name)) || (rc = sqlite_col_str(st, 1, &n.url))) {
+    if ((rc = sqlite_col_str(st, 0, &n.name)) || (rc = sqlite_col_str(st, 1, &n.url)) ||
+        (rc = sqlite_col_str(st, 7, &n.version))) {
       node_info_release(&n);
       break;
     }

@@ -467,9 +467,14 @@ int sqlite_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {
   size_t n = (size_t)snprintf(sql, sizeof(sql), "SELECT " EVENT_COLS " FROM events WHERE id > ?1");
   if (f->type_prefix)
     n += (size_t)snprintf(sql + n, sizeof(sql) - n, " AND substr(type, 1, length(?2)) = ?2");
-  if (f->schedule_id) n += (size_t)snprintf(sql + n, sizeof(sql) - n, " AND schedule_id = ?3");
-  if (f->job_id) n += (size_t)snprintf(sql + n, sizeof(sql) - n, " AND job_id = ?4");
-  snprintf(sql + n, sizeof(sql) - n, " ORDER BY id LIMIT ?5");
+  /* "!= 0" spelled out: the partial indexes apply only when the query
+   * implies their condition, which a bound ?3 alone does not. */
+  if (f->schedule_id)
+    n += (size_t)snprintf(sql + n, sizeof(sql) - n, " AND schedule_id = ?3 AND schedule_id != 0");
+  if (f->job_id)
+    n += (size_t)snprintf(sql + n, sizeof(sql) - n, " AND job_id = ?4 AND job_id != 0");
+  if (f->before_id) n += (size_t)snprintf(sql + n, sizeof(sql) - n, " AND id < ?6");
+  snprintf(sql + n, sizeof(sql) - n, " ORDER BY id%s LIMIT ?5", f->newest_first ? " DESC" : "");
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK)
     return sqlite_fail(q, "prepare event list");
@@ -478,6 +483,7 @@ int sqlite_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {
   sqlite3_bind_int64(st, 3, f->schedule_id);
   sqlite3_bind_int64(st, 4, f->job_id);
   sqlite3_bind_int64(st, 5, f->limit ? sqlite_clamp(f->limit) : -1);
+  sqlite3_bind_int64(st, 6, f->before_id);
   size_t cap = out->n;
   int rc = 0, src;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {

@@ -246,6 +246,10 @@ static const char *const sqlite_migrations[] = {
     "  dead INTEGER NOT NULL DEFAULT 0"
     ") WITHOUT ROWID;"
     "ALTER TABLE jobs ADD COLUMN cancel_ms INTEGER NOT NULL DEFAULT 0;",
+    /* 6: each node's spiderd version, written with its beat, so a mixed
+     * cluster shows which node runs what; rows from before stay NULL until
+     * their node beats again. */
+    "ALTER TABLE nodes ADD COLUMN version TEXT;",
 };
 
 #define SQLITE_SCHEMA_VERSION \

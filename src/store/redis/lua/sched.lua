@@ -198,11 +198,19 @@ redis.call('HSET', P .. 'event:' .. I(id), unpack(f))
 redis.call('ZADD', P .. 'events', id, I(id))
 return id
 -- @script events_list
--- ARGV: P, after_id, type prefix ('' = all), schedule id, job id, limit
+-- ARGV: P, after_id, type prefix ('' = all), schedule id, job id, limit,
+-- before_id (0 = none), newest first (1) or oldest first (0)
 local pre, sid, jid, limit = ARGV[3], N(ARGV[4]), N(ARGV[5]), N(ARGV[6])
-local out, cur = {}, '(' .. ARGV[2]
+local desc = ARGV[8] == '1'
+local out, lo = {}, '(' .. ARGV[2]
+local hi = N(ARGV[7]) > 0 and '(' .. ARGV[7] or '+inf'
 while true do
-  local ids = redis.call('ZRANGEBYSCORE', P .. 'events', cur, '+inf', 'LIMIT', 0, 500)
+  local ids
+  if desc then
+    ids = redis.call('ZREVRANGEBYSCORE', P .. 'events', hi, lo, 'LIMIT', 0, 500)
+  else
+    ids = redis.call('ZRANGEBYSCORE', P .. 'events', lo, hi, 'LIMIT', 0, 500)
+  end
   if #ids == 0 then break end
   for _, s in ipairs(ids) do
     local e = H(P .. 'event:' .. s)
@@ -212,7 +220,7 @@ while true do
       if limit > 0 and #out >= limit then return out end
     end
   end
-  cur = '(' .. ids[#ids]
+  if desc then hi = '(' .. ids[#ids] else lo = '(' .. ids[#ids] end
 end
 return out
 -- @script events_head
