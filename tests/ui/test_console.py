@@ -297,6 +297,32 @@ def test_events_arrive_live(console, browser, data):
     no_errors(drv, "events")
 
 
+def test_events_newest_first_and_older_pages(console, browser, data):
+    """The feed opens on the newest events and pages back with "Older"."""
+    d, drv = console, browser
+    prefix = unique("older")
+    for i in range(205):  # more than a page (200)
+        api(d, "POST", "/schedules", json={"name": f"{prefix}{i}", "project": "testproj",
+                                           "spider": "quick", "cron": "0 0 1 1 *"})
+    open_page(drv, d, "/events?type=schedule.created")
+    first = wait_text(drv, "#events-table tbody tr:first-child", f"{prefix}204")
+    assert f"{prefix}203" in drv.find_element(By.CSS_SELECTOR,
+                                              "#events-table tbody tr:nth-child(2)").text
+    rows = drv.find_elements(By.CSS_SELECTOR, "#events-table tbody tr")
+    assert len(rows) == 200 and first.get_attribute("data-event")
+    ids = [int(r.get_attribute("data-event")) for r in rows]
+    assert ids == sorted(ids, reverse=True)
+    drv.find_element(By.CSS_SELECTOR, "nav.pager button").click()
+    table = lambda: drv.find_elements(By.CSS_SELECTOR, "#events-table tbody tr")
+    wait_for(lambda: len(table()) > 200, 10, "an older page below the first")
+    more = table()
+    ids = [int(r.get_attribute("data-event")) for r in more]
+    assert ids == sorted(ids, reverse=True) and len(set(ids)) == len(ids)
+    names = {r.text.rsplit(" ", 1)[-1] for r in more}
+    assert {f"{prefix}{i}" for i in range(205)} <= names
+    no_errors(drv, "events paging")
+
+
 def test_jobs_cursor_pages_and_url_filters(console, browser, data):
     d, drv = console, browser
     for _ in range(3):

@@ -5,17 +5,8 @@ import { api, Err, html, Link, Loading, setQuery, StateBadge, Time, useApi, useE
 const TYPES = ['job.', 'job.queued', 'job.started', 'job.finished', 'job.failed', 'job.cancelled', 'job.lost', 'job.retried', 'job.timeout',
   'schedule.', 'run.', 'run.missed', 'run.skipped'];
 
-// The events API lists oldest first after an id; the newest id is found by
-// a binary search on `after`, then the page before it is read.
-async function lastEventId() {
-  const has = async (after) => (await api('/events', { query: { after, limit: 1 } })).events.length > 0;
-  let lo = 0, hi = 1024;
-  while (await has(hi)) { lo = hi; hi *= 4; }
-  while (hi - lo > 1) { const mid = Math.floor((lo + hi) / 2); if (await has(mid)) lo = mid; else hi = mid; }
-  return hi === 1 && !(await has(0)) ? 0 : hi;
-}
-
-const WINDOW = 1000;
+// Newest first, a page at a time (order=desc, then before= the page's oldest).
+const PAGE = 200;
 
 function describe(e) {
   const d = e.data || {};
@@ -32,16 +23,13 @@ function describe(e) {
 export function Events() {
   const { query } = useRoute();
   const type = query.type || '';
-  const [st, set] = useState({ loading: true, events: [], lo: null });
+  const [st, set] = useState({ loading: true, events: [], before: null });
   const live = useLive();
-  const load = async (hiId) => {
+  const load = async (before) => {
     set((s) => ({ ...s, loading: true, error: null }));
     try {
-      const top = hiId != null ? hiId : await lastEventId();
-      const lo = Math.max(0, top - WINDOW);
-      const r = await api('/events', { query: { after: lo, type: type || null, limit: 1000 } });
-      const evs = r.events.filter((e) => e.id <= top).reverse();
-      set((s) => ({ loading: false, events: hiId != null ? [...s.events, ...evs] : evs, lo }));
+      const r = await api('/events', { query: { order: 'desc', before, type: type || null, limit: PAGE } });
+      set((s) => ({ loading: false, events: before != null ? [...s.events, ...r.events] : r.events, before: r.next_before }));
     } catch (error) {
       set((s) => ({ ...s, loading: false, error }));
     }
@@ -64,7 +52,7 @@ export function Events() {
           <td>${e.schedule_id ? html`<${Link} to=${`/schedules/${e.schedule_id}`}>#${e.schedule_id}</${Link}>` : ''}</td>
           <td>${describe(e)}</td></tr>`)}</tbody>
       </table></div>
-      ${st.lo > 0 && html`<nav class="pager"><button type="button" disabled=${st.loading} onClick=${() => load(st.lo)}>Older »</button></nav>`}`}`;
+      ${st.before != null && html`<nav class="pager"><button type="button" disabled=${st.loading} onClick=${() => load(st.before)}>Older »</button></nav>`}`}`;
 }
 
 export function Nodes() {
