@@ -393,6 +393,28 @@ def test_queue_keys_and_dead_letters(console, browser, data):
     no_errors(drv, "queue")
 
 
+def test_queue_counts_and_ack_rate(console, browser, data):
+    """The queue list shows ready, delayed and leased as the API counts them,
+    and an acks-per-minute rate once acks happen between two polls."""
+    d, drv = console, browser
+    q = unique("rates")
+    api(d, "POST", f"/queues/{q}/put", json={"elements": [f"http://r.example/{i}" for i in range(30)]})
+    api(d, "POST", f"/queues/{q}/put", json={"elements": ["http://later.example/1"], "delay": 3600})
+    took = api(d, "POST", f"/queues/{q}/take", json={"max": 10})
+    open_page(drv, d, "/queues")
+    heads = [th.text for th in drv.find_elements(By.CSS_SELECTOR, "#queues-table thead th")]
+    cell = lambda name: wait_css(drv, f"#queues-table tr[data-queue='{q}']").find_elements(
+        By.TAG_NAME, "td")[heads.index(name)].text
+    assert (cell("ready"), cell("delayed"), cell("leased")) == ("20", "1", "10")
+    assert cell("acks/min") == "—"
+    time.sleep(1.2)  # the next poll is over a second after the first
+    api(d, "POST", f"/queues/{q}/ack", json={"leases": [i["lease"] for i in took["items"]]})
+    wait_for(lambda: cell("acks/min") not in ("—", "0"), 15, "an acks/min rate")
+    assert int(cell("acks/min").replace(",", "")) > 0
+    assert cell("leased") == "0"
+    no_errors(drv, "queue rates")
+
+
 def test_run_now_with_arguments(console, browser, data):
     d, drv = console, browser
     open_page(drv, d, "/projects/testproj")

@@ -1,21 +1,46 @@
 // Queues: counts per queue; a queue's settings, keys and dead letters.
-import { useState } from 'preact/hooks';
+import { useRef, useState } from 'preact/hooks';
 import { Action, api, html, Link, Loading, num, Time, useApi, useCaps } from '../lib.js';
 
-const COUNTS = [['waiting', 'ready'], ['past_due', 'due'], ['inflight', 'leased'], ['dead', 'dead'], ['done', 'done'], ['size', 'size'], ['keys', 'keys']];
+// ready: due now; delayed: waiting for a later due time (waiting - past_due).
+const COUNTS = [[(s) => s.past_due, 'ready'], [(s) => Math.max(0, s.waiting - s.past_due), 'delayed'],
+  [(s) => s.inflight, 'leased'], [(s) => s.dead, 'dead'], [(s) => s.done, 'done'], [(s) => s.size, 'size'], [(s) => s.keys, 'keys']];
+
+// Acks per minute of each queue, from the change of its `acked` counter
+// between two polls (null until the second poll).
+function useAckRates(qs) {
+  const prev = useRef({});
+  const rates = useRef({});
+  const now = Date.now();
+  for (const q of qs) {
+    const p = prev.current[q.name];
+    if (p && p.at < now - 1000 && p.acked !== q.stats.acked) {
+      rates.current[q.name] = Math.max(0, (q.stats.acked - p.acked) * 60000 / (now - p.at));
+      prev.current[q.name] = { acked: q.stats.acked, at: now };
+    } else if (p && p.at < now - 1000) {
+      rates.current[q.name] = 0;
+      prev.current[q.name] = { acked: q.stats.acked, at: now };
+    } else if (!p) {
+      prev.current[q.name] = { acked: q.stats.acked, at: now };
+    }
+  }
+  return rates.current;
+}
 
 export function Queues() {
   const list = useApi('/queues', null, { poll: 5000 });
   const qs = (list.data && list.data.queues) || [];
+  const rates = useAckRates(qs);
   return html`
     <h1>Queues</h1>
     <${Loading} state=${list} empty=${list.data && !qs.length && 'No task queues. Crawls create them with PUT /api/v1/queues/{name}.'}>
       <div class="table-wrap"><table id="queues-table">
-        <thead><tr><th>queue</th>${COUNTS.map(([, l]) => html`<th class="num">${l}</th>`)}<th class="num">put</th><th class="num">acked</th><th>rate / key</th><th>state</th></tr></thead>
+        <thead><tr><th>queue</th>${COUNTS.map(([, l]) => html`<th class="num">${l}</th>`)}<th class="num">put</th><th class="num">acked</th><th class="num">acks/min</th><th>key rate</th><th>state</th></tr></thead>
         <tbody>${qs.map((q) => html`<tr data-queue=${q.name}>
           <td><${Link} to=${`/queues/${encodeURIComponent(q.name)}`}>${q.name}</${Link}></td>
-          ${COUNTS.map(([k]) => html`<td class="num">${num(q.stats[k])}</td>`)}
+          ${COUNTS.map(([f]) => html`<td class="num">${num(f(q.stats))}</td>`)}
           <td class="num">${num(q.stats.put)}</td><td class="num">${num(q.stats.acked)}</td>
+          <td class="num">${rates[q.name] == null ? '—' : num(Math.round(rates[q.name]))}</td>
           <td>${q.key_rate ? `${q.key_rate}/s (burst ${q.key_burst})` : '—'}</td>
           <td>${q.paused ? html`<span class="badge st-cancelled">paused</span>` : html`<span class="badge st-running">open</span>`}</td>
         </tr>`)}</tbody>
@@ -82,7 +107,7 @@ export function QueuePage({ name }) {
     <div class="toolbar">
       <${Action} run=${() => api(`/queues/${encodeURIComponent(name)}/${d.paused ? 'resume' : 'pause'}`, { method: 'POST', body: {} })} onDone=${q.reload}>${d.paused ? 'Resume' : 'Pause'}</${Action}>
     </div>
-    <section class="cards">${COUNTS.map(([k, l]) => html`<div class=${'card' + (k === 'dead' && s[k] ? ' bad' : '')}><div class="big" id=${`q-${k}`}>${num(s[k])}</div><div>${l}</div></div>`)}</section>
+    <section class="cards">${COUNTS.map(([f, l]) => html`<div class=${'card' + (l === 'dead' && s.dead ? ' bad' : '')}><div class="big" id=${`q-${l}`}>${num(f(s))}</div><div>${l}</div></div>`)}</section>
     <p class="muted small">oldest due <${Time} v=${s.oldest_due} /> · ${num(s.put)} put · ${num(s.acked)} acked</p>
     <details><summary>Settings</summary><dl class="kv">${['visibility', 'max_deliveries', 'backoff', 'backoff_max', 'max_inflight', 'key_mode', 'key_inflight', 'key_rate', 'key_burst', 'keep_done'].map((k) => html`<dt>${k}</dt><dd>${String(d[k])}</dd>`)}</dl></details>
     <section>
