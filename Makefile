@@ -106,3 +106,20 @@ bench-ui: build
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) ui/dist
+
+# ---- packaging (docs/operations.md) ----
+# The Debian package, built with dpkg-buildpackage into $(BUILD)/deb/
+# (needs debhelper besides DEB_PKGS).
+DEB_OUT ?= $(BUILD)/deb
+.PHONY: deb test-pkg
+deb: deps
+	tests/pkg/build_deb.sh $(DEB_OUT)
+
+# sd_notify against the real daemon, the systemd unit offline, the container
+# and Kubernetes files statically, then the .deb built, installed, run as the
+# spiderd user and purged (about 3 minutes).
+test-pkg: build
+	cd tests/pkg && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd /usr/bin/python3 -m pytest -q -p no:cacheprovider test_sdnotify.py
+	tests/pkg/test_systemd.sh $(CURDIR)/$(BUILD)/spiderd
+	$(if $(wildcard tests/pkg/test_deploy.py),/usr/bin/python3 tests/pkg/test_deploy.py)
+	$(if $(wildcard tests/pkg/test_deb.sh),tests/pkg/test_deb.sh $(DEB_OUT))

@@ -19,6 +19,7 @@
 #include "error.h"
 #include "fsutil.h"
 #include "log.h"
+#include "sdnotify.h"
 #include "api/sse.h"
 #include "store/eggs.h"
 #include "store/scrapyd_import.h"
@@ -27,6 +28,8 @@ typedef struct server {
   app_t app;
   uv_signal_t sig_term, sig_int, sig_hup;
   int signals_open;
+  uv_timer_t watchdog; /* WATCHDOG=1 to systemd at half of WATCHDOG_USEC */
+  int watchdog_open;
 } server_t;
 
 static void usage(FILE *out) {
@@ -86,6 +89,10 @@ static void cluster_stopped(void *ud) {
     uv_close((uv_handle_t *)&srv->sig_int, close_cb);
     uv_close((uv_handle_t *)&srv->sig_hup, close_cb);
   }
+  if (srv->watchdog_open) { /* it beats through the drain, so systemd waits */
+    srv->watchdog_open = 0;
+    uv_close((uv_handle_t *)&srv->watchdog, close_cb);
+  }
   log_info("main", "stopped");
 }
 
@@ -121,6 +128,7 @@ static void begin_stop(server_t *srv) {
   app_t *app = &srv->app;
   if (app->stopping) return;
   app->stopping = 1;
+  sdnotify("STOPPING=1\nSTATUS=stopping: waiting for crawls to end");
   sse_hub_stop(app->sse); /* event streams end now, not after the crawls */
   app->sse = NULL;
   api_queues_stop(app); /* so do long-poll takes */
@@ -315,6 +323,29 @@ static void start_signals(server_t *srv) {
   srv->signals_open = 1;
 }
 
+static void watchdog_beat(uv_timer_t *t) {
+  (void)t;
+  sdnotify("WATCHDOG=1");
+}
+
+/* Under systemd (Type=notify): ready once the listener is bound and the
+ * store open, and a watchdog beat when WatchdogSec= asks for one. */
+static void notify_ready(server_t *srv) {
+  const config_t *cfg = &srv->app.cfg;
+  char msg[512]; /* not the store URL: it may hold a password */
+  snprintf(msg, sizeof(msg), "READY=1\nSTATUS=serving on %.200s:%d\nMAINPID=%d",
+           cfg->bind_address, cfg->http_port, (int)getpid());
+  int rc = sdnotify(msg);
+  if (rc < 0) log_warn("main", "cannot notify NOTIFY_SOCKET: %s", strerror(-rc));
+  uint64_t usec = sdnotify_watchdog_usec();
+  if (rc > 0 && usec) {
+    uint64_t ms = usec / 2000 ? usec / 2000 : 1;
+    uv_timer_init(srv->app.loop, &srv->watchdog);
+    uv_timer_start(&srv->watchdog, watchdog_beat, ms, ms);
+    srv->watchdog_open = 1;
+  }
+}
+
 static void announce(const config_t *cfg) {
   log_info("launcher", "spiderd %s started: max_proc=%d, runner='spiderd_runner', store='%s'",
            SPIDERD_VERSION, config_max_proc(cfg), cfg->store);
@@ -385,6 +416,7 @@ static int serve(int argc, char **argv) {
     goto fail;
   start_signals(&srv);
   announce(cfg);
+  notify_ready(&srv);
   app->started_ms = clock_wall_ms();
   launcher_adopt(app->launcher, &running);
   launcher_dispatch(app->launcher);
