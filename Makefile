@@ -121,5 +121,5 @@ deb: deps
 test-pkg: build
 	cd tests/pkg && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd /usr/bin/python3 -m pytest -q -p no:cacheprovider test_sdnotify.py
 	tests/pkg/test_systemd.sh $(CURDIR)/$(BUILD)/spiderd
-	$(if $(wildcard tests/pkg/test_deploy.py),/usr/bin/python3 tests/pkg/test_deploy.py)
+	/usr/bin/python3 tests/pkg/test_deploy.py $(CURDIR)/$(BUILD)/spiderd
 	tests/pkg/test_deb.sh $(DEB_OUT)

@@ -1,0 +1,363 @@
+#!/usr/bin/python3
+"""Static checks of the container and cluster files, which cannot be built
+or run without a Docker daemon or a Kubernetes cluster:
+
+- Dockerfile: the build stage runs the Makefile's build (same CMake build
+  type, `make build`), with the install paths debian/rules compiles in; the
+  runtime stage has every library the built binary links (and the ones it
+  dlopens), Scrapy, a non-root user, EXPOSE and HEALTHCHECK on routes spiderd
+  serves; .dockerignore keeps out builds but nothing the build reads.
+- deploy/compose.yaml: parses; every secret, volume and depends_on a service
+  names exists; PostgreSQL has a healthcheck; node names differ; the store
+  drop-in lands where SPIDERD_CONFIG_FILES reads.
+- deploy/k8s/*.yaml: parse; each object has its required fields; selectors
+  match the pod labels; probes and the Service point at the named port whose
+  number is the ConfigMap's http_port; mounted ConfigMap/Secret keys exist.
+
+  tests/pkg/test_deploy.py [SPIDERD_BIN]     (prints 'N passed, N failed')
+"""
+import configparser
+import glob
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import yaml
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build", "spiderd")
+passed, failed, skipped = 0, 0, 0
+
+
+def check(cond, what):
+    global passed, failed
+    if cond:
+        passed += 1
+        print(f"ok: {what}")
+    else:
+        failed += 1
+        print(f"FAIL: {what}")
+    return cond
+
+
+def skip(what):
+    global skipped
+    skipped += 1
+    print(f"skip: {what}")
+
+
+def read(rel):
+    with open(os.path.join(ROOT, rel)) as f:
+        return f.read()
+
+
+def served_routes():
+    """The paths the tree registers (string literals of the route tables)."""
+    text = ""
+    for path in glob.glob(os.path.join(ROOT, "src", "**", "*.c"), recursive=True):
+        with open(path) as f:
+            text += f.read()
+    return text
+
+
+SRC = served_routes()
+
+
+def route_exists(path):
+    name = path.lstrip("/")
+    return f'"{path}"' in SRC or f'"{name}"' in SRC
+
+
+# ---------------------------------------------------------------- Dockerfile
+def dockerfile_instructions(text):
+    """(stage index, INSTRUCTION, argument) with continuations joined."""
+    text = re.sub(r"\\\n", " ", text)
+    out, stage = [], -1
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        instr, _, arg = line.partition(" ")
+        instr = instr.upper()
+        if instr == "FROM":
+            stage += 1
+        out.append((stage, instr, arg.strip()))
+    return out
+
+
+def test_dockerfile():
+    text = read("Dockerfile")
+    ins = dockerfile_instructions(text)
+    froms = [a for _, i, a in ins if i == "FROM"]
+    check(len(froms) == 2, f"Dockerfile: two stages ({froms})")
+    check(froms[0].startswith("debian:12 ") and froms[0].endswith(" AS build"),
+          "build stage: FROM debian:12 AS build")
+    check(froms[1].startswith("debian:12-slim"), "runtime stage: FROM debian:12-slim")
+    runs = {0: " ".join(a for s, i, a in ins if i == "RUN" and s == 0),
+            1: " ".join(a for s, i, a in ins if i == "RUN" and s == 1)}
+
+    makefile = read("Makefile")
+    m = re.search(r"^\$\(BUILD\)/build\.ninja:\n\t(.*)$", makefile, re.M)
+    make_cmake = m.group(1) if check(m, "Makefile: the configure rule found") else ""
+    bt = re.search(r"-DCMAKE_BUILD_TYPE=(\S+)", make_cmake)
+    bt = bt.group(1) if bt else None
+    check(f"-DCMAKE_BUILD_TYPE={bt}" in runs[0],
+          f"build stage configures with the Makefile's build type ({bt})")
+    check("-G Ninja" in runs[0] and "-G Ninja" in make_cmake, "both generate for Ninja")
+    check(re.search(r"\bmake build\b", runs[0]) is not None, "build stage runs `make build`")
+    bdir = re.search(r"\bmake build\b.*?\bBUILD=(\S+)", runs[0])
+    conf_dir = re.search(r"cmake -S \. -B (\S+)", runs[0])
+    check(bdir and conf_dir and bdir.group(1) == conf_dir.group(1),
+          "`make build` builds the directory configured before it (so it keeps its paths)")
+    check("DEB_PKGS=" in runs[0], "`make build DEB_PKGS=`: packages come from the apt-get line")
+    check("cmake --install" in runs[0], "build stage installs with cmake --install")
+
+    # The install paths compiled in agree with debian/rules and CMake's install rules.
+    rules = read("debian/rules")
+    for var in ("SPIDERD_UI_DIR", "SPIDERD_PYTHONDIR", "SPIDERD_DEFAULT_PYTHON"):
+        d = re.search(rf"-D{var}=(\S+)", runs[0])
+        r = re.search(rf"-D{var}=(\S+)", rules)
+        check(d and r and d.group(1) == r.group(1), f"{var} as in debian/rules ({d and d.group(1)})")
+    cm = read("CMakeLists.txt")
+    check("DESTINATION lib/spiderd/python" in cm and "/usr/lib/spiderd/python" in runs[0],
+          "runner installed where SPIDERD_PYTHONDIR points")
+    check("${CMAKE_INSTALL_DATADIR}/spiderd/ui" in cm and "/usr/share/spiderd/ui" in runs[0],
+          "console installed where SPIDERD_UI_DIR points")
+    check("-DCMAKE_INSTALL_PREFIX=/usr" in runs[0], "installs under /usr (config in /etc/spiderd)")
+
+    # Every -dev package the Makefile lists is in the build stage.
+    pkgs = re.search(r"^DEB_PKGS := (.*?)(?:\n\n|\n#)", makefile, re.M | re.S)
+    pkgs = pkgs.group(1).replace("\\\n", " ").split() if pkgs else []
+    devs = [p for p in pkgs if p.endswith("-dev")] + ["cmake", "ninja-build", "pkg-config"]
+    missing = [p for p in devs if not re.search(rf"(?<![\w-]){re.escape(p)}(?![\w-])", runs[0])]
+    check(devs and not missing, f"build stage has the Makefile's build packages (missing: {missing})")
+    check(" nodejs" in runs[0] and " npm" in runs[0], "build stage has node and npm for the console")
+
+    # The runtime stage has what the binary links and dlopens.
+    if os.path.exists(BIN) and subprocess.run(["which", "objdump"], capture_output=True).returncode == 0:
+        needed = re.findall(r"NEEDED\s+(\S+)", subprocess.run(
+            ["objdump", "-p", BIN], capture_output=True, text=True).stdout)
+        want = set()
+        for lib in needed:
+            r = subprocess.run(["dpkg", "-S", f"*/{lib}"], capture_output=True, text=True)
+            for line in r.stdout.splitlines():
+                pkg = line.split(":")[0]
+                if not pkg.startswith("libc6"):
+                    want.add(pkg)
+                break
+        missing = sorted(p for p in want if not re.search(rf"(?<![\w.-]){re.escape(p)}(?![\w.-])", runs[1]))
+        check(want and not missing, f"runtime stage has the linked libraries {sorted(want)} (missing: {missing})")
+    else:
+        skip(f"linked libraries: no {BIN} or objdump")
+    for p in ("libicu72", "libcurl4", "libssl3", "python3", "python3-scrapy"):
+        check(re.search(rf"(?<![\w-]){p}(?![\w-])", runs[1]), f"runtime stage installs {p}")
+    check(not re.search(r"-dev\b", runs[1]), "runtime stage installs no -dev package")
+
+    user = [a for s, i, a in ins if i == "USER" and s == 1]
+    check(user and not user[-1].startswith(("root", "0")), f"runs as a non-root user ({user})")
+    check("useradd --system --uid 10001" in runs[1], "user spiderd has uid 10001 (k8s runAsUser)")
+    expose = [a for s, i, a in ins if i == "EXPOSE" and s == 1]
+    check(expose == ["6800"], "EXPOSE 6800")
+    env = " ".join(a for s, i, a in ins if i == "ENV" and s == 1)
+    check("SPIDERD_BIND_ADDRESS=0.0.0.0" in env, "binds all addresses inside the container")
+    check("SPIDERD_CONFIG_FILES=/etc/spiderd/scrapyd.conf:/etc/spiderd/conf.d" in env,
+          "reads /etc/spiderd/scrapyd.conf and conf.d")
+    check("SPIDERD_HTTP_PORT=6800" in env, "SPIDERD_HTTP_PORT=6800")
+    hc = [a for s, i, a in ins if i == "HEALTHCHECK"]
+    hpath = re.search(r"127\.0\.0\.1:[^/]*(/[\w./]+)", hc[0]) if hc else None
+    want_path = "/healthz" if route_exists("/healthz") else "/daemonstatus.json"
+    check(hpath and hpath.group(1) == want_path,
+          f"HEALTHCHECK on {want_path} (found {hpath and hpath.group(1)})")
+    check(route_exists(hpath.group(1)) if hpath else False, "the HEALTHCHECK's route is served by src/")
+    check(any(i == "ENTRYPOINT" and "/usr/bin/spiderd" in a for _, i, a in ins), "ENTRYPOINT /usr/bin/spiderd")
+    check(("STOPSIGNAL", "SIGTERM") in [(i, a) for _, i, a in ins], "STOPSIGNAL SIGTERM (graceful stop)")
+
+    ignore = [l.strip() for l in read(".dockerignore").splitlines() if l.strip() and not l.startswith("#")]
+    for p in (".git", "build", "ui/node_modules", "ui/dist"):
+        check(p in ignore, f".dockerignore excludes {p}")
+    for needed_path in ("src", "python", "ui/src", "ui/package.json", "ui/package-lock.json", "docs",
+                        "cmake", "CMakeLists.txt", "Makefile", "deploy/scrapyd.conf"):
+        hit = [p for p in ignore if needed_path == p or needed_path.startswith(p.rstrip("/") + "/")]
+        check(not hit, f".dockerignore keeps {needed_path} (the build reads it)")
+
+
+# ------------------------------------------------------------------- compose
+def test_compose():
+    path = os.path.join(ROOT, "deploy", "compose.yaml")
+    with open(path) as f:
+        doc = yaml.safe_load(f)
+    check(isinstance(doc, dict) and "services" in doc, "compose.yaml parses, has services")
+    services, secrets, volumes = doc["services"], doc.get("secrets", {}), doc.get("volumes", {})
+    for name, svc in services.items():
+        for s in svc.get("secrets", []):
+            src = s if isinstance(s, str) else s["source"]
+            check(src in secrets, f"{name}: secret {src} is defined")
+        for v in svc.get("volumes", []):
+            src = v.split(":")[0] if isinstance(v, str) else v.get("source")
+            if not src.startswith((".", "/")):
+                check(src in volumes, f"{name}: volume {src} is defined")
+        for dep in (svc.get("depends_on") or {}):
+            check(dep in services, f"{name}: depends on existing service {dep}")
+    for sname, s in secrets.items():
+        f = s.get("file")
+        check(f and f.startswith("./secrets/"), f"secret {sname} from deploy/secrets/")
+    gen = read("deploy/compose-secrets.sh")
+    for sname, s in secrets.items():
+        base = os.path.basename(s.get("file", ""))
+        check(f'$dir/{base}"' in gen, f"compose-secrets.sh makes {base}")
+    pg = services.get("postgres", {})
+    check("healthcheck" in pg and "pg_isready" in str(pg["healthcheck"]["test"]),
+          "postgres has a pg_isready healthcheck")
+    nodes = {n: s for n, s in services.items() if n.startswith("spiderd")}
+    check(len(nodes) == 3, f"three spiderd nodes ({sorted(nodes)})")
+    names, hostports = set(), set()
+    dockerfile_env = read("Dockerfile")
+    for n, s in nodes.items():
+        env = s.get("environment", {})
+        names.add(env.get("SPIDERD_NODE_NAME"))
+        check(env.get("SPIDERD_NODE_URL") == f"http://{n}:6800", f"{n}: node_url reaches it by service name")
+        check(s.get("depends_on", {}).get("postgres", {}).get("condition") == "service_healthy",
+              f"{n}: waits for a healthy postgres")
+        ctx = os.path.normpath(os.path.join(ROOT, "deploy", s["build"]["context"]))
+        check(os.path.exists(os.path.join(ctx, s["build"]["dockerfile"])), f"{n}: build context has the Dockerfile")
+        tgt = [x["target"] for x in s.get("secrets", []) if isinstance(x, dict)]
+        check(tgt and all(t.startswith("/etc/spiderd/conf.d/") for t in tgt) and
+              "/etc/spiderd/conf.d" in dockerfile_env, f"{n}: the store drop-in is in a directory spiderd reads")
+        for p in s.get("ports", []):
+            hostports.add(p.rsplit(":", 1)[0])
+            check(p.endswith(":6800"), f"{n}: publishes container port 6800 ({p})")
+        check(s.get("volumes") and s["volumes"][0].endswith(":/var/lib/spiderd"), f"{n}: state volume on /var/lib/spiderd")
+    check(len(names) == 3 and None not in names, f"node names differ ({sorted(map(str, names))})")
+    check(len(hostports) == 3, "host ports differ")
+
+
+# ---------------------------------------------------------------------- k8s
+REQUIRED = {
+    "Deployment": ["spec.selector.matchLabels", "spec.template.metadata.labels", "spec.template.spec.containers"],
+    "Service": ["spec.selector", "spec.ports"],
+    "ConfigMap": ["data"],
+    "Secret": [],
+    "PodDisruptionBudget": ["spec.selector.matchLabels"],
+    "Kustomization": ["resources"],
+}
+
+
+def dig(obj, dotted):
+    for k in dotted.split("."):
+        if not isinstance(obj, dict) or k not in obj:
+            return None
+        obj = obj[k]
+    return obj
+
+
+def test_k8s():
+    objs, files = {}, sorted(glob.glob(os.path.join(ROOT, "deploy", "k8s", "*.yaml")))
+    for path in files:
+        with open(path) as f:
+            for doc in yaml.safe_load_all(f):
+                if not doc:
+                    continue
+                kind = doc.get("kind")
+                rel = os.path.relpath(path, ROOT)
+                check(doc.get("apiVersion") and kind in REQUIRED, f"{rel}: apiVersion and a known kind ({kind})")
+                if kind != "Kustomization":
+                    check(dig(doc, "metadata.name"), f"{rel}: metadata.name")
+                for field in REQUIRED.get(kind, []):
+                    check(dig(doc, field) is not None, f"{rel}: {kind} has {field}")
+                objs.setdefault(kind, []).append(doc)
+    kust = objs["Kustomization"][0]
+    listed = set(kust["resources"])
+    present = {os.path.basename(p) for p in files} - {"kustomization.yaml"}
+    check(listed == present, f"kustomization lists every manifest ({sorted(present)})")
+    if secret := objs.get("Secret"):
+        check(secret[0].get("data") or secret[0].get("stringData"), "Secret has data")
+
+    dep = objs["Deployment"][0]
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    sel = dep["spec"]["selector"]["matchLabels"]
+    check(all(labels.get(k) == v for k, v in sel.items()), "Deployment selector matches its pods")
+    svc = objs["Service"][0]
+    check(all(labels.get(k) == v for k, v in svc["spec"]["selector"].items()), "Service selects the pods")
+    pdb = objs["PodDisruptionBudget"][0]
+    check(all(labels.get(k) == v for k, v in pdb["spec"]["selector"]["matchLabels"].items()), "PDB selects the pods")
+    check(("maxUnavailable" in pdb["spec"]) != ("minAvailable" in pdb["spec"]), "PDB sets one of max/minAvailable")
+    check(dep["spec"]["replicas"] > 1, "more than one replica (the PDB then allows a drain)")
+
+    cm = {c["metadata"]["name"]: c for c in objs["ConfigMap"]}
+    secrets = {s["metadata"]["name"]: s for s in objs["Secret"]}
+    pod = dep["spec"]["template"]["spec"]
+    c = pod["containers"][0]
+    check(c.get("image") and c.get("name"), "container has name and image")
+    ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+    conf_text = cm["spiderd-config"]["data"]["scrapyd.conf"]
+    conf = configparser.ConfigParser()
+    conf.read_string(conf_text)
+    http_port = conf.getint("scrapyd", "http_port", fallback=6800)
+    check(conf.get("scrapyd", "bind_address") == "0.0.0.0", "ConfigMap binds 0.0.0.0 (probes come from the kubelet)")
+    for probe_name, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        probe = c.get(probe_name, {}).get("httpGet", {})
+        check(probe.get("path") == path, f"{probe_name} on {path}")
+        port = probe.get("port")
+        num = ports.get(port, port)
+        check(num == http_port, f"{probe_name} port {port} is http_port {http_port}")
+        if route_exists(path):
+            check(True, f"{path} is served by src/")
+        else:
+            skip(f"{path} is not served by this tree's src/ yet: the {probe_name} fails until it is")
+    tp = svc["spec"]["ports"][0]["targetPort"]
+    check(ports.get(tp, tp) == http_port, f"Service targetPort {tp} is http_port {http_port}")
+    env = {e["name"]: e for e in c.get("env", [])}
+    check(env.get("SPIDERD_CONFIG_FILES", {}).get("value") == "/etc/spiderd/scrapyd.conf:/etc/spiderd/conf.d",
+          "SPIDERD_CONFIG_FILES names the mounted config")
+    check(dig(env.get("SPIDERD_NODE_NAME", {}), "valueFrom.fieldRef.fieldPath") == "metadata.name",
+          "node_name is the pod's name")
+    check("$(POD_IP)" in env.get("SPIDERD_NODE_URL", {}).get("value", "") and
+          list(env).index("POD_IP") < list(env).index("SPIDERD_NODE_URL"),
+          f"node_url from the pod IP on port {http_port}")
+    check(f":{http_port}" in env.get("SPIDERD_NODE_URL", {}).get("value", ""), "node_url's port is http_port")
+
+    vols = {v["name"]: v for v in pod["volumes"]}
+    for m in c["volumeMounts"]:
+        check(m["name"] in vols, f"mount {m['mountPath']}: volume {m['name']} exists")
+        v = vols.get(m["name"], {})
+        if "configMap" in v:
+            ref = v["configMap"]["name"]
+            check(ref in cm, f"ConfigMap {ref} exists")
+            if "subPath" in m:
+                check(m["subPath"] in cm.get(ref, {}).get("data", {}), f"ConfigMap {ref} has key {m['subPath']}")
+        if "secret" in v:
+            ref = v["secret"]["secretName"]
+            check(ref in secrets, f"Secret {ref} exists")
+            keys = set((secrets.get(ref, {}).get("stringData") or {}) | (secrets.get(ref, {}).get("data") or {}))
+            for item in v["secret"].get("items", []):
+                check(item["key"] in keys, f"Secret {ref} has key {item['key']}")
+                check(item["path"].endswith(".conf"), f"{item['path']}: a drop-in name")
+            check(m["mountPath"] == "/etc/spiderd/conf.d", "the store drop-in mounts on /etc/spiderd/conf.d")
+            store = configparser.ConfigParser()
+            for k in keys:
+                store.read_string((secrets[ref].get("stringData") or {}).get(k, ""))
+            check(store.get("spiderd", "store", fallback="").startswith(("postgresql://", "redis://")),
+                  "the Secret holds a shared store URL")
+    mounts = {m["mountPath"] for m in c["volumeMounts"]}
+    for d in ("/var/lib/spiderd", "/var/log/spiderd", "/tmp"):
+        check(d in mounts, f"{d} writable (readOnlyRootFilesystem)")
+    dirs = {conf.get("scrapyd", k) for k in ("eggs_dir", "dbs_dir", "logs_dir")}
+    check(all(any(d.startswith(m + "/") or d == m for m in mounts) for d in dirs),
+          f"eggs/dbs/logs dirs on writable mounts ({sorted(dirs)})")
+    sc = pod.get("securityContext", {})
+    check(sc.get("runAsNonRoot") and sc.get("runAsUser") == 10001, "runs as uid 10001, non-root")
+    check(c["securityContext"].get("allowPrivilegeEscalation") is False, "no privilege escalation")
+    grace = conf.getfloat("spiderd", "shutdown_grace", fallback=10)
+    check(pod.get("terminationGracePeriodSeconds", 30) > grace,
+          f"terminationGracePeriodSeconds > shutdown_grace ({grace})")
+
+
+for t in (test_dockerfile, test_compose, test_k8s):
+    try:
+        t()
+    except Exception as e:  # a missing key is a failure of that file, not a crash
+        check(False, f"{t.__name__}: {type(e).__name__}: {e}")
+print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+sys.exit(1 if failed else 0)
