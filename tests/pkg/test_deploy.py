@@ -354,7 +354,33 @@ def test_k8s():
           f"terminationGracePeriodSeconds > shutdown_grace ({grace})")
 
 
-for t in (test_dockerfile, test_compose, test_k8s):
+def test_tools():
+    """The schema checks that need no daemon or cluster, where the tools are
+    installed: `docker-compose config` (Compose v1 knows no top-level name:,
+    so a copy without it) and `kubectl kustomize`."""
+    deploy = os.path.join(ROOT, "deploy")
+    if subprocess.run(["which", "docker-compose"], capture_output=True).returncode == 0:
+        copy = os.path.join(deploy, ".compose-check.yaml")
+        with open(os.path.join(deploy, "compose.yaml")) as f, open(copy, "w") as g:
+            g.write("".join(l for l in f if not l.startswith("name:")))
+        try:
+            r = subprocess.run(["docker-compose", "-f", copy, "config", "-q"],
+                               capture_output=True, text=True, cwd=deploy)
+        finally:
+            os.unlink(copy)
+        check(r.returncode == 0, "docker-compose config: schema valid " + r.stderr.strip())
+    else:
+        skip("docker-compose not installed: compose schema not checked")
+    if subprocess.run(["which", "kubectl"], capture_output=True).returncode == 0:
+        r = subprocess.run(["kubectl", "kustomize", os.path.join(deploy, "k8s")],
+                           capture_output=True, text=True)
+        check(r.returncode == 0 and r.stdout.count("\nkind: ") + r.stdout.startswith("kind: ") >= 5,
+              "kubectl kustomize deploy/k8s builds every object " + r.stderr.strip())
+    else:
+        skip("kubectl not installed: kustomization not built")
+
+
+for t in (test_dockerfile, test_compose, test_k8s, test_tools):
     try:
         t()
     except Exception as e:  # a missing key is a failure of that file, not a crash
