@@ -12,7 +12,8 @@ or run without a Docker daemon or a Kubernetes cluster:
   drop-in lands where SPIDERD_CONFIG_FILES reads.
 - deploy/k8s/*.yaml: parse; each object has its required fields; selectors
   match the pod labels; probes and the Service point at the named port whose
-  number is the ConfigMap's http_port; mounted ConfigMap/Secret keys exist.
+  number is the ConfigMap's http_port; mounted ConfigMap/Secret keys exist;
+  the built daemon starts with the ConfigMap's file and the Secret's drop-in.
 
   tests/pkg/test_deploy.py [SPIDERD_BIN]     (prints 'N passed, N failed')
 """
@@ -354,6 +355,71 @@ def test_k8s():
           f"terminationGracePeriodSeconds > shutdown_grace ({grace})")
 
 
+def test_k8s_config_runs():
+    """The ConfigMap's scrapyd.conf and the Secret's drop-in, read the way a
+    pod reads them (SPIDERD_CONFIG_FILES), start the built daemon. What a pod
+    gets from its volumes and the cluster (paths, the store, its address) is
+    pointed at this machine with SPIDERD_* variables, which come after files."""
+    import shutil
+    import signal
+    import socket
+    import tempfile
+    import time
+    import urllib.request
+    if not os.path.exists(BIN):
+        skip(f"ConfigMap run: no {BIN}")
+        return
+    docs = {}
+    for path in glob.glob(os.path.join(ROOT, "deploy", "k8s", "*.yaml")):
+        with open(path) as f:
+            for d in yaml.safe_load_all(f):
+                if d and d.get("kind") in ("ConfigMap", "Secret"):
+                    docs[d["kind"]] = d
+    tmp = tempfile.mkdtemp(prefix="spiderd-k8s-")
+    try:
+        os.makedirs(os.path.join(tmp, "conf.d"))
+        with open(os.path.join(tmp, "scrapyd.conf"), "w") as f:
+            f.write(docs["ConfigMap"]["data"]["scrapyd.conf"])
+        with open(os.path.join(tmp, "conf.d", "50-store.conf"), "w") as f:
+            f.write(docs["Secret"]["stringData"]["store.conf"])
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        env = dict(os.environ, HOME=tmp,
+                   SPIDERD_CONFIG_FILES=f"{tmp}/scrapyd.conf:{tmp}/conf.d",
+                   SPIDERD_BIND_ADDRESS="127.0.0.1", SPIDERD_HTTP_PORT=str(port),
+                   SPIDERD_EGGS_DIR=f"{tmp}/eggs", SPIDERD_DBS_DIR=f"{tmp}/dbs",
+                   SPIDERD_LOGS_DIR=f"{tmp}/logs", SPIDERD_STORE=f"sqlite:{tmp}/spiderd.db",
+                   SPIDERD_NODE_NAME="spiderd-pod-0", SPIDERD_NODE_URL=f"http://127.0.0.1:{port}")
+        env.pop("NOTIFY_SOCKET", None)
+        proc = subprocess.Popen([BIN, "serve"], cwd=tmp, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        status = None
+        try:
+            deadline = time.time() + 20
+            while time.time() < deadline and proc.poll() is None and status is None:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/daemonstatus.json", timeout=1) as r:
+                        status = r.read().decode()
+                except OSError:
+                    time.sleep(0.05)
+            check(status and '"spiderd-pod-0"' in status,
+                  f"the ConfigMap's scrapyd.conf and the Secret's drop-in start spiderd ({status})")
+            proc.send_signal(signal.SIGTERM)
+            rc = proc.wait(30)
+            check(rc == 0, f"and it stops on SIGTERM with 0 ({rc})")
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            err = proc.stderr.read()
+            if not status:
+                print(err[-2000:])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def test_tools():
     """The schema checks that need no daemon or cluster, where the tools are
     installed: `docker-compose config` (Compose v1 knows no top-level name:,
@@ -380,7 +446,7 @@ def test_tools():
         skip("kubectl not installed: kustomization not built")
 
 
-for t in (test_dockerfile, test_compose, test_k8s, test_tools):
+for t in (test_dockerfile, test_compose, test_k8s, test_k8s_config_runs, test_tools):
     try:
         t()
     except Exception as e:  # a missing key is a failure of that file, not a crash
