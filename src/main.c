@@ -398,6 +398,7 @@ static int serve(int argc, char **argv) {
     return 2;
   }
   const config_t *cfg = &app->cfg;
+  sdnotify_take_env(); /* before any crawl or spider listing is started */
   if ((rc = log_open(cfg->log_file))) {
     fprintf(stderr, "spiderd: cannot open log file '%s': %s\n", cfg->log_file, strerror(-rc));
     config_release(&app->cfg);

@@ -32,9 +32,30 @@ int sdnotify_to(const char *addr, const char *state) {
   return rc;
 }
 
-int sdnotify(const char *state) { return sdnotify_to(getenv("NOTIFY_SOCKET"), state); }
+static int taken;
+static char *taken_socket;
+static uint64_t taken_watchdog;
 
-uint64_t sdnotify_watchdog_usec(void) {
+static uint64_t watchdog_from_env(void);
+
+void sdnotify_take_env(void) {
+  const char *s = getenv("NOTIFY_SOCKET");
+  free(taken_socket);
+  taken_socket = s && *s ? strdup(s) : NULL;
+  taken_watchdog = watchdog_from_env();
+  taken = 1;
+  unsetenv("NOTIFY_SOCKET");
+  unsetenv("WATCHDOG_USEC");
+  unsetenv("WATCHDOG_PID");
+}
+
+int sdnotify(const char *state) {
+  return sdnotify_to(taken ? taken_socket : getenv("NOTIFY_SOCKET"), state);
+}
+
+uint64_t sdnotify_watchdog_usec(void) { return taken ? taken_watchdog : watchdog_from_env(); }
+
+static uint64_t watchdog_from_env(void) {
   const char *pid = getenv("WATCHDOG_PID");
   if (pid && *pid && strtol(pid, NULL, 10) != (long)getpid()) return 0;
   const char *usec = getenv("WATCHDOG_USEC");

@@ -7,7 +7,12 @@
 
 #include <stdint.h>
 
-/* Sends STATE ("READY=1\nSTATUS=...") to NOTIFY_SOCKET. 1 when sent, 0 when
+/* Takes NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID out of the
+ * environment, keeping their values for the calls below, so the processes
+ * the daemon starts (crawls) neither inherit nor answer for them. */
+void sdnotify_take_env(void);
+
+/* Sends STATE ("READY=1\nSTATUS=...") to NOTIFY_SOCKET (as taken, if so). 1 when sent, 0 when
  * NOTIFY_SOCKET is unset or empty, a negative errno when it could not be. */
 int sdnotify(const char *state);
 

@@ -101,12 +101,40 @@ static void test_watchdog_usec(void **state) {
   unsetenv("WATCHDOG_USEC");
 }
 
+/* Last: taking the environment is for the life of the process. */
+static void test_take_env(void **state) {
+  (void)state;
+  char path[] = "/tmp/sdnotify-test-XXXXXX";
+  assert_non_null(mkdtemp(path));
+  char sock[128];
+  snprintf(sock, sizeof(sock), "%s/notify", path);
+  int fd = bind_dgram(sock);
+  setenv("NOTIFY_SOCKET", sock, 1);
+  setenv("WATCHDOG_USEC", "2000000", 1);
+  char pid[32];
+  snprintf(pid, sizeof(pid), "%d", (int)getpid());
+  setenv("WATCHDOG_PID", pid, 1);
+  sdnotify_take_env();
+  /* gone from what children would inherit */
+  assert_null(getenv("NOTIFY_SOCKET"));
+  assert_null(getenv("WATCHDOG_USEC"));
+  assert_null(getenv("WATCHDOG_PID"));
+  /* still used by the daemon itself */
+  assert_int_equal(sdnotify_watchdog_usec(), 2000000);
+  assert_int_equal(sdnotify("READY=1"), 1);
+  recv_is(fd, "READY=1");
+  close(fd);
+  unlink(sock);
+  rmdir(path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_path_socket),
       cmocka_unit_test(test_abstract_socket),
       cmocka_unit_test(test_unset_does_nothing),
       cmocka_unit_test(test_watchdog_usec),
+      cmocka_unit_test(test_take_env),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
