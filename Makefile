@@ -11,7 +11,8 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	libcurl4-openssl-dev libssl-dev \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
 	wrk zip unzip curl redis-server postgresql python3-psycopg2 \
-	chromium chromium-driver python3-selenium python3-jsonschema
+	chromium chromium-driver python3-selenium python3-jsonschema \
+	debhelper dpkg-dev fakeroot lintian python3-yaml
 # Node.js only where there is none: a machine with NodeSource's nodejs (which
 # includes npm) keeps it, and Debian's npm would conflict with that one.
 DEB_PKGS += $(if $(shell command -v node 2>/dev/null),,nodejs) $(if $(shell command -v npm 2>/dev/null),,npm)
@@ -88,7 +89,7 @@ test-redis: build $(ASAN_BUILD)/build.ninja
 
 # The whole suite runs on SQLite under ASan + UBSan, and with the plain build
 # on PostgreSQL (test-integration runs it plainly on SQLite too).
-test: test-unit test-ui test-asan test-pg test-redis
+test: test-unit test-ui test-pkg test-asan test-pg test-redis
 
 bench: build
 	./bench/run.sh $(CURDIR)/$(BUILD)/spiderd
