@@ -128,10 +128,10 @@ def test_dockerfile():
           "console installed where SPIDERD_UI_DIR points")
     check("-DCMAKE_INSTALL_PREFIX=/usr" in runs[0], "installs under /usr (config in /etc/spiderd)")
 
-    # Every -dev package the Makefile lists is in the build stage.
+    # Every library -dev package the Makefile lists is in the build stage.
     pkgs = re.search(r"^DEB_PKGS := (.*?)(?:\n\n|\n#)", makefile, re.M | re.S)
     pkgs = pkgs.group(1).replace("\\\n", " ").split() if pkgs else []
-    devs = [p for p in pkgs if p.endswith("-dev")] + ["cmake", "ninja-build", "pkg-config"]
+    devs = [p for p in pkgs if p.startswith("lib") and p.endswith("-dev")] + ["cmake", "ninja-build", "pkg-config"]
     missing = [p for p in devs if not re.search(rf"(?<![\w-]){re.escape(p)}(?![\w-])", runs[0])]
     check(devs and not missing, f"build stage has the Makefile's build packages (missing: {missing})")
     check(" nodejs" in runs[0] and " npm" in runs[0], "build stage has node and npm for the console")
