@@ -277,6 +277,10 @@ static int start_http(app_t *app, char *err, size_t errlen) {
       .password = cfg->password,
       .realm = "Scrapyd",
       .max_body = cfg->max_upload,
+      .https_cert = cfg->https_cert,
+      .https_key = cfg->https_key,
+      .https_key_password = cfg->https_key_password,
+      .https_priorities = cfg->https_priorities,
   };
   int rc = http_server_start(app->loop, &ho, &app->http, err, errlen);
   if (rc) return rc;
@@ -316,10 +320,13 @@ static void start_signals(server_t *srv) {
 }
 
 static void announce(const config_t *cfg) {
+  char store[1024];
+  config_redact_url(cfg->store, store, sizeof(store));
   log_info("launcher", "spiderd %s started: max_proc=%d, runner='spiderd_runner', store='%s'",
-           SPIDERD_VERSION, config_max_proc(cfg), cfg->store);
+           SPIDERD_VERSION, config_max_proc(cfg), store);
   if (cfg->http_port)
-    log_info("main", "web console available at http://%s:%d/", cfg->bind_address, cfg->http_port);
+    log_info("main", "web console available at %s://%s:%d/", cfg->https_cert[0] ? "https" : "http",
+             cfg->bind_address, cfg->http_port);
   if (cfg->unix_socket_path[0])
     log_info("main", "web console available at unix:%s", cfg->unix_socket_path);
 }
@@ -362,6 +369,7 @@ static int serve(int argc, char **argv) {
   char err[1024] = "";
   job_list_t running = {0};
   int rc = config_load(&app->cfg, argc, argv, err, sizeof(err));
+  if (!rc && (rc = config_load_secrets(&app->cfg, err, sizeof(err)))) config_release(&app->cfg);
   if (rc) {
     fprintf(stderr, "spiderd: %s\n", err);
     return 2;

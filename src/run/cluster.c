@@ -328,7 +328,8 @@ static char *default_url(const config_t *cfg) {
   else if (gethostname(host, sizeof(host) - 1)) snprintf(host, sizeof(host), "localhost");
   char *url = NULL;
   int v6 = strchr(host, ':') != NULL;
-  if (asprintf(&url, "http://%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", cfg->http_port) < 0)
+  if (asprintf(&url, "%s://%s%s%s:%d", cfg->https_cert[0] ? "https" : "http", v6 ? "[" : "",
+               host, v6 ? "]" : "", cfg->http_port) < 0)
     return NULL;
   return url;
 }
