@@ -242,6 +242,14 @@ static int bad(struct loader *L, const struct src *s, const char *section,
   va_start(ap, fmt);
   vsnprintf(reason, sizeof(reason), fmt, ap);
   va_end(ap);
+  /* a rejected value may be a secret, or a URL holding one */
+  if (strstr(name, "password") || strstr(name, "secret")) {
+    snprintf(reason, sizeof(reason), "bad value (not shown: it is a secret)");
+  } else if (!strcmp(name, "store")) {
+    char shown[sizeof(reason)];
+    config_redact_url(reason, shown, sizeof(shown));
+    memcpy(reason, shown, sizeof(reason));
+  }
   switch (s->kind) {
   case SRC_FILE:
     return report(L, SPD_ECONFIG, "%s: [%s] %s: %s", s->name, section, name, reason);
@@ -1340,6 +1348,54 @@ static void free_secret(char *p) {
   free(p);
 }
 
+/* Does the URL already carry a password (user:password@ or password=)? */
+static int url_has_password(const char *url) {
+  const char *auth = strstr(url, "://");
+  if (auth) {
+    auth += 3;
+    size_t n = strcspn(auth, "/?#");
+    const char *at = memrchr(auth, '@', n);
+    if (at && memchr(auth, ':', (size_t)(at - auth))) return 1;
+  }
+  const char *q = strchr(url, '?');
+  for (const char *p = q; p && *p; p = strchr(p + 1, '&'))
+    if (!strncasecmp(p + 1, "password=", 9)) return 1;
+  return 0;
+}
+
+/* The store's password travels to its backend as the URL's password=
+ * parameter, which libpq (as its `password` keyword) and the Redis backend
+ * both read: every connection the daemon makes, the LISTEN/SUBSCRIBE watch
+ * included, then has it, and no process environment does. A password
+ * written in the URL itself wins. */
+static int store_url_add_password(config_t *c, char *err, size_t errlen) {
+  const char *u = c->store;
+  if (strncasecmp(u, "postgres", 8) && strncasecmp(u, "redis", 5)) {
+    snprintf(err, errlen, "[spiderd] store_password_file / SPIDERD_STORE_PASSWORD: the store "
+             "is not PostgreSQL or Redis");
+    return SPD_ECONFIG;
+  }
+  if (url_has_password(u)) return 0;
+  strbuf_t b = {0};
+  static const char hex[] = "0123456789ABCDEF";
+  int bad = strbuf_add(&b, u, strlen(u)) ||
+            strbuf_add(&b, strchr(u, '?') ? "&password=" : "?password=", 10);
+  for (const unsigned char *p = (const unsigned char *)c->store_password; *p && !bad; p++) {
+    char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
+    bad = isalnum(*p) || strchr("-._~", *p) ? strbuf_add(&b, (const char *)p, 1)
+                                            : strbuf_add(&b, e, 3);
+  }
+  if (bad) {
+    if (b.p) explicit_bzero(b.p, b.len);
+    strbuf_release(&b);
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
+  free(c->store);
+  c->store = b.p; /* strbuf keeps its text NUL-terminated */
+  return 0;
+}
+
 int config_load_secrets(config_t *c, char *err, size_t errlen) {
   int rc = 0;
   if (c->https_key_password_file[0]) {
@@ -1361,6 +1417,7 @@ int config_load_secrets(config_t *c, char *err, size_t errlen) {
   }
   if (env) explicit_bzero((char *)env, strlen(env));
   unsetenv("SPIDERD_STORE_PASSWORD");
+  if (!rc && c->store_password) rc = store_url_add_password(c, err, errlen);
   unsetenv("SPIDERD_HTTPS_KEY_PASSWORD");
   if (rc == -ENOMEM) snprintf(err, errlen, "out of memory");
   return rc;

@@ -180,8 +180,9 @@ static int recover(app_t *app, job_list_t *running, char *err, size_t errlen) {
   }
   free(secret);
   if (rc) {
-    snprintf(err, errlen, "%s: cannot keep the job token secret: %s", app->cfg.store,
-             spd_strerror(rc));
+    char url[512];
+    config_redact_url(app->cfg.store, url, sizeof(url));
+    snprintf(err, errlen, "%.400s: cannot keep the job token secret: %s", url, spd_strerror(rc));
     store_close(s);
     return rc;
   }
@@ -195,7 +196,11 @@ static int recover(app_t *app, job_list_t *running, char *err, size_t errlen) {
     job_filter_t f = {.states = 1u << JOB_RUNNING, .node = app->cfg.node_name};
     rc = store_jobs_list(s, &f, running);
   }
-  if (rc) snprintf(err, errlen, "%s: cannot read jobs: %s", app->cfg.store, spd_strerror(rc));
+  if (rc) {
+    char url[512];
+    config_redact_url(app->cfg.store, url, sizeof(url));
+    snprintf(err, errlen, "%.400s: cannot read jobs: %s", url, spd_strerror(rc));
+  }
   store_close(s);
   return rc;
 }
