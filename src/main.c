@@ -344,27 +344,22 @@ static void start_undo(app_t *app) {
   if (app->http) http_server_stop(app->http);
   if (app->spiders) spiders_free(app->spiders);
   if (app->store) store_pool_stop(app->store);
-  if (app->scheduler) {
-    scheduler_stop(app->scheduler, NULL, NULL);
-    scheduler_free(app->scheduler);
-  }
-  if (app->launcher) {
-    launcher_stop(app->launcher, NULL, NULL);
-    launcher_free(app->launcher);
-  }
-  if (app->janitor) {
-    janitor_stop(app->janitor, NULL, NULL);
-    janitor_free(app->janitor);
-  }
-  if (app->webhooks) {
-    webhooks_stop(app->webhooks, NULL, NULL);
-    webhooks_free(app->webhooks);
-  }
-  if (app->cluster) {
-    cluster_stop(app->cluster, NULL, NULL);
-    cluster_free(app->cluster);
-  }
+  /* Stop all and let the handles their stops close close before freeing:
+   * the cluster's close callbacks still use it (a listener that failed to
+   * start, e.g. a bad https_key, comes here after everything else started);
+   * other modules close their last handles in their frees. */
+  if (app->scheduler) scheduler_stop(app->scheduler, NULL, NULL);
+  if (app->launcher) launcher_stop(app->launcher, NULL, NULL);
+  if (app->janitor) janitor_stop(app->janitor, NULL, NULL);
+  if (app->webhooks) webhooks_stop(app->webhooks, NULL, NULL);
+  if (app->cluster) cluster_stop(app->cluster, NULL, NULL);
   if (app->loop) uv_run(app->loop, UV_RUN_DEFAULT);
+  if (app->scheduler) scheduler_free(app->scheduler);
+  if (app->launcher) launcher_free(app->launcher);
+  if (app->janitor) janitor_free(app->janitor);
+  if (app->webhooks) webhooks_free(app->webhooks);
+  if (app->cluster) cluster_free(app->cluster);
+  if (app->loop) uv_run(app->loop, UV_RUN_DEFAULT); /* the handles the frees close */
 }
 
 static int serve(int argc, char **argv) {

@@ -1098,7 +1098,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
   vsnprintf(buf, sizeof(buf), fmt, ap);
   size_t n = strlen(buf);
   while (n && buf[n - 1] == '\n') buf[--n] = '\0';
-  if (!l->mhd) snprintf(l->start_log, sizeof(l->start_log), "%s", buf);
+  if (!l->mhd)
+    snprintf(l->start_log, sizeof(l->start_log), "%.*s", (int)sizeof(l->start_log) - 1, buf);
   log_debug("http", "%s: %s", l->name, buf);
 }
 
