@@ -214,3 +214,34 @@ def test_unix_socket_stays_plain(tls_daemon, tmp_path):
     assert r.status == 200 and b'"ok"' in r.read()
     c.close()
     wait_for(lambda: d.api("daemonstatus.json"), 5, "https still served")
+
+
+def test_https_log_file_and_event_stream(tls_daemon, egg):
+    """Replies from a file descriptor and streamed (suspended) replies go
+    through TLS as well."""
+    import threading
+    d = tls_daemon()
+    stream = d.session.get(d.url + "/api/v1/events/stream", params={"type": "job."},
+                           stream=True, timeout=timeout(30))
+    assert stream.status_code == 200
+    assert stream.headers["Content-Type"].startswith("text/event-stream")
+    lines = []
+
+    def read():
+        for line in stream.iter_lines():
+            if line.startswith(b"event:"):
+                lines.append(line)
+                if len(lines) >= 1:
+                    return
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    d.upload("testproj", "1", egg("testproj"))
+    job = d.schedule("testproj", "quick")
+    d.wait_finished(job)
+    reader.join(timeout(20))
+    stream.close()
+    assert lines, "no event came over the HTTPS stream"
+    r = d.get(f"/logs/testproj/quick/{job}.log")
+    assert r.status_code == 200
+    with open(d.log_path("testproj", "quick", job), "rb") as f:
+        assert r.content == f.read()
