@@ -87,6 +87,14 @@ typedef struct config {
   char *pythonpath;        /* dir holding spiderd_runner; default SPIDERD_PYTHONDIR */
   char *ui_dir;            /* built console/, docs/, api/ served at /ui/, /docs/,
                             * /api/; default SPIDERD_UI_DIR ("" serves none) */
+  /* HTTPS on the TCP listener (the Unix socket stays plain): both or neither. */
+  char *https_cert;        /* "": PEM certificate (chain) file */
+  char *https_key;         /* "": PEM private key file */
+  char *https_key_password;      /* "": passphrase of an encrypted key */
+  char *https_key_password_file; /* "": or read it from this file (first line) */
+  char *https_priorities;  /* GnuTLS priority string; TLS 1.2 and later */
+  char *store_password_file; /* "": the store's password, kept out of its URL;
+                              * SPIDERD_STORE_PASSWORD is read the same way */
   double cancel_grace;     /* 60 s: after a cancel, KILL the crawl's group */
   double shutdown_grace;   /* 10 s: on daemon stop, TERM then KILL after this */
   /* Job robustness defaults, for jobs whose own value is 0 (see operations.md). */
@@ -120,6 +128,9 @@ typedef struct config {
   double node_heartbeat;   /* 3 s between this node's heartbeats */
   double node_timeout;     /* 15 s: a node silent this long is dead, its jobs lost */
 
+  /* Filled by config_load_secrets(), not by config_load(). */
+  char *store_password;    /* NULL: none given apart from the URL */
+
   /* [retention], in the order read; a key set again by a later source
    * replaces the earlier value in place. */
   config_retention_t *retention;
@@ -146,6 +157,19 @@ typedef struct config {
  *   "/srv/scrapyd.conf: [scrapyd] max_proc: 'abc' is not an integer".
  * On failure *c is released. A ':' in username is an error (as Scrapyd). */
 int config_load(config_t *c, int argc, char **argv, char *err, size_t errlen);
+
+/* For the daemon (not the client, which need not be able to read them):
+ * reads https_key_password_file into https_key_password, and the store's
+ * password from SPIDERD_STORE_PASSWORD or else store_password_file into
+ * store_password. Both files hold the secret on their first line.
+ * SPIDERD_STORE_PASSWORD and SPIDERD_HTTPS_KEY_PASSWORD are then removed
+ * from the environment, so crawls do not inherit them.
+ * Returns 0, or SPD_ECONFIG with the key, file and reason in err. */
+int config_load_secrets(config_t *c, char *err, size_t errlen);
+
+/* Copies url into out with the password of a "scheme://user:password@host"
+ * (or a password=... parameter) replaced by "***", for messages. */
+void config_redact_url(const char *url, char *out, size_t outlen);
 
 /* Frees everything config_load allocated; *c may then be loaded again. */
 void config_release(config_t *c);

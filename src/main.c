@@ -188,8 +188,9 @@ static int recover(app_t *app, job_list_t *running, char *err, size_t errlen) {
   }
   free(secret);
   if (rc) {
-    snprintf(err, errlen, "%s: cannot keep the job token secret: %s", app->cfg.store,
-             spd_strerror(rc));
+    char url[512];
+    config_redact_url(app->cfg.store, url, sizeof(url));
+    snprintf(err, errlen, "%.400s: cannot keep the job token secret: %s", url, spd_strerror(rc));
     store_close(s);
     return rc;
   }
@@ -203,7 +204,11 @@ static int recover(app_t *app, job_list_t *running, char *err, size_t errlen) {
     job_filter_t f = {.states = 1u << JOB_RUNNING, .node = app->cfg.node_name};
     rc = store_jobs_list(s, &f, running);
   }
-  if (rc) snprintf(err, errlen, "%s: cannot read jobs: %s", app->cfg.store, spd_strerror(rc));
+  if (rc) {
+    char url[512];
+    config_redact_url(app->cfg.store, url, sizeof(url));
+    snprintf(err, errlen, "%.400s: cannot read jobs: %s", url, spd_strerror(rc));
+  }
   store_close(s);
   return rc;
 }
@@ -285,6 +290,10 @@ static int start_http(app_t *app, char *err, size_t errlen) {
       .password = cfg->password,
       .realm = "Scrapyd",
       .max_body = cfg->max_upload,
+      .https_cert = cfg->https_cert,
+      .https_key = cfg->https_key,
+      .https_key_password = cfg->https_key_password,
+      .https_priorities = cfg->https_priorities,
   };
   int rc = http_server_start(app->loop, &ho, &app->http, err, errlen);
   if (rc) return rc;
@@ -347,10 +356,13 @@ static void notify_ready(server_t *srv) {
 }
 
 static void announce(const config_t *cfg) {
+  char store[1024];
+  config_redact_url(cfg->store, store, sizeof(store));
   log_info("launcher", "spiderd %s started: max_proc=%d, runner='spiderd_runner', store='%s'",
-           SPIDERD_VERSION, config_max_proc(cfg), cfg->store);
+           SPIDERD_VERSION, config_max_proc(cfg), store);
   if (cfg->http_port)
-    log_info("main", "web console available at http://%s:%d/", cfg->bind_address, cfg->http_port);
+    log_info("main", "web console available at %s://%s:%d/", cfg->https_cert[0] ? "https" : "http",
+             cfg->bind_address, cfg->http_port);
   if (cfg->unix_socket_path[0])
     log_info("main", "web console available at unix:%s", cfg->unix_socket_path);
 }
@@ -363,27 +375,22 @@ static void start_undo(app_t *app) {
   if (app->http) http_server_stop(app->http);
   if (app->spiders) spiders_free(app->spiders);
   if (app->store) store_pool_stop(app->store);
-  if (app->scheduler) {
-    scheduler_stop(app->scheduler, NULL, NULL);
-    scheduler_free(app->scheduler);
-  }
-  if (app->launcher) {
-    launcher_stop(app->launcher, NULL, NULL);
-    launcher_free(app->launcher);
-  }
-  if (app->janitor) {
-    janitor_stop(app->janitor, NULL, NULL);
-    janitor_free(app->janitor);
-  }
-  if (app->webhooks) {
-    webhooks_stop(app->webhooks, NULL, NULL);
-    webhooks_free(app->webhooks);
-  }
-  if (app->cluster) {
-    cluster_stop(app->cluster, NULL, NULL);
-    cluster_free(app->cluster);
-  }
+  /* Stop all and let the handles their stops close close before freeing:
+   * the cluster's close callbacks still use it (a listener that failed to
+   * start, e.g. a bad https_key, comes here after everything else started);
+   * other modules close their last handles in their frees. */
+  if (app->scheduler) scheduler_stop(app->scheduler, NULL, NULL);
+  if (app->launcher) launcher_stop(app->launcher, NULL, NULL);
+  if (app->janitor) janitor_stop(app->janitor, NULL, NULL);
+  if (app->webhooks) webhooks_stop(app->webhooks, NULL, NULL);
+  if (app->cluster) cluster_stop(app->cluster, NULL, NULL);
   if (app->loop) uv_run(app->loop, UV_RUN_DEFAULT);
+  if (app->scheduler) scheduler_free(app->scheduler);
+  if (app->launcher) launcher_free(app->launcher);
+  if (app->janitor) janitor_free(app->janitor);
+  if (app->webhooks) webhooks_free(app->webhooks);
+  if (app->cluster) cluster_free(app->cluster);
+  if (app->loop) uv_run(app->loop, UV_RUN_DEFAULT); /* the handles the frees close */
 }
 
 static int serve(int argc, char **argv) {
@@ -393,6 +400,7 @@ static int serve(int argc, char **argv) {
   char err[1024] = "";
   job_list_t running = {0};
   int rc = config_load(&app->cfg, argc, argv, err, sizeof(err));
+  if (!rc && (rc = config_load_secrets(&app->cfg, err, sizeof(err)))) config_release(&app->cfg);
   if (rc) {
     fprintf(stderr, "spiderd: %s\n", err);
     return 2;

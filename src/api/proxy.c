@@ -109,6 +109,12 @@ static void fetch_work(uv_work_t *w) {
   curl_easy_setopt(h, CURLOPT_HEADERDATA, p);
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, p);
+  /* Another node's HTTPS certificate may come from a private CA: libcurl
+   * has its own bundle path, so honour the variables OpenSSL programs and
+   * the curl tool read. */
+  const char *ca = getenv("CURL_CA_BUNDLE");
+  if (!ca || !*ca) ca = getenv("SSL_CERT_FILE");
+  if (ca && *ca) curl_easy_setopt(h, CURLOPT_CAINFO, ca);
   /* Nodes of one cluster share their credentials. */
   const config_t *cfg = &p->app->cfg;
   char userpwd[512];

@@ -54,6 +54,9 @@ static void print_usage(const cli_cmd_t *cmd, FILE *out) {
           "                     http_port from scrapyd.conf as `serve` reads it)\n"
           "  -u, --user U:P     basic auth (default $SPIDERD_USER[:$SPIDERD_PASSWORD], else\n"
           "                     username/password from scrapyd.conf when the URL comes from it)\n"
+          "  --cacert FILE      CA certificates (PEM) to check an https:// daemon against\n"
+          "                     (default $CURL_CA_BUNDLE, else $SSL_CERT_FILE, else the\n"
+          "                     system's)\n"
           "  --json             print the API's JSON instead of a table\n"
           "  -h, --help         this help\n");
 }
@@ -178,6 +181,11 @@ static int connect_ctx(cli_ctx_t *ctx, const cli_args_t *a) {
       sock = strdup(cfg.unix_socket_path);
     } else {
       own_url = client_target_url(cfg.bind_address, cfg.http_port);
+      char *https = NULL; /* the daemon serves HTTPS on its port */
+      if (own_url && cfg.https_cert[0] && asprintf(&https, "https%s", own_url + 4) >= 0) {
+        free(own_url);
+        own_url = https;
+      }
     }
     if (!user && cfg.username[0] && cfg.password[0]) {
       free(own_user);
@@ -192,6 +200,10 @@ static int connect_ctx(cli_ctx_t *ctx, const cli_args_t *a) {
     rc = CLI_EAPI;
   } else if (client_init(&ctx->client, url, user, sock, err, sizeof(err))) {
     rc = cli_usage_error(ctx, "--url: %s", err);
+  } else if (cli_args_get(a, O_CACERT) &&
+             !(ctx->client.cainfo = strdup(cli_args_get(a, O_CACERT)))) {
+    fprintf(stderr, "spiderd: out of memory\n");
+    rc = CLI_EAPI;
   }
   free(own_url);
   free(own_user);

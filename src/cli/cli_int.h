@@ -21,13 +21,13 @@ enum cli_opt_id {
   O_PROJECT, O_SPIDER, O_VERSION, O_NAME, O_CRON, O_EVERY, O_AT, O_TZ, O_START, O_END,
   O_JITTER, O_OVERLAP, O_MISSED, O_CATCHUP, O_ARG, O_SET, O_PRIORITY, O_TIMEOUT,
   O_RETRIES, O_BACKOFF, O_WEBHOOK, O_PAUSED, O_STATE, O_SCHEDULE, O_LIMIT, O_SIGNAL,
-  O_FOLLOW, O_FROM_START, O_TAIL, O_TYPE, O_AFTER, O_JOB, O_JOBID, O_UNIQUE_KEY,
+  O_FOLLOW, O_FROM_START, O_TAIL, O_TYPE, O_AFTER, O_JOB, O_JOBID, O_UNIQUE_KEY, O_CACERT,
 };
 
 /* Every client command takes these (listed last in each command's table). */
 #define CLI_COMMON_OPTS                                                              \
   {"url", 0, 1, O_URL}, {"user", 'u', 1, O_USER}, {"json", 0, 0, O_JSON},           \
-      {"help", 'h', 0, O_HELP}, { NULL, 0, 0, 0 }
+      {"cacert", 0, 1, O_CACERT}, {"help", 'h', 0, O_HELP}, { NULL, 0, 0, 0 }
 
 typedef struct cli_ctx cli_ctx_t;
 

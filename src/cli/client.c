@@ -102,6 +102,7 @@ void client_release(client_t *c) {
   free(c->base);
   free(c->userpwd);
   free(c->unix_socket);
+  free(c->cainfo);
   memset(c, 0, sizeof(*c));
 }
 
@@ -162,6 +163,11 @@ int client_call(client_t *c, const char *method, const char *const *segs, size_t
   /* A proxy from the environment would be wrong for a local daemon, and
    * the user can always point --url at one. */
   curl_easy_setopt(h, CURLOPT_NOPROXY, "*");
+  /* libcurl has its own CA bundle path: honour the variables the curl tool
+   * and OpenSSL programs read, so a private CA can be given. */
+  const char *ca = c->cainfo ? c->cainfo : getenv("CURL_CA_BUNDLE");
+  if (!ca || !*ca) ca = getenv("SSL_CERT_FILE");
+  if (ca && *ca) curl_easy_setopt(h, CURLOPT_CAINFO, ca);
   if (c->unix_socket) curl_easy_setopt(h, CURLOPT_UNIX_SOCKET_PATH, c->unix_socket);
   if (c->userpwd) {
     curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);

@@ -16,6 +16,9 @@ typedef struct client {
   char *base;        /* "http://host:port/prefix/" */
   char *userpwd;     /* "user:password", or NULL: no credentials */
   char *unix_socket; /* talk HTTP over this socket instead of TCP, or NULL */
+  char *cainfo;      /* PEM file of the CAs an https:// daemon is checked
+                      * against, or NULL: $CURL_CA_BUNDLE, $SSL_CERT_FILE,
+                      * else libcurl's default bundle */
   void *curl;        /* CURL * */
   long status;       /* HTTP status of the last call, 0 when none came */
 } client_t;

@@ -33,6 +33,12 @@ typedef struct http_options {
   const char *realm;            /* "Scrapyd" */
   long long max_body;           /* larger bodies get 413 (Content-Length checked
                                    before reading; streamed bodies as they come) */
+  /* HTTPS on the TCP listener when both are set (PEM files, read at start);
+   * the Unix socket stays plain HTTP. */
+  const char *https_cert;       /* certificate, then its chain */
+  const char *https_key;        /* private key, possibly encrypted */
+  const char *https_key_password; /* its passphrase, or NULL/"" */
+  const char *https_priorities; /* GnuTLS priority string; NULL: TLS >= 1.2 */
 } http_options_t;
 
 typedef struct http_param {

@@ -12,7 +12,9 @@
 #include "http/http.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <inttypes.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -1096,6 +1098,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
   vsnprintf(buf, sizeof(buf), fmt, ap);
   size_t n = strlen(buf);
   while (n && buf[n - 1] == '\n') buf[--n] = '\0';
+  if (!l->mhd)
+    snprintf(l->start_log, sizeof(l->start_log), "%.*s", (int)sizeof(l->start_log) - 1, buf);
   log_debug("http", "%s: %s", l->name, buf);
 }
 
@@ -1223,8 +1227,100 @@ static int sigpipe_ignored(void) {
   return sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN;
 }
 
+/* A PEM file's whole text, NUL-terminated as MHD wants it. */
+#define PEM_MAX (1 << 20)
+static int read_pem(const char *key, const char *path, char **out, char *err, size_t errlen) {
+  *out = NULL;
+  FILE *f = fopen(path, "re");
+  if (!f) return set_err(err, errlen, -errno, "%s '%s': %s", key, path, strerror(errno));
+  char *buf = malloc(PEM_MAX + 1);
+  size_t n = buf ? fread(buf, 1, PEM_MAX + 1, f) : 0;
+  int rc = 0;
+  if (!buf) rc = set_err(err, errlen, -ENOMEM, "out of memory");
+  else if (ferror(f)) rc = set_err(err, errlen, -EIO, "%s '%s': %s", key, path, strerror(errno));
+  else if (n > PEM_MAX) rc = set_err(err, errlen, -EFBIG, "%s '%s': larger than 1 MiB", key, path);
+  else if (!memmem(buf, n, "-----BEGIN ", 11))
+    rc = set_err(err, errlen, -EINVAL, "%s '%s': not a PEM file (no -----BEGIN line)", key, path);
+  fclose(f);
+  if (rc) {
+    free(buf);
+    return rc;
+  }
+  buf[n] = '\0';
+  *out = buf;
+  return 0;
+}
+
+static void free_secret(char *p) {
+  if (!p) return;
+  explicit_bzero(p, strlen(p));
+  free(p);
+}
+
+/* MHD only says "Failed to initialize TLS support" when GnuTLS rejects the
+ * key or certificate; loading them the same way first gives GnuTLS's reason
+ * (a mismatched pair, a wrong passphrase, a damaged file). GnuTLS is already
+ * in the process as MHD's own dependency, so it is looked up, not linked. */
+static int tls_check(const http_options_t *o, const char *cert, const char *key, char *why,
+                     size_t whylen) {
+  void *lib = dlopen("libgnutls.so.30", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return 0; /* MHD's own check still runs */
+  __typeof__(gnutls_certificate_allocate_credentials) *alloc =
+      (__typeof__(alloc))dlsym(lib, "gnutls_certificate_allocate_credentials");
+  __typeof__(gnutls_certificate_free_credentials) *release =
+      (__typeof__(release))dlsym(lib, "gnutls_certificate_free_credentials");
+  __typeof__(gnutls_certificate_set_x509_key_mem2) *load =
+      (__typeof__(load))dlsym(lib, "gnutls_certificate_set_x509_key_mem2");
+  __typeof__(gnutls_strerror) *strerr = (__typeof__(strerr))dlsym(lib, "gnutls_strerror");
+  gnutls_certificate_credentials_t cred = NULL;
+  int rc = 0;
+  if (alloc && release && load && strerr && alloc(&cred) == GNUTLS_E_SUCCESS) {
+    gnutls_datum_t c = {(unsigned char *)cert, (unsigned)strlen(cert)};
+    gnutls_datum_t k = {(unsigned char *)key, (unsigned)strlen(key)};
+    const char *pw = o->https_key_password && *o->https_key_password ? o->https_key_password : NULL;
+    int g = load(cred, &c, &k, GNUTLS_X509_FMT_PEM, pw, 0);
+    if (g < 0) {
+      snprintf(why, whylen, "%s%s", strerr(g),
+               g == GNUTLS_E_DECRYPTION_FAILED ? " (a wrong or missing https_key_password?)" : "");
+      rc = -EINVAL;
+    }
+    release(cred);
+  }
+  dlclose(lib);
+  return rc;
+}
+
+/* MHD's TLS is GnuTLS: it reads the PEM texts and checks that the key is
+ * the certificate's when the daemon starts, and says why when not. */
+static int tls_options(struct listener *l, const http_options_t *o, struct MHD_OptionItem *opt,
+                       char *err, size_t errlen) {
+  size_t n = 0;
+  if (!MHD_is_feature_supported(MHD_FEATURE_TLS))
+    return set_err(err, errlen, -ENOTSUP,
+                   "https_cert: this libmicrohttpd was built without TLS (GnuTLS) support; "
+                   "serve plain HTTP behind a TLS reverse proxy instead");
+  int rc = read_pem("https_cert", o->https_cert, &l->tls_cert, err, errlen);
+  if (!rc) rc = read_pem("https_key", o->https_key, &l->tls_key, err, errlen);
+  if (rc) return rc;
+  char why[256];
+  if (tls_check(o, l->tls_cert, l->tls_key, why, sizeof(why)))
+    return set_err(err, errlen, -EINVAL, "%s: cannot serve HTTPS with https_cert '%s' and "
+                   "https_key '%s': %s", l->name, o->https_cert, o->https_key, why);
+  opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, l->tls_cert};
+  opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, l->tls_key};
+  if (o->https_key_password && *o->https_key_password)
+    opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_KEY_PASSWORD, 0,
+                                       (void *)o->https_key_password};
+  const char *prio = o->https_priorities && *o->https_priorities
+                         ? o->https_priorities
+                         : "NORMAL:-VERS-TLS1.0:-VERS-TLS1.1";
+  opt[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)prio};
+  opt[n] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+  return 0;
+}
+
 static int listener_start(http_server_t *s, int fd, unsigned extra_flags, const char *name,
-                          char *err, size_t errlen) {
+                          const http_options_t *tls, char *err, size_t errlen) {
   struct listener *l = calloc(1, sizeof(*l));
   if (!l) {
     close(fd);
@@ -1235,6 +1331,15 @@ static int listener_start(http_server_t *s, int fd, unsigned extra_flags, const 
   s->lsn[s->nlsn++] = l;
   unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_TURBO | MHD_USE_ERROR_LOG |
                    extra_flags;
+  struct MHD_OptionItem tlsopt[6] = {{MHD_OPTION_END, 0, NULL}};
+  if (tls) {
+    int rc = tls_options(l, tls, tlsopt, err, errlen);
+    if (rc) {
+      close(fd);
+      return rc;
+    }
+    flags |= MHD_USE_TLS;
+  }
   l->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, l,
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
@@ -1244,10 +1349,16 @@ static int listener_start(http_server_t *s, int fd, unsigned extra_flags, const 
                             MHD_OPTION_CONNECTION_LIMIT, conn_limit(),
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, l,
                             MHD_OPTION_SIGPIPE_HANDLED_BY_APP, sigpipe_ignored(),
+                            MHD_OPTION_ARRAY, tlsopt,
                             MHD_OPTION_END);
   if (!l->mhd) {
     close(fd);
-    return set_err(err, errlen, -EIO, "%s: libmicrohttpd failed to start", name);
+    if (tls)
+      return set_err(err, errlen, -EINVAL, "%s: cannot serve HTTPS with https_cert '%s' and "
+                     "https_key '%s': %s", name, tls->https_cert, tls->https_key,
+                     l->start_log[0] ? l->start_log : "libmicrohttpd failed to start");
+    return set_err(err, errlen, -EIO, "%s: libmicrohttpd failed to start%s%s", name,
+                   l->start_log[0] ? ": " : "", l->start_log);
   }
   const union MHD_DaemonInfo *info = MHD_get_daemon_info(l->mhd, MHD_DAEMON_INFO_EPOLL_FD);
   if (!info) return set_err(err, errlen, -EIO, "%s: no epoll descriptor", name);
@@ -1316,14 +1427,16 @@ int http_server_start(uv_loop_t *loop, const http_options_t *o, http_server_t **
     }
   }
   if (tcp_fd >= 0) {
-    rc = listener_start(s, tcp_fd, v6any ? MHD_USE_DUAL_STACK : 0, tcp_name, err, errlen);
+    bool https = o->https_cert && *o->https_cert && o->https_key && *o->https_key;
+    rc = listener_start(s, tcp_fd, v6any ? MHD_USE_DUAL_STACK : 0, tcp_name, https ? o : NULL,
+                        err, errlen);
     if (rc) {
       if (unix_fd >= 0) close(unix_fd);
       goto out;
     }
   }
   if (unix_fd >= 0) {
-    rc = listener_start(s, unix_fd, 0, o->unix_socket_path, err, errlen);
+    rc = listener_start(s, unix_fd, 0, o->unix_socket_path, NULL, err, errlen);
     if (rc) goto out;
   }
   *out = s;
@@ -1348,7 +1461,11 @@ static void server_free(http_server_t *s) {
     MHD_stop_daemon(l->mhd);
     l->mhd = NULL;
   }
-  for (int i = 0; i < s->nlsn; i++) free(s->lsn[i]);
+  for (int i = 0; i < s->nlsn; i++) {
+    free(s->lsn[i]->tls_cert);
+    free_secret(s->lsn[i]->tls_key);
+    free(s->lsn[i]);
+  }
   while (s->pool) {
     http_req_t *r = s->pool;
     s->pool = r->next;

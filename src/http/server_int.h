@@ -102,6 +102,8 @@ struct listener {
   uv_timer_t timer;
   bool in_run, kick, handles_open;
   char name[128]; /* "127.0.0.1:6800" or the socket path, for messages */
+  char *tls_cert, *tls_key; /* PEM texts, for MHD's lifetime (HTTPS only) */
+  char start_log[256];      /* MHD's last complaint while starting */
 };
 
 struct http_server {

@@ -328,7 +328,8 @@ static char *default_url(const config_t *cfg) {
   else if (gethostname(host, sizeof(host) - 1)) snprintf(host, sizeof(host), "localhost");
   char *url = NULL;
   int v6 = strchr(host, ':') != NULL;
-  if (asprintf(&url, "http://%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", cfg->http_port) < 0)
+  if (asprintf(&url, "%s://%s%s%s:%d", cfg->https_cert[0] ? "https" : "http", v6 ? "[" : "",
+               host, v6 ? "]" : "", cfg->http_port) < 0)
     return NULL;
   return url;
 }
@@ -339,8 +340,10 @@ int cluster_init(cluster_t **out, uv_loop_t *loop, const config_t *cfg, store_po
   *out = NULL;
   if (cfg->nlimits && !store_pool_transactional(store)) {
     /* A limit's running count must hold until the claim commits. */
+    char url[1024];
+    config_redact_url(cfg->store, url, sizeof(url));
     snprintf(err, errlen, "[concurrency] limits need a store with transactions (SQLite or "
-             "PostgreSQL), not %s", cfg->store);
+             "PostgreSQL), not %s", url);
     return SPD_ECONFIG;
   }
   cluster_t *c = calloc(1, sizeof(*c));

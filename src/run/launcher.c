@@ -476,8 +476,8 @@ static int start_command(launcher_t *l, const job_t *j, start_t *st) {
       strv_pushf(x, "SPIDERD_HEARTBEAT_FILE=%s", st->hb_path) ||
       strv_pushf(x, "SPIDERD_HEARTBEAT_INTERVAL=%g", cfg->heartbeat_interval) ||
       strv_pushf(x, "SPIDERD_JOB=%s", j->jobid) ||
-      strv_pushf(x, strchr(host, ':') ? "SPIDERD_URL=http://[%s]:%d" : "SPIDERD_URL=http://%s:%d",
-                 host, cfg->http_port) ||
+      strv_pushf(x, strchr(host, ':') ? "SPIDERD_URL=%s://[%s]:%d" : "SPIDERD_URL=%s://%s:%d",
+                 cfg->https_cert[0] ? "https" : "http", host, cfg->http_port) ||
       (token[0] && strv_pushf(x, "SPIDERD_TOKEN=%s", token)) ||
       /* On a shared store a crawl must not outlive its node: once the node
        * is declared dead its job runs elsewhere (no adoption either). */

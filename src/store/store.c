@@ -68,18 +68,21 @@ int store_open(const char *url, store_t **out, char *err, size_t errlen) {
     return -EINVAL;
   }
   if (store_parse_url(url, scheme, sizeof(scheme), &rest)) {
-    snprintf(err, errlen, "store URL has an over-long scheme: %s", url);
+    snprintf(err, errlen, "store URL has an over-long scheme");
     return -EINVAL;
   }
   const struct store_ops *ops = store_backend(scheme);
   if (ops) return ops->open(url, rest, out, err, errlen);
   for (size_t i = 0; i < sizeof(store_known_schemes) / sizeof(store_known_schemes[0]); i++)
     if (strcmp(scheme, store_known_schemes[i]) == 0) {
-      snprintf(err, errlen, "store backend \"%s\" is not available in this build",
-               scheme);
+      snprintf(err, errlen, "store backend \"%s\" is not available in this build%s", scheme,
+               strcmp(scheme, "rediss") ? ""
+                                        : ": rediss:// (Redis over TLS) needs hiredis_ssl, which "
+                                          "this build's hiredis lacks; reach Redis through a TLS "
+                                          "tunnel (stunnel, spiped) on 127.0.0.1 with redis://");
       return -EINVAL;
     }
-  snprintf(err, errlen, "unknown store URL scheme \"%s\" in %s", scheme, url);
+  snprintf(err, errlen, "unknown store URL scheme \"%s\"", scheme); /* the URL may hold a password */
   return -EINVAL;
 }
 
@@ -657,7 +660,7 @@ int store_watch_open(const char *url, store_watch_t **out, char *err, size_t err
   if (store_parse_url(url, scheme, sizeof(scheme), &rest)) return -EINVAL;
   const struct store_ops *ops = store_backend(scheme);
   if (!ops) {
-    snprintf(err, errlen, "unknown store URL scheme \"%s\" in %s", scheme, url);
+    snprintf(err, errlen, "unknown store URL scheme \"%s\"", scheme); /* the URL may hold a password */
     return -EINVAL;
   }
   return ops->watch_open(url, rest, out, err, errlen);

@@ -1078,8 +1078,81 @@ static void test_error_buffer(void **state) {
   assert_int_equal(config_load(&f->c, 1, argv, NULL, 0), SPD_ECONFIG);
 }
 
+/* Passwords in store URLs are shown as *** in every message. */
+static void test_redact_url(void **state) {
+  (void)state;
+  char out[256];
+  static const char *const cases[][2] = {
+      {"postgresql://u:pw@h:5432/db?schema=s", "postgresql://u:***@h:5432/db?schema=s"},
+      {"redis://:p%40ss@h:6379/0", "redis://:***@h:6379/0"},
+      {"redis://user:p@ss@h/0", "redis://user:***@h/0"},
+      {"postgresql://u@h/db?sslmode=require&password=x%2Fy&a=b",
+       "postgresql://u@h/db?sslmode=require&password=***&a=b"},
+      {"postgresql://h/db?password=abc", "postgresql://h/db?password=***"},
+      {"postgresql://u@h/db?sslmode=verify-full", "postgresql://u@h/db?sslmode=verify-full"},
+      {"sqlite:dbs/spiderd.db", "sqlite:dbs/spiderd.db"},
+      {"redis://h/0?mypassword=1", "redis://h/0?mypassword=1"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    config_redact_url(cases[i][0], out, sizeof(out));
+    assert_string_equal(out, cases[i][1]);
+  }
+}
+
+/* The store password joins the URL as password= (escaped), unless the URL
+ * has one; it leaves the environment; a missing file is named. */
+static void test_store_password(void **state) {
+  struct fx *f = *state;
+  char *pw = write_file(f, "pw", "a b/&%\n");
+  char *conf = NULL;
+  assert_true(asprintf(&conf, "[spiderd]\nstore = postgresql://u@h/db?schema=s\n"
+                              "store_password_file = %s\n", pw) > 0);
+  free(write_file(f, "s.conf", conf));
+  use_files(f, "s.conf", NULL);
+  assert_int_equal(load(f, 0, NULL), 0);
+  assert_int_equal(config_load_secrets(&f->c, f->err, sizeof(f->err)), 0);
+  assert_string_equal(f->c.store_password, "a b/&%");
+  assert_string_equal(f->c.store, "postgresql://u@h/db?schema=s&password=a%20b%2F%26%25");
+  config_release(&f->c);
+
+  setenv("SPIDERD_STORE_PASSWORD", "envpw", 1);
+  char *argv[] = {"--store", "redis://:urlpw@h/0"};
+  assert_int_equal(load(f, 2, argv), 0);
+  assert_int_equal(config_load_secrets(&f->c, f->err, sizeof(f->err)), 0);
+  assert_null(getenv("SPIDERD_STORE_PASSWORD"));
+  assert_string_equal(f->c.store, "redis://:urlpw@h/0"); /* the URL's own wins */
+  config_release(&f->c);
+
+  free(conf);
+  assert_true(asprintf(&conf, "[spiderd]\nstore_password_file = %s.nope\n", pw) > 0);
+  free(write_file(f, "s.conf", conf));
+  assert_int_equal(load(f, 0, NULL), 0);
+  assert_int_equal(config_load_secrets(&f->c, f->err, sizeof(f->err)), SPD_ECONFIG);
+  assert_non_null(strstr(f->err, "store_password_file"));
+  assert_non_null(strstr(f->err, "No such file"));
+  config_release(&f->c);
+  free(conf);
+  free(pw);
+}
+
+/* https_cert and https_key go together; a rejected secret is not echoed. */
+static void test_https_keys(void **state) {
+  struct fx *f = *state;
+  use_files(f, NULL);
+  char *argv[] = {"--set", "spiderd.https_cert=/c.pem"};
+  expect_error(f, 2, argv, "[spiderd] https_cert and https_key go together: https_cert is "
+                           "set, https_key is not");
+  char *argv2[] = {"--set", "spiderd.https_cert=/c.pem", "--set", "spiderd.https_key=/k.pem"};
+  assert_int_equal(load(f, 4, argv2), 0);
+  assert_string_equal(f->c.https_priorities, "NORMAL:-VERS-TLS1.0:-VERS-TLS1.1");
+  config_release(&f->c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_redact_url, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_store_password, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_https_keys, setup, teardown),
       cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
       cmocka_unit_test_setup_teardown(test_file_order_and_override, setup, teardown),
       cmocka_unit_test_setup_teardown(test_confd_sorted, setup, teardown),

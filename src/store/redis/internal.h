@@ -113,6 +113,7 @@ struct redis_store {
   int port;
   int db;
   char *password;    /* AUTH, or NULL */
+  char *user;        /* ACL user for AUTH user password, or NULL */
   char prefix[200];  /* every key starts with this (ends in ':') */
   char channel[210]; /* pub/sub channel of this prefix */
   int in_tx;         /* inside store_tx_begin .. commit/rollback */

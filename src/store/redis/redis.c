@@ -2,11 +2,13 @@
  * meta and notifications. Jobs, schedules and queues are in redis/jobs.c,
  * redis/sched.c and redis/queue.c (store/redis/internal.h).
  *
- * URL: redis://[:PASSWORD@]HOST[:PORT][/DB][?prefix=NAME], or
+ * URL: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?prefix=NAME], or
  * redis:///PATH/TO/SOCKET[?db=DB&prefix=NAME] for a Unix socket. Every key
  * starts with "NAME:" (default "spiderd:"), so several clusters or test runs
  * can share one server; notices travel on the channel "NAME:notes" as a
- * decimal STORE_NOTE_* mask. TLS (rediss://) is not offered.
+ * decimal STORE_NOTE_* mask. A password may also come as ?password=
+ * (spiderd's store_password_file puts it there). TLS (rediss://) is not
+ * offered: Debian 12's hiredis 0.14 has no hiredis_ssl.
  *
  * Atomicity is per op on this backend. Each op is one Lua script, which
  * Redis runs alone, and which validates everything before it writes, so an
@@ -352,8 +354,8 @@ static int redis_simple(redisContext *c, char *err, size_t errlen, int argc,
 static int redis_session(struct redis_store *q, redisContext *c, char *err, size_t errlen) {
   int rc = 0;
   if (q->password) {
-    const char *argv[] = {"AUTH", q->password};
-    if ((rc = redis_simple(c, err, errlen, 2, argv))) return rc;
+    const char *argv[] = {"AUTH", q->user ? q->user : q->password, q->password};
+    if ((rc = redis_simple(c, err, errlen, q->user ? 3 : 2, argv))) return rc;
   }
   if (q->db) {
     char db[16];
@@ -621,8 +623,10 @@ int redis_meta_set(store_t *s, const char *key, const char *value) {
 static void redis_free_url(struct redis_store *q) {
   free(q->host);
   free(q->sock);
+  if (q->password) explicit_bzero(q->password, strlen(q->password));
   free(q->password);
-  q->host = q->sock = q->password = NULL;
+  free(q->user);
+  q->host = q->sock = q->password = q->user = NULL;
 }
 
 static int redis_hexval(int c) {
@@ -668,7 +672,10 @@ static int redis_parse_url(struct redis_store *q, const char *url, const char *r
   q->port = 6379;
   q->db = 0;
   if (strncmp(url, "rediss", 6) == 0) {
-    snprintf(err, errlen, "store URL: TLS (rediss://) is not supported by this build");
+    /* hiredis 0.14 (Debian 12) has no TLS: hiredis_ssl came with 1.0 */
+    snprintf(err, errlen, "store URL: rediss:// (TLS) is not supported: this build's hiredis "
+             "has no TLS support; reach Redis through a TLS tunnel (stunnel, spiped) on "
+             "127.0.0.1 with redis://");
     return -EINVAL;
   }
   if (query) {
@@ -702,6 +709,8 @@ static int redis_parse_url(struct redis_store *q, const char *url, const char *r
     const char *hp = rest, *end = rest + mainlen;
     const char *at = memchr(rest, '@', mainlen);
     if (at) {
+      /* user:password@ is an ACL user (AUTH user password, Redis 6);
+       * :password@ or password@ the default user's requirepass */
       const char *colon = memchr(rest, ':', (size_t)(at - rest));
       const char *pw = colon ? colon + 1 : rest;
       free(q->password);
@@ -711,6 +720,9 @@ static int redis_parse_url(struct redis_store *q, const char *url, const char *r
         free(q->password);
         q->password = NULL;
       }
+      free(q->user);
+      q->user = colon && colon > rest ? redis_unescape(rest, (size_t)(colon - rest)) : NULL;
+      if (colon && colon > rest && !q->user) return -ENOMEM;
       hp = at + 1;
     }
     const char *slash = memchr(hp, '/', (size_t)(end - hp));
@@ -720,7 +732,7 @@ static int redis_parse_url(struct redis_store *q, const char *url, const char *r
       char *e = NULL;
       long port = strtol(colon + 1, &e, 10);
       if (e != hend || port <= 0 || port > 65535) {
-        snprintf(err, errlen, "store URL: bad port in %s", url);
+        snprintf(err, errlen, "store URL: bad port '%.*s'", (int)(hend - colon - 1), colon + 1);
         return -EINVAL;
       }
       q->port = (int)port;
@@ -732,7 +744,8 @@ static int redis_parse_url(struct redis_store *q, const char *url, const char *r
       char *e = NULL;
       long db = strtol(slash + 1, &e, 10);
       if (e != end || db < 0) {
-        snprintf(err, errlen, "store URL: bad database number in %s", url);
+        snprintf(err, errlen, "store URL: bad database number '%.*s'", (int)(end - slash - 1),
+                 slash + 1);
         return -EINVAL;
       }
       q->db = (int)db;
