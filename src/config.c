@@ -126,6 +126,7 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, node_url, T_STR, M_NONE, "", "--node-url"),
     KEY(SEC_SPIDERD, node_heartbeat, T_REAL, M_GT0, "3", NULL),
     KEY(SEC_SPIDERD, node_timeout, T_REAL, M_GT0, "15", NULL),
+    KEY(SEC_SPIDERD, probes_public, T_BOOL, M_NONE, "on", NULL),
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 

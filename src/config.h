@@ -119,6 +119,7 @@ typedef struct config {
                             * http://<bind_address or hostname>:<http_port> */
   double node_heartbeat;   /* 3 s between this node's heartbeats */
   double node_timeout;     /* 15 s: a node silent this long is dead, its jobs lost */
+  int probes_public;       /* on: /healthz, /readyz and /metrics need no basic auth */
 
   /* [retention], in the order read; a key set again by a later source
    * replaces the earlier value in place. */
