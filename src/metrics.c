@@ -171,7 +171,7 @@ static void put_value(strbuf_t *b, double v) {
   if (isnan(v)) strbuf_adds(b, "NaN");
   else if (isinf(v)) strbuf_adds(b, v > 0 ? "+Inf" : "-Inf");
   else if (v == floor(v) && fabs(v) < 1e15) strbuf_addf(b, "%.0f", v);
-  else strbuf_addf(b, "%.17g", v);
+  else strbuf_addf(b, "%.15g", v);
 }
 
 static void put_labels(strbuf_t *b, const char *const *labels, size_t n, const char *le) {

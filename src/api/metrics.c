@@ -122,12 +122,12 @@ static void render_process(strbuf_t *b) {
 }
 
 static void render_store(const scrape_t *sc, strbuf_t *b) {
-  metrics_family(b, "spiderd_jobs", "gauge",
+  metrics_family(b, "spiderd_store_jobs", "gauge",
                  "Jobs in the store by state, for the whole cluster on a shared store "
                  "(every node reports the same: use max() over nodes).");
   const char *pl[] = {"state", "pending"}, *rl[] = {"state", "running"};
-  metrics_sample(b, "spiderd_jobs", pl, 1, (double)sc->counts[JOB_PENDING]);
-  metrics_sample(b, "spiderd_jobs", rl, 1, (double)sc->counts[JOB_RUNNING]);
+  metrics_sample(b, "spiderd_store_jobs", pl, 1, (double)sc->counts[JOB_PENDING]);
+  metrics_sample(b, "spiderd_store_jobs", rl, 1, (double)sc->counts[JOB_RUNNING]);
   metrics_family(b, "spiderd_queue_elements", "gauge",
                  "Elements of each task queue in the store by state (shared on a cluster: "
                  "use max() over nodes).");
