@@ -707,7 +707,8 @@ static void claim_done(void *arg, int rc) {
   claim_op_t *op = arg;
   launcher_t *l = op->l;
   l->claiming = 0;
-  if (l->metrics) metrics_hist_observe(&l->metrics->claim, (double)(uv_hrtime() - op->t0) / 1e9);
+  if (l->metrics)
+    metrics_hist_observe(&l->metrics->claim, (double)(uv_hrtime() - op->t0) / 1e9);
   if (rc) {
     log_error("launcher", "claiming pending jobs failed: %s", spd_strerror(rc));
   } else if (l->stopping && op->jobs.n) {

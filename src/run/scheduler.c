@@ -176,7 +176,7 @@ static int fire_run(store_t *s, tick_t *t, const schedule_t *sc, const sched_run
                                 (json_int_t)(now - r->fire_ms), "reason", why));
   if (!rc) rc = store_run_end(s, r->id, RUN_FIRED, j.id, why, now);
   if (!rc) t->queued++;
-  if (!rc && t->sch->metrics)
+  if (!rc && t->sch && t->sch->metrics)
     metrics_hist_observe(&t->sch->metrics->schedule_lag, (double)(now - r->due_ms) / 1000.0);
   job_release(&j);
   return rc;
@@ -403,7 +403,8 @@ static void tick_done(void *arg, int rc) {
   }
   s->leader = t->leader;
   if (t->leader) s->token = t->token;
-  if (t->queued > 0 && s->metrics) metrics_inc(s->metrics, &s->metrics->jobs_queued, (uint64_t)t->queued);
+  if (t->queued > 0 && s->metrics)
+    metrics_inc(s->metrics, &s->metrics->jobs_queued, (uint64_t)t->queued);
   if (t->queued) {
     s->counters->pending += t->queued;
     if (s->counters->pending < 0) s->counters->pending = 0;
