@@ -101,6 +101,7 @@ typedef struct config {
   char *pidfile;           /* "" = none */
   int scheduler;           /* on: take part in firing schedules (lease holder fires) */
   double scheduler_lease;  /* 10 s: the scheduler lease's time to live */
+  int probes_public;       /* on: /healthz, /readyz and /metrics need no basic auth */
   double schedule_horizon; /* 3 days of upcoming runs materialised */
   double misfire_grace;    /* 60 s: a run later than this counts as missed */
   char *webhooks;          /* "": daemon-wide webhook URLs, comma/space separated */
@@ -119,7 +120,6 @@ typedef struct config {
                             * http://<bind_address or hostname>:<http_port> */
   double node_heartbeat;   /* 3 s between this node's heartbeats */
   double node_timeout;     /* 15 s: a node silent this long is dead, its jobs lost */
-  int probes_public;       /* on: /healthz, /readyz and /metrics need no basic auth */
 
   /* [retention], in the order read; a key set again by a later source
    * replaces the earlier value in place. */
