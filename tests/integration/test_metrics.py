@@ -120,6 +120,22 @@ def test_a_cancelled_running_job_counts_once(d):
     assert jobs_total(after, "finished") == jobs_total(before, "finished")
 
 
+def test_a_fired_schedule_observes_its_lag(d):
+    lag = "spiderd_schedule_lag_seconds"
+    before = scrape(d)
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 2))
+    r = d.request("POST", API + "/schedules",
+                  json={"name": "mlag", "project": "mp", "spider": "quick", "at": at})
+    assert r.status_code == 201, r.text
+    wait_for(lambda: value(scrape(d), lag, lag + "_count") > value(before, lag, lag + "_count"),
+             15 * SLOW, "a schedule lag observation")
+    after = scrape(d)
+    assert value(after, lag, lag + "_count") - value(before, lag, lag + "_count") == 1
+    assert 0 <= value(after, lag, lag + "_sum") - value(before, lag, lag + "_sum") < 10 * SLOW
+    queued = "spiderd_jobs_queued"
+    assert value(after, queued, queued + "_total") - value(before, queued, queued + "_total") == 1
+
+
 def test_http_requests_by_route_pattern(d):
     fams = scrape(d)
     key = dict(route="/api/v1/jobs/{id}", method="GET", status="404")
