@@ -41,6 +41,7 @@ typedef struct app {
   struct sse_hub *sse;           /* api/sse.c: live event streams */
   struct api_queues *queues;     /* api/ops_queues.c: takers waiting for elements */
   char job_secret[JOBTOKEN_SECRET_HEX + 1]; /* signs job tokens (flow/jobtoken.h) */
+  struct metrics *metrics;       /* metrics.h: what /metrics reports; NULL = none */
 } app_t;
 
 typedef struct api_common api_common_t;
@@ -64,5 +65,13 @@ void api_queues_stop(app_t *app);
 /* Every parked take tries again: another node put elements (a notice
  * from the shared store names no queue). */
 void api_queues_wake_all(app_t *app);
+/* Registers GET /metrics (Prometheus), /healthz and /readyz (api/metrics.c);
+ * public (no basic auth) when [spiderd] probes_public. */
+int api_metrics_register(app_t *app);
+/* /readyz's rule once the store answered: 1 when ready, else 0 with the
+ * reason in why. A shared store wants a heartbeat younger than
+ * node_timeout_s (older, other nodes may declare this node dead). */
+int api_ready_check(int shared, int64_t last_beat_ms, int64_t now_ms, double node_timeout_s,
+                    char *why, size_t whylen);
 
 #endif

@@ -117,6 +117,7 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, pidfile, T_STR, M_NONE, "", "--pidfile"),
     KEY(SEC_SPIDERD, scheduler, T_BOOL, M_NONE, "on", NULL),
     KEY(SEC_SPIDERD, scheduler_lease, T_REAL, M_GT0, "10", NULL),
+    KEY(SEC_SPIDERD, probes_public, T_BOOL, M_NONE, "on", NULL),
     KEY(SEC_SPIDERD, schedule_horizon, T_REAL, M_GT0, "3", NULL),
     KEY(SEC_SPIDERD, misfire_grace, T_REAL, M_GE0, "60", NULL),
     KEY(SEC_SPIDERD, webhooks, T_STR, M_NONE, "", NULL),

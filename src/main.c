@@ -19,6 +19,7 @@
 #include "error.h"
 #include "fsutil.h"
 #include "log.h"
+#include "metrics.h"
 #include "sdnotify.h"
 #include "api/sse.h"
 #include "store/eggs.h"
@@ -235,6 +236,7 @@ static int flow_signal_hook(void *l, const char *project, const char *jobid, int
 }
 static int flow_running_hook(void *l, int64_t id) { return launcher_job_running(l, id); }
 static void flow_schedules_hook(void *s) { scheduler_kick(s); }
+static int64_t flow_last_beat_hook(void *c) { return cluster_last_beat(c); }
 
 static void wire_flow(app_t *app) {
   app->flow = (flow_hooks_t){.launcher = app->launcher,
@@ -242,7 +244,9 @@ static void wire_flow(app_t *app) {
                              .dispatch = flow_dispatch_hook,
                              .signal = flow_signal_hook,
                              .running_here = flow_running_hook,
-                             .schedules_changed = flow_schedules_hook};
+                             .schedules_changed = flow_schedules_hook,
+                             .cluster = app->cluster,
+                             .last_beat = flow_last_beat_hook};
 }
 
 /* The store threads and the modules on the loop: spider lister, launcher,
@@ -250,7 +254,12 @@ static void wire_flow(app_t *app) {
 static int start_modules(app_t *app, char *err, size_t errlen) {
   const config_t *cfg = &app->cfg;
   int rc;
+  if (!(app->metrics = metrics_new())) {
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
   if ((rc = store_pool_start(app->loop, cfg->store, &app->store, err, errlen))) return rc;
+  store_pool_set_metrics(app->store, app->metrics);
   if ((rc = spiders_init(&app->spiders, app->loop, cfg))) {
     snprintf(err, errlen, "cannot start the spider lister: %s", spd_strerror(rc));
     return rc;
@@ -276,6 +285,8 @@ static int start_modules(app_t *app, char *err, size_t errlen) {
   wire_flow(app);
   launcher_on_end(app->launcher, job_ended, app);
   launcher_set_job_secret(app->launcher, app->job_secret);
+  launcher_set_metrics(app->launcher, app->metrics);
+  scheduler_set_metrics(app->scheduler, app->metrics);
   return 0;
 }
 
@@ -302,7 +313,7 @@ static int start_http(app_t *app, char *err, size_t errlen) {
     return rc;
   }
   if ((rc = api_scrapyd_register(app)) || (rc = api_rest_register(app)) ||
-      (rc = api_ui_register(app)))
+      (rc = api_ui_register(app)) || (rc = api_metrics_register(app)))
     snprintf(err, errlen, "cannot register routes: %s", spd_strerror(rc));
   return rc;
 }
@@ -443,6 +454,7 @@ out:
   if (cfg->pidfile[0] && rc == 0) unlink(cfg->pidfile);
   api_scrapyd_free(app);
   api_common_free(app);
+  metrics_free(app->metrics);
   config_release(&app->cfg);
   log_close();
   return rc ? 1 : 0;

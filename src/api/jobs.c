@@ -8,6 +8,7 @@
 #include "clock.h"
 #include "error.h"
 #include "flow/jobs.h"
+#include "metrics.h"
 
 /* ---- queueing a job ---- */
 
@@ -44,6 +45,7 @@ static void enqueue_done(void *arg, int rc) {
   enqueue_t *e = arg;
   if (!rc && !e->existing) {
     e->app->counters.pending++;
+    if (e->app->metrics) metrics_inc(e->app->metrics, &e->app->metrics->jobs_queued, 1);
     flow_dispatch(&e->app->flow);
   }
   e->cb(e->ud, rc, rc ? API_JOB_STORE : e->existing ? API_JOB_EXISTING : 0, NULL);
@@ -108,6 +110,10 @@ static void cancel_done(void *arg, int rc) {
   cancel_t *c = arg;
   if (!rc) {
     c->app->counters.pending -= c->op.count + c->op.family;
+    /* pending jobs end here, cancelled; running ones when their process exits */
+    if (c->app->metrics && c->op.count + c->op.family > 0)
+      metrics_inc(c->app->metrics, &c->app->metrics->jobs_ended[METRICS_END_CANCELLED],
+                  (uint64_t)(c->op.count + c->op.family));
     if (c->app->counters.pending < 0) c->app->counters.pending = 0;
     for (size_t i = 0; i < c->op.running.n; i++) {
       int found = 0;

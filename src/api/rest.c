@@ -269,8 +269,10 @@ static void on_rest(http_req_t *req, void *ud) {
   int special = 0;
   route_capture_t caps[ROUTE_MAX_CAPTURES], tmp[ROUTE_MAX_CAPTURES];
   size_t ncaps = 0, ntmp;
+  const char *pattern = NULL; /* the matched route's template (metrics label) */
   for (size_t i = 0; i < NSPECIALS; i++) {
     if (strcmp(specials[i].path, path)) continue;
+    pattern = specials[i].path;
     if (!strcmp(specials[i].method, "GET")) append_method(allow, sizeof(allow), "HEAD");
     append_method(allow, sizeof(allow), specials[i].method);
     if (!strcmp(specials[i].method, m)) special = specials[i].kind;
@@ -284,6 +286,7 @@ static void on_rest(http_req_t *req, void *ud) {
     if (route_match(op_table[i].path, path, tmp, &ntmp) && ntmp < fewest) fewest = ntmp;
   for (size_t i = 0; i < op_count; i++) {
     if (!route_match(op_table[i].path, path, tmp, &ntmp) || ntmp != fewest) continue;
+    if (!pattern) pattern = op_table[i].path;
     if (!strcmp(op_table[i].method, "GET")) append_method(allow, sizeof(allow), "HEAD");
     append_method(allow, sizeof(allow), op_table[i].method);
     if (!def && !strcmp(op_table[i].method, m)) {
@@ -291,6 +294,13 @@ static void on_rest(http_req_t *req, void *ud) {
       memcpy(caps, tmp, sizeof(tmp));
       ncaps = ntmp;
     }
+  }
+  if (pattern) {
+    char label[256];
+    snprintf(label, sizeof(label), "%s%s", PREFIX, pattern);
+    http_req_set_route(req, label);
+  } else {
+    http_req_set_route(req, "other");
   }
   if (!strcmp(allow, "OPTIONS")) {
     send_error(req, "OPTIONS", SPD_ENOROUTE, NULL, "no such route: %s %s", http_req_method(req),

@@ -17,3 +17,7 @@ int flow_running_here(const flow_hooks_t *h, int64_t id) {
 void flow_schedules_changed(const flow_hooks_t *h) {
   if (h->schedules_changed) h->schedules_changed(h->scheduler);
 }
+
+int64_t flow_last_beat(const flow_hooks_t *h) {
+  return h->last_beat ? h->last_beat(h->cluster) : 0;
+}

@@ -32,6 +32,10 @@ typedef struct flow_hooks {
   int (*running_here)(void *launcher, int64_t id);
   /* A schedule changed: the scheduler ticks now (scheduler_kick). */
   void (*schedules_changed)(void *scheduler);
+  void *cluster; /* the first argument of last_beat */
+  /* Wall ms of this node's last heartbeat the store took; 0 = none yet
+   * (cluster_last_beat). */
+  int64_t (*last_beat)(void *cluster);
 } flow_hooks_t;
 
 void flow_dispatch(const flow_hooks_t *h);
@@ -39,5 +43,6 @@ int flow_signal(const flow_hooks_t *h, const char *project, const char *jobid, i
                 int *found);
 int flow_running_here(const flow_hooks_t *h, int64_t id);
 void flow_schedules_changed(const flow_hooks_t *h);
+int64_t flow_last_beat(const flow_hooks_t *h);
 
 #endif

@@ -77,6 +77,17 @@ void http_set_bearer(http_server_t *s, http_bearer_fn check, void *ud);
 typedef void (*http_access_fn)(void *ud, const char *method, const char *path,
                                int status, uint64_t bytes);
 void http_set_access_log(http_server_t *s, http_access_fn fn, void *ud);
+/* Called after each reply, as the access log, with the request's route
+ * label instead of its path, and the seconds from its headers to the reply
+ * being queued (metrics). The label is the matched exact route's path, a
+ * prefix route's prefix with a trailing "/" ("/logs/"), what the handler
+ * set with http_req_set_route, or "other" when no route matched. */
+typedef void (*http_observe_fn)(void *ud, const char *method, const char *route, int status,
+                                double seconds);
+void http_set_observer(http_server_t *s, http_observe_fn fn, void *ud);
+/* Marks the exact route path (already registered) as answered without basic
+ * auth (health probes, metrics). -ENOENT when there is no such route. */
+int http_route_public(http_server_t *s, const char *path);
 
 /* ---- the request ---- */
 const char *http_req_method(const http_req_t *r);   /* "GET", "POST", ... */
@@ -96,6 +107,9 @@ int http_req_is_head(const http_req_t *r);
 /* What the request's accepted Bearer token names (http_set_bearer), or 0
  * when it came in without one (basic auth, or no auth configured). */
 int64_t http_req_bearer(const http_req_t *r);
+/* Names the route pattern that answers (e.g. "/api/v1/jobs/{id}") for
+ * http_set_observer, where a prefix route dispatches further; copied. */
+void http_req_set_route(http_req_t *r, const char *pattern);
 
 /* A waiting request (its reply deferred) is not watched by libmicrohttpd:
  * a client that gives up is only noticed when the reply is written. This

@@ -512,6 +512,18 @@ static void access_log(http_req_t *r, unsigned status, uint64_t bytes) {
   bool bodyless = r->is_head || status == 204 || status == 304;
   if (s && s->access)
     s->access(s->access_ud, r->method, r->path, (int)status, bodyless ? 0 : bytes);
+  if (s && s->observe) {
+    char label[256];
+    const char *label_ = r->route_label;
+    if (!label_ && r->rt && r->rt->prefix) {
+      snprintf(label, sizeof(label), "%s/", r->rt->path);
+      label_ = label;
+    } else if (!label_ && r->rt) {
+      label_ = r->rt->path;
+    }
+    double secs = r->t0 ? (double)(uv_hrtime() - r->t0) / 1e9 : 0;
+    s->observe(s->observe_ud, r->method, label_ ? label_ : "other", (int)status, secs);
+  }
 }
 
 int http_add_headers(http_req_t *r, struct MHD_Response *resp, const char *ct) {
@@ -706,7 +718,7 @@ int http_route(http_server_t *s, const char *path, http_handler_fn fn, void *ud)
   }
   char *copy = strdup(path);
   if (!copy) return -ENOMEM;
-  exact_insert(s->exact, s->exact_cap, (route){copy, fn, ud});
+  exact_insert(s->exact, s->exact_cap, (route){copy, fn, ud, false, false});
   s->exact_n++;
   return 0;
 }
@@ -722,7 +734,7 @@ int http_route_prefix(http_server_t *s, const char *prefix, http_handler_fn fn, 
     return -ENOMEM;
   }
   s->prefix = tab;
-  tab[s->nprefix++] = (route){copy, fn, ud};
+  tab[s->nprefix++] = (route){copy, fn, ud, true, false};
   return 0;
 }
 
@@ -741,20 +753,42 @@ void http_set_access_log(http_server_t *s, http_access_fn fn, void *ud) {
   s->access_ud = ud;
 }
 
-static void route_request(http_req_t *r) {
-  http_server_t *s = r->srv;
-  route *rt = exact_find(s, r->path);
+void http_set_observer(http_server_t *s, http_observe_fn fn, void *ud) {
+  s->observe = fn;
+  s->observe_ud = ud;
+}
+
+int http_route_public(http_server_t *s, const char *path) {
+  route *rt = exact_find(s, path);
+  if (!rt) return -ENOENT;
+  rt->is_public = true;
+  return 0;
+}
+
+void http_req_set_route(http_req_t *r, const char *pattern) {
+  r->route_label = pattern ? arena_strndup(r, pattern, strlen(pattern)) : NULL;
+}
+
+static route *route_find(http_server_t *s, const char *path) {
+  route *rt = exact_find(s, path);
   if (!rt) {
     size_t best = 0;
     for (size_t i = 0; i < s->nprefix; i++) {
       size_t n = strlen(s->prefix[i].path);
-      if (strncmp(r->path, s->prefix[i].path, n) == 0 && (r->path[n] == '\0' || r->path[n] == '/') &&
+      if (strncmp(path, s->prefix[i].path, n) == 0 && (path[n] == '\0' || path[n] == '/') &&
           (!rt || n > best)) {
         rt = &s->prefix[i];
         best = n;
       }
     }
   }
+  return rt;
+}
+
+static void route_request(http_req_t *r) {
+  http_server_t *s = r->srv;
+  route *rt = route_find(s, r->path);
+  r->rt = rt;
   if (rt) rt->fn(r, rt->ud);
   else s->fallback(r, s->fallback_ud);
 }
@@ -858,8 +892,10 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
     }
   }
 
+  r->t0 = uv_hrtime();
+  r->rt = route_find(s, r->path);
   const char *authz = s->cred ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization") : NULL;
-  if (s->cred && !auth_ok(s, authz) && !bearer_ok(r, authz)) {
+  if (s->cred && !(r->rt && r->rt->is_public) && !auth_ok(s, authz) && !bearer_ok(r, authz)) {
     r->unauthorized = true;
     r->discard = true; /* do not parse what a stranger sends */
     return MHD_YES;

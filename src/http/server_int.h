@@ -78,6 +78,9 @@ struct http_req {
   http_stream_t *stream;        /* a streamed reply in progress */
   struct MHD_Response *pending; /* deferred reply waiting for the resume */
   int64_t bearer;               /* what an accepted Bearer token names (0: none) */
+  const struct route *rt;       /* the route found at the headers, or NULL */
+  const char *route_label;      /* http_req_set_route's copy, in the arena */
+  uint64_t t0;                  /* uv_hrtime at the headers (http_set_observer) */
   struct http_watch *watches;   /* http_req_watch_close: called if the client leaves */
   struct close_poll *cpoll;     /* the socket watch they share */
   unsigned pending_status;
@@ -93,6 +96,8 @@ typedef struct route {
   char *path;
   http_handler_fn fn;
   void *ud;
+  bool prefix;    /* a prefix route: its label is path + "/" */
+  bool is_public; /* answered without basic auth (http_route_public) */
 } route;
 
 struct listener {
@@ -121,6 +126,8 @@ struct http_server {
   void *fallback_ud;
   http_access_fn access;
   void *access_ud;
+  http_observe_fn observe;
+  void *observe_ud;
   http_bearer_fn bearer_fn;
   void *bearer_ud;
 

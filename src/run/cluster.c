@@ -44,6 +44,7 @@ struct cluster {
   uint64_t rng;
   int64_t cancels[CANCELS_SEEN];
   unsigned cancel_next;
+  int64_t last_beat_ms; /* the last heartbeat written; 0 = none yet (readiness) */
 };
 
 static void maybe_stopped(cluster_t *c) {
@@ -205,6 +206,7 @@ static void beat_done(void *arg, int rc) {
   if (rc) {
     log_error("cluster", "heartbeat failed: %s", spd_strerror(rc));
   } else if (!c->stopping) {
+    c->last_beat_ms = op->now;
     if (op->was_dead) {
       log_error("cluster", "this node was declared dead by another (no heartbeat for %.0f s): "
                 "its crawls are killed, their jobs were ended as lost", c->cfg->node_timeout);
@@ -257,6 +259,8 @@ static void beat(cluster_t *c) {
 }
 
 static void on_beat(uv_timer_t *t) { beat(t->data); }
+
+int64_t cluster_last_beat(const cluster_t *c) { return c ? c->last_beat_ms : 0; }
 
 /* ---- notices ---- */
 

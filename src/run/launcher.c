@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
+#include "metrics.h"
 #include "flow/eggsync.h"
 #include "flow/env.h"
 #include "flow/jobs.h"
@@ -104,6 +105,8 @@ void launcher_on_end(launcher_t *l, void (*fn)(void *ud, const job_t *job), void
 }
 
 unsigned launcher_running(const launcher_t *l) { return l->nprocs; }
+
+void launcher_set_metrics(launcher_t *l, struct metrics *m) { l->metrics = m; }
 
 int launcher_job_running(const launcher_t *l, int64_t job_id) {
   for (const proc_t *p = l->procs; p; p = p->next)
@@ -536,6 +539,7 @@ static int start_spawn(launcher_t *l, job_t *j, start_t *st, proc_t **out) {
   l->procs = p;
   l->nprocs++;
   l->counters->running = l->nprocs;
+  if (l->metrics) metrics_inc(l->metrics, &l->metrics->jobs_started, 1);
   *out = p;
   return 0;
 }
@@ -595,6 +599,7 @@ typedef struct claim_op {
   int64_t next_due; /* a short claim: the earliest delayed job, 0 = none */
   int limited;      /* claimed jobs given back: their limit was full */
   int64_t delayed;  /* and how many wait */
+  uint64_t t0;      /* uv_hrtime at submit (metrics) */
 } claim_op_t;
 
 /* Does limit l cover job j? */
@@ -702,6 +707,8 @@ static void claim_done(void *arg, int rc) {
   claim_op_t *op = arg;
   launcher_t *l = op->l;
   l->claiming = 0;
+  if (l->metrics)
+    metrics_hist_observe(&l->metrics->claim, (double)(uv_hrtime() - op->t0) / 1e9);
   if (rc) {
     log_error("launcher", "claiming pending jobs failed: %s", spd_strerror(rc));
   } else if (l->stopping && op->jobs.n) {
@@ -764,6 +771,7 @@ void launcher_dispatch(launcher_t *l) {
   op->now = clock_wall_ms();
   op->node = l->cfg->node_name;
   l->claiming = 1;
+  op->t0 = uv_hrtime();
   if (store_submit(l->store, STORE_WRITE, claim_fn, op, claim_done)) {
     l->claiming = 0;
     free(op);

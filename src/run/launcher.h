@@ -76,6 +76,10 @@ int launcher_job_running(const launcher_t *l, int64_t job_id);
 /* The secret that signs each job's SPIDERD_TOKEN (flow/jobtoken.h);
  * borrowed for the launcher's life. NULL: jobs get no token. */
 void launcher_set_job_secret(launcher_t *l, const char *secret);
+/* Counts starts, ends (by final state) and times claims into m (metrics.h),
+ * which outlives the launcher. */
+struct metrics;
+void launcher_set_metrics(launcher_t *l, struct metrics *m);
 
 /* Graceful stop: no new starts; TERM every crawl (recorded as cancelled),
  * KILL after shutdown_grace; done(ud) runs once every process has exited and

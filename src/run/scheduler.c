@@ -18,6 +18,7 @@
 #include "error.h"
 #include "flow/jobs.h"
 #include "log.h"
+#include "metrics.h"
 
 #define LEASE_NAME "scheduler"
 #define RUNS_AHEAD 50        /* upcoming runs materialised per schedule at most */
@@ -41,6 +42,7 @@ struct scheduler {
   int stopping;
   void (*stopped)(void *ud);
   void *stopped_ud;
+  metrics_t *metrics; /* borrowed; NULL = none; observed on the store thread too */
 };
 
 typedef struct tick {
@@ -174,6 +176,8 @@ static int fire_run(store_t *s, tick_t *t, const schedule_t *sc, const sched_run
                                 (json_int_t)(now - r->fire_ms), "reason", why));
   if (!rc) rc = store_run_end(s, r->id, RUN_FIRED, j.id, why, now);
   if (!rc) t->queued++;
+  if (!rc && t->sch && t->sch->metrics)
+    metrics_hist_observe(&t->sch->metrics->schedule_lag, (double)(now - r->due_ms) / 1000.0);
   job_release(&j);
   return rc;
 }
@@ -399,6 +403,8 @@ static void tick_done(void *arg, int rc) {
   }
   s->leader = t->leader;
   if (t->leader) s->token = t->token;
+  if (t->queued > 0 && s->metrics)
+    metrics_inc(s->metrics, &s->metrics->jobs_queued, (uint64_t)t->queued);
   if (t->queued) {
     s->counters->pending += t->queued;
     if (s->counters->pending < 0) s->counters->pending = 0;
@@ -493,3 +499,5 @@ static void scheduler_closed(uv_handle_t *h) { free(h->data); }
 void scheduler_free(scheduler_t *s) {
   if (s) uv_close((uv_handle_t *)&s->timer, scheduler_closed);
 }
+
+void scheduler_set_metrics(scheduler_t *s, struct metrics *m) { s->metrics = m; }

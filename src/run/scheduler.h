@@ -42,4 +42,9 @@ void scheduler_stop(scheduler_t *s, void (*done)(void *ud), void *ud);
 /* Frees it after scheduler_stop completed. */
 void scheduler_free(scheduler_t *s);
 
+/* Observes each fired run's lag (queued time - due time) and counts the
+ * jobs it queues into m (metrics.h), which outlives the scheduler. */
+struct metrics;
+void scheduler_set_metrics(scheduler_t *s, struct metrics *m);
+
 #endif

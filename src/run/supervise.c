@@ -12,6 +12,7 @@
 #include "error.h"
 #include "flow/jobs.h"
 #include "log.h"
+#include "metrics.h"
 
 /* A crawl's heartbeat reaches the store at most this often: other nodes only
  * need to see it is alive, and every write costs a commit. */
@@ -214,6 +215,7 @@ static void end_done(void *arg, int rc) {
              "dead; its end here is not recorded", (long long)op->job.id, op->job.jobid);
     l->counters->finished--;
   } else {
+    if (l->metrics) metrics_job_ended(l->metrics, job_state_name(op->state));
     if (op->finished_count >= 0) {
       /* The store's count after the trim, plus the ends submitted after this
        * one: they are counted already but not yet committed. */
@@ -223,6 +225,7 @@ static void end_done(void *arg, int rc) {
       log_info("launcher", "job '%s' (attempt %d) will be retried after %lld ms", op->job.jobid,
                op->job.attempt, (long long)(op->retry_not_before - clock_wall_ms()));
       l->counters->pending++;
+      if (l->metrics) metrics_inc(l->metrics, &l->metrics->jobs_queued, 1);
       if (op->retry_not_before > clock_wall_ms()) {
         l->delayed++;
         due_arm(l, op->retry_not_before);

@@ -74,6 +74,7 @@ struct launcher {
   void *on_end_ud;
   const char *job_secret; /* borrowed: signs each job's SPIDERD_TOKEN (NULL: none) */
   int shared;         /* the store is shared with other nodes (run/cluster.c) */
+  struct metrics *metrics; /* borrowed; NULL = none (launcher_set_metrics) */
 };
 
 /* KILLs the crawl's whole process group. */

@@ -18,6 +18,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "metrics.h"
 
 /* Ops are recycled rather than freed: a steady stream of submits then
  * costs no malloc. The cap bounds what a burst leaves behind. */
@@ -29,6 +30,8 @@ struct store_op {
   void *arg;
   store_done_cb done;
   int rc;
+  int kind;
+  uint64_t t0; /* uv_hrtime at submit: op latency (metrics) */
 };
 
 struct store_queue {
@@ -58,6 +61,7 @@ struct store_pool {
   size_t nfree;
   struct store_op *delivering; /* loop thread only: taken, not yet delivered */
   int stopping;                /* guarded by lock */
+  metrics_t *metrics;          /* set before the first submit; NULL = none */
 };
 
 static void store_queue_push(struct store_queue *q, struct store_op *first,
@@ -73,6 +77,16 @@ static void store_queue_push(struct store_queue *q, struct store_op *first,
 /* Hands finished ops (a linked run first..last) to the loop. */
 static void store_pool_complete(struct store_pool *p, struct store_op *first,
                                 struct store_op *last) {
+  metrics_t *m = __atomic_load_n(&p->metrics, __ATOMIC_ACQUIRE);
+  if (m) {
+    uint64_t now = uv_hrtime();
+    for (struct store_op *op = first;; op = op->next) {
+      if (op->t0)
+        metrics_hist_observe(&m->store_op[op->kind == STORE_WRITE],
+                           (double)(now - op->t0) / 1e9);
+      if (op == last) break;
+    }
+  }
   uv_mutex_lock(&p->lock);
   int was_empty = p->done.head == NULL;
   store_queue_push(&p->done, first, last);
@@ -352,6 +366,8 @@ int store_submit(store_pool_t *p, int kind, store_fn fn, void *arg,
   op->arg = arg;
   op->done = done;
   op->rc = 0;
+  op->kind = kind;
+  op->t0 = __atomic_load_n(&p->metrics, __ATOMIC_RELAXED) ? uv_hrtime() : 0;
   store_queue_push(&w->q, op, op);
   __atomic_store_n(&w->queued, 1, __ATOMIC_RELEASE);
   int wake = w->idle;
@@ -372,4 +388,8 @@ void store_pool_stop(store_pool_t *p) {
   store_pool_deliver(p);
   store_pool_close_stores(p);
   uv_close((uv_handle_t *)&p->async, store_pool_closed);
+}
+
+void store_pool_set_metrics(store_pool_t *p, metrics_t *m) {
+  if (p) __atomic_store_n(&p->metrics, m, __ATOMIC_RELEASE);
 }

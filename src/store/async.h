@@ -48,4 +48,9 @@ int store_pool_shared(const store_pool_t *p);
 /* store_transactional() of the pool's store. */
 int store_pool_transactional(const store_pool_t *p);
 
+/* Times every op from submit to its end on the store thread into
+ * m->store_op (metrics.h). Call before the first submit; m outlives p. */
+struct metrics;
+void store_pool_set_metrics(store_pool_t *p, struct metrics *m);
+
 #endif
