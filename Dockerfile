@@ -59,6 +59,6 @@ EXPOSE 6800
 # `docker stop` the time for it (docker stop -t 90, stop_grace_period).
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
-  CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/daemonstatus.json' % os.environ.get('SPIDERD_HTTP_PORT', '6800'), timeout=4)"]
+  CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('SPIDERD_HTTP_PORT', '6800'), timeout=4)"]
 ENTRYPOINT ["/usr/bin/spiderd"]
 CMD ["serve"]

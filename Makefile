@@ -12,7 +12,7 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
 	wrk zip unzip curl redis-server postgresql python3-psycopg2 \
 	chromium chromium-driver python3-selenium python3-jsonschema \
-	debhelper dpkg-dev fakeroot lintian python3-yaml
+	debhelper dpkg-dev fakeroot lintian python3-yaml python3-prometheus-client
 # Node.js only where there is none: a machine with NodeSource's nodejs (which
 # includes npm) keeps it, and Debian's npm would conflict with that one.
 DEB_PKGS += $(if $(shell command -v node 2>/dev/null),,nodejs) $(if $(shell command -v npm 2>/dev/null),,npm)
