@@ -88,6 +88,18 @@ void metrics_hist_observe(metrics_hist_t *h, double v) {
                      __ATOMIC_RELAXED);
 }
 
+/* Room for element n of a growable array *p of *cap elements; 0 when out
+ * of memory (the array is left as it was). */
+static int room(void **p, size_t *cap, size_t n, size_t size) {
+  if (n < *cap) return 1;
+  size_t c = *cap ? *cap * 2 : 32;
+  void *v = realloc(*p, c * size);
+  if (!v) return 0;
+  *p = v;
+  *cap = c;
+  return 1;
+}
+
 static const char *std_method(const char *m) {
   static const char *const known[] = {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"};
   for (size_t i = 0; m && i < NB(known); i++)
@@ -107,13 +119,7 @@ void metrics_http_observe(metrics_t *m, const char *route, const char *method, i
         !strcmp(h->s[i].method, method))
       s = &h->s[i];
   if (!s) {
-    if (h->ns == h->cs) {
-      size_t cap = h->cs ? h->cs * 2 : 32;
-      http_series_t *v = realloc(h->s, cap * sizeof(*v));
-      if (!v) return;
-      h->s = v;
-      h->cs = cap;
-    }
+    if (!room((void **)&h->s, &h->cs, h->ns, sizeof(*h->s))) return;
     s = &h->s[h->ns];
     s->route = strdup(route);
     s->method = strdup(method);
@@ -131,13 +137,7 @@ void metrics_http_observe(metrics_t *m, const char *route, const char *method, i
   for (size_t i = 0; i < h->nr && !r; i++)
     if (!strcmp(h->r[i].route, route)) r = &h->r[i];
   if (!r) {
-    if (h->nr == h->cr) {
-      size_t cap = h->cr ? h->cr * 2 : 32;
-      http_route_hist_t *v = realloc(h->r, cap * sizeof(*v));
-      if (!v) return;
-      h->r = v;
-      h->cr = cap;
-    }
+    if (!room((void **)&h->r, &h->cr, h->nr, sizeof(*h->r))) return;
     r = &h->r[h->nr];
     if (!(r->route = strdup(route))) return;
     metrics_hist_init(&r->h, lat_bounds, NB(lat_bounds));

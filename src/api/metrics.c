@@ -185,11 +185,8 @@ static int method_ok(http_req_t *req) {
 static void on_metrics(http_req_t *req, void *ud) {
   app_t *app = ud;
   if (!method_ok(req)) return;
-  scrape_t *sc = calloc(1, sizeof(*sc));
-  if (!sc) {
-    http_reply(req, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
-    return;
-  }
+  scrape_t *sc = http_req_calloc(req, sizeof(*sc));
+  if (!sc) return;
   sc->app = app;
   sc->req = req;
   if (!app->store || store_submit(app->store, STORE_READ, scrape_fn, sc, scrape_done))
@@ -289,11 +286,8 @@ static void ready_timeout(uv_timer_t *t) {
 static void on_readyz(http_req_t *req, void *ud) {
   app_t *app = ud;
   if (!method_ok(req)) return;
-  ready_t *r = calloc(1, sizeof(*r));
-  if (!r) {
-    http_reply(req, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
-    return;
-  }
+  ready_t *r = http_req_calloc(req, sizeof(*r));
+  if (!r) return;
   r->app = app;
   r->req = req;
   if (!app->store || store_submit(app->store, STORE_READ, ready_fn, r, ready_done)) {

@@ -669,6 +669,11 @@ void op_fail(op_call_t *c, int code, json_t *details, const char *fmt, ...) {
   call_free(c);
 }
 
+int op_store_failed(op_call_t *c, int rc) {
+  if (rc) op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
+  return rc != 0;
+}
+
 void op_store(op_call_t *c, int kind, int (*fn)(store_t *, void *), void (*done)(void *, int)) {
   int rc = store_submit(c->app->store, kind, fn, c, done);
   if (rc) op_fail(c, SPD_ESHUTDOWN, NULL, "the daemon is shutting down");

@@ -50,6 +50,9 @@ void op_ok_status(op_call_t *c, json_t *result, int status);
 /* takes details (may be NULL) */
 void op_fail(op_call_t *c, int code, json_t *details, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+/* A store step's error ends the call (op_fail with the store's message);
+ * returns rc != 0, so a done callback says `if (op_store_failed(c, rc)) return;`. */
+int op_store_failed(op_call_t *c, int rc);
 /* Submits fn on the store; a refusal (stopping) fails the call. */
 void op_store(op_call_t *c, int kind, int (*fn)(store_t *, void *),
               void (*done)(void *, int));

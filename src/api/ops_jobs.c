@@ -69,10 +69,7 @@ static int list_fn(store_t *s, void *arg) {
 
 static void list_done(void *arg, int rc) {
   op_call_t *c = arg;
-  if (rc) {
-    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
-    return;
-  }
+  if (op_store_failed(c, rc)) return;
   json_t *jobs = json_array();
   for (size_t i = 0; i < c->list.n; i++) json_array_append_new(jobs, op_render_job(&c->list.v[i]));
   json_t *next = json_null();
@@ -169,10 +166,7 @@ static int counts_fn(store_t *s, void *arg) {
 
 static void counts_done(void *arg, int rc) {
   op_call_t *c = arg;
-  if (rc) {
-    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
-    return;
-  }
+  if (op_store_failed(c, rc)) return;
   json_t *counts = json_object();
   for (int st = 0; st < JOB_NSTATES; st++)
     json_object_set_new(counts, job_state_name((job_state_t)st), json_integer(c->num[st]));
@@ -198,10 +192,7 @@ static int throughput_fn(store_t *s, void *arg) {
 
 static void throughput_done(void *arg, int rc) {
   op_call_t *c = arg;
-  if (rc) {
-    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
-    return;
-  }
+  if (op_store_failed(c, rc)) return;
   const job_bucket_t *b = c->priv;
   json_t *buckets = json_array();
   for (int64_t i = 0; i < c->num[3]; i++)
@@ -521,10 +512,7 @@ static int reread_fn(store_t *s, void *arg) {
 
 static void cancel_done(void *ud, int rc, int found, int count) {
   op_call_t *c = ud;
-  if (rc) {
-    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
-    return;
-  }
+  if (op_store_failed(c, rc)) return;
   c->num[0] = found;
   c->num[1] = count;
   op_store(c, STORE_READ, reread_fn, cancel_reread);

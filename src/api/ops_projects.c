@@ -85,10 +85,7 @@ static int counts_fn(store_t *s, void *arg) {
 
 static void counts_done(void *arg, int rc) {
   op_call_t *c = arg;
-  if (rc) {
-    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
-    return;
-  }
+  if (op_store_failed(c, rc)) return;
   json_t *o = project_object(c->app, op_str(c, "project"));
   json_t *jobs = json_object();
   for (int i = 0; i < JOB_NSTATES; i++)
@@ -307,10 +304,7 @@ static int nodes_fn(store_t *s, void *arg) {
 
 static void nodes_done(void *arg, int rc) {
   op_call_t *c = arg;
-  if (rc) {
-    op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
-    return;
-  }
+  if (op_store_failed(c, rc)) return;
   op_ok_result(c);
 }
 

@@ -350,11 +350,8 @@ static void on_rest(http_req_t *req, void *ud) {
     jsonrpc_handle(app, req);
     return;
   }
-  rest_call_t *rc = calloc(1, sizeof(*rc));
-  if (!rc) {
-    http_reply(req, 500, "text/plain", "out of memory\n", 14);
-    return;
-  }
+  rest_call_t *rc = http_req_calloc(req, sizeof(*rc));
+  if (!rc) return;
   rc->app = app;
   rc->req = req;
   rc->def = def;

@@ -693,11 +693,8 @@ static const endpoint_t endpoints[] = {
 
 static void on_request(http_req_t *req, void *ud) {
   struct binding *b = ud;
-  call_t *c = calloc(1, sizeof(*c));
-  if (!c) {
-    http_reply(req, 500, "text/plain", "out of memory\n", 14);
-    return;
-  }
+  call_t *c = http_req_calloc(req, sizeof(*c));
+  if (!c) return;
   job_init(&c->job);
   c->sd = b->sd;
   c->app = b->sd->app;

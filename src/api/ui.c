@@ -234,11 +234,8 @@ static void jobs_done(void *arg, int rc) {
 static void on_jobs(http_req_t *req, void *ud) {
   app_t *app = ud;
   if (!get_only(req)) return;
-  jobs_page_t *pg = calloc(1, sizeof(*pg));
-  if (!pg) {
-    http_reply(req, 500, "text/plain", "out of memory\n", 14);
-    return;
-  }
+  jobs_page_t *pg = http_req_calloc(req, sizeof(*pg));
+  if (!pg) return;
   pg->app = app;
   pg->req = req;
   pg->prefix = link_prefix(app, req);

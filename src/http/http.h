@@ -144,6 +144,9 @@ int http_reply_header(http_req_t *r, const char *name, const char *value);
 /* Replies with a copy of body; content_type may be NULL (none). */
 void http_reply(http_req_t *r, int status, const char *content_type,
                 const void *body, size_t len);
+/* calloc(1, size) for a handler's own state (the caller frees it); when
+ * memory runs out, replies 500 and returns NULL, so the handler just returns. */
+void *http_req_calloc(http_req_t *r, size_t size);
 /* Replies by streaming an open fd from offset for len bytes (takes the fd). */
 void http_reply_fd(http_req_t *r, int status, const char *content_type, int fd,
                    uint64_t offset, uint64_t len);

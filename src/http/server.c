@@ -593,6 +593,12 @@ void http_reply_failed(http_req_t *r) {
   }
 }
 
+void *http_req_calloc(http_req_t *r, size_t size) {
+  void *p = calloc(1, size);
+  if (!p) http_reply(r, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
+  return p;
+}
+
 void http_reply(http_req_t *r, int status, const char *content_type, const void *body,
                 size_t len) {
   if (r->replied) {
