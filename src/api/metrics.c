@@ -38,32 +38,27 @@ typedef struct scrape {
   http_req_t *req;
   int64_t counts[JOB_NSTATES];
   queue_count_t *q;
-  size_t nq;
+  size_t nq, cq;
 } scrape_t;
+
+static int scrape_queue(void *arg, const queue_conf_t *q, const queue_stats_t *st) {
+  scrape_t *sc = arg;
+  if (sc->nq == sc->cq) {
+    size_t cap = sc->cq ? sc->cq * 2 : 16;
+    queue_count_t *v = realloc(sc->q, cap * sizeof(*v));
+    if (!v) return -ENOMEM;
+    sc->q = v;
+    sc->cq = cap;
+  }
+  if (!(sc->q[sc->nq].name = strdup(q->name))) return -ENOMEM;
+  sc->q[sc->nq++].st = *st;
+  return 0;
+}
 
 static int scrape_fn(store_t *s, void *arg) {
   scrape_t *sc = arg;
   int rc = store_job_counts(s, NULL, sc->counts);
-  if (rc) return rc;
-  queue_conf_list_t l = {0};
-  rc = store_queues_list(s, NULL, 0, &l);
-  if (!rc && l.n) {
-    sc->q = calloc(l.n, sizeof(*sc->q));
-    if (!sc->q) rc = -ENOMEM;
-  }
-  for (size_t i = 0; !rc && i < l.n; i++) {
-    queue_count_t *qc = &sc->q[sc->nq];
-    int r = store_queue_stats(s, l.v[i].name, clock_wall_ms(), &qc->st);
-    if (r == -ENOENT) continue; /* deleted meanwhile */
-    if (r) {
-      rc = r;
-      break;
-    }
-    if (!(qc->name = strdup(l.v[i].name))) rc = -ENOMEM;
-    else sc->nq++;
-  }
-  queue_conf_list_release(&l);
-  return rc;
+  return rc ? rc : store_queues_each(s, clock_wall_ms(), scrape_queue, sc);
 }
 
 static void scrape_free(scrape_t *sc) {

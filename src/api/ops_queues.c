@@ -934,22 +934,14 @@ void op_queues_get(op_call_t *c) {
   if (!bad_name(c)) op_store(c, STORE_READ, get_fn, queue_done);
 }
 
+static int list_one(void *arr, const queue_conf_t *q, const queue_stats_t *st) {
+  return json_array_append_new(arr, render_queue(q, st)) ? -ENOMEM : 0;
+}
+
 static int list_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
-  queue_conf_list_t l = {0};
-  int rc = store_queues_list(s, NULL, 0, &l);
   json_t *arr = json_array();
-  for (size_t i = 0; !rc && i < l.n; i++) {
-    queue_stats_t st;
-    memset(&st, 0, sizeof(st));
-    rc = store_queue_stats(s, l.v[i].name, clock_wall_ms(), &st);
-    if (rc == -ENOENT) { /* deleted meanwhile */
-      rc = 0;
-      continue;
-    }
-    if (!rc) json_array_append_new(arr, render_queue(&l.v[i], &st));
-  }
-  queue_conf_list_release(&l);
+  int rc = store_queues_each(s, clock_wall_ms(), list_one, arr);
   c->result = json_pack("{s:o}", "queues", arr);
   return rc;
 }

@@ -473,6 +473,21 @@ int store_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_
   return s->ops->queue_stats(s, name, now_ms, out);
 }
 
+int store_queues_each(store_t *s, int64_t now_ms,
+                      int (*fn)(void *ud, const queue_conf_t *q, const queue_stats_t *st),
+                      void *ud) {
+  queue_conf_list_t l = {0};
+  int rc = store_queues_list(s, NULL, 0, &l);
+  for (size_t i = 0; !rc && i < l.n; i++) {
+    queue_stats_t st;
+    rc = store_queue_stats(s, l.v[i].name, now_ms, &st);
+    if (rc == -ENOENT) rc = 0; /* deleted meanwhile */
+    else if (!rc) rc = fn(ud, &l.v[i], &st);
+  }
+  queue_conf_list_release(&l);
+  return rc;
+}
+
 static int store_qfilter_ok(const queue_filter_t *f) {
   return !(f->states >> QSTATE_N) && (f->nids == 0 || f->ids);
 }

@@ -387,6 +387,12 @@ int store_queues_list(store_t *s, const char *after, size_t limit,
 int store_queue_delete(store_t *s, const char *name);
 
 int store_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out);
+/* Every queue with its stats as of now_ms, in name order: fn(ud, conf,
+ * stats) once each (a queue deleted meanwhile is skipped); a non-zero
+ * return from fn stops the walk and is returned. */
+int store_queues_each(store_t *s, int64_t now_ms,
+                      int (*fn)(void *ud, const queue_conf_t *q, const queue_stats_t *st),
+                      void *ud);
 
 /* One politeness key as a person watching a queue sees it. */
 typedef struct queue_key_info {
