@@ -54,6 +54,8 @@ typedef struct tick {
   int leader;        /* out */
   int64_t next_ms;   /* out: the earliest upcoming fire time, 0 = none */
   int64_t queued;    /* out: jobs inserted */
+  double *lags;      /* out: each fired run's lag (s), observed once committed */
+  size_t nlags, clags;
   job_list_t cancel; /* out: running jobs the replace policy stops */
 } tick_t;
 
@@ -176,8 +178,12 @@ static int fire_run(store_t *s, tick_t *t, const schedule_t *sc, const sched_run
                                 (json_int_t)(now - r->fire_ms), "reason", why));
   if (!rc) rc = store_run_end(s, r->id, RUN_FIRED, j.id, why, now);
   if (!rc) t->queued++;
-  if (!rc && t->sch && t->sch->metrics)
-    metrics_hist_observe(&t->sch->metrics->schedule_lag, (double)(now - r->due_ms) / 1000.0);
+  if (!rc && t->sch && t->sch->metrics && t->nlags == t->clags) {
+    size_t cap = t->clags ? t->clags * 2 : 16;
+    double *v = realloc(t->lags, cap * sizeof(*v));
+    if (v) t->lags = v, t->clags = cap;
+  }
+  if (!rc && t->nlags < t->clags) t->lags[t->nlags++] = (double)(now - r->due_ms) / 1000.0;
   job_release(&j);
   return rc;
 }
@@ -403,8 +409,11 @@ static void tick_done(void *arg, int rc) {
   }
   s->leader = t->leader;
   if (t->leader) s->token = t->token;
-  if (t->queued > 0 && s->metrics)
+  if (!rc && t->queued > 0 && s->metrics)
     metrics_inc(s->metrics, &s->metrics->jobs_queued, (uint64_t)t->queued);
+  for (size_t i = 0; !rc && s->metrics && i < t->nlags; i++)
+    metrics_hist_observe(&s->metrics->schedule_lag, t->lags[i]);
+  free(t->lags);
   if (t->queued) {
     s->counters->pending += t->queued;
     if (s->counters->pending < 0) s->counters->pending = 0;
