@@ -28,42 +28,35 @@
 
 /* ---- /metrics ---- */
 
-typedef struct queue_count {
-  char *name;
-  queue_stats_t st;
-} queue_count_t;
-
 typedef struct scrape {
   app_t *app;
   http_req_t *req;
   int64_t counts[JOB_NSTATES];
-  queue_count_t *q;
-  size_t nq, cq;
+  strbuf_t queues; /* the spiderd_queue_elements samples, rendered on the store thread */
 } scrape_t;
 
 static int scrape_queue(void *arg, const queue_conf_t *q, const queue_stats_t *st) {
-  scrape_t *sc = arg;
-  if (sc->nq == sc->cq) {
-    size_t cap = sc->cq ? sc->cq * 2 : 16;
-    queue_count_t *v = realloc(sc->q, cap * sizeof(*v));
-    if (!v) return -ENOMEM;
-    sc->q = v;
-    sc->cq = cap;
+  strbuf_t *b = arg;
+  struct {
+    const char *state;
+    int64_t v;
+  } v[] = {{"ready", st->past_due}, {"delayed", st->waiting - st->past_due},
+           {"leased", st->inflight}, {"dead", st->dead}, {"done", st->done}};
+  for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++) {
+    const char *l[] = {"queue", q->name, "state", v[k].state};
+    metrics_sample(b, "spiderd_queue_elements", l, 2, (double)v[k].v);
   }
-  if (!(sc->q[sc->nq].name = strdup(q->name))) return -ENOMEM;
-  sc->q[sc->nq++].st = *st;
-  return 0;
+  return b->failed ? -ENOMEM : 0;
 }
 
 static int scrape_fn(store_t *s, void *arg) {
   scrape_t *sc = arg;
   int rc = store_job_counts(s, NULL, sc->counts);
-  return rc ? rc : store_queues_each(s, clock_wall_ms(), scrape_queue, sc);
+  return rc ? rc : store_queues_each(s, clock_wall_ms(), scrape_queue, &sc->queues);
 }
 
 static void scrape_free(scrape_t *sc) {
-  for (size_t i = 0; i < sc->nq; i++) free(sc->q[i].name);
-  free(sc->q);
+  strbuf_release(&sc->queues);
   free(sc);
 }
 
@@ -126,18 +119,7 @@ static void render_store(const scrape_t *sc, strbuf_t *b) {
   metrics_family(b, "spiderd_queue_elements", "gauge",
                  "Elements of each task queue in the store by state (shared on a cluster: "
                  "use max() over nodes).");
-  for (size_t i = 0; i < sc->nq; i++) {
-    const queue_stats_t *st = &sc->q[i].st;
-    struct {
-      const char *state;
-      int64_t v;
-    } v[] = {{"ready", st->past_due}, {"delayed", st->waiting - st->past_due},
-             {"leased", st->inflight}, {"dead", st->dead}, {"done", st->done}};
-    for (size_t k = 0; k < sizeof(v) / sizeof(v[0]); k++) {
-      const char *l[] = {"queue", sc->q[i].name, "state", v[k].state};
-      metrics_sample(b, "spiderd_queue_elements", l, 2, (double)v[k].v);
-    }
-  }
+  if (sc->queues.len) strbuf_add(b, sc->queues.p, sc->queues.len);
 }
 
 static void scrape_done(void *arg, int rc) {
