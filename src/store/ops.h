@@ -125,6 +125,11 @@ STORE_OP(eggs_list, (store_t *s, egg_list_t *out))
 STORE_OP(egg_delete, (store_t *s, const char *project, const char *version, int *count))
 STORE_OP(notify, (store_t *s, unsigned what))
 
+/* ---- users and API tokens (store.c writes meta "auth.gen" after put/delete) ---- */
+STORE_OP(principal_put, (store_t *s, const principal_t *p))
+STORE_OP(principal_delete, (store_t *s, principal_kind_t kind, const char *name, int *count))
+STORE_OP(principals_list, (store_t *s, principal_list_t *out))
+
 /* ---- key/value ---- */
 STORE_OP(meta_get, (store_t *s, const char *key, char **value))
 STORE_OP(meta_set, (store_t *s, const char *key, const char *value))

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
+#include "clock.h"
 #include "error.h"
 
 static const struct store_ops *const store_backends[] = {
@@ -546,6 +548,68 @@ int store_meta_set(store_t *s, const char *key, const char *value) {
   return s->ops->meta_set(s, key, value);
 }
 
+/* ---- users and API tokens ---- */
+
+static int store_kind_ok(principal_kind_t kind) {
+  return kind == PRINCIPAL_USER || kind == PRINCIPAL_TOKEN;
+}
+
+/* A new auth generation: the wall clock says roughly when, the random
+ * bytes make it one no other node writes too, so a node comparing what it
+ * cached against the store never mistakes another node's change for its
+ * own (two writes in one millisecond still differ). */
+static int store_auth_bump(store_t *s) {
+  unsigned char b[16];
+  char gen[32 + 2 * sizeof(b) + 1];
+  if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) return -EIO;
+  size_t n = (size_t)snprintf(gen, sizeof(gen), "%lld-", (long long)clock_wall_ms());
+  for (size_t i = 0; i < sizeof(b) && n + 2 < sizeof(gen); i++, n += 2)
+    snprintf(gen + n, sizeof(gen) - n, "%02x", b[i]);
+  return s->ops->meta_set(s, "auth.gen", gen);
+}
+
+int store_principal_put(store_t *s, const principal_t *p) {
+  if (!s || !p || !store_kind_ok(p->kind) || !p->name || !*p->name ||
+      p->role < ROLE_READ || p->role > ROLE_ADMIN)
+    return -EINVAL;
+  /* The backends see no NULL string: "" is what the API means by none. */
+  principal_t q = *p;
+  if (!q.label) q.label = "";
+  if (!q.secret) q.secret = "";
+  if (!q.owner) q.owner = "";
+  if (!q.projects) q.projects = "";
+  int rc = s->ops->principal_put(s, &q);
+  if (rc) return rc;
+  return store_auth_bump(s);
+}
+
+int store_principal_delete(store_t *s, principal_kind_t kind, const char *name, int *count) {
+  int n = 0;
+  if (count) *count = 0;
+  if (!s || !store_kind_ok(kind) || !name || !*name) return -EINVAL;
+  int rc = s->ops->principal_delete(s, kind, name, &n);
+  /* Deleting nothing changed nothing: caches stay valid. */
+  if (!rc && n > 0) rc = store_auth_bump(s);
+  if (!rc && count) *count = n;
+  return rc;
+}
+
+int store_principals_list(store_t *s, principal_list_t *out) {
+  if (!s || !out) return -EINVAL;
+  return s->ops->principals_list(s, out);
+}
+
+int store_auth_gen(store_t *s, char **gen) {
+  if (!s || !gen) return -EINVAL;
+  *gen = NULL;
+  int rc = s->ops->meta_get(s, "auth.gen", gen);
+  if (rc == -ENOENT) {
+    *gen = strdup("");
+    rc = *gen ? 0 : -ENOMEM;
+  }
+  return rc;
+}
+
 /* ---- nodes ---- */
 
 void node_info_release(node_info_t *n) {
@@ -578,6 +642,10 @@ static int list_push(void **v, size_t *n, size_t *cap, void *item, size_t size) 
 }
 
 int node_list_push(node_list_t *l, node_info_t *v) {
+  return list_push((void **)&l->v, &l->n, &l->cap, v, sizeof(*v));
+}
+
+int principal_list_push(principal_list_t *l, principal_t *v) {
   return list_push((void **)&l->v, &l->n, &l->cap, v, sizeof(*v));
 }
 

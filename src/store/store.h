@@ -27,6 +27,7 @@
 
 #include "core/event.h"
 #include "core/job.h"
+#include "core/principal.h"
 #include "core/queue.h"
 #include "core/schedule.h"
 
@@ -545,6 +546,32 @@ int store_notify(store_t *s, unsigned what);
 int store_job_cancel_request(store_t *s, int64_t id, int64_t now_ms);
 /* Running jobs of `node` with a cancel request, appended to out. */
 int store_jobs_cancel_requested(store_t *s, const char *node, job_list_t *out);
+
+/* ---- users and API tokens (core/principal.h) ----
+ * Kept in the store so every node sharing it knows the same principals.
+ * store.c checks kind (PRINCIPAL_USER or PRINCIPAL_TOKEN), a non-empty
+ * name and a role in ROLE_READ..ROLE_ADMIN (-EINVAL otherwise); a NULL
+ * label, secret, owner or projects is stored as "". */
+
+/* Inserts p, or replaces every field of the row of the same kind and name. */
+int store_principal_put(store_t *s, const principal_t *p);
+/* Deletes the principal of that kind and name; *count = rows deleted (0 or
+ * 1; may be NULL). Deleting nothing is not an error. */
+int store_principal_delete(store_t *s, principal_kind_t kind, const char *name, int *count);
+/* Every principal, appended to out: users first, then tokens, each kind by
+ * name (byte order). */
+int store_principals_list(store_t *s, principal_list_t *out);
+/* The auth generation: a string that changes with every put and every
+ * delete that deleted a row, on every node sharing the store, so a node
+ * that caches principals knows when to read them again (NULL-free: "" when
+ * nothing was ever written). It is meta "auth.gen", written by put and
+ * delete after their row with a value no other node writes too (time and
+ * random bytes): inside the caller's transaction the two commit together
+ * (store_submit always opens one); on Redis, or outside a transaction, a
+ * failure in between leaves the row written and the put or delete
+ * failed, so the caller retries and the retry bumps it. The caller frees
+ * *gen. */
+int store_auth_gen(store_t *s, char **gen);
 
 /* ---- key/value (daemon metadata: node identity, schema notes, ...) ---- */
 int store_meta_get(store_t *s, const char *key, char **value); /* -ENOENT */

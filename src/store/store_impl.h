@@ -57,9 +57,10 @@ extern const struct store_ops store_sqlite_ops;
 extern const struct store_ops store_pg_ops;
 extern const struct store_ops store_redis_ops;
 
-/* Appends one job / node / egg (moved: *v is left empty). */
+/* Appends one node / egg / principal (moved: *v is left empty). */
 int node_list_push(node_list_t *l, node_info_t *v);
 int egg_list_push(egg_list_t *l, egg_ref_t *v);
+int principal_list_push(principal_list_t *l, principal_t *v);
 
 
 /* The limits that apply to a project/spider pair under store_jobs_prune's

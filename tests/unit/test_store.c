@@ -996,6 +996,190 @@ static void test_job_secret_made_with_the_schema(void **state) {
   free(w);
 }
 
+/* ---- users and API tokens ---- */
+
+static principal_t mkprincipal(principal_kind_t kind, const char *name, role_t role,
+                               const char *projects, int64_t expires_ms) {
+  return (principal_t){.kind = kind,
+                       .name = (char *)name,
+                       .label = kind == PRINCIPAL_TOKEN ? "ci deploy" : "",
+                       .secret = "pbkdf2-sha256$1000$00ff$abcd",
+                       .owner = kind == PRINCIPAL_TOKEN ? "admin" : "",
+                       .role = role,
+                       .projects = (char *)projects,
+                       .created_ms = 1700000000123,
+                       .expires_ms = expires_ms};
+}
+
+static void expect_principal(const principal_t *got, const principal_t *want) {
+  assert_int_equal(got->kind, want->kind);
+  assert_string_equal(got->name, want->name);
+  assert_string_equal(got->label, want->label ? want->label : "");
+  assert_string_equal(got->secret, want->secret ? want->secret : "");
+  assert_string_equal(got->owner, want->owner ? want->owner : "");
+  assert_int_equal(got->role, want->role);
+  assert_string_equal(got->projects, want->projects ? want->projects : "");
+  assert_int_equal(got->created_ms, want->created_ms);
+  assert_int_equal(got->expires_ms, want->expires_ms);
+}
+
+/* The list's names in order, as "u:alice t:0a1b" for a message. */
+static void expect_principal_names(store_t *s, const char *want) {
+  principal_list_t l = {0};
+  char got[512] = "";
+  size_t n = 0;
+  assert_int_equal(store_principals_list(s, &l), 0);
+  for (size_t i = 0; i < l.n; i++)
+    n += (size_t)snprintf(got + n, sizeof(got) - n, "%s%c:%s", i ? " " : "",
+                          l.v[i].kind == PRINCIPAL_USER ? 'u' : 't', l.v[i].name);
+  principal_list_release(&l);
+  assert_string_equal(got, want);
+}
+
+static char *auth_gen(store_t *s) {
+  char *g = NULL;
+  assert_int_equal(store_auth_gen(s, &g), 0);
+  assert_non_null(g);
+  return g;
+}
+
+static void test_principals(void **state) {
+  struct fx *f = *state;
+  store_t *s = f->s;
+  int n = -1;
+
+  /* Nothing yet: an empty list and an empty generation. */
+  char *g0 = auth_gen(s);
+  assert_string_equal(g0, "");
+  expect_principal_names(s, "");
+
+  /* Users before tokens, each by name in byte order ("B" < "a"), whatever
+   * the order of the puts; a user and a token may share a name. */
+  const char *users[] = {"carol", "alice", "Bob", "bob"};
+  for (size_t i = 0; i < N(users); i++) {
+    principal_t p = mkprincipal(PRINCIPAL_USER, users[i], ROLE_READ, "", 0);
+    assert_int_equal(store_principal_put(s, &p), 0);
+  }
+  const char *tokens[] = {"ffff000011112222", "0123456789abcdef", "alice"};
+  for (size_t i = 0; i < N(tokens); i++) {
+    principal_t p = mkprincipal(PRINCIPAL_TOKEN, tokens[i], ROLE_RUN, "a,b", 0);
+    assert_int_equal(store_principal_put(s, &p), 0);
+  }
+  expect_principal_names(s, "u:Bob u:alice u:bob u:carol t:0123456789abcdef t:alice "
+                            "t:ffff000011112222");
+
+  /* Every put changes the generation. */
+  char *g1 = auth_gen(s);
+  assert_string_not_equal(g1, "");
+  principal_t p = mkprincipal(PRINCIPAL_USER, "alice", ROLE_ADMIN, "x", 0);
+  assert_int_equal(store_principal_put(s, &p), 0);
+  char *g2 = auth_gen(s);
+  assert_string_not_equal(g2, g1);
+
+  /* A put replaces every field of the row of that kind and name, and only
+   * that row (the token "alice" keeps its own). */
+  p = mkprincipal(PRINCIPAL_USER, "alice", ROLE_DEPLOY, "", 42);
+  p.secret = "pbkdf2-sha256$2000$11$ef";
+  p.created_ms = 5;
+  assert_int_equal(store_principal_put(s, &p), 0);
+  principal_list_t l = {0};
+  assert_int_equal(store_principals_list(s, &l), 0);
+  assert_int_equal(l.n, 7);
+  expect_principal(&l.v[1], &p);
+  principal_t t = mkprincipal(PRINCIPAL_TOKEN, "alice", ROLE_RUN, "a,b", 0);
+  expect_principal(&l.v[5], &t);
+  principal_list_release(&l);
+
+  /* Deleting nothing: count 0, no error, the generation stays. */
+  char *g3 = auth_gen(s);
+  assert_string_not_equal(g3, g2);
+  assert_int_equal(store_principal_delete(s, PRINCIPAL_USER, "nobody", &n), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(store_principal_delete(s, PRINCIPAL_TOKEN, "carol", &n), 0);
+  assert_int_equal(n, 0);
+  char *g4 = auth_gen(s);
+  assert_string_equal(g4, g3);
+
+  /* A real delete: count 1, only that kind's row, a new generation. */
+  assert_int_equal(store_principal_delete(s, PRINCIPAL_USER, "alice", &n), 0);
+  assert_int_equal(n, 1);
+  char *g5 = auth_gen(s);
+  assert_string_not_equal(g5, g4);
+  expect_principal_names(s, "u:Bob u:bob u:carol t:0123456789abcdef t:alice "
+                            "t:ffff000011112222");
+  assert_int_equal(store_principal_delete(s, PRINCIPAL_USER, "alice", NULL), 0);
+  char *g6 = auth_gen(s);
+  assert_string_equal(g6, g5);
+
+  /* Another connection (another node) sees the same generation. */
+  store_t *s2 = fx_open(f->url);
+  char *g7 = auth_gen(s2);
+  assert_string_equal(g7, g5);
+  store_close(s2);
+
+  free(g0), free(g1), free(g2), free(g3), free(g4), free(g5), free(g6), free(g7);
+}
+
+/* Every field comes back as it went in: projects "" and "a,b", no expiry
+ * and one, NULL strings stored as "". */
+static void test_principal_round_trip(void **state) {
+  store_t *s = ((struct fx *)*state)->s;
+  principal_t in[] = {
+      mkprincipal(PRINCIPAL_USER, "u1", ROLE_READ, "", 0),
+      mkprincipal(PRINCIPAL_USER, "u2", ROLE_ADMIN, "a,b", 1900000000456),
+      mkprincipal(PRINCIPAL_TOKEN, "00112233aabbccdd", ROLE_DEPLOY, "a,b", 0),
+      mkprincipal(PRINCIPAL_TOKEN, "99887766554433ff", ROLE_RUN, "", 1900000000789),
+  };
+  in[0].label = in[0].owner = NULL;
+  in[0].projects = NULL;
+  in[3].secret = "0f0e0d0c0b0a09080706050403020100f0e0d0c0b0a09080706050403020100f";
+  for (size_t i = 0; i < N(in); i++) assert_int_equal(store_principal_put(s, &in[i]), 0);
+  principal_list_t l = {0};
+  assert_int_equal(store_principals_list(s, &l), 0);
+  assert_int_equal(l.n, N(in));
+  for (size_t i = 0; i < N(in); i++) expect_principal(&l.v[i], &in[i]);
+  /* Appends to what the list holds. */
+  assert_int_equal(store_principals_list(s, &l), 0);
+  assert_int_equal(l.n, 2 * N(in));
+  expect_principal(&l.v[N(in)], &in[0]);
+  principal_list_release(&l);
+}
+
+static void test_principal_bad_arguments(void **state) {
+  store_t *s = ((struct fx *)*state)->s;
+  principal_list_t l = {0};
+  char *g = NULL;
+  int n = 7;
+  principal_t p = mkprincipal(PRINCIPAL_USER, "u", ROLE_READ, "", 0);
+  assert_int_equal(store_principal_put(NULL, &p), -EINVAL);
+  assert_int_equal(store_principal_put(s, NULL), -EINVAL);
+  p.kind = 0;
+  assert_int_equal(store_principal_put(s, &p), -EINVAL);
+  p.kind = 3;
+  assert_int_equal(store_principal_put(s, &p), -EINVAL);
+  p = mkprincipal(PRINCIPAL_TOKEN, "", ROLE_READ, "", 0);
+  assert_int_equal(store_principal_put(s, &p), -EINVAL);
+  p.name = NULL;
+  assert_int_equal(store_principal_put(s, &p), -EINVAL);
+  p = mkprincipal(PRINCIPAL_USER, "u", ROLE_NONE, "", 0);
+  assert_int_equal(store_principal_put(s, &p), -EINVAL);
+  p.role = ROLE_ADMIN + 1;
+  assert_int_equal(store_principal_put(s, &p), -EINVAL);
+  assert_int_equal(store_principal_delete(s, 0, "u", &n), -EINVAL);
+  assert_int_equal(n, 0);
+  assert_int_equal(store_principal_delete(s, PRINCIPAL_USER, "", &n), -EINVAL);
+  assert_int_equal(store_principal_delete(s, PRINCIPAL_USER, NULL, &n), -EINVAL);
+  assert_int_equal(store_principals_list(s, NULL), -EINVAL);
+  assert_int_equal(store_principals_list(NULL, &l), -EINVAL);
+  assert_int_equal(store_auth_gen(s, NULL), -EINVAL);
+  assert_int_equal(store_auth_gen(NULL, &g), -EINVAL);
+  /* Nothing was written by the refused calls. */
+  expect_principal_names(s, "");
+  g = auth_gen(s);
+  assert_string_equal(g, "");
+  free(g);
+}
+
 /* ---- durability, transactions, schema ---- */
 
 static void test_reopen(void **state) {
@@ -1175,6 +1359,7 @@ static void test_migration_node_version(void **state) {
   assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
   assert_int_equal(sqlite3_exec(db,
                                 "ALTER TABLE nodes DROP COLUMN version;"
+                                "DROP TABLE principals;" /* from schema 7 */
                                 "PRAGMA user_version = 5;",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
@@ -1194,6 +1379,43 @@ static void test_migration_node_version(void **state) {
   assert_int_equal(store_nodes_list(f->s, &l), 0);
   assert_string_equal(l.v[0].version, "0.1.0");
   node_list_release(&l);
+}
+
+/* A file of schema 6 (before users and tokens were in the store) is
+ * brought up to date when opened: its jobs stay, principals start empty. */
+static void test_migration_principals(void **state) {
+  struct fx *f = *state;
+  char path[512];
+  if (!f->sqlite_default) return; /* the file is SQLite's own */
+  int64_t a = ins(f->s, "p", "a", 0);
+  store_close(f->s);
+  f->s = NULL;
+
+  /* Back to what a version-6 build wrote. */
+  sqlite3 *db;
+  snprintf(path, sizeof(path), "%s/main.db", f->dir);
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  assert_int_equal(sqlite3_exec(db, "DROP TABLE principals; PRAGMA user_version = 6;", NULL,
+                                NULL, NULL),
+                   SQLITE_OK);
+  sqlite3_close(db);
+
+  f->s = fx_open(f->url);
+  job_t g;
+  assert_int_equal(store_job_get(f->s, a, &g), 0);
+  job_release(&g);
+  expect_principal_names(f->s, "");
+  principal_t p = mkprincipal(PRINCIPAL_USER, "admin", ROLE_ADMIN, "", 0);
+  assert_int_equal(store_principal_put(f->s, &p), 0);
+  expect_principal_names(f->s, "u:admin");
+
+  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+  sqlite3_stmt *st;
+  assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
+  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+  assert_int_equal(sqlite3_column_int(st, 0), 7);
+  sqlite3_finalize(st);
+  sqlite3_close(db);
 }
 
 /* Several processes opening a store nobody has opened yet: each one
@@ -1254,7 +1476,9 @@ int main(void) {
       T(test_status),
       T(test_list),         T(test_counts),          T(test_trim),
       T(test_meta), T(test_job_secret_made_with_the_schema),         T(test_reopen),          T(test_transactions),
-      T(test_migrations),   T(test_migration_node_version), T(test_concurrent_first_open),
+      T(test_principals), T(test_principal_round_trip), T(test_principal_bad_arguments),
+      T(test_migrations),   T(test_migration_node_version), T(test_migration_principals),
+      T(test_concurrent_first_open),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

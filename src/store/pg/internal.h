@@ -1,7 +1,8 @@
 /* The PostgreSQL backend's private header, shared by pg.c (connection,
  * reconnects, schema migrations, transactions, meta, notifications),
  * pg/jobs.c (jobs, nodes, eggs, history retention), pg/sched.c (schedules,
- * runs, events, leases) and pg/queue.c (task queues).
+ * runs, events, leases), pg/queue.c (task queues) and pg/auth.c (users
+ * and API tokens).
  *
  * Statements are prepared once per connection under a slot number (each
  * file owns a range) and run with text parameters, except bytea (binary).
@@ -17,12 +18,13 @@
 #include "store/store_impl.h"
 
 /* Slot ranges: pg.c 0..31, pg/jobs.c 32..127, pg/sched.c 128..191,
- * pg/queue.c 192..319. */
+ * pg/queue.c 192..319, pg/auth.c 320..335. */
 #define PG_SLOT_CORE 0
 #define PG_SLOT_JOBS 32
 #define PG_SLOT_SCHED 128
 #define PG_SLOT_QUEUE 192
-#define PG_SLOTS 320
+#define PG_SLOT_AUTH 320
+#define PG_SLOTS 336
 
 struct pg_store {
   struct store base;
@@ -90,6 +92,7 @@ int pg_json(const PGresult *r, int row, int col, json_t **out); /* parsed */
 extern const char pg_schema_jobs[];
 extern const char pg_schema_sched[];
 extern const char pg_schema_queue[];
+extern const char pg_schema_auth[];
 
 /* Every op of store/ops.h as pg_<op>, spread over this folder's files. */
 #define STORE_OP(op, params) int pg_##op params;

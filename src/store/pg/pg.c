@@ -412,6 +412,9 @@ static const char *const *pg_migrations[] = {
      * cluster shows which node runs what; rows from before stay NULL until
      * their node beats again. */
     (const char *const[]){"ALTER TABLE nodes ADD COLUMN version TEXT;", NULL},
+    /* 3: users and API tokens (pg/auth.c), in the store so every node
+     * sharing it knows them. */
+    (const char *const[]){pg_schema_auth, NULL},
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
 

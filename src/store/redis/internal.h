@@ -1,8 +1,9 @@
 /* The Redis backend's private header, shared by redis.c (connection,
  * reconnects, script loading, transactions, meta, notifications),
  * jobs.c (jobs, nodes, eggs, history retention), sched.c
- * (schedules, runs, events, leases) and queue.c (task queues); their Lua
- * is in lua/NAME.lua, one file per C file (REDIS_SCRIPTS below).
+ * (schedules, runs, events, leases), queue.c (task queues) and auth.c
+ * (users and API tokens); their Lua is in lua/NAME.lua, one file per C
+ * file (REDIS_SCRIPTS below).
  *
  * Every store op is one Lua script run with EVALSHA: Redis runs a script
  * alone, so each op is atomic, and each script checks everything before it
@@ -96,7 +97,11 @@
   X(QUEUE_KEYS) \
   X(QUEUE_ITEMS) \
   X(QUEUE_REQUEUE) \
-  X(QUEUE_PURGE)
+  X(QUEUE_PURGE) \
+  /* lua/auth.lua */ \
+  X(PRINCIPAL_PUT) \
+  X(PRINCIPAL_DELETE) \
+  X(PRINCIPALS_LIST)
 
 enum redis_script {
 #define X(name) RS_##name,

@@ -1,6 +1,7 @@
 /* The Redis backend: connection, reconnects, script loading, transactions,
- * meta and notifications. Jobs, schedules and queues are in redis/jobs.c,
- * redis/sched.c and redis/queue.c (store/redis/internal.h).
+ * meta and notifications. Jobs, schedules, queues and principals are in
+ * redis/jobs.c, redis/sched.c, redis/queue.c and redis/auth.c
+ * (store/redis/internal.h).
  *
  * URL: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?prefix=NAME], or
  * redis:///PATH/TO/SOCKET[?db=DB&prefix=NAME] for a Unix socket. Every key
@@ -227,7 +228,7 @@ int redis_decode(const redisReply *r, const struct redis_field *f, size_t nf, vo
 
 /* The Lua files (src/store/redis/lua/), embedded at build time. */
 extern const unsigned char redis_lua_prelude[], redis_lua_core[], redis_lua_jobs[],
-    redis_lua_sched[], redis_lua_queue[];
+    redis_lua_sched[], redis_lua_queue[], redis_lua_auth[];
 
 static const char *const redis_script_names[RS_COUNT] = {
 #define X(name) #name,
@@ -293,7 +294,8 @@ static void redis_text_build(void) {
   redis_text_ok = !redis_split("core", (const char *)redis_lua_core) &&
                   !redis_split("jobs", (const char *)redis_lua_jobs) &&
                   !redis_split("sched", (const char *)redis_lua_sched) &&
-                  !redis_split("queue", (const char *)redis_lua_queue);
+                  !redis_split("queue", (const char *)redis_lua_queue) &&
+                  !redis_split("auth", (const char *)redis_lua_auth);
   for (int i = 0; i < RS_COUNT; i++) {
     if (!redis_text[i]) {
       log_error("store", "redis: script %s has no source", redis_script_names[i]);

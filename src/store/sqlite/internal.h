@@ -2,7 +2,8 @@
  * sqlite.c (connection, schema, transactions, meta, the ops table), jobs.c
  * (jobs), sched.c (schedules, runs, events, leases), janitor.c (history
  * retention), nodes.c (nodes, cancel requests, the shared-store ops a single
- * node answers -ENOTSUP) and queue.c (task queues).
+ * node answers -ENOTSUP), queue.c (task queues) and auth.c (users and API
+ * tokens).
  * Ownership as in store.h. */
 #ifndef SPIDERD_STORE_SQLITE_INT_H
 #define SPIDERD_STORE_SQLITE_INT_H
@@ -23,6 +24,8 @@
 #define SQLITE_QUEUE_SLOTS 64
 /* Statement slots of sqlite/nodes.c. */
 #define SQLITE_NODES_SLOTS 8
+/* Statement slots of sqlite/auth.c. */
+#define SQLITE_AUTH_SLOTS 4
 
 /* store_jobs_list builds its SQL from the filter's shape (which fields are
  * set, which states) so each shape gets a plan that can use an index; one
@@ -44,6 +47,7 @@ struct sqlite_store {
   sqlite3_stmt *janitor_stmt[SQLITE_JANITOR_SLOTS];
   sqlite3_stmt *queue_stmt[SQLITE_QUEUE_SLOTS];
   sqlite3_stmt *nodes_stmt[SQLITE_NODES_SLOTS];
+  sqlite3_stmt *auth_stmt[SQLITE_AUTH_SLOTS];
 };
 
 #define SQ(s) ((struct sqlite_store *)(s))

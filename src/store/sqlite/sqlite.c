@@ -250,6 +250,21 @@ static const char *const sqlite_migrations[] = {
      * cluster shows which node runs what; rows from before stay NULL until
      * their node beats again. */
     "ALTER TABLE nodes ADD COLUMN version TEXT;",
+    /* 7: users and API tokens (core/principal.h), in the store so every
+     * node sharing it knows them. The key is the one a login or a token
+     * looks up; a list walks it in order (users, then tokens, by name). */
+    "CREATE TABLE principals ("
+    "  kind INTEGER NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  label TEXT NOT NULL DEFAULT '',"
+    "  secret TEXT NOT NULL DEFAULT '',"
+    "  owner TEXT NOT NULL DEFAULT '',"
+    "  role INTEGER NOT NULL,"
+    "  projects TEXT NOT NULL DEFAULT '',"
+    "  created_ms INTEGER NOT NULL DEFAULT 0,"
+    "  expires_ms INTEGER NOT NULL DEFAULT 0,"
+    "  PRIMARY KEY (kind, name)"
+    ") WITHOUT ROWID;",
 };
 
 #define SQLITE_SCHEMA_VERSION \
@@ -595,9 +610,9 @@ static void sqlite_close(store_t *s) {
   free(q->stmt);
   /* Each file's statements, prepared on first use (NULL until then). */
   sqlite3_stmt **slots[] = {q->jobs_stmt, q->sched_stmt, q->janitor_stmt, q->queue_stmt,
-                            q->nodes_stmt};
+                            q->nodes_stmt, q->auth_stmt};
   size_t nslots[] = {SQLITE_JOBS_SLOTS, SQLITE_SCHED_SLOTS, SQLITE_JANITOR_SLOTS,
-                     SQLITE_QUEUE_SLOTS, SQLITE_NODES_SLOTS};
+                     SQLITE_QUEUE_SLOTS, SQLITE_NODES_SLOTS, SQLITE_AUTH_SLOTS};
   for (size_t f = 0; f < sizeof(slots) / sizeof(slots[0]); f++)
     for (size_t i = 0; i < nslots[f]; i++) sqlite3_finalize(slots[f][i]);
   if (q->list_stmt) {

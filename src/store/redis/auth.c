@@ -1,0 +1,76 @@
+/* The Redis backend's users and API tokens (store.h: principals), each op
+ * one Lua script (lua/auth.lua, store/redis/internal.h).
+ *
+ * Keys under the prefix P:
+ *   principal:KIND:NAME  hash: the principal's fields as named in
+ *                        principal_t (kind and role as decimal numbers)
+ *   principals:KIND      zset (all scores 0) of the names of that kind: a
+ *                        list reads it in byte order (ZRANGEBYLEX)
+ *
+ * The auth generation is meta "auth.gen" (core.lua), written by store.c
+ * after a put or delete, as a script of its own: Redis has no transaction
+ * both could share (store_auth_gen says what a failure in between means). */
+#include <errno.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "store/redis/internal.h"
+
+int redis_principal_put(store_t *s, const principal_t *p) {
+  redis_args_t a = {0};
+  ra_i64(&a, p->kind);
+  ra_str(&a, p->name);
+  ra_str(&a, p->label);
+  ra_str(&a, p->secret);
+  ra_str(&a, p->owner);
+  ra_i64(&a, p->role);
+  ra_str(&a, p->projects);
+  ra_i64(&a, p->created_ms);
+  ra_i64(&a, p->expires_ms);
+  return redis_eval(RQ(s), RS_PRINCIPAL_PUT, &a, NULL, "put principal");
+}
+
+int redis_principal_delete(store_t *s, principal_kind_t kind, const char *name, int *count) {
+  redis_args_t a = {0};
+  redisReply *r = NULL;
+  ra_i64(&a, kind);
+  ra_str(&a, name);
+  int rc = redis_eval(RQ(s), RS_PRINCIPAL_DELETE, &a, &r, "delete principal");
+  if (!rc) *count = (int)rr_i64(r);
+  if (r) freeReplyObject(r);
+  return rc;
+}
+
+#define PF(name, type) {#name, type, offsetof(principal_t, name)}
+static const struct redis_field principal_fields[] = {
+    PF(kind, RF_INT),     PF(name, RF_STR),     PF(label, RF_STR),
+    PF(secret, RF_STR),   PF(owner, RF_STR),    PF(role, RF_INT),
+    PF(projects, RF_STR), PF(created_ms, RF_I64), PF(expires_ms, RF_I64),
+};
+#undef PF
+
+/* A field a row lacks reads as "", as the SQL backends' NOT NULL columns. */
+static int redis_principal_fill(principal_t *p) {
+  char **strs[] = {&p->name, &p->label, &p->secret, &p->owner, &p->projects};
+  for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++)
+    if (!*strs[i] && !(*strs[i] = strdup(""))) return -ENOMEM;
+  return 0;
+}
+
+int redis_principals_list(store_t *s, principal_list_t *out) {
+  redis_args_t a = {0};
+  redisReply *r = NULL;
+  int rc = redis_eval(RQ(s), RS_PRINCIPALS_LIST, &a, &r, "list principals");
+  for (size_t i = 0; !rc && i < r->elements; i++) {
+    principal_t p = {0};
+    rc = redis_decode(r->element[i], principal_fields,
+                      sizeof(principal_fields) / sizeof(principal_fields[0]), &p);
+    if (!rc) rc = redis_principal_fill(&p);
+    if (!rc) rc = principal_list_push(out, &p);
+    principal_release(&p);
+  }
+  if (r) freeReplyObject(r);
+  return rc;
+}
