@@ -173,6 +173,11 @@ int store_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   if (!s || !out) return -EINVAL;
   if (f && (f->states >> JOB_NSTATES)) return -EINVAL;
   if (f && f->text && strlen(f->text) > JOB_FILTER_TEXT_MAX) return -EINVAL;
+  if (f && f->nprojects) {
+    if (f->nprojects > JOB_FILTER_PROJECTS_MAX || !f->projects) return -EINVAL;
+    for (size_t i = 0; i < f->nprojects; i++)
+      if (!f->projects[i] || !*f->projects[i]) return -EINVAL;
+  }
   if (f && f->text && !*f->text) {
     job_filter_t g = *f; /* "" is no filter: the backends see NULL only */
     g.text = NULL;

@@ -138,9 +138,18 @@ typedef struct job_filter {
    * JOB_FILTER_TEXT_MAX bytes (-EINVAL above). Scans the rows the other
    * conditions leave. */
   const char *text;
+  /* A set of projects (a token limited to several): with nprojects > 0,
+   * only jobs whose project is one of projects[0..nprojects); at most
+   * JOB_FILTER_PROJECTS_MAX, none NULL or "" (-EINVAL). Applies with
+   * `project` when both are set. Not a native-API field: it leaves the
+   * order to the other fields, so a limited caller sees the lists in the
+   * order an unlimited one does. */
+  const char *const *projects;
+  size_t nprojects; /* 0 = no such limit (project above still applies) */
 } job_filter_t;
 
 #define JOB_FILTER_TEXT_MAX 200
+#define JOB_FILTER_PROJECTS_MAX 64
 
 /* Lists jobs matching f, appended to out. Order: pending jobs by priority
  * DESC, id ASC; running by start_ms ASC, id ASC; final states by end_ms DESC,

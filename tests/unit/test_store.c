@@ -869,6 +869,142 @@ static void test_list(void **state) {
   job_list_release(&l);
 }
 
+/* What store_jobs_list must give for f with a set of projects: the list of
+ * f without the set (no limit), its jobs of those projects kept in order,
+ * cut at f's limit. The set leaves the order to the other fields. */
+static void list_projects_expect(store_t *s, const job_filter_t *f, size_t want_n) {
+  job_filter_t g = *f;
+  g.projects = NULL;
+  g.nprojects = 0;
+  g.limit = 0;
+  job_list_t all = {0}, got = {0};
+  int64_t want[64];
+  size_t n = 0;
+  assert_int_equal(store_jobs_list(s, &g, &all), 0);
+  for (size_t i = 0; i < all.n && (!f->limit || n < f->limit); i++)
+    for (size_t k = 0; k < f->nprojects; k++)
+      if (!strcmp(all.v[i].project, f->projects[k])) {
+        assert_true(n < N(want));
+        want[n++] = all.v[i].id;
+        break;
+      }
+  job_list_release(&all);
+  assert_int_equal(n, want_n);
+  assert_int_equal(store_jobs_list(s, f, &got), 0);
+  expect_ids(&got, want, n);
+  job_list_release(&got);
+}
+
+static void test_list_projects(void **state) {
+  store_t *s = ((struct fx *)*state)->s;
+  const unsigned final = BIT(JOB_FINISHED) | BIT(JOB_FAILED) | BIT(JOB_CANCELLED) |
+                         BIT(JOB_LOST);
+  const char *proj[] = {"a", "b", "c"};
+  /* Per project: two pending (priorities 0 and 3), two running, two ended
+   * (one never started), so every state group has jobs of all three. */
+  for (int round = 0; round < 2; round++)
+    for (size_t i = 0; i < N(proj); i++) {
+      char jobid[16];
+      snprintf(jobid, sizeof(jobid), "%s%d", proj[i], round);
+      ins_state(s, proj[i], jobid, round * 3, JOB_PENDING, NULL, 0, 0);
+      ins_state(s, proj[i], jobid, 0, JOB_RUNNING, round ? "n2" : "n1",
+                100 + (int64_t)(5 - 2 * i) * 10 + round, 0);
+      ins_state(s, proj[i], jobid, 0, round ? JOB_FINISHED : JOB_CANCELLED,
+                round ? "n1" : NULL, round ? 50 : 0, 1000 + (int64_t)i * 7 + round);
+    }
+  const char *ab[] = {"a", "b"}, *ba[] = {"b", "a", "b"}, *c[] = {"c"}, *nope[] = {"zz"};
+
+  /* Jobs of a and b, never c, in the order of the list without the set. */
+  job_filter_t fl = {.projects = ab, .nprojects = 2};
+  list_projects_expect(s, &fl, 12);
+  job_list_t l = {0};
+  assert_int_equal(store_jobs_list(s, &fl, &l), 0);
+  for (size_t i = 0; i < l.n; i++) assert_string_not_equal(l.v[i].project, "c");
+  job_list_release(&l);
+  fl = (job_filter_t){.projects = ba, .nprojects = 3}; /* order and repeats do not matter */
+  list_projects_expect(s, &fl, 12);
+  fl = (job_filter_t){.projects = c, .nprojects = 1};
+  list_projects_expect(s, &fl, 6);
+  fl = (job_filter_t){.projects = nope, .nprojects = 1};
+  list_projects_expect(s, &fl, 0);
+
+  /* With states, each group in its own order. */
+  fl = (job_filter_t){.projects = ab, .nprojects = 2, .states = BIT(JOB_PENDING)};
+  list_projects_expect(s, &fl, 4);
+  fl.states = BIT(JOB_RUNNING);
+  list_projects_expect(s, &fl, 4);
+  fl.states = final;
+  list_projects_expect(s, &fl, 4);
+  fl.started_only = 1;
+  list_projects_expect(s, &fl, 2);
+  fl = (job_filter_t){.projects = ab, .nprojects = 2,
+                      .states = BIT(JOB_PENDING) | BIT(JOB_FINISHED)};
+  list_projects_expect(s, &fl, 6);
+  fl.limit = 3;
+  list_projects_expect(s, &fl, 3);
+
+  /* With project: both apply. */
+  fl = (job_filter_t){.projects = ab, .nprojects = 2, .project = "a"};
+  list_projects_expect(s, &fl, 6);
+  fl.states = BIT(JOB_RUNNING);
+  list_projects_expect(s, &fl, 2);
+  fl = (job_filter_t){.projects = ab, .nprojects = 2, .project = "c"};
+  list_projects_expect(s, &fl, 0);
+
+  /* With job id, node, limit. */
+  fl = (job_filter_t){.projects = ab, .nprojects = 2, .jobid = "b1"};
+  list_projects_expect(s, &fl, 3);
+  fl = (job_filter_t){.projects = ab, .nprojects = 2, .node = "n1"};
+  list_projects_expect(s, &fl, 4);
+  fl = (job_filter_t){.projects = ab, .nprojects = 2, .limit = 5};
+  list_projects_expect(s, &fl, 5);
+
+  /* With the native API's fields: newest first, as without the set. */
+  fl = (job_filter_t){.projects = ab, .nprojects = 2, .newest_first = 1};
+  list_projects_expect(s, &fl, 12);
+  fl.states = BIT(JOB_PENDING) | BIT(JOB_RUNNING);
+  list_projects_expect(s, &fl, 8);
+  fl = (job_filter_t){.projects = ab, .nprojects = 2, .spider = "spider1", .limit = 4,
+                      .states = final, .text = "A1"};
+  list_projects_expect(s, &fl, 1);
+
+  /* The most projects allowed, with every other field set, still runs
+   * (the SQL and its parameters are sized for it). */
+  char names[JOB_FILTER_PROJECTS_MAX][8];
+  const char *many[JOB_FILTER_PROJECTS_MAX + 1];
+  for (size_t i = 0; i < JOB_FILTER_PROJECTS_MAX; i++) {
+    snprintf(names[i], sizeof(names[i]), "x%zu", i);
+    many[i] = names[i];
+  }
+  many[7] = "b";
+  many[JOB_FILTER_PROJECTS_MAX] = "a";
+  fl = (job_filter_t){.projects = many, .nprojects = JOB_FILTER_PROJECTS_MAX};
+  list_projects_expect(s, &fl, 6);
+  fl = (job_filter_t){.projects = many, .nprojects = JOB_FILTER_PROJECTS_MAX,
+                      .project = "b", .jobid = "b1", .node = "n1", .started_only = 1,
+                      .states = final, .limit = 9, .spider = "spider1",
+                      .created_from_ms = 1, .created_to_ms = INT64_MAX, .before_id = 1000000,
+                      .text = "B1", .schedule_id = 0, .parent_id = 0};
+  list_projects_expect(s, &fl, 1);
+
+  /* Refused: too many, a NULL or empty name, no array. */
+  fl = (job_filter_t){.projects = many, .nprojects = JOB_FILTER_PROJECTS_MAX + 1};
+  assert_int_equal(store_jobs_list(s, &fl, &l), -EINVAL);
+  const char *holes[] = {"a", NULL}, *empty[] = {"a", ""};
+  fl = (job_filter_t){.projects = holes, .nprojects = 2};
+  assert_int_equal(store_jobs_list(s, &fl, &l), -EINVAL);
+  fl = (job_filter_t){.projects = empty, .nprojects = 2};
+  assert_int_equal(store_jobs_list(s, &fl, &l), -EINVAL);
+  fl = (job_filter_t){.projects = NULL, .nprojects = 1};
+  assert_int_equal(store_jobs_list(s, &fl, &l), -EINVAL);
+  assert_int_equal(l.n, 0);
+  /* nprojects 0 ignores the array. */
+  fl = (job_filter_t){.projects = holes, .nprojects = 0, .states = BIT(JOB_PENDING)};
+  assert_int_equal(store_jobs_list(s, &fl, &l), 0);
+  assert_int_equal(l.n, 6);
+  job_list_release(&l);
+}
+
 static void test_counts(void **state) {
   struct fx *f = *state;
   store_t *s = f->s;
@@ -1474,7 +1610,7 @@ int main(void) {
       T(test_started_finish), T(test_requeue),
       T(test_cancel_pending), T(test_unique_key), T(test_unique_key_concurrent),
       T(test_status),
-      T(test_list),         T(test_counts),          T(test_trim),
+      T(test_list),         T(test_list_projects), T(test_counts),          T(test_trim),
       T(test_meta), T(test_job_secret_made_with_the_schema),         T(test_reopen),          T(test_transactions),
       T(test_principals), T(test_principal_round_trip), T(test_principal_bad_arguments),
       T(test_migrations),   T(test_migration_node_version), T(test_migration_principals),

@@ -41,8 +41,10 @@ struct pg_store {
 
 #define PGQ(s) ((struct pg_store *)(s))
 
-/* Parameters of one statement: text values (NULL = SQL NULL) or binary. */
-#define PG_MAXPARAMS 40
+/* Parameters of one statement: text values (NULL = SQL NULL) or binary.
+ * A job listing may bind JOB_FILTER_PROJECTS_MAX projects besides its
+ * other fields. */
+#define PG_MAXPARAMS 96
 typedef struct pg_params {
   int n;
   const char *v[PG_MAXPARAMS];

@@ -525,9 +525,13 @@ static void sb_states_in(struct sqlbuf *b, unsigned states) {
   sb_add(b, ")");
 }
 
-/* f's conditions on project, job id, node and start, their values on p. */
+/* f's conditions on project (and its set of projects: one parameter
+ * each), job id, node and start, their values on p. */
 static void sb_job_where(struct sqlbuf *b, pg_params_t *p, const job_filter_t *f) {
   if (f->project) pg_p_str(p, f->project), sb_add(b, " AND project = $%d", p->n);
+  for (size_t i = 0; i < f->nprojects; i++)
+    pg_p_str(p, f->projects[i]), sb_add(b, "%s$%d", i ? ", " : " AND project IN (", p->n);
+  if (f->nprojects) sb_add(b, ")");
   if (f->jobid) pg_p_str(p, f->jobid), sb_add(b, " AND jobid = $%d", p->n);
   if (f->node) pg_p_str(p, f->node), sb_add(b, " AND node = $%d", p->n);
   if (f->started_only) sb_add(b, " AND start_ms <> 0");
@@ -577,7 +581,7 @@ static int pg_list_slot(unsigned states, const job_filter_t *f) {
   else if (states == 1u << JOB_RUNNING) cat = 2;
   else if (states == PG_LIST_FINAL_STATES) cat = 3;
   else return -1;
-  if (f->jobid || f->node) return -1;
+  if (f->jobid || f->node || f->nprojects) return -1;
   return PJ_LIST + cat * 8 + !!f->project * 4 + !!f->started_only * 2 + !!f->limit;
 }
 

@@ -264,6 +264,8 @@ int redis_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
     ra_i64(&a, before);
     ra_str(&a, f->text);
     ra_i64(&a, native ? REDIS_LIST_BUDGET : 0);
+    ra_i64(&a, (int64_t)f->nprojects);
+    for (size_t i = 0; i < f->nprojects; i++) ra_str(&a, f->projects[i]);
     rc = redis_eval(RQ(s), RS_JOBS_LIST, &a, &r, "list jobs");
     int64_t resume = 0;
     if (!rc && r->type == REDIS_REPLY_ARRAY && r->elements &&

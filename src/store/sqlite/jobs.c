@@ -501,6 +501,27 @@ int sqlite_job_next_due(store_t *s, int64_t now_ms, int64_t *out) {
   return rc;
 }
 
+/* A filter's set of projects is bound from this parameter number on, past
+ * every other field's, so both listings number them alike. */
+#define SQLITE_LIST_PROJECTS_PARAM 21
+
+/* " AND project IN (?21, ?22, ...)": one parameter per project, never the
+ * names in the SQL. Returns the new length of buf. */
+static size_t sqlite_projects_sql(char *buf, size_t len, size_t n, size_t nprojects) {
+  const char *sep = " AND project IN (";
+  for (size_t i = 0; i < nprojects && n < len; i++) {
+    n += (size_t)snprintf(buf + n, len - n, "%s?%zu", sep, SQLITE_LIST_PROJECTS_PARAM + i);
+    sep = ", ";
+  }
+  if (nprojects && n < len) n += (size_t)snprintf(buf + n, len - n, ")");
+  return n;
+}
+
+static void sqlite_bind_projects(sqlite3_stmt *st, const job_filter_t *f) {
+  for (size_t i = 0; i < f->nprojects; i++)
+    sqlite_bind_str(st, SQLITE_LIST_PROJECTS_PARAM + (int)i, f->projects[i]);
+}
+
 /* The native API's listing: filters that vary per call, newest id first,
  * prepared per call (the API pages through, it does not poll). */
 static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f,
@@ -525,6 +546,7 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
     SQLITE_ADD(")");
   }
   if (f->project) SQLITE_ADD(" AND project = ?1");
+  n = sqlite_projects_sql(sql, sizeof(sql), n, f->nprojects);
   if (f->jobid) SQLITE_ADD(" AND jobid = ?2");
   if (f->node) SQLITE_ADD(" AND node = ?3");
   if (f->started_only) SQLITE_ADD(" AND start_ms != 0");
@@ -544,9 +566,11 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
   SQLITE_ADD(" ORDER BY id DESC");
   if (f->limit) SQLITE_ADD(" LIMIT ?10");
 #undef SQLITE_ADD
+  if (n >= sizeof(sql)) return -EINVAL; /* never with store.c's limits */
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK)
     return sqlite_fail(q, "prepare job list");
+  sqlite_bind_projects(st, f);
   sqlite_bind_str(st, 1, f->project);
   sqlite_bind_str(st, 2, f->jobid);
   sqlite_bind_str(st, 3, f->node);
@@ -566,9 +590,11 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
   return rc;
 }
 
-/* Writes the SQL for one filter shape into buf. */
-static void sqlite_list_sql(char *buf, size_t len, unsigned states, int project,
-                            int jobid, int node, int started, int limit) {
+/* Writes the SQL for one filter shape into buf (with nprojects, the shape
+ * of one call). Returns its length (>= len: cut short). */
+static size_t sqlite_list_sql(char *buf, size_t len, unsigned states, int project,
+                              size_t nprojects, int jobid, int node, int started,
+                              int limit) {
   size_t n = (size_t)snprintf(buf, len, "SELECT " SQLITE_JOB_COLS " FROM jobs WHERE 1");
 #define SQLITE_ADD(...) n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__)
   if (states == SQLITE_LIST_FINAL_STATES) {
@@ -588,6 +614,7 @@ static void sqlite_list_sql(char *buf, size_t len, unsigned states, int project,
     SQLITE_ADD(")");
   }
   if (project) SQLITE_ADD(" AND project = ?1");
+  n = sqlite_projects_sql(buf, len, n, nprojects);
   if (jobid) SQLITE_ADD(" AND jobid = ?2");
   if (node) SQLITE_ADD(" AND node = ?3");
   if (started) SQLITE_ADD(" AND start_ms != 0");
@@ -604,6 +631,32 @@ static void sqlite_list_sql(char *buf, size_t len, unsigned states, int project,
                "CASE WHEN state >= 2 THEN -id ELSE id END");
   if (limit) SQLITE_ADD(" LIMIT ?4");
 #undef SQLITE_ADD
+  return n;
+}
+
+/* A listing limited to a set of projects: the shape's SQL with one more
+ * condition, prepared per call (how many projects varies, and the API that
+ * asks pages through, it does not poll). */
+static int sqlite_jobs_list_projects(struct sqlite_store *q, const job_filter_t *f,
+                                     unsigned states, job_list_t *out) {
+  char sql[2048];
+  if (sqlite_list_sql(sql, sizeof(sql), states, !!f->project, f->nprojects, !!f->jobid,
+                      !!f->node, !!f->started_only, !!f->limit) >= sizeof(sql))
+    return -EINVAL; /* never with store.c's limits */
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK)
+    return sqlite_fail(q, "prepare job list");
+  if (f->project) sqlite_bind_str(st, 1, f->project);
+  if (f->jobid) sqlite_bind_str(st, 2, f->jobid);
+  if (f->node) sqlite_bind_str(st, 3, f->node);
+  if (f->limit) sqlite3_bind_int64(st, 4, sqlite_clamp(f->limit));
+  sqlite_bind_projects(st, f);
+  struct sqlite_rows r = {0};
+  int rc = sqlite_read_rows(q, st, &r, "list jobs");
+  sqlite3_finalize(st);
+  if (!rc) rc = job_list_append(out, r.v, r.n);
+  sqlite_rows_release(&r);
+  return rc;
 }
 
 int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
@@ -613,6 +666,7 @@ int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
       f->created_to_ms || f->before_id || f->newest_first || f->text)
     return sqlite_jobs_list_native(q, f, out);
   unsigned states = f->states ? f->states : SQLITE_LIST_ALL_STATES;
+  if (f->nprojects) return sqlite_jobs_list_projects(q, f, states, out);
   unsigned shape = states | (unsigned)!!f->project << JOB_NSTATES |
                    (unsigned)!!f->jobid << (JOB_NSTATES + 1) |
                    (unsigned)!!f->node << (JOB_NSTATES + 2) |
@@ -625,7 +679,7 @@ int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   sqlite3_stmt *st = q->list_stmt[shape];
   if (!st) {
     char sql[1024];
-    sqlite_list_sql(sql, sizeof(sql), states, !!f->project, !!f->jobid, !!f->node,
+    sqlite_list_sql(sql, sizeof(sql), states, !!f->project, 0, !!f->jobid, !!f->node,
                     !!f->started_only, !!f->limit);
     if (sqlite3_prepare_v3(q->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL) !=
         SQLITE_OK)

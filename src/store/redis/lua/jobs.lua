@@ -208,7 +208,8 @@ return best
 -- @script jobs_list
 -- ARGV: P, states, project, jobid, node, started_only, limit, native,
 -- spider, schedule_id, parent_id, created_from, created_to, before_id,
--- text ('' = none), budget (native walks: ids per script, 0 = no limit)
+-- text ('' = none), budget (native walks: ids per script, 0 = no limit),
+-- nprojects, then that many project names (a set: 0 = no such limit)
 local states = N(ARGV[2])
 if states == 0 then states = 63 end
 local project, jobid, node = ARGV[3], ARGV[4], ARGV[5]
@@ -216,6 +217,8 @@ local started, limit, native = ARGV[6] == '1', N(ARGV[7]), ARGV[8] == '1'
 local spider, sched, parent = ARGV[9], N(ARGV[10]), N(ARGV[11])
 local cfrom, cto, before = N(ARGV[12]), N(ARGV[13]), N(ARGV[14])
 local text = string.lower(ARGV[15] or '')
+local nprojects, inprojects = N(ARGV[17]), {}
+for i = 1, nprojects do inprojects[ARGV[17 + i]] = true end
 local function bit(st) return math.floor(states / 2 ^ st) % 2 == 1 end
 -- string.lower folds ASCII only (the C locale), as the SQL backends do.
 local function has(v)
@@ -232,6 +235,7 @@ end
 local function ok(j)
   if not bit(N(j.state)) then return false end
   if project ~= '' and j.project ~= project then return false end
+  if nprojects > 0 and not inprojects[j.project] then return false end
   if jobid ~= '' and j.jobid ~= jobid then return false end
   if node ~= '' and j.node ~= node then return false end
   if started and N(j.start_ms) == 0 then return false end
