@@ -42,6 +42,7 @@ typedef struct app {
   struct api_queues *queues;     /* api/ops_queues.c: takers waiting for elements */
   char job_secret[JOBTOKEN_SECRET_HEX + 1]; /* signs job tokens (flow/jobtoken.h) */
   struct metrics *metrics;       /* metrics.h: what /metrics reports; NULL = none */
+  struct auth *auth;             /* api/auth.c: users, tokens, who sent a request */
 } app_t;
 
 typedef struct api_common api_common_t;

@@ -118,6 +118,7 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, scheduler, T_BOOL, M_NONE, "on", NULL),
     KEY(SEC_SPIDERD, scheduler_lease, T_REAL, M_GT0, "10", NULL),
     KEY(SEC_SPIDERD, probes_public, T_BOOL, M_NONE, "on", NULL),
+    KEY(SEC_SPIDERD, insecure, T_BOOL, M_NONE, "off", "--insecure"),
     KEY(SEC_SPIDERD, schedule_horizon, T_REAL, M_GT0, "3", NULL),
     KEY(SEC_SPIDERD, misfire_grace, T_REAL, M_GE0, "60", NULL),
     KEY(SEC_SPIDERD, webhooks, T_STR, M_NONE, "", NULL),
@@ -1147,6 +1148,7 @@ static int parse_flags(struct loader *L, int argc, char **argv) {
     }
     if (!f.name) return report(L, SPD_ECONFIG, "unknown option '%.*s'", (int)n, arg);
     if (eq) f.value = eq + 1;
+    else if (f.key && f.key->type == T_BOOL) f.value = "on"; /* "--insecure" alone */
     else if (i + 1 < argc) f.value = argv[++i];
     else return report(L, SPD_ECONFIG, "option '%s' requires a value", f.name);
     L->flags[L->nflags++] = f;

@@ -36,7 +36,10 @@
   X(SPD_EFENCED,     -1020, 409, -32015, "lease lost: another scheduler took over")  \
   X(SPD_ENOSCHEDULE, -1021, 404, -32016, "schedule not found")                     \
   X(SPD_ENOQUEUE,    -1022, 404, -32017, "queue not found")                        \
-  X(SPD_EFORBIDDEN,  -1023, 403, -32018, "not allowed with these credentials")
+  X(SPD_EFORBIDDEN,  -1023, 403, -32018, "not allowed with these credentials")     \
+  X(SPD_EUNAUTHORIZED, -1024, 401, -32019, "authentication required")               \
+  X(SPD_ETHROTTLED,  -1025, 429, -32020, "too many failed logins")                 \
+  X(SPD_ENOPRINCIPAL, -1026, 404, -32021, "no such user or token")
 
 enum spd_error {
 #define SPD_ERR_ENUM(name, value, http, rpc, desc) name = value,

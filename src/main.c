@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "api/auth.h"
 #include "api/projects.h"
 #include "app.h"
 #include "run/cluster.h"
@@ -79,6 +80,7 @@ static void cluster_stopped(void *ud) {
   app->store = NULL;
   http_server_stop(app->http);
   app->http = NULL;
+  auth_free(app);
   app->flow = (flow_hooks_t){0};
   launcher_free(app->launcher);
   app->launcher = NULL;
@@ -192,6 +194,19 @@ static int recover(app_t *app, job_list_t *running, char *err, size_t errlen) {
     char url[512];
     config_redact_url(app->cfg.store, url, sizeof(url));
     snprintf(err, errlen, "%.400s: cannot keep the job token secret: %s", url, spd_strerror(rc));
+    store_close(s);
+    return rc;
+  }
+  /* Users and tokens, known before the first request (api/auth.h). */
+  principal_list_t who = {0};
+  char *gen = NULL;
+  rc = store_auth_gen(s, &gen);
+  if (!rc) rc = store_principals_list(s, &who);
+  if (!rc) rc = auth_init(app, &who, gen);
+  principal_list_release(&who);
+  free(gen);
+  if (rc) {
+    snprintf(err, errlen, "cannot read users and tokens: %s", spd_strerror(rc));
     store_close(s);
     return rc;
   }
@@ -318,6 +333,31 @@ static int start_http(app_t *app, char *err, size_t errlen) {
   return rc;
 }
 
+static int loopback(const char *addr) {
+  return !strcmp(addr, "localhost") || !strncmp(addr, "127.", 4) || !strcmp(addr, "::1") ||
+         !strcmp(addr, "::ffff:127.0.0.1");
+}
+
+/* Scrapyd serves whoever reaches it, and deploying an egg runs its code:
+ * on an address other machines reach, no authentication is a choice the
+ * operator makes out loud (--insecure), not a default. */
+static int check_exposure(const app_t *app, char *err, size_t errlen) {
+  const config_t *cfg = &app->cfg;
+  if (cfg->http_port <= 0 || loopback(cfg->bind_address) || auth_enabled(app)) return 0;
+  if (cfg->insecure) {
+    log_warn("main", "serving %s:%d without authentication (--insecure): anyone who reaches it "
+             "can deploy and run code", cfg->bind_address, cfg->http_port);
+    return 0;
+  }
+  snprintf(err, errlen,
+           "refusing to serve %s:%d without authentication: anyone who reaches it could deploy "
+           "and run code. Set [scrapyd] username and password, or create a user or an API token "
+           "first (spiderd token create --role admin, with the daemon on 127.0.0.1), or start "
+           "with --insecure to accept the risk",
+           cfg->bind_address, cfg->http_port);
+  return SPD_ECONFIG;
+}
+
 static int write_pidfile(const char *path, char *err, size_t errlen) {
   if (!path[0]) return 0;
   FILE *f = fopen(path, "w");
@@ -384,6 +424,7 @@ static void start_undo(app_t *app) {
   sse_hub_stop(app->sse);
   api_queues_stop(app);
   if (app->http) http_server_stop(app->http);
+  auth_free(app);
   if (app->spiders) spiders_free(app->spiders);
   if (app->store) store_pool_stop(app->store);
   /* Stop all and let the handles their stops close close before freeing:
@@ -426,13 +467,14 @@ static int serve(int argc, char **argv) {
   log_set_level(cfg->log_level);
   signal(SIGPIPE, SIG_IGN);
 
-  if ((rc = make_dirs(cfg, err, sizeof(err))) || (rc = recover(app, &running, err, sizeof(err))))
+  if ((rc = make_dirs(cfg, err, sizeof(err))) || (rc = recover(app, &running, err, sizeof(err))) ||
+      (rc = check_exposure(app, err, sizeof(err))))
     goto fail;
   if (eggs_clean_staging(cfg->eggs_dir) > 0)
     log_info("main", "removed egg uploads left unfinished by a previous run");
   app->loop = uv_default_loop();
   if ((rc = start_modules(app, err, sizeof(err))) || (rc = start_http(app, err, sizeof(err))) ||
-      (rc = write_pidfile(cfg->pidfile, err, sizeof(err))))
+      (rc = auth_start(app)) || (rc = write_pidfile(cfg->pidfile, err, sizeof(err))))
     goto fail;
   start_signals(&srv);
   announce(cfg);

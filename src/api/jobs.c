@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/auth.h"
 #include "api/spiders.h"
 #include "clock.h"
 #include "error.h"
@@ -18,6 +19,7 @@ typedef struct enqueue {
   api_job_cb cb;
   void *ud;
   int existing; /* the job's unique_key was held: e->job is now the holder */
+  const struct auth_who *who;
 } enqueue_t;
 
 /* The job and its job.queued event in one transaction; or, when its
@@ -66,17 +68,19 @@ static void enqueue_listed(void *ud, int rc, char *const *names, size_t n, const
     free(e);
     return;
   }
-  rc = store_submit(e->app->store, STORE_WRITE, enqueue_fn, e, enqueue_done);
+  rc = store_submit_as(e->app->store, STORE_WRITE, enqueue_fn, e, enqueue_done,
+                       e->who ? e->who->actor : NULL, e->who ? e->who->addr : NULL);
   if (rc) {
     e->cb(e->ud, rc, API_JOB_SUBMIT, NULL);
     free(e);
   }
 }
 
-int api_job_enqueue(app_t *app, job_t *job, const char *egg_path, api_job_cb cb, void *ud) {
+int api_job_enqueue(app_t *app, job_t *job, const char *egg_path, api_job_cb cb, void *ud,
+                    const struct auth_who *who) {
   enqueue_t *e = calloc(1, sizeof(*e));
   if (!e) return -ENOMEM;
-  *e = (enqueue_t){app, job, cb, ud, 0};
+  *e = (enqueue_t){app, job, cb, ud, 0, who};
   int rc = spiders_list(app->spiders, job->project, egg_path, job->version, enqueue_listed, e);
   if (rc) free(e);
   return rc;
@@ -126,7 +130,7 @@ static void cancel_done(void *arg, int rc) {
 }
 
 int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
-                   api_cancel_cb cb, void *ud) {
+                   api_cancel_cb cb, void *ud, const struct auth_who *who) {
   int found = 0;
   flow_signal(&app->flow, project, jobid, sig, &found);
   cancel_t *c = calloc(1, sizeof(*c));
@@ -145,7 +149,8 @@ int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
   c->op.project = c->project;
   c->op.jobid = c->jobid;
   c->op.node = app->cfg.node_name;
-  int rc = store_submit(app->store, STORE_WRITE, cancel_fn, c, cancel_done);
+  int rc = store_submit_as(app->store, STORE_WRITE, cancel_fn, c, cancel_done,
+                           who ? who->actor : NULL, who ? who->addr : NULL);
   if (rc) cancel_free(c);
   return rc;
 }

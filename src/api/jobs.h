@@ -11,6 +11,8 @@
 
 #include "app.h"
 
+struct auth_who;
+
 /* ---- queueing and cancelling jobs ---- */
 
 enum {
@@ -31,8 +33,10 @@ typedef void (*api_job_cb)(void *ud, int rc, int stage, const char *error_text);
  * Unique jobs: when job->unique_key is held by a pending or running job of
  * the project, nothing is queued: cb gets rc 0 and stage API_JOB_EXISTING,
  * and *job has been replaced by the holder (released and refilled), so the
- * caller answers with the existing job. Otherwise stage is 0 on success. */
-int api_job_enqueue(app_t *app, job_t *job, const char *egg_path, api_job_cb cb, void *ud);
+ * caller answers with the existing job. Otherwise stage is 0 on success.
+ * who (may be NULL) is who asked: the events carry it (api/auth.h). */
+int api_job_enqueue(app_t *app, job_t *job, const char *egg_path, api_job_cb cb, void *ud,
+                    const struct auth_who *who);
 
 /* found: processes signalled; count: pending entries cancelled. */
 typedef void (*api_cancel_cb)(void *ud, int rc, int found, int count);
@@ -40,6 +44,6 @@ typedef void (*api_cancel_cb)(void *ud, int rc, int found, int count);
 /* Signals every running process of project + jobid and cancels its pending
  * entries. Returns 0 (cb runs later) or SPD_ESHUTDOWN / -ENOMEM. */
 int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
-                   api_cancel_cb cb, void *ud);
+                   api_cancel_cb cb, void *ud, const struct auth_who *who);
 
 #endif

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/auth.h"
 #include "api/ops.h"
 #include "api/render.h"
 #include "error.h"
@@ -150,7 +151,7 @@ static void start_call(rpc_req_t *r, size_t index, const json_t *req) {
     finish(r);
     return;
   }
-  if (http_req_bearer(r->req) && strncmp(def->name, "queues.", 7)) {
+  if (auth_who(r->app, r->req)->kind == AUTH_JOB && strncmp(def->name, "queues.", 7)) {
     json_t *d = json_pack("{s:s}", "method", call.method);
     snprintf(err, sizeof(err), "a job's token gives access to the queues.* methods only, not '%.64s'",
              call.method);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/auth.h"
 #include "api/ops_impl.h"
 #include "core/names.h"
 #include "error.h"
@@ -191,92 +192,127 @@ static const op_param_t p_queue_purge[] = {{"name", OPT_STR, REQ, 0, 0},
                                            {"ids", OPT_ANY, 0, 0, 0},
                                            END};
 
+static const op_param_t p_token_create[] = {{"name", OPT_STR, 0, 0, 0},
+                                            {"role", OPT_STR, REQ, 0, 0},
+                                            {"projects", OPT_STRS, 0, 0, 0},
+                                            {"expires_in", OPT_NUM, 0, 0, 0},
+                                            END};
+static const op_param_t p_token[] = {{"id", OPT_STR, REQ, 0, 0}, END};
+static const op_param_t p_user_create[] = {{"name", OPT_STR, REQ, 0, 0},
+                                           {"password", OPT_STR, REQ, 0, 0},
+                                           {"role", OPT_STR, REQ, 0, 0},
+                                           {"projects", OPT_STRS, 0, 0, 0},
+                                           END};
+static const op_param_t p_user_update[] = {{"name", OPT_STR, REQ, 0, 0},
+                                           {"password", OPT_STR, 0, 0, 0},
+                                           {"role", OPT_STR, 0, 0, 0},
+                                           {"projects", OPT_STRS, 0, 0, 0},
+                                           END};
+static const op_param_t p_user[] = {{"name", OPT_STR, REQ, 0, 0}, END};
+
 /* Order matters only for listings (the API index, the docs). */
 const op_def_t op_table[] = {
-    {"status.get", NULL, op_status_get, p_none, 0, "GET", "/status", 200, OP_BODY_NONE},
-    {"nodes.list", NULL, op_nodes_list, p_none, 0, "GET", "/nodes", 200, OP_BODY_NONE},
-    {"projects.list", NULL, op_projects_list, p_none, 0, "GET", "/projects", 200, OP_BODY_NONE},
+    {"status.get", NULL, op_status_get, p_none, 0, "GET", "/status", 200, OP_BODY_NONE, ROLE_READ},
+    {"nodes.list", NULL, op_nodes_list, p_none, 0, "GET", "/nodes", 200, OP_BODY_NONE, ROLE_READ},
+    {"projects.list", NULL, op_projects_list, p_none, 0, "GET", "/projects", 200, OP_BODY_NONE, ROLE_READ},
     {"projects.get", NULL, op_projects_get, p_project, 0, "GET", "/projects/{project}", 200,
-     OP_BODY_NONE},
+     OP_BODY_NONE, ROLE_READ},
     {"projects.delete", NULL, op_projects_delete, p_project, OP_WRITE, "DELETE",
-     "/projects/{project}", 204, OP_BODY_NONE},
+     "/projects/{project}", 204, OP_BODY_NONE, ROLE_DEPLOY},
     {"versions.list", NULL, op_versions_list, p_project, 0, "GET", "/projects/{project}/versions",
-     200, OP_BODY_NONE},
+     200, OP_BODY_NONE, ROLE_READ},
     {"versions.add", NULL, op_versions_add, p_version_add, OP_WRITE, "POST",
-     "/projects/{project}/versions", 201, OP_BODY_BLOB},
+     "/projects/{project}/versions", 201, OP_BODY_BLOB, ROLE_DEPLOY},
     {"versions.delete", NULL, op_versions_delete, p_version, OP_WRITE, "DELETE",
-     "/projects/{project}/versions/{version}", 204, OP_BODY_NONE},
+     "/projects/{project}/versions/{version}", 204, OP_BODY_NONE, ROLE_DEPLOY},
     {"spiders.list", NULL, op_spiders_list, p_spiders, 0, "GET", "/projects/{project}/spiders",
-     200, OP_BODY_NONE},
+     200, OP_BODY_NONE, ROLE_READ},
     {"scrapers.list", NULL, op_scrapers_list, p_none, 0, "GET", "/spiders", 200,
-     OP_BODY_NONE},
+     OP_BODY_NONE, ROLE_READ},
     {"jobs.list", "get_task_instances", op_jobs_list, p_jobs_list, 0, "GET", "/jobs", 200,
-     OP_BODY_NONE},
+     OP_BODY_NONE, ROLE_READ},
     {"jobs.create", NULL, op_jobs_create, p_jobs_create, OP_WRITE, "POST", "/jobs",
-     201, OP_BODY_JSON},
+     201, OP_BODY_JSON, ROLE_RUN},
     {"jobs.counts", NULL, op_jobs_counts, p_jobs_counts, 0, "GET", "/jobs/counts", 200,
-     OP_BODY_NONE},
+     OP_BODY_NONE, ROLE_READ},
     {"stats.throughput", NULL, op_stats_throughput, p_throughput, 0, "GET",
-     "/stats/throughput", 200, OP_BODY_NONE},
+     "/stats/throughput", 200, OP_BODY_NONE, ROLE_READ},
     {"jobs.get", "get_task_instance", op_jobs_get, p_job, 0, "GET", "/jobs/{id}", 200,
-     OP_BODY_NONE},
+     OP_BODY_NONE, ROLE_READ},
     {"jobs.cancel", "kill_task", op_jobs_cancel, p_cancel, OP_WRITE, "POST", "/jobs/{id}/cancel",
-     200, OP_BODY_JSON},
+     200, OP_BODY_JSON, ROLE_RUN},
     {"jobs.rerun", NULL, op_jobs_rerun, p_job, OP_WRITE, "POST", "/jobs/{id}/rerun", 201,
-     OP_BODY_JSON},
+     OP_BODY_JSON, ROLE_RUN},
     {"jobs.log", "get_task_logs", op_jobs_log, p_tail, 0, "GET", "/jobs/{id}/log", 200,
-     OP_BODY_NONE},
-    {"jobs.items", NULL, op_jobs_items, p_tail, 0, "GET", "/jobs/{id}/items", 200, OP_BODY_NONE},
+     OP_BODY_NONE, ROLE_READ},
+    {"jobs.items", NULL, op_jobs_items, p_tail, 0, "GET", "/jobs/{id}/items", 200, OP_BODY_NONE, ROLE_READ},
     /* Sneakpeek's "scraper" is a stored, scheduled definition: a schedule. */
     {"schedules.list", "get_scrapers", op_schedules_list, p_page, 0, "GET", "/schedules", 200,
-     OP_BODY_NONE},
+     OP_BODY_NONE, ROLE_READ},
     {"schedules.create", "create_scraper", op_schedules_create, p_schedule_create, OP_WRITE,
-     "POST", "/schedules", 201, OP_BODY_JSON},
+     "POST", "/schedules", 201, OP_BODY_JSON, ROLE_RUN},
     {"schedules.preview", NULL, op_schedules_preview, p_schedule_preview, 0, "GET",
-     "/schedules/preview", 200, OP_BODY_NONE},
+     "/schedules/preview", 200, OP_BODY_NONE, ROLE_READ},
     {"schedules.get", "get_scraper", op_schedules_get, p_schedule, 0, "GET",
-     "/schedules/{schedule}", 200, OP_BODY_NONE},
+     "/schedules/{schedule}", 200, OP_BODY_NONE, ROLE_READ},
     {"schedules.update", "update_scraper", op_schedules_update, p_schedule_update, OP_WRITE,
-     "PATCH", "/schedules/{schedule}", 200, OP_BODY_JSON},
+     "PATCH", "/schedules/{schedule}", 200, OP_BODY_JSON, ROLE_RUN},
     {"schedules.delete", "delete_scraper", op_schedules_delete, p_schedule, OP_WRITE, "DELETE",
-     "/schedules/{schedule}", 204, OP_BODY_NONE},
+     "/schedules/{schedule}", 204, OP_BODY_NONE, ROLE_RUN},
     {"schedules.pause", NULL, op_schedules_pause, p_schedule, OP_WRITE, "POST",
-     "/schedules/{schedule}/pause", 200, OP_BODY_JSON},
+     "/schedules/{schedule}/pause", 200, OP_BODY_JSON, ROLE_RUN},
     {"schedules.resume", NULL, op_schedules_pause, p_schedule, OP_WRITE, "POST",
-     "/schedules/{schedule}/resume", 200, OP_BODY_JSON},
+     "/schedules/{schedule}/resume", 200, OP_BODY_JSON, ROLE_RUN},
     {"schedules.run", "enqueue_scraper", op_schedules_run, p_schedule_run, OP_WRITE, "POST",
-     "/schedules/{schedule}/run", 201, OP_BODY_JSON},
+     "/schedules/{schedule}/run", 201, OP_BODY_JSON, ROLE_RUN},
     {"schedules.runs", NULL, op_schedules_runs, p_runs, 0, "GET", "/schedules/{schedule}/runs",
-     200, OP_BODY_NONE},
-    {"events.list", NULL, op_events_list, p_events, 0, "GET", "/events", 200, OP_BODY_NONE},
-    {"queues.list", NULL, op_queues_list, p_none, 0, "GET", "/queues", 200, OP_BODY_NONE},
-    {"queues.get", NULL, op_queues_get, p_queue, 0, "GET", "/queues/{name}", 200, OP_BODY_NONE},
+     200, OP_BODY_NONE, ROLE_READ},
+    {"events.list", NULL, op_events_list, p_events, 0, "GET", "/events", 200, OP_BODY_NONE, ROLE_READ},
+    {"queues.list", NULL, op_queues_list, p_none, 0, "GET", "/queues", 200, OP_BODY_NONE, ROLE_READ},
+    {"queues.get", NULL, op_queues_get, p_queue, 0, "GET", "/queues/{name}", 200, OP_BODY_NONE, ROLE_READ},
     {"queues.set", NULL, op_queues_set, p_queue_set, OP_WRITE, "PUT", "/queues/{name}", 200,
-     OP_BODY_JSON},
+     OP_BODY_JSON, ROLE_DEPLOY},
     {"queues.delete", NULL, op_queues_delete, p_queue, OP_WRITE, "DELETE", "/queues/{name}", 200,
-     OP_BODY_NONE},
+     OP_BODY_NONE, ROLE_DEPLOY},
     {"queues.put", NULL, op_queues_put, p_queue_put, OP_WRITE, "POST", "/queues/{name}/put", 200,
-     OP_BODY_JSON},
+     OP_BODY_JSON, ROLE_RUN},
     {"queues.take", NULL, op_queues_take, p_queue_take, OP_WRITE, "POST", "/queues/{name}/take",
-     200, OP_BODY_JSON},
+     200, OP_BODY_JSON, ROLE_RUN},
     {"queues.ack", NULL, op_queues_ack, p_queue_ack, OP_WRITE, "POST", "/queues/{name}/ack", 200,
-     OP_BODY_JSON},
+     OP_BODY_JSON, ROLE_RUN},
     {"queues.nack", NULL, op_queues_ack, p_queue_nack, OP_WRITE, "POST", "/queues/{name}/nack",
-     200, OP_BODY_JSON},
+     200, OP_BODY_JSON, ROLE_RUN},
     {"queues.extend", NULL, op_queues_ack, p_queue_extend, OP_WRITE, "POST",
-     "/queues/{name}/extend", 200, OP_BODY_JSON},
+     "/queues/{name}/extend", 200, OP_BODY_JSON, ROLE_RUN},
     {"queues.pause", NULL, op_queues_pause, p_queue, OP_WRITE, "POST", "/queues/{name}/pause",
-     200, OP_BODY_JSON},
+     200, OP_BODY_JSON, ROLE_RUN},
     {"queues.resume", NULL, op_queues_pause, p_queue, OP_WRITE, "POST", "/queues/{name}/resume",
-     200, OP_BODY_JSON},
+     200, OP_BODY_JSON, ROLE_RUN},
     {"queues.items", NULL, op_queues_items, p_queue_items, 0, "GET", "/queues/{name}/items", 200,
-     OP_BODY_NONE},
+     OP_BODY_NONE, ROLE_READ},
     {"queues.keys", NULL, op_queues_keys, p_queue_keys, 0, "GET", "/queues/{name}/keys", 200,
-     OP_BODY_NONE},
+     OP_BODY_NONE, ROLE_READ},
     {"queues.requeue", NULL, op_queues_requeue, p_queue_requeue, OP_WRITE, "POST",
-     "/queues/{name}/requeue", 200, OP_BODY_JSON},
+     "/queues/{name}/requeue", 200, OP_BODY_JSON, ROLE_RUN},
     {"queues.purge", NULL, op_queues_requeue, p_queue_purge, OP_WRITE, "POST",
-     "/queues/{name}/purge", 200, OP_BODY_JSON},
+     "/queues/{name}/purge", 200, OP_BODY_JSON, ROLE_DEPLOY},
+    /* ops_auth.c: a user makes its own tokens; admins manage all */
+    {"auth.whoami", NULL, op_auth_whoami, p_none, 0, "GET", "/auth/whoami", 200, OP_BODY_NONE,
+     ROLE_READ},
+    {"tokens.list", NULL, op_tokens_list, p_none, 0, "GET", "/tokens", 200, OP_BODY_NONE,
+     ROLE_READ},
+    {"tokens.create", NULL, op_tokens_create, p_token_create, OP_WRITE, "POST", "/tokens", 201,
+     OP_BODY_JSON, ROLE_READ},
+    {"tokens.delete", NULL, op_tokens_delete, p_token, OP_WRITE, "DELETE", "/tokens/{id}", 204,
+     OP_BODY_NONE, ROLE_READ},
+    {"users.list", NULL, op_users_list, p_none, 0, "GET", "/users", 200, OP_BODY_NONE,
+     ROLE_ADMIN},
+    {"users.create", NULL, op_users_create, p_user_create, OP_WRITE, "POST", "/users", 201,
+     OP_BODY_JSON, ROLE_ADMIN},
+    {"users.update", NULL, op_users_update, p_user_update, OP_WRITE, "PATCH", "/users/{name}",
+     200, OP_BODY_JSON, ROLE_ADMIN},
+    {"users.delete", NULL, op_users_delete, p_user, OP_WRITE, "DELETE", "/users/{name}", 204,
+     OP_BODY_NONE, ROLE_ADMIN},
 };
 const size_t op_count = sizeof(op_table) / sizeof(op_table[0]);
 
@@ -637,6 +673,7 @@ static void call_free(op_call_t *c) {
   free(c->text);
   free(c->blob_owned);
   if (c->names) strv_free(c->names, c->nnames);
+  if (c->mine) strv_free(c->mine, c->nmine);
   if (c->priv_free) c->priv_free(c->priv);
   free(c);
 }
@@ -675,8 +712,39 @@ int op_store_failed(op_call_t *c, int rc) {
 }
 
 void op_store(op_call_t *c, int kind, int (*fn)(store_t *, void *), void (*done)(void *, int)) {
-  int rc = store_submit(c->app->store, kind, fn, c, done);
+  int rc = store_submit_as(c->app->store, kind, fn, c, done, c->who->actor, c->who->addr);
   if (rc) op_fail(c, SPD_ESHUTDOWN, NULL, "the daemon is shutting down");
+}
+
+/* "a,b" into {"a", "b"}; "" into none. */
+static int split_projects(const char *list, char ***out, size_t *n) {
+  *out = NULL;
+  *n = 0;
+  if (!*list) return 0;
+  size_t cap = 1;
+  for (const char *p = list; *p; p++) cap += *p == ',';
+  char **v = calloc(cap, sizeof(*v));
+  if (!v) return -ENOMEM;
+  for (const char *p = list; *p;) {
+    size_t len = strcspn(p, ",");
+    if (len && !(v[(*n)++] = strndup(p, len))) {
+      strv_free(v, *n);
+      *n = 0;
+      return -ENOMEM;
+    }
+    p += len + (p[len] == ',');
+  }
+  *out = v;
+  return 0;
+}
+
+void op_names_keep_mine(op_call_t *c) {
+  size_t kept = 0;
+  for (size_t i = 0; i < c->nnames; i++) {
+    if (principal_project_ok(c->who->projects, c->names[i])) c->names[kept++] = c->names[i];
+    else free(c->names[i]);
+  }
+  c->nnames = kept;
 }
 
 void op_start(app_t *app, const op_def_t *def, json_t *params, const void *blob,
@@ -708,6 +776,18 @@ void op_start(app_t *app, const op_def_t *def, json_t *params, const void *blob,
   }
   if ((def->flags & OP_WRITE) && app->stopping) {
     op_fail(c, SPD_ESHUTDOWN, NULL, "the daemon is shutting down");
+    return;
+  }
+  c->who = auth_who(app, req);
+  rc = strncmp(def->name, "queues.", 7)
+           ? auth_allow(c->who, def->role, op_str(c, "project"), err, sizeof(err))
+           : auth_allow_queue(c->who, def->role, op_str(c, "name"), err, sizeof(err));
+  if (rc) {
+    op_fail(c, rc, NULL, "%s", err);
+    return;
+  }
+  if ((rc = split_projects(c->who->projects, &c->mine, &c->nmine))) {
+    op_fail(c, rc, NULL, "out of memory");
     return;
   }
   for (const op_param_t *p = def->params; p->name; p++) {
@@ -820,11 +900,14 @@ json_t *op_render_job(const job_t *j) {
   return o;
 }
 
+/* A job of a project the caller may not see is, to it, no job at all. */
 int op_job_resolve(store_t *s, op_call_t *c) {
   const char *id = op_str(c, "id");
+  const char *mine = c->who ? c->who->projects : "";
   int rc;
   if (strlen(id) <= 18 && is_digits(id)) {
     rc = store_job_get(s, strtoll(id, NULL, 10), &c->job);
+    if (rc == 0 && !principal_project_ok(mine, c->job.project)) rc = -ENOENT;
     if (rc != -ENOENT) return rc;
     job_release(&c->job);
     job_init(&c->job);
@@ -832,6 +915,16 @@ int op_job_resolve(store_t *s, op_call_t *c) {
   job_list_t l = {0};
   job_filter_t f = {.jobid = id};
   rc = store_jobs_list(s, &f, &l);
+  size_t kept = 0;
+  for (size_t i = 0; rc == 0 && i < l.n; i++) {
+    if (principal_project_ok(mine, l.v[i].project)) {
+      job_t t = l.v[kept];
+      l.v[kept++] = l.v[i];
+      l.v[i] = t;
+    }
+  }
+  for (size_t i = kept; i < l.n; i++) job_release(&l.v[i]);
+  l.n = kept;
   if (rc == 0 && l.n == 0) rc = SPD_ENOJOB;
   if (rc == 0 && l.n == 1) {
     c->job = l.v[0];

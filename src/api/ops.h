@@ -11,7 +11,12 @@
  * Adding an operation: write its handler (void fn(op_call_t *), see
  * ops_impl.h), declare it in ops_impl.h, and add one row to op_table in
  * ops.c (name, Sneakpeek alias, parameters, REST method and path, success
- * status), then describe the route in src/api/openapi.json.
+ * status, role), then describe the route in src/api/openapi.json.
+ *
+ * Who may call: op_start refuses a caller (api/auth.h) below the op's role,
+ * or limited to other projects than a "project" parameter names (or, for
+ * queues.*, the "name" parameter); handlers check what only the store
+ * knows (a job's or a schedule's project) and filter their listings.
  *
  * Loop thread only. Ownership: op_start takes params; blob is borrowed
  * until the reply; the op_result_t passed to a reply function and what it
@@ -25,6 +30,7 @@
 #include <stdint.h>
 
 #include "app.h"
+#include "core/principal.h"
 
 typedef enum op_type {
   OPT_STR = 1,
@@ -67,6 +73,7 @@ typedef struct op_def {
   const char *path;   /* REST, under /api/v1: "/jobs/{id}" */
   int status;         /* REST status on success: 200, 201, 204 (no body) */
   int body;           /* OP_BODY_* */
+  role_t role;        /* the least role that may call it (api/auth.h) */
 } op_def_t;
 
 extern const op_def_t op_table[];

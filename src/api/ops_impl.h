@@ -23,6 +23,9 @@ struct op_call {
   op_reply_fn reply;
   void *ud;
   http_req_t *req; /* the request answered, or NULL (see op_start) */
+  const struct auth_who *who; /* who asked (api/auth.h); never NULL once validated */
+  char **mine;     /* the projects who is limited to; nmine 0 = every project */
+  size_t nmine;
   /* scratch for handlers */
   job_t job;
   job_list_t list;
@@ -66,6 +69,9 @@ const json_t *op_json(const op_call_t *c, const char *name);
  * `-a K=V` / `-s K=V`: keys must be non-empty, without '=', and args must not
  * use the names the runner reserves. 1 after failing the call, else 0. */
 int op_check_pairs(op_call_t *c, const char *field);
+
+/* Keeps in c->names (c->nnames) the projects the caller may see. */
+void op_names_keep_mine(op_call_t *c);
 
 /* A string, or JSON null for NULL. */
 json_t *op_str_or_null(const char *s);
@@ -128,5 +134,14 @@ void op_queues_pause(op_call_t *c); /* and resume */
 void op_queues_items(op_call_t *c);
 void op_queues_keys(op_call_t *c);
 void op_queues_requeue(op_call_t *c); /* and purge */
+/* ops_auth.c */
+void op_auth_whoami(op_call_t *c);
+void op_tokens_list(op_call_t *c);
+void op_tokens_create(op_call_t *c);
+void op_tokens_delete(op_call_t *c);
+void op_users_list(op_call_t *c);
+void op_users_create(op_call_t *c);
+void op_users_update(op_call_t *c);
+void op_users_delete(op_call_t *c);
 
 #endif

@@ -12,6 +12,7 @@
 #include "api/proxy.h"
 #include "api/jobs.h"
 #include "api/projects.h"
+#include "api/auth.h"
 #include "api/ops_impl.h"
 #include "flow/jobs.h"
 #include "core/cron.h"
@@ -57,6 +58,8 @@ static int list_fn(store_t *s, void *arg) {
                     .text = op_str(c, "q"),
                     .before_id = c->num[1],
                     .newest_first = 1,
+                    .projects = (const char *const *)c->mine,
+                    .nprojects = c->nmine,
                     .limit = (size_t)c->num[2] + 1};
   int rc = store_jobs_list(s, &f, &c->list);
   if (rc) return rc;
@@ -161,7 +164,16 @@ int op_time_param(op_call_t *c, const char *name, int64_t dflt, int64_t *out) {
 static int counts_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   int64_t since = c->num[6];
-  return store_job_counts_since(s, op_str(c, "project"), since ? since : 1, c->num);
+  if (op_str(c, "project") || !c->nmine)
+    return store_job_counts_since(s, op_str(c, "project"), since ? since : 1, c->num);
+  /* a caller limited to projects: the sum of theirs */
+  for (size_t i = 0; i < c->nmine; i++) {
+    int64_t one[JOB_NSTATES];
+    int rc = store_job_counts_since(s, c->mine[i], since ? since : 1, one);
+    if (rc) return rc;
+    for (int st = 0; st < JOB_NSTATES; st++) c->num[st] = (i ? c->num[st] : 0) + one[st];
+  }
+  return 0;
 }
 
 static void counts_done(void *arg, int rc) {
@@ -186,8 +198,25 @@ void op_jobs_counts(op_call_t *c) {
 /* num[0] from, num[1] to, num[2] step ms, num[3] buckets; priv the buckets. */
 static int throughput_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
-  return store_job_throughput(s, op_str(c, "project"), c->num[0], c->num[1], c->num[2], c->priv,
-                              (size_t)c->num[3]);
+  if (op_str(c, "project") || !c->nmine)
+    return store_job_throughput(s, op_str(c, "project"), c->num[0], c->num[1], c->num[2],
+                                c->priv, (size_t)c->num[3]);
+  /* a caller limited to projects: the sum of theirs */
+  size_t n = (size_t)c->num[3];
+  job_bucket_t *sum = c->priv, *one = calloc(n, sizeof(*one));
+  if (!one) return -ENOMEM;
+  int rc = 0;
+  for (size_t i = 0; !rc && i < c->nmine; i++) {
+    rc = store_job_throughput(s, c->mine[i], c->num[0], c->num[1], c->num[2], one, n);
+    for (size_t k = 0; !rc && k < n; k++) {
+      sum[k].t_ms = one[k].t_ms;
+      sum[k].finished += one[k].finished;
+      sum[k].failed += one[k].failed;
+      sum[k].items += one[k].items;
+    }
+  }
+  free(one);
+  return rc;
 }
 
 static void throughput_done(void *arg, int rc) {
@@ -317,7 +346,7 @@ static void create_done(void *ud, int rc, int stage, const char *error) {
 }
 
 static void create_enqueue(op_call_t *c) {
-  int rc = api_job_enqueue(c->app, &c->job, c->egg_path, create_done, c);
+  int rc = api_job_enqueue(c->app, &c->job, c->egg_path, create_done, c, c->who);
   if (rc)
     op_fail(c, SPD_ERUNNER, NULL, "the runner could not be started: %s", spd_strerror(rc));
 }
@@ -535,7 +564,7 @@ static void cancel_found(void *arg, int rc) {
   int sig = (int)c->num[2];
   /* The launcher and the store know a job by project and Scrapyd job id:
    * the row id cannot be more precise until the store can cancel one row. */
-  rc = api_job_cancel(c->app, c->job.project, c->job.jobid, sig, cancel_done, c);
+  rc = api_job_cancel(c->app, c->job.project, c->job.jobid, sig, cancel_done, c, c->who);
   if (rc == SPD_ESHUTDOWN) op_fail(c, rc, NULL, "the daemon is shutting down");
   else if (rc) op_fail(c, rc, NULL, "%s", spd_strerror(rc));
 }

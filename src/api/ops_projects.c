@@ -7,6 +7,7 @@
 
 #include "clock.h"
 #include "api/projects.h"
+#include "api/auth.h"
 #include "api/ops_impl.h"
 #include "error.h"
 #include "log.h"
@@ -70,6 +71,7 @@ void op_projects_list(op_call_t *c) {
     op_fail(c, rc, NULL, "the projects could not be read: %s", spd_strerror(rc));
     return;
   }
+  op_names_keep_mine(c);
   json_t *arr = json_array();
   for (size_t i = 0; i < c->nnames; i++) json_array_append_new(arr, project_object(c->app, c->names[i]));
   op_ok(c, json_pack("{s:o}", "projects", arr));
@@ -121,7 +123,7 @@ static void project_deleted(void *ud, int rc) {
 }
 
 void op_projects_delete(op_call_t *c) {
-  int rc = api_eggs_delete(c->app, op_str(c, "project"), NULL, project_deleted, c);
+  int rc = api_eggs_delete(c->app, op_str(c, "project"), NULL, project_deleted, c, c->who);
   if (rc) op_fail(c, rc, NULL, "the project could not be deleted: %s", spd_strerror(rc));
 }
 
@@ -159,7 +161,7 @@ void op_versions_add(op_call_t *c) {
   int stage = 0;
   char why[512];
   int rc = api_egg_add(c->app, op_str(c, "project"), op_str(c, "version"), c->blob, c->blob_len,
-                       added, c, &stage, why, sizeof(why));
+                       added, c, &stage, why, sizeof(why), c->who);
   if (!rc) return;
   if (stage == API_EGG_STAGE && rc == SPD_EBADEGG)
     op_fail(c, rc, json_pack("{s:s}", "field", "egg"),
@@ -189,7 +191,7 @@ static void version_deleted(void *ud, int rc) {
 void op_versions_delete(op_call_t *c) {
   const char *project = op_str(c, "project"), *version = op_str(c, "version");
   if (fail_no_project(c, project)) return;
-  int rc = api_eggs_delete(c->app, project, version, version_deleted, c);
+  int rc = api_eggs_delete(c->app, project, version, version_deleted, c, c->who);
   if (rc) op_fail(c, rc, NULL, "the version could not be deleted: %s", spd_strerror(rc));
 }
 
@@ -270,6 +272,7 @@ void op_scrapers_list(op_call_t *c) {
     op_fail(c, rc, NULL, "the projects could not be read: %s", spd_strerror(rc));
     return;
   }
+  op_names_keep_mine(c);
   c->result = json_pack("{s:[],s:[]}", "scrapers", "errors");
   scrapers_next(c);
 }

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/auth.h"
 #include "api/ops_impl.h"
 #include "clock.h"
 #include "core/cron.h"
@@ -934,15 +935,28 @@ void op_queues_get(op_call_t *c) {
   if (!bad_name(c)) op_store(c, STORE_READ, get_fn, queue_done);
 }
 
-static int list_one(void *arr, const queue_conf_t *q, const queue_stats_t *st) {
-  return json_array_append_new(arr, render_queue(q, st)) ? -ENOMEM : 0;
+static int list_one(void *arg, const queue_conf_t *q, const queue_stats_t *st) {
+  op_call_t *c = arg;
+  if (!principal_queue_ok(c->who->projects, q->name)) return 0;
+  return json_array_append_new(c->result, render_queue(q, st)) ? -ENOMEM : 0;
 }
 
 static int list_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
-  json_t *arr = json_array();
-  int rc = store_queues_each(s, clock_wall_ms(), list_one, arr);
+  json_t *arr = c->result = json_array();
+  int rc = store_queues_each(s, clock_wall_ms(), list_one, c);
   c->result = json_pack("{s:o}", "queues", arr);
+  return rc;
+}
+
+/* The audit trail of a change to a queue (its elements' traffic is counted
+ * by /metrics, not recorded). data is taken. */
+static int queue_event(store_t *s, op_call_t *c, const char *type, json_t *data) {
+  if (!data) data = json_object();
+  json_object_set_new(data, "queue", json_string(qname(c)));
+  event_t e = {.type = (char *)type, .ts_ms = clock_wall_ms(), .data = data};
+  int rc = store_event_add(s, &e);
+  json_decref(data);
   return rc;
 }
 
@@ -1018,6 +1032,9 @@ static int set_fn(store_t *s, void *arg) {
     else apply_settings(c, &q); /* checked on the loop already */
     rc = store_queue_set(s, &q);
   }
+  if (!rc)
+    rc = queue_event(s, c, pausing ? "queue.paused" : resuming ? "queue.resumed" : "queue.updated",
+                     NULL);
   if (!rc) rc = render_from_store(s, c, &q);
   queue_conf_release(&q);
   return rc;
@@ -1048,6 +1065,7 @@ void op_queues_pause(op_call_t *c) {
 static int delete_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   int rc = store_queue_delete(s, qname(c));
+  if (!rc) rc = queue_event(s, c, "queue.deleted", NULL);
   if (!rc) c->result = json_pack("{s:b}", "deleted", 1);
   return rc;
 }
@@ -1189,6 +1207,9 @@ static int requeue_fn(store_t *s, void *arg) {
   int purge = !strcmp(c->def->name, "queues.purge");
   int rc = purge ? store_queue_purge(s, qname(c), &f->f, now, &count)
                  : store_queue_requeue(s, qname(c), &f->f, now + c->num[0], now, &count);
+  if (!rc)
+    rc = queue_event(s, c, purge ? "queue.purged" : "queue.requeued",
+                     json_pack("{s:I}", "count", (json_int_t)count));
   if (!rc) c->result = json_pack("{s:I}", purge ? "purged" : "requeued", (json_int_t)count);
   if (!rc && !purge) c->num[6] = count;
   return rc;

@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "api/auth.h"
 #include "api/jobs.h"
 #include "api/projects.h"
 #include "api/ops_impl.h"
@@ -348,6 +349,12 @@ static int find_schedule(store_t *s, op_call_t *c, schedule_t *sc) {
       strspn(key, "0123456789") == strlen(key))
     rc = store_schedule_get(s, strtoll(key, NULL, 10), sc);
   if (rc == -ENOENT) rc = store_schedule_find(s, key, sc);
+  /* a schedule of a project the caller may not see is none to it */
+  if (!rc && !principal_project_ok(c->who->projects, sc->project)) {
+    schedule_release(sc);
+    schedule_init(sc);
+    rc = -ENOENT;
+  }
   if (rc == -ENOENT) {
     c->err_code = SPD_ENOSCHEDULE;
     snprintf(c->err, sizeof(c->err), "schedule '%s' not found", key);
@@ -510,7 +517,9 @@ static int list_fn(store_t *s, void *arg) {
   if (rc) return rc;
   json_t *arr = json_array();
   size_t n = l.n > (size_t)c->num[2] ? (size_t)c->num[2] : l.n;
-  for (size_t i = 0; i < n; i++) json_array_append_new(arr, render_schedule(&l.v[i]));
+  for (size_t i = 0; i < n; i++)
+    if (principal_project_ok(c->who->projects, l.v[i].project))
+      json_array_append_new(arr, render_schedule(&l.v[i]));
   json_t *next = json_null();
   if (l.n > n) {
     char cur[24];
@@ -624,7 +633,7 @@ static void run_found(void *arg, int rc) {
   }
   char *egg = NULL;
   rc = api_egg_resolve(c->app, c->job.project, c->job.version, &egg);
-  if (!rc) rc = api_job_enqueue(c->app, &c->job, egg, run_enqueued, c);
+  if (!rc) rc = api_job_enqueue(c->app, &c->job, egg, run_enqueued, c, c->who);
   free(egg);
   if (rc) op_fail(c, rc, NULL, "cannot queue the run: %s", spd_strerror(rc));
 }
@@ -668,7 +677,8 @@ static int events_fn(store_t *s, void *arg) {
   int rc = store_events_list(s, &f, &l);
   if (rc) return rc;
   json_t *arr = json_array();
-  for (size_t i = 0; i < l.n; i++) json_array_append_new(arr, render_event(&l.v[i]));
+  for (size_t i = 0; i < l.n; i++)
+    if (auth_event_visible(c->who, &l.v[i])) json_array_append_new(arr, render_event(&l.v[i]));
   if (f.newest_first)
     c->result = json_pack("{s:o, s:I, s:o}", "events", arr, "next_after",
                           (json_int_t)(l.n ? l.v[0].id : f.after_id), "next_before",

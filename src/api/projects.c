@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "api/auth.h"
 #include "clock.h"
 #include "core/names.h"
 #include "error.h"
@@ -198,6 +199,7 @@ typedef struct egg_add {
   char **names;
   size_t nnames;
   int stored;
+  const struct auth_who *who;
 } egg_add_t;
 
 static void egg_add_free(egg_add_t *a) {
@@ -265,12 +267,16 @@ static void egg_listed(void *ud, int rc, char *const *names, size_t n, const cha
   free(final_path);
   log_info("webservice", "Added version '%s' of project '%s' (%zu spiders)", a->version,
            a->project, n);
+  auth_audit(app, a->who, "version.added",
+             json_pack("{s:s, s:s, s:i}", "project", a->project, "version", a->version,
+                       "spiders", (int)n));
   a->cb(a->ud, 0, 0, NULL, names, n);
   egg_add_free(a);
 }
 
 int api_egg_add(app_t *app, const char *project, const char *version, const void *data,
-                size_t len, api_egg_cb cb, void *ud, int *stage, char *err, size_t errlen) {
+                size_t len, api_egg_cb cb, void *ud, int *stage, char *err, size_t errlen,
+                const struct auth_who *who) {
   char *tmp = NULL;
   int rc = eggs_stage(app->cfg.eggs_dir, data, len, &tmp, err, errlen);
   if (rc) {
@@ -283,6 +289,7 @@ int api_egg_add(app_t *app, const char *project, const char *version, const void
     a->tmp_path = tmp;
     a->cb = cb;
     a->ud = ud;
+    a->who = who;
     a->project = strdup(project);
     a->version = strdup(version);
   }
@@ -312,6 +319,7 @@ typedef struct egg_del {
   int count; /* versions the store had */
   void (*cb)(void *ud, int rc);
   void *ud;
+  const struct auth_who *who;
 } egg_del_t;
 
 static void egg_del_free(egg_del_t *d) {
@@ -321,9 +329,15 @@ static void egg_del_free(egg_del_t *d) {
   free(d);
 }
 
-static int local_delete(app_t *app, const char *project, const char *version) {
-  return version ? eggs_delete_version(app->cfg.eggs_dir, project, version)
-                 : eggs_delete_project(app->cfg.eggs_dir, project);
+static int local_delete(app_t *app, const char *project, const char *version,
+                        const struct auth_who *who) {
+  int rc = version ? eggs_delete_version(app->cfg.eggs_dir, project, version)
+                   : eggs_delete_project(app->cfg.eggs_dir, project);
+  if (!rc)
+    auth_audit(app, who, version ? "version.deleted" : "project.deleted",
+               version ? json_pack("{s:s, s:s}", "project", project, "version", version)
+                       : json_pack("{s:s}", "project", project));
+  return rc;
 }
 
 static int egg_del_fn(store_t *s, void *arg) {
@@ -336,7 +350,7 @@ static int egg_del_fn(store_t *s, void *arg) {
 static void egg_del_done(void *arg, int rc) {
   egg_del_t *d = arg;
   if (!rc) {
-    rc = local_delete(d->app, d->project, d->version);
+    rc = local_delete(d->app, d->project, d->version, d->who);
     if (rc == -ENOENT && d->count > 0) rc = 0;
   }
   d->cb(d->ud, rc);
@@ -344,9 +358,9 @@ static void egg_del_done(void *arg, int rc) {
 }
 
 int api_eggs_delete(app_t *app, const char *project, const char *version,
-                    void (*cb)(void *ud, int rc), void *ud) {
+                    void (*cb)(void *ud, int rc), void *ud, const struct auth_who *who) {
   if (!store_pool_shared(app->store)) {
-    cb(ud, local_delete(app, project, version));
+    cb(ud, local_delete(app, project, version, who));
     return 0;
   }
   egg_del_t *d = calloc(1, sizeof(*d));
@@ -354,6 +368,7 @@ int api_eggs_delete(app_t *app, const char *project, const char *version,
   d->app = app;
   d->cb = cb;
   d->ud = ud;
+  d->who = who;
   d->project = strdup(project);
   d->version = version ? strdup(version) : NULL;
   d->stem = version ? version_sanitize(version) : NULL;

@@ -19,6 +19,8 @@
 
 #include "app.h"
 
+struct auth_who;
+
 /* Makes app->api_common (idempotent). 0 or a negative code. */
 int api_common_init(app_t *app);
 void api_common_free(app_t *app);
@@ -59,16 +61,19 @@ typedef void (*api_egg_cb)(void *ud, int rc, int stage, const char *error_text,
 /* Stages data as an egg, lists its spiders, and only then makes it the
  * project's version (a broken egg never replaces what was there). Returns
  * 0 (cb runs, possibly before the return) or a code with *stage and a
- * reason in err. Names must have passed name_valid(). */
+ * reason in err. Names must have passed name_valid(). Both record who
+ * (may be NULL) did it as an event: version.added, version.deleted,
+ * project.deleted (the audit trail, api/auth.h). */
 /* Deletes a project's eggs (version NULL) or one version (raw or
  * sanitized) from eggs_dir, and on a shared store from the store first
  * (so from every node). cb(ud, rc) runs once with the result of the
  * deletion (-ENOENT: nothing there), at once on a private store; 0 or the
  * reason cb will never run. */
 int api_eggs_delete(app_t *app, const char *project, const char *version,
-                    void (*cb)(void *ud, int rc), void *ud);
+                    void (*cb)(void *ud, int rc), void *ud, const struct auth_who *who);
 
 int api_egg_add(app_t *app, const char *project, const char *version, const void *data,
-                size_t len, api_egg_cb cb, void *ud, int *stage, char *err, size_t errlen);
+                size_t len, api_egg_cb cb, void *ud, int *stage, char *err, size_t errlen,
+                const struct auth_who *who);
 
 #endif

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/auth.h"
 #include "api/projects.h"
 #include "api/jsonrpc.h"
 #include "api/ops.h"
@@ -323,7 +324,7 @@ static void on_rest(http_req_t *req, void *ud) {
   }
   /* A job's token opens the queue operations only (the server let it in
    * for their paths and the JSON-RPC endpoint, which checks its calls). */
-  if (http_req_bearer(req) && special != SPECIAL_JSONRPC &&
+  if (auth_who(app, req)->kind == AUTH_JOB && special != SPECIAL_JSONRPC &&
       (special || !def || strncmp(def->name, "queues.", 7))) {
     send_error(req, allow, SPD_EFORBIDDEN, NULL,
                "a job's token gives access to the queue API only");
@@ -359,25 +360,8 @@ static void on_rest(http_req_t *req, void *ud) {
   run_op(rc, caps, ncaps);
 }
 
-/* Authorization: Bearer <job token> is taken, when basic auth is on, for
- * the queue routes and the JSON-RPC endpoint while that job runs here. */
-static int64_t bearer_check(void *ud, const char *method, const char *path, const char *token) {
-  app_t *app = ud;
-  (void)method;
-  size_t n = strlen(PREFIX);
-  if (strncmp(path, PREFIX, n)) return 0;
-  const char *rest = path + n;
-  int queues = !strncmp(rest, "/queues", 7) && (rest[7] == '\0' || rest[7] == '/');
-  int rpc = !strcmp(rest, "/jsonrpc") || !strcmp(rest, "/jsonrpc/");
-  if (!queues && !rpc) return 0;
-  int64_t id = jobtoken_check(app->job_secret, token);
-  if (id <= 0 || !flow_running_here(&app->flow, id)) return 0;
-  return id;
-}
-
 int api_rest_register(app_t *app) {
   int rc = api_common_init(app);
   if (rc) return rc;
-  http_set_bearer(app->http, bearer_check, app);
   return http_route_prefix(app->http, PREFIX, on_rest, app);
 }

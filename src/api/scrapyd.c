@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/auth.h"
 #include "api/jobs.h"
 #include "api/projects.h"
 #include "api/render.h"
@@ -25,6 +26,7 @@ struct endpoint {
   int post;          /* POST-only (else GET) */
   const char *cls;   /* Scrapyd's resource class, for the HEAD quirk */
   void (*fn)(call_t *c);
+  role_t role;       /* the least role that may call it (api/auth.h) */
 };
 
 typedef struct scrapyd {
@@ -42,6 +44,7 @@ struct call {
   app_t *app;
   http_req_t *req;
   const endpoint_t *ep;
+  const auth_who_t *who; /* who asked */
   /* per-endpoint state */
   job_t job;
   char *egg_path;
@@ -117,6 +120,37 @@ static void reply_error(call_t *c, const char *fmt, ...) {
   send_json(c, o);
 }
 
+/* 403 with Scrapyd's error body: these credentials may not do that. */
+static void reply_forbidden(call_t *c, const char *why) {
+  json_t *o = json_pack("{s:s, s:s, s:s}", "status", "error", "message", why, "node_name",
+                        c->app->cfg.node_name);
+  size_t len = 0;
+  char *body = o ? render_json(o, &len) : NULL;
+  json_decref(o);
+  add_cors(c);
+  if (body) http_reply(c->req, 403, "application/json", body, len);
+  else http_reply(c->req, 500, "text/plain", "out of memory\n", 14);
+  free(body);
+  call_free(c);
+}
+
+/* A caller limited to projects names one when it leaves the project out:
+ * its only project, or NULL after refusing the call (c freed). *project
+ * is left alone for everyone else. 1 = refused. */
+static int default_project(call_t *c, const char **project) {
+  const char *limit = c->who->projects;
+  if (*project || !*limit) return 0;
+  if (!strchr(limit, ',')) {
+    *project = limit;
+    return 0;
+  }
+  char why[512];
+  snprintf(why, sizeof(why), "%s is limited to projects %.400s: name one with 'project'",
+           c->who->actor, limit);
+  reply_forbidden(c, why);
+  return 1;
+}
+
 /* ---- parameters (Scrapyd's @param decorator) ---- */
 
 /* Reads a text parameter: NULL + error reply when required and missing or
@@ -189,12 +223,14 @@ static void ep_listprojects(call_t *c) {
   size_t n = 0;
   json_t *arr = json_array();
   if (eggs_projects(c->app->cfg.eggs_dir, &v, &n) == 0) {
-    for (size_t i = 0; i < n; i++) json_array_append_new(arr, json_string(v[i]));
+    for (size_t i = 0; i < n; i++)
+      if (principal_project_ok(c->who->projects, v[i]))
+        json_array_append_new(arr, json_string(v[i]));
     strv_free(v, n);
   }
   for (size_t i = 0; i < c->app->cfg.nsettings; i++) {
     const char *name = c->app->cfg.settings[i].name;
-    int dup = 0;
+    int dup = !principal_project_ok(c->who->projects, name);
     for (size_t k = 0; k < json_array_size(arr); k++)
       if (!strcmp(json_string_value(json_array_get(arr, k)), name)) dup = 1;
     if (!dup) json_array_append_new(arr, json_string(name));
@@ -279,7 +315,7 @@ static void ep_addversion(call_t *c) {
   char why[512];
   int stage = 0;
   int rc = api_egg_add(c->app, project, version, egg->value, egg->len, addversion_done, c, &stage,
-                       why, sizeof(why));
+                       why, sizeof(why), c->who);
   if (!rc) return;
   if (stage == API_EGG_STAGE) reply_error(c, "%s", why);
   else if (stage == API_EGG_ALLOC) reply_error(c, "MemoryError: out of memory");
@@ -485,7 +521,7 @@ static void ep_schedule_json(call_t *c) {
     reply_error(c, "MemoryError: out of memory");
     return;
   }
-  int rc = api_job_enqueue(c->app, &c->job, c->egg_path, sched_done, c);
+  int rc = api_job_enqueue(c->app, &c->job, c->egg_path, sched_done, c, c->who);
   if (rc) reply_error(c, "RunnerError: %s", spd_strerror(rc));
 }
 
@@ -516,7 +552,7 @@ static void ep_cancel(call_t *c) {
     reply_error(c, "project '%s' not found", project);
     return;
   }
-  int rc = api_job_cancel(c->app, project, job, sig, cancel_done, c);
+  int rc = api_job_cancel(c->app, project, job, sig, cancel_done, c, c->who);
   if (rc == -ENOMEM) reply_error(c, "MemoryError: out of memory");
   else if (rc) reply_error(c, "StoreError: the daemon is shutting down");
 }
@@ -570,6 +606,7 @@ static void status_done(void *arg, int rc) {
 static void ep_status(call_t *c) {
   PARAM(job, "job", 1);
   PARAM(project, "project", 0);
+  if (default_project(c, &project)) return;
   if (project && !api_project_known(c->app, project)) {
     reply_error(c, "project '%s' not found", project);
     return;
@@ -613,6 +650,7 @@ static void listjobs_done(void *arg, int rc) {
 
 static void ep_listjobs(call_t *c) {
   PARAM(project, "project", 0);
+  if (default_project(c, &project)) return;
   if (project && !api_project_known(c->app, project)) {
     reply_error(c, "project '%s' not found", project);
     return;
@@ -646,7 +684,7 @@ static void ep_delversion(call_t *c) {
   if (bad_project(c, project)) return;
   c->project = strdup(project);
   c->version = strdup(version);
-  int rc = c->project && c->version ? api_eggs_delete(c->app, project, version, version_deleted, c)
+  int rc = c->project && c->version ? api_eggs_delete(c->app, project, version, version_deleted, c, c->who)
                                     : -ENOMEM;
   if (rc) reply_error(c, "OSError: %s", spd_strerror(rc));
 }
@@ -671,24 +709,24 @@ static void ep_delproject(call_t *c) {
   PARAM(project, "project", 1);
   if (bad_project(c, project)) return;
   c->project = strdup(project);
-  int rc = c->project ? api_eggs_delete(c->app, project, NULL, project_deleted, c) : -ENOMEM;
+  int rc = c->project ? api_eggs_delete(c->app, project, NULL, project_deleted, c, c->who) : -ENOMEM;
   if (rc) reply_error(c, "OSError: %s", spd_strerror(rc));
 }
 
 /* ---- dispatch ---- */
 
 static const endpoint_t endpoints[] = {
-    {"daemonstatus.json", 0, "DaemonStatus", ep_daemonstatus},
-    {"addversion.json", 1, "AddVersion", ep_addversion},
-    {"schedule.json", 1, "Schedule", ep_schedule_json},
-    {"cancel.json", 1, "Cancel", ep_cancel},
-    {"status.json", 0, "Status", ep_status},
-    {"listprojects.json", 0, "ListProjects", ep_listprojects},
-    {"listversions.json", 0, "ListVersions", ep_listversions},
-    {"listspiders.json", 0, "ListSpiders", ep_listspiders},
-    {"delproject.json", 1, "DeleteProject", ep_delproject},
-    {"delversion.json", 1, "DeleteVersion", ep_delversion},
-    {"listjobs.json", 0, "ListJobs", ep_listjobs},
+    {"daemonstatus.json", 0, "DaemonStatus", ep_daemonstatus, ROLE_READ},
+    {"addversion.json", 1, "AddVersion", ep_addversion, ROLE_DEPLOY},
+    {"schedule.json", 1, "Schedule", ep_schedule_json, ROLE_RUN},
+    {"cancel.json", 1, "Cancel", ep_cancel, ROLE_RUN},
+    {"status.json", 0, "Status", ep_status, ROLE_READ},
+    {"listprojects.json", 0, "ListProjects", ep_listprojects, ROLE_READ},
+    {"listversions.json", 0, "ListVersions", ep_listversions, ROLE_READ},
+    {"listspiders.json", 0, "ListSpiders", ep_listspiders, ROLE_READ},
+    {"delproject.json", 1, "DeleteProject", ep_delproject, ROLE_DEPLOY},
+    {"delversion.json", 1, "DeleteVersion", ep_delversion, ROLE_DEPLOY},
+    {"listjobs.json", 0, "ListJobs", ep_listjobs, ROLE_READ},
 };
 
 static void on_request(http_req_t *req, void *ud) {
@@ -722,6 +760,13 @@ static void on_request(http_req_t *req, void *ud) {
     }
   } else if (strcmp(m, "GET") && !head) {
     reply_error(c, "UnsupportedMethod: Expected one of [b'HEAD', b'OPTIONS', b'GET']");
+    return;
+  }
+  c->who = auth_who(c->app, req);
+  const http_param_t *project = http_req_param(req, "project");
+  char why[512];
+  if (auth_allow(c->who, c->ep->role, project ? project->value : NULL, why, sizeof(why))) {
+    reply_forbidden(c, why);
     return;
   }
   c->ep->fn(c);

@@ -4,7 +4,7 @@
  * id and a secret shown once). Both are kept in the store, so every node of
  * a cluster knows them; neither is kept in the clear: a user's password as a
  * salted PBKDF2-SHA256 hash, a token's secret (32 random bytes) as its
- * SHA-256. A token reads "sdt_<id>_<secret>": the id finds its row, the
+ * HMAC-SHA256 under a fixed key. A token reads "sdt_<id>_<secret>": the id finds its row, the
  * secret proves it.
  *
  * Roles are ordered: each one may do what the ones below it may.
@@ -48,7 +48,7 @@ typedef struct principal {
   char *name;       /* user: its login name; token: its public id (16 hex) */
   char *label;      /* token: what it is for ("ci deploy"); user: "" */
   char *secret;     /* user: "pbkdf2-sha256$<iter>$<salt hex>$<hash hex>";
-                     * token: the hex SHA-256 of its secret */
+                     * token: the hex HMAC-SHA256 of its secret */
   char *owner;      /* token: who created it (a user or token name, or the
                      * configured Scrapyd username); user: "" */
   role_t role;

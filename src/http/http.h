@@ -65,14 +65,53 @@ int http_route(http_server_t *s, const char *path, http_handler_fn fn, void *ud)
 int http_route_prefix(http_server_t *s, const char *prefix, http_handler_fn fn, void *ud);
 /* Unmatched paths go here; default: Twisted's 404 "No Such Resource" page. */
 void http_set_fallback(http_server_t *s, http_handler_fn fn, void *ud);
-/* When basic auth is on, a request whose Authorization is "Bearer <token>"
- * is let in when check(ud, method, path, token) returns a value > 0 (what
- * the token names, e.g. a job); http_req_bearer() then returns it. Any other
- * answer is a 401 as for a wrong password. Runs on the loop, before the body
- * is read. */
-typedef int64_t (*http_bearer_fn)(void *ud, const char *method, const char *path,
-                                  const char *token);
-void http_set_bearer(http_server_t *s, http_bearer_fn check, void *ud);
+/* ---- who sends a request ----
+ * Without an authenticator, basic auth with http_options' username and
+ * password guards every route that is not public. With one, it alone
+ * decides: the server decodes the Authorization header into credentials
+ * and asks it, on the loop, at the request's headers (before the body is
+ * read): */
+enum http_cred_scheme {
+  HTTP_CRED_NONE = 0, /* no Authorization header */
+  HTTP_CRED_BASIC,    /* user and secret (the password) */
+  HTTP_CRED_BEARER,   /* secret (the token) */
+  HTTP_CRED_BAD,      /* a header that is neither, or malformed */
+};
+typedef struct http_credentials {
+  int scheme;
+  const char *user;   /* BASIC: the user name */
+  const char *secret; /* BASIC: the password; BEARER: the token */
+} http_credentials_t;
+enum http_auth_verdict {
+  HTTP_AUTH_DENY = 0, /* 401: the body is not read */
+  HTTP_AUTH_ALLOW,    /* served */
+  HTTP_AUTH_LATER,    /* the verdict needs work off the loop (a password
+                       * hash): the body is read, then later(ud, r) runs and
+                       * ends, now or later, with http_req_auth_done() */
+  HTTP_AUTH_THROTTLE, /* 429: too many failed attempts; the body is not read */
+};
+typedef int (*http_auth_fn)(void *ud, http_req_t *r, const http_credentials_t *cred);
+typedef void (*http_auth_later_fn)(void *ud, http_req_t *r);
+/* Renders a refusal (DENY or THROTTLE) in place of the default 401/429;
+ * NULL keeps the defaults. It must reply. */
+typedef void (*http_auth_deny_fn)(void *ud, http_req_t *r, int verdict);
+void http_set_auth(http_server_t *s, http_auth_fn check, http_auth_later_fn later,
+                   http_auth_deny_fn deny, void *ud);
+/* Ends an HTTP_AUTH_LATER: ALLOW routes the request, DENY or THROTTLE
+ * refuses it. Exactly once per LATER. */
+void http_req_auth_done(http_req_t *r, int verdict);
+/* What the authenticator attached to the request (NULL: nothing, e.g. a
+ * public route). The pointer is the authenticator's; memory from
+ * http_req_alloc() lives as long as the request. */
+void http_req_set_auth(http_req_t *r, void *who);
+void *http_req_auth(const http_req_t *r);
+/* The WWW-Authenticate header of a refusal ("basic realm=..."). */
+const char *http_server_www_auth(const http_server_t *s);
+/* The client's address: "203.0.113.7", "2001:db8::1", or "unix" (a Unix
+ * socket); "?" when unknown. Lives as long as the request. */
+const char *http_req_addr(const http_req_t *r);
+/* Zeroed memory that lives as long as the request (NULL when out of memory). */
+void *http_req_alloc(http_req_t *r, size_t n);
 /* Called after each reply: method, path, status, bytes (access log). */
 typedef void (*http_access_fn)(void *ud, const char *method, const char *path,
                                int status, uint64_t bytes);
@@ -85,8 +124,8 @@ void http_set_access_log(http_server_t *s, http_access_fn fn, void *ud);
 typedef void (*http_observe_fn)(void *ud, const char *method, const char *route, int status,
                                 double seconds);
 void http_set_observer(http_server_t *s, http_observe_fn fn, void *ud);
-/* Marks the exact route path (already registered) as answered without basic
- * auth (health probes, metrics). -ENOENT when there is no such route. */
+/* Marks the exact route path (already registered) as answered without
+ * authentication (health probes, metrics). -ENOENT when there is no such route. */
 int http_route_public(http_server_t *s, const char *path);
 
 /* ---- the request ---- */
@@ -104,9 +143,6 @@ const http_param_t *http_req_param(const http_req_t *r, const char *key);
 const void *http_req_body(const http_req_t *r, size_t *len);
 /* Is this HEAD? (Handlers answer as for GET; no body is sent.) */
 int http_req_is_head(const http_req_t *r);
-/* What the request's accepted Bearer token names (http_set_bearer), or 0
- * when it came in without one (basic auth, or no auth configured). */
-int64_t http_req_bearer(const http_req_t *r);
 /* Names the route pattern that answers (e.g. "/api/v1/jobs/{id}") for
  * http_set_observer, where a prefix route dispatches further; copied. */
 void http_req_set_route(http_req_t *r, const char *pattern);

@@ -458,50 +458,90 @@ static int b64val(unsigned char c) {
   return -1;
 }
 
-static bool auth_ok(const http_server_t *s, const char *h) {
-  if (!h) return false;
+/* Decodes "Basic <base64 user:password>" into out (NUL-terminated, at
+ * most outlen - 1 bytes); its length, or -1 when h is not that. */
+static long basic_decode(const char *h, char *out, size_t outlen) {
   while (*h == ' ' || *h == '\t') h++;
-  if (strncasecmp(h, "basic", 5) != 0 || (h[5] != ' ' && h[5] != '\t')) return false;
+  if (strncasecmp(h, "basic", 5) != 0 || (h[5] != ' ' && h[5] != '\t')) return -1;
   h += 5;
   while (*h == ' ' || *h == '\t') h++;
-  unsigned char out[512];
   size_t n = 0;
   unsigned acc = 0;
   int bits = 0;
   for (; *h && *h != '=' && *h != ' ' && *h != '\t'; h++) {
     int v = b64val((unsigned char)*h);
-    if (v < 0) return false;
+    if (v < 0) return -1;
     acc = (acc << 6) | (unsigned)v;
     bits += 6;
     if (bits >= 8) {
       bits -= 8;
-      if (n == sizeof(out)) return false;
-      out[n++] = (unsigned char)(acc >> bits);
+      if (n + 1 >= outlen) return -1;
+      out[n++] = (char)(unsigned char)(acc >> bits);
     }
   }
-  if (n != s->cred_len) return false;
+  out[n] = '\0';
+  return (long)n;
+}
+
+static bool auth_ok(const http_server_t *s, const char *h) {
+  char out[512];
+  long n = h ? basic_decode(h, out, sizeof(out)) : -1;
+  if (n < 0 || (size_t)n != s->cred_len) return false;
   unsigned char diff = 0; /* no early exit: timing must not leak the match */
-  for (size_t i = 0; i < n; i++) diff |= out[i] ^ (unsigned char)s->cred[i];
+  for (size_t i = 0; i < (size_t)n; i++) diff |= (unsigned char)out[i] ^ (unsigned char)s->cred[i];
   return diff == 0;
 }
 
-/* "Bearer <token>", when the application takes tokens for this path. */
-static bool bearer_ok(http_req_t *r, const char *h) {
-  const http_server_t *s = r->srv;
-  if (!h || !s->bearer_fn) return false;
+/* The Authorization header as credentials; strings in the arena. */
+static void credentials_of(http_req_t *r, const char *h, http_credentials_t *c) {
+  memset(c, 0, sizeof(*c));
+  if (!h) return;
+  c->scheme = HTTP_CRED_BAD;
   while (*h == ' ' || *h == '\t') h++;
-  if (strncasecmp(h, "bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return false;
+  char buf[1024];
+  long n = basic_decode(h, buf, sizeof(buf));
+  if (n >= 0) {
+    char *colon = memchr(buf, ':', (size_t)n);
+    if (!colon || memchr(buf, '\0', (size_t)n)) return;
+    c->user = arena_strndup(r, buf, (size_t)(colon - buf));
+    c->secret = arena_strndup(r, colon + 1, (size_t)(buf + n - colon - 1));
+    if (c->user && c->secret) c->scheme = HTTP_CRED_BASIC;
+    return;
+  }
+  if (strncasecmp(h, "bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return;
   h += 6;
   while (*h == ' ' || *h == '\t') h++;
-  char token[256];
-  size_t n = strcspn(h, " \t");
-  if (!n || n >= sizeof(token) || h[n + strspn(h + n, " \t")]) return false;
-  memcpy(token, h, n);
-  token[n] = '\0';
-  int64_t scope = s->bearer_fn(s->bearer_ud, r->method, r->path, token);
-  if (scope <= 0) return false;
-  r->bearer = scope;
-  return true;
+  size_t len = strcspn(h, " \t");
+  if (!len || len > 512 || h[len + strspn(h + len, " \t")]) return;
+  c->secret = arena_strndup(r, h, len);
+  if (c->secret) c->scheme = HTTP_CRED_BEARER;
+}
+
+/* The verdict on a request for a route that is not public. */
+static int authenticate(http_req_t *r) {
+  http_server_t *s = r->srv;
+  const char *h = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+  if (!s->auth_fn) return auth_ok(s, h) ? HTTP_AUTH_ALLOW : HTTP_AUTH_DENY;
+  http_credentials_t c;
+  credentials_of(r, h, &c);
+  return s->auth_fn(s->auth_ud, r, &c);
+}
+
+static const char *addr_of(http_req_t *r) {
+  if (!r->lsn || !r->lsn->name[0] || r->lsn->name[0] == '/') return "unix";
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  char buf[INET6_ADDRSTRLEN] = "?";
+  const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+  if (sa && sa->sa_family == AF_INET)
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, sizeof(buf));
+  else if (sa && sa->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, sizeof(buf));
+  else if (sa && sa->sa_family == AF_UNIX)
+    snprintf(buf, sizeof(buf), "unix");
+  /* "::ffff:10.0.0.1" is an IPv4 client of a dual-stack socket */
+  const char *a = strncmp(buf, "::ffff:", 7) == 0 && strchr(buf, '.') ? buf + 7 : buf;
+  return arena_strndup(r, a, strlen(a));
 }
 
 /* ---- replies ---- */
@@ -657,9 +697,19 @@ static void reply_text(http_req_t *r, int status, const char *ct, const char *te
   http_reply(r, status, ct, text, strlen(text));
 }
 
-static void reply_401(http_req_t *r) {
+static void reply_refused(http_req_t *r) {
+  http_server_t *s = r->srv;
   r->nhdrs = 0;
-  http_reply_header(r, "WWW-Authenticate", r->srv->www_auth);
+  if (s->auth_deny) {
+    s->auth_deny(s->auth_ud, r, r->refused);
+    return;
+  }
+  if (r->refused == HTTP_AUTH_THROTTLE) {
+    http_reply_header(r, "Retry-After", "60");
+    reply_text(r, 429, "text/plain; charset=utf-8", "Too many failed logins: try again later.\n");
+    return;
+  }
+  http_reply_header(r, "WWW-Authenticate", s->www_auth);
   reply_text(r, 401, "text/html", "Unauthorized");
 }
 
@@ -749,10 +799,15 @@ void http_set_fallback(http_server_t *s, http_handler_fn fn, void *ud) {
   s->fallback_ud = fn ? ud : NULL;
 }
 
-void http_set_bearer(http_server_t *s, http_bearer_fn check, void *ud) {
-  s->bearer_fn = check;
-  s->bearer_ud = ud;
+void http_set_auth(http_server_t *s, http_auth_fn check, http_auth_later_fn later,
+                   http_auth_deny_fn deny, void *ud) {
+  s->auth_fn = check;
+  s->auth_later = later;
+  s->auth_deny = deny;
+  s->auth_ud = ud;
 }
+
+const char *http_server_www_auth(const http_server_t *s) { return s->www_auth; }
 
 void http_set_access_log(http_server_t *s, http_access_fn fn, void *ud) {
   s->access = fn;
@@ -799,12 +854,44 @@ static void route_request(http_req_t *r) {
   else s->fallback(r, s->fallback_ud);
 }
 
+static void route_or_400(http_req_t *r) {
+  if (r->body_error) {
+    char msg[256];
+    snprintf(msg, sizeof(msg), "400 Bad Request: %s.\n", r->body_error);
+    reply_text(r, 400, "text/plain; charset=utf-8", msg);
+  } else {
+    route_request(r);
+  }
+}
+
+void http_req_auth_done(http_req_t *r, int verdict) {
+  if (r->replied) return;
+  if (!r->srv) { /* the server stopped meanwhile */
+    http_reply_failed(r);
+    return;
+  }
+  if (verdict == HTTP_AUTH_ALLOW) {
+    route_or_400(r);
+  } else {
+    r->refused = verdict == HTTP_AUTH_THROTTLE ? verdict : HTTP_AUTH_DENY;
+    reply_refused(r);
+  }
+}
+
 /* ---- the request accessors ---- */
 
 const char *http_req_method(const http_req_t *r) { return r->method; }
 const char *http_req_path(const http_req_t *r) { return r->path; }
 int http_req_is_head(const http_req_t *r) { return r->is_head; }
-int64_t http_req_bearer(const http_req_t *r) { return r->bearer; }
+void http_req_set_auth(http_req_t *r, void *who) { r->who = who; }
+void *http_req_auth(const http_req_t *r) { return r->who; }
+const char *http_req_addr(const http_req_t *r) { return r->addr ? r->addr : "?"; }
+
+void *http_req_alloc(http_req_t *r, size_t n) {
+  char *p = arena_alloc(r, n ? n : 1);
+  if (p) memset(p, 0, n ? n : 1);
+  return p;
+}
 
 const char *http_req_header(const http_req_t *r, const char *name) {
   if (!r->conn) return NULL;
@@ -900,11 +987,17 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
 
   r->t0 = uv_hrtime();
   r->rt = route_find(s, r->path);
-  const char *authz = s->cred ? MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization") : NULL;
-  if (s->cred && !(r->rt && r->rt->is_public) && !auth_ok(s, authz) && !bearer_ok(r, authz)) {
-    r->unauthorized = true;
-    r->discard = true; /* do not parse what a stranger sends */
-    return MHD_YES;
+  r->addr = addr_of(r);
+  if ((s->cred || s->auth_fn) && !(r->rt && r->rt->is_public)) {
+    int v = authenticate(r);
+    if (v == HTTP_AUTH_LATER) {
+      r->auth_later = true;
+    } else if (v != HTTP_AUTH_ALLOW) {
+      r->unauthorized = true;
+      r->refused = v == HTTP_AUTH_THROTTLE ? v : HTTP_AUTH_DENY;
+      r->discard = true; /* do not parse what a stranger sends */
+      return MHD_YES;
+    }
   }
 
   const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
@@ -1031,13 +1124,12 @@ static enum MHD_Result req_dispatch(http_req_t *r) {
   if (r->too_big) {
     reply_413(r);
   } else if (r->unauthorized) {
-    reply_401(r);
-  } else if (r->body_error) {
-    char msg[256];
-    snprintf(msg, sizeof(msg), "400 Bad Request: %s.\n", r->body_error);
-    reply_text(r, 400, "text/plain; charset=utf-8", msg);
+    reply_refused(r);
+  } else if (r->auth_later) {
+    r->auth_later = false;
+    r->srv->auth_later(r->srv->auth_ud, r);
   } else {
-    route_request(r);
+    route_or_400(r);
   }
   r->in_handler = false;
   if (r->failed) return MHD_NO;
@@ -1425,15 +1517,15 @@ int http_server_start(uv_loop_t *loop, const http_options_t *o, http_server_t **
   s->loop = loop;
   s->fallback = default_404;
   s->max_body = o->max_body > 0 ? o->max_body : -1;
+  const char *realm = o->realm && *o->realm ? o->realm : "Scrapyd";
+  if (asprintf(&s->www_auth, "basic realm=\"%s\"", realm) < 0) s->www_auth = NULL;
   if (o->username && *o->username && o->password && *o->password) {
-    const char *realm = o->realm && *o->realm ? o->realm : "Scrapyd";
     if (asprintf(&s->cred, "%s:%s", o->username, o->password) < 0) s->cred = NULL;
-    if (asprintf(&s->www_auth, "basic realm=\"%s\"", realm) < 0) s->www_auth = NULL;
-    if (!s->cred || !s->www_auth) {
-      rc = set_err(err, errlen, -ENOMEM, "out of memory");
-      goto out;
-    }
-    s->cred_len = strlen(s->cred);
+    if (s->cred) s->cred_len = strlen(s->cred);
+  }
+  if (!s->www_auth || (o->username && *o->username && o->password && *o->password && !s->cred)) {
+    rc = set_err(err, errlen, -ENOMEM, "out of memory");
+    goto out;
   }
   if (o->port <= 0 && !(o->unix_socket_path && *o->unix_socket_path)) {
     rc = set_err(err, errlen, -EINVAL, "no listener: set a port or a unix socket path");

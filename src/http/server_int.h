@@ -77,7 +77,10 @@ struct http_req {
 
   http_stream_t *stream;        /* a streamed reply in progress */
   struct MHD_Response *pending; /* deferred reply waiting for the resume */
-  int64_t bearer;               /* what an accepted Bearer token names (0: none) */
+  void *who;                    /* what the authenticator attached (http_req_set_auth) */
+  const char *addr;             /* the client's address, in the arena (http_req_addr) */
+  bool auth_later;              /* HTTP_AUTH_LATER: ask again once the body is in */
+  int refused;                  /* HTTP_AUTH_DENY or HTTP_AUTH_THROTTLE when unauthorized */
   const struct route *rt;       /* the route found at the headers, or NULL */
   const char *route_label;      /* http_req_set_route's copy, in the arena */
   uint64_t t0;                  /* uv_hrtime at the headers (http_set_observer) */
@@ -97,7 +100,7 @@ typedef struct route {
   http_handler_fn fn;
   void *ud;
   bool prefix;    /* a prefix route: its label is path + "/" */
-  bool is_public; /* answered without basic auth (http_route_public) */
+  bool is_public; /* answered without authentication (http_route_public) */
 } route;
 
 struct listener {
@@ -128,8 +131,10 @@ struct http_server {
   void *access_ud;
   http_observe_fn observe;
   void *observe_ud;
-  http_bearer_fn bearer_fn;
-  void *bearer_ud;
+  http_auth_fn auth_fn;
+  http_auth_later_fn auth_later;
+  http_auth_deny_fn auth_deny;
+  void *auth_ud;
 
   char *cred; /* "user:password" when basic auth is on */
   size_t cred_len;

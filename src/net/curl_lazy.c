@@ -39,12 +39,24 @@ int curl_lazy_load(char *err, size_t errlen) {
 static pthread_once_t crypto_once = PTHREAD_ONCE_INIT;
 static __typeof__(HMAC) *lazy_hmac;
 static __typeof__(EVP_sha256) *lazy_sha256;
+static __typeof__(PKCS5_PBKDF2_HMAC) *lazy_pbkdf2;
 
 static void crypto_open(void) {
   void *h = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_LOCAL);
   if (!h) return;
   *(void **)&lazy_hmac = dlsym(h, "HMAC");
   *(void **)&lazy_sha256 = dlsym(h, "EVP_sha256");
+  *(void **)&lazy_pbkdf2 = dlsym(h, "PKCS5_PBKDF2_HMAC");
+}
+
+int curl_lazy_pbkdf2_sha256(const char *pass, size_t passlen, const unsigned char *salt,
+                            size_t saltlen, int iter, unsigned char *out, size_t outlen) {
+  pthread_once(&crypto_once, crypto_open);
+  if (!lazy_pbkdf2 || !lazy_sha256) return -ENOENT;
+  if (!lazy_pbkdf2(pass, (int)passlen, salt, (int)saltlen, iter, lazy_sha256(), (int)outlen,
+                   out))
+    return -EINVAL;
+  return 0;
 }
 
 int curl_lazy_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len,

@@ -32,7 +32,18 @@ struct store_op {
   int rc;
   int kind;
   uint64_t t0; /* uv_hrtime at submit: op latency (metrics) */
+  char actor[STORE_ACTOR_MAX]; /* store_submit_as: who asked ("" = nobody) */
+  char addr[STORE_ADDR_MAX];
 };
+
+/* fn(s, arg) with the op's actor set on s for the events it records. */
+static int store_op_run(store_t *s, struct store_op *op) {
+  if (!op->actor[0]) return op->fn(s, op->arg);
+  store_set_actor(s, op->actor, op->addr);
+  int rc = op->fn(s, op->arg);
+  store_set_actor(s, NULL, NULL);
+  return rc;
+}
 
 struct store_queue {
   struct store_op *head, *tail;
@@ -116,7 +127,7 @@ static void store_pool_write_batch(struct store_worker *w, struct store_op *batc
    * same as rolling back the savepoint and committing nothing, and it
    * saves two statements on the latency-bound path of a lone client. */
   if (!batch->next) {
-    batch->rc = batch->fn(s, batch->arg);
+    batch->rc = store_op_run(s, batch);
     if (batch->rc) {
       if ((rc = store_tx_rollback(s)) && rc != -EINVAL)
         log_error("store", "group commit: ROLLBACK failed (%s)", spd_strerror(rc));
@@ -134,7 +145,7 @@ static void store_pool_write_batch(struct store_worker *w, struct store_op *batc
       broken = 1;
       break;
     }
-    op->rc = op->fn(s, op->arg);
+    op->rc = store_op_run(s, op);
     rc = op->rc ? store_sp_rollback(s) : store_sp_release(s);
     if (rc) broken = 1;
   }
@@ -209,7 +220,7 @@ static void store_pool_worker_main(void *arg) {
       while (batch) {
         struct store_op *op = batch;
         batch = op->next;
-        op->rc = op->fn(w->store, op->arg);
+        op->rc = store_op_run(w->store, op);
         store_pool_complete(p, op, op);
       }
     }
@@ -347,6 +358,11 @@ int store_pool_transactional(const store_pool_t *p) {
 
 int store_submit(store_pool_t *p, int kind, store_fn fn, void *arg,
                  store_done_cb done) {
+  return store_submit_as(p, kind, fn, arg, done, NULL, NULL);
+}
+
+int store_submit_as(store_pool_t *p, int kind, store_fn fn, void *arg, store_done_cb done,
+                    const char *actor, const char *addr) {
   if (!p || !fn || (kind != STORE_READ && kind != STORE_WRITE)) return -EINVAL;
   struct store_worker *w = &p->w[kind];
   uv_mutex_lock(&p->lock);
@@ -367,6 +383,8 @@ int store_submit(store_pool_t *p, int kind, store_fn fn, void *arg,
   op->done = done;
   op->rc = 0;
   op->kind = kind;
+  snprintf(op->actor, sizeof(op->actor), "%s", actor ? actor : "");
+  snprintf(op->addr, sizeof(op->addr), "%s", addr ? addr : "");
   op->t0 = __atomic_load_n(&p->metrics, __ATOMIC_RELAXED) ? uv_hrtime() : 0;
   store_queue_push(&w->q, op, op);
   __atomic_store_n(&w->queued, 1, __ATOMIC_RELEASE);

@@ -37,6 +37,12 @@ int store_pool_start(uv_loop_t *loop, const char *url, store_pool_t **out,
  * Returns 0, or SPD_ESHUTDOWN once store_pool_stop has begun. */
 int store_submit(store_pool_t *p, int kind, store_fn fn, void *arg,
                  store_done_cb done);
+/* store_submit on behalf of someone: while fn runs, every event it records
+ * carries data.actor and data.addr (store_set_actor), the audit trail.
+ * Both are copied (cut at STORE_ACTOR_MAX / STORE_ADDR_MAX bytes); NULL or
+ * "" actor = nobody. */
+int store_submit_as(store_pool_t *p, int kind, store_fn fn, void *arg, store_done_cb done,
+                    const char *actor, const char *addr);
 
 /* Runs every op already queued, delivers their callbacks, joins the threads,
  * closes the connections and the uv handles, and frees the pool once the

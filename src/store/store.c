@@ -308,9 +308,26 @@ int store_run_end(store_t *s, int64_t run_id, run_state_t state, int64_t job_id,
   return s->ops->run_end(s, run_id, state, job_id, reason, now_ms);
 }
 
+void store_set_actor(store_t *s, const char *actor, const char *addr) {
+  if (!s) return;
+  s->actor = actor;
+  s->addr = actor ? addr : NULL;
+}
+
 int store_event_add(store_t *s, event_t *e) {
   if (!s || !e || !e->type) return -EINVAL;
-  return s->ops->event_add(s, e);
+  if (!s->actor) return s->ops->event_add(s, e);
+  /* The audit trail: who asked, on a copy (the caller owns e->data). */
+  json_t *d = json_is_object(e->data) ? json_copy(e->data) : json_object();
+  if (!d) return -ENOMEM;
+  if (!json_object_get(d, "actor")) json_object_set_new(d, "actor", json_string(s->actor));
+  if (s->addr && !json_object_get(d, "addr")) json_object_set_new(d, "addr", json_string(s->addr));
+  json_t *was = e->data;
+  e->data = d;
+  int rc = s->ops->event_add(s, e);
+  e->data = was;
+  json_decref(d);
+  return rc;
 }
 
 int store_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {

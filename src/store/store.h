@@ -261,6 +261,12 @@ int store_run_end(store_t *s, int64_t run_id, run_state_t state, int64_t job_id,
 
 /* Appends e; sets e->id and, when 0, e->ts_ms. */
 int store_event_add(store_t *s, event_t *e);
+/* Who the ops run next on s act for, until set again (NULL: nobody): each
+ * event store_event_add records meanwhile gets data.actor and data.addr
+ * (unless it has them), the audit trail. The strings are borrowed. */
+void store_set_actor(store_t *s, const char *actor, const char *addr);
+#define STORE_ACTOR_MAX 112 /* bytes of an actor kept by store_submit_as, with its NUL */
+#define STORE_ADDR_MAX 48
 
 typedef struct event_filter {
   int64_t after_id;        /* id > after_id */

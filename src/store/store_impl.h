@@ -37,6 +37,7 @@ struct store_ops {
 /* First member of every backend's connection struct. */
 struct store {
   const struct store_ops *ops;
+  const char *actor, *addr; /* store_set_actor: borrowed while an op runs */
 };
 
 /* First member of every backend's watch. */
