@@ -1,5 +1,5 @@
-/* Shared by the client sub-commands' files (cli.c, cli_sched.c, cli_auth.c) and their
- * unit tests; not part of the CLI's interface.
+/* Shared by the client sub-commands' files (cli.c, cli_sched.c,
+ * cli_auth.c) and their unit tests; not part of the CLI's interface.
  *
  * Ownership: request builders hand back new JSON references (json_decref)
  * and strings that point into the parsed arguments.
