@@ -52,8 +52,11 @@ static void print_usage(const cli_cmd_t *cmd, FILE *out) {
           "common options:\n"
           "  --url URL          the daemon (default $SPIDERD_URL, else bind_address and\n"
           "                     http_port from scrapyd.conf as `serve` reads it)\n"
+          "  --token TOKEN      API token, sent as a Bearer token (default $SPIDERD_TOKEN)\n"
+          "  --token-file FILE  the token is the first line of FILE (kept out of `ps`)\n"
           "  -u, --user U:P     basic auth (default $SPIDERD_USER[:$SPIDERD_PASSWORD], else\n"
-          "                     username/password from scrapyd.conf when the URL comes from it)\n"
+          "                     username/password from scrapyd.conf when the URL comes from\n"
+          "                     it and no token is given); not with --token\n"
           "  --cacert FILE      CA certificates (PEM) to check an https:// daemon against\n"
           "                     (default $CURL_CA_BUNDLE, else $SSL_CERT_FILE, else the\n"
           "                     system's)\n"
@@ -150,30 +153,28 @@ int cli_pairs_option(const cli_args_t *a, int id, const char *flag, json_t *obj,
 /* ---- finding the daemon ---- */
 
 /* --url, $SPIDERD_URL, or the config `serve` would read; credentials
- * from --user, $SPIDERD_USER (+ $SPIDERD_PASSWORD), or that config, but
- * the config's only for the config's own URL: a password for this daemon
- * must not travel to whatever host --url names. */
+ * from the command line or the environment (cli_credentials), or that
+ * config, but the config's only for the config's own URL: a password for
+ * this daemon must not travel to whatever host --url names. */
 static int connect_ctx(cli_ctx_t *ctx, const cli_args_t *a) {
-  const char *url = cli_args_get(a, O_URL), *user = cli_args_get(a, O_USER);
-  char *own_url = NULL, *own_user = NULL, *sock = NULL;
+  const char *url = cli_args_get(a, O_URL);
+  char *own_url = NULL, *user = NULL, *token = NULL, *sock = NULL;
   char err[1024];
   int rc = CLI_OK;
   if (!url || !*url) url = getenv("SPIDERD_URL");
   if (url && !*url) url = NULL;
-  if (!user || !*user) {
-    const char *u = getenv("SPIDERD_USER"), *p = getenv("SPIDERD_PASSWORD");
-    if (u && *u && !strchr(u, ':')) {
-      if (asprintf(&own_user, "%s:%s", u, p ? p : "") < 0) own_user = NULL;
-      user = own_user;
-    } else if (u && *u) {
-      user = u;
-    }
+  int crc = cli_credentials(a, &user, &token, err, sizeof(err));
+  if (crc == -ENOMEM) {
+    fprintf(stderr, "spiderd: out of memory\n");
+    return CLI_EAPI;
   }
+  if (crc) return cli_usage_error(ctx, "%s", err);
   if (!url) {
     config_t cfg;
     if (config_load(&cfg, 0, NULL, err, sizeof(err))) {
       fprintf(stderr, "spiderd: %s\n(give the daemon's address with --url or SPIDERD_URL)\n", err);
-      free(own_user);
+      free(user);
+      free(token);
       return CLI_EUSAGE;
     }
     if (cfg.http_port == 0 && cfg.unix_socket_path[0]) {
@@ -187,18 +188,16 @@ static int connect_ctx(cli_ctx_t *ctx, const cli_args_t *a) {
         own_url = https;
       }
     }
-    if (!user && cfg.username[0] && cfg.password[0]) {
-      free(own_user);
-      if (asprintf(&own_user, "%s:%s", cfg.username, cfg.password) < 0) own_user = NULL;
-      user = own_user;
-    }
+    if (!user && !token && cfg.username[0] && cfg.password[0] &&
+        asprintf(&user, "%s:%s", cfg.username, cfg.password) < 0)
+      user = NULL;
     config_release(&cfg);
     url = own_url;
   }
   if (!url) {
     fprintf(stderr, "spiderd: out of memory\n");
     rc = CLI_EAPI;
-  } else if (client_init(&ctx->client, url, user, sock, err, sizeof(err))) {
+  } else if (client_init(&ctx->client, url, user, token, sock, err, sizeof(err))) {
     rc = cli_usage_error(ctx, "--url: %s", err);
   } else if (cli_args_get(a, O_CACERT) &&
              !(ctx->client.cainfo = strdup(cli_args_get(a, O_CACERT)))) {
@@ -206,7 +205,8 @@ static int connect_ctx(cli_ctx_t *ctx, const cli_args_t *a) {
     rc = CLI_EAPI;
   }
   free(own_url);
-  free(own_user);
+  free(user);
+  free(token);
   free(sock);
   return rc;
 }
@@ -613,16 +613,29 @@ static const cli_cmd_t cmds[] = {
      "                     (with --json: one JSON object a line)\n"},
 };
 
+/* Every command table, in the order `spiderd help` lists them. */
+static const struct {
+  const cli_cmd_t *v;
+  const size_t *n;
+} tables[] = {{cmds, NULL}, {cli_sched_cmds, &cli_nsched_cmds}, {cli_auth_cmds, &cli_nauth_cmds}};
+
+static size_t table_len(size_t t) {
+  return tables[t].n ? *tables[t].n : sizeof(cmds) / sizeof(cmds[0]);
+}
+
 const cli_cmd_t *cli_find(const char *name) {
-  for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-    if (!strcmp(cmds[i].name, name)) return &cmds[i];
-  for (size_t i = 0; i < cli_nsched_cmds; i++)
-    if (!strcmp(cli_sched_cmds[i].name, name)) return &cli_sched_cmds[i];
+  for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++)
+    for (size_t i = 0; i < table_len(t); i++)
+      if (!strcmp(tables[t].v[i].name, name)) return &tables[t].v[i];
   return NULL;
 }
 
-/* "job" and "schedule" take a verb; everything else is one word. */
-static int is_group(const char *name) { return !strcmp(name, "job") || !strcmp(name, "schedule"); }
+/* "job", "schedule", "token" and "user" take a verb; everything else is
+ * one word. */
+static int is_group(const char *name) {
+  return !strcmp(name, "job") || !strcmp(name, "schedule") || !strcmp(name, "token") ||
+         !strcmp(name, "user");
+}
 
 int cli_is_command(const char *name) {
   if (is_group(name)) return 1;
@@ -633,12 +646,12 @@ int cli_is_command(const char *name) {
 static void group_usage(const char *group, FILE *out) {
   fprintf(out, "usage:\n");
   size_t n = strlen(group);
-  for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
-    if (!strncmp(cmds[i].name, group, n) && cmds[i].name[n] == ' ')
-      fprintf(out, "  spiderd %s\n", cmds[i].synopsis);
-  for (size_t i = 0; i < cli_nsched_cmds; i++)
-    if (!strncmp(cli_sched_cmds[i].name, group, n) && cli_sched_cmds[i].name[n] == ' ')
-      fprintf(out, "  spiderd %s\n", cli_sched_cmds[i].synopsis);
+  for (size_t t = 0; t < sizeof(tables) / sizeof(tables[0]); t++)
+    for (size_t i = 0; i < table_len(t); i++) {
+      const cli_cmd_t *c = &tables[t].v[i];
+      if (!strncmp(c->name, group, n) && c->name[n] == ' ')
+        fprintf(out, "  spiderd %s\n", c->synopsis);
+    }
   fprintf(out, "`spiderd %s VERB --help` describes each.\n", group);
 }
 
@@ -648,8 +661,9 @@ void cli_usage(FILE *out) {
     if (strcmp(cmds[i].name, "job show"))
       fprintf(out, "  spiderd %s\n", cmds[i].synopsis);
   fprintf(out, "  spiderd job show ID\n");
-  for (size_t i = 0; i < cli_nsched_cmds; i++)
-    fprintf(out, "  spiderd %s\n", cli_sched_cmds[i].synopsis);
+  for (size_t t = 1; t < sizeof(tables) / sizeof(tables[0]); t++)
+    for (size_t i = 0; i < table_len(t); i++)
+      fprintf(out, "  spiderd %s\n", tables[t].v[i].synopsis);
 }
 
 /* Splits "schedule add ..." into the command and its arguments. */

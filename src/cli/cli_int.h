@@ -1,5 +1,5 @@
-/* Shared by the client sub-commands' files (cli.c, cli_sched.c) and their
- * unit tests; not part of the CLI's interface.
+/* Shared by the client sub-commands' files (cli.c, cli_sched.c,
+ * cli_auth.c) and their unit tests; not part of the CLI's interface.
  *
  * Ownership: request builders hand back new JSON references (json_decref)
  * and strings that point into the parsed arguments.
@@ -22,11 +22,13 @@ enum cli_opt_id {
   O_JITTER, O_OVERLAP, O_MISSED, O_CATCHUP, O_ARG, O_SET, O_PRIORITY, O_TIMEOUT,
   O_RETRIES, O_BACKOFF, O_WEBHOOK, O_PAUSED, O_STATE, O_SCHEDULE, O_LIMIT, O_SIGNAL,
   O_FOLLOW, O_FROM_START, O_TAIL, O_TYPE, O_AFTER, O_JOB, O_JOBID, O_UNIQUE_KEY, O_CACERT,
+  O_TOKEN, O_TOKEN_FILE, O_ROLE, O_EXPIRES, O_PASSWORD_FILE, O_ALL_PROJECTS,
 };
 
 /* Every client command takes these (listed last in each command's table). */
 #define CLI_COMMON_OPTS                                                              \
-  {"url", 0, 1, O_URL}, {"user", 'u', 1, O_USER}, {"json", 0, 0, O_JSON},           \
+  {"url", 0, 1, O_URL}, {"user", 'u', 1, O_USER}, {"token", 0, 1, O_TOKEN},         \
+      {"token-file", 0, 1, O_TOKEN_FILE}, {"json", 0, 0, O_JSON},                   \
       {"cacert", 0, 1, O_CACERT}, {"help", 'h', 0, O_HELP}, { NULL, 0, 0, 0 }
 
 typedef struct cli_ctx cli_ctx_t;
@@ -90,12 +92,48 @@ int cli_job_body(const cli_args_t *a, json_t **body, char *err, size_t errlen);
 int cli_jobs_query(const cli_args_t *a, const char **q, char *statebuf, size_t n, char *err,
                    size_t errlen);
 
+/* ---- credentials and the auth commands' pieces (cli_auth.c; pure but
+ * for the environment and files they read; unit-tested) ---- */
+
+/* The credentials given on the command line or in the environment:
+ * --token, else --token-file (its first line, trailing blanks stripped),
+ * else --user; with none of them, $SPIDERD_TOKEN, else $SPIDERD_USER
+ * ("user:password", or "user" with $SPIDERD_PASSWORD). --user with --token
+ * or --token-file, or --token with --token-file, is an error. Sets *userpwd
+ * or *token (malloc'd; the caller frees) or neither: then the caller may
+ * take the config's. Returns 0, -EINVAL (a usage error, or an unreadable
+ * token file) or -ENOMEM, with a message in err. */
+int cli_credentials(const cli_args_t *a, char **userpwd, char **token, char *err, size_t errlen);
+
+/* The first line of the file at path (at most 4 KiB), without its line
+ * end; strip_blanks also drops trailing spaces and tabs (a token has none;
+ * a password may end with one). An empty line is an error. Returns 0 with
+ * *out (malloc'd) or a negative errno with a message naming path in err. */
+int cli_read_first_line(const char *path, int strip_blanks, char **out, char *err,
+                        size_t errlen);
+
+/* "3600" (seconds), "90m", "12h", "30d", "2w" (also "45s") as seconds:
+ * a whole number above 0. Returns 0 or -EINVAL. */
+int cli_parse_duration(const char *s, long long *secs);
+
+/* The body of POST /tokens from `token create [options]`. */
+int cli_token_body(const cli_args_t *a, json_t **body, char *err, size_t errlen);
+
+/* The body of POST /users (edit = 0: `user add NAME`, a.pos[0], with
+ * password) or of PATCH /users/{name} (edit = 1: `user set` or `user
+ * passwd`: only --role, --project/--all-projects and password when not
+ * NULL). Returns 0 with *body, or -EINVAL with a message in err. */
+int cli_user_body(const cli_args_t *a, int edit, const char *password, json_t **body, char *err,
+                  size_t errlen);
+
 /* Looks a command up by name ("schedule add"); NULL when unknown. */
 const cli_cmd_t *cli_find(const char *name);
 
 /* ---- the commands ---- */
 extern const cli_cmd_t cli_sched_cmds[];
 extern const size_t cli_nsched_cmds;
+extern const cli_cmd_t cli_auth_cmds[];
+extern const size_t cli_nauth_cmds;
 
 /* ---- interruption: -f loops stop cleanly on SIGINT/SIGTERM ---- */
 /* Sleeps ms milliseconds or until a signal; 1 when one came. */

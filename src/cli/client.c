@@ -78,18 +78,24 @@ char *client_target_url(const char *bind, int port) {
   return out;
 }
 
-int client_init(client_t *c, const char *base, const char *userpwd, const char *unix_socket,
-                char *err, size_t errlen) {
+int client_init(client_t *c, const char *base, const char *userpwd, const char *token,
+                const char *unix_socket, char *err, size_t errlen) {
   memset(c, 0, sizeof(*c));
   if (strncmp(base, "http://", 7) && strncmp(base, "https://", 8)) {
     snprintf(err, errlen, "'%s' is not an http:// or https:// URL", base);
     return -EINVAL;
   }
+  if (userpwd && token) {
+    snprintf(err, errlen, "a username and password, or a token: not both");
+    return -EINVAL;
+  }
   c->base = strdup(base);
   c->userpwd = userpwd ? strdup(userpwd) : NULL;
+  c->token = token ? strdup(token) : NULL;
   c->unix_socket = unix_socket ? strdup(unix_socket) : NULL;
   c->curl = curl_easy_init();
-  if (!c->base || (userpwd && !c->userpwd) || (unix_socket && !c->unix_socket) || !c->curl) {
+  if (!c->base || (userpwd && !c->userpwd) || (token && !c->token) ||
+      (unix_socket && !c->unix_socket) || !c->curl) {
     client_release(c);
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
@@ -101,6 +107,7 @@ void client_release(client_t *c) {
   if (c->curl) curl_easy_cleanup(c->curl);
   free(c->base);
   free(c->userpwd);
+  free(c->token);
   free(c->unix_socket);
   free(c->cainfo);
   memset(c, 0, sizeof(*c));
@@ -120,9 +127,11 @@ static size_t on_data(char *p, size_t size, size_t nmemb, void *ud) {
 static void api_error(const client_t *c, const strbuf_t *body, char *err, size_t errlen) {
   if (c->status == 401) {
     snprintf(err, errlen,
-             c->userpwd ? "401 Unauthorized: the daemon refused the username and password"
-                        : "401 Unauthorized: the daemon needs a username and password "
-                          "(--user USER:PASS or SPIDERD_USER)");
+             c->userpwd  ? "401 Unauthorized: the daemon refused the username and password"
+             : c->token ? "401 Unauthorized: the daemon refused the token (unknown, revoked "
+                          "or expired)"
+                        : "401 Unauthorized: the daemon needs credentials (--token TOKEN or "
+                          "SPIDERD_TOKEN, or --user USER:PASS or SPIDERD_USER)");
     return;
   }
   json_t *j = body->p ? json_loadb(body->p, body->len, 0, NULL) : NULL;
@@ -172,6 +181,11 @@ int client_call(client_t *c, const char *method, const char *const *segs, size_t
   if (c->userpwd) {
     curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
     curl_easy_setopt(h, CURLOPT_USERPWD, c->userpwd);
+  } else if (c->token) {
+    /* The only method asked for is sent with the first request, as basic
+     * is: no 401 round trip. */
+    curl_easy_setopt(h, CURLOPT_HTTPAUTH, (long)CURLAUTH_BEARER);
+    curl_easy_setopt(h, CURLOPT_XOAUTH2_BEARER, c->token);
   }
   if (!strcmp(method, "HEAD")) curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
   hdrs = curl_slist_append(hdrs, "Accept: application/json");

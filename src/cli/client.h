@@ -14,7 +14,9 @@
 
 typedef struct client {
   char *base;        /* "http://host:port/prefix/" */
-  char *userpwd;     /* "user:password", or NULL: no credentials */
+  char *userpwd;     /* "user:password" for basic auth, or NULL */
+  char *token;       /* an API token sent as "Authorization: Bearer", or
+                      * NULL; at most one of userpwd and token is set */
   char *unix_socket; /* talk HTTP over this socket instead of TCP, or NULL */
   char *cainfo;      /* PEM file of the CAs an https:// daemon is checked
                       * against, or NULL: $CURL_CA_BUNDLE, $SSL_CERT_FILE,
@@ -23,10 +25,12 @@ typedef struct client {
   long status;       /* HTTP status of the last call, 0 when none came */
 } client_t;
 
-/* base: the daemon's URL (a trailing '/' is optional). Returns 0, or
- * -EINVAL (not http:// or https://) / -ENOMEM with a message in err. */
-int client_init(client_t *c, const char *base, const char *userpwd, const char *unix_socket,
-                char *err, size_t errlen);
+/* base: the daemon's URL (a trailing '/' is optional); userpwd and token
+ * (either may be NULL, not both set) are the credentials. Returns 0, or
+ * -EINVAL (not http:// or https://, or both credentials) / -ENOMEM with a
+ * message in err. */
+int client_init(client_t *c, const char *base, const char *userpwd, const char *token,
+                const char *unix_socket, char *err, size_t errlen);
 void client_release(client_t *c);
 
 /* base + "api/v1/" + the segments, each percent-encoded and joined by

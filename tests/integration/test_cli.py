@@ -387,8 +387,8 @@ def test_basic_auth(spiderd):
     # The config's password goes only to the config's address.
     p = cli(d, "status", "--url", d.url)
     assert p.returncode == 1
-    assert p.stderr == ("spiderd: 401 Unauthorized: the daemon needs a username and password "
-                        "(--user USER:PASS or SPIDERD_USER)\n")
+    assert p.stderr == ("spiderd: 401 Unauthorized: the daemon needs credentials (--token TOKEN "
+                        "or SPIDERD_TOKEN, or --user USER:PASS or SPIDERD_USER)\n")
     p = cli(d, "status", "--url", d.url, "--user", "alice:wrong")
     assert p.returncode == 1
     assert p.stderr == "spiderd: 401 Unauthorized: the daemon refused the username and password\n"

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -216,6 +217,266 @@ static void test_job_body_and_query(void **state) {
   cli_args_release(&a);
 }
 
+/* ---- credentials and the auth commands ---- */
+
+/* Writes text to a new temporary file; returns its path (free it). */
+static char *temp_file(const char *text) {
+  char *path = strdup("/tmp/test_cli_XXXXXX");
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+static void test_read_first_line(void **state) {
+  (void)state;
+  char err[256], *out = NULL;
+  char *p = temp_file("sdt_abc_123  \t\r\nsecond line\n");
+  assert_int_equal(cli_read_first_line(p, 1, &out, err, sizeof(err)), 0);
+  assert_string_equal(out, "sdt_abc_123");
+  free(out);
+  /* A password keeps its blanks; only the line end goes. */
+  assert_int_equal(cli_read_first_line(p, 0, &out, err, sizeof(err)), 0);
+  assert_string_equal(out, "sdt_abc_123  \t");
+  free(out);
+  unlink(p);
+  free(p);
+
+  p = temp_file("no newline at all");
+  assert_int_equal(cli_read_first_line(p, 1, &out, err, sizeof(err)), 0);
+  assert_string_equal(out, "no newline at all");
+  free(out);
+  unlink(p);
+  free(p);
+
+  p = temp_file("   \nsecret on the second line\n");
+  assert_int_equal(cli_read_first_line(p, 1, &out, err, sizeof(err)), -EINVAL);
+  assert_null(out);
+  assert_non_null(strstr(err, ": the first line is empty"));
+  unlink(p);
+  free(p);
+
+  char *big = malloc(5000);
+  memset(big, 'x', 4999);
+  big[4999] = '\0';
+  p = temp_file(big);
+  free(big);
+  assert_int_equal(cli_read_first_line(p, 1, &out, err, sizeof(err)), -EINVAL);
+  assert_non_null(strstr(err, "longer than 4096 bytes"));
+  unlink(p);
+  free(p);
+
+  assert_int_equal(cli_read_first_line("/nonexistent/token", 1, &out, err, sizeof(err)), -ENOENT);
+  assert_string_equal(err, "/nonexistent/token: No such file or directory");
+  assert_int_equal(cli_read_first_line("/tmp", 1, &out, err, sizeof(err)), -EISDIR);
+  assert_null(out);
+}
+
+/* Runs cli_credentials on a `whoami` command line with the given
+ * environment (NULL: unset). */
+static int creds(const char *line, const char *env_token, const char *env_user,
+                 const char *env_password, char **user, char **token, char *err, size_t n) {
+  cli_args_t a;
+  const char *names[] = {"SPIDERD_TOKEN", "SPIDERD_USER", "SPIDERD_PASSWORD"};
+  const char *vals[] = {env_token, env_user, env_password};
+  for (size_t i = 0; i < N_ELEMS(names); i++) {
+    if (vals[i]) setenv(names[i], vals[i], 1);
+    else unsetenv(names[i]);
+  }
+  assert_int_equal(parse("whoami", line, &a, err, n), 0);
+  int rc = cli_credentials(&a, user, token, err, n);
+  cli_args_release(&a);
+  for (size_t i = 0; i < N_ELEMS(names); i++) unsetenv(names[i]);
+  return rc;
+}
+
+static void test_credentials(void **state) {
+  (void)state;
+  char err[512], *u, *t;
+  char *file = temp_file("sdt_fromfile_s3cret\n");
+  char line[256];
+  const struct {
+    const char *line, *env_token, *env_user, *env_password, *user, *token;
+  } ok[] = {
+      {"", NULL, NULL, NULL, NULL, NULL},
+      {"--token sdt_a_b", NULL, NULL, NULL, NULL, "sdt_a_b"},
+      /* The option wins over the environment, whichever kind. */
+      {"--token sdt_a_b", "sdt_env_x", "bob:pw", NULL, NULL, "sdt_a_b"},
+      {"--user alice:pw", "sdt_env_x", NULL, NULL, "alice:pw", NULL},
+      {"", "sdt_env_x", NULL, NULL, NULL, "sdt_env_x"},
+      {"", "sdt_env_x", "bob:pw", NULL, NULL, "sdt_env_x"},
+      {"", "", "bob", "pw", "bob:pw", NULL},
+      {"", NULL, "bob:pw", NULL, "bob:pw", NULL},
+      {"", NULL, "bob", NULL, "bob:", NULL},
+      {"--token-file FILE", "sdt_env_x", NULL, NULL, NULL, "sdt_fromfile_s3cret"},
+  };
+  for (size_t i = 0; i < N_ELEMS(ok); i++) {
+    const char *at = strstr(ok[i].line, "FILE");
+    if (at)
+      snprintf(line, sizeof(line), "%.*s%s", (int)(at - ok[i].line), ok[i].line, file);
+    else
+      snprintf(line, sizeof(line), "%s", ok[i].line);
+    assert_int_equal(creds(line, ok[i].env_token, ok[i].env_user, ok[i].env_password, &u, &t,
+                           err, sizeof(err)),
+                     0);
+    if (ok[i].user) assert_string_equal(u, ok[i].user);
+    else assert_null(u);
+    if (ok[i].token) assert_string_equal(t, ok[i].token);
+    else assert_null(t);
+    free(u);
+    free(t);
+  }
+
+  const struct {
+    const char *line, *env_token, *msg;
+  } bad[] = {
+      {"--user a:b --token sdt_a_b", NULL,
+       "--user and --token exclude each other: give a password or a token"},
+      {"--token sdt_a_b -u a:b", NULL,
+       "--user and --token exclude each other: give a password or a token"},
+      {"--user a:b --token-file /x", NULL,
+       "--user and --token-file exclude each other: give a password or a token"},
+      {"--token a --token-file /x", NULL, "--token and --token-file exclude each other"},
+      {"--token=", NULL, "--token: the token is empty"},
+      {"--token a\tb", NULL, "--token: a token holds no blanks or control characters"},
+      {"", "sdt\r\nX-Evil:_1", "SPIDERD_TOKEN: a token holds no blanks or control characters"},
+      {"--token-file /nonexistent/t", NULL,
+       "--token-file /nonexistent/t: No such file or directory"},
+  };
+  for (size_t i = 0; i < N_ELEMS(bad); i++) {
+    u = t = (char *)1;
+    /* parse() splits at spaces only: a tab stays inside the value. */
+    assert_int_equal(creds(bad[i].line, bad[i].env_token, NULL, NULL, &u, &t, err, sizeof(err)),
+                     -EINVAL);
+    assert_string_equal(err, bad[i].msg);
+    assert_null(u);
+    assert_null(t);
+  }
+  unlink(file);
+  free(file);
+}
+
+static void test_duration_option(void **state) {
+  (void)state;
+  const struct {
+    const char *s;
+    long long secs;
+  } ok[] = {{"3600", 3600}, {"45s", 45}, {"90m", 5400}, {"12h", 43200},
+            {"30d", 2592000}, {"2w", 1209600}, {"1", 1}};
+  for (size_t i = 0; i < N_ELEMS(ok); i++) {
+    long long secs = 0;
+    assert_int_equal(cli_parse_duration(ok[i].s, &secs), 0);
+    assert_int_equal(secs, ok[i].secs);
+  }
+  const char *bad[] = {"", "0", "0d", "-5", "+5", " 5", "5 d", "5dd", "d", "1.5h", "5y", "5D",
+                       "99999999999999999999", "9223372036854775807", "106751991167301d"};
+  for (size_t i = 0; i < N_ELEMS(bad); i++) {
+    long long secs = -1;
+    assert_int_equal(cli_parse_duration(bad[i], &secs), -EINVAL);
+    assert_int_equal(secs, -1);
+  }
+}
+
+static void test_token_body(void **state) {
+  (void)state;
+  cli_args_t a;
+  char err[256];
+  json_t *b;
+  assert_int_equal(parse("token create", "--role run -p news --project blog,shop --name ci "
+                                          "--expires 30d",
+                         &a, err, sizeof(err)),
+                   0);
+  assert_int_equal(cli_token_body(&a, &b, err, sizeof(err)), 0);
+  char *s = dump(b);
+  assert_string_equal(s, "{\"expires_in\":2592000,\"name\":\"ci\",\"projects\":[\"news\",\"blog\","
+                         "\"shop\"],\"role\":\"run\"}");
+  free(s);
+  json_decref(b);
+  cli_args_release(&a);
+
+  /* Without --project the daemon decides (every project it lets us use). */
+  assert_int_equal(parse("token create", "-r admin", &a, err, sizeof(err)), 0);
+  assert_int_equal(cli_token_body(&a, &b, err, sizeof(err)), 0);
+  s = dump(b);
+  assert_string_equal(s, "{\"name\":\"cli\",\"role\":\"admin\"}");
+  free(s);
+  json_decref(b);
+  cli_args_release(&a);
+
+  const struct {
+    const char *line, *msg;
+  } bad[] = {
+      {"", "--role is required: read, run, deploy or admin"},
+      {"--role Admin", "--role 'Admin': expected read, run, deploy or admin"},
+      {"--role none", "--role 'none': expected read, run, deploy or admin"},
+      {"--role read --expires 1y",
+       "--expires '1y': expected a duration: seconds, or a number and s, m, h, d or w "
+       "(90m, 12h, 30d)"},
+      {"--role read --project a,,b", "--project 'a,,b': expected project names, comma-separated"},
+      {"--role read --project=", "--project '': expected project names, comma-separated"},
+      {"--role read --name=", "--name: the label is empty"},
+  };
+  for (size_t i = 0; i < N_ELEMS(bad); i++) {
+    b = (json_t *)1;
+    assert_int_equal(parse("token create", bad[i].line, &a, err, sizeof(err)), 0);
+    assert_int_equal(cli_token_body(&a, &b, err, sizeof(err)), -EINVAL);
+    assert_null(b);
+    assert_string_equal(err, bad[i].msg);
+    cli_args_release(&a);
+  }
+}
+
+static void test_user_body(void **state) {
+  (void)state;
+  cli_args_t a;
+  char err[256];
+  json_t *b;
+  const struct {
+    const char *cmd, *line, *password, *body;
+    int edit;
+  } ok[] = {
+      {"user add", "alice --role admin", "pw",
+       "{\"name\":\"alice\",\"password\":\"pw\",\"projects\":[],\"role\":\"admin\"}", 0},
+      {"user add", "bob -r run -p news -p blog", NULL,
+       "{\"name\":\"bob\",\"projects\":[\"news\",\"blog\"],\"role\":\"run\"}", 0},
+      {"user set", "bob --role deploy", NULL, "{\"role\":\"deploy\"}", 1},
+      {"user set", "bob -p a,b", NULL, "{\"projects\":[\"a\",\"b\"]}", 1},
+      {"user set", "bob --all-projects --role read", NULL,
+       "{\"projects\":[],\"role\":\"read\"}", 1},
+      {"user passwd", "bob", "n3w pass ", "{\"password\":\"n3w pass \"}", 1},
+  };
+  for (size_t i = 0; i < N_ELEMS(ok); i++) {
+    assert_int_equal(parse(ok[i].cmd, ok[i].line, &a, err, sizeof(err)), 0);
+    assert_int_equal(cli_user_body(&a, ok[i].edit, ok[i].password, &b, err, sizeof(err)), 0);
+    char *s = dump(b);
+    assert_string_equal(s, ok[i].body);
+    free(s);
+    json_decref(b);
+    cli_args_release(&a);
+  }
+
+  const struct {
+    const char *cmd, *line, *msg;
+    int edit;
+  } bad[] = {
+      {"user add", "alice", "--role is required: read, run, deploy or admin", 0},
+      {"user add", "alice --role root", "--role 'root': expected read, run, deploy or admin", 0},
+      {"user set", "alice", "nothing to change: give --role, --project or --all-projects", 1},
+      {"user set", "alice --role x", "--role 'x': expected read, run, deploy or admin", 1},
+      {"user set", "alice -p a --all-projects", "--project and --all-projects exclude each other", 1},
+  };
+  for (size_t i = 0; i < N_ELEMS(bad); i++) {
+    b = (json_t *)1;
+    assert_int_equal(parse(bad[i].cmd, bad[i].line, &a, err, sizeof(err)), 0);
+    assert_int_equal(cli_user_body(&a, bad[i].edit, NULL, &b, err, sizeof(err)), -EINVAL);
+    assert_null(b);
+    assert_string_equal(err, bad[i].msg);
+    cli_args_release(&a);
+  }
+}
+
 /* Usage errors are found before any connection is made. */
 static void test_cli_main_usage(void **state) {
   (void)state;
@@ -224,6 +485,9 @@ static void test_cli_main_usage(void **state) {
   char *extra[] = {"status", "x", NULL};
   char *verb[] = {"schedule", "frobnicate", NULL};
   char *tail[] = {"logs", "1", "--tail", "-5", NULL};
+  char *both[] = {"whoami", "--user", "a:b", "--token", "sdt_a_b", NULL};
+  char *role[] = {"token", "create", "--role", "root", NULL};
+  char *passwd_arg[] = {"user", "passwd", "alice", "--password", "x", NULL};
   FILE *saved = stderr;
   stderr = fopen("/dev/null", "w");
   assert_int_equal(cli_main(4, bad_flag), 2);
@@ -231,10 +495,16 @@ static void test_cli_main_usage(void **state) {
   assert_int_equal(cli_main(2, extra), 2);
   assert_int_equal(cli_main(2, verb), 2);
   assert_int_equal(cli_main(4, tail), 2);
+  assert_int_equal(cli_main(5, both), 2);
+  assert_int_equal(cli_main(4, role), 2);
+  assert_int_equal(cli_main(5, passwd_arg), 2); /* a password is never an argument */
   fclose(stderr);
   stderr = saved;
   assert_true(cli_is_command("schedule"));
   assert_true(cli_is_command("logs"));
+  assert_true(cli_is_command("token"));
+  assert_true(cli_is_command("user"));
+  assert_true(cli_is_command("whoami"));
   assert_false(cli_is_command("show"));
   assert_false(cli_is_command("serve"));
 }
@@ -400,6 +670,11 @@ int main(void) {
       cmocka_unit_test(test_schedule_body_edit_only_given),
       cmocka_unit_test(test_schedule_body_errors),
       cmocka_unit_test(test_job_body_and_query),
+      cmocka_unit_test(test_read_first_line),
+      cmocka_unit_test(test_credentials),
+      cmocka_unit_test(test_duration_option),
+      cmocka_unit_test(test_token_body),
+      cmocka_unit_test(test_user_body),
       cmocka_unit_test(test_cli_main_usage),
       cmocka_unit_test(test_client_url),
       cmocka_unit_test(test_target_url),
