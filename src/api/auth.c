@@ -316,7 +316,7 @@ static int by_job(auth_t *a, http_req_t *r, auth_req_t *ar, const char *token) {
   char actor[32];
   snprintf(actor, sizeof(actor), "job %lld", (long long)id);
   ar->who.kind = AUTH_JOB;
-  ar->who.role = ROLE_RUN;
+  ar->who.role = ROLE_DEPLOY; /* every queue op, as before roles: rest.c keeps it to queues.* */
   ar->who.job_id = id;
   ar->who.actor = req_strdup(r, actor);
   return ar->who.actor ? HTTP_AUTH_ALLOW : HTTP_AUTH_DENY;

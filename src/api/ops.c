@@ -271,7 +271,7 @@ const op_def_t op_table[] = {
     {"queues.list", NULL, op_queues_list, p_none, 0, "GET", "/queues", 200, OP_BODY_NONE, ROLE_READ},
     {"queues.get", NULL, op_queues_get, p_queue, 0, "GET", "/queues/{name}", 200, OP_BODY_NONE, ROLE_READ},
     {"queues.set", NULL, op_queues_set, p_queue_set, OP_WRITE, "PUT", "/queues/{name}", 200,
-     OP_BODY_JSON, ROLE_DEPLOY},
+     OP_BODY_JSON, ROLE_RUN},
     {"queues.delete", NULL, op_queues_delete, p_queue, OP_WRITE, "DELETE", "/queues/{name}", 200,
      OP_BODY_NONE, ROLE_DEPLOY},
     {"queues.put", NULL, op_queues_put, p_queue_put, OP_WRITE, "POST", "/queues/{name}/put", 200,

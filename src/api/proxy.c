@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "api/auth.h"
+#include "clock.h"
 #include "error.h"
 #include "net/curl_lazy.h"
 #include "log.h"
@@ -115,12 +117,17 @@ static void fetch_work(uv_work_t *w) {
   const char *ca = getenv("CURL_CA_BUNDLE");
   if (!ca || !*ca) ca = getenv("SSL_CERT_FILE");
   if (ca && *ca) curl_easy_setopt(h, CURLOPT_CAINFO, ca);
-  /* Nodes of one cluster share their credentials. */
+  /* Nodes of one cluster share their Scrapyd credentials, or else the
+   * job secret in the store, which signs a node token for this path. */
   const config_t *cfg = &p->app->cfg;
-  char userpwd[512];
+  char userpwd[512], bearer[160];
   if (cfg->username[0] && cfg->password[0]) {
     snprintf(userpwd, sizeof(userpwd), "%s:%s", cfg->username, cfg->password);
     curl_easy_setopt(h, CURLOPT_USERPWD, userpwd);
+  } else if (!auth_node_token(p->app->job_secret, p->url_path, clock_wall_ms(), bearer + 22)) {
+    memcpy(bearer, "Authorization: Bearer ", 22);
+    hdrs = curl_slist_append(hdrs, bearer);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
   }
   CURLcode rc = curl_easy_perform(h);
   if (rc != CURLE_OK)

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/auth.h"
 #include "error.h"
 #include "log.h"
 #include "store/async.h"
@@ -29,6 +30,7 @@ typedef struct sse_client {
   int64_t after;       /* last event id sent (or skipped) */
   char *type;          /* prefix filter or NULL */
   int64_t schedule_id, job_id;
+  auth_who_t who;      /* what the caller may see: its projects (copied) */
 } sse_client_t;
 
 struct sse_hub {
@@ -46,6 +48,7 @@ struct sse_hub {
 
 static void client_free(sse_client_t *c) {
   free(c->type);
+  free((char *)c->who.projects);
   free(c);
 }
 
@@ -68,7 +71,7 @@ static int matches(const sse_client_t *c, const event_t *e) {
   if (c->type && strncmp(e->type, c->type, strlen(c->type))) return 0;
   if (c->schedule_id && e->schedule_id != c->schedule_id) return 0;
   if (c->job_id && e->job_id != c->job_id) return 0;
-  return 1;
+  return auth_event_visible(&c->who, e);
 }
 
 static void send_event(sse_client_t *c, const event_t *e) {
@@ -230,8 +233,9 @@ int sse_hub_open(sse_hub_t *h, http_req_t *req, char *err, size_t errlen) {
   }
   sse_client_t *c = calloc(1, sizeof(*c));
   const http_param_t *type = http_req_param(req, "type");
-  if (!c || (type && !(c->type = strdup(type->value)))) {
-    free(c);
+  if (!c || (type && !(c->type = strdup(type->value))) ||
+      !(c->who.projects = strdup(auth_who(h->app, req)->projects))) {
+    if (c) client_free(c);
     return -ENOMEM;
   }
   c->after = after;

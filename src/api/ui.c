@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "api/auth.h"
 #include "api/proxy.h"
 #include "api/render.h"
 #include "app.h"
@@ -38,6 +39,17 @@ static int get_only(http_req_t *req) {
   http_reply_header(req, "Allow", "HEAD, GET");
   http_reply(req, 405, "text/html; charset=utf-8", body, sizeof(body) - 1);
   return 0;
+}
+
+/* 403 for a caller limited to projects: the pages that show them all. */
+static int limited(app_t *app, http_req_t *req) {
+  const auth_who_t *w = auth_who(app, req);
+  if (!w->projects[0]) return 0;
+  char msg[256];
+  int n = snprintf(msg, sizeof(msg), "%s is limited to projects %.150s: this page shows all.\n",
+                   w->actor, w->projects);
+  http_reply(req, 403, "text/plain; charset=utf-8", msg, (size_t)n);
+  return 1;
 }
 
 /* ---- / ---- */
@@ -71,9 +83,11 @@ static void on_home(http_req_t *req, void *ud) {
   size_t total = n + app->cfg.nsettings;
   char **all = total ? calloc(total, sizeof(*all)) : NULL;
   size_t k = 0;
-  for (size_t i = 0; all && i < n; i++) all[k++] = v[i];
+  const char *mine = auth_who(app, req)->projects;
+  for (size_t i = 0; all && i < n; i++)
+    if (principal_project_ok(mine, v[i])) all[k++] = v[i];
   for (size_t i = 0; all && i < app->cfg.nsettings; i++) {
-    int dup = 0;
+    int dup = !principal_project_ok(mine, app->cfg.settings[i].name);
     for (size_t j = 0; j < n; j++) dup |= !strcmp(v[j], app->cfg.settings[i].name);
     if (!dup) all[k++] = app->cfg.settings[i].name;
   }
@@ -233,7 +247,7 @@ static void jobs_done(void *arg, int rc) {
 
 static void on_jobs(http_req_t *req, void *ud) {
   app_t *app = ud;
-  if (!get_only(req)) return;
+  if (!get_only(req) || limited(app, req)) return;
   jobs_page_t *pg = http_req_calloc(req, sizeof(*pg));
   if (!pg) return;
   pg->app = app;
@@ -253,6 +267,19 @@ static void serve_tree(app_t *app, http_req_t *req, const char *root, const char
   const char *path = http_req_path(req);
   const char *rel = path + strlen(mount);
   while (*rel == '/') rel++;
+  /* the first segment is the project: a limited caller sees its own only */
+  const auth_who_t *w = auth_who(app, req);
+  size_t n = strcspn(rel, "/");
+  char project[256];
+  snprintf(project, sizeof(project), "%.*s", (int)(n < 255 ? n : 255), rel);
+  if (w->projects[0] && (!n || !principal_project_ok(w->projects, project))) {
+    if (!n) {
+      limited(app, req);
+    } else {
+      http_reply(req, 404, "text/html", "File not found.", 15);
+    }
+    return;
+  }
   api_proxy_serve(app, req, root, rel, path);
 }
 

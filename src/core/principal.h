@@ -9,9 +9,11 @@
  *
  * Roles are ordered: each one may do what the ones below it may.
  *   read    every GET: jobs, logs, items, events, queues, schedules, nodes
- *   run     + schedule and cancel jobs, write schedules and queue elements
- *   deploy  + upload and delete eggs, versions and projects
- *   admin   + users, tokens, queue and node settings, drain
+ *   run     + schedule and cancel jobs, write schedules, queue settings and
+ *             elements (put, take, ack, pause, requeue)
+ *   deploy  + upload and delete eggs, versions and projects; delete and
+ *             purge queues
+ *   admin   + users and everyone's tokens, node settings, drain
  *
  * A principal limited to projects sees and touches only those: their jobs,
  * logs, items, eggs, schedules and events, and the queues named after them

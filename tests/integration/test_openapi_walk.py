@@ -726,6 +726,82 @@ def _projects_delete(w, ctx):
     w.fail("DELETE", P, {"project": "wgone"}, status=404, code="SPD_ENOPROJECT")
 
 
+# Users and tokens last: the first token turns authentication on, and
+# revoking the last one turns it off again for what follows.
+def _bearer(ctx):
+    return {"Authorization": "Bearer " + ctx["token"]}
+
+
+def _auth_off(w):
+    wait_for(lambda: w.d.request("GET", API + "/auth/whoami").status_code == 200, 10,
+             "authentication off again", interval=0.05)
+
+
+@case("POST", API + "/tokens")
+def _tokens_create(w, ctx):
+    r = w.ok("POST", API + "/tokens", json_body={"role": "admin", "name": "walk"}, status=201)
+    ctx["token"], ctx["token_id"] = r["token"], r["id"]
+    w.fail("POST", API + "/tokens", json_body={"role": "king"}, headers=_bearer(ctx),
+           status=400, code="SPD_EBADPARAM", body_valid=False)
+
+
+@case("GET", API + "/auth/whoami")
+def _whoami(w, ctx):
+    r = w.ok("GET", API + "/auth/whoami", headers=_bearer(ctx))
+    assert r["kind"] == "token" and r["role"] == "admin"
+    w.fail("GET", API + "/auth/whoami", status=401, code="SPD_EUNAUTHORIZED")
+
+
+@case("GET", API + "/tokens")
+def _tokens_list(w, ctx):
+    r = w.ok("GET", API + "/tokens", headers=_bearer(ctx))
+    assert [t["id"] for t in r["tokens"]] == [ctx["token_id"]]
+    w.fail("GET", API + "/tokens", headers={"Authorization": "Bearer sdt_0_x"}, status=401,
+           code="SPD_EUNAUTHORIZED")
+
+
+@case("POST", API + "/users")
+def _users_create(w, ctx):
+    body = {"name": "walker", "password": "long enough", "role": "read", "projects": ["wp"]}
+    w.ok("POST", API + "/users", json_body=body, headers=_bearer(ctx), status=201)
+    w.fail("POST", API + "/users", json_body=body, headers=_bearer(ctx), status=409,
+           code="SPD_ECONFLICT")
+
+
+@case("GET", API + "/users")
+def _users_list(w, ctx):
+    r = w.ok("GET", API + "/users", headers=_bearer(ctx))
+    assert [u["name"] for u in r["users"]] == ["walker"]
+    # a read-only user is below the admin role users.list needs
+    w.fail("GET", API + "/users", headers={"Authorization": "Basic " + base64.b64encode(
+        b"walker:long enough").decode()}, status=403, code="SPD_EFORBIDDEN")
+
+
+@case("PATCH", API + "/users/{name}")
+def _users_update(w, ctx):
+    r = w.ok("PATCH", API + "/users/{name}", {"name": "walker"}, json_body={"role": "run"},
+             headers=_bearer(ctx))
+    assert r["role"] == "run" and r["projects"] == ["wp"]
+    w.fail("PATCH", API + "/users/{name}", {"name": "nobody"}, json_body={"role": "run"},
+           headers=_bearer(ctx), status=404, code="SPD_ENOPRINCIPAL")
+
+
+@case("DELETE", API + "/users/{name}")
+def _users_delete(w, ctx):
+    w.ok("DELETE", API + "/users/{name}", {"name": "walker"}, headers=_bearer(ctx), status=204)
+    w.fail("DELETE", API + "/users/{name}", {"name": "walker"}, headers=_bearer(ctx),
+           status=404, code="SPD_ENOPRINCIPAL")
+
+
+@case("DELETE", API + "/tokens/{id}")
+def _tokens_delete(w, ctx):
+    w.ok("DELETE", API + "/tokens/{id}", {"id": ctx["token_id"]}, headers=_bearer(ctx),
+         status=204)
+    _auth_off(w)
+    w.fail("DELETE", API + "/tokens/{id}", {"id": ctx["token_id"]}, status=404,
+           code="SPD_ENOPRINCIPAL")
+
+
 @case("POST", API + "/jsonrpc")
 def _jsonrpc(w, ctx):
     w.ok("POST", API + "/jsonrpc", json_body={"jsonrpc": "2.0", "method": "status.get", "id": 1})
@@ -901,6 +977,16 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "queues.requeue": lambda c, m: {"name": "rq", "state": ["done"]},
     "queues.purge": lambda c, m: {"name": "rq", "state": ["waiting"]},
     "queues.delete": lambda c, m: {"name": "rq"},
+    # last: the first token turns authentication on (the calls then send it),
+    # and revoking it turns it off again
+    "auth.whoami": lambda c, m: {},
+    "tokens.create": lambda c, m: {"role": "admin", "name": "rpc", "expires_in": 3600},
+    "tokens.list": lambda c, m: {},
+    "users.create": lambda c, m: {"name": "rpcuser", "password": "long enough", "role": "run"},
+    "users.list": lambda c, m: {},
+    "users.update": lambda c, m: {"name": "rpcuser", "projects": ["rpcp"]},
+    "users.delete": lambda c, m: {"name": "rpcuser"},
+    "tokens.delete": lambda c, m: {"id": c["token_id"]},
 }
 
 
@@ -936,8 +1022,10 @@ def test_every_jsonrpc_method_answers_as_the_document_says(d, spec, index, egg_b
         body = {"jsonrpc": "2.0", "method": method, "params": params, "id": n[0]}
         spec.validate(body, rpc_op["requestBody"]["content"]["application/json"]["schema"],
                       f"JSON-RPC request {method}")
-        r = d.request("POST", API + "/jsonrpc", data=json.dumps(body),
-                      headers={"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if "token" in ctx:
+            headers["Authorization"] = "Bearer " + ctx["token"]
+        r = d.request("POST", API + "/jsonrpc", data=json.dumps(body), headers=headers)
         assert r.status_code == 200, r.text
         assert media_type(r.headers.get("Content-Type")) == "application/json"
         answer = r.json()
@@ -965,11 +1053,15 @@ def test_every_jsonrpc_method_answers_as_the_document_says(d, spec, index, egg_b
             assert "error" not in answer, f"{method}: {answer['error']}"
             spec.validate(answer["result"], spec.success_schema(op),
                           f"JSON-RPC result of {method} (as {op['operationId']})")
+            if name == "tokens.create":
+                ctx["token"], ctx["token_id"] = answer["result"]["token"], answer["result"]["id"]
             if name == "queues.take":
                 ctx["leases"] = [i["lease"] for i in answer["result"]["items"]]
                 assert len(ctx["leases"]) == 3
             calls["ok"].add(method)
     assert calls["ok"] == set(methods) and calls["fail"] == set(methods)
+    wait_for(lambda: d.request("GET", API + "/auth/whoami").status_code == 200, 10,
+             "authentication off again", interval=0.05)
     print(f"\ncalled {len(methods)} JSON-RPC methods, {spec.checks} checks so far")
     for job in d.request("GET", API + "/jobs", params={"state": "pending,running"}).json()["jobs"]:
         d.request("POST", f"{API}/jobs/{job['id']}/cancel", json={"signal": "KILL"})
