@@ -119,6 +119,7 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, scheduler_lease, T_REAL, M_GT0, "10", NULL),
     KEY(SEC_SPIDERD, probes_public, T_BOOL, M_NONE, "on", NULL),
     KEY(SEC_SPIDERD, insecure, T_BOOL, M_NONE, "off", "--insecure"),
+    KEY(SEC_SPIDERD, auth_fail_limit, T_INT, M_GE0, "10", NULL),
     KEY(SEC_SPIDERD, schedule_horizon, T_REAL, M_GT0, "3", NULL),
     KEY(SEC_SPIDERD, misfire_grace, T_REAL, M_GE0, "60", NULL),
     KEY(SEC_SPIDERD, webhooks, T_STR, M_NONE, "", NULL),

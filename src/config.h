@@ -111,6 +111,7 @@ typedef struct config {
   double scheduler_lease;  /* 10 s: the scheduler lease's time to live */
   int probes_public;       /* on: /healthz, /readyz and /metrics need no basic auth */
   int insecure;            /* on: serve a public address without authentication */
+  int auth_fail_limit;     /* 10 failed logins a minute per address, then 429; 0 = none */
   double schedule_horizon; /* 3 days of upcoming runs materialised */
   double misfire_grace;    /* 60 s: a run later than this counts as missed */
   char *webhooks;          /* "": daemon-wide webhook URLs, comma/space separated */

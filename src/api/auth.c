@@ -42,6 +42,7 @@ typedef struct auth {
   uv_timer_t timer;
   int timer_open;
   int polling, poll_again;
+  struct waiter *waiters; /* auth_reload's callbacks for the next read */
   int pending;     /* store reads and password checks in flight */
   int closing;     /* auth_free ran: the last of them frees */
 } auth_t;
@@ -190,15 +191,18 @@ static fail_t *fail_find(auth_t *a, const char *addr, int64_t now, int make) {
 }
 
 static int throttled(auth_t *a, const char *addr, int64_t now) {
-  fail_t *f = fail_find(a, addr, now, 0);
-  return f && f->count >= AUTH_FAIL_LIMIT;
+  int limit = a->app->cfg.auth_fail_limit;
+  fail_t *f = limit > 0 ? fail_find(a, addr, now, 0) : NULL;
+  return f && f->count >= limit;
 }
 
 static void failed(auth_t *a, const char *addr, int64_t now) {
+  int limit = a->app->cfg.auth_fail_limit;
+  if (limit <= 0) return;
   fail_t *f = fail_find(a, addr, now, 1);
-  if (++f->count == AUTH_FAIL_LIMIT)
+  if (++f->count == limit)
     log_warn("auth", "%s: %d failed logins within %d s: refused for the rest of the minute",
-             addr, AUTH_FAIL_LIMIT, AUTH_FAIL_WINDOW_MS / 1000);
+             addr, limit, AUTH_FAIL_WINDOW_MS / 1000);
 }
 
 /* ---- identifying a caller ---- */
@@ -452,7 +456,7 @@ static void on_deny(void *ud, http_req_t *r, int verdict) {
   char msg[256];
   if (verdict == HTTP_AUTH_THROTTLE)
     snprintf(msg, sizeof(msg), "%d failed logins from %s within %d s: try again later",
-             AUTH_FAIL_LIMIT, http_req_addr(r), AUTH_FAIL_WINDOW_MS / 1000);
+             app->cfg.auth_fail_limit, http_req_addr(r), AUTH_FAIL_WINDOW_MS / 1000);
   else
     snprintf(msg, sizeof(msg), "%s", ar && ar->why ? ar->why : "authentication required");
   if (verdict == HTTP_AUTH_THROTTLE) {
@@ -562,12 +566,28 @@ void auth_audit(app_t *app, const auth_who_t *who, const char *type, json_t *dat
 
 /* ---- keeping the principals fresh ---- */
 
+typedef struct waiter {
+  struct waiter *next;
+  void (*cb)(void *ud);
+  void *ud;
+} waiter_t;
+
 typedef struct poll_op {
   auth_t *a;
   char *gen;      /* in: what we have; out: what the store has */
   int changed;
   principal_list_t list;
+  waiter_t *waiters; /* called once this read is in */
 } poll_op_t;
+
+static void waiters_run(waiter_t *w) {
+  while (w) {
+    waiter_t *next = w->next;
+    w->cb(w->ud);
+    free(w);
+    w = next;
+  }
+}
 
 static int poll_fn(store_t *s, void *arg) {
   poll_op_t *p = arg;
@@ -605,7 +625,9 @@ static void poll_done(void *arg, int rc) {
   }
   principal_list_release(&p->list);
   free(p->gen);
+  waiter_t *w = p->waiters;
   free(p);
+  waiters_run(w);
   if (a->poll_again && !a->closing) {
     a->poll_again = 0;
     poll_start(a, 1);
@@ -620,23 +642,39 @@ static void poll_start(auth_t *a, int force) {
     return;
   }
   poll_op_t *p = calloc(1, sizeof(*p));
-  if (!p) return;
-  p->a = a;
+  if (p) p->a = a;
   /* forced: read the list whatever the generation says */
-  p->gen = force || !a->gen ? NULL : strdup(a->gen);
-  if (store_submit(a->app->store, STORE_READ, poll_fn, p, poll_done)) {
-    free(p->gen);
+  if (p && !force && a->gen && !(p->gen = strdup(a->gen))) {
     free(p);
+    p = NULL;
+  }
+  if (!p || store_submit(a->app->store, STORE_READ, poll_fn, p, poll_done)) {
+    if (p) free(p->gen);
+    free(p);
+    waiter_t *w = a->waiters; /* they wait no more: nothing will be read */
+    a->waiters = NULL;
+    waiters_run(w);
     return;
   }
+  p->waiters = a->waiters;
+  a->waiters = NULL;
   a->polling = 1;
   a->pending++;
 }
 
 static void on_timer(uv_timer_t *t) { poll_start(t->data, 0); }
 
-void auth_reload(app_t *app) {
-  if (app->auth) poll_start(app->auth, 1);
+void auth_reload(app_t *app, void (*cb)(void *ud), void *ud) {
+  auth_t *a = app->auth;
+  waiter_t *w = a && !a->closing && cb ? calloc(1, sizeof(*w)) : NULL;
+  if (w) {
+    w->cb = cb;
+    w->ud = ud;
+    w->next = a->waiters;
+    a->waiters = w;
+  }
+  if (a) poll_start(a, 1);
+  if (cb && !w) cb(ud);
 }
 
 int auth_init(app_t *app, principal_list_t *loaded, const char *gen) {
@@ -677,6 +715,9 @@ void auth_free(app_t *app) {
   if (!a) return;
   app->auth = NULL;
   a->closing = 1;
+  waiter_t *w = a->waiters;
+  a->waiters = NULL;
+  waiters_run(w);
   if (a->timer_open) {
     uv_timer_stop(&a->timer);
     uv_close((uv_handle_t *)&a->timer, on_timer_closed);

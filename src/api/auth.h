@@ -17,8 +17,10 @@
  * within AUTH_POLL_MS of a change made on any node (store_auth_gen), at
  * once on the node that made it. A password is checked off the loop
  * (PBKDF2), then remembered as checked until the principals change.
- * Failed logins are counted per client address: past AUTH_FAIL_LIMIT in
- * AUTH_FAIL_WINDOW_MS, the address gets 429 until the window ends.
+ * Failed logins are counted per client address: past [spiderd]
+ * auth_fail_limit (10) in AUTH_FAIL_WINDOW_MS, the address gets 429 until
+ * the window ends, even with the right credentials (behind a proxy every
+ * client shares its address: raise the limit or set 0 there).
  *
  * Loop thread only. Ownership: auth_who() returns memory of the request.
  */
@@ -34,7 +36,6 @@
 #include "core/principal.h"
 
 #define AUTH_POLL_MS 2000
-#define AUTH_FAIL_LIMIT 10
 #define AUTH_FAIL_WINDOW_MS 60000
 #define AUTH_PBKDF2_ITER 100000
 #define AUTH_TOKEN_PREFIX "sdt_"
@@ -91,8 +92,10 @@ int auth_event_visible(const auth_who_t *who, const event_t *e);
  * and forget: a failure is logged. */
 void auth_audit(app_t *app, const auth_who_t *who, const char *type, json_t *data);
 
-/* The principals changed on this node: read them again now. */
-void auth_reload(app_t *app);
+/* The principals changed on this node: read them again now; cb(ud) (may
+ * be NULL) runs once they are read (or could not be), so that an answer
+ * sent from it is followed by requests that see the change. */
+void auth_reload(app_t *app, void (*cb)(void *ud), void *ud);
 
 /* ---- secrets (any thread) ---- */
 

@@ -127,14 +127,17 @@ static int list_fn(store_t *s, void *arg) {
   return c->result ? 0 : -ENOMEM;
 }
 
+static void reloaded(void *arg) { op_ok_result(arg); }
+
+/* Answered once this node reads the change: a user made, then logging in
+ * at once, must find it. */
 static void written(void *arg, int rc) {
   op_call_t *c = arg;
   if (rc) {
     op_fail(c, c->err_code ? c->err_code : rc, NULL, "%s", c->err[0] ? c->err : spd_strerror(rc));
     return;
   }
-  auth_reload(c->app);
-  op_ok_result(c);
+  auth_reload(c->app, reloaded, c);
 }
 
 static void listed(void *arg, int rc) {
