@@ -46,7 +46,10 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
     && install -d -m 0755 /etc/spiderd/conf.d
 COPY --from=build /out/ /
 # The packaged config binds 127.0.0.1; in a container the port must be
-# reachable from outside it.
+# reachable from outside it, and so spiderd refuses to serve it without
+# authentication: give it a login (-e SPIDERD_USERNAME=admin
+# -e SPIDERD_PASSWORD=..., or a [scrapyd] username/password drop-in in
+# /etc/spiderd/conf.d), or accept the risk with `serve --insecure`.
 ENV SPIDERD_CONFIG_FILES=/etc/spiderd/scrapyd.conf:/etc/spiderd/conf.d \
     SPIDERD_BIND_ADDRESS=0.0.0.0 \
     SPIDERD_HTTP_PORT=6800 \

@@ -298,9 +298,7 @@ def test_tokens_are_kept_hashed_and_shown_once(d, world):
     assert made["token"].startswith("sdt_" + made["id"] + "_")
     secret = made["token"].rsplit("_", 1)[1]
     if not (d.spiderd.get("store") or "").startswith("redis"):
-        rows = d.sql("SELECT secret FROM principals WHERE name = ?", made["id"]) \
-            if not (d.spiderd.get("store") or "").startswith("postgres") else \
-            d.sql("SELECT secret FROM principals WHERE name = %s", made["id"])
+        rows = d.sql("SELECT secret FROM principals WHERE name = ?", made["id"])
         assert rows and secret not in rows[0]["secret"] and made["token"] not in rows[0]["secret"]
 
 
@@ -364,3 +362,30 @@ def test_a_public_address_without_auth_is_refused_unless_insecure(spiderd):
     d3 = spiderd(scrapyd={"bind_address": "0.0.0.0"}, spiderd={"insecure": "on"})
     assert d3.call("daemonstatus.json")["status"] == "ok"
     assert "without authentication (--insecure)" in d3.stderr_tail()
+
+
+# ---- every node of a cluster ----------------------------------------------------------
+
+from test_cluster import cluster, shared  # noqa: E402
+
+
+@shared
+def test_every_node_of_a_cluster_knows_users_and_tokens(spiderd, tmp_path):
+    (a, b), _ = cluster(spiderd, 2, tmp_path)
+    admin = bearer(make_token(a, "admin", name="cluster admin")["token"])
+    reader = make_token(a, "read", admin, name="everywhere")
+    R = bearer(reader["token"])
+    wait_for(lambda: b.request("GET", API + "/auth/whoami", headers=R).status_code == 200,
+             timeout(10), "the other node to know the token")
+    assert b.request("GET", API + "/status").status_code == 401
+    # a user made on one node logs in on the other
+    r = b.request("POST", API + "/users", headers=admin,
+                  json={"name": "roamer", "password": "far and wide", "role": "run"})
+    assert r.status_code == 201, r.text
+    wait_for(lambda: a.request("GET", API + "/auth/whoami",
+                               auth=("roamer", "far and wide")).status_code == 200,
+             timeout(10), "the first node to know the user")
+    # a token revoked on one node stops on the other
+    assert a.request("DELETE", f"{API}/tokens/{reader['id']}", headers=admin).status_code == 204
+    wait_for(lambda: b.request("GET", API + "/auth/whoami", headers=R).status_code == 401,
+             timeout(10), "the other node to forget the token")

@@ -120,7 +120,9 @@ AUTH_PATHS = ([("GET", "/" + e) for e in GET_ENDPOINTS] + [("POST", "/" + e) for
 
 
 def test_basic_auth_on_every_path(spiderd):
-    d = spiderd(scrapyd={"username": "user", "password": "pa:ss w"})
+    # many wrong logins on purpose: no throttling here (test_auth.py has it)
+    d = spiderd(scrapyd={"username": "user", "password": "pa:ss w"},
+                spiderd={"auth_fail_limit": 0})
     os.makedirs(d.path("logs"), exist_ok=True)
     with open(d.path("logs", "x.log"), "w") as f:
         f.write("log\n")

@@ -17,8 +17,10 @@ or run without a Docker daemon or a Kubernetes cluster:
 
   tests/pkg/test_deploy.py [SPIDERD_BIN]     (prints 'N passed, N failed')
 """
+import base64
 import configparser
 import glob
+import json
 import os
 import re
 import shlex
@@ -205,6 +207,8 @@ def test_compose():
         f = s.get("file")
         check(f and f.startswith("./secrets/"), f"secret {sname} from deploy/secrets/")
     gen = read("deploy/compose-secrets.sh")
+    check("[scrapyd]" in gen and "password = " in gen,
+          "compose-secrets.sh gives the nodes a login (a public bind needs authentication)")
     for sname, s in secrets.items():
         base = os.path.basename(s.get("file", ""))
         check(f'$dir/{base}"' in gen, f"compose-secrets.sh makes {base}")
@@ -297,6 +301,15 @@ def test_k8s():
     conf.read_string(conf_text)
     http_port = conf.getint("scrapyd", "http_port", fallback=6800)
     check(conf.get("scrapyd", "bind_address") == "0.0.0.0", "ConfigMap binds 0.0.0.0 (probes come from the kubelet)")
+    # a node on 0.0.0.0 refuses to serve without authentication (or --insecure)
+    login = configparser.ConfigParser()
+    for sec in secrets.values():
+        for text in (sec.get("stringData") or {}).values():
+            login.read_string(text)
+    check(login.get("scrapyd", "username", fallback="") and
+          login.get("scrapyd", "password", fallback=""),
+          "the Secret gives the nodes a login (a public bind needs authentication)")
+    check("--insecure" not in json.dumps(c), "the pods do not run --insecure")
     for probe_name, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         probe = c.get(probe_name, {}).get("httpGet", {})
         check(probe.get("path") == path, f"{probe_name} on {path}")
@@ -393,6 +406,11 @@ def test_k8s_config_runs():
                    SPIDERD_LOGS_DIR=f"{tmp}/logs", SPIDERD_STORE=f"sqlite:{tmp}/spiderd.db",
                    SPIDERD_NODE_NAME="spiderd-pod-0", SPIDERD_NODE_URL=f"http://127.0.0.1:{port}")
         env.pop("NOTIFY_SOCKET", None)
+        # the Secret's login: the pods refuse strangers
+        secret = configparser.ConfigParser()
+        secret.read_string(docs["Secret"]["stringData"]["store.conf"])
+        login = base64.b64encode(("%s:%s" % (secret.get("scrapyd", "username"),
+                                              secret.get("scrapyd", "password"))).encode()).decode()
         proc = subprocess.Popen([BIN, "serve"], cwd=tmp, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         status = None
@@ -400,7 +418,9 @@ def test_k8s_config_runs():
             deadline = time.time() + 20
             while time.time() < deadline and proc.poll() is None and status is None:
                 try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/daemonstatus.json", timeout=1) as r:
+                    req = urllib.request.Request(f"http://127.0.0.1:{port}/daemonstatus.json",
+                                                 headers={"Authorization": "Basic " + login})
+                    with urllib.request.urlopen(req, timeout=1) as r:
                         status = r.read().decode()
                 except OSError:
                     time.sleep(0.05)
