@@ -1175,6 +1175,7 @@ static void test_migration_node_version(void **state) {
   assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
   assert_int_equal(sqlite3_exec(db,
                                 "ALTER TABLE nodes DROP COLUMN version;"
+                                "ALTER TABLE nodes DROP COLUMN draining;"
                                 "PRAGMA user_version = 5;",
                                 NULL, NULL, NULL),
                    SQLITE_OK);

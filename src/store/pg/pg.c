@@ -412,6 +412,10 @@ static const char *const *pg_migrations[] = {
      * cluster shows which node runs what; rows from before stay NULL until
      * their node beats again. */
     (const char *const[]){"ALTER TABLE nodes ADD COLUMN version TEXT;", NULL},
+    /* A node draining (spiderd drain, or a SIGTERM's drain) says so with
+     * its beat, so the cluster and /api/v1/nodes see it takes no jobs. */
+    (const char *const[]){"ALTER TABLE nodes ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;",
+                          NULL},
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
 

@@ -250,6 +250,9 @@ static const char *const sqlite_migrations[] = {
      * cluster shows which node runs what; rows from before stay NULL until
      * their node beats again. */
     "ALTER TABLE nodes ADD COLUMN version TEXT;",
+    /* A node draining (spiderd drain, or a SIGTERM's drain) says so with
+     * its beat, so the cluster and /api/v1/nodes see it takes no jobs. */
+    "ALTER TABLE nodes ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define SQLITE_SCHEMA_VERSION \
