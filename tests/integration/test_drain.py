@@ -191,6 +191,58 @@ def test_spiderd_drain_on_a_live_daemon_and_its_cancel(spiderd, egg):
     assert rc == 0 and took < timeout(10), (rc, took)
 
 
+def test_a_draining_leader_gives_the_scheduler_lease_up_at_once(spiderd, egg, tmp_path):
+    """Two nodes on one SQLite file (as test_schedules.py's lease test): the
+    lease holder gets SIGTERM while a crawl keeps it draining; the other
+    node fires the schedules within its next tick, not after the lease
+    expired."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    lease = 15  # a standby node tries every lease / 3 = 5 s
+    common = {"scrapyd": {"eggs_dir": str(shared / "eggs"), "max_proc": 1},
+              "spiderd": {"store": f"sqlite:{shared}/spiderd.db", "scheduler_lease": lease,
+                          "drain_grace": 60, "shutdown_grace": 2}}
+    nodes = []
+    for name in ("a", "b"):
+        d = spiderd(name=name, start=False, **{k: dict(v) for k, v in common.items()})
+        d.scrapyd["node_name"] = "node-" + name
+        d.write_conf()
+        d.start()
+        nodes.append(d)
+    a, b = nodes
+    a.upload("testproj", "1", egg("testproj"))
+    wait_for(lambda: "fires schedules now" in a.stderr_text() + b.stderr_text(), 10,
+             "a lease holder")
+    leader = a if "fires schedules now" in a.stderr_text() else b
+    other = b if leader is a else a
+    leader.schedule("testproj", "slow", settings=["LOG_LEVEL=DEBUG"], seconds=120, jobid="long")
+    leader.wait_crawling("testproj", "slow", "long")
+    assert leader.find("long")[1]["pid"]
+    r = other.request("POST", API + "/schedules", json={
+        "name": "every2s", "project": "testproj", "spider": "quick", "interval": 2,
+        "args": {"count": "1"}, "overlap": "allow"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+
+    leader.proc.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    wait_for(lambda: "fires schedules now" in other.stderr_text(), lease / 3 + 3,
+             "the other node to take the lease over")
+    took = time.monotonic() - t0
+    assert took < lease, f"the lease passed after {took:.1f}s: it expired, it was not given up"
+    assert leader.running(), "the leader should still be draining"
+
+    def run_by_other():
+        js = [j for j in other.request("GET", API + "/jobs", params={"schedule": sid}).json()["jobs"]
+              if j["state"] == "finished" and j["node"] == other.node]
+        return js or None
+    wait_for(run_by_other, 30, "a scheduled job run by the new lease holder", interval=0.2)
+    assert other.request("POST", f"{API}/schedules/{sid}/pause").status_code == 200
+    rc, _ = sigterm_and_wait(leader, 30)  # the second signal: the crawl is stopped now
+    assert rc == 0, leader.stderr_tail()
+    assert "Process started" not in leader.stderr_text().split("received SIGTERM", 1)[1]
+
+
 @pytest.mark.skipif(not SHARED_STORE, reason="needs a shared store (make test-pg)")
 def test_jobs_queued_while_a_node_drains_run_on_another(spiderd, tmp_path, egg):
     key = unique("drain")
