@@ -19,6 +19,14 @@ FAKE = os.path.join(HERE, "fakecrawl.py")
 PENDING, RUNNING, FINISHED, CANCELLED = 0, 1, 2, 4
 
 
+def ids():
+    """Job ids of their own per test: a PostgreSQL store's schema is named
+    after the daemon's directory, so a rerun with the same --basetemp finds
+    the jobs of the last run there."""
+    tag = unique("")
+    return {n: n + tag for n in ("run1", "p1", "p2", "p3", "long", "waits", "runs", "q1", "q2")}
+
+
 def jobs_by_id(d):
     """{jobid: row} of the store's jobs, read directly (the daemon may be down)."""
     return {r["jobid"]: r for r in d.sql("SELECT jobid, state, node, start_ms, end_ms FROM jobs")}
@@ -56,13 +64,14 @@ def sigterm_and_wait(d, seconds):
 
 
 def test_sigterm_lets_the_crawl_finish_starts_nothing_and_keeps_pending_jobs(spiderd, egg):
+    J = ids()
     d = spiderd(scrapyd={"max_proc": 1}, spiderd={"drain_grace": 40, "shutdown_grace": 2})
     d.upload("p", "1.0", egg("testproj"))
-    d.schedule("p", "slow", settings=["LOG_LEVEL=DEBUG"], seconds=6 * SLOW, jobid="run1")
-    pid = d.wait_running("run1")["pid"]
-    d.wait_crawling("p", "slow", "run1")
-    d.schedule("p", "quick", count=1, jobid="p1")
-    d.schedule("p", "quick", count=1, jobid="p2")
+    d.schedule("p", "slow", settings=["LOG_LEVEL=DEBUG"], seconds=6 * SLOW, jobid=J["run1"])
+    pid = d.wait_running(J["run1"])["pid"]
+    d.wait_crawling("p", "slow", J["run1"])
+    d.schedule("p", "quick", count=1, jobid=J["p1"])
+    d.schedule("p", "quick", count=1, jobid=J["p2"])
     assert readyz(d)[0] == 200
 
     t0 = time.monotonic()
@@ -74,8 +83,8 @@ def test_sigterm_lets_the_crawl_finish_starts_nothing_and_keeps_pending_jobs(spi
     assert d.get("/healthz").status_code == 200
     assert d.request("GET", API + "/status").json()["draining"] is True
     wait_for(lambda: node_row(d)["draining"], 5, "the node's row to say draining")
-    d.schedule("p", "quick", count=1, jobid="p3")  # a write is still served
-    assert d.find("run1")[0] == "running"
+    d.schedule("p", "quick", count=1, jobid=J["p3"])  # a write is still served
+    assert d.find(J["run1"])[0] == "running"
     rc = d.proc.wait(timeout(40))
     took = time.monotonic() - t0
     d.proc = None
@@ -86,45 +95,47 @@ def test_sigterm_lets_the_crawl_finish_starts_nothing_and_keeps_pending_jobs(spi
 
     # The crawl ended on its own; nothing started after the signal.
     rows = jobs_by_id(d)
-    assert rows["run1"]["state"] == FINISHED, rows["run1"]
-    for job in ("p1", "p2", "p3"):
+    assert rows[J["run1"]]["state"] == FINISHED, rows[J["run1"]]
+    for job in (J["p1"], J["p2"], J["p3"]):
         assert rows[job]["state"] == PENDING and not rows[job]["start_ms"], rows[job]
     log = d.stderr_text().split("received SIGTERM", 1)[1]
     assert "Process started" not in log, log
     assert "drained: no crawl runs" in log
-    assert "Received SIGTERM" not in d.read_log("p", "slow", "run1")
+    assert "Received SIGTERM" not in d.read_log("p", "slow", J["run1"])
 
     # The next start runs them.
     d.start()
-    for job in ("p1", "p2", "p3"):
+    for job in (J["p1"], J["p2"], J["p3"]):
         assert d.wait_finished(job)["state"] == "finished"
-    assert d.find("run1")[1]["state"] == "finished"
+    assert d.find(J["run1"])[1]["state"] == "finished"
 
 
 def test_a_grace_that_runs_out_stops_the_crawls_the_old_way(spiderd, egg):
+    J = ids()
     d = spiderd(scrapyd={"max_proc": 1}, spiderd={"drain_grace": 2, "shutdown_grace": 2})
     d.upload("p", "1.0", egg("testproj"))
-    d.schedule("p", "slow", settings=["LOG_LEVEL=DEBUG"], seconds=120, jobid="long")
-    pid = d.wait_running("long")["pid"]
-    d.wait_crawling("p", "slow", "long")
-    d.schedule("p", "quick", count=1, jobid="waits")
+    d.schedule("p", "slow", settings=["LOG_LEVEL=DEBUG"], seconds=120, jobid=J["long"])
+    pid = d.wait_running(J["long"])["pid"]
+    d.wait_crawling("p", "slow", J["long"])
+    d.schedule("p", "quick", count=1, jobid=J["waits"])
     rc, took = sigterm_and_wait(d, 40)
     assert rc == 0, d.stderr_tail()
     assert 2 <= took < (2 + 2 + 8) * SLOW, f"stopping took {took:.1f}s"
     assert not pid_alive(pid)
     assert "drain_grace (2 s) is over with 1 crawl(s) still running" in d.stderr_text()
-    assert "Received SIGTERM" in d.read_log("p", "slow", "long")
+    assert "Received SIGTERM" in d.read_log("p", "slow", J["long"])
     rows = jobs_by_id(d)
-    assert rows["long"]["state"] == CANCELLED
-    assert rows["waits"]["state"] == PENDING
+    assert rows[J["long"]]["state"] == CANCELLED
+    assert rows[J["waits"]]["state"] == PENDING
 
 
 def test_a_second_signal_stops_at_once(spiderd, egg):
+    J = ids()
     d = spiderd(scrapyd={"max_proc": 1}, spiderd={"drain_grace": 120, "shutdown_grace": 2})
     d.upload("p", "1.0", egg("testproj"))
-    d.schedule("p", "slow", settings=["LOG_LEVEL=DEBUG"], seconds=120, jobid="long")
-    pid = d.wait_running("long")["pid"]
-    d.wait_crawling("p", "slow", "long")
+    d.schedule("p", "slow", settings=["LOG_LEVEL=DEBUG"], seconds=120, jobid=J["long"])
+    pid = d.wait_running(J["long"])["pid"]
+    d.wait_crawling("p", "slow", J["long"])
     d.proc.send_signal(signal.SIGTERM)
     wait_for(lambda: readyz(d)[0] == 503, 5, "the drain")
     time.sleep(0.5)
@@ -134,27 +145,30 @@ def test_a_second_signal_stops_at_once(spiderd, egg):
     assert took < (2 + 8) * SLOW, f"the second signal took {took:.1f}s"
     assert not pid_alive(pid)
     assert "second signal: stopping now" in d.stderr_text()
-    assert jobs_by_id(d)["long"]["state"] == CANCELLED
+    assert jobs_by_id(d)[J["long"]]["state"] == CANCELLED
 
 
 def test_drain_grace_0_stops_at_once(spiderd, egg):
+    J = ids()
     d = spiderd(scrapyd={"max_proc": 1}, spiderd={"drain_grace": 0, "shutdown_grace": 2})
     d.upload("p", "1.0", egg("testproj"))
-    d.schedule("p", "slow", settings=["LOG_LEVEL=DEBUG"], seconds=120, jobid="long")
-    d.wait_crawling("p", "slow", "long")
+    d.schedule("p", "slow", settings=["LOG_LEVEL=DEBUG"], seconds=120, jobid=J["long"])
+    d.wait_crawling("p", "slow", J["long"])
     rc, took = sigterm_and_wait(d, 30)
     assert rc == 0 and took < (2 + 8) * SLOW
     assert "draining" not in d.stderr_text()
-    assert jobs_by_id(d)["long"]["state"] == CANCELLED
+    assert jobs_by_id(d)[J["long"]]["state"] == CANCELLED
 
 
 def test_spiderd_drain_on_a_live_daemon_and_its_cancel(spiderd, egg):
+    J = ids()
     d = spiderd(scrapyd={"max_proc": 2}, spiderd={"drain_grace": 30, "node_heartbeat": 0.3})
     d.upload("p", "1.0", egg("testproj"))
-    wait_for(lambda: node_row(d), 5, "the node's first heartbeat")
-    assert node_row(d)["draining"] is False
-    d.schedule("p", "slow", seconds=4 * SLOW, jobid="runs")
-    d.wait_running("runs")
+    # (A row a last run on this PostgreSQL schema left says draining.)
+    wait_for(lambda: (node_row(d) or {}).get("draining") is False, 5,
+             "the node's first heartbeat")
+    d.schedule("p", "slow", seconds=4 * SLOW, jobid=J["runs"])
+    d.wait_running(J["runs"])
 
     out = cli(d, "drain")
     assert "is draining" in out, out
@@ -165,19 +179,20 @@ def test_spiderd_drain_on_a_live_daemon_and_its_cancel(spiderd, egg):
     assert "draining" in cli(d, "status")
     # Jobs queued now (Scrapyd's API and the native one) wait; the crawl
     # that ran goes on to its end; a second drain changes nothing.
-    d.schedule("p", "quick", count=1, jobid="q1")
-    r = d.request("POST", API + "/jobs", json={"project": "p", "spider": "quick", "jobid": "q2"})
+    d.schedule("p", "quick", count=1, jobid=J["q1"])
+    r = d.request("POST", API + "/jobs",
+                  json={"project": "p", "spider": "quick", "jobid": J["q2"]})
     assert r.status_code == 201, r.text
     r = d.request("POST", API + "/nodes/self/drain")
     assert r.status_code == 200 and r.json()["draining"] is True, r.text
-    assert d.wait_finished("runs")["state"] == "finished"
+    assert d.wait_finished(J["runs"])["state"] == "finished"
     time.sleep(1.5)
-    for job in ("q1", "q2"):
+    for job in (J["q1"], J["q2"]):
         assert d.find(job)[0] == "pending", d.listjobs()
 
     out = cli(d, "drain", "--cancel")
     assert "claims jobs again" in out, out
-    for job in ("q1", "q2"):
+    for job in (J["q1"], J["q2"]):
         assert d.wait_finished(job)["state"] == "finished"
     assert readyz(d)[0] == 200
     wait_for(lambda: not node_row(d)["draining"], 5, "GET /nodes to show the end of the drain")
@@ -233,8 +248,8 @@ def test_a_draining_leader_gives_the_scheduler_lease_up_at_once(spiderd, egg, tm
     assert leader.running(), "the leader should still be draining"
 
     def run_by_other():
-        js = [j for j in other.request("GET", API + "/jobs", params={"schedule": sid}).json()["jobs"]
-              if j["state"] == "finished" and j["node"] == other.node]
+        r = other.request("GET", API + "/jobs", params={"schedule": sid})
+        js = [j for j in r.json()["jobs"] if j["state"] == "finished" and j["node"] == other.node]
         return js or None
     wait_for(run_by_other, 30, "a scheduled job run by the new lease holder", interval=0.2)
     assert other.request("POST", f"{API}/schedules/{sid}/pause").status_code == 200
