@@ -238,11 +238,7 @@ static void beat_done(void *arg, int rc) {
 }
 
 static void beat(cluster_t *c) {
-  if (c->stopping) return;
-  if (c->beating) {
-    c->beat_again = 1;
-    return;
-  }
+  if (c->stopping || c->beating) return;
   beat_op_t *op = calloc(1, sizeof(*op));
   if (!op) return;
   op->c = c;
@@ -278,7 +274,12 @@ int64_t cluster_last_beat(const cluster_t *c) { return c ? c->last_beat_ms : 0; 
 void cluster_set_draining(cluster_t *c, int draining) {
   if (!c || c->draining == !!draining) return;
   c->draining = !!draining;
-  beat(c); /* now: the other nodes and /api/v1/nodes see it at once */
+  /* Now (or right after the beat in flight, which carries the old state):
+   * the other nodes and /api/v1/nodes see it at once. A timer's beat that
+   * finds one in flight is skipped, as before: a slow store is not beaten
+   * back to back. */
+  if (c->beating) c->beat_again = 1;
+  else beat(c);
 }
 
 /* ---- notices ---- */
