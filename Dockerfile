@@ -58,8 +58,9 @@ USER spiderd:spiderd
 WORKDIR /var/lib/spiderd
 VOLUME ["/var/lib/spiderd"]
 EXPOSE 6800
-# SIGTERM: a graceful stop (crawls get SIGTERM, then shutdown_grace); give
-# `docker stop` the time for it (docker stop -t 90, stop_grace_period).
+# SIGTERM: a drain (drain_grace: no new jobs, crawls may end), then a
+# graceful stop (crawls get SIGTERM, then shutdown_grace); give `docker stop`
+# the time for both (docker stop -t 90, stop_grace_period).
 STOPSIGNAL SIGTERM
 HEALTHCHECK --interval=15s --timeout=5s --start-period=20s --retries=3 \
   CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ.get('SPIDERD_HTTP_PORT', '6800'), timeout=4)"]

@@ -35,6 +35,8 @@ typedef struct app {
   flow_hooks_t flow;             /* what the faces ask of run/ */
   job_counters_t counters;
   int stopping;
+  int draining;            /* claims no jobs: spiderd drain, or a signal's drain
+                            * before the stop (main.c); /readyz says 503 */
   int64_t started_ms;      /* wall clock when serving began (status uptime) */
   struct scrapyd *scrapyd; /* api/scrapyd.c's state */
   struct api_common *api_common; /* api/projects.c's state, shared by the faces */

@@ -106,6 +106,7 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, store_password_file, T_STR, M_NONE, "", NULL),
     KEY(SEC_SPIDERD, cancel_grace, T_REAL, M_GE0, "60", NULL),
     KEY(SEC_SPIDERD, shutdown_grace, T_REAL, M_GE0, "10", NULL),
+    KEY(SEC_SPIDERD, drain_grace, T_REAL, M_GE0, "30", NULL),
     KEY(SEC_SPIDERD, job_timeout, T_REAL, M_GE0, "0", NULL),
     KEY(SEC_SPIDERD, job_retries, T_INT, M_GE0, "0", NULL),
     KEY(SEC_SPIDERD, retry_backoff, T_REAL, M_GE0, "10", NULL),

@@ -97,6 +97,8 @@ typedef struct config {
                               * SPIDERD_STORE_PASSWORD is read the same way */
   double cancel_grace;     /* 60 s: after a cancel, KILL the crawl's group */
   double shutdown_grace;   /* 10 s: on daemon stop, TERM then KILL after this */
+  double drain_grace;      /* 30 s: on SIGTERM, claim nothing and let crawls end
+                            * for this long before the stop above; 0 = stop now */
   /* Job robustness defaults, for jobs whose own value is 0 (see operations.md). */
   double job_timeout;      /* 0 s = none: TERM, then KILL after cancel_grace */
   int job_retries;         /* 0: attempts after a failed or lost one */

@@ -32,6 +32,8 @@ typedef struct server {
   int signals_open;
   uv_timer_t watchdog; /* WATCHDOG=1 to systemd at half of WATCHDOG_USEC */
   int watchdog_open;
+  uv_timer_t drain_timer; /* a signal's drain: drain_grace, or 0 once drained */
+  int exiting;            /* a signal's drain is under way: it ends in the stop */
 } server_t;
 
 static void usage(FILE *out) {
@@ -91,6 +93,7 @@ static void cluster_stopped(void *ud) {
     uv_close((uv_handle_t *)&srv->sig_term, close_cb);
     uv_close((uv_handle_t *)&srv->sig_int, close_cb);
     uv_close((uv_handle_t *)&srv->sig_hup, close_cb);
+    uv_close((uv_handle_t *)&srv->drain_timer, close_cb);
   }
   if (srv->watchdog_open) { /* it beats through the drain, so systemd waits */
     srv->watchdog_open = 0;
@@ -131,12 +134,91 @@ static void begin_stop(server_t *srv) {
   app_t *app = &srv->app;
   if (app->stopping) return;
   app->stopping = 1;
+  if (srv->signals_open) uv_timer_stop(&srv->drain_timer);
   sdnotify("STOPPING=1\nSTATUS=stopping: waiting for crawls to end");
   sse_hub_stop(app->sse); /* event streams end now, not after the crawls */
   app->sse = NULL;
   api_queues_stop(app); /* so do long-poll takes */
   log_info("main", "stopping: crawls get SIGTERM, pending jobs stay queued");
   scheduler_stop(app->scheduler, scheduler_stopped, srv);
+}
+
+/* ---- drain ---- */
+
+/* A signal's drain is over: the crawls ended, or drain_grace ran out (then
+ * the stop TERMs what still runs, as a stop without a drain would). */
+static void drain_over(uv_timer_t *t) {
+  server_t *srv = t->data;
+  unsigned left = launcher_running(srv->app.launcher);
+  if (left)
+    log_warn("main", "drain_grace (%g s) is over with %u crawl(s) still running: stopping them",
+             srv->app.cfg.drain_grace, left);
+  else
+    log_info("main", "drained: no crawl runs");
+  begin_stop(srv);
+}
+
+/* The launcher is idle. This runs inside its callbacks, which must not see
+ * the daemon stop under them: the stop starts on the next loop turn. */
+static void drained(void *ud) {
+  server_t *srv = ud;
+  if (srv->exiting && !srv->app.stopping) uv_timer_start(&srv->drain_timer, drain_over, 0, 0);
+}
+
+static void notify_serving(const config_t *cfg) {
+  char msg[320];
+  snprintf(msg, sizeof(msg), "STATUS=serving on %.200s:%d", cfg->bind_address, cfg->http_port);
+  sdnotify(msg);
+}
+
+/* spiderd drain (app->flow.drain): this node claims nothing while its crawls
+ * run on, and serves on; so do the other nodes, which take its share. */
+static int drain_hook(void *ud, int on) {
+  server_t *srv = ud;
+  app_t *app = &srv->app;
+  if (app->stopping || srv->exiting) return on ? 0 : SPD_ESHUTDOWN;
+  if (app->draining == on) return 0;
+  app->draining = on;
+  cluster_set_draining(app->cluster, on);
+  if (on) {
+    log_info("main", "draining: claiming no jobs; %u crawl(s) run on, pending jobs stay queued",
+             launcher_running(app->launcher));
+    sdnotify("STATUS=draining: claiming no jobs (spiderd drain --cancel resumes)");
+    launcher_drain(app->launcher, NULL, NULL);
+  } else {
+    log_info("main", "drain cancelled: claiming jobs again");
+    notify_serving(&app->cfg);
+    launcher_undrain(app->launcher);
+  }
+  return 0;
+}
+
+/* SIGTERM or SIGINT: drain (claim nothing, let the crawls end for up to
+ * drain_grace), then stop; a second signal stops at once. */
+static void begin_exit(server_t *srv) {
+  app_t *app = &srv->app;
+  if (app->stopping) return;
+  if (srv->exiting) {
+    log_info("main", "second signal: stopping now, without the rest of drain_grace");
+    begin_stop(srv);
+    return;
+  }
+  if (app->cfg.drain_grace <= 0) {
+    begin_stop(srv);
+    return;
+  }
+  srv->exiting = 1;
+  app->draining = 1;
+  sdnotify("STOPPING=1\nSTATUS=draining: waiting for crawls to end before stopping");
+  log_info("main", "draining: claiming no jobs, waiting up to %g s (drain_grace) for %u crawl(s) "
+           "to end; pending jobs stay queued", app->cfg.drain_grace,
+           launcher_running(app->launcher));
+  cluster_set_draining(app->cluster, 1);
+  /* The lease goes now, so another node fires schedules while this one
+   * drains (here they would only wait). */
+  scheduler_stop(app->scheduler, NULL, NULL);
+  uv_timer_start(&srv->drain_timer, drain_over, (uint64_t)(app->cfg.drain_grace * 1000.0), 0);
+  launcher_drain(app->launcher, drained, srv);
 }
 
 /* A job's end is committed (with its events): webhooks deliver them now
@@ -160,7 +242,7 @@ static void on_signal(uv_signal_t *h, int signum) {
     return;
   }
   log_info("main", "received %s", signum == SIGTERM ? "SIGTERM" : "SIGINT");
-  begin_stop(srv);
+  begin_exit(srv);
 }
 
 /* Reads what the store knows before the loop starts: the counts daemonstatus
@@ -370,9 +452,11 @@ static int write_pidfile(const char *path, char *err, size_t errlen) {
   return 0;
 }
 
-/* SIGTERM and SIGINT stop gracefully, SIGHUP reopens the log. */
+/* SIGTERM and SIGINT drain then stop, SIGHUP reopens the log. */
 static void start_signals(server_t *srv) {
   uv_loop_t *loop = srv->app.loop;
+  uv_timer_init(loop, &srv->drain_timer);
+  srv->drain_timer.data = srv;
   uv_signal_init(loop, &srv->sig_term);
   uv_signal_init(loop, &srv->sig_int);
   uv_signal_init(loop, &srv->sig_hup);
@@ -477,6 +561,8 @@ static int serve(int argc, char **argv) {
       (rc = auth_start(app)) || (rc = write_pidfile(cfg->pidfile, err, sizeof(err))))
     goto fail;
   start_signals(&srv);
+  app->flow.node = &srv;
+  app->flow.drain = drain_hook;
   announce(cfg);
   notify_ready(&srv);
   app->started_ms = clock_wall_ms();

@@ -247,6 +247,11 @@ static void ready_done(void *arg, int rc) {
     if (ok && app->stopping) {
       ok = 0;
       snprintf(why, sizeof(why), "the daemon is stopping");
+    } else if (ok && app->draining) {
+      /* Alive (/healthz) and answering, but a balancer should send its
+       * traffic elsewhere: the node is on its way out or being emptied. */
+      ok = 0;
+      snprintf(why, sizeof(why), "this node is draining (it claims no jobs)");
     }
     ready_answer(r, ok, why);
   }

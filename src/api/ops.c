@@ -214,6 +214,12 @@ static const op_param_t p_user[] = {{"name", OPT_STR, REQ, 0, 0}, END};
 const op_def_t op_table[] = {
     {"status.get", NULL, op_status_get, p_none, 0, "GET", "/status", 200, OP_BODY_NONE, ROLE_READ},
     {"nodes.list", NULL, op_nodes_list, p_none, 0, "GET", "/nodes", 200, OP_BODY_NONE, ROLE_READ},
+    /* The node that answers: draining another one through it is not a
+     * thing (docs/operations.md). */
+    {"nodes.drain", NULL, op_nodes_drain, p_none, OP_WRITE, "POST", "/nodes/self/drain", 200,
+     OP_BODY_JSON, ROLE_ADMIN},
+    {"nodes.undrain", NULL, op_nodes_drain, p_none, OP_WRITE, "POST", "/nodes/self/undrain", 200,
+     OP_BODY_JSON, ROLE_ADMIN},
     {"projects.list", NULL, op_projects_list, p_none, 0, "GET", "/projects", 200, OP_BODY_NONE, ROLE_READ},
     {"projects.get", NULL, op_projects_get, p_project, 0, "GET", "/projects/{project}", 200,
      OP_BODY_NONE, ROLE_READ},

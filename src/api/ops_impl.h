@@ -95,6 +95,7 @@ void op_fail_resolve(op_call_t *c, int rc);
 /* ---- the handlers ---- */
 void op_status_get(op_call_t *c);
 void op_nodes_list(op_call_t *c);
+void op_nodes_drain(op_call_t *c); /* nodes.drain and nodes.undrain */
 void op_projects_list(op_call_t *c);
 void op_projects_get(op_call_t *c);
 void op_projects_delete(op_call_t *c);

@@ -18,11 +18,12 @@
 void op_status_get(op_call_t *c) {
   const app_t *app = c->app;
   int64_t up = app->started_ms ? (clock_wall_ms() - app->started_ms) / 1000 : 0;
-  op_ok(c, json_pack("{s:s,s:s,s:I,s:o,s:I,s:I,s:I,s:b}", "node_name", app->cfg.node_name,
+  op_ok(c, json_pack("{s:s,s:s,s:I,s:o,s:I,s:I,s:I,s:b,s:b}", "node_name", app->cfg.node_name,
                      "version", SPIDERD_VERSION, "uptime", (json_int_t)up, "started_at",
                      op_iso_time(app->started_ms), "pending", (json_int_t)app->counters.pending,
                      "running", (json_int_t)app->counters.running, "finished",
-                     (json_int_t)app->counters.finished, "stopping", app->stopping));
+                     (json_int_t)app->counters.finished, "stopping", app->stopping,
+                     "draining", app->draining));
 }
 
 /* ---- projects ---- */
@@ -292,12 +293,13 @@ static int nodes_fn(store_t *s, void *arg) {
     /* "late": silent past the timeout, not yet declared dead by a reap. */
     const char *state = n->dead ? "dead" : age > timeout ? "late" : "alive";
     json_array_append_new(
-        a, json_pack("{s:s,s:o,s:o,s:i,s:i,s:o,s:o,s:I,s:s,s:b}", "name", n->name, "url",
+        a, json_pack("{s:s,s:o,s:o,s:i,s:i,s:o,s:o,s:I,s:s,s:b,s:b}", "name", n->name, "url",
                      op_str_or_null(n->url), "version", op_str_or_null(n->version), "slots",
                      n->slots, "running", n->running,
                      "started_at", op_iso_time(n->started_ms), "heartbeat_at",
                      op_iso_time(n->heartbeat_ms), "heartbeat_age_ms", (json_int_t)age,
-                     "state", state, "self", !strcmp(n->name, c->app->cfg.node_name)));
+                     "state", state, "self", !strcmp(n->name, c->app->cfg.node_name),
+                     "draining", n->draining != 0));
   }
   node_list_release(&l);
   c->result = a ? json_pack("{s:o,s:b}", "nodes", a, "shared", store_pool_shared(c->app->store))
@@ -312,3 +314,27 @@ static void nodes_done(void *arg, int rc) {
 }
 
 void op_nodes_list(op_call_t *c) { op_store(c, STORE_READ, nodes_fn, nodes_done); }
+
+/* ---- nodes.drain, nodes.undrain: the node that answers ---- */
+
+/* This node's drain state as both operations answer it. */
+static json_t *drain_state(const app_t *app) {
+  return json_pack("{s:s,s:b,s:b,s:I,s:I}", "name", app->cfg.node_name, "draining",
+                   app->draining, "stopping", app->stopping, "running",
+                   (json_int_t)app->counters.running, "pending",
+                   (json_int_t)app->counters.pending);
+}
+
+void op_nodes_drain(op_call_t *c) {
+  int on = !strcmp(c->def->name, "nodes.drain");
+  int rc = flow_drain(&c->app->flow, on);
+  if (rc == SPD_ESHUTDOWN) {
+    op_fail(c, rc, NULL, "the daemon is stopping: its drain ends in the stop");
+    return;
+  }
+  if (rc) {
+    op_fail(c, rc, NULL, "cannot %s: %s", on ? "drain" : "undrain", spd_strerror(rc));
+    return;
+  }
+  op_ok(c, drain_state(c->app));
+}

@@ -229,9 +229,35 @@ static int cmd_status(cli_ctx_t *ctx, const cli_args_t *a) {
     printf("daemon:    %s (node %s)\n", ctx->client.base,
            json_string_value(json_object_get(r, "node_name")));
     printf("version:   %s\n", json_string_value(json_object_get(r, "version")));
-    printf("started:   %s (up %s)%s\n", started, up,
-           json_is_true(json_object_get(r, "stopping")) ? ", stopping" : "");
+    printf("started:   %s (up %s)%s%s\n", started, up,
+           json_is_true(json_object_get(r, "stopping")) ? ", stopping" : "",
+           json_is_true(json_object_get(r, "draining")) ? ", draining" : "");
     printf("jobs:      %s pending, %s running, %s finished\n", v[0], v[1], v[2]);
+  }
+  json_decref(r);
+  return CLI_OK;
+}
+
+/* ---- drain ---- */
+
+/* The node that answers --url drains (or, with --cancel, claims again). */
+static int cmd_drain(cli_ctx_t *ctx, const cli_args_t *a) {
+  int cancel = cli_args_get(a, O_CANCEL) != NULL;
+  json_t *r = NULL;
+  int rc = cli_call(ctx, "POST", (const char *[]){"nodes", "self", cancel ? "undrain" : "drain"},
+                    3, NULL, NULL, &r);
+  if (rc) return rc;
+  if (ctx->json) {
+    cli_print_json(r);
+  } else {
+    char running[32];
+    cli_field(r, "running", running, sizeof(running));
+    if (json_is_true(json_object_get(r, "draining")))
+      printf("node %s is draining: it claims no jobs; %s crawl(s) still running%s\n",
+             json_string_value(json_object_get(r, "name")), running,
+             json_is_true(json_object_get(r, "stopping")) ? " (stopping)" : "");
+    else
+      printf("node %s claims jobs again\n", json_string_value(json_object_get(r, "name")));
   }
   json_decref(r);
   return CLI_OK;
@@ -569,6 +595,7 @@ static const cli_opt_t run_opts[] = {{"arg", 'a', 1, O_ARG}, {"set", 's', 1, O_S
                                      {"jobid", 0, 1, O_JOBID}, {"unique-key", 0, 1, O_UNIQUE_KEY},
                                      CLI_COMMON_OPTS};
 static const cli_opt_t cancel_opts[] = {{"signal", 0, 1, O_SIGNAL}, CLI_COMMON_OPTS};
+static const cli_opt_t drain_opts[] = {{"cancel", 0, 0, O_CANCEL}, CLI_COMMON_OPTS};
 static const cli_opt_t logs_opts[] = {{"follow", 'f', 0, O_FOLLOW}, {"from-start", 0, 0, O_FROM_START},
                                       {"tail", 0, 1, O_TAIL}, CLI_COMMON_OPTS};
 static const cli_opt_t events_opts[] = {{"type", 't', 1, O_TYPE}, {"schedule", 0, 1, O_SCHEDULE},
@@ -579,6 +606,11 @@ static const cli_opt_t events_opts[] = {{"type", 't', 1, O_TYPE}, {"schedule", 0
 static const cli_cmd_t cmds[] = {
     {"status", cmd_status, common_opts, 0, 0, "status [options]",
      "The daemon's node, version, uptime and job counts.\n"},
+    {"drain", cmd_drain, drain_opts, 0, 0, "drain [--cancel]",
+     "Drains the daemon's node: it claims no more jobs (they stay pending for\n"
+     "other nodes) while its running crawls go on; /readyz answers 503. The\n"
+     "daemon keeps serving; SIGTERM drains the same way before it stops.\n"
+     "  --cancel           end the drain: the node claims jobs again\n"},
     {"jobs", cmd_jobs, jobs_opts, 0, 0, "jobs [--state S]... [--project P] [--spider S] "
      "[--schedule ID] [--limit N]",
      "Lists jobs, newest first (at most --limit, default 100).\n"

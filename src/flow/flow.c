@@ -1,5 +1,7 @@
 #include "flow/flow.h"
 
+#include <errno.h>
+
 void flow_dispatch(const flow_hooks_t *h) {
   if (h->dispatch) h->dispatch(h->launcher);
 }
@@ -20,4 +22,8 @@ void flow_schedules_changed(const flow_hooks_t *h) {
 
 int64_t flow_last_beat(const flow_hooks_t *h) {
   return h->last_beat ? h->last_beat(h->cluster) : 0;
+}
+
+int flow_drain(const flow_hooks_t *h, int on) {
+  return h->drain ? h->drain(h->node, on) : -ENOTSUP;
 }

@@ -36,6 +36,11 @@ typedef struct flow_hooks {
   /* Wall ms of this node's last heartbeat the store took; 0 = none yet
    * (cluster_last_beat). */
   int64_t (*last_beat)(void *cluster);
+  void *node; /* the first argument of drain (main.c's daemon) */
+  /* This node stops claiming jobs (on = 1; the crawls running go on) or
+   * claims again (on = 0). 0, or SPD_ESHUTDOWN when the daemon is stopping
+   * (a signal's drain ends in the stop: it cannot be undone). */
+  int (*drain)(void *node, int on);
 } flow_hooks_t;
 
 void flow_dispatch(const flow_hooks_t *h);
@@ -44,5 +49,7 @@ int flow_signal(const flow_hooks_t *h, const char *project, const char *jobid, i
 int flow_running_here(const flow_hooks_t *h, int64_t id);
 void flow_schedules_changed(const flow_hooks_t *h);
 int64_t flow_last_beat(const flow_hooks_t *h);
+/* -ENOTSUP when no daemon runs the hook. */
+int flow_drain(const flow_hooks_t *h, int on);
 
 #endif

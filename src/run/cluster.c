@@ -45,6 +45,8 @@ struct cluster {
   int64_t cancels[CANCELS_SEEN];
   unsigned cancel_next;
   int64_t last_beat_ms; /* the last heartbeat written; 0 = none yet (readiness) */
+  int draining;         /* written with each beat (cluster_set_draining) */
+  int beat_again;       /* the drain state changed while a beat was in flight */
 };
 
 static void maybe_stopped(cluster_t *c) {
@@ -198,6 +200,8 @@ static int beat_fn(store_t *s, void *arg) {
   return rc;
 }
 
+static void beat(cluster_t *c);
+
 static void beat_done(void *arg, int rc) {
   beat_op_t *op = arg;
   cluster_t *c = op->c;
@@ -226,6 +230,10 @@ static void beat_done(void *arg, int rc) {
   node_info_release(&op->node);
   job_list_release(&op->lost);
   free(op);
+  if (c->beat_again && !c->stopping) {
+    c->beat_again = 0;
+    beat(c);
+  }
   maybe_stopped(c);
 }
 
@@ -240,6 +248,7 @@ static void beat(cluster_t *c) {
   op->node.slots = config_max_proc(c->cfg);
   op->node.running = (int)launcher_running(c->launcher);
   op->node.started_ms = c->started_ms;
+  op->node.draining = c->draining;
   op->now = clock_wall_ms();
   c->rng = c->rng * 6364136223846793005ULL + 1442695040888963407ULL;
   op->rnd = (uint32_t)(c->rng >> 33);
@@ -261,6 +270,17 @@ static void beat(cluster_t *c) {
 static void on_beat(uv_timer_t *t) { beat(t->data); }
 
 int64_t cluster_last_beat(const cluster_t *c) { return c ? c->last_beat_ms : 0; }
+
+void cluster_set_draining(cluster_t *c, int draining) {
+  if (!c || c->draining == !!draining) return;
+  c->draining = !!draining;
+  /* Now (or right after the beat in flight, which carries the old state):
+   * the other nodes and /api/v1/nodes see it at once. A timer's beat that
+   * finds one in flight is skipped, as before: a slow store is not beaten
+   * back to back. */
+  if (c->beating) c->beat_again = 1;
+  else beat(c);
+}
 
 /* ---- notices ---- */
 

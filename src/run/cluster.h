@@ -41,6 +41,9 @@ int cluster_init(cluster_t **out, uv_loop_t *loop, const config_t *cfg, store_po
 /* Stops beating and listening; done(ud) once no store op is in flight. */
 void cluster_stop(cluster_t *c, void (*done)(void *ud), void *ud);
 void cluster_free(cluster_t *c);
+/* This node claims no jobs (or does again): written with its heartbeat,
+ * the first one at once, so other nodes and GET /api/v1/nodes see it. */
+void cluster_set_draining(cluster_t *c, int draining);
 /* Wall ms of this node's last heartbeat the store took; 0 = none yet. */
 int64_t cluster_last_beat(const cluster_t *c);
 

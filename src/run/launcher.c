@@ -711,10 +711,10 @@ static void claim_done(void *arg, int rc) {
     metrics_hist_observe(&l->metrics->claim, (double)(uv_hrtime() - op->t0) / 1e9);
   if (rc) {
     log_error("launcher", "claiming pending jobs failed: %s", spd_strerror(rc));
-  } else if (l->stopping && op->jobs.n) {
-    /* Claimed as the daemon began to stop: they never ran, so they go back
-     * to pending for the next start (the store pool drains this write
-     * before it stops). */
+  } else if ((l->stopping || l->draining) && op->jobs.n) {
+    /* Claimed as the daemon began to stop or to drain: they never ran, so
+     * they go back to pending for another node or the next start (the
+     * store pool drains this write before it stops). */
     job_list_t *back = malloc(sizeof(*back));
     if (back) {
       *back = op->jobs;
@@ -741,7 +741,7 @@ static void claim_done(void *arg, int rc) {
   int full = op->jobs.n >= op->max && !op->limited;
   job_list_release(&op->jobs);
   free(op);
-  if (l->stopping) {
+  if (l->stopping || l->draining) {
     launcher_maybe_stopped(l);
     return;
   }
@@ -752,7 +752,7 @@ static void claim_done(void *arg, int rc) {
 }
 
 void launcher_dispatch(launcher_t *l) {
-  if (l->stopping) return;
+  if (l->stopping || l->draining) return;
   if (l->claiming) {
     l->dispatch_again = 1;
     return;
@@ -868,16 +868,42 @@ static void stop_expired(uv_timer_t *t) {
 }
 
 void launcher_maybe_stopped(launcher_t *l) {
-  if (!l->stopping || !l->stop_done) return;
   if (l->procs || l->claiming || l->ends_in_flight) return;
+  if (l->draining && l->drained) {
+    void (*drained)(void *) = l->drained;
+    l->drained = NULL;
+    drained(l->drained_ud);
+  }
+  if (!l->stopping || !l->stop_done) return;
   void (*done)(void *) = l->stop_done;
   l->stop_done = NULL;
   uv_timer_stop(&l->stop_timer);
   done(l->stop_ud);
 }
 
+/* ---- drain ---- */
+
+void launcher_drain(launcher_t *l, void (*done)(void *ud), void *ud) {
+  l->draining = 1;
+  l->drained = done;
+  l->drained_ud = ud;
+  launcher_maybe_stopped(l);
+}
+
+void launcher_undrain(launcher_t *l) {
+  if (!l->draining) return;
+  l->draining = 0;
+  l->drained = NULL;
+  /* Jobs queued meanwhile by other nodes or retries that came due are in
+   * no counter of this node's. */
+  launcher_dispatch_blind(l);
+}
+
+int launcher_draining(const launcher_t *l) { return l->draining; }
+
 void launcher_stop(launcher_t *l, void (*done)(void *ud), void *ud) {
   l->stopping = 1;
+  l->drained = NULL; /* the stop's done says it all */
   supervise_stop(l);
   l->stop_done = done;
   l->stop_ud = ud;

@@ -81,6 +81,17 @@ void launcher_set_job_secret(launcher_t *l, const char *secret);
 struct metrics;
 void launcher_set_metrics(launcher_t *l, struct metrics *m);
 
+/* Draining: from now on claims nothing, not even jobs already due (they
+ * stay pending, for other nodes or for launcher_undrain), while the crawls
+ * running go on to their end. done(ud), when not NULL, runs once no crawl
+ * runs and no claim or end is in flight: at once, before this returns,
+ * when the launcher is idle already. A second drain replaces done. */
+void launcher_drain(launcher_t *l, void (*done)(void *ud), void *ud);
+/* Claims again, at once (every pending job due is looked for, wherever it
+ * was queued); a pending done of launcher_drain never runs. */
+void launcher_undrain(launcher_t *l);
+int launcher_draining(const launcher_t *l);
+
 /* Graceful stop: no new starts; TERM every crawl (recorded as cancelled),
  * KILL after shutdown_grace; done(ud) runs once every process has exited and
  * its end is committed to the store. */

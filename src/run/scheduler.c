@@ -496,6 +496,17 @@ void scheduler_stop(scheduler_t *s, void (*done)(void *ud), void *ud) {
     if (done) done(ud);
     return;
   }
+  if (s->stopping) {
+    /* Stopped again (a drain stopped it, then the daemon stops): done once
+     * the first stop has given the lease up; busy until then. */
+    if (s->busy) {
+      s->stopped = done;
+      s->stopped_ud = ud;
+    } else if (done) {
+      done(ud);
+    }
+    return;
+  }
   s->stopping = 1;
   s->stopped = done;
   s->stopped_ud = ud;

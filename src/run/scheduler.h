@@ -36,7 +36,9 @@ void scheduler_kick(scheduler_t *s);
 
 
 /* Stops ticking, gives the lease up (so another node takes over at once),
- * then calls done(ud) once nothing is in flight. */
+ * then calls done(ud) once nothing is in flight. A second stop calls its
+ * own done once the first is complete (the first's done is then dropped
+ * if it had not run yet). */
 void scheduler_stop(scheduler_t *s, void (*done)(void *ud), void *ud);
 
 /* Frees it after scheduler_stop completed. */

@@ -55,6 +55,9 @@ struct launcher {
   int dispatch_again;     /* a kick arrived while claiming */
   unsigned ends_in_flight;
   int stopping;
+  int draining;       /* claims nothing (launcher_drain) */
+  void (*drained)(void *ud); /* once nothing runs while draining; then NULL */
+  void *drained_ud;
   int open_handles;   /* launcher timers still to close */
   uv_timer_t stop_timer;
   void (*stop_done)(void *ud);
@@ -79,7 +82,7 @@ struct launcher {
 
 /* KILLs the crawl's whole process group. */
 void launcher_kill_group(proc_t *p);
-/* After every commit that may finish the daemon's stop. */
+/* After every commit that may finish the daemon's stop or a drain. */
 void launcher_maybe_stopped(launcher_t *l);
 
 /* Opens the supervision timers (2 handles, counted in l->open_handles). */

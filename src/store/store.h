@@ -460,6 +460,8 @@ typedef struct node_info {
   int64_t started_ms;  /* when the daemon started */
   int64_t heartbeat_ms;
   int dead;            /* declared dead by store_nodes_reap */
+  int draining;        /* it claims no jobs (spiderd drain, or a SIGTERM's
+                        * drain): others should take its share */
 } node_info_t;
 
 typedef struct node_list {
@@ -471,7 +473,7 @@ void node_info_release(node_info_t *n);
 void node_list_release(node_list_t *l);
 
 /* Records a node's sign of life: inserts or updates its row (url, version,
- * slots, running, started_ms) with heartbeat_ms = now_ms and dead = 0.
+ * slots, running, started_ms, draining) with heartbeat_ms = now_ms and dead = 0.
  * *was_dead (may be NULL) = 1 when a reaper had declared it dead: its
  * running jobs were ended as lost and may run elsewhere already, so the
  * node must stop every crawl it still has. */

@@ -726,6 +726,20 @@ def _projects_delete(w, ctx):
     w.fail("DELETE", P, {"project": "wgone"}, status=404, code="SPD_ENOPROJECT")
 
 
+@case("POST", API + "/nodes/self/drain")
+def _nodes_drain(w, ctx):
+    assert w.ok("POST", API + "/nodes/self/drain")["draining"] is True
+    w.fail("POST", API + "/nodes/self/drain", params={"bogus": "1"}, status=400,
+           code="SPD_EBADPARAM")
+
+
+@case("POST", API + "/nodes/self/undrain")
+def _nodes_undrain(w, ctx):
+    assert w.ok("POST", API + "/nodes/self/undrain")["draining"] is False
+    w.fail("POST", API + "/nodes/self/undrain", params={"bogus": "1"}, status=400,
+           code="SPD_EBADPARAM")
+
+
 # Users and tokens last: the first token turns authentication on, and
 # revoking the last one turns it off again for what follows.
 def _bearer(ctx):
@@ -977,6 +991,8 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "queues.requeue": lambda c, m: {"name": "rq", "state": ["done"]},
     "queues.purge": lambda c, m: {"name": "rq", "state": ["waiting"]},
     "queues.delete": lambda c, m: {"name": "rq"},
+    "nodes.drain": lambda c, m: {},
+    "nodes.undrain": lambda c, m: {},  # right after: the walk's jobs must run
     # last: the first token turns authentication on (the calls then send it),
     # and revoking it turns it off again
     "auth.whoami": lambda c, m: {},

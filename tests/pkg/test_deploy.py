@@ -363,9 +363,10 @@ def test_k8s():
     sc = pod.get("securityContext", {})
     check(sc.get("runAsNonRoot") and sc.get("runAsUser") == 10001, "runs as uid 10001, non-root")
     check(c["securityContext"].get("allowPrivilegeEscalation") is False, "no privilege escalation")
-    grace = conf.getfloat("spiderd", "shutdown_grace", fallback=10)
+    grace = conf.getfloat("spiderd", "shutdown_grace", fallback=10) + \
+        conf.getfloat("spiderd", "drain_grace", fallback=30)
     check(pod.get("terminationGracePeriodSeconds", 30) > grace,
-          f"terminationGracePeriodSeconds > shutdown_grace ({grace})")
+          f"terminationGracePeriodSeconds > drain_grace + shutdown_grace ({grace})")
 
 
 def test_k8s_config_runs():

@@ -72,6 +72,7 @@ def test_ready_after_port_answers_and_stopping_on_sigterm(tmp_path, notify):
         proc.send_signal(signal.SIGTERM)
         msg = recv(s, 20)
         assert msg["STOPPING"] == "1"
+        assert msg["STATUS"].startswith("draining"), msg  # drain_grace first
         assert proc.wait(30) == 0
     finally:
         stop(proc)

@@ -36,9 +36,10 @@ want=(Type=notify NotifyAccess=main "User=spiderd" "ExecStart=/usr/bin/spiderd s
 for w in "${want[@]}"; do
   grep -qxF "$w" "$unit" && ok "$w" || bad "missing $w"
 done
-# the stop must outlast the daemon's own drain (shutdown_grace, 10 s default)
+# the stop must outlast the daemon's own drain and stop (drain_grace +
+# shutdown_grace, 30 + 10 s by default)
 tss=$(sed -n 's/^TimeoutStopSec=//p' "$unit")
-[ "${tss:-0}" -ge 30 ] && ok "TimeoutStopSec=$tss" || bad "TimeoutStopSec=$tss too short"
+[ "${tss:-0}" -gt 40 ] && ok "TimeoutStopSec=$tss" || bad "TimeoutStopSec=$tss too short"
 
 if command -v systemd-sysusers >/dev/null; then
   out=$(systemd-sysusers --dry-run --root="$tmp" "$root/deploy/systemd/spiderd.sysusers" 2>&1)

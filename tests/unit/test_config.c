@@ -226,6 +226,7 @@ static void test_defaults(void **state) {
   assert_string_equal(c->ui_dir, SPIDERD_UI_DIR);
   assert_true(c->cancel_grace == 60.0);
   assert_true(c->shutdown_grace == 10.0);
+  assert_true(c->drain_grace == 30.0); /* Kubernetes' terminationGracePeriodSeconds */
   assert_true(c->job_timeout == 0.0);
   assert_int_equal(c->job_retries, 0);
   assert_true(c->retry_backoff == 10.0);
@@ -529,6 +530,7 @@ static void test_env_overrides(void **state) {
   setenv("SPIDERD_LOGS_DIR", "", 1);
   setenv("SPIDERD_DEBUG", "yes", 1);
   setenv("SPIDERD_CANCEL_GRACE", "2.5", 1);
+  setenv("SPIDERD_DRAIN_GRACE", "0", 1);
   setenv("SPIDERD_JOB_RETRIES", "3", 1);
   setenv("SPIDERD_HEARTBEAT_TIMEOUT", "0", 1);
   setenv("SPIDERD_LOG_LEVEL", "debug", 1);
@@ -548,6 +550,7 @@ static void test_env_overrides(void **state) {
   assert_string_equal(c->logs_dir, "");
   assert_int_equal(c->debug, 1);
   assert_true(c->cancel_grace == 2.5);
+  assert_true(c->drain_grace == 0.0);
   assert_int_equal(c->job_retries, 3);
   assert_true(c->heartbeat_timeout == 0.0);
   assert_string_equal(c->log_level, "debug");

@@ -186,11 +186,60 @@ static void test_claim_limited(void **state) {
   job_list_release(&op2.jobs);
 }
 
+static int drained_calls;
+static void on_drained(void *ud) { (*(int *)ud)++; }
+
+/* A draining launcher claims nothing, even with jobs pending and slots
+ * free (no claim is submitted: the launcher here has no store); its done
+ * runs once, when the last crawl's end is in; undrain forgets it. */
+static void test_drain(void **state) {
+  (void)state;
+  config_t cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  job_counters_t counters = {.pending = 5};
+  proc_t p = {0};
+  launcher_t l = {.cfg = &cfg, .counters = &counters, .max_proc = 4, .procs = &p, .nprocs = 1};
+  drained_calls = 0;
+  launcher_drain(&l, on_drained, &drained_calls);
+  assert_true(launcher_draining(&l));
+  launcher_dispatch(&l);
+  launcher_dispatch_blind(&l);
+  assert_int_equal(l.claiming, 0);
+  assert_int_equal(drained_calls, 0); /* a crawl runs */
+  l.procs = NULL;
+  l.nprocs = 0;
+  l.ends_in_flight = 1; /* its end is not committed yet */
+  launcher_maybe_stopped(&l);
+  assert_int_equal(drained_calls, 0);
+  l.ends_in_flight = 0;
+  launcher_maybe_stopped(&l);
+  launcher_maybe_stopped(&l);
+  assert_int_equal(drained_calls, 1);
+  launcher_dispatch(&l);
+  assert_int_equal(l.claiming, 0);
+
+  /* Idle already: done at once. Undrained: done never comes, and dispatch
+   * claims again (all slots taken here, so it stops short of the store). */
+  launcher_drain(&l, on_drained, &drained_calls);
+  assert_int_equal(drained_calls, 2);
+  l.procs = &p;
+  l.nprocs = 4;
+  launcher_drain(&l, on_drained, &drained_calls);
+  launcher_undrain(&l);
+  assert_false(launcher_draining(&l));
+  assert_int_equal(l.due_check, 1); /* a blind claim: jobs queued elsewhere count */
+  l.procs = NULL;
+  l.nprocs = 4;
+  launcher_maybe_stopped(&l);
+  assert_int_equal(drained_calls, 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_build_argv),
       cmocka_unit_test(test_remote_feed_uri),
       cmocka_unit_test(test_prune_dir),
+      cmocka_unit_test(test_drain),
       cmocka_unit_test_setup_teardown(test_claim_limited, fx_setup, fx_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

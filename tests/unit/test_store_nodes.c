@@ -64,6 +64,21 @@ static void test_node_beat(void **state) {
   assert_int_equal(l.v[0].started_ms, 111);
   assert_int_equal(l.v[0].heartbeat_ms, 1000);
   assert_int_equal(l.v[0].dead, 0);
+  assert_int_equal(l.v[0].draining, 0);
+  node_list_release(&l);
+
+  /* A draining node says so with its beat, and says so no more once it
+   * takes jobs again. */
+  n.draining = 1;
+  assert_int_equal(store_node_beat(s, &n, 1200, &dead), 0);
+  assert_int_equal(store_nodes_list(s, &l), 0);
+  assert_int_equal(l.v[0].draining, 1);
+  assert_int_equal(l.v[0].heartbeat_ms, 1200);
+  node_list_release(&l);
+  n.draining = 0;
+  assert_int_equal(store_node_beat(s, &n, 1300, &dead), 0);
+  assert_int_equal(store_nodes_list(s, &l), 0);
+  assert_int_equal(l.v[0].draining, 0);
   node_list_release(&l);
 
   /* An upgraded node says its new version. */

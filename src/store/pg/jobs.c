@@ -884,12 +884,14 @@ int pg_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead
     pg_p_i64(&p, n->started_ms);
     pg_p_i64(&p, now_ms);
     pg_p_str(&p, n->version);
+    pg_p_i64(&p, n->draining != 0);
     rc = pg_cmd(q, PN_BEAT,
                 "INSERT INTO nodes (name, url, slots, running, started_ms, heartbeat_ms, dead, "
-                "version) VALUES ($1, $2, $3, $4, $5, $6, 0, $7) ON CONFLICT (name) DO UPDATE SET "
+                "version, draining) VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8) "
+                "ON CONFLICT (name) DO UPDATE SET "
                 "url = excluded.url, slots = excluded.slots, running = excluded.running, "
                 "started_ms = excluded.started_ms, heartbeat_ms = excluded.heartbeat_ms, "
-                "dead = 0, version = excluded.version",
+                "dead = 0, version = excluded.version, draining = excluded.draining",
                 &p, 0, "node beat");
   }
   return pg_auto_end(q, began, rc);
@@ -899,7 +901,7 @@ int pg_nodes_list(store_t *s, node_list_t *out) {
   int rc;
   PGresult *r = pg_run(PGQ(s), PN_LIST,
                        "SELECT name, url, slots, running, started_ms, heartbeat_ms, dead, "
-                       "version FROM nodes ORDER BY name",
+                       "version, draining FROM nodes ORDER BY name",
                        NULL, 0, &rc, "list nodes");
   if (!r) return rc;
   for (int i = 0; i < PQntuples(r) && !rc; i++) {
@@ -914,6 +916,7 @@ int pg_nodes_list(store_t *s, node_list_t *out) {
     n.started_ms = pg_i64(r, i, 4);
     n.heartbeat_ms = pg_i64(r, i, 5);
     n.dead = (int)pg_i64(r, i, 6);
+    n.draining = (int)pg_i64(r, i, 8);
     if ((rc = node_list_push(out, &n))) node_info_release(&n);
   }
   PQclear(r);

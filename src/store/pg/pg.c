@@ -415,6 +415,10 @@ static const char *const *pg_migrations[] = {
     /* 3: users and API tokens (pg/auth.c), in the store so every node
      * sharing it knows them. */
     (const char *const[]){pg_schema_auth, NULL},
+    /* 4: a node draining (spiderd drain, or a SIGTERM's drain) says so with
+     * its beat, so the cluster and /api/v1/nodes see it takes no jobs. */
+    (const char *const[]){"ALTER TABLE nodes ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;",
+                          NULL},
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
 

@@ -21,8 +21,9 @@
  *   jobs:live          hash parent id -> its pending or running children
  *   jobs:count         hash "STATE" and "STATE:PR" -> jobs (final states
  *                      count only jobs that started), kept by every change
- *   node:NAME, nodes   a hash per node (version absent: never said); zset of
- *                      names
+ *   node:NAME, nodes   a hash per node (version absent: never said; draining
+ *                      absent: 0, a node from before drains existed); zset
+ *                      of names
  *   egg:PR\0VER, eggs  a hash per egg (data, size, created_ms); zset of names
  *
  * Every state change goes through JIDX(id, job, -1) before and
@@ -404,6 +405,7 @@ int redis_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_d
   ra_i64(&a, n->started_ms);
   ra_i64(&a, now_ms);
   ra_str(&a, n->version);
+  ra_i64(&a, n->draining != 0);
   int rc = redis_int_call(RQ(s), RS_NODE_BEAT, &a, &dead, "node beat");
   if (!rc) *was_dead = dead != 0;
   return rc;
@@ -413,6 +415,7 @@ int redis_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_d
 static const struct redis_field node_fields[] = {
     NF(name, RF_STR),       NF(url, RF_STR),          NF(slots, RF_INT), NF(running, RF_INT),
     NF(started_ms, RF_I64), NF(heartbeat_ms, RF_I64), NF(dead, RF_INT), NF(version, RF_STR),
+    NF(draining, RF_INT),
 };
 #undef NF
 

@@ -23,13 +23,13 @@ enum {
 static const char *const sqlite_nodes_sql[SN_COUNT] = {
     [SN_BEAT_DEAD] = "SELECT dead FROM nodes WHERE name = ?1",
     [SN_BEAT] =
-        "INSERT INTO nodes (name, url, slots, running, started_ms, heartbeat_ms, dead, version) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7) ON CONFLICT (name) DO UPDATE SET "
+        "INSERT INTO nodes (name, url, slots, running, started_ms, heartbeat_ms, dead, version, "
+        "draining) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8) ON CONFLICT (name) DO UPDATE SET "
         "url = excluded.url, slots = excluded.slots, running = excluded.running, "
         "started_ms = excluded.started_ms, heartbeat_ms = excluded.heartbeat_ms, dead = 0, "
-        "version = excluded.version",
-    [SN_LIST] = "SELECT name, url, slots, running, started_ms, heartbeat_ms, dead, version "
-                "FROM nodes ORDER BY name",
+        "version = excluded.version, draining = excluded.draining",
+    [SN_LIST] = "SELECT name, url, slots, running, started_ms, heartbeat_ms, dead, version, "
+                "draining FROM nodes ORDER BY name",
     [SN_REAP_NODES] = "UPDATE nodes SET dead = 1 WHERE dead = 0 AND name != ?1 "
                       "AND heartbeat_ms < ?2",
     [SN_REAP_JOBS] =
@@ -63,6 +63,7 @@ int sqlite_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_
     sqlite3_bind_int64(st, 5, n->started_ms);
     sqlite3_bind_int64(st, 6, now_ms);
     sqlite_bind_str(st, 7, n->version);
+    sqlite3_bind_int(st, 8, n->draining != 0);
     rc = sqlite_done(q, st, "node beat");
   }
   return sqlite_auto_end(q, began, rc);
@@ -85,6 +86,7 @@ int sqlite_nodes_list(store_t *s, node_list_t *out) {
     n.started_ms = sqlite3_column_int64(st, 4);
     n.heartbeat_ms = sqlite3_column_int64(st, 5);
     n.dead = sqlite3_column_int(st, 6);
+    n.draining = sqlite3_column_int(st, 8);
     if ((rc = node_list_push(out, &n))) {
       node_info_release(&n);
       break;

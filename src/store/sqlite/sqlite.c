@@ -265,6 +265,9 @@ static const char *const sqlite_migrations[] = {
     "  expires_ms INTEGER NOT NULL DEFAULT 0,"
     "  PRIMARY KEY (kind, name)"
     ") WITHOUT ROWID;",
+    /* 8: a node draining (spiderd drain, or a SIGTERM's drain) says so with
+     * its beat, so the cluster and /api/v1/nodes see it takes no jobs. */
+    "ALTER TABLE nodes ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define SQLITE_SCHEMA_VERSION \

@@ -474,12 +474,13 @@ for _, pk in ipairs(redis.call('ZRANGEBYLEX', P .. 'jobs:pairs', '-', '+')) do
 end
 return out
 -- @script node_beat
--- ARGV: P, name, url, slots, running, started_ms, now, version ('' = none)
+-- ARGV: P, name, url, slots, running, started_ms, now, version ('' = none),
+-- draining (0/1)
 local k = P .. 'node:' .. ARGV[2]
 local dead = redis.call('HGET', k, 'dead') == '1'
 redis.call('HSET', k, 'name', ARGV[2], 'url', ARGV[3], 'slots', ARGV[4],
            'running', ARGV[5], 'started_ms', ARGV[6], 'heartbeat_ms', ARGV[7],
-           'dead', '0')
+           'dead', '0', 'draining', ARGV[9])
 if ARGV[8] == '' then redis.call('HDEL', k, 'version')
 else redis.call('HSET', k, 'version', ARGV[8]) end
 redis.call('ZADD', P .. 'nodes', 0, ARGV[2])
