@@ -77,16 +77,18 @@ static void call_free(call_t *c) {
 }
 
 /* Sends o (consumed) as Scrapyd's JSON with its CORS headers; frees c. */
-static void send_json(call_t *c, json_t *o) {
+static void send_json_status(call_t *c, int status, json_t *o) {
   size_t len = 0;
-  char *body = render_json(o, &len);
+  char *body = o ? render_json(o, &len) : NULL;
   json_decref(o);
   add_cors(c);
-  if (body) http_reply(c->req, 200, "application/json", body, len);
+  if (body) http_reply(c->req, status, "application/json", body, len);
   else http_reply(c->req, 500, "text/plain", "out of memory\n", 14);
   free(body);
   call_free(c);
 }
+
+static void send_json(call_t *c, json_t *o) { send_json_status(c, 200, o); }
 
 /* Replies with fields + status + node_name (fields is consumed) and frees c. */
 static void reply_ok(call_t *c, json_t *fields) {
@@ -122,16 +124,8 @@ static void reply_error(call_t *c, const char *fmt, ...) {
 
 /* 403 with Scrapyd's error body: these credentials may not do that. */
 static void reply_forbidden(call_t *c, const char *why) {
-  json_t *o = json_pack("{s:s, s:s, s:s}", "status", "error", "message", why, "node_name",
-                        c->app->cfg.node_name);
-  size_t len = 0;
-  char *body = o ? render_json(o, &len) : NULL;
-  json_decref(o);
-  add_cors(c);
-  if (body) http_reply(c->req, 403, "application/json", body, len);
-  else http_reply(c->req, 500, "text/plain", "out of memory\n", 14);
-  free(body);
-  call_free(c);
+  send_json_status(c, 403, json_pack("{s:s, s:s, s:s}", "status", "error", "message", why,
+                                     "node_name", c->app->cfg.node_name));
 }
 
 /* A caller limited to projects names one when it leaves the project out:
