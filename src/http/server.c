@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -888,8 +889,12 @@ void *http_req_auth(const http_req_t *r) { return r->who; }
 const char *http_req_addr(const http_req_t *r) { return r->addr ? r->addr : "?"; }
 
 void *http_req_alloc(http_req_t *r, size_t n) {
-  char *p = arena_alloc(r, n ? n : 1);
-  if (p) memset(p, 0, n ? n : 1);
+  /* the arena packs strings: align what may hold any type */
+  const size_t align = _Alignof(max_align_t);
+  char *p = arena_alloc(r, n + align);
+  if (!p) return NULL;
+  p += (align - (uintptr_t)p % align) % align;
+  memset(p, 0, n ? n : 1);
   return p;
 }
 
