@@ -522,6 +522,16 @@ static void sqlite_bind_projects(sqlite3_stmt *st, const job_filter_t *f) {
     sqlite_bind_str(st, SQLITE_LIST_PROJECTS_PARAM + (int)i, f->projects[i]);
 }
 
+/* Reads a prepared listing's rows into out and finalizes st. */
+static int list_read(struct sqlite_store *q, sqlite3_stmt *st, job_list_t *out) {
+  struct sqlite_rows r = {0};
+  int rc = sqlite_read_rows(q, st, &r, "list jobs");
+  sqlite3_finalize(st);
+  if (!rc) rc = job_list_append(out, r.v, r.n);
+  sqlite_rows_release(&r);
+  return rc;
+}
+
 /* The native API's listing: filters that vary per call, newest id first,
  * prepared per call (the API pages through, it does not poll). */
 static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f,
@@ -582,12 +592,7 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
   sqlite3_bind_int64(st, 9, f->before_id);
   sqlite3_bind_int64(st, 10, sqlite_clamp(f->limit));
   if (f->text) sqlite_bind_str(st, 11, f->text);
-  struct sqlite_rows r = {0};
-  int rc = sqlite_read_rows(q, st, &r, "list jobs");
-  sqlite3_finalize(st);
-  if (!rc) rc = job_list_append(out, r.v, r.n);
-  sqlite_rows_release(&r);
-  return rc;
+  return list_read(q, st, out);
 }
 
 /* Writes the SQL for one filter shape into buf (with nprojects, the shape
@@ -651,12 +656,7 @@ static int sqlite_jobs_list_projects(struct sqlite_store *q, const job_filter_t 
   if (f->node) sqlite_bind_str(st, 3, f->node);
   if (f->limit) sqlite3_bind_int64(st, 4, sqlite_clamp(f->limit));
   sqlite_bind_projects(st, f);
-  struct sqlite_rows r = {0};
-  int rc = sqlite_read_rows(q, st, &r, "list jobs");
-  sqlite3_finalize(st);
-  if (!rc) rc = job_list_append(out, r.v, r.n);
-  sqlite_rows_release(&r);
-  return rc;
+  return list_read(q, st, out);
 }
 
 int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
