@@ -371,7 +371,8 @@ from test_cluster import cluster, shared  # noqa: E402
 
 @shared
 def test_every_node_of_a_cluster_knows_users_and_tokens(spiderd, tmp_path):
-    (a, b), _ = cluster(spiderd, 2, tmp_path)
+    # the waits below poll with credentials not yet known: no throttling
+    (a, b), _ = cluster(spiderd, 2, tmp_path, spiderd={"auth_fail_limit": 0})
     admin = bearer(make_token(a, "admin", name="cluster admin")["token"])
     reader = make_token(a, "read", admin, name="everywhere")
     R = bearer(reader["token"])
