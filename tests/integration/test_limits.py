@@ -153,6 +153,24 @@ def test_a_bad_limit_is_refused(ld):
     assert "_max_procs is invalid" in r.text
 
 
+def test_a_schedule_passes_its_limits_to_its_jobs(ld):
+    r = ld.request("POST", API + "/schedules", json={
+        "name": "flooder", "project": "p", "spider": "quick", "cron": "0 0 1 1 *",
+        "tz": "UTC", "args": {"mode": "flood", "_log_limit": "1M"}})
+    assert r.status_code == 201, r.text
+    r = ld.request("POST", API + "/schedules/flooder/run")
+    assert r.status_code == 201, r.text
+    got = ended(ld, r.json()["job"])
+    assert got["schedule_id"] is not None
+    assert got["stats"]["end_reason"] == "log_limit"
+    r = ld.request("POST", API + "/schedules", json={
+        "name": "bad", "project": "p", "spider": "quick", "cron": "0 0 1 1 *",
+        "args": {"_cpu_limit": "forever"}})
+    assert r.status_code == 400 and "_cpu_limit is invalid" in r.text, r.text
+    r = ld.request("PATCH", API + "/schedules/flooder", json={"args": {"_log_limit": "1T"}})
+    assert r.status_code == 400 and "_log_limit is invalid" in r.text, r.text
+
+
 def test_config_defaults_apply_to_jobs_without_their_own(spiderd, egg):
     d = spiderd(spiderd={"python": CRAWL, "heartbeat_interval": 0.2, "cancel_grace": 3,
                          "job_log_limit": "1M", "job_memory_limit": "2G"})
