@@ -193,3 +193,15 @@ def test_job_limits_off_enforces_only_sizes(spiderd, egg):
     assert ended(d, j)["state"] == "finished"
     assert "unlimited" in " ".join(l for l in crawl_lines(d, j, "LIMIT ")
                                    if l.startswith("Max address space"))
+
+
+def test_a_scrapy_crawl_reports_its_own_usage(spiderd, egg):
+    """spiderd_runner adds its getrusage at its end, exact even for a crawl
+    shorter than one sweep; a memory limit it stays under changes nothing."""
+    d = spiderd()
+    d.upload("p", "1.0", egg("testproj"))
+    j = d.schedule("p", "quick", count=1, _memory_limit="4G")
+    got = ended(d, j, 60)
+    assert got["state"] == "finished", got
+    assert got["stats"]["peak_memory_bytes"] > 10 * MB  # Scrapy and Twisted loaded
+    assert got["stats"]["cpu_time_seconds"] > 0.1
