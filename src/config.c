@@ -58,7 +58,7 @@ static const char SEC_RETENTION[] = "retention";
 static const char SEC_CONCURRENCY[] = "concurrency";
 static const char SEC_DEFAULT[] = "DEFAULT";
 
-enum ktype { T_STR, T_USER, T_LEVEL, T_INT, T_PORT, T_BOOL, T_REAL, T_SIZE };
+enum ktype { T_STR, T_USER, T_LEVEL, T_MECH, T_INT, T_PORT, T_BOOL, T_REAL, T_SIZE };
 enum kmin { M_NONE, M_GE0, M_GE1, M_GT0, M_GE1024 };
 
 struct key {
@@ -109,6 +109,12 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, drain_grace, T_REAL, M_GE0, "30", NULL),
     KEY(SEC_SPIDERD, job_timeout, T_REAL, M_GE0, "0", NULL),
     KEY(SEC_SPIDERD, job_retries, T_INT, M_GE0, "0", NULL),
+    KEY(SEC_SPIDERD, job_memory_limit, T_SIZE, M_GE0, "0", NULL),
+    KEY(SEC_SPIDERD, job_cpu_limit, T_REAL, M_GE0, "0", NULL),
+    KEY(SEC_SPIDERD, job_max_procs, T_INT, M_GE0, "0", NULL),
+    KEY(SEC_SPIDERD, job_log_limit, T_SIZE, M_GE0, "0", NULL),
+    KEY(SEC_SPIDERD, job_items_limit, T_SIZE, M_GE0, "0", NULL),
+    KEY(SEC_SPIDERD, job_limits, T_MECH, M_NONE, "auto", NULL),
     KEY(SEC_SPIDERD, retry_backoff, T_REAL, M_GE0, "10", NULL),
     KEY(SEC_SPIDERD, heartbeat_interval, T_REAL, M_GT0, "5", NULL),
     KEY(SEC_SPIDERD, heartbeat_timeout, T_REAL, M_GE0, "60", NULL),
@@ -174,6 +180,8 @@ static const char *const scrapyd_env[][2] = {
 };
 
 static const char *const log_levels[] = {"debug", "info", "warning", "error"};
+/* How job resource limits are enforced (run/limits.c). */
+static const char *const limit_mechs[] = {"auto", "cgroup", "rlimit", "off"};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -461,6 +469,10 @@ static int apply(struct loader *L, const struct key *k, const char *v, const str
     for (size_t i = 0; i < COUNT(log_levels); i++)
       if (strcasecmp(v, log_levels[i]) == 0) return set_string(L, field, log_levels[i]);
     return bad(L, s, k->section, k->name, "'%s' is not one of debug, info, warning, error", v);
+  case T_MECH:
+    for (size_t i = 0; i < COUNT(limit_mechs); i++)
+      if (strcasecmp(v, limit_mechs[i]) == 0) return set_string(L, field, limit_mechs[i]);
+    return bad(L, s, k->section, k->name, "'%s' is not one of auto, cgroup, rlimit, off", v);
   case T_INT:
     rc = parse_int_n(v, strlen(v), &n);
     if (rc == -EINVAL) return bad(L, s, k->section, k->name, "'%s' is not an integer", v);
@@ -1463,7 +1475,8 @@ void config_release(config_t *c) {
   c->store_password = NULL;
   if (c->https_key_password) explicit_bzero(c->https_key_password, strlen(c->https_key_password));
   for (size_t i = 0; i < NKEYS; i++) {
-    if (keys[i].type == T_STR || keys[i].type == T_USER || keys[i].type == T_LEVEL) {
+    if (keys[i].type == T_STR || keys[i].type == T_USER || keys[i].type == T_LEVEL ||
+        keys[i].type == T_MECH) {
       char **field = (char **)((char *)c + keys[i].off);
       free(*field);
     }

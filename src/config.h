@@ -103,6 +103,15 @@ typedef struct config {
   double job_timeout;      /* 0 s = none: TERM, then KILL after cancel_grace */
   int job_retries;         /* 0: attempts after a failed or lost one */
   double retry_backoff;    /* 10 s: first retry delay, doubling per attempt */
+  /* Resource limit defaults, for jobs without their own _memory_limit etc.
+   * (core/limits.h); 0 = none. */
+  long long job_memory_limit; /* bytes */
+  double job_cpu_limit;       /* CPU seconds (user + system) */
+  int job_max_procs;          /* processes */
+  long long job_log_limit;    /* bytes of the job's log */
+  long long job_items_limit;  /* bytes of the job's local items file */
+  char *job_limits;           /* "auto" (cgroup v2 if delegated, else rlimit),
+                               * "cgroup", "rlimit" or "off" */
   double heartbeat_interval; /* 5 s: how often a crawl's reactor proves it lives */
   double heartbeat_timeout;  /* 60 s; 0 = off: a crawl silent this long is lost */
   long long max_upload;    /* 64 MiB: largest request body accepted */

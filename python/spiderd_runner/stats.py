@@ -5,7 +5,11 @@ Format (one JSON object, replaced atomically: temp file + os.replace):
   {"items": int, "requests": int, "responses": int, "errors": int,
    "finish_reason": str | null, "elapsed": float | null,
    "start_time": str | null, "finish_time": str | null,
+   "peak_memory_bytes": int, "cpu_time_seconds": float,
    "scrapy": {every Scrapy stat; values JSON cannot hold are str()}}
+
+peak_memory_bytes and cpu_time_seconds are the runner's own rusage (its peak
+RSS; user + system CPU of it and the children it reaped) when written.
 
 items/requests/responses/errors are item_scraped_count,
 downloader/request_count, response_received_count and log_count/ERROR (0 when
@@ -103,6 +107,24 @@ def build(stats, reason=None):
         "start_time": _iso(start),
         "finish_time": _iso(finish),
         "scrapy": _jsonable(dict(stats)),
+        **_usage(),
+    }
+
+
+def _usage():
+    """The process's own peak memory and CPU time so far (the daemon samples
+    them too, but only every sweep: this is exact at the runner's end)."""
+    try:
+        import resource
+
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    except (ImportError, OSError):
+        return {}
+    return {
+        "peak_memory_bytes": int(me.ru_maxrss) * 1024,  # KiB on Linux
+        "cpu_time_seconds": round(
+            me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime, 3),
     }
 
 

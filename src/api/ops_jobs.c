@@ -16,6 +16,7 @@
 #include "api/ops_impl.h"
 #include "flow/jobs.h"
 #include "core/cron.h"
+#include "core/limits.h"
 #include "clock.h"
 #include "error.h"
 
@@ -411,6 +412,11 @@ void op_jobs_create(op_call_t *c) {
   if (unique_key && !job_unique_key_valid(unique_key, why, sizeof(why))) {
     op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "unique_key"),
             "unique_key is invalid: %s", why);
+    return;
+  }
+  job_limits_t lim; /* _memory_limit and the like: checked now, used at launch */
+  if (limits_resolve(op_json(c, "args"), NULL, &lim, why, sizeof(why))) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "args"), "%s", why);
     return;
   }
   int rc = api_egg_resolve(c->app, project, version, &c->egg_path);

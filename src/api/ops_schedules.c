@@ -17,6 +17,7 @@
 #include "api/projects.h"
 #include "api/ops_impl.h"
 #include "core/cron.h"
+#include "core/limits.h"
 #include "core/schedule.h"
 #include "error.h"
 
@@ -402,8 +403,18 @@ static int create_fn(store_t *s, void *arg) {
   return rc;
 }
 
+/* A schedule's args carry its jobs' resource limits (_memory_limit, ...):
+ * a bad one is refused now rather than failing every job it fires. */
+static int bad_limits(op_call_t *c) {
+  char why[256];
+  job_limits_t lim;
+  if (!limits_resolve(op_json(c, "args"), NULL, &lim, why, sizeof(why))) return 0;
+  op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "args"), "%s", why);
+  return 1;
+}
+
 void op_schedules_create(op_call_t *c) {
-  if (op_check_pairs(c, "args") || op_check_pairs(c, "settings")) return;
+  if (op_check_pairs(c, "args") || op_check_pairs(c, "settings") || bad_limits(c)) return;
   if (copy_target(c, NULL, NULL, NULL)) {
     op_fail(c, -ENOMEM, NULL, "out of memory");
     return;
@@ -458,7 +469,7 @@ static void target_done(void *arg, int rc) {
 }
 
 void op_schedules_update(op_call_t *c) {
-  if (op_check_pairs(c, "args") || op_check_pairs(c, "settings")) return;
+  if (op_check_pairs(c, "args") || op_check_pairs(c, "settings") || bad_limits(c)) return;
   if (op_str(c, "project") || op_str(c, "spider") || op_str(c, "version"))
     op_store(c, STORE_READ, target_fn, target_done);
   else

@@ -13,6 +13,7 @@
 #include "api/projects.h"
 #include "api/render.h"
 #include "app.h"
+#include "core/limits.h"
 #include "core/names.h"
 #include "error.h"
 #include "log.h"
@@ -490,6 +491,16 @@ static void ep_schedule_json(call_t *c) {
       return;
     }
     const http_param_t *v = http_req_param(c->req, p->key);
+    if (limits_is_arg(p->key)) {
+      /* Resource limits stay in the job's args (stored and copied with
+       * them, kept from the spider at launch): checked here, where the
+       * client can still be told. */
+      int64_t n;
+      if (limits_parse_arg(p->key, v->value, &n, why, sizeof(why))) {
+        reply_error(c, "%s", why);
+        return;
+      }
+    }
     json_object_set_new(args, p->key, json_string(v->value));
   }
   if (resolve_egg(c, project, version)) return;

@@ -20,6 +20,8 @@
 #include "flow/env.h"
 #include "flow/jobs.h"
 #include "flow/jobtoken.h"
+#include "core/limits.h"
+#include "run/jobres.h"
 #include "run/supervise.h"
 #include "fsutil.h"
 #include "store/eggs.h"
@@ -87,6 +89,14 @@ int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
     free(l);
     return rc;
   }
+  jobres_defaults(cfg, &l->limit_defaults);
+  rc = jobres_init(&l->res, cfg);
+  if (rc) {
+    free(l->stats_dir);
+    free(l->cwd);
+    free(l);
+    return rc;
+  }
   uv_timer_init(loop, &l->stop_timer);
   l->stop_timer.data = l;
   l->open_handles = 1;
@@ -125,6 +135,9 @@ static void proc_close_cb(uv_handle_t *h) {
   job_release(&p->job);
   free(p->stats_path);
   free(p->hb_path);
+  free(p->log_path);
+  free(p->items_path);
+  free(p->cgroup);
   free(p);
   launcher_maybe_stopped(l);
 }
@@ -163,6 +176,8 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
     reason = "heartbeat";
   } else if (p->timed_out) {
     reason = "timeout";
+  } else if (p->over) {
+    reason = p->over;
   } else if (p->adopted) {
     from_stats = 1; /* no exit status: the stats file tells */
   } else if (exit_status == 0 && term_signal == 0) {
@@ -179,9 +194,16 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
               "Process died: exitstatus=%lld signal=%d project='%s' spider='%s' job='%s' pid=%d",
               (long long)exit_status, term_signal, j->project, j->spider, j->jobid, p->pid);
   }
+  if (p->cgroup) {
+    /* The cgroup outlives the leader: its counters are whole now. */
+    jobres_sample_cgroup(p->cgroup, &p->usage);
+    jobres_cgroup_remove(p->cgroup);
+  }
+  supervise_usage_t usage = {.mech = p->cgroup ? LIMITS_CGROUP : l->res.mech,
+                             .limits = p->limits, .usage = p->usage, .log_path = p->log_path};
   supervise_end(l, j, state, from_stats,
                 p->adopted ? -1 : (term_signal ? -1 : (int)exit_status), term_signal,
-                p->stats_path, p->hb_path, reason);
+                p->stats_path, p->hb_path, reason, &usage);
   proc_unlink(l, p);
   proc_dispose(p);
   launcher_dispatch(l);
@@ -374,6 +396,7 @@ static int build_argv(launcher_t *l, const job_t *j, const char *log_file, const
   if ((rc = strv_push(argv, strdup("-a"))) || (rc = strv_pushf(argv, "_job=%s", j->jobid)))
     goto out;
   json_object_foreach(j->args, key, val) {
+    if (limits_is_arg(key)) continue; /* spiderd's, like _version: not the spider's */
     char *v = settings_value(val);
     if (!v) {
       rc = -ENOMEM;
@@ -399,6 +422,7 @@ out:
 /* What starting one job gathers, step by step; start_release frees it. */
 typedef struct start {
   char *egg, *log_file, *feed_uri, *items_file, *jobdir, *stats_path, *hb_path;
+  job_limits_t limits;
   strv_t argv;  /* the runner's command line */
   strv_t extra; /* the job's own variables, over the daemon's environment */
   char **env;
@@ -507,15 +531,38 @@ static int start_spawn(launcher_t *l, job_t *j, start_t *st, proc_t **out) {
   uv_stdio_container_t stdio[3] = {{.flags = UV_IGNORE},
                                    {.flags = UV_INHERIT_FD, .data.fd = fd},
                                    {.flags = UV_INHERIT_FD, .data.fd = fd}};
+  /* Rlimits must be set in the crawl before it runs, and uv_spawn runs no
+   * code of ours in the child between fork and exec. Setting them on the
+   * daemon around the spawn would hold for the daemon's own threads too
+   * (a store thread's malloc under the crawl's RLIMIT_AS), so prlimit(1)
+   * sets them and execs the crawl in place: same pid, session and start
+   * time, so cancel, the group KILL and adoption are unchanged. */
+  strv_t wrapped = {0};
+  char **args = st->argv.v;
+  if (l->res.mech == LIMITS_RLIMIT && limits_kernel(&st->limits)) {
+    char o[3][LIMITS_OPT_MAX];
+    size_t no = limits_prlimit_opts(&st->limits, o);
+    int rc = strv_push(&wrapped, strdup(l->res.prlimit));
+    for (size_t i = 0; !rc && i < no; i++) rc = strv_push(&wrapped, strdup(o[i]));
+    if (!rc) rc = strv_push(&wrapped, strdup("--"));
+    for (size_t i = 0; !rc && i < st->argv.n; i++) rc = strv_push(&wrapped, strdup(st->argv.v[i]));
+    if (rc) {
+      strv_release(&wrapped);
+      free(p);
+      return start_nomem(st);
+    }
+    args = wrapped.v;
+  }
   uv_process_options_t opts = {.exit_cb = on_proc_exit,
-                               .file = st->argv.v[0],
-                               .args = st->argv.v,
+                               .file = args[0],
+                               .args = args,
                                .env = st->env,
                                .flags = UV_PROCESS_DETACHED,
                                .stdio_count = 3,
                                .stdio = stdio};
   p->process.data = p;
   int rc = uv_spawn(l->loop, &p->process, &opts);
+  strv_release(&wrapped);
   if (rc) {
     snprintf(st->why, sizeof(st->why), "cannot start %s: %s", l->cfg->python, uv_strerror(rc));
     /* A failed uv_spawn still initialised the handle: it must be closed. */
@@ -533,6 +580,13 @@ static int start_spawn(launcher_t *l, job_t *j, start_t *st, proc_t **out) {
   st->stats_path = NULL;
   p->hb_path = st->hb_path;
   st->hb_path = NULL;
+  p->limits = st->limits;
+  p->log_path = st->log_file;
+  st->log_file = NULL;
+  p->items_path = st->items_file;
+  st->items_file = NULL;
+  if (l->res.mech == LIMITS_CGROUP)
+    p->cgroup = jobres_cgroup_create(&l->res, p->job.id, &p->limits, p->pid);
   uv_timer_init(l->loop, &p->timer);
   p->timer.data = p;
   p->next = l->procs;
@@ -577,13 +631,14 @@ static void start_release(start_t *st) {
 static void start_job(launcher_t *l, job_t *j) {
   start_t st = {.log_fd = -1};
   proc_t *p = NULL;
-  if (!start_files(l, j, &st) && !start_command(l, j, &st) && !start_spawn(l, j, &st, &p)) {
+  if (!limits_resolve(j->args, &l->limit_defaults, &st.limits, st.why, sizeof(st.why)) &&
+      !start_files(l, j, &st) && !start_command(l, j, &st) && !start_spawn(l, j, &st, &p)) {
     start_log(p, &st.argv);
     supervise_started(l, p);
   } else {
     log_error("launcher", "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
               j->project, j->spider, st.why);
-    supervise_end(l, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL);
+    supervise_end(l, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL, NULL);
   }
   start_release(&st);
 }
@@ -814,6 +869,20 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
       job_init(j);
       p->stats_path = stats_path;
       p->hb_path = hb_path;
+      /* Its file sizes are watched again; a bad limit (it started, so
+       * it was good then) is the defaults. */
+      char why[256];
+      if (limits_resolve(p->job.args, &l->limit_defaults, &p->limits, why, sizeof(why)))
+        p->limits = l->limit_defaults;
+      p->log_path = jobs_log_path(l->cfg, p->job.project, p->job.spider, p->job.jobid);
+      p->items_path = jobs_items_path(l->cfg, p->job.project, p->job.spider, p->job.jobid);
+      if (l->res.mech == LIMITS_CGROUP &&
+          asprintf(&p->cgroup, "%s/job-%lld", l->res.cg_dir, (long long)p->job.id) < 0)
+        p->cgroup = NULL;
+      if (p->cgroup && access(p->cgroup, F_OK) != 0) { /* started under rlimits */
+        free(p->cgroup);
+        p->cgroup = NULL;
+      }
       uv_timer_init(l->loop, &p->timer);
       p->timer.data = p;
       uv_timer_start(&p->timer, adopt_watch, ADOPT_POLL_MS, ADOPT_POLL_MS);
@@ -828,7 +897,7 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
                "job '%s' (project '%s') was running when the daemon stopped and its process "
                "is gone: recording how it ended",
                j->jobid, j->project);
-      supervise_end(l, j, JOB_LOST, 1, -1, 0, stats_path, hb_path, NULL);
+      supervise_end(l, j, JOB_LOST, 1, -1, 0, stats_path, hb_path, NULL, NULL);
       free(stats_path);
       free(hb_path);
     }
@@ -922,6 +991,7 @@ void launcher_stop(launcher_t *l, void (*done)(void *ud), void *ud) {
 static void launcher_close_cb(uv_handle_t *h) {
   launcher_t *l = h->data;
   if (--l->open_handles > 0) return;
+  jobres_release(&l->res);
   free(l->stats_dir);
   free(l->cwd);
   free(l);

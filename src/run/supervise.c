@@ -122,6 +122,9 @@ typedef struct end_op {
   char *stats_path;
   char *hb_path;
   const char *end_reason;
+  int has_usage;
+  supervise_usage_t usage; /* usage.log_path is log_path */
+  char *log_path;
   uint32_t rnd;
   int finished_count; /* -1 unless the history was trimmed */
   int ended_elsewhere; /* the store had ended it already (its node was reaped) */
@@ -129,6 +132,36 @@ typedef struct end_op {
   int64_t retry_id;
   int64_t retry_not_before;
 } end_op_t;
+
+/* Adds what the crawl used to its stats (a new object when the runner
+ * wrote none), and names the limit that ended a failed crawl when one
+ * explains it; returns the stats. */
+static json_t *usage_stats(end_op_t *op, json_t *stats) {
+  const jobres_usage_t *u = &op->usage.usage;
+  if (!op->end_reason && op->state == JOB_FAILED) {
+    limits_end_t e = {.failed = 1, .term_signal = op->term_signal, .peak_vm = u->peak_vm,
+                      .cpu_ms = u->cpu_ms, .oom_kills = u->oom_kills,
+                      .pids_max_hits = u->pids_max_hits};
+    /* The log's tail is read only when it can matter: a failed crawl
+     * under a memory rlimit. */
+    if (op->usage.mech == LIMITS_RLIMIT && op->usage.limits.memory > 0)
+      e.memory_error = jobres_log_says_oom(op->log_path);
+    op->end_reason = limits_end_reason(op->usage.mech, &op->usage.limits, &e);
+  }
+  if (!u->sampled) return stats;
+  if (!json_is_object(stats)) {
+    json_decref(stats);
+    stats = json_object();
+  }
+  /* The runner may have measured itself (exactly, at its end); the sweep
+   * saw the process until its last pass: the larger is the truer. */
+  json_int_t rss = json_integer_value(json_object_get(stats, "peak_memory_bytes"));
+  double cpu = json_number_value(json_object_get(stats, "cpu_time_seconds"));
+  if (u->peak_rss > rss) json_object_set_new(stats, "peak_memory_bytes", json_integer(u->peak_rss));
+  if ((double)u->cpu_ms / 1000.0 > cpu)
+    json_object_set_new(stats, "cpu_time_seconds", json_real((double)u->cpu_ms / 1000.0));
+  return stats;
+}
 
 static int end_fn(store_t *s, void *arg) {
   end_op_t *op = arg;
@@ -161,6 +194,7 @@ static int end_fn(store_t *s, void *arg) {
                 : stats                                     ? JOB_FAILED
                                                             : JOB_LOST;
   }
+  if (op->has_usage) stats = usage_stats(op, stats);
   if (op->end_reason) {
     /* The stats are the only free-form part of a job record: the marker
      * goes there, next to (never inside) what the runner wrote. */
@@ -199,6 +233,7 @@ static void end_op_free(end_op_t *op) {
   job_release(&op->job);
   free(op->stats_path);
   free(op->hb_path);
+  free(op->log_path);
   free(op);
 }
 
@@ -241,7 +276,8 @@ static void end_done(void *arg, int rc) {
 
 void supervise_end(launcher_t *l, job_t *job, job_state_t state, int from_stats,
                    int exit_code, int term_signal, const char *stats_path,
-                   const char *hb_path, const char *end_reason) {
+                   const char *hb_path, const char *end_reason,
+                   const supervise_usage_t *usage) {
   end_op_t *op = calloc(1, sizeof(*op));
   if (!op) {
     log_error("launcher", "out of memory recording job #%lld", (long long)job->id);
@@ -259,6 +295,12 @@ void supervise_end(launcher_t *l, job_t *job, job_state_t state, int from_stats,
   op->stats_path = stats_path ? strdup(stats_path) : NULL;
   op->hb_path = hb_path ? strdup(hb_path) : NULL;
   op->end_reason = end_reason;
+  if (usage) {
+    op->has_usage = 1;
+    op->usage = *usage;
+    op->log_path = usage->log_path ? strdup(usage->log_path) : NULL;
+    op->usage.log_path = NULL;
+  }
   op->rnd = next_rand(l);
   op->finished_count = -1;
   /* Slots are counted by live processes, so the caller kicks dispatch at
@@ -334,12 +376,9 @@ static void watch_arm(launcher_t *l) {
   uv_timer_start(&l->watch_timer, watch_fire, next > now ? (uint64_t)(next - now) : 0, 0);
 }
 
-static void time_out(launcher_t *l, proc_t *p, int64_t now) {
-  p->timed_out = 1;
-  log_warn("launcher", "job '%s' (pid %d) ran longer than its timeout of %lld ms: stopping it",
-           p->job.jobid, p->pid, (long long)p->job.timeout_ms);
-  /* TERM first, as a cancel: Scrapy closes the spider and its stats and
-   * feeds are written; the group is KILLed if it does not exit in time. */
+/* TERM first, as a cancel: Scrapy closes the spider and its stats and
+ * feeds are written; the group is KILLed if it does not exit in time. */
+static void stop_crawl(launcher_t *l, proc_t *p, int64_t now) {
   kill(p->pid, SIGTERM);
   int64_t grace = clock_secs_ms(l->cfg->cancel_grace);
   if (grace > 0) {
@@ -347,6 +386,46 @@ static void time_out(launcher_t *l, proc_t *p, int64_t now) {
   } else {
     launcher_kill_group(p);
   }
+}
+
+static void time_out(launcher_t *l, proc_t *p, int64_t now) {
+  p->timed_out = 1;
+  log_warn("launcher", "job '%s' (pid %d) ran longer than its timeout of %lld ms: stopping it",
+           p->job.jobid, p->pid, (long long)p->job.timeout_ms);
+  stop_crawl(l, p, now);
+}
+
+static int64_t file_size(const char *path) {
+  struct stat st;
+  if (!path || stat(path, &st) != 0) return 0;
+  return (int64_t)st.st_size;
+}
+
+/* The sweep's look at a crawl's resources: what it used so far, and the
+ * limits only the daemon can hold (file sizes; CPU under a cgroup, which
+ * has no CPU-seconds limit of its own). The first one over stops the crawl
+ * as a timeout does; the reason is recorded at its end. */
+static void limits_check(launcher_t *l, proc_t *p, int64_t now) {
+  if (p->cgroup) jobres_sample_cgroup(p->cgroup, &p->usage);
+  else jobres_sample_pid(p->pid, &p->usage);
+  if (p->over || p->timed_out || p->cancels || p->stopped) return;
+  const job_limits_t *lim = &p->limits;
+  int64_t size = 0, limit = 0;
+  if (lim->log > 0 && (size = file_size(p->log_path)) > lim->log) {
+    p->over = "log_limit";
+    limit = lim->log;
+  } else if (lim->items > 0 && (size = file_size(p->items_path)) > lim->items) {
+    p->over = "items_limit";
+    limit = lim->items;
+  } else if (p->cgroup && lim->cpu_s > 0 && p->usage.cpu_ms >= lim->cpu_s * 1000) {
+    p->over = "cpu_limit";
+    size = p->usage.cpu_ms / 1000;
+    limit = lim->cpu_s;
+  }
+  if (!p->over) return;
+  log_warn("launcher", "job '%s' (pid %d) went over its %s (%lld > %lld): stopping it",
+           p->job.jobid, p->pid, p->over, (long long)size, (long long)limit);
+  stop_crawl(l, p, now);
 }
 
 static int64_t file_mtime_ms(const char *path) {
@@ -391,13 +470,15 @@ static void watch_fire(uv_timer_t *t) {
     if (p->ended) continue;
     if (p->kill_at && now >= p->kill_at) {
       p->kill_at = 0;
-      log_warn("launcher", "job '%s' did not stop within cancel_grace after its timeout: "
-               "killing pid %d", p->job.jobid, p->pid);
+      log_warn("launcher", "job '%s' did not stop within cancel_grace after its %s: "
+               "killing pid %d", p->job.jobid, p->over ? p->over : "timeout", p->pid);
       launcher_kill_group(p);
     }
-    if (p->timeout_at && !p->timed_out && !p->cancels && !p->stopped && now >= p->timeout_at)
+    if (p->timeout_at && !p->timed_out && !p->over && !p->cancels && !p->stopped &&
+        now >= p->timeout_at)
       time_out(l, p, now);
     if (!sweep) continue;
+    limits_check(l, p, now);
     int64_t beat = file_mtime_ms(p->hb_path);
     if (beat > p->hb_seen) p->hb_seen = beat;
     /* Only a crawl that has beaten once is held to it: a command that

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "core/limits.h"
+#include "run/jobres.h"
 #include "run/launcher.h"
 
 typedef struct proc {
@@ -41,6 +43,13 @@ typedef struct proc {
   int64_t hb_stored_at; /* mono; when it was written */
   int timed_out;
   int hb_lost;
+  /* Resource limits (core/limits.h, run/jobres.h). */
+  job_limits_t limits;  /* resolved: the job's own, else the daemon's defaults */
+  char *log_path;       /* the job's log, NULL = none (its size is watched) */
+  char *items_path;     /* the job's local items file, NULL = none */
+  char *cgroup;         /* the job's cgroup directory, NULL = none */
+  jobres_usage_t usage; /* what the sweep saw it use */
+  const char *over;     /* the size or CPU limit the sweep stopped it for */
 } proc_t;
 
 struct launcher {
@@ -78,6 +87,8 @@ struct launcher {
   const char *job_secret; /* borrowed: signs each job's SPIDERD_TOKEN (NULL: none) */
   int shared;         /* the store is shared with other nodes (run/cluster.c) */
   struct metrics *metrics; /* borrowed; NULL = none (launcher_set_metrics) */
+  jobres_t res;       /* how memory, CPU and process limits are enforced */
+  job_limits_t limit_defaults; /* [spiderd] job_memory_limit, ... */
 };
 
 /* KILLs the crawl's whole process group. */
@@ -96,15 +107,26 @@ void supervise_close(launcher_t *l, uv_close_cb cb);
  * the job.started event (spawned only) and starts watching it. */
 void supervise_started(launcher_t *l, proc_t *p);
 
+/* A crawl's resources at its end, for its stats and its end reason. */
+typedef struct supervise_usage {
+  limits_mech_t mech;
+  job_limits_t limits;
+  jobres_usage_t usage;
+  const char *log_path; /* copied; its tail tells a MemoryError under rlimits */
+} supervise_usage_t;
+
 /* Records the end of job (its contents are taken): store_job_finish, the
  * end event(s) and, when the job failed or was lost with attempts left, the
  * retry, all in one store op. from_stats: the state is decided by the stats
  * file (an adopted or vanished crawl: finished, failed, or lost when there
- * is none). end_reason ("timeout", "heartbeat" or NULL) is recorded in the
- * stats as "end_reason". hb_path may be NULL. */
+ * is none). end_reason ("timeout", "heartbeat", "log_limit", ... or NULL)
+ * is recorded in the stats as "end_reason". hb_path may be NULL. usage
+ * (NULL = unknown) adds peak memory and CPU time to the stats, and a failed
+ * crawl's end reason when one of its limits explains it (limits_end_reason). */
 void supervise_end(launcher_t *l, job_t *job, job_state_t state, int from_stats,
                    int exit_code, int term_signal, const char *stats_path,
-                   const char *hb_path, const char *end_reason);
+                   const char *hb_path, const char *end_reason,
+                   const supervise_usage_t *usage);
 
 /* A claim came back short: next_due is the earliest not_before of the
  * pending jobs left (0 = none), delayed how many there are. */

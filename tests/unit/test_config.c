@@ -233,6 +233,11 @@ static void test_defaults(void **state) {
   assert_true(c->heartbeat_interval == 5.0);
   assert_true(c->heartbeat_timeout == 60.0);
   assert_true(c->max_upload == 64LL * 1024 * 1024);
+  /* No resource limits unless configured. */
+  assert_true(c->job_memory_limit == 0 && c->job_log_limit == 0 && c->job_items_limit == 0);
+  assert_true(c->job_cpu_limit == 0.0);
+  assert_int_equal(c->job_max_procs, 0);
+  assert_string_equal(c->job_limits, "auto");
   assert_string_equal(c->log_file, "");
   assert_string_equal(c->log_level, "info");
   assert_string_equal(c->pidfile, "");
@@ -479,7 +484,12 @@ static void test_numbers(void **state) {
                   "[spiderd]\n"
                   "cancel_grace = 0\n"
                   "shutdown_grace = 0.5\n"
-                  "max_upload = 1024\n"));
+                  "max_upload = 1024\n"
+                  "job_memory_limit = 512M\n"
+                  "job_log_limit = 10k\n"
+                  "job_cpu_limit = 1.5\n"
+                  "job_max_procs = 64\n"
+                  "job_limits = RLIMIT\n"));
   use_files(f, "a.conf", NULL);
   assert_int_equal(load(f, 0, NULL), 0);
   config_t *c = &f->c;
@@ -492,6 +502,11 @@ static void test_numbers(void **state) {
   assert_true(c->cancel_grace == 0.0);
   assert_true(c->shutdown_grace == 0.5);
   assert_true(c->max_upload == 1024);
+  assert_true(c->job_memory_limit == 512LL << 20);
+  assert_true(c->job_log_limit == 10240);
+  assert_true(c->job_cpu_limit == 1.5);
+  assert_int_equal(c->job_max_procs, 64);
+  assert_string_equal(c->job_limits, "rlimit");
   config_release(c);
 
   static const struct {
@@ -905,6 +920,13 @@ static void test_error_values(void **state) {
   expect_file_error(f, "spiderd", "max_upload", "99999999999G", "'99999999999G' is too large");
   expect_file_error(f, "spiderd", "log_level", "verbose",
                     "'verbose' is not one of debug, info, warning, error");
+  expect_file_error(f, "spiderd", "job_memory_limit", "lots",
+                    "'lots' is not a size (bytes, or a number with a K, M or G suffix)");
+  expect_file_error(f, "spiderd", "job_log_limit", "-1M", "'-1M' is out of range (must be >= 0)");
+  expect_file_error(f, "spiderd", "job_cpu_limit", "-1", "'-1' is out of range (must be >= 0)");
+  expect_file_error(f, "spiderd", "job_max_procs", "x", "'x' is not an integer");
+  expect_file_error(f, "spiderd", "job_limits", "cgroups",
+                    "'cgroups' is not one of auto, cgroup, rlimit, off");
   expect_file_error(f, "spiderd", "history_per_spider", "-1",
                     "'-1' is out of range (must be >= 0)");
   expect_file_error(f, "spiderd", "history_days", "week", "'week' is not a number");

@@ -103,6 +103,63 @@ static void test_end_reason(void **state) {
   end_release(&op);
 }
 
+/* Under a memory rlimit a failed crawl whose log reports a MemoryError
+ * ended at its limit; every crawl seen by the sweep gets its peak memory
+ * and CPU time in its stats, and the runner's own larger value stays. */
+static void test_limit_end(void **state) {
+  struct fx *f = *state;
+  config_t cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.node_name = "n1";
+  launcher_t l = {.cfg = &cfg};
+  int64_t id = add_running(f->s, "hog", "n1");
+  end_op_t op = end_of(&l, f->s, id);
+  op.state = JOB_FAILED;
+  op.exit_code = 1;
+  op.has_usage = 1;
+  op.usage = (supervise_usage_t){.mech = LIMITS_RLIMIT, .limits = {.memory = 1 << 30},
+                                 .usage = {.sampled = 1, .peak_rss = 5000, .cpu_ms = 1500}};
+  op.log_path = write_stats(f->dir, "hog.log", "Traceback (most recent call last):\nMemoryError\n");
+  assert_int_equal(end_fn(f->s, &op), 0);
+  job_t j = get(f->s, id);
+  assert_int_equal(j.state, JOB_FAILED);
+  assert_string_equal(json_string_value(json_object_get(j.stats, "end_reason")), "memory_limit");
+  assert_int_equal(json_integer_value(json_object_get(j.stats, "peak_memory_bytes")), 5000);
+  assert_true(json_number_value(json_object_get(j.stats, "cpu_time_seconds")) == 1.5);
+  job_release(&j);
+  end_release(&op);
+  free(op.log_path);
+
+  /* Finished: no reason; the runner measured more than the last sweep saw. */
+  id = add_running(f->s, "ok", "n1");
+  op = end_of(&l, f->s, id);
+  op.has_usage = 1;
+  op.usage = (supervise_usage_t){.mech = LIMITS_RLIMIT, .limits = {.memory = 1 << 30},
+                                 .usage = {.sampled = 1, .peak_rss = 5000, .cpu_ms = 1500}};
+  op.stats_path = write_stats(f->dir, "ok", "{\"finish_reason\": \"finished\", "
+                              "\"peak_memory_bytes\": 9000, \"cpu_time_seconds\": 0.5}");
+  assert_int_equal(end_fn(f->s, &op), 0);
+  j = get(f->s, id);
+  assert_int_equal(j.state, JOB_FINISHED);
+  assert_null(json_object_get(j.stats, "end_reason"));
+  assert_int_equal(json_integer_value(json_object_get(j.stats, "peak_memory_bytes")), 9000);
+  assert_true(json_number_value(json_object_get(j.stats, "cpu_time_seconds")) == 1.5);
+  job_release(&j);
+  end_release(&op);
+
+  /* Failed with no limit that explains it: failed, no reason. */
+  id = add_running(f->s, "plain", "n1");
+  op = end_of(&l, f->s, id);
+  op.state = JOB_FAILED;
+  op.has_usage = 1;
+  op.usage = (supervise_usage_t){.mech = LIMITS_RLIMIT};
+  assert_int_equal(end_fn(f->s, &op), 0);
+  j = get(f->s, id);
+  assert_null(json_object_get(j.stats, "end_reason"));
+  job_release(&j);
+  end_release(&op);
+}
+
 /* On a shared store a node's late end of a job another node has already
  * ended (its node was declared dead) changes nothing. */
 static void test_ended_elsewhere(void **state) {
@@ -167,6 +224,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_state_from_stats, fx_setup, fx_teardown),
       cmocka_unit_test_setup_teardown(test_end_reason, fx_setup, fx_teardown),
+      cmocka_unit_test_setup_teardown(test_limit_end, fx_setup, fx_teardown),
       cmocka_unit_test_setup_teardown(test_ended_elsewhere, fx_setup, fx_teardown),
       cmocka_unit_test_setup_teardown(test_finished_to_keep, fx_setup, fx_teardown),
   };
