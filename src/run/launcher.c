@@ -23,6 +23,7 @@
 #include "run/supervise.h"
 #include "fsutil.h"
 #include "store/eggs.h"
+#include "store/marchive.h"
 
 /* How often an adopted process (not our child: no exit callback) is checked. */
 #define ADOPT_POLL_MS 500
@@ -86,6 +87,14 @@ int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
     free(l->cwd);
     free(l);
     return rc;
+  }
+  /* Beside run/: <dbs_dir>/spiders, made when a command project first runs. */
+  size_t sdl = strlen(l->stats_dir) - strlen("/run");
+  if (asprintf(&l->work_dir, "%.*s/spiders", (int)sdl, l->stats_dir) < 0) {
+    free(l->stats_dir);
+    free(l->cwd);
+    free(l);
+    return -ENOMEM;
   }
   uv_timer_init(loop, &l->stop_timer);
   l->stop_timer.data = l;
@@ -189,6 +198,11 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
 
 static void on_proc_exit(uv_process_t *h, int64_t exit_status, int term_signal) {
   proc_ended(h->data, exit_status, term_signal);
+}
+
+void launcher_signal(proc_t *p, int sig) {
+  if (p->group_signals && kill(-p->pid, sig) == 0) return;
+  kill(p->pid, sig);
 }
 
 void launcher_kill_group(proc_t *p) {
@@ -399,6 +413,10 @@ out:
 /* What starting one job gathers, step by step; start_release frees it. */
 typedef struct start {
   char *egg, *log_file, *feed_uri, *items_file, *jobdir, *stats_path, *hb_path;
+  /* A command spider (spiderd.json): its command, {spider} replaced, and
+   * the directory it runs in; NULL for a Scrapy crawl. */
+  char **command;
+  char *workdir;
   strv_t argv;  /* the runner's command line */
   strv_t extra; /* the job's own variables, over the daemon's environment */
   char **env;
@@ -409,6 +427,25 @@ typedef struct start {
 static int start_nomem(start_t *st) {
   snprintf(st->why, sizeof(st->why), "out of memory");
   return -1;
+}
+
+/* A command project: extracted once per stored archive (on the loop
+ * thread: the first job of a version pays for it), and the spider's command. */
+static int start_manifest(launcher_t *l, const job_t *j, start_t *st) {
+  manifest_t m;
+  char err[sizeof(st->why)] = "";
+  if (marchive_prepare(st->egg, l->work_dir, j->project, &m, &st->workdir, err, sizeof(err))) {
+    snprintf(st->why, sizeof(st->why), "%s", err);
+    return -1;
+  }
+  const manifest_spider_t *ms = manifest_find(&m, j->spider);
+  if (!ms)
+    snprintf(st->why, sizeof(st->why), "spider '%s' is not in the project's " MANIFEST_NAME,
+             j->spider);
+  else if (!(st->command = manifest_argv(ms, j->spider)))
+    start_nomem(st);
+  manifest_release(&m);
+  return st->command ? 0 : -1;
 }
 
 /* The egg, the log (opened), the items feed, the job's directory, and the
@@ -422,6 +459,8 @@ static int start_files(launcher_t *l, const job_t *j, start_t *st) {
              j->version ? j->version : j->project);
     return -1;
   }
+  if (st->egg && marchive_kind_file(st->egg) == MARCHIVE_MANIFEST && start_manifest(l, j, st))
+    return -1;
   if (cfg->logs_dir[0]) {
     if (!(st->log_file = job_file_prepared(l, cfg->logs_dir, j, ".log"))) {
       snprintf(st->why, sizeof(st->why), "cannot create the log directory: %s", strerror(errno));
@@ -464,11 +503,61 @@ static int start_files(launcher_t *l, const job_t *j, start_t *st) {
   return 0;
 }
 
+/* A command spider's argv: the manifest's command alone (arguments and
+ * settings travel in the environment, command_env). Takes st->command. */
+static int command_argv(const job_t *j, start_t *st) {
+  for (size_t i = 0; st->command[i]; i++) {
+    int rc = strv_push(&st->argv, st->command[i]);
+    st->command[i] = NULL;
+    if (rc) {
+      for (size_t k = i + 1; st->command[k]; k++) free(st->command[k]);
+      st->command[i + 1] = NULL; /* the rest freed: start_release frees none twice */
+      return rc;
+    }
+  }
+  return 0;
+}
+
+/* What a command spider reads besides Scrapy's variables:
+ *   SPIDERD_SPIDER     the spider's name
+ *   SPIDERD_ARGS       the spider arguments, a JSON object of strings
+ *                      (with _job, and _version when one was asked for)
+ *   SPIDERD_SETTINGS   the job's settings, a JSON object
+ *   SPIDERD_ITEMS_FILE where to append items as JSON lines (a local items_dir)
+ *   SPIDERD_LOG_FILE   the job's log (its stdout and stderr go there already) */
+static int command_env(const job_t *j, start_t *st) {
+  strv_t *x = &st->extra;
+  json_t *args = j->args ? json_deep_copy(j->args) : json_object();
+  json_t *settings = j->settings ? json_incref(j->settings) : json_object();
+  char *a = NULL, *s = NULL;
+  int rc = -ENOMEM;
+  if (!args || !settings) goto out;
+  json_object_set_new(args, "_job", json_string(j->jobid));
+  if (j->version) json_object_set_new(args, "_version", json_string(j->version));
+  a = json_dumps(args, JSON_COMPACT);
+  s = json_dumps(settings, JSON_COMPACT);
+  if (!a || !s) goto out;
+  if (strv_pushf(x, "SPIDERD_SPIDER=%s", j->spider) || strv_pushf(x, "SPIDERD_ARGS=%s", a) ||
+      strv_pushf(x, "SPIDERD_SETTINGS=%s", s) ||
+      (st->items_file && strv_pushf(x, "SPIDERD_ITEMS_FILE=%s", st->items_file)) ||
+      (st->log_file && strv_pushf(x, "SPIDERD_LOG_FILE=%s", st->log_file)))
+    goto out;
+  rc = 0;
+out:
+  free(a);
+  free(s);
+  json_decref(args);
+  json_decref(settings);
+  return rc;
+}
+
 /* The runner's argv and environment: Scrapyd's, plus what spiderd tells a
  * crawl (its stats and heartbeat files, its job, URL and token). */
 static int start_command(launcher_t *l, const job_t *j, start_t *st) {
   const config_t *cfg = l->cfg;
-  if (build_argv(l, j, st->log_file, st->feed_uri, st->jobdir, &st->argv)) return start_nomem(st);
+  int rc = st->command ? command_argv(j, st)
+                       : build_argv(l, j, st->log_file, st->feed_uri, st->jobdir, &st->argv);
+  if (rc) return start_nomem(st);
   const char *host = cfg->bind_address;
   if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host) host = "127.0.0.1";
   char token[JOBTOKEN_MAX] = "";
@@ -490,9 +579,12 @@ static int start_command(launcher_t *l, const job_t *j, start_t *st) {
       strv_pushf(x, "SCRAPYD_SPIDER=%s", j->spider) ||
       strv_pushf(x, "SCRAPYD_JOB=%s", j->jobid) ||
       (st->log_file && strv_pushf(x, "SCRAPYD_LOG_FILE=%s", st->log_file)) ||
-      (st->feed_uri && strv_pushf(x, "SCRAPYD_FEED_URI=%s", st->feed_uri)))
+      (st->feed_uri && strv_pushf(x, "SCRAPYD_FEED_URI=%s", st->feed_uri)) ||
+      (st->command && command_env(j, st)))
     return start_nomem(st);
-  st->env = env_build(cfg, j->project, st->egg, j->version, (const char *const *)x->v);
+  /* A command spider has no egg to point at: it runs in its extraction. */
+  st->env = env_build(cfg, j->project, st->command ? NULL : st->egg, j->version,
+                      (const char *const *)x->v);
   return st->env ? 0 : start_nomem(st);
 }
 
@@ -512,12 +604,16 @@ static int start_spawn(launcher_t *l, job_t *j, start_t *st, proc_t **out) {
                                .args = st->argv.v,
                                .env = st->env,
                                .flags = UV_PROCESS_DETACHED,
+                               .cwd = st->workdir,
                                .stdio_count = 3,
                                .stdio = stdio};
   p->process.data = p;
   int rc = uv_spawn(l->loop, &p->process, &opts);
   if (rc) {
-    snprintf(st->why, sizeof(st->why), "cannot start %s: %s", l->cfg->python, uv_strerror(rc));
+    snprintf(st->why, sizeof(st->why), "cannot start %s: %s", st->argv.v[0], uv_strerror(rc));
+    /* Where the spider's author looks first. */
+    if (st->command && st->log_fd >= 0)
+      dprintf(st->log_fd, "spiderd: %s\n", st->why);
     /* A failed uv_spawn still initialised the handle: it must be closed. */
     p->open_handles = 1;
     p->adopted = 1; /* only the process handle to close */
@@ -533,6 +629,7 @@ static int start_spawn(launcher_t *l, job_t *j, start_t *st, proc_t **out) {
   st->stats_path = NULL;
   p->hb_path = st->hb_path;
   st->hb_path = NULL;
+  p->group_signals = st->workdir != NULL;
   uv_timer_init(l->loop, &p->timer);
   p->timer.data = p;
   p->next = l->procs;
@@ -570,6 +667,8 @@ static void start_release(start_t *st) {
   free(st->jobdir);
   free(st->stats_path);
   free(st->hb_path);
+  manifest_argv_free(st->command);
+  free(st->workdir);
 }
 
 /* Starts claimed job j (taken): its files, its command, its process; a job
@@ -850,7 +949,7 @@ int launcher_cancel(launcher_t *l, const char *project, const char *jobid, int s
       launcher_kill_group(p);
       continue;
     }
-    kill(p->pid, sig);
+    launcher_signal(p, sig);
     if (p->cancels == 1 && l->cfg->cancel_grace > 0 && !uv_is_active((uv_handle_t *)&p->timer)) {
       uv_timer_start(&p->timer, grace_expired, (uint64_t)(l->cfg->cancel_grace * 1000), 0);
     }
@@ -909,7 +1008,7 @@ void launcher_stop(launcher_t *l, void (*done)(void *ud), void *ud) {
   l->stop_ud = ud;
   for (proc_t *p = l->procs; p; p = p->next) {
     p->stopped = 1;
-    kill(p->pid, SIGTERM);
+    launcher_signal(p, SIGTERM);
   }
   if (l->procs) {
     log_info("launcher", "stopping %u running crawl(s) (SIGTERM, KILL after %.0f s)", l->nprocs,
@@ -923,6 +1022,7 @@ static void launcher_close_cb(uv_handle_t *h) {
   launcher_t *l = h->data;
   if (--l->open_handles > 0) return;
   free(l->stats_dir);
+  free(l->work_dir);
   free(l->cwd);
   free(l);
 }

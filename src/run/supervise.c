@@ -340,7 +340,7 @@ static void time_out(launcher_t *l, proc_t *p, int64_t now) {
            p->job.jobid, p->pid, (long long)p->job.timeout_ms);
   /* TERM first, as a cancel: Scrapy closes the spider and its stats and
    * feeds are written; the group is KILLed if it does not exit in time. */
-  kill(p->pid, SIGTERM);
+  launcher_signal(p, SIGTERM);
   int64_t grace = clock_secs_ms(l->cfg->cancel_grace);
   if (grace > 0) {
     p->kill_at = now + grace;

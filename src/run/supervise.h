@@ -41,6 +41,10 @@ typedef struct proc {
   int64_t hb_stored_at; /* mono; when it was written */
   int timed_out;
   int hb_lost;
+  /* A command spider (spiderd.json): TERM and INT go to its whole process
+   * group, since a shell or node command's own children must hear them
+   * too; a Scrapy runner gets them alone, as under Scrapyd. */
+  int group_signals;
 } proc_t;
 
 struct launcher {
@@ -64,6 +68,7 @@ struct launcher {
   void *stop_ud;
   char *cwd;
   char *stats_dir;
+  char *work_dir;     /* <dbs_dir>/spiders: command projects, extracted */
   /* Delayed jobs (retries waiting out their backoff): they are pending but
    * not claimable, so the counters alone cannot tell dispatch to claim. */
   int64_t delayed;    /* pending jobs known to be not yet due */
@@ -82,6 +87,9 @@ struct launcher {
 
 /* KILLs the crawl's whole process group. */
 void launcher_kill_group(proc_t *p);
+/* Sends sig to the crawl: to its process, or to its group when
+ * p->group_signals. */
+void launcher_signal(proc_t *p, int sig);
 /* After every commit that may finish the daemon's stop or a drain. */
 void launcher_maybe_stopped(launcher_t *l);
 
