@@ -134,6 +134,7 @@ static void proc_close_cb(uv_handle_t *h) {
   job_release(&p->job);
   free(p->stats_path);
   free(p->hb_path);
+  free(p->workdir);
   free(p);
   launcher_maybe_stopped(l);
 }
@@ -429,8 +430,18 @@ static int start_nomem(start_t *st) {
   return -1;
 }
 
+/* Is a crawl still running in dir? (marchive_prune) */
+static int workdir_in_use(void *ud, const char *dir) {
+  const launcher_t *l = ud;
+  for (const proc_t *p = l->procs; p; p = p->next)
+    if (p->workdir && !strcmp(p->workdir, dir)) return 1;
+  return 0;
+}
+
 /* A command project: extracted once per stored archive (on the loop
- * thread: the first job of a version pays for it), and the spider's command. */
+ * thread: the first job of a version pays for it), and the spider's command.
+ * Extractions of versions deleted or replaced since go then, unless a crawl
+ * still runs in one. */
 static int start_manifest(launcher_t *l, const job_t *j, start_t *st) {
   manifest_t m;
   char err[sizeof(st->why)] = "";
@@ -438,6 +449,9 @@ static int start_manifest(launcher_t *l, const job_t *j, start_t *st) {
     snprintf(st->why, sizeof(st->why), "%s", err);
     return -1;
   }
+  int pruned = marchive_prune(l->work_dir, j->project, l->cfg->eggs_dir, workdir_in_use, l);
+  if (pruned)
+    log_info("launcher", "removed %d old extraction(s) of project '%s'", pruned, j->project);
   const manifest_spider_t *ms = manifest_find(&m, j->spider);
   if (!ms)
     snprintf(st->why, sizeof(st->why), "spider '%s' is not in the project's " MANIFEST_NAME,
@@ -630,6 +644,8 @@ static int start_spawn(launcher_t *l, job_t *j, start_t *st, proc_t **out) {
   p->hb_path = st->hb_path;
   st->hb_path = NULL;
   p->group_signals = st->workdir != NULL;
+  p->workdir = st->workdir;
+  st->workdir = NULL;
   uv_timer_init(l->loop, &p->timer);
   p->timer.data = p;
   p->next = l->procs;
@@ -913,6 +929,11 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
       job_init(j);
       p->stats_path = stats_path;
       p->hb_path = hb_path;
+      /* A command spider's children must hear a cancel as before the restart. */
+      char *egg = NULL;
+      if (eggs_path(l->cfg->eggs_dir, p->job.project, p->job.version, &egg) == 0)
+        p->group_signals = marchive_kind_file(egg) == MARCHIVE_MANIFEST;
+      free(egg);
       uv_timer_init(l->loop, &p->timer);
       p->timer.data = p;
       uv_timer_start(&p->timer, adopt_watch, ADOPT_POLL_MS, ADOPT_POLL_MS);

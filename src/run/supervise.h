@@ -45,6 +45,7 @@ typedef struct proc {
    * group, since a shell or node command's own children must hear them
    * too; a Scrapy runner gets them alone, as under Scrapyd. */
   int group_signals;
+  char *workdir;        /* a command spider's directory (owned), else NULL */
 } proc_t;
 
 struct launcher {

@@ -2,6 +2,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -397,4 +398,43 @@ out:
   }
   free(final);
   return rc;
+}
+
+int marchive_prune(const char *root, const char *project, const char *eggs_dir,
+                   int (*in_use)(void *ud, const char *dir), void *ud) {
+  char *pdir = NULL;
+  int removed = 0;
+  if (asprintf(&pdir, "%s/%s", root, project) < 0) return 0;
+  DIR *d = opendir(pdir);
+  struct dirent *e;
+  while (d && (e = readdir(d))) {
+    const char *name = e->d_name;
+    if (!strcmp(name, ".") || !strcmp(name, "..")) continue;
+    char *dir = NULL, *egg = NULL;
+    if (asprintf(&dir, "%s/%s", pdir, name) < 0) break;
+    int stale = 1;
+    const char *dash = strrchr(name, '-');
+    if (name[0] != '.' && dash && strlen(dash + 1) == 16) {
+      struct stat st;
+      char idhex[17];
+      if (asprintf(&egg, "%s/%s/%.*s" EGG_SUFFIX, eggs_dir, project, (int)(dash - name), name) <
+          0)
+        egg = NULL;
+      if (egg && stat(egg, &st) == 0) {
+        snprintf(idhex, sizeof(idhex), "%016llx", (unsigned long long)file_id(&st));
+        stale = strcmp(idhex, dash + 1) != 0;
+      } else if (!egg) {
+        stale = 0; /* no memory: judge another time */
+      }
+    }
+    if (stale && !(in_use && in_use(ud, dir))) {
+      rmtree(dir);
+      removed++;
+    }
+    free(egg);
+    free(dir);
+  }
+  if (d) closedir(d);
+  free(pdir);
+  return removed;
 }

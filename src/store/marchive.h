@@ -49,4 +49,11 @@ int marchive_check_file(const char *path, manifest_t *m, char *err, size_t errle
 int marchive_prepare(const char *path, const char *root, const char *project, manifest_t *m,
                      char **dir, char *err, size_t errlen);
 
+/* Removes the extractions under root/<project> whose archive is no longer
+ * eggs_dir/<project>/<stem>.egg (deleted, or replaced by another upload of
+ * that version), and temporary directories a crash left, except those
+ * in_use(ud, dir) says a job still runs in. Returns how many it removed. */
+int marchive_prune(const char *root, const char *project, const char *eggs_dir,
+                   int (*in_use)(void *ud, const char *dir), void *ud);
+
 #endif

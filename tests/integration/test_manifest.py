@@ -2,6 +2,7 @@
 spiderd.json manifest (docs/spiders.md), deployed and run beside a Scrapy egg
 by a real daemon. The archives are built here with zipfile and tarfile."""
 
+import glob
 import io
 import json
 import os
@@ -301,7 +302,17 @@ def test_new_version_gets_its_own_directory(d):
     job = d.schedule("mf", "count")
     d.wait_finished(job)
     assert "version two" in d.read_log("mf", "count", job)
+    # The same version uploaded again runs its new content; the old
+    # extraction goes once no job runs in it, and so does a deleted version's.
+    files["count.sh"] = 'echo "version two again" ; exit 0\n'
+    assert upload_bytes(d, "mf", "2.0", make_zip(files))["status"] == "ok"
+    job = d.schedule("mf", "count")
+    d.wait_finished(job)
+    assert "version two again" in d.read_log("mf", "count", job)
+    assert len(glob.glob(d.path("dbs", "spiders", "mf", "2_0-*"))) == 1
+    d.api("delversion.json", project="mf", version="2.0")
     old = d.schedule("mf", "count", _version="1.0")
     d.wait_finished(old)
     assert "count done" in d.read_log("mf", "count", old)
-    d.api("delversion.json", project="mf", version="2.0")
+    assert glob.glob(d.path("dbs", "spiders", "mf", "1_0-*"))
+    assert not glob.glob(d.path("dbs", "spiders", "mf", "2_0-*"))

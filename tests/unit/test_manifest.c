@@ -264,9 +264,17 @@ static char *slurp(const char *path) {
   return buf;
 }
 
+static int busy_in_use(void *ud, const char *dir) { return strstr(dir, "/busy-") != NULL; }
+
 static void test_prepare_extracts_once(void **state) {
   char root[] = "/tmp/spiderd-manifest-XXXXXX";
   assert_non_null(mkdtemp(root));
+  char eggs[128];
+  snprintf(eggs, sizeof(eggs), "%s/eggs", root);
+  assert_int_equal(mkdir(eggs, 0755), 0);
+  snprintf(eggs, sizeof(eggs), "%s/eggs/proj", root);
+  assert_int_equal(mkdir(eggs, 0755), 0);
+  snprintf(eggs, sizeof(eggs), "%s/eggs", root);
   for (int zip = 0; zip <= 1; zip++) {
     member_t mv[] = {{"./", NULL, NULL}, {"spiderd.json", good_manifest, NULL},
                      {"lib/", NULL, NULL}, {"lib/s.sh", "echo hi\n", NULL},
@@ -274,7 +282,7 @@ static void test_prepare_extracts_once(void **state) {
     size_t len;
     void *buf = build(zip, mv, 5, &len);
     char path[256];
-    snprintf(path, sizeof(path), "%s/v%d.egg", root, zip);
+    snprintf(path, sizeof(path), "%s/proj/v%d.egg", eggs, zip);
     FILE *f = fopen(path, "wb");
     assert_int_equal(fwrite(buf, 1, len, f), len);
     fclose(f);
@@ -314,6 +322,37 @@ static void test_prepare_extracts_once(void **state) {
     free(dir);
     free(dir2);
   }
+  /* Pruning: what no stored archive names goes, unless a job runs there. */
+  char work[256], p[512];
+  snprintf(work, sizeof(work), "%s/work", root);
+  const char *stale[] = {"v0-0000000000000000", ".tmp-v0-abcdef", "gone-1111111111111111",
+                         "busy-2222222222222222"};
+  for (size_t i = 0; i < 4; i++) {
+    snprintf(p, sizeof(p), "%s/proj/%s", work, stale[i]);
+    assert_int_equal(mkdir(p, 0755), 0);
+    snprintf(p, sizeof(p), "%s/proj/%s/f", work, stale[i]);
+    fclose(fopen(p, "w"));
+  }
+  assert_int_equal(marchive_prune(work, "proj", eggs, busy_in_use, NULL), 3);
+  struct stat st;
+  for (size_t i = 0; i < 3; i++) {
+    snprintf(p, sizeof(p), "%s/proj/%s", work, stale[i]);
+    assert_int_not_equal(stat(p, &st), 0);
+  }
+  snprintf(p, sizeof(p), "%s/proj/busy-2222222222222222", work);
+  assert_int_equal(stat(p, &st), 0);
+  /* The two current extractions stay. */
+  manifest_t m;
+  char *dir = NULL;
+  snprintf(p, sizeof(p), "%s/proj/v1.egg", eggs);
+  assert_int_equal(marchive_prepare(p, work, "proj", &m, &dir, err, sizeof(err)), 0);
+  manifest_release(&m);
+  assert_int_equal(stat(dir, &st), 0);
+  free(dir);
+  assert_int_equal(marchive_prune(work, "proj", eggs, NULL, NULL), 1); /* busy, now idle */
+  snprintf(p, sizeof(p), "%s/proj/v0.egg", eggs);
+  unlink(p);
+  assert_int_equal(marchive_prune(work, "proj", eggs, NULL, NULL), 1); /* v0 deleted */
   nftw(root, rm_cb, 16, FTW_DEPTH | FTW_PHYS);
 }
 
