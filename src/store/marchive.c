@@ -77,7 +77,7 @@ int marchive_kind_file(const char *path) {
 
 typedef struct walk {
   const char *dest;      /* extracting into dest; NULL: only checking */
-  struct archive *disk;  /* the writer when extracting */
+  int fd;                /* the member being extracted, or -1 */
   char *manifest;        /* checking: spiderd.json's bytes */
   size_t manifest_len;
   int manifest_seen;
@@ -99,8 +99,21 @@ static struct archive *reader_new(void) {
   return a;
 }
 
+static int write_all(int fd, const char *p, size_t len) {
+  while (len) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return -errno;
+    }
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
 /* Reads the current member's data: into w->manifest (want_manifest), or
- * to the disk writer, or nowhere; counts every byte against the limit. */
+ * to w->fd; counts every byte against the limit. */
 static int member_data(struct archive *a, walk_t *w, const char *name, int want_manifest,
                        char *err, size_t errlen) {
   char *buf = malloc(COPY_CHUNK);
@@ -137,12 +150,61 @@ static int member_data(struct archive *a, walk_t *w, const char *name, int want_
       memcpy(w->manifest + w->manifest_len, buf, (size_t)n);
       w->manifest_len += (size_t)n;
     }
-    if (w->disk && archive_write_data(w->disk, buf, (size_t)n) != n) {
-      rc = bad(err, errlen, "cannot extract '%s': %s", name, archive_error_string(w->disk));
+    if (w->fd >= 0 && (rc = write_all(w->fd, buf, (size_t)n))) {
+      rc = bad(err, errlen, "cannot extract '%s': %s", name, strerror(-rc));
       break;
     }
   }
   free(buf);
+  return rc;
+}
+
+/* Writes one checked member under w->dest by hand rather than with
+ * archive_write_disk, which flips the process's umask to read it: a race
+ * with every other thread of the daemon creating files. Files get their
+ * archived permission bits (no set-id or sticky bits, always readable and
+ * writable by the daemon's user) under the umask; directories 0755. */
+static int extract_member(struct archive *a, struct archive_entry *e, walk_t *w,
+                          const char *raw, const char *name, size_t nlen, char *err,
+                          size_t errlen) {
+  char *full = NULL;
+  int rc = 0;
+  mode_t type = archive_entry_filetype(e);
+  if (asprintf(&full, "%s/%.*s", w->dest, (int)nlen, name) < 0) return -ENOMEM;
+  if (type == AE_IFDIR) {
+    rc = fs_mkdirs(full, 0755);
+    goto out;
+  }
+  /* Parent directories a zip often leaves out. A parent that is an earlier
+   * symlink member is followed: its target was checked to stay inside. */
+  char *slash = strrchr(full, '/');
+  *slash = '\0';
+  rc = fs_mkdirs(full, 0755);
+  *slash = '/';
+  if (rc) goto out;
+  /* A member named twice: the last one wins, as tar would have it. */
+  if (unlink(full) && errno != ENOENT) {
+    rc = -errno;
+    goto out;
+  }
+  if (type == AE_IFLNK) {
+    if (symlink(archive_entry_symlink(e), full)) rc = -errno;
+    goto out;
+  }
+  mode_t mode = (archive_entry_perm(e) & 0777) | 0600;
+  w->fd = open(full, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+  if (w->fd < 0) {
+    rc = -errno;
+    goto out;
+  }
+  rc = member_data(a, w, raw, 0, err, errlen);
+  if (close(w->fd) && !rc) rc = -errno;
+  w->fd = -1;
+  free(full);
+  return rc; /* err is set already */
+out:
+  if (rc) snprintf(err, errlen, "cannot extract '%s': %s", raw, strerror(-rc));
+  free(full);
   return rc;
 }
 
@@ -193,25 +255,15 @@ static int walk(struct archive *a, walk_t *w, char *err, size_t errlen) {
                MARCHIVE_MAX_BYTES);
       return SPD_EBADEGG;
     }
-    if (w->disk) {
-      char *full = NULL;
-      if (asprintf(&full, "%s/%.*s", w->dest, (int)nlen, name) < 0) return -ENOMEM;
-      archive_entry_set_pathname(e, full);
-      free(full);
-      /* No set-id or sticky bits; always readable by the daemon's user. */
-      mode_t perm = archive_entry_perm(e) & 0777;
-      archive_entry_set_perm(e, perm | (type == AE_IFDIR ? 0700 : 0600));
-      if (archive_write_header(w->disk, e) < ARCHIVE_WARN)
-        return bad(err, errlen, "cannot extract '%s': %s", raw, archive_error_string(w->disk));
-    }
-    if (type == AE_IFREG && (w->disk || is_manifest)) {
-      rc = member_data(a, w, raw, is_manifest && !w->disk, err, errlen);
+    if (w->dest) {
+      rc = extract_member(a, e, w, raw, name, nlen, err, errlen);
+      if (rc) return rc;
+    } else if (type == AE_IFREG && is_manifest) {
+      rc = member_data(a, w, raw, 1, err, errlen);
       if (rc) return rc;
     } else if (type == AE_IFREG && archive_entry_size_is_set(e)) {
       w->bytes += archive_entry_size(e); /* checking only: as declared */
     }
-    if (w->disk && archive_write_finish_entry(w->disk) < ARCHIVE_WARN)
-      return bad(err, errlen, "cannot extract '%s': %s", raw, archive_error_string(w->disk));
   }
   if (!w->manifest_seen)
     return bad(err, errlen, "no " MANIFEST_NAME " at the archive's root%s%s", "", NULL);
@@ -219,7 +271,7 @@ static int walk(struct archive *a, walk_t *w, char *err, size_t errlen) {
 }
 
 static int check_open(struct archive *a, int r, manifest_t *m, char *err, size_t errlen) {
-  walk_t w = {0};
+  walk_t w = {.fd = -1};
   int rc;
   if (r != ARCHIVE_OK) {
     rc = bad(err, errlen, "not a readable zip or tar.gz archive: %s%s",
@@ -285,30 +337,19 @@ static int load_extracted(const char *dir, manifest_t *m, char *err, size_t errl
 }
 
 static int extract_into(const char *path, const char *dest, char *err, size_t errlen) {
-  struct archive *a = reader_new(), *disk = archive_write_disk_new();
-  walk_t w = {.dest = dest, .disk = disk};
+  struct archive *a = reader_new();
+  walk_t w = {.dest = dest, .fd = -1};
   int rc;
-  if (!a || !disk) {
-    rc = -ENOMEM;
-    goto out;
-  }
-  /* No ARCHIVE_EXTRACT_PERM (the umask applies) nor _OWNER (files are the
-   * daemon's). walk() has refused every name or link that could leave dest;
-   * libarchive's SECURE flags would also judge dest's own path (which may
-   * hold '..' or a symlink in the configured dbs_dir), so they are not set. */
-  archive_write_disk_set_options(disk, ARCHIVE_EXTRACT_TIME);
+  if (!a) return -ENOMEM;
   if (archive_read_open_filename(a, path, 64 * 1024) != ARCHIVE_OK) {
     rc = bad(err, errlen, "%s is not a readable zip or tar.gz archive: %s", path,
              archive_error_string(a));
     goto out;
   }
   rc = walk(a, &w, err, errlen);
-  if (!rc && archive_write_close(disk) != ARCHIVE_OK)
-    rc = bad(err, errlen, "cannot extract %s: %s", path, archive_error_string(disk));
 out:
   free(w.manifest);
-  if (a) archive_read_free(a);
-  if (disk) archive_write_free(disk);
+  archive_read_free(a);
   return rc;
 }
 
