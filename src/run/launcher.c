@@ -117,9 +117,24 @@ unsigned launcher_running(const launcher_t *l) { return l->nprocs; }
 
 void launcher_set_metrics(launcher_t *l, struct metrics *m) { l->metrics = m; }
 
+/* A job whose command project is extracted on libuv's thread pool before it
+ * starts (the first job of each stored archive): the loop keeps serving. */
+typedef struct prep {
+  uv_work_t req;
+  struct prep *next;
+  launcher_t *l;
+  job_t job; /* owned; read-only while the work runs */
+  char *egg;
+  int rc;
+  int cancelled; /* cancel asked, or this node was declared dead */
+  char err[256];
+} prep_t;
+
 int launcher_job_running(const launcher_t *l, int64_t job_id) {
   for (const proc_t *p = l->procs; p; p = p->next)
     if (p->job.id == job_id && !p->ended) return 1;
+  for (const prep_t *pr = l->preps; pr; pr = pr->next)
+    if (pr->job.id == job_id) return 1;
   return 0;
 }
 
@@ -438,10 +453,11 @@ static int workdir_in_use(void *ud, const char *dir) {
   return 0;
 }
 
-/* A command project: extracted once per stored archive (on the loop
- * thread: the first job of a version pays for it), and the spider's command.
- * Extractions of versions deleted or replaced since go then, unless a crawl
- * still runs in one. */
+/* A command project: extracted once per stored archive (by prep_start on
+ * the thread pool; here, on the loop, only when that could not be queued),
+ * and the spider's command. Extractions of versions deleted or replaced
+ * since go then, unless a crawl still runs in one; not while an extraction
+ * is under way, whose temporary directory would look stale. */
 static int start_manifest(launcher_t *l, const job_t *j, start_t *st) {
   manifest_t m;
   char err[sizeof(st->why)] = "";
@@ -449,7 +465,8 @@ static int start_manifest(launcher_t *l, const job_t *j, start_t *st) {
     snprintf(st->why, sizeof(st->why), "%s", err);
     return -1;
   }
-  int pruned = marchive_prune(l->work_dir, j->project, l->cfg->eggs_dir, workdir_in_use, l);
+  int pruned =
+      l->npreps ? 0 : marchive_prune(l->work_dir, j->project, l->cfg->eggs_dir, workdir_in_use, l);
   if (pruned)
     log_info("launcher", "removed %d old extraction(s) of project '%s'", pruned, j->project);
   const manifest_spider_t *ms = manifest_find(&m, j->spider);
@@ -818,6 +835,8 @@ static void requeue_done(void *arg, int rc) {
   free(jobs);
 }
 
+static int prep_start(launcher_t *l, job_t *j);
+
 static void claim_done(void *arg, int rc) {
   claim_op_t *op = arg;
   launcher_t *l = op->l;
@@ -848,7 +867,7 @@ static void claim_done(void *arg, int rc) {
     }
     for (size_t i = 0; i < op->jobs.n; i++) {
       jobs_resolve(l->cfg, &op->jobs.v[i]);
-      start_job(l, &op->jobs.v[i]);
+      if (!prep_start(l, &op->jobs.v[i])) start_job(l, &op->jobs.v[i]);
     }
   }
   /* A full claim may leave more behind; a short one found all there was
@@ -866,6 +885,93 @@ static void claim_done(void *arg, int rc) {
   }
 }
 
+/* ---- extracting a command project off the loop ---- */
+
+static void prep_work(uv_work_t *req) {
+  prep_t *pr = req->data;
+  manifest_t m;
+  char *dir = NULL;
+  pr->rc = marchive_prepare(pr->egg, pr->l->work_dir, pr->job.project, &m, &dir, pr->err,
+                            sizeof(pr->err));
+  manifest_release(&m);
+  free(dir);
+}
+
+static void prep_done(uv_work_t *req, int status) {
+  prep_t *pr = req->data;
+  launcher_t *l = pr->l;
+  job_t *j = &pr->job;
+  for (prep_t **pp = &l->preps; *pp; pp = &(*pp)->next)
+    if (*pp == pr) {
+      *pp = pr->next;
+      l->npreps--;
+      break;
+    }
+  if (pr->cancelled) {
+    log_info("launcher", "job '%s' was cancelled while its project was being extracted",
+             j->jobid);
+    supervise_end(l, j, JOB_CANCELLED, 0, -1, 0, NULL, NULL, NULL);
+  } else if (status || pr->rc) {
+    log_error("launcher", "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
+              j->project, j->spider, status ? uv_strerror(status) : pr->err);
+    supervise_end(l, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL);
+  } else if (l->stopping || l->draining) {
+    /* As a claim that lands while the daemon stops or drains: back to
+     * pending, for another node or the next start. */
+    job_list_t *back = calloc(1, sizeof(*back));
+    if (back && (back->v = malloc(sizeof(*back->v)))) {
+      back->v[0] = *j;
+      back->n = 1;
+      job_init(j);
+      if (store_submit(l->store, STORE_WRITE, requeue_fn, back, requeue_done)) {
+        job_list_release(back);
+        free(back);
+      }
+    } else {
+      free(back);
+    }
+  } else {
+    start_job(l, j); /* finds the extraction ready */
+  }
+  job_release(j);
+  free(pr->egg);
+  free(pr);
+  launcher_maybe_stopped(l);
+  launcher_dispatch(l);
+}
+
+/* Takes j into preparation when it is a command project's job whose archive
+ * is not extracted yet: 1, and prep_done starts it. 0: start it now. */
+static int prep_start(launcher_t *l, job_t *j) {
+  char *egg = NULL;
+  if (eggs_path(l->cfg->eggs_dir, j->project, j->version, &egg)) return 0;
+  if (marchive_kind_file(egg) != MARCHIVE_MANIFEST ||
+      marchive_ready(egg, l->work_dir, j->project)) {
+    free(egg);
+    return 0;
+  }
+  prep_t *pr = calloc(1, sizeof(*pr));
+  if (!pr) {
+    free(egg);
+    return 0; /* start_job extracts on the loop instead */
+  }
+  pr->l = l;
+  pr->egg = egg;
+  pr->job = *j;
+  job_init(j);
+  pr->req.data = pr;
+  if (uv_queue_work(l->loop, &pr->req, prep_work, prep_done)) {
+    *j = pr->job;
+    free(egg);
+    free(pr);
+    return 0;
+  }
+  pr->next = l->preps;
+  l->preps = pr;
+  l->npreps++;
+  return 1;
+}
+
 void launcher_dispatch(launcher_t *l) {
   if (l->stopping || l->draining) return;
   if (l->claiming) {
@@ -877,12 +983,12 @@ void launcher_dispatch(launcher_t *l) {
   /* Under [concurrency] limits pending jobs may wait for a slot of their
    * limit, which no counter shows: every free slot then claims. */
   if ((l->counters->pending - l->delayed <= 0 && !l->due_check && !l->cfg->nlimits) ||
-      l->nprocs >= l->max_proc)
+      l->nprocs + l->npreps >= l->max_proc)
     return;
   claim_op_t *op = calloc(1, sizeof(*op));
   if (!op) return;
   op->l = l;
-  op->max = l->max_proc - l->nprocs;
+  op->max = l->max_proc - l->nprocs - l->npreps;
   op->now = clock_wall_ms();
   op->node = l->cfg->node_name;
   l->claiming = 1;
@@ -903,6 +1009,7 @@ void launcher_set_shared(launcher_t *l, int shared) { l->shared = shared; }
 void launcher_kill_all(launcher_t *l) {
   for (proc_t *p = l->procs; p; p = p->next)
     if (!p->ended) launcher_kill_group(p);
+  for (prep_t *pr = l->preps; pr; pr = pr->next) pr->cancelled = 1;
 }
 
 /* ---- adoption after a crash ---- */
@@ -961,6 +1068,11 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
 
 int launcher_cancel(launcher_t *l, const char *project, const char *jobid, int sig, int *found) {
   *found = 0;
+  for (prep_t *pr = l->preps; pr; pr = pr->next)
+    if (!strcmp(pr->job.project, project) && !strcmp(pr->job.jobid, jobid)) {
+      pr->cancelled = 1; /* it never starts: prep_done records the cancel */
+      (*found)++;
+    }
   for (proc_t *p = l->procs; p; p = p->next) {
     if (p->ended || strcmp(p->job.project, project) || strcmp(p->job.jobid, jobid)) continue;
     (*found)++;
@@ -988,7 +1100,7 @@ static void stop_expired(uv_timer_t *t) {
 }
 
 void launcher_maybe_stopped(launcher_t *l) {
-  if (l->procs || l->claiming || l->ends_in_flight) return;
+  if (l->procs || l->preps || l->claiming || l->ends_in_flight) return;
   if (l->draining && l->drained) {
     void (*drained)(void *) = l->drained;
     l->drained = NULL;

@@ -13,7 +13,8 @@
  * spiderd.json archive (store/marchive.h) runs its spider's command instead,
  * in the archive extracted under <dbs_dir>/spiders, with the same log,
  * stats file and variables, and signals sent to its whole group
- * (docs/spiders.md).
+ * (docs/spiders.md); the first job of each stored archive waits on libuv's
+ * thread pool while it is extracted, holding its slot.
  *
  * Timeouts, heartbeats (SPIDERD_HEARTBEAT_FILE), retries and job events are
  * the supervision policy in run/supervise.c.

@@ -55,6 +55,10 @@ struct launcher {
   job_counters_t *counters;
   proc_t *procs;
   unsigned nprocs;
+  /* Claimed jobs whose command project is being extracted on libuv's
+   * thread pool (launcher.c): they hold a slot but are not processes yet. */
+  struct prep *preps;
+  unsigned npreps;
   unsigned max_proc;
   int claiming;       /* a claim is in flight */
   int dispatch_again;     /* a kick arrived while claiming */

@@ -479,3 +479,19 @@ int marchive_prune(const char *root, const char *project, const char *eggs_dir,
   free(pdir);
   return removed;
 }
+
+int marchive_ready(const char *path, const char *root, const char *project) {
+  struct stat st;
+  if (stat(path, &st)) return 0;
+  const char *base = strrchr(path, '/');
+  base = base ? base + 1 : path;
+  size_t blen = strlen(base), sl = sizeof(EGG_SUFFIX) - 1;
+  if (blen > sl && !strcmp(base + blen - sl, EGG_SUFFIX)) blen -= sl;
+  char *mf = NULL;
+  if (asprintf(&mf, "%s/%s/%.*s-%016llx/" MANIFEST_NAME, root, project, (int)blen, base,
+               (unsigned long long)file_id(&st)) < 0)
+    return 0;
+  int ok = stat(mf, &st) == 0;
+  free(mf);
+  return ok;
+}

@@ -49,6 +49,10 @@ int marchive_check_file(const char *path, manifest_t *m, char *err, size_t errle
 int marchive_prepare(const char *path, const char *root, const char *project, manifest_t *m,
                      char **dir, char *err, size_t errlen);
 
+/* Is the archive at path extracted already (marchive_prepare would only
+ * read its manifest)? A cheap check for the loop thread. */
+int marchive_ready(const char *path, const char *root, const char *project);
+
 /* Removes the extractions under root/<project> whose archive is no longer
  * eggs_dir/<project>/<stem>.egg (deleted, or replaced by another upload of
  * that version), and temporary directories a crash left, except those
