@@ -295,8 +295,10 @@ static void test_prepare_extracts_once(void **state) {
     char work[256], *dir = NULL, *dir2 = NULL;
     snprintf(work, sizeof(work), "%s/work", root);
     err[0] = '\0';
+    assert_false(marchive_ready(path, work, "proj"));
     if (marchive_prepare(path, work, "proj", &m, &dir, err, sizeof(err)))
       fail_msg("prepare: %s", err);
+    assert_true(marchive_ready(path, work, "proj"));
     assert_int_equal(m.n, 1);
     manifest_release(&m);
     char want[512];
