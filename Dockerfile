@@ -13,7 +13,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update && apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config make ca-certificates \
       libuv1-dev libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev \
-      libzip-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
+      libzip-dev libarchive-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
       libcurl4-openssl-dev libssl-dev libgnutls28-dev python3 nodejs npm \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
@@ -35,7 +35,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 # The libraries spiderd links (and dlopens: ICU, libcurl, libcrypto), and the
 # Scrapy that runs crawls.
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      libuv1 libmicrohttpd12 libjansson4 libsqlite3-0 libinih1 libzip4 \
+      libuv1 libmicrohttpd12 libjansson4 libsqlite3-0 libinih1 libzip4 libarchive13 \
       libicu72 libpq5 libhiredis0.14 libcurl4 libssl3 ca-certificates \
       python3 python3-scrapy \
     && rm -rf /var/lib/apt/lists/* \

@@ -7,7 +7,7 @@ JOBS ?= $(shell nproc)
 # Debian packages needed to build, run, test and benchmark spiderd.
 DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	libuv1-dev libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev \
-	libzip-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
+	libzip-dev libarchive-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
 	libcurl4-openssl-dev libssl-dev libgnutls28-dev openssl \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
 	wrk zip unzip curl redis-server postgresql python3-psycopg2 \

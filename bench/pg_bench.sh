@@ -46,7 +46,7 @@ trap cleanup EXIT INT TERM
 
 gcc -std=c11 -O2 -D_GNU_SOURCE -I"$root/src" $(pkg-config --cflags icu-i18n libpq) \
   "$here/pg_bench.c" "$lib" \
-  $(pkg-config --libs libuv libmicrohttpd jansson sqlite3 inih libzip libpq hiredis) \
+  $(pkg-config --libs libuv libmicrohttpd jansson sqlite3 inih libzip libarchive libpq hiredis) \
   -lpthread -lm -ldl -o "$work/pg_bench"
 
 base=$("$root/tests/pgserver.sh" start "$pgdir" durable)

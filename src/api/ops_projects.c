@@ -169,6 +169,8 @@ void op_versions_add(op_call_t *c) {
             "the egg is not a ZIP file (send the .egg file's bytes as the body, or as the "
             "multipart field 'egg')");
   else if (stage == API_EGG_STAGE) op_fail(c, rc, NULL, "%s", why);
+  else if (stage == API_EGG_MANIFEST)
+    op_fail(c, rc, json_pack("{s:s}", "field", "egg"), "the project archive is refused: %s", why);
   else op_fail(c, rc, NULL, "the egg could not be added: %s", why);
 }
 

@@ -16,6 +16,7 @@
 #include "log.h"
 #include "flow/eggsync.h"
 #include "store/eggs.h"
+#include "store/marchive.h"
 
 /* A project's version stems as last read from eggs_dir/<project>, valid
  * while the directory's inode and mtime are unchanged (any egg added,
@@ -300,6 +301,33 @@ int api_egg_add(app_t *app, const char *project, const char *version, const void
     *stage = API_EGG_ALLOC;
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
+  }
+  if (marchive_kind_mem(data, len) == MARCHIVE_MANIFEST) {
+    /* A project of command spiders: its manifest lists them, and every
+     * member is checked now, so nothing unsafe is ever stored. */
+    manifest_t m;
+    rc = marchive_check_mem(data, len, &m, err, errlen);
+    if (rc) {
+      eggs_discard(tmp);
+      egg_add_free(a);
+      *stage = rc == -ENOMEM ? API_EGG_ALLOC : API_EGG_MANIFEST;
+      if (rc == -ENOMEM) snprintf(err, errlen, "out of memory");
+      return rc;
+    }
+    char **names = calloc(m.n, sizeof(*names));
+    for (size_t i = 0; names && i < m.n; i++) names[i] = m.spiders[i].name;
+    if (!names) {
+      manifest_release(&m);
+      eggs_discard(tmp);
+      egg_add_free(a);
+      *stage = API_EGG_ALLOC;
+      snprintf(err, errlen, "out of memory");
+      return -ENOMEM;
+    }
+    egg_listed(a, 0, names, m.n, NULL);
+    free(names);
+    manifest_release(&m);
+    return 0;
   }
   rc = spiders_list(app->spiders, project, tmp, version, egg_listed, a);
   if (rc) {

@@ -51,6 +51,7 @@ enum {
   API_EGG_ALLOC,     /* out of memory */
   API_EGG_LIST,      /* the runner could not list its spiders */
   API_EGG_STORE,     /* it could not be moved into eggs_dir */
+  API_EGG_MANIFEST,  /* a spiderd.json project that is refused: err says why */
 };
 
 /* rc 0: the egg is stored and names/n are its spiders (borrowed). Else

@@ -313,6 +313,7 @@ static void ep_addversion(call_t *c) {
                        why, sizeof(why), c->who);
   if (!rc) return;
   if (stage == API_EGG_STAGE) reply_error(c, "%s", why);
+  else if (stage == API_EGG_MANIFEST) reply_error(c, "ManifestError: %s", why);
   else if (stage == API_EGG_ALLOC) reply_error(c, "MemoryError: out of memory");
   else reply_error(c, "RunnerError: %s", spd_strerror(rc));
 }

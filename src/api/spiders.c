@@ -12,6 +12,7 @@
 #include "error.h"
 #include "log.h"
 #include "flow/env.h"
+#include "store/marchive.h"
 
 #ifndef SPIDERD_DEFAULT_PYTHON
 #define SPIDERD_DEFAULT_PYTHON "python3"
@@ -489,6 +490,47 @@ fail:
   return rc;
 }
 
+/* A project of command spiders (store/marchive.h) lists its manifest: no
+ * process runs. The archive was checked when it was added; a file changed
+ * behind the daemon's back is reported, not listed. Takes the key. */
+static int manifest_listed(spiders_t *sp, egg_key_t *key, const char *egg_path, spiders_cb cb,
+                           void *ud) {
+  manifest_t m;
+  char err[512] = "";
+  int rc = marchive_check_file(egg_path, &m, err, sizeof(err));
+  namelist_t *nl = NULL;
+  if (!rc) {
+    nl = calloc(1, sizeof(*nl));
+    if (nl) {
+      nl->refs = 1;
+      nl->names = calloc(m.n, sizeof(*nl->names));
+    }
+    for (size_t i = 0; nl && nl->names && i < m.n; i++) {
+      nl->names[i] = m.spiders[i].name; /* taken from the manifest */
+      m.spiders[i].name = NULL;
+      nl->n++;
+    }
+    if (!nl || !nl->names) rc = -ENOMEM;
+  }
+  manifest_release(&m);
+  if (rc == -ENOMEM) {
+    if (nl) namelist_unref(nl);
+    key_release(key);
+    return rc;
+  }
+  if (nl) (void)cache_put(sp, key, nl);
+  key_release(key);
+  sp->depth++;
+  if (nl)
+    cb(ud, 0, nl->names, nl->n, NULL);
+  else
+    cb(ud, SPD_ERUNNER, NULL, 0, err);
+  sp->depth--;
+  namelist_unref(nl);
+  maybe_destroy(sp);
+  return 0;
+}
+
 /* ---- API ------------------------------------------------------------------- */
 
 int spiders_init(spiders_t **out, uv_loop_t *loop, const config_t *cfg) {
@@ -533,6 +575,8 @@ int spiders_list(spiders_t *sp, const char *project, const char *egg_path, const
     maybe_destroy(sp);
     return 0;
   }
+  if (egg_path && marchive_kind_file(egg_path) == MARCHIVE_MANIFEST)
+    return manifest_listed(sp, &key, egg_path, cb, ud);
   /* Concurrent requests for one egg share one runner. */
   for (listing_t *l = sp->listings; l; l = l->next) {
     if (l->cancelled || l->no_cache || !key_equal(&l->key, &key)) continue;

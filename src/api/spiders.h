@@ -11,6 +11,9 @@
  * overwritten in place is listed again; a project without egg (from
  * [settings]) is keyed by its name. Lists are not cached on error.
  *
+ * A project stored as a spiderd.json archive (store/marchive.h) is listed
+ * from its manifest, with no process, and cached the same way.
+ *
  * Runs on the loop thread only. Ownership: names and error_text passed to the
  * callback are borrowed for the callback's duration only.
  */

@@ -25,6 +25,7 @@
 #include "run/supervise.h"
 #include "fsutil.h"
 #include "store/eggs.h"
+#include "store/marchive.h"
 
 /* How often an adopted process (not our child: no exit callback) is checked. */
 #define ADOPT_POLL_MS 500
@@ -89,9 +90,18 @@ int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
     free(l);
     return rc;
   }
+  /* Beside run/: <dbs_dir>/spiders, made when a command project first runs. */
+  size_t sdl = strlen(l->stats_dir) - strlen("/run");
+  if (asprintf(&l->work_dir, "%.*s/spiders", (int)sdl, l->stats_dir) < 0) {
+    free(l->stats_dir);
+    free(l->cwd);
+    free(l);
+    return -ENOMEM;
+  }
   jobres_defaults(cfg, &l->limit_defaults);
   rc = jobres_init(&l->res, cfg);
   if (rc) {
+    free(l->work_dir);
     free(l->stats_dir);
     free(l->cwd);
     free(l);
@@ -118,9 +128,24 @@ unsigned launcher_running(const launcher_t *l) { return l->nprocs; }
 
 void launcher_set_metrics(launcher_t *l, struct metrics *m) { l->metrics = m; }
 
+/* A job whose command project is extracted on libuv's thread pool before it
+ * starts (the first job of each stored archive): the loop keeps serving. */
+typedef struct prep {
+  uv_work_t req;
+  struct prep *next;
+  launcher_t *l;
+  job_t job; /* owned; read-only while the work runs */
+  char *egg;
+  int rc;
+  int cancelled; /* cancel asked, or this node was declared dead */
+  char err[256];
+} prep_t;
+
 int launcher_job_running(const launcher_t *l, int64_t job_id) {
   for (const proc_t *p = l->procs; p; p = p->next)
     if (p->job.id == job_id && !p->ended) return 1;
+  for (const prep_t *pr = l->preps; pr; pr = pr->next)
+    if (pr->job.id == job_id) return 1;
   return 0;
 }
 
@@ -138,6 +163,7 @@ static void proc_close_cb(uv_handle_t *h) {
   free(p->log_path);
   free(p->items_path);
   free(p->cgroup);
+  free(p->workdir);
   free(p);
   launcher_maybe_stopped(l);
 }
@@ -211,6 +237,11 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
 
 static void on_proc_exit(uv_process_t *h, int64_t exit_status, int term_signal) {
   proc_ended(h->data, exit_status, term_signal);
+}
+
+void launcher_signal(proc_t *p, int sig) {
+  if (p->group_signals && kill(-p->pid, sig) == 0) return;
+  kill(p->pid, sig);
 }
 
 void launcher_kill_group(proc_t *p) {
@@ -423,6 +454,10 @@ out:
 typedef struct start {
   char *egg, *log_file, *feed_uri, *items_file, *jobdir, *stats_path, *hb_path;
   job_limits_t limits;
+  /* A command spider (spiderd.json): its command, {spider} replaced, and
+   * the directory it runs in; NULL for a Scrapy crawl. */
+  char **command;
+  char *workdir;
   strv_t argv;  /* the runner's command line */
   strv_t extra; /* the job's own variables, over the daemon's environment */
   char **env;
@@ -433,6 +468,40 @@ typedef struct start {
 static int start_nomem(start_t *st) {
   snprintf(st->why, sizeof(st->why), "out of memory");
   return -1;
+}
+
+/* Is a crawl still running in dir? (marchive_prune) */
+static int workdir_in_use(void *ud, const char *dir) {
+  const launcher_t *l = ud;
+  for (const proc_t *p = l->procs; p; p = p->next)
+    if (p->workdir && !strcmp(p->workdir, dir)) return 1;
+  return 0;
+}
+
+/* A command project: extracted once per stored archive (by prep_start on
+ * the thread pool; here, on the loop, only when that could not be queued),
+ * and the spider's command. Extractions of versions deleted or replaced
+ * since go then, unless a crawl still runs in one; not while an extraction
+ * is under way, whose temporary directory would look stale. */
+static int start_manifest(launcher_t *l, const job_t *j, start_t *st) {
+  manifest_t m;
+  char err[sizeof(st->why)] = "";
+  if (marchive_prepare(st->egg, l->work_dir, j->project, &m, &st->workdir, err, sizeof(err))) {
+    snprintf(st->why, sizeof(st->why), "%s", err);
+    return -1;
+  }
+  int pruned =
+      l->npreps ? 0 : marchive_prune(l->work_dir, j->project, l->cfg->eggs_dir, workdir_in_use, l);
+  if (pruned)
+    log_info("launcher", "removed %d old extraction(s) of project '%s'", pruned, j->project);
+  const manifest_spider_t *ms = manifest_find(&m, j->spider);
+  if (!ms)
+    snprintf(st->why, sizeof(st->why), "spider '%s' is not in the project's " MANIFEST_NAME,
+             j->spider);
+  else if (!(st->command = manifest_argv(ms, j->spider)))
+    start_nomem(st);
+  manifest_release(&m);
+  return st->command ? 0 : -1;
 }
 
 /* The egg, the log (opened), the items feed, the job's directory, and the
@@ -446,6 +515,8 @@ static int start_files(launcher_t *l, const job_t *j, start_t *st) {
              j->version ? j->version : j->project);
     return -1;
   }
+  if (st->egg && marchive_kind_file(st->egg) == MARCHIVE_MANIFEST && start_manifest(l, j, st))
+    return -1;
   if (cfg->logs_dir[0]) {
     if (!(st->log_file = job_file_prepared(l, cfg->logs_dir, j, ".log"))) {
       snprintf(st->why, sizeof(st->why), "cannot create the log directory: %s", strerror(errno));
@@ -488,11 +559,61 @@ static int start_files(launcher_t *l, const job_t *j, start_t *st) {
   return 0;
 }
 
+/* A command spider's argv: the manifest's command alone (arguments and
+ * settings travel in the environment, command_env). Takes st->command. */
+static int command_argv(const job_t *j, start_t *st) {
+  for (size_t i = 0; st->command[i]; i++) {
+    int rc = strv_push(&st->argv, st->command[i]);
+    st->command[i] = NULL;
+    if (rc) {
+      for (size_t k = i + 1; st->command[k]; k++) free(st->command[k]);
+      st->command[i + 1] = NULL; /* the rest freed: start_release frees none twice */
+      return rc;
+    }
+  }
+  return 0;
+}
+
+/* What a command spider reads besides Scrapy's variables:
+ *   SPIDERD_SPIDER     the spider's name
+ *   SPIDERD_ARGS       the spider arguments, a JSON object of strings
+ *                      (with _job, and _version when one was asked for)
+ *   SPIDERD_SETTINGS   the job's settings, a JSON object
+ *   SPIDERD_ITEMS_FILE where to append items as JSON lines (a local items_dir)
+ *   SPIDERD_LOG_FILE   the job's log (its stdout and stderr go there already) */
+static int command_env(const job_t *j, start_t *st) {
+  strv_t *x = &st->extra;
+  json_t *args = j->args ? json_deep_copy(j->args) : json_object();
+  json_t *settings = j->settings ? json_incref(j->settings) : json_object();
+  char *a = NULL, *s = NULL;
+  int rc = -ENOMEM;
+  if (!args || !settings) goto out;
+  json_object_set_new(args, "_job", json_string(j->jobid));
+  if (j->version) json_object_set_new(args, "_version", json_string(j->version));
+  a = json_dumps(args, JSON_COMPACT);
+  s = json_dumps(settings, JSON_COMPACT);
+  if (!a || !s) goto out;
+  if (strv_pushf(x, "SPIDERD_SPIDER=%s", j->spider) || strv_pushf(x, "SPIDERD_ARGS=%s", a) ||
+      strv_pushf(x, "SPIDERD_SETTINGS=%s", s) ||
+      (st->items_file && strv_pushf(x, "SPIDERD_ITEMS_FILE=%s", st->items_file)) ||
+      (st->log_file && strv_pushf(x, "SPIDERD_LOG_FILE=%s", st->log_file)))
+    goto out;
+  rc = 0;
+out:
+  free(a);
+  free(s);
+  json_decref(args);
+  json_decref(settings);
+  return rc;
+}
+
 /* The runner's argv and environment: Scrapyd's, plus what spiderd tells a
  * crawl (its stats and heartbeat files, its job, URL and token). */
 static int start_command(launcher_t *l, const job_t *j, start_t *st) {
   const config_t *cfg = l->cfg;
-  if (build_argv(l, j, st->log_file, st->feed_uri, st->jobdir, &st->argv)) return start_nomem(st);
+  int rc = st->command ? command_argv(j, st)
+                       : build_argv(l, j, st->log_file, st->feed_uri, st->jobdir, &st->argv);
+  if (rc) return start_nomem(st);
   const char *host = cfg->bind_address;
   if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host) host = "127.0.0.1";
   char token[JOBTOKEN_MAX] = "";
@@ -514,9 +635,12 @@ static int start_command(launcher_t *l, const job_t *j, start_t *st) {
       strv_pushf(x, "SCRAPYD_SPIDER=%s", j->spider) ||
       strv_pushf(x, "SCRAPYD_JOB=%s", j->jobid) ||
       (st->log_file && strv_pushf(x, "SCRAPYD_LOG_FILE=%s", st->log_file)) ||
-      (st->feed_uri && strv_pushf(x, "SCRAPYD_FEED_URI=%s", st->feed_uri)))
+      (st->feed_uri && strv_pushf(x, "SCRAPYD_FEED_URI=%s", st->feed_uri)) ||
+      (st->command && command_env(j, st)))
     return start_nomem(st);
-  st->env = env_build(cfg, j->project, st->egg, j->version, (const char *const *)x->v);
+  /* A command spider has no egg to point at: it runs in its extraction. */
+  st->env = env_build(cfg, j->project, st->command ? NULL : st->egg, j->version,
+                      (const char *const *)x->v);
   return st->env ? 0 : start_nomem(st);
 }
 
@@ -558,13 +682,17 @@ static int start_spawn(launcher_t *l, job_t *j, start_t *st, proc_t **out) {
                                .args = args,
                                .env = st->env,
                                .flags = UV_PROCESS_DETACHED,
+                               .cwd = st->workdir,
                                .stdio_count = 3,
                                .stdio = stdio};
   p->process.data = p;
   int rc = uv_spawn(l->loop, &p->process, &opts);
   strv_release(&wrapped);
   if (rc) {
-    snprintf(st->why, sizeof(st->why), "cannot start %s: %s", l->cfg->python, uv_strerror(rc));
+    snprintf(st->why, sizeof(st->why), "cannot start %s: %s", st->argv.v[0], uv_strerror(rc));
+    /* Where the spider's author looks first. */
+    if (st->command && st->log_fd >= 0)
+      dprintf(st->log_fd, "spiderd: %s\n", st->why);
     /* A failed uv_spawn still initialised the handle: it must be closed. */
     p->open_handles = 1;
     p->adopted = 1; /* only the process handle to close */
@@ -587,6 +715,9 @@ static int start_spawn(launcher_t *l, job_t *j, start_t *st, proc_t **out) {
   st->items_file = NULL;
   if (l->res.mech == LIMITS_CGROUP)
     p->cgroup = jobres_cgroup_create(&l->res, p->job.id, &p->limits, p->pid);
+  p->group_signals = st->workdir != NULL;
+  p->workdir = st->workdir;
+  st->workdir = NULL;
   uv_timer_init(l->loop, &p->timer);
   p->timer.data = p;
   p->next = l->procs;
@@ -624,6 +755,8 @@ static void start_release(start_t *st) {
   free(st->jobdir);
   free(st->stats_path);
   free(st->hb_path);
+  manifest_argv_free(st->command);
+  free(st->workdir);
 }
 
 /* Starts claimed job j (taken): its files, its command, its process; a job
@@ -758,6 +891,8 @@ static void requeue_done(void *arg, int rc) {
   free(jobs);
 }
 
+static int prep_start(launcher_t *l, job_t *j);
+
 static void claim_done(void *arg, int rc) {
   claim_op_t *op = arg;
   launcher_t *l = op->l;
@@ -788,7 +923,7 @@ static void claim_done(void *arg, int rc) {
     }
     for (size_t i = 0; i < op->jobs.n; i++) {
       jobs_resolve(l->cfg, &op->jobs.v[i]);
-      start_job(l, &op->jobs.v[i]);
+      if (!prep_start(l, &op->jobs.v[i])) start_job(l, &op->jobs.v[i]);
     }
   }
   /* A full claim may leave more behind; a short one found all there was
@@ -806,6 +941,93 @@ static void claim_done(void *arg, int rc) {
   }
 }
 
+/* ---- extracting a command project off the loop ---- */
+
+static void prep_work(uv_work_t *req) {
+  prep_t *pr = req->data;
+  manifest_t m;
+  char *dir = NULL;
+  pr->rc = marchive_prepare(pr->egg, pr->l->work_dir, pr->job.project, &m, &dir, pr->err,
+                            sizeof(pr->err));
+  manifest_release(&m);
+  free(dir);
+}
+
+static void prep_done(uv_work_t *req, int status) {
+  prep_t *pr = req->data;
+  launcher_t *l = pr->l;
+  job_t *j = &pr->job;
+  for (prep_t **pp = &l->preps; *pp; pp = &(*pp)->next)
+    if (*pp == pr) {
+      *pp = pr->next;
+      l->npreps--;
+      break;
+    }
+  if (pr->cancelled) {
+    log_info("launcher", "job '%s' was cancelled while its project was being extracted",
+             j->jobid);
+    supervise_end(l, j, JOB_CANCELLED, 0, -1, 0, NULL, NULL, NULL, NULL);
+  } else if (status || pr->rc) {
+    log_error("launcher", "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
+              j->project, j->spider, status ? uv_strerror(status) : pr->err);
+    supervise_end(l, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL, NULL);
+  } else if (l->stopping || l->draining) {
+    /* As a claim that lands while the daemon stops or drains: back to
+     * pending, for another node or the next start. */
+    job_list_t *back = calloc(1, sizeof(*back));
+    if (back && (back->v = malloc(sizeof(*back->v)))) {
+      back->v[0] = *j;
+      back->n = 1;
+      job_init(j);
+      if (store_submit(l->store, STORE_WRITE, requeue_fn, back, requeue_done)) {
+        job_list_release(back);
+        free(back);
+      }
+    } else {
+      free(back);
+    }
+  } else {
+    start_job(l, j); /* finds the extraction ready */
+  }
+  job_release(j);
+  free(pr->egg);
+  free(pr);
+  launcher_maybe_stopped(l);
+  launcher_dispatch(l);
+}
+
+/* Takes j into preparation when it is a command project's job whose archive
+ * is not extracted yet: 1, and prep_done starts it. 0: start it now. */
+static int prep_start(launcher_t *l, job_t *j) {
+  char *egg = NULL;
+  if (eggs_path(l->cfg->eggs_dir, j->project, j->version, &egg)) return 0;
+  if (marchive_kind_file(egg) != MARCHIVE_MANIFEST ||
+      marchive_ready(egg, l->work_dir, j->project)) {
+    free(egg);
+    return 0;
+  }
+  prep_t *pr = calloc(1, sizeof(*pr));
+  if (!pr) {
+    free(egg);
+    return 0; /* start_job extracts on the loop instead */
+  }
+  pr->l = l;
+  pr->egg = egg;
+  pr->job = *j;
+  job_init(j);
+  pr->req.data = pr;
+  if (uv_queue_work(l->loop, &pr->req, prep_work, prep_done)) {
+    *j = pr->job;
+    free(egg);
+    free(pr);
+    return 0;
+  }
+  pr->next = l->preps;
+  l->preps = pr;
+  l->npreps++;
+  return 1;
+}
+
 void launcher_dispatch(launcher_t *l) {
   if (l->stopping || l->draining) return;
   if (l->claiming) {
@@ -817,12 +1039,12 @@ void launcher_dispatch(launcher_t *l) {
   /* Under [concurrency] limits pending jobs may wait for a slot of their
    * limit, which no counter shows: every free slot then claims. */
   if ((l->counters->pending - l->delayed <= 0 && !l->due_check && !l->cfg->nlimits) ||
-      l->nprocs >= l->max_proc)
+      l->nprocs + l->npreps >= l->max_proc)
     return;
   claim_op_t *op = calloc(1, sizeof(*op));
   if (!op) return;
   op->l = l;
-  op->max = l->max_proc - l->nprocs;
+  op->max = l->max_proc - l->nprocs - l->npreps;
   op->now = clock_wall_ms();
   op->node = l->cfg->node_name;
   l->claiming = 1;
@@ -843,6 +1065,7 @@ void launcher_set_shared(launcher_t *l, int shared) { l->shared = shared; }
 void launcher_kill_all(launcher_t *l) {
   for (proc_t *p = l->procs; p; p = p->next)
     if (!p->ended) launcher_kill_group(p);
+  for (prep_t *pr = l->preps; pr; pr = pr->next) pr->cancelled = 1;
 }
 
 /* ---- adoption after a crash ---- */
@@ -883,6 +1106,11 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
         free(p->cgroup);
         p->cgroup = NULL;
       }
+      /* A command spider's children must hear a cancel as before the restart. */
+      char *egg = NULL;
+      if (eggs_path(l->cfg->eggs_dir, p->job.project, p->job.version, &egg) == 0)
+        p->group_signals = marchive_kind_file(egg) == MARCHIVE_MANIFEST;
+      free(egg);
       uv_timer_init(l->loop, &p->timer);
       p->timer.data = p;
       uv_timer_start(&p->timer, adopt_watch, ADOPT_POLL_MS, ADOPT_POLL_MS);
@@ -910,6 +1138,11 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
 
 int launcher_cancel(launcher_t *l, const char *project, const char *jobid, int sig, int *found) {
   *found = 0;
+  for (prep_t *pr = l->preps; pr; pr = pr->next)
+    if (!strcmp(pr->job.project, project) && !strcmp(pr->job.jobid, jobid)) {
+      pr->cancelled = 1; /* it never starts: prep_done records the cancel */
+      (*found)++;
+    }
   for (proc_t *p = l->procs; p; p = p->next) {
     if (p->ended || strcmp(p->job.project, project) || strcmp(p->job.jobid, jobid)) continue;
     (*found)++;
@@ -919,7 +1152,7 @@ int launcher_cancel(launcher_t *l, const char *project, const char *jobid, int s
       launcher_kill_group(p);
       continue;
     }
-    kill(p->pid, sig);
+    launcher_signal(p, sig);
     if (p->cancels == 1 && l->cfg->cancel_grace > 0 && !uv_is_active((uv_handle_t *)&p->timer)) {
       uv_timer_start(&p->timer, grace_expired, (uint64_t)(l->cfg->cancel_grace * 1000), 0);
     }
@@ -937,7 +1170,7 @@ static void stop_expired(uv_timer_t *t) {
 }
 
 void launcher_maybe_stopped(launcher_t *l) {
-  if (l->procs || l->claiming || l->ends_in_flight) return;
+  if (l->procs || l->preps || l->claiming || l->ends_in_flight) return;
   if (l->draining && l->drained) {
     void (*drained)(void *) = l->drained;
     l->drained = NULL;
@@ -978,7 +1211,7 @@ void launcher_stop(launcher_t *l, void (*done)(void *ud), void *ud) {
   l->stop_ud = ud;
   for (proc_t *p = l->procs; p; p = p->next) {
     p->stopped = 1;
-    kill(p->pid, SIGTERM);
+    launcher_signal(p, SIGTERM);
   }
   if (l->procs) {
     log_info("launcher", "stopping %u running crawl(s) (SIGTERM, KILL after %.0f s)", l->nprocs,
@@ -993,6 +1226,7 @@ static void launcher_close_cb(uv_handle_t *h) {
   if (--l->open_handles > 0) return;
   jobres_release(&l->res);
   free(l->stats_dir);
+  free(l->work_dir);
   free(l->cwd);
   free(l);
 }

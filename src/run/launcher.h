@@ -9,7 +9,12 @@
  * Scrapyd's argv and environment (scrapyd-api.md §5.1-5.2), in its own
  * session (so a forced cancel can KILL the whole group), stdout and stderr
  * appended to the job's log file. Its crawl stats are read from the stats
- * file the runner writes (SPIDERD_STATS_FILE).
+ * file the runner writes (SPIDERD_STATS_FILE). A project stored as a
+ * spiderd.json archive (store/marchive.h) runs its spider's command instead,
+ * in the archive extracted under <dbs_dir>/spiders, with the same log,
+ * stats file and variables, and signals sent to its whole group
+ * (docs/spiders.md); the first job of each stored archive waits on libuv's
+ * thread pool while it is extracted, holding its slot.
  *
  * Timeouts, heartbeats (SPIDERD_HEARTBEAT_FILE), retries and job events are
  * the supervision policy in run/supervise.c.

@@ -379,7 +379,7 @@ static void watch_arm(launcher_t *l) {
 /* TERM first, as a cancel: Scrapy closes the spider and its stats and
  * feeds are written; the group is KILLed if it does not exit in time. */
 static void stop_crawl(launcher_t *l, proc_t *p, int64_t now) {
-  kill(p->pid, SIGTERM);
+  launcher_signal(p, SIGTERM);
   int64_t grace = clock_secs_ms(l->cfg->cancel_grace);
   if (grace > 0) {
     p->kill_at = now + grace;

@@ -50,6 +50,11 @@ typedef struct proc {
   char *cgroup;         /* the job's cgroup directory, NULL = none */
   jobres_usage_t usage; /* what the sweep saw it use */
   const char *over;     /* the size or CPU limit the sweep stopped it for */
+  /* A command spider (spiderd.json): TERM and INT go to its whole process
+   * group, since a shell or node command's own children must hear them
+   * too; a Scrapy runner gets them alone, as under Scrapyd. */
+  int group_signals;
+  char *workdir;        /* a command spider's directory (owned), else NULL */
 } proc_t;
 
 struct launcher {
@@ -59,6 +64,10 @@ struct launcher {
   job_counters_t *counters;
   proc_t *procs;
   unsigned nprocs;
+  /* Claimed jobs whose command project is being extracted on libuv's
+   * thread pool (launcher.c): they hold a slot but are not processes yet. */
+  struct prep *preps;
+  unsigned npreps;
   unsigned max_proc;
   int claiming;       /* a claim is in flight */
   int dispatch_again;     /* a kick arrived while claiming */
@@ -73,6 +82,7 @@ struct launcher {
   void *stop_ud;
   char *cwd;
   char *stats_dir;
+  char *work_dir;     /* <dbs_dir>/spiders: command projects, extracted */
   /* Delayed jobs (retries waiting out their backoff): they are pending but
    * not claimable, so the counters alone cannot tell dispatch to claim. */
   int64_t delayed;    /* pending jobs known to be not yet due */
@@ -93,6 +103,9 @@ struct launcher {
 
 /* KILLs the crawl's whole process group. */
 void launcher_kill_group(proc_t *p);
+/* Sends sig to the crawl: to its process, or to its group when
+ * p->group_signals. */
+void launcher_signal(proc_t *p, int sig);
 /* After every commit that may finish the daemon's stop or a drain. */
 void launcher_maybe_stopped(launcher_t *l);
 

@@ -116,7 +116,11 @@ int eggs_stage(const char *eggs_dir, const void *data, size_t len, char **tmp_pa
 
   *tmp_path = NULL;
   if (!eggs_dir || !*eggs_dir) return -EINVAL;
-  if (!is_zip(data, len)) {
+  /* A gzip stream may be a tar.gz project (store/marchive.h), which the
+   * caller checks member by member; anything else must be a ZIP. */
+  int gzip = len >= 2 && ((const unsigned char *)data)[0] == 0x1f &&
+             ((const unsigned char *)data)[1] == 0x8b;
+  if (!gzip && !is_zip(data, len)) {
     if (err && errlen) snprintf(err, errlen, "%s", not_zip_msg);
     return SPD_EBADEGG;
   }

@@ -12,8 +12,9 @@
 
 #include <stddef.h>
 
-/* Checks that data is a ZIP archive (libzip, from memory) and writes it to a
- * new staging file. Not a ZIP -> SPD_EBADEGG with err =
+/* Checks that data is a ZIP archive (libzip, from memory) or a gzip stream
+ * (a tar.gz project, store/marchive.h: the caller checks its members) and
+ * writes it to a new staging file. Neither -> SPD_EBADEGG with err =
  * "egg is not a ZIP file (if using curl, use egg=@path not egg=path)".
  * Returns 0 and the staging file's path in *tmp_path. */
 int eggs_stage(const char *eggs_dir, const void *data, size_t len,

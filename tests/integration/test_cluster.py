@@ -369,3 +369,26 @@ def test_a_restarted_postgresql_is_survived(spiderd, tmp_path, egg):
              timeout(30), "a job after the restart")
     assert any(j["job"] == j1 for j in all_jobs(b))  # nothing was lost
     assert a.api("daemonstatus.json")["status"] == "ok"
+
+
+@shared
+def test_a_manifest_project_runs_on_another_node(spiderd, tmp_path):
+    """A tar.gz of command spiders travels through the store like an egg and
+    is extracted by the node that runs its job."""
+    from test_manifest import FILES, make_targz
+
+    (a, b), _ = cluster(spiderd, 2, tmp_path)
+    r = a.request("POST", f"{API}/projects/mfc/versions", params={"version": "1"},
+                  data=make_targz(FILES), headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 201, r.text
+    wait_for(lambda: "mfc" in b.api("listprojects.json")["projects"], timeout(10),
+             "the archive on the other node")
+    assert "count" in b.api("listspiders.json", project="mfc")["spiders"]
+    assert a.request("POST", f"{API}/nodes/self/drain").status_code == 200
+    job = a.schedule("mfc", "count")
+    done = wait_for(lambda: next((j for j in all_jobs(b) if j["job"] == job
+                                  and j["state"] in ("finished", "failed")), None),
+                    timeout(30), "the job on the other node")
+    assert done["state"] == "finished" and done["node"] == "n1", done
+    assert done["stats"]["items"] == 3
+    assert glob.glob(b.path("dbs", "spiders", "mfc", "1-*", "count.sh"))
