@@ -119,6 +119,14 @@ static void cancel_done(void *arg, int rc) {
       metrics_inc(c->app->metrics, &c->app->metrics->jobs_ended[METRICS_END_CANCELLED],
                   (uint64_t)(c->op.count + c->op.family));
     if (c->app->counters.pending < 0) c->app->counters.pending = 0;
+    /* Claimed by this node when the cancel began, its process not yet
+     * started: the claim's callback has started it by now (callbacks come
+     * in submission order), so it is signalled here, once. */
+    if (!c->found && c->op.here) {
+      int found = 0;
+      flow_signal(&c->app->flow, c->project, c->jobid, c->sig, &found);
+      c->found += found;
+    }
     for (size_t i = 0; i < c->op.running.n; i++) {
       int found = 0;
       flow_signal(&c->app->flow, c->op.running.v[i].project, c->op.running.v[i].jobid, c->sig,

@@ -88,11 +88,15 @@ int jobs_cancel(store_t *s, jobs_cancel_t *c, int64_t now_ms) {
   int rc = store_jobs_list(s, &f, &family);
   if (!rc) rc = jobs_cancel_pending(s, c->project, c->jobid, now_ms, &c->count);
   /* Running on another node (a shared store): that node stops it. */
-  for (size_t i = 0; i < family.n && !rc; i++)
-    if ((rc = cancel_remote(s, c, &family.v[i], now_ms)) == 1) {
+  for (size_t i = 0; i < family.n && !rc; i++) {
+    const job_t *j = &family.v[i];
+    if ((rc = cancel_remote(s, c, j, now_ms)) == 1) {
       c->remote++;
       rc = 0;
+    } else if (!rc && j->state == JOB_RUNNING && j->node && !strcmp(j->node, c->node)) {
+      c->here++;
     }
+  }
   /* Breadth first over the family; `family` grows as children are found. */
   for (size_t i = 0; i < family.n && family.n < CANCEL_FAMILY_MAX && !rc; i++) {
     job_list_t kids = {0};

@@ -45,6 +45,8 @@ typedef struct jobs_cancel {
   int count;          /* out: the job's own pending entries cancelled */
   int family;         /* out: pending descendants cancelled */
   int remote;         /* out: running on other nodes, asked to stop */
+  int here;           /* out: the job itself running on this node, by the store
+                         (claimed: its process may not have been seen yet) */
   job_list_t running; /* out: running descendants on this node, for its launcher
                          (project and jobid filled) */
 } jobs_cancel_t;

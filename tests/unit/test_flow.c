@@ -106,6 +106,30 @@ static void test_cancel_family(void **state) {
   for (size_t i = 0; i < 5; i++) job_release(all[i]);
 }
 
+/* A job this node claimed is "here" to a cancel even before its process
+ * is seen (the claim's callback may not have run when the cancel began),
+ * so the cancel signals it once the claim has started it. */
+static void test_cancel_claimed_here(void **state) {
+  store_t *s = ((struct fx *)*state)->s;
+  job_t j = new_job("claimed", NULL);
+  assert_int_equal(jobs_enqueue(s, &j, NULL), 0);
+  job_list_t got = {0};
+  assert_int_equal(store_job_claim(s, "n1", 1, 1000, &got), 0);
+  assert_int_equal(got.n, 1);
+  job_list_release(&got);
+  jobs_cancel_t here = {.project = "p", .jobid = "claimed", .node = "n1"};
+  assert_int_equal(jobs_cancel(s, &here, 5000), 0);
+  assert_int_equal(here.here, 1);
+  assert_int_equal(here.remote + here.count, 0);
+  jobs_cancel_t there = {.project = "p", .jobid = "claimed", .node = "n2"};
+  assert_int_equal(jobs_cancel(s, &there, 5000), 0);
+  assert_int_equal(there.here, 0);
+  assert_int_equal(there.remote, 1);
+  job_list_release(&here.running);
+  job_list_release(&there.running);
+  job_release(&j);
+}
+
 /* Runs j (pending) on n1 and returns its row as the supervisor holds it. */
 static job_t run(store_t *s, job_t *j) {
   assert_int_equal(jobs_enqueue(s, j, NULL), 0);
@@ -213,7 +237,8 @@ static void test_paths(void **state) {
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
   const struct CMUnitTest tests[] = {
-      T(test_enqueue), T(test_cancel_family), T(test_end_and_retry), T(test_reaped),
+      T(test_enqueue), T(test_cancel_family), T(test_cancel_claimed_here),
+      T(test_end_and_retry), T(test_reaped),
       cmocka_unit_test(test_paths),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
