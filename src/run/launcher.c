@@ -901,6 +901,9 @@ static void claim_done(void *arg, int rc) {
     metrics_hist_observe(&l->metrics->claim, (double)(uv_hrtime() - op->t0) / 1e9);
   if (rc) {
     log_error("launcher", "claiming pending jobs failed: %s", spd_strerror(rc));
+    /* A collision with another node's write: claim again shortly, not only
+     * when the next job is queued or ends. */
+    if (rc == -EAGAIN) supervise_claimed(l, clock_wall_ms() + 100, l->delayed);
   } else if ((l->stopping || l->draining) && op->jobs.n) {
     /* Claimed as the daemon began to stop or to drain: they never ran, so
      * they go back to pending for another node or the next start (the

@@ -128,6 +128,9 @@ typedef struct end_op {
   uint32_t rnd;
   int finished_count; /* -1 unless the history was trimmed */
   int ended_elsewhere; /* the store had ended it already (its node was reaped) */
+  json_t *stats;      /* the runner's stats, read once: a retried write reuses them */
+  int stats_read;
+  int tries;          /* writes that came back -EAGAIN (a deadlock, a serialization failure) */
   /* the retry, when one was queued */
   int64_t retry_id;
   int64_t retry_not_before;
@@ -183,10 +186,12 @@ static int end_fn(store_t *s, void *arg) {
       return 0;
     }
   }
-  if (op->stats_path) {
-    stats = json_load_file(op->stats_path, 0, NULL);
+  if (op->stats_path && !op->stats_read) {
+    op->stats = json_load_file(op->stats_path, 0, NULL);
+    op->stats_read = 1;
     unlink(op->stats_path);
   }
+  stats = op->stats ? json_deep_copy(op->stats) : NULL;
   if (op->hb_path) unlink(op->hb_path);
   if (op->from_stats) {
     const char *reason = json_string_value(json_object_get(stats, "finish_reason"));
@@ -230,6 +235,7 @@ static int end_fn(store_t *s, void *arg) {
 static void due_arm(launcher_t *l, int64_t at);
 
 static void end_op_free(end_op_t *op) {
+  json_decref(op->stats);
   job_release(&op->job);
   free(op->stats_path);
   free(op->hb_path);
@@ -237,9 +243,19 @@ static void end_op_free(end_op_t *op) {
   free(op);
 }
 
+#define END_TRIES 10
+
 static void end_done(void *arg, int rc) {
   end_op_t *op = arg;
   launcher_t *l = op->l;
+  /* A deadlock or a serialization failure with another node's write rolled
+   * this one back whole: written again, or the job would stay running. */
+  if (rc == -EAGAIN && ++op->tries < END_TRIES &&
+      store_submit(l->store, STORE_WRITE, end_fn, op, end_done) == 0) {
+    log_warn("launcher", "recording the end of job #%lld collided with another write (%s): "
+             "trying again", (long long)op->job.id, spd_strerror(rc));
+    return;
+  }
   l->ends_in_flight--;
   if (rc) {
     log_error("launcher", "could not record the end of job #%lld: %s", (long long)op->job.id,
