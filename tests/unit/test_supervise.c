@@ -29,6 +29,7 @@ static end_op_t end_of(launcher_t *l, store_t *s, int64_t id) {
 
 /* Frees what end_of and write_stats gave op (end_op_free frees op too). */
 static void end_release(end_op_t *op) {
+  json_decref(op->stats); /* what end_fn read, kept for a retried write */
   job_release(&op->job);
   free(op->stats_path);
 }
