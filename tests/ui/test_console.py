@@ -402,6 +402,7 @@ def test_queue_counts_and_ack_rate(console, browser, data):
     api(d, "POST", f"/queues/{q}/put", json={"elements": ["http://later.example/1"], "delay": 3600})
     took = api(d, "POST", f"/queues/{q}/take", json={"max": 10})
     open_page(drv, d, "/queues")
+    wait_css(drv, f"#queues-table tr[data-queue='{q}']")  # the table is drawn: its heads too
     heads = [th.text for th in drv.find_elements(By.CSS_SELECTOR, "#queues-table thead th")]
     cell = lambda name: wait_css(drv, f"#queues-table tr[data-queue='{q}']").find_elements(
         By.TAG_NAME, "td")[heads.index(name)].text
