@@ -115,6 +115,8 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, job_log_limit, T_SIZE, M_GE0, "0", NULL),
     KEY(SEC_SPIDERD, job_items_limit, T_SIZE, M_GE0, "0", NULL),
     KEY(SEC_SPIDERD, job_limits, T_MECH, M_NONE, "auto", NULL),
+    KEY(SEC_SPIDERD, warm_templates, T_INT, M_GE0, "4", NULL),
+    KEY(SEC_SPIDERD, warm_idle, T_REAL, M_GT0, "600", NULL),
     KEY(SEC_SPIDERD, retry_backoff, T_REAL, M_GE0, "10", NULL),
     KEY(SEC_SPIDERD, heartbeat_interval, T_REAL, M_GT0, "5", NULL),
     KEY(SEC_SPIDERD, heartbeat_timeout, T_REAL, M_GE0, "60", NULL),

@@ -112,6 +112,8 @@ typedef struct config {
   long long job_items_limit;  /* bytes of the job's local items file */
   char *job_limits;           /* "auto" (cgroup v2 if delegated, else rlimit),
                                * "cgroup", "rlimit" or "off" */
+  int warm_templates;         /* 4: warm start templates kept (run/warm.h); 0 = cold starts only */
+  double warm_idle;           /* 600 s: a template unused this long exits */
   double heartbeat_interval; /* 5 s: how often a crawl's reactor proves it lives */
   double heartbeat_timeout;  /* 60 s; 0 = off: a crawl silent this long is lost */
   long long max_upload;    /* 64 MiB: largest request body accepted */
