@@ -6,6 +6,7 @@
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -112,21 +113,25 @@ int limits_kernel(const job_limits_t *lim) {
   return lim->memory > 0 || lim->cpu_s > 0 || lim->procs > 0;
 }
 
-size_t limits_prlimit_opts(const job_limits_t *lim, char opts[3][LIMITS_OPT_MAX]) {
+size_t limits_rlimits(const job_limits_t *lim, limits_rlimit_t out[3]) {
   size_t n = 0;
   /* soft = hard: a crawl cannot raise its own limit back. */
-  if (lim->memory > 0)
-    snprintf(opts[n++], LIMITS_OPT_MAX, "--as=%lld:%lld", (long long)lim->memory,
-             (long long)lim->memory);
+  if (lim->memory > 0) out[n++] = (limits_rlimit_t){RLIMIT_AS, lim->memory, lim->memory};
   /* SIGXCPU at the soft limit lets the crawl die of it (its default
    * action); the hard limit, a little later, is SIGKILL for one that
    * catches or ignores it. */
-  if (lim->cpu_s > 0)
-    snprintf(opts[n++], LIMITS_OPT_MAX, "--cpu=%lld:%lld", (long long)lim->cpu_s,
-             (long long)lim->cpu_s + 5);
-  if (lim->procs > 0)
-    snprintf(opts[n++], LIMITS_OPT_MAX, "--nproc=%lld:%lld", (long long)lim->procs,
-             (long long)lim->procs);
+  if (lim->cpu_s > 0) out[n++] = (limits_rlimit_t){RLIMIT_CPU, lim->cpu_s, lim->cpu_s + 5};
+  if (lim->procs > 0) out[n++] = (limits_rlimit_t){RLIMIT_NPROC, lim->procs, lim->procs};
+  return n;
+}
+
+size_t limits_prlimit_opts(const job_limits_t *lim, char opts[3][LIMITS_OPT_MAX]) {
+  limits_rlimit_t r[3];
+  size_t n = limits_rlimits(lim, r);
+  for (size_t i = 0; i < n; i++)
+    snprintf(opts[i], LIMITS_OPT_MAX, "--%s=%lld:%lld",
+             r[i].resource == RLIMIT_AS ? "as" : r[i].resource == RLIMIT_CPU ? "cpu" : "nproc",
+             (long long)r[i].soft, (long long)r[i].hard);
   return n;
 }
 

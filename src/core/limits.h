@@ -67,6 +67,14 @@ int limits_kernel(const job_limits_t *lim);
 #define LIMITS_OPT_MAX 48
 size_t limits_prlimit_opts(const job_limits_t *lim, char opts[3][LIMITS_OPT_MAX]);
 
+/* The same limits as setrlimit(2) triples (RLIMIT_AS, RLIMIT_CPU,
+ * RLIMIT_NPROC), for a crawl that sets them itself (a warm start). */
+typedef struct limits_rlimit {
+  int resource;
+  int64_t soft, hard;
+} limits_rlimit_t;
+size_t limits_rlimits(const job_limits_t *lim, limits_rlimit_t out[3]);
+
 /* What a crawl's end says about its limits. */
 typedef struct limits_end {
   int failed;          /* it exited non-zero or died of a signal we did not send */

@@ -124,11 +124,14 @@ int jobs_cancel(store_t *s, jobs_cancel_t *c, int64_t now_ms) {
 
 /* ---- started ---- */
 
-int jobs_started(store_t *s, const job_t *j, int pid, int64_t pid_start) {
+int jobs_started(store_t *s, const job_t *j, int pid, int64_t pid_start, int warm) {
   int rc = store_job_started(s, j->id, pid, pid_start);
   if (rc) return rc;
   json_t *d = event_data(j, -1, 0);
-  if (d) json_object_set_new(d, "pid", json_integer(pid));
+  if (d) {
+    json_object_set_new(d, "pid", json_integer(pid));
+    json_object_set_new(d, "start", json_string(warm ? "warm" : "cold"));
+  }
   return add_event(s, "job.started", j, 0, d);
 }
 

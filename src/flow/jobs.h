@@ -58,7 +58,7 @@ typedef struct jobs_cancel {
 int jobs_cancel(store_t *s, jobs_cancel_t *c, int64_t now_ms);
 
 /* A process of j runs: records its pid and the job.started event. */
-int jobs_started(store_t *s, const job_t *j, int pid, int64_t pid_start);
+int jobs_started(store_t *s, const job_t *j, int pid, int64_t pid_start, int warm);
 
 /* How a running job ended. */
 typedef struct jobs_end {

@@ -8,7 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,6 +26,7 @@
 #include "core/limits.h"
 #include "run/jobres.h"
 #include "run/supervise.h"
+#include "run/warm.h"
 #include "fsutil.h"
 #include "store/eggs.h"
 #include "store/marchive.h"
@@ -107,6 +111,7 @@ int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
     free(l);
     return rc;
   }
+  if (warm_init(&l->warm, loop, cfg)) l->warm = NULL;
   uv_timer_init(loop, &l->stop_timer);
   l->stop_timer.data = l;
   l->open_handles = 1;
@@ -138,7 +143,9 @@ typedef struct prep {
   char *egg;
   int rc;
   int cancelled; /* cancel asked, or this node was declared dead */
+  int cancel_sig; /* the signal asked for */
   char err[256];
+  struct start *st; /* a warm start's, while its template forks; else NULL */
 } prep_t;
 
 int launcher_job_running(const launcher_t *l, int64_t job_id) {
@@ -164,6 +171,7 @@ static void proc_close_cb(uv_handle_t *h) {
   free(p->items_path);
   free(p->cgroup);
   free(p->workdir);
+  if (p->warm) close(p->pidfd);
   free(p);
   launcher_maybe_stopped(l);
 }
@@ -181,7 +189,10 @@ static void proc_unlink(launcher_t *l, proc_t *p) {
 static void proc_dispose(proc_t *p) {
   p->open_handles = p->adopted ? 1 : 2;
   uv_close((uv_handle_t *)&p->timer, proc_close_cb);
-  if (!p->adopted) uv_close((uv_handle_t *)&p->process, proc_close_cb);
+  if (p->warm)
+    uv_close((uv_handle_t *)&p->pidpoll, proc_close_cb);
+  else if (!p->adopted)
+    uv_close((uv_handle_t *)&p->process, proc_close_cb);
 }
 
 static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
@@ -239,6 +250,22 @@ static void on_proc_exit(uv_process_t *h, int64_t exit_status, int term_signal) 
   proc_ended(h->data, exit_status, term_signal);
 }
 
+/* A warm crawl's pidfd is readable: it exited, and as the daemon's child
+ * it waits to be reaped here (libuv reaps only what it spawned). */
+static void on_warm_exit(uv_poll_t *h, int status, int events) {
+  proc_t *p = h->data;
+  (void)status;
+  (void)events;
+  int ws = 0;
+  pid_t r = waitpid(p->pid, &ws, WNOHANG);
+  if (r == 0) return;
+  uv_poll_stop(h);
+  if (r < 0)
+    proc_ended(p, -1, 0);
+  else
+    proc_ended(p, WIFEXITED(ws) ? WEXITSTATUS(ws) : 0, WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
+}
+
 void launcher_signal(proc_t *p, int sig) {
   if (p->group_signals && kill(-p->pid, sig) == 0) return;
   kill(p->pid, sig);
@@ -256,6 +283,20 @@ static void grace_expired(uv_timer_t *t) {
   log_warn("launcher", "job '%s' did not stop within the grace period: killing pid %d",
            p->job.jobid, p->pid);
   launcher_kill_group(p);
+}
+
+/* A user's cancel: sig to the crawl (SIGKILL to its group), and its group
+ * KILLed cancel_grace after the first. */
+static void proc_cancel(launcher_t *l, proc_t *p, int sig) {
+  p->cancels++;
+  log_info("launcher", "Cancelling job '%s' (pid %d) with signal %d", p->job.jobid, p->pid, sig);
+  if (sig == SIGKILL) {
+    launcher_kill_group(p);
+    return;
+  }
+  launcher_signal(p, sig);
+  if (p->cancels == 1 && l->cfg->cancel_grace > 0 && !uv_is_active((uv_handle_t *)&p->timer))
+    uv_timer_start(&p->timer, grace_expired, (uint64_t)(l->cfg->cancel_grace * 1000), 0);
 }
 
 static void adopt_watch(uv_timer_t *t) {
@@ -644,9 +685,39 @@ static int start_command(launcher_t *l, const job_t *j, start_t *st) {
   return st->env ? 0 : start_nomem(st);
 }
 
+/* Makes p, whose pid is set, a proc_t of the launcher owning the job
+ * (taken from j) and its stats, heartbeat, log and items paths (taken from
+ * st). */
+static void proc_track(launcher_t *l, proc_t *p, job_t *j, start_t *st) {
+  p->job = *j;
+  job_init(j);
+  p->job.pid = p->pid;
+  p->job.pid_start = proc_start_time(p->pid);
+  p->stats_path = st->stats_path;
+  st->stats_path = NULL;
+  p->hb_path = st->hb_path;
+  st->hb_path = NULL;
+  p->limits = st->limits;
+  p->log_path = st->log_file;
+  st->log_file = NULL;
+  p->items_path = st->items_file;
+  st->items_file = NULL;
+  if (l->res.mech == LIMITS_CGROUP)
+    p->cgroup = jobres_cgroup_create(&l->res, p->job.id, &p->limits, p->pid);
+  p->group_signals = st->workdir != NULL;
+  p->workdir = st->workdir;
+  st->workdir = NULL;
+  uv_timer_init(l->loop, &p->timer);
+  p->timer.data = p;
+  p->next = l->procs;
+  l->procs = p;
+  l->nprocs++;
+  l->counters->running = l->nprocs;
+  if (l->metrics) metrics_inc(l->metrics, &l->metrics->jobs_started, 1);
+}
+
 /* Spawns the runner in a session of its own, stdout and stderr into the
- * job's log, and makes it a proc_t of the launcher owning the job (taken
- * from j) and its stats and heartbeat paths (taken from st). */
+ * job's log, and tracks it (proc_track). */
 static int start_spawn(launcher_t *l, job_t *j, start_t *st, proc_t **out) {
   proc_t *p = calloc(1, sizeof(*p));
   if (!p) return start_nomem(st);
@@ -700,31 +771,7 @@ static int start_spawn(launcher_t *l, job_t *j, start_t *st, proc_t **out) {
     return -1;
   }
   p->pid = p->process.pid;
-  p->job = *j;
-  job_init(j);
-  p->job.pid = p->pid;
-  p->job.pid_start = proc_start_time(p->pid);
-  p->stats_path = st->stats_path;
-  st->stats_path = NULL;
-  p->hb_path = st->hb_path;
-  st->hb_path = NULL;
-  p->limits = st->limits;
-  p->log_path = st->log_file;
-  st->log_file = NULL;
-  p->items_path = st->items_file;
-  st->items_file = NULL;
-  if (l->res.mech == LIMITS_CGROUP)
-    p->cgroup = jobres_cgroup_create(&l->res, p->job.id, &p->limits, p->pid);
-  p->group_signals = st->workdir != NULL;
-  p->workdir = st->workdir;
-  st->workdir = NULL;
-  uv_timer_init(l->loop, &p->timer);
-  p->timer.data = p;
-  p->next = l->procs;
-  l->procs = p;
-  l->nprocs++;
-  l->counters->running = l->nprocs;
-  if (l->metrics) metrics_inc(l->metrics, &l->metrics->jobs_started, 1);
+  proc_track(l, p, j, st);
   *out = p;
   return 0;
 }
@@ -761,18 +808,32 @@ static void start_release(start_t *st) {
 
 /* Starts claimed job j (taken): its files, its command, its process; a job
  * that cannot start ends failed at once, with the reason in the log. */
+static void start_failed(launcher_t *l, job_t *j, const start_t *st) {
+  log_error("launcher", "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
+            j->project, j->spider, st->why);
+  supervise_end(l, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL, NULL);
+}
+
+/* The crawl runs: Scrapyd's log line, the start recorded, the watch on. */
+static void start_done(launcher_t *l, proc_t *p, const start_t *st) {
+  start_log(p, &st->argv);
+  supervise_started(l, p);
+}
+
+static int warm_begin(launcher_t *l, job_t *j, start_t *st);
+
 static void start_job(launcher_t *l, job_t *j) {
   start_t st = {.log_fd = -1};
   proc_t *p = NULL;
-  if (!limits_resolve(j->args, &l->limit_defaults, &st.limits, st.why, sizeof(st.why)) &&
-      !start_files(l, j, &st) && !start_command(l, j, &st) && !start_spawn(l, j, &st, &p)) {
-    start_log(p, &st.argv);
-    supervise_started(l, p);
-  } else {
-    log_error("launcher", "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
-              j->project, j->spider, st.why);
-    supervise_end(l, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL, NULL);
-  }
+  if (limits_resolve(j->args, &l->limit_defaults, &st.limits, st.why, sizeof(st.why)) ||
+      start_files(l, j, &st) || start_command(l, j, &st))
+    start_failed(l, j, &st);
+  else if (warm_begin(l, j, &st))
+    return; /* st and j were taken */
+  else if (start_spawn(l, j, &st, &p))
+    start_failed(l, j, &st);
+  else
+    start_done(l, p, &st);
   start_release(&st);
 }
 
@@ -944,6 +1005,32 @@ static void claim_done(void *arg, int rc) {
   }
 }
 
+/* As a claim that lands while the daemon stops or drains: j (taken) goes
+ * back to pending, for another node or the next start. */
+static void requeue_one(launcher_t *l, job_t *j) {
+  job_list_t *back = calloc(1, sizeof(*back));
+  if (back && (back->v = malloc(sizeof(*back->v)))) {
+    back->v[0] = *j;
+    back->n = 1;
+    job_init(j);
+    if (store_submit(l->store, STORE_WRITE, requeue_fn, back, requeue_done)) {
+      job_list_release(back);
+      free(back);
+    }
+  } else {
+    free(back);
+  }
+}
+
+static void prep_unlink(launcher_t *l, prep_t *pr) {
+  for (prep_t **pp = &l->preps; *pp; pp = &(*pp)->next)
+    if (*pp == pr) {
+      *pp = pr->next;
+      l->npreps--;
+      break;
+    }
+}
+
 /* ---- extracting a command project off the loop ---- */
 
 static void prep_work(uv_work_t *req) {
@@ -960,12 +1047,7 @@ static void prep_done(uv_work_t *req, int status) {
   prep_t *pr = req->data;
   launcher_t *l = pr->l;
   job_t *j = &pr->job;
-  for (prep_t **pp = &l->preps; *pp; pp = &(*pp)->next)
-    if (*pp == pr) {
-      *pp = pr->next;
-      l->npreps--;
-      break;
-    }
+  prep_unlink(l, pr);
   if (pr->cancelled) {
     log_info("launcher", "job '%s' was cancelled while its project was being extracted",
              j->jobid);
@@ -975,20 +1057,7 @@ static void prep_done(uv_work_t *req, int status) {
               j->project, j->spider, status ? uv_strerror(status) : pr->err);
     supervise_end(l, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL, NULL);
   } else if (l->stopping || l->draining) {
-    /* As a claim that lands while the daemon stops or drains: back to
-     * pending, for another node or the next start. */
-    job_list_t *back = calloc(1, sizeof(*back));
-    if (back && (back->v = malloc(sizeof(*back->v)))) {
-      back->v[0] = *j;
-      back->n = 1;
-      job_init(j);
-      if (store_submit(l->store, STORE_WRITE, requeue_fn, back, requeue_done)) {
-        job_list_release(back);
-        free(back);
-      }
-    } else {
-      free(back);
-    }
+    requeue_one(l, j);
   } else {
     start_job(l, j); /* finds the extraction ready */
   }
@@ -1025,6 +1094,113 @@ static int prep_start(launcher_t *l, job_t *j) {
     free(pr);
     return 0;
   }
+  pr->next = l->preps;
+  l->preps = pr;
+  l->npreps++;
+  return 1;
+}
+
+/* ---- warm starts (run/warm.h) ---- */
+
+/* May this crawl fork from a template? A Scrapy crawl (not a command
+ * spider) whose job does not set SPIDERD_WARM_START to a false value. */
+static int warm_wanted(const launcher_t *l, const job_t *j, const start_t *st) {
+  if (!l->warm || st->command) return 0;
+  json_t *v = j->settings ? json_object_get(j->settings, "SPIDERD_WARM_START") : NULL;
+  const char *s = json_string_value(v);
+  if (json_is_false(v) || (json_is_integer(v) && !json_integer_value(v))) return 0;
+  return !(s && (!strcmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") ||
+                 !strcasecmp(s, "off")));
+}
+
+/* A template forked the crawl (pid > 0), or could not (why): the job,
+ * which held its slot meanwhile, runs warm, or starts cold now. */
+static void warm_started(void *ud, int pid, const char *why) {
+  prep_t *pr = ud;
+  launcher_t *l = pr->l;
+  job_t *j = &pr->job;
+  start_t *st = pr->st;
+  proc_t *p = NULL;
+  prep_unlink(l, pr);
+  if (pid > 0) {
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0 || !(p = calloc(1, sizeof(*p)))) {
+      /* It cannot be watched: it goes, and the job starts cold. */
+      log_warn("launcher", "job '%s': cannot watch warm crawl %d (%s): starting it cold",
+               j->jobid, pid, fd < 0 ? strerror(errno) : "out of memory");
+      if (fd >= 0) close(fd);
+      kill(pid, SIGKILL);
+      waitpid(pid, NULL, 0);
+      pid = 0;
+    } else {
+      p->l = l;
+      p->warm = 1;
+      p->pid = pid;
+      p->pidfd = fd;
+      p->pidpoll.data = p;
+      uv_poll_init(l->loop, &p->pidpoll, fd);
+      uv_poll_start(&p->pidpoll, UV_READABLE, on_warm_exit);
+      proc_track(l, p, j, st);
+    }
+  } else {
+    log_info("launcher", "job '%s' starts cold: %s", j->jobid, why ? why : "no template");
+  }
+  if (p) {
+    start_done(l, p, st);
+    if (l->stopping) {
+      p->stopped = 1;
+      launcher_signal(p, SIGTERM);
+    } else if (pr->cancelled) {
+      proc_cancel(l, p, pr->cancel_sig ? pr->cancel_sig : SIGTERM);
+    }
+  } else if (pr->cancelled) {
+    log_info("launcher", "job '%s' was cancelled before it started", j->jobid);
+    supervise_end(l, j, JOB_CANCELLED, 0, -1, 0, NULL, NULL, NULL, NULL);
+  } else if (l->stopping || l->draining) {
+    requeue_one(l, j);
+  } else if (start_spawn(l, j, st, &p)) {
+    start_failed(l, j, st);
+  } else {
+    start_done(l, p, st);
+  }
+  start_release(st);
+  free(st);
+  job_release(j);
+  free(pr);
+  launcher_maybe_stopped(l);
+}
+
+/* Asks j's template to fork it: 1 when asked (j and st are taken, and the
+ * job holds its slot until warm_started), 0 to start it cold now. */
+static int warm_begin(launcher_t *l, job_t *j, start_t *st) {
+  if (!warm_wanted(l, j, st) || st->argv.n < 4) return 0;
+  limits_rlimit_t rl[3];
+  size_t nrl = 0;
+  if (l->res.mech == LIMITS_RLIMIT && limits_kernel(&st->limits))
+    nrl = limits_rlimits(&st->limits, rl);
+  prep_t *pr = calloc(1, sizeof(*pr));
+  start_t *moved = malloc(sizeof(*moved));
+  if (!pr || !moved) {
+    free(pr);
+    free(moved);
+    return 0;
+  }
+  /* argv without "<python> -m spiderd_runner": the template is both. */
+  warm_req_t req = {.project = j->project, .version = j->version, .egg = st->egg,
+                    .spider = j->spider, .argv = st->argv.v + 3, .env = st->env,
+                    .log_fd = st->log_fd, .rlimits = rl, .nrlimits = nrl};
+  if (warm_fork(l->warm, &req, warm_started, pr)) {
+    free(pr);
+    free(moved);
+    return 0;
+  }
+  *moved = *st;
+  memset(st, 0, sizeof(*st));
+  st->log_fd = -1;
+  pr->st = moved;
+  pr->l = l;
+  pr->job = *j;
+  job_init(j);
   pr->next = l->preps;
   l->preps = pr;
   l->npreps++;
@@ -1068,7 +1244,10 @@ void launcher_set_shared(launcher_t *l, int shared) { l->shared = shared; }
 void launcher_kill_all(launcher_t *l) {
   for (proc_t *p = l->procs; p; p = p->next)
     if (!p->ended) launcher_kill_group(p);
-  for (prep_t *pr = l->preps; pr; pr = pr->next) pr->cancelled = 1;
+  for (prep_t *pr = l->preps; pr; pr = pr->next) {
+    pr->cancelled = 1;
+    pr->cancel_sig = SIGKILL;
+  }
 }
 
 /* ---- adoption after a crash ---- */
@@ -1143,22 +1322,16 @@ int launcher_cancel(launcher_t *l, const char *project, const char *jobid, int s
   *found = 0;
   for (prep_t *pr = l->preps; pr; pr = pr->next)
     if (!strcmp(pr->job.project, project) && !strcmp(pr->job.jobid, jobid)) {
-      pr->cancelled = 1; /* it never starts: prep_done records the cancel */
+      /* It never starts (prep_done records the cancel), or a template is
+       * forking it: warm_started passes the signal on. */
+      pr->cancelled = 1;
+      if (!pr->cancel_sig || sig == SIGKILL) pr->cancel_sig = sig;
       (*found)++;
     }
   for (proc_t *p = l->procs; p; p = p->next) {
     if (p->ended || strcmp(p->job.project, project) || strcmp(p->job.jobid, jobid)) continue;
     (*found)++;
-    p->cancels++;
-    log_info("launcher", "Cancelling job '%s' (pid %d) with signal %d", jobid, p->pid, sig);
-    if (sig == SIGKILL) {
-      launcher_kill_group(p);
-      continue;
-    }
-    launcher_signal(p, sig);
-    if (p->cancels == 1 && l->cfg->cancel_grace > 0 && !uv_is_active((uv_handle_t *)&p->timer)) {
-      uv_timer_start(&p->timer, grace_expired, (uint64_t)(l->cfg->cancel_grace * 1000), 0);
-    }
+    proc_cancel(l, p, sig);
   }
   return 0;
 }
@@ -1236,6 +1409,7 @@ static void launcher_close_cb(uv_handle_t *h) {
 
 void launcher_free(launcher_t *l) {
   if (!l) return;
+  warm_close(l->warm);
   uv_close((uv_handle_t *)&l->stop_timer, launcher_close_cb);
   supervise_close(l, launcher_close_cb);
 }

@@ -62,12 +62,13 @@ typedef struct started_op {
   int pid;
   int64_t pid_start;
   int record_event;
+  int warm;
 } started_op_t;
 
 static int started_fn(store_t *s, void *arg) {
   started_op_t *op = arg;
   if (!op->record_event) return store_job_started(s, op->job.id, op->pid, op->pid_start);
-  return jobs_started(s, &op->job, op->pid, op->pid_start);
+  return jobs_started(s, &op->job, op->pid, op->pid_start, op->warm);
 }
 
 static void started_done(void *arg, int rc) {
@@ -102,6 +103,7 @@ void supervise_started(launcher_t *l, proc_t *p) {
   op->job.spider = strdup(p->job.spider);
   op->pid = p->pid;
   op->pid_start = p->job.pid_start;
+  op->warm = p->warm;
   op->record_event = op->job.jobid && op->job.project && op->job.spider;
   if (store_submit(l->store, STORE_WRITE, started_fn, op, started_done)) {
     job_release(&op->job);

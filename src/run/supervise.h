@@ -24,7 +24,10 @@
 typedef struct proc {
   struct proc *next;
   launcher_t *l;
-  uv_process_t process; /* our child; unused when adopted */
+  uv_process_t process; /* our child; unused when adopted or warm */
+  int warm;             /* forked by a template (run/warm.h): watched by pidfd */
+  int pidfd;
+  uv_poll_t pidpoll;
   uv_timer_t timer;     /* cancel grace, or the adopted process's watch */
   int open_handles;     /* closed handles still to come back */
   int adopted;
@@ -97,6 +100,7 @@ struct launcher {
   const char *job_secret; /* borrowed: signs each job's SPIDERD_TOKEN (NULL: none) */
   int shared;         /* the store is shared with other nodes (run/cluster.c) */
   struct metrics *metrics; /* borrowed; NULL = none (launcher_set_metrics) */
+  struct warm *warm;  /* templates for warm starts; NULL = cold starts only */
   jobres_t res;       /* how memory, CPU and process limits are enforced */
   job_limits_t limit_defaults; /* [spiderd] job_memory_limit, ... */
 };

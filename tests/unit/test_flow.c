@@ -138,7 +138,7 @@ static job_t run(store_t *s, job_t *j) {
   assert_int_equal(l.n, 1);
   job_t r = l.v[0];
   free(l.v);
-  assert_int_equal(jobs_started(s, &r, 4242, 0), 0);
+  assert_int_equal(jobs_started(s, &r, 4242, 0, 0), 0);
   return r;
 }
 

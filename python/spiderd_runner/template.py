@@ -1,0 +1,294 @@
+"""A warm start template: one per (interpreter, project, version) in use.
+
+`python3 -m spiderd_runner.template`, started by the daemon with the
+environment a crawl of that version gets (without the job's own variables)
+and fd 3 one end of a SOCK_SEQPACKET socket pair. It imports Python, Twisted,
+Scrapy, the egg, the project's settings, its spider modules and the
+components its settings name, so that a crawl forked from it starts in
+milliseconds instead of importing all of that again. It installs no reactor,
+starts no thread, opens no socket or log file: nothing that must not cross a
+fork. An import that would install a reactor (Scrapy's telnet console, a
+spider module with `from twisted.internet import reactor`) is undone, and
+that module is imported by the crawl itself, as on a cold start.
+
+Protocol, one JSON document per datagram:
+  template -> daemon, once:  {"ready": true, "ms": N, "modules": N}
+                          or {"ready": false, "why": "..."} (then it exits)
+  daemon -> template:        {"argv": [...], "env": {...}, "cwd": "..." | null,
+                              "spider": "...", "rlimits": [[res, soft, hard], ...]}
+                             with the job's log fd attached (SCM_RIGHTS)
+  template -> daemon:        {"pid": N} | {"cold": "why"} | {"error": "why"}
+
+The crawl is created with clone(CLONE_PARENT): it is the daemon's child, not
+the template's, so the daemon reaps it and sees its exit status as for any
+crawl it spawned, and no crawl depends on the template staying alive. The
+child then leads a session of its own, takes the log as stdout and stderr,
+the job's environment, working directory and rlimits, sets sys.argv to the
+cold start's, and runs spiderd_runner.main() exactly as a cold start does;
+its exit goes through the interpreter's normal shutdown.
+
+The template exits when the daemon closes its end of the socket, and is
+KILLed by the kernel if the daemon dies.
+"""
+
+import json
+import os
+import platform
+import pkgutil
+import signal
+import socket
+import sys
+import time
+
+TEMPLATE_FD = 3
+MAX_REQUEST = 4 << 20
+CLONE_PARENT = 0x00008000
+SYS_CLONE = {"x86_64": 56, "aarch64": 220}
+REACTOR = "twisted.internet.reactor"
+
+# Settings whose values are dicts of component paths, and those naming one.
+COMPONENT_DICTS = (
+    "DOWNLOADER_MIDDLEWARES_BASE", "DOWNLOADER_MIDDLEWARES",
+    "SPIDER_MIDDLEWARES_BASE", "SPIDER_MIDDLEWARES",
+    "EXTENSIONS_BASE", "EXTENSIONS",
+    "ITEM_PIPELINES_BASE", "ITEM_PIPELINES",
+    "DOWNLOAD_HANDLERS_BASE", "DOWNLOAD_HANDLERS",
+    "FEED_EXPORTERS_BASE", "FEED_EXPORTERS",
+    "FEED_STORAGES_BASE", "FEED_STORAGES",
+)
+COMPONENTS = (
+    "SCHEDULER", "DUPEFILTER_CLASS", "STATS_CLASS", "LOG_FORMATTER",
+    "REQUEST_FINGERPRINTER_CLASS", "SCHEDULER_PRIORITY_QUEUE",
+    "SCHEDULER_DISK_QUEUE", "SCHEDULER_MEMORY_QUEUE", "DOWNLOADER",
+    "SPIDER_LOADER_CLASS", "DOWNLOADER_CLIENTCONTEXTFACTORY",
+    "DOWNLOADER_HTTPCLIENTFACTORY", "DNS_RESOLVER",
+)
+MODULES = (
+    "scrapy.cmdline", "scrapy.crawler", "scrapy.commands.crawl",
+    "scrapy.core.engine", "scrapy.core.scraper", "scrapy.utils.log",
+    "scrapy.utils.reactor", "spiderd_runner.stats", "spiderd_runner.heartbeat",
+)
+
+
+class Refused(Exception):
+    """This version cannot be served warm; the message is for a person."""
+
+
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _die_with_parent():
+    if not sys.platform.startswith("linux"):
+        raise Refused("warm starts need Linux")
+    parent = os.getppid()
+    PR_SET_PDEATHSIG = 1
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+SKIPPED = []  # what was not preloaded because it installs a reactor
+SPIDERS = {}  # name -> class, of the spider modules preloaded
+
+
+def _guarded(what, fn):
+    """Runs fn (which imports); if that installed a Twisted reactor, undoes
+    every import it made, so the crawl imports them itself. True if kept."""
+    before = set(sys.modules)
+    try:
+        fn()
+    except Exception:  # the crawl will report it, as on a cold start
+        pass
+    if REACTOR not in sys.modules:
+        return True
+    for name in set(sys.modules) - before:
+        sys.modules.pop(name, None)
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules and getattr(sys.modules[parent], child, None) is not None:
+            try:
+                delattr(sys.modules[parent], child)
+            except AttributeError:
+                pass
+    SKIPPED.append(what)
+    return REACTOR not in sys.modules
+
+
+def _preload():
+    """Imports what every crawl of this version imports. Raises Refused."""
+    import importlib
+
+    from spiderd_runner import EggError, activate_egg
+
+    egg = os.environ.get("SPIDERD_EGG")
+    if egg:
+        try:
+            activate_egg(egg)
+        except EggError as e:
+            raise Refused(str(e)) from None
+    for name in MODULES:
+        _guarded(name, lambda n=name: importlib.import_module(n))
+    if REACTOR in sys.modules:
+        raise Refused("importing Scrapy installed a Twisted reactor")
+    from scrapy.utils.misc import load_object
+    from scrapy.utils.project import get_project_settings
+
+    settings = get_project_settings()
+    if not settings.getbool("SPIDERD_WARM_START", True):
+        raise Refused("the project's settings say SPIDERD_WARM_START = False")
+    for key in COMPONENT_DICTS:
+        for path in settings.getdict(key):
+            if isinstance(path, str):
+                _guarded(path, lambda p=path: load_object(p))
+    for key in COMPONENTS:
+        path = settings.get(key)
+        if isinstance(path, str) and path:
+            _guarded(path, lambda p=path: load_object(p))
+    # The spider modules, one by one as `scrapy crawl` walks them, so that
+    # one which installs a reactor leaves the others preloaded.
+    for name in settings.getlist("SPIDER_MODULES"):
+        _guarded(name, lambda n=name: importlib.import_module(n))
+        pkg = sys.modules.get(name)
+        for info in pkgutil.walk_packages(getattr(pkg, "__path__", None) or [], name + "."):
+            _guarded(info.name, lambda n=info.name: importlib.import_module(n))
+    if REACTOR in sys.modules:
+        raise Refused("a reactor stays installed after the imports were undone")
+    from scrapy.utils.spider import iter_spider_classes
+
+    prefixes = tuple(settings.getlist("SPIDER_MODULES"))
+    for name, module in list(sys.modules.items()):
+        if module is not None and name.startswith(prefixes):
+            for cls in iter_spider_classes(module):
+                SPIDERS.setdefault(cls.name, cls)
+
+
+def _check_forkable():
+    import logging
+    import threading
+
+    if threading.active_count() != 1 or len(os.listdir("/proc/self/task")) != 1:
+        raise Refused("a module started a thread at import")
+    for h in logging.getLogger().handlers:
+        if isinstance(h, logging.FileHandler):
+            raise Refused("a module opened a log file at import")
+
+
+def _spider_refuses(name):
+    """Does the spider's class (when its module was preloaded) set
+    SPIDERD_WARM_START to a false value in its custom_settings?"""
+    cls = SPIDERS.get(name)
+    value = (getattr(cls, "custom_settings", None) or {}).get("SPIDERD_WARM_START", True)
+    if str(value).lower() in ("0", "false", "no", "off"):
+        return f"spider '{name}' sets SPIDERD_WARM_START = False"
+    return None
+
+
+def _clone():
+    """fork(), but the child's parent is the daemon (CLONE_PARENT)."""
+    import ctypes
+
+    nr = SYS_CLONE.get(platform.machine())
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    api = ctypes.pythonapi
+    sys.stdout.flush()
+    sys.stderr.flush()
+    api.PyOS_BeforeFork()
+    pid = libc.syscall(nr, ctypes.c_ulong(CLONE_PARENT | signal.SIGCHLD), 0, 0, 0, 0)
+    if pid == 0:
+        api.PyOS_AfterFork_Child()
+        return 0
+    err = ctypes.get_errno()
+    api.PyOS_AfterFork_Parent()
+    if pid < 0:
+        raise OSError(err, os.strerror(err))
+    return pid
+
+
+def _become_crawl(req, fds):
+    """In the child: the cold start's process state, then its code."""
+    os.setsid()
+    log_fd = fds[0] if fds else 2
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if req.get("cwd"):
+        os.chdir(req["cwd"])
+    os.environ.clear()
+    os.environ.update(req["env"])
+    import resource
+
+    for res, soft, hard in req.get("rlimits") or ():
+        resource.setrlimit(res, (soft, hard))
+    import spiderd_runner
+
+    main_py = os.path.join(os.path.dirname(os.path.abspath(spiderd_runner.__file__)), "__main__.py")
+    sys.argv[:] = [main_py] + list(req["argv"])
+    return spiderd_runner.main()
+
+
+def _send(sock, doc):
+    sock.send(json.dumps(doc).encode())
+
+
+def serve(sock):
+    """Answers requests until the daemon hangs up. Returns None in the
+    template, or the crawl's exit code in a child."""
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(sock, MAX_REQUEST, 4)
+        except InterruptedError:
+            continue
+        if not msg:
+            return None
+        try:
+            req = json.loads(msg)
+            why = _spider_refuses(req.get("spider"))
+            if why:
+                _send(sock, {"cold": why})
+                continue
+            pid = _clone()
+        except Exception as e:
+            for fd in fds:
+                os.close(fd)
+            _send(sock, {"error": f"{type(e).__name__}: {e}"})
+            continue
+        if pid == 0:
+            sock.close()
+            return _become_crawl(req, fds)
+        for fd in fds:
+            os.close(fd)
+        _send(sock, {"pid": pid})
+
+
+def main():
+    t0 = time.monotonic()
+    sock = socket.socket(fileno=TEMPLATE_FD)
+    try:
+        _die_with_parent()
+        if platform.machine() not in SYS_CLONE:
+            raise Refused(f"warm starts are not built for {platform.machine()}")
+        _preload()
+        _check_forkable()
+    except Refused as e:
+        _send(sock, {"ready": False, "why": str(e)})
+        return 0
+    except BaseException as e:  # noqa: BLE001 - anything a project's import raises
+        _send(sock, {"ready": False, "why": f"{type(e).__name__}: {e}"})
+        return 0
+    import gc
+
+    gc.collect()
+    gc.freeze()  # what the template holds stays shared with the crawls
+    _send(sock, {"ready": True, "ms": int((time.monotonic() - t0) * 1000),
+                 "modules": len(sys.modules), "skipped": SKIPPED})
+    code = serve(sock)
+    return 0 if code is None else code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
