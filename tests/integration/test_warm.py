@@ -276,7 +276,9 @@ def test_the_first_job_of_a_version_starts_cold_and_later_ones_warm(pair):
 def probes(pair):
     """The probe spider's report of its process, cold and warm (masked), and
     the raw reports."""
-    warm_up(pair[1], P)
+    # A job that names its version has a template of its own (its
+    # environment says SCRAPYD_EGG_VERSION): that one must be ready.
+    warm_up(pair[1], P, version="1.0")
     schedule_both(pair, "probe", "probe1", settings=["DOWNLOAD_DELAY=0.25", "USER_AGENT=ua-warm"],
                   out="{dir}/probe1.json", arg1="val1", _version="1.0")
     entries = finish_both(pair, "probe1")
@@ -344,7 +346,48 @@ def test_the_process_looks_alike_from_outside(probes):
     assert not diff, "ps and /proc tell a warm crawl from a cold one:\n" + "\n".join(diff)
 
 
+def test_each_warm_crawl_gets_a_hash_seed_of_its_own(ready):
+    """A cold crawl is a new interpreter with a random hash seed (str hashes,
+    set order); warm crawls must not all share their template's."""
+    warm_up(ready[1], P)
+    seeds = {}
+    for n in (1, 2):
+        job = f"seed{n}"
+        schedule_both(ready, "probe", job, out="{dir}/%s.json" % job)
+        finish_both(ready, job)
+        for d in ready:
+            with open(d.path(f"{job}.json"), encoding="utf-8") as f:
+                seeds.setdefault("cold" if d is ready[0] else "warm", []).append(json.load(f)["hash"])
+    assert seeds["cold"][0] != seeds["cold"][1], seeds
+    assert seeds["warm"][0] != seeds["warm"][1], \
+        f"two warm crawls hash alike, as their template does: {seeds}"
+
+
+@pytest.mark.parametrize("spider,state,exit_code", [("crash", "failed", 1), ("fail", "finished", 0)])
+def test_a_failing_spider_ends_alike(ready, spider, state, exit_code):
+    job = f"{spider}1"
+    schedule_both(ready, spider, job)
+    entries = finish_both(ready, job)
+    assert_alike(*[outcome(e) for e in entries], f"how {spider} ended")
+    assert (entries[0]["state"], entries[0]["exit_code"]) == (state, exit_code), entries[0]
+    assert_alike(*[{k: v for k, v in e["stats"].items() if k not in VOLATILE_STATS}
+                   for e in entries], "stats")
+    assert_same_log_shape(ready, spider, job)
+
+
+def test_crawls_fork_warm_side_by_side(ready):
+    cold, warm = ready
+    jobs = [warm.schedule(P, "quick", count=2) for _ in range(4)]
+    for job in jobs:
+        e = warm.wait_finished(job, 60)
+        assert (e["state"], e["stats"]["items"]) == ("finished", 2), e
+    kinds = [start_kind(warm, job) for job in jobs]
+    assert kinds == ["warm"] * 4, kinds
+    assert not zombies(warm.proc.pid)
+
+
 def test_envdump_sees_the_same_launch(ready):
+    warm_up(ready[1], P, version="1.0")
     schedule_both(ready, "envdump", "env1", settings=["DOWNLOAD_DELAY=0.5"],
                   out="{dir}/env1.json", zz="last", _version="1.0")
     entries = finish_both(ready, "env1")
@@ -605,6 +648,84 @@ def test_kill9_adopts_a_warm_crawl_as_a_cold_one(spiderd, egg):
     assert warm_up(warm, P)[-1] == "warm"
 
 
+def fresh_pair(factory, egg, name, conf=None):
+    """A cold and a warm daemon of their own (conf: their [spiderd] keys),
+    project "w" on both, the warm one's template ready."""
+    conf = conf or {}
+    cold = factory(name=name + "cold", spiderd={**conf, "warm_templates": 0}, **CONF)
+    warm = factory(name=name + "warm", spiderd=dict(conf), **CONF)
+    for d in (cold, warm):
+        d.upload(P, "1.0", egg("warmproj"))
+    warm_up(warm, P)
+    return cold, warm
+
+
+def test_a_wedged_warm_crawl_loses_its_heartbeat_as_a_cold_one(spiderd, egg):
+    pair = fresh_pair(spiderd, egg, "hb", {"heartbeat_interval": 0.2,
+                                           "heartbeat_timeout": 2 * SLOW, "cancel_grace": 3})
+    schedule_both(pair, "hang", "hang1", seconds=120)
+    pids = [d.wait_running("hang1")["pid"] for d in pair]
+    entries = finish_both(pair, "hang1", 40)
+    assert_alike(*[outcome(e) for e in entries], "how the wedged crawl ended")
+    assert (entries[0]["state"], entries[0]["end_reason"], entries[0]["signal"]) == \
+        ("lost", "heartbeat", 9), entries[0]
+    assert_alike(*[[t for t, _ in job_events(d, "hang1")] for d in pair], "event types")
+    for d, pid in zip(pair, pids):
+        wait_for(lambda: proc_stat(pid) is None, 10, f"crawl {pid} to be reaped")
+
+
+def test_a_daemon_stop_ends_a_warm_crawl_as_a_cold_one(spiderd, egg):
+    """SIGTERM to the daemon: the crawl gets TERM, is recorded cancelled,
+    and nothing of the daemon (crawl or template) outlives it."""
+    pair = fresh_pair(spiderd, egg, "st", {"shutdown_grace": 3})
+    old = templates(pair[1])
+    assert old
+    schedule_both(pair, "slow", "st1", settings=["LOG_LEVEL=DEBUG"], seconds=60)
+    pids = [d.wait_running("st1")["pid"] for d in pair]
+    for d in pair:
+        d.wait_crawling(P, "slow", "st1")
+    check_starts(pair, "st1")
+    for d in pair:
+        assert d.stop() == 0
+    for pid in pids + old:
+        wait_for(lambda: not pid_alive(pid), 10, f"process {pid} to end with its daemon")
+    for d in pair:
+        assert "Received SIGTERM" in d.read_log(P, "slow", "st1")
+        d.start()
+    entries = [d.wait_finished("st1", 10) for d in pair]
+    assert_alike(*[outcome(e) for e in entries], "how the stopped crawl was recorded")
+    assert entries[0]["state"] == "cancelled", entries[0]
+
+
+def test_an_idle_template_exits_after_warm_idle(spiderd, egg):
+    d = spiderd(name="idle", spiderd={"warm_idle": 2 * SLOW}, **CONF)
+    d.upload(P, "1.0", egg("warmproj"))
+    warm_up(d, P)
+    old = templates(d)
+    assert old
+    wait_for(lambda: not any(pid_alive(p) for p in old), 2 * SLOW + 10,
+             "the idle template to exit")
+    assert templates(d) == []
+    assert not zombies(d.proc.pid)
+    kinds = warm_up(d, P)
+    assert kinds[0] == "cold", kinds
+    new = templates(d)
+    assert new and not set(new) & set(old)
+
+
+def test_warm_templates_caps_how_many_templates_live(spiderd, egg):
+    d = spiderd(name="cap", spiderd={"warm_templates": 1}, **CONF)
+    d.upload("a", "1.0", egg("warmproj"))
+    d.upload("b", "1.0", egg("warmproj"))
+    warm_up(d, "a")
+    assert len(templates(d)) == 1
+    warm_up(d, "b")  # a's idle template makes room
+    assert len(templates(d)) == 1
+    kinds = warm_up(d, "a")
+    assert kinds[0] == "cold", f"a's template should have made room for b's: {kinds}"
+    assert len(templates(d)) == 1
+
+
 # ---- 6. lifecycle of templates ---------------------------------------------------
 
 def test_delversion_then_a_new_version_warms_up_without_the_old_template(spiderd, egg, tmp_path):
@@ -655,6 +776,35 @@ def test_replacing_a_version_drops_its_template_and_serves_the_new_code(spiderd,
     assert (e["state"], e["stats"]["items"]) == ("finished", 1), e
     assert start_kind(d, job) == "warm"
     assert read_json_lines(d.items_path("r", "extra", job)) == [{"extra": True, "version": "2.0"}]
+
+
+def test_a_newer_version_is_what_an_unversioned_warm_crawl_runs(spiderd, egg, tmp_path):
+    """A job without _version runs the latest version: uploading a newer one
+    (or deleting the newest) changes that, and a template of the old latest
+    must not keep serving it."""
+    d = spiderd(name="lv", **CONF)
+    d.upload("lv", "1", egg("testproj"))
+    warm_up(d, "lv")
+
+    def envdump_version():
+        out = str(tmp_path / f"{time.monotonic_ns()}.json")
+        job = d.schedule("lv", "envdump", out=out)
+        assert d.wait_finished(job, 60)["state"] == "finished"
+        with open(out, encoding="utf-8") as f:
+            return start_kind(d, job), json.load(f)["project_version"]
+    assert envdump_version() == ("warm", "1.0")
+    d.upload("lv", "2", egg("testproj_v2"))
+    seen = [envdump_version()]
+    assert seen[0][1] == "2.0", f"the first crawl after version 2 was added ran {seen}"
+    warm_up(d, "lv")
+    seen.append(envdump_version())
+    assert seen[-1] == ("warm", "2.0"), seen
+    d.api("delversion.json", project="lv", version="2")
+    seen.append(envdump_version())
+    assert seen[-1][1] == "1.0", f"after version 2 was deleted: {seen}"
+    warm_up(d, "lv")
+    seen.append(envdump_version())
+    assert seen[-1] == ("warm", "1.0"), seen
 
 
 def test_a_template_killed_with_sigkill_is_replaced(spiderd, egg):
