@@ -191,13 +191,13 @@ def assert_alike(cold_value, warm_value, what):
     assert not diff, f"{what} differ between a cold and a warm start:\n" + "\n".join(diff)
 
 
-def schedule_both(pair, spider, jobid, settings=(), **args):
+def schedule_both(pair, spider, jobid, settings=(), project=P, **args):
     """Schedules the same job on both daemons; an argument value holding
     "{dir}" names a path in each daemon's own directory."""
     for d in pair:
         mine = {k: v.replace("{dir}", d.workdir) if isinstance(v, str) else v
                 for k, v in args.items()}
-        assert d.schedule(P, spider, settings=settings, jobid=jobid, **mine) == jobid
+        assert d.schedule(project, spider, settings=settings, jobid=jobid, **mine) == jobid
 
 
 def finish_both(pair, jobid, seconds=60):
@@ -216,11 +216,11 @@ def check_starts(pair, jobid):
 LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[([^\]]+)\] ([A-Z]+): (.*)$")
 
 
-def log_shape(d, spider, jobid):
+def log_shape(d, spider, jobid, project=P):
     """The job's log, line by line, with times, numbers and the daemon's
     own names masked: what a cold and a warm run of one crawl share."""
     out = []
-    for line in d.read_log(P, spider, jobid).splitlines():
+    for line in d.read_log(project, spider, jobid).splitlines():
         m = LOG_LINE.match(line)
         if m:
             line = f"[{m.group(1)}] {m.group(2)}: {m.group(3)}"
@@ -228,8 +228,8 @@ def log_shape(d, spider, jobid):
     return out
 
 
-def assert_same_log_shape(pair, spider, jobid):
-    cold, warm = (log_shape(d, spider, jobid) for d in pair)
+def assert_same_log_shape(pair, spider, jobid, project=P):
+    cold, warm = (log_shape(d, spider, jobid, project) for d in pair)
     assert cold == warm, "the logs of a cold and a warm run differ:\n" + "\n".join(
         difflib.unified_diff(cold, warm, "cold", "warm", lineterm=""))
 
@@ -241,7 +241,7 @@ def read_json_lines(path):
 
 # ---- the two daemons ------------------------------------------------------
 
-CONF = {"scrapyd": {"items_dir": "items", "max_proc": 4}}
+CONF = {"scrapyd": {"items_dir": "items", "jobs_dir": "jobdirs", "max_proc": 4}}
 
 
 @pytest.fixture(scope="module")
@@ -312,7 +312,7 @@ def test_a_warm_crawl_is_the_daemons_child_and_leads_its_own_session(pair, probe
 
 
 PROCESS_KEYS = ("umask", "fds", "stdio_tty", "signals", "sigmask", "proc_status", "rlimits",
-                "nice", "sys_path", "flags", "reactor", "main", "root_log_handlers",
+                "nice", "sys_path", "flags", "reactor", "root_log_handlers",
                 "root_log_level", "warning_filters", "spider_module")
 
 
@@ -334,6 +334,14 @@ def test_the_process_state_a_spider_can_see_is_alike(probes):
             diff += differences(cold[key], warm[key], key)
     assert not diff, "the process a spider runs in differs between a cold and a warm start:\n" + \
         "\n".join(diff)
+
+
+def test_the_main_module_is_spiderd_runners(probes):
+    """sys.modules["__main__"] (multiprocessing's spawn re-imports it by
+    path) is spiderd_runner.__main__, as `python3 -m spiderd_runner` makes it."""
+    (cold, warm), _ = probes
+    assert cold["main"][1] == "spiderd_runner.__main__", cold["main"]
+    assert_alike(cold["main"], warm["main"], "__main__")
 
 
 def test_the_process_looks_alike_from_outside(probes):
@@ -384,6 +392,52 @@ def test_crawls_fork_warm_side_by_side(ready):
     kinds = [start_kind(warm, job) for job in jobs]
     assert kinds == ["warm"] * 4, kinds
     assert not zombies(warm.proc.pid)
+
+
+@pytest.fixture(scope="module")
+def imported(pair, egg):
+    """A probe crawl of project "imp" (warmimport: its settings note when
+    and by whom they were imported, a spider module prints at import), run
+    cold and warm a while after the template imported the project; the
+    time it was scheduled and both reports."""
+    for d in pair:
+        d.upload("imp", "1.0", egg("warmimport"))
+    warm_up(pair[1], "imp")
+    time.sleep(2 * SLOW)
+    t0 = time.time()
+    schedule_both(pair, "probe", "imp1", project="imp", out="{dir}/imp1.json")
+    finish_both(pair, "imp1")
+    dumps = []
+    for d in pair:
+        with open(d.path("imp1.json"), encoding="utf-8") as f:
+            dumps.append(json.load(f))
+    return t0, dumps
+
+
+def test_the_project_settings_are_the_crawls_own_import(imported):
+    """What settings.py computes when imported (a timestamp for a feed's
+    name, the pid) is computed for each crawl, not once in the template."""
+    t0, dumps = imported
+    seen = []
+    for kind, dump in zip(("cold", "warm"), dumps):
+        s = dump["settings"]
+        if s["SETTINGS_IMPORTED_BY"] != dump["pid"]:
+            seen.append(f"{kind}: settings.py was imported by pid {s['SETTINGS_IMPORTED_BY']},"
+                        f" not by the crawl (pid {dump['pid']})")
+        if s["SETTINGS_IMPORTED_AT"] < t0:
+            seen.append(f"{kind}: settings.py was imported {t0 - s['SETTINGS_IMPORTED_AT']:.1f} s"
+                        " before the job was scheduled")
+    assert not seen, "\n".join(seen)
+
+
+def test_import_time_output_lands_in_the_jobs_log(pair, imported):
+    """A cold crawl's stdout and stderr are its log from the first byte:
+    what the project prints or warns while it is imported is there."""
+    cold_log = pair[0].read_log("imp", "probe", "imp1")
+    for line in ("warmimport: settings imported by", "noisy: imported, a line on stdout",
+                 "noisy: imported, a line on stderr", "UserWarning: noisy: a warning at import"):
+        assert line in cold_log, f"{line!r} not in the cold crawl's log:\n{cold_log}"
+    assert_same_log_shape(pair, "probe", "imp1", project="imp")
 
 
 def test_envdump_sees_the_same_launch(ready):
