@@ -207,9 +207,12 @@ def _clone():
     return pid
 
 
-def _become_crawl(req, fds):
+def _become_crawl(req, fds, cmdline):
     """In the child: the cold start's process state, then its code."""
     os.setsid()
+    if cmdline is not None:
+        cmdline.set([cmdline.argv0.decode("utf-8", "surrogateescape"), "-m", "spiderd_runner"]
+                    + list(req["argv"]))
     log_fd = fds[0] if fds else 2
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
@@ -231,11 +234,35 @@ def _become_crawl(req, fds):
     return spiderd_runner.main()
 
 
+class Cmdline:
+    """The memory the kernel shows as /proc/PID/cmdline (what ps prints):
+    the template's own argv strings, which the daemon pads with a long last
+    argument so that a crawl's argv fits in them. A crawl writes its cold
+    start's argv there, NUL-separated, the rest NULs."""
+
+    def __init__(self):
+        with open("/proc/self/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2:].split()
+        self.start, self.end = int(fields[45]), int(fields[46])  # arg_start, arg_end
+        with open("/proc/self/cmdline", "rb") as f:
+            self.argv0 = f.read().split(b"\0")[0]
+
+    def set(self, args):
+        import ctypes
+
+        size = self.end - self.start
+        if size <= 1:
+            return
+        data = b"\0".join(a.encode("utf-8", "surrogateescape") for a in args)[: size - 1]
+        ctypes.memmove(self.start, data + b"\0" * (size - len(data)), size)
+
+
 def _send(sock, doc):
     sock.send(json.dumps(doc).encode())
 
 
-def serve(sock):
+def serve(sock, cmdline):
     """Answers requests until the daemon hangs up. Returns None in the
     template, or the crawl's exit code in a child."""
     while True:
@@ -259,7 +286,7 @@ def serve(sock):
             continue
         if pid == 0:
             sock.close()
-            return _become_crawl(req, fds)
+            return _become_crawl(req, fds, cmdline)
         for fd in fds:
             os.close(fd)
         _send(sock, {"pid": pid})
@@ -274,6 +301,14 @@ def main():
             raise Refused(f"warm starts are not built for {platform.machine()}")
         _preload()
         _check_forkable()
+        try:
+            cmdline = Cmdline()
+            project = os.environ.get("SCRAPY_PROJECT", "")
+            version = os.environ.get("SCRAPYD_EGG_VERSION", "")
+            cmdline.set([cmdline.argv0.decode("utf-8", "surrogateescape"), "-m",
+                         "spiderd_runner.template", project] + ([version] if version else []))
+        except (OSError, ValueError, IndexError):
+            cmdline = None
     except Refused as e:
         _send(sock, {"ready": False, "why": str(e)})
         return 0
@@ -286,7 +321,7 @@ def main():
     gc.freeze()  # what the template holds stays shared with the crawls
     _send(sock, {"ready": True, "ms": int((time.monotonic() - t0) * 1000),
                  "modules": len(sys.modules), "skipped": SKIPPED})
-    code = serve(sock)
+    code = serve(sock, cmdline)
     return 0 if code is None else code
 
 

@@ -176,6 +176,11 @@ static void proc_close_cb(uv_handle_t *h) {
   launcher_maybe_stopped(l);
 }
 
+/* daemonstatus.json's running: the crawls, and the claimed jobs holding a
+ * slot while their project is extracted or a template forks them (the
+ * store has them running; they are no longer pending). */
+static void running_changed(launcher_t *l) { l->counters->running = l->nprocs + l->npreps; }
+
 static void proc_unlink(launcher_t *l, proc_t *p) {
   for (proc_t **pp = &l->procs; *pp; pp = &(*pp)->next)
     if (*pp == p) {
@@ -183,7 +188,7 @@ static void proc_unlink(launcher_t *l, proc_t *p) {
       l->nprocs--;
       break;
     }
-  l->counters->running = l->nprocs;
+  running_changed(l);
 }
 
 static void proc_dispose(proc_t *p) {
@@ -712,7 +717,7 @@ static void proc_track(launcher_t *l, proc_t *p, job_t *j, start_t *st) {
   p->next = l->procs;
   l->procs = p;
   l->nprocs++;
-  l->counters->running = l->nprocs;
+  running_changed(l);
   if (l->metrics) metrics_inc(l->metrics, &l->metrics->jobs_started, 1);
 }
 
@@ -1029,6 +1034,7 @@ static void prep_unlink(launcher_t *l, prep_t *pr) {
       l->npreps--;
       break;
     }
+  running_changed(l);
 }
 
 /* ---- extracting a command project off the loop ---- */
@@ -1097,6 +1103,7 @@ static int prep_start(launcher_t *l, job_t *j) {
   pr->next = l->preps;
   l->preps = pr;
   l->npreps++;
+  running_changed(l);
   return 1;
 }
 
@@ -1204,6 +1211,7 @@ static int warm_begin(launcher_t *l, job_t *j, start_t *st) {
   pr->next = l->preps;
   l->preps = pr;
   l->npreps++;
+  running_changed(l);
   return 1;
 }
 
@@ -1312,7 +1320,7 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
       free(hb_path);
     }
   }
-  l->counters->running = l->nprocs;
+  running_changed(l);
   job_list_release(running);
 }
 

@@ -19,6 +19,7 @@
 #define SWEEP_MS 5000          /* idle, replaced and deleted versions are looked for */
 #define DEATHS_MAX 3           /* deaths within warm_idle before a version starts cold */
 #define MSG_MAX 65536          /* largest answer a template sends */
+#define CMDLINE_ROOM 8192      /* bytes of argv a template keeps for its crawls' */
 
 typedef struct call {
   struct call *next;
@@ -263,7 +264,11 @@ static tpl_t *spawn(warm_t *w, const warm_req_t *r, const struct stat *st) {
       !(env = env_build(w->cfg, r->project, r->egg, r->version, NULL)))
     goto fail;
   fcntl(sv[0], F_SETFL, fcntl(sv[0], F_GETFL) | O_NONBLOCK);
-  char *args[] = {w->cfg->python, "-m", "spiderd_runner.template", NULL};
+  /* The last argument is room: a crawl's argv is written over the
+   * template's, so that ps shows it as a cold start's (template.py). */
+  static char room[CMDLINE_ROOM + 1];
+  if (!room[0]) memset(room, '.', CMDLINE_ROOM);
+  char *args[] = {w->cfg->python, "-m", "spiderd_runner.template", room, NULL};
   uv_stdio_container_t stdio[4] = {{.flags = UV_IGNORE},
                                    {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},
                                    {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},
