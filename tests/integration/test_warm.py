@@ -161,29 +161,43 @@ def norm(value, d):
     return value
 
 
+def short(value, limit=300):
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
 def differences(cold_value, warm_value, path=""):
     """Lines naming every place where the two values differ."""
     if isinstance(cold_value, dict) and isinstance(warm_value, dict):
         out = []
         for k in sorted(set(cold_value) | set(warm_value)):
             if k not in warm_value:
-                out.append(f"{path}/{k}: cold {cold_value[k]!r}, warm has none")
+                out.append(f"{path}/{k}: cold {short(cold_value[k])}, warm has none")
             elif k not in cold_value:
-                out.append(f"{path}/{k}: warm {warm_value[k]!r}, cold has none")
+                out.append(f"{path}/{k}: warm {short(warm_value[k])}, cold has none")
             else:
                 out += differences(cold_value[k], warm_value[k], f"{path}/{k}")
         return out
     if cold_value == warm_value:
         return []
-    if isinstance(cold_value, list) and isinstance(warm_value, list) and \
-            len(cold_value) + len(warm_value) > 8:
+    if isinstance(cold_value, list) and isinstance(warm_value, list):
+        n = min(len(cold_value), len(warm_value))
+        if cold_value[:n] == warm_value[:n]:
+            name, tail = ("warm", warm_value[n:]) if len(warm_value) > n else ("cold", cold_value[n:])
+            what = (f"{len(tail)} x {short(tail[0])}" if all(t == tail[0] for t in tail)
+                    else short(tail))
+            return [f"{path}: the same {n} entries, then {name} has {len(tail)} more: {what}"]
+        if len(cold_value) == len(warm_value):
+            out = [f"{path}[{i}]: cold {short(a)} != warm {short(b)}"
+                   for i, (a, b) in enumerate(zip(cold_value, warm_value)) if a != b]
+            return out[:10] + ([f"{path}: ... {len(out) - 10} more"] if len(out) > 10 else [])
         only_cold = [v for v in cold_value if v not in warm_value]
         only_warm = [v for v in warm_value if v not in cold_value]
         if only_cold or only_warm:
-            return [f"{path}: only cold {only_cold!r}; only warm {only_warm!r}"]
+            return [f"{path}: only cold {short(only_cold, 1500)}; only warm {short(only_warm, 1500)}"]
         return [f"{path}: the same entries in another order or number:"
-                f" cold {cold_value!r}, warm {warm_value!r}"]
-    return [f"{path}: cold {cold_value!r} != warm {warm_value!r}"]
+                f" cold {short(cold_value)}, warm {short(warm_value)}"]
+    return [f"{path}: cold {short(cold_value)} != warm {short(warm_value)}"]
 
 
 def assert_alike(cold_value, warm_value, what):
@@ -344,14 +358,27 @@ def test_the_main_module_is_spiderd_runners(probes):
     assert_alike(cold["main"], warm["main"], "__main__")
 
 
-def test_the_process_looks_alike_from_outside(probes):
-    """ps and /proc: the command line, the name, the environment the
-    process was started with, and sys.orig_argv."""
+def test_ps_shows_the_cold_command_line(probes):
+    """/proc/PID/cmdline (ps, psutil) and /proc/PID/comm."""
     (cold, warm), _ = probes
-    diff = []
-    for key in ("cmdline", "comm", "proc_environ", "orig_argv"):
-        diff += differences(cold[key], warm[key], key)
-    assert not diff, "ps and /proc tell a warm crawl from a cold one:\n" + "\n".join(diff)
+    assert cold["cmdline"][:4] == ["/usr/bin/python3", "-m", "spiderd_runner", "crawl"]
+    diff = differences(cold["cmdline"], warm["cmdline"], "cmdline")
+    diff += differences(cold["comm"], warm["comm"], "comm")
+    assert not diff, "ps tells a warm crawl from a cold one:\n" + "\n".join(diff)
+
+
+def test_proc_environ_is_the_crawls_environment(probes):
+    """/proc/PID/environ (ps e, psutil's environ()): a cold crawl's is the
+    environment it was started with, its job's variables included."""
+    (cold, warm), _ = probes
+    assert "SPIDERD_JOB=probe1" in cold["proc_environ"]
+    assert_alike(cold["proc_environ"], warm["proc_environ"], "/proc/PID/environ")
+
+
+def test_sys_orig_argv_is_the_cold_ones(probes):
+    (cold, warm), _ = probes
+    assert cold["orig_argv"][:3] == ["/usr/bin/python3", "-m", "spiderd_runner"]
+    assert_alike(cold["orig_argv"], warm["orig_argv"], "sys.orig_argv")
 
 
 def test_each_warm_crawl_gets_a_hash_seed_of_its_own(ready):
