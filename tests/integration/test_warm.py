@@ -511,6 +511,11 @@ def test_quick_crawl_items_stats_listings_and_log_are_alike(ready):
     for e in listed:
         e["stats"] = {k: v for k, v in e["stats"].items() if k not in VOLATILE_STATS}
     assert_alike(listed[0], listed[1], "listjobs.json entries")
+    statuses = [{k: v for k, v in d.api("status.json", job="q1").items()
+                 if k not in ("start_time", "end_time")} for d in ready]
+    for st in statuses:
+        st["stats"] = {k: v for k, v in (st.get("stats") or {}).items() if k not in VOLATILE_STATS}
+    assert_alike(*statuses, "status.json")
     # GET /api/v1/jobs/{id}: the same record, the same stats keys and counts.
     jobs = [api_job(d, "q1") for d in ready]
     assert_alike(*[{k: v for k, v in j.items() if k not in VOLATILE_JOB} for j in jobs],
@@ -594,6 +599,17 @@ def test_a_running_crawl_sits_in_the_process_tree_alike(ready):
         kind = "cold" if d is ready[0] else "warm"
         assert st["ppid"] == d.proc.pid, f"{kind}: {st}, daemon {d.proc.pid}"
         assert st["pgid"] == st["sid"] == pid, f"{kind}: {st}, pid {pid}"
+    # listjobs.json's running entry, status.json and daemonstatus.json alike.
+    running = []
+    for d in ready:
+        section, e = d.find("tree1")
+        assert section == "running", (section, e)
+        running.append({k: v for k, v in e.items() if k not in ("pid", "start_time")})
+    assert_alike(*running, "listjobs.json running entries")
+    assert_alike(*[{k: v for k, v in d.api("status.json", job="tree1").items()
+                    if k not in ("pid", "start_time")} for d in ready], "status.json")
+    assert_alike(*[{k: d.api("daemonstatus.json")[k] for k in ("running", "pending")}
+                   for d in ready], "daemonstatus.json")
     for d in ready:
         d.cancel(P, "tree1", "KILL")
     for d, pid in zip(ready, pids):
@@ -655,6 +671,17 @@ def test_a_job_setting_makes_a_crawl_start_cold(ready):
     assert start_kind(warm, job) == "cold"
     # The template still serves the jobs that do not opt out.
     job = warm.schedule(P, "quick", count=2)
+    assert warm.wait_finished(job, 60)["state"] == "finished"
+    assert start_kind(warm, job) == "warm"
+
+
+def test_a_spiders_custom_settings_make_its_crawls_start_cold(ready):
+    warm = ready[1]
+    job = warm.schedule(P, "coldonly")
+    e = warm.wait_finished(job, 60)
+    assert (e["state"], e["stats"]["items"]) == ("finished", 1), e
+    assert start_kind(warm, job) == "cold"
+    job = warm.schedule(P, "quick", count=1)
     assert warm.wait_finished(job, 60)["state"] == "finished"
     assert start_kind(warm, job) == "warm"
 
@@ -906,6 +933,43 @@ def test_a_template_killed_with_sigkill_is_replaced(spiderd, egg):
     assert kinds[-1] == "warm"
     new = templates(d)
     assert new and not set(new) & set(old), (old, new)
+    assert not zombies(d.proc.pid)
+
+
+def test_three_template_deaths_make_the_version_start_cold(spiderd, egg):
+    """As documented: a template that dies is replaced by the next crawl of
+    its version; three deaths within warm_idle and the version starts cold."""
+    d = spiderd(name="deaths", **CONF)
+    d.upload(P, "1.0", egg("warmproj"))
+    killed = []
+    for _ in range(3):
+        warm_up(d, P)
+        for pid in templates(d):
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            wait_for(lambda: proc_stat(pid) is None, 10, f"the killed template {pid} to be reaped")
+    assert len(killed) == 3, killed
+    kinds = []
+    for _ in range(3):
+        job = d.schedule(P, "quick", count=1)
+        assert d.wait_finished(job, 60)["state"] == "finished"
+        kinds.append(start_kind(d, job))
+        time.sleep(1.0 * SLOW)
+    assert kinds == ["cold"] * 3, kinds
+    assert templates(d) == []
+
+
+def test_a_burst_while_the_template_starts_runs_every_job_once(spiderd, egg):
+    d = spiderd(name="burst", **CONF)
+    d.upload(P, "1.0", egg("warmproj"))
+    jobs = [d.schedule(P, "quick", count=1) for _ in range(10)]
+    for job in jobs:
+        e = d.wait_finished(job, 120)
+        assert (e["state"], e["stats"]["items"]) == ("finished", 1), e
+    kinds = [start_kind(d, job) for job in jobs]
+    assert kinds[0] == "cold", kinds
+    assert len(d.listjobs()["finished"]) == 10  # each once (jobs_to_keep prunes their files)
+    assert warm_up(d, P)[-1] == "warm"
     assert not zombies(d.proc.pid)
 
 
