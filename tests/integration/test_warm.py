@@ -410,6 +410,18 @@ def test_a_failing_spider_ends_alike(ready, spider, state, exit_code):
     assert_same_log_shape(ready, spider, job)
 
 
+def test_a_failed_warm_crawl_is_retried_as_a_cold_one(ready):
+    schedule_both(ready, "crash", "rt", _retries=1, _retry_backoff=0.2)
+    entries = [[d.wait_finished(j, 60) for j in ("rt", "rt.r2")] for d in ready]
+    for job in ("rt", "rt.r2"):
+        check_starts(ready, job)
+    assert_alike(*[[outcome(e) for e in es] for es in entries], "how both attempts ended")
+    assert_alike(*[[(e["attempt"], e["max_retries"]) for e in es] for es in entries], "attempts")
+    assert [e["state"] for e in entries[0]] == ["failed", "failed"], entries[0]
+    for job in ("rt", "rt.r2"):
+        assert_alike(*[[t for t, _ in job_events(d, job)] for d in ready], f"{job}'s event types")
+
+
 def test_crawls_fork_warm_side_by_side(ready):
     cold, warm = ready
     jobs = [warm.schedule(P, "quick", count=2) for _ in range(4)]
@@ -701,7 +713,11 @@ def test_a_project_setting_makes_every_crawl_start_cold(pair, egg):
 
 # ---- 4. a daemon killed while a warm crawl runs --------------------------------
 
-def test_kill9_adopts_a_warm_crawl_as_a_cold_one(spiderd, egg):
+@pytest.mark.parametrize("mode", ["adopted", "ended_while_down"])
+def test_kill9_adopts_a_warm_crawl_as_a_cold_one(spiderd, egg, mode):
+    """The daemon is killed while a slow crawl runs; it is restarted while
+    the crawl still runs (adopted: seen running with its pid, recorded when
+    it ends) or once it has ended (recorded from what it left)."""
     cold = spiderd(name="k9cold", spiderd={"warm_templates": 0}, **CONF)
     warm = spiderd(name="k9warm", **CONF)
     pair = (cold, warm)
@@ -710,7 +726,7 @@ def test_kill9_adopts_a_warm_crawl_as_a_cold_one(spiderd, egg):
     warm_up(warm, P)
     old_templates = templates(warm)
     assert old_templates, "no template to watch"
-    seconds = 10 * SLOW
+    seconds = 10 * SLOW if mode == "adopted" else 3
     schedule_both(pair, "slow", "k9", settings=["LOG_LEVEL=DEBUG"], seconds=seconds)
     pids = [d.wait_running("k9")["pid"] for d in pair]
     for d in pair:
@@ -725,27 +741,44 @@ def test_kill9_adopts_a_warm_crawl_as_a_cold_one(spiderd, egg):
     else:
         for d, pid in zip(pair, pids):
             assert pid_alive(pid), f"the crawl of {d.workdir} died with its daemon"
+    if mode == "ended_while_down":
+        for pid in pids:
+            wait_for(lambda: not pid_alive(pid), 30, f"crawl {pid} to end")
     for d in pair:
         d.start()
-    assert time.monotonic() - t0 < seconds, "restarting took longer than the crawl"
+    if mode == "adopted":
+        assert time.monotonic() - t0 < seconds, "restarting took longer than the crawl"
+    seen_running = {}
+    ended = {}
 
-    def settled(d, pid):
-        def check():
+    def settled():
+        # Both daemons in each round: the two crawls end at the same time.
+        for d, pid in zip(pair, pids):
+            if d.workdir in ended:
+                continue
             section, e = d.find("k9")
             assert section in ("running", "finished"), f"k9 was forgotten ({section})"
             if section == "running":
                 assert e["pid"] == pid, e
-                return None
-            return e
-        return check
-    entries = [wait_for(settled(d, pid), 60, "k9 to be recorded", interval=0.1)
-               for d, pid in zip(pair, pids)]
+                seen_running[d.workdir] = True
+            else:
+                ended[d.workdir] = e
+        return len(ended) == 2
+    wait_for(settled, 60, "k9 to be recorded", interval=0.1)
+    entries = [ended[d.workdir] for d in pair]
+    if mode == "adopted":
+        assert seen_running == {d.workdir: True for d in pair}, \
+            f"not seen running, adopted, after the restart: {seen_running}"
     assert_alike(*[outcome(e) for e in entries], "how the adopted crawl was recorded")
     listed = [{k: v for k, v in e.items() if k not in ("start_time", "end_time", "stats")}
               for e in entries]
     assert_alike(*listed, "listjobs.json entries")
     assert_alike(*[[t for t, _ in job_events(d, "k9")] for d in pair], "event types")
     assert entries[0]["state"] in ("finished", "lost"), entries[0]
+    if not SHARED_STORE:
+        assert entries[0]["state"] == "finished", entries[0]
+        assert_alike(*[{k: v for k, v in e["stats"].items() if k not in VOLATILE_STATS}
+                       for e in entries], "stats")
     for d, pid in zip(pair, pids):
         assert not pid_alive(pid), f"crawl {pid} still runs after it was recorded"
         assert not zombies(d.proc.pid)
