@@ -10,7 +10,8 @@ directory with max_proc = 4 and the egg deployed with addversion.json:
 
   cold        spiderd, [spiderd] warm_templates = 0: every crawl starts Python
   warm        spiderd, warm_templates at its default; one warm-up job is run
-              and waited for first, so its project version's template exists
+              and waited for first, then up to 5 s for a template (a child of
+              the daemon that is not a crawl) to appear and its CPU to settle
   warm-fresh  spiderd, default, no warm-up: the 20 jobs include the first,
               cold one and the template's own start
   scrapyd     Scrapyd 1.6, when --scrapyd COMMAND is given (a shell command
@@ -30,7 +31,8 @@ On each, per repetition (a fresh daemon each time):
                  daemon (/proc/PID/stat: finished crawls are its reaped
                  children) plus the same of its live children that are not
                  crawls (warm templates: their forked crawls are theirs),
-                 divided by the number of jobs
+                 divided by the number of jobs; beside it, the crawls' own
+                 CPU as spiderd recorded it (stats cpu_time_seconds)
 
 The end-to-end and CPU figures are given as min / median over the
 repetitions, first request as min / median of the repetitions' medians.
@@ -234,6 +236,43 @@ class Spiderd(Daemon):
         kids = {p: ms for p, ms in children(self.pid).items() if p not in running}
         return proc_stat(self.pid)[1], kids
 
+    def crawl_cpu_ms(self, jobids):
+        """The crawls' own CPU as the daemon recorded it (stats cpu_time_seconds), summed."""
+        want, total, cursor = set(jobids), 0.0, None
+        while True:
+            page = self.get(f"/api/v1/jobs?project={PROJECT}&limit=500"
+                            + (f"&cursor={urllib.parse.quote(str(cursor))}" if cursor else ""))
+            for j in page.get("jobs", []):
+                if j.get("job") in want:
+                    cpu = (j.get("stats") or {}).get("cpu_time_seconds")
+                    if cpu is None:
+                        return None
+                    total += cpu * 1000
+                    want.discard(j["job"])
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return None if want else total
+
+    def wait_templates(self, appear=5.0, settle=30.0):
+        """After the warm-up: waits up to `appear` s for a non-crawl child (a
+        template) and then until the CPU of those children has stopped
+        growing for 0.3 s (at most `settle` s). Returns (templates, seconds)."""
+        t0 = time.monotonic()
+        last, still = None, 0
+        while True:
+            kids = self.cpu_ms()[1]
+            waited = time.monotonic() - t0
+            if not kids:
+                if waited > appear:
+                    return 0, waited
+            else:
+                total = sum(kids.values())
+                still = still + 1 if total == last else 0
+                last = total
+                if still >= 3 or waited > appear + settle:
+                    return len(kids), waited
+            time.sleep(0.1)
+
     def start_kinds(self):
         """Counts of the job.started events' data "start": warm, cold, or absent."""
         counts, after = {}, 0
@@ -318,6 +357,9 @@ class Scrapyd:
         # Crawls are Scrapyd's reaped children (cutime); it keeps no others.
         return proc_stat(self.pid)[1], {}
 
+    def crawl_cpu_ms(self, jobids):
+        return None
+
     def start_kinds(self):
         return None
 
@@ -381,7 +423,9 @@ def end_to_end(d, pages, tag, jobs):
     states = [r.get("state", "finished") for r in rows.values()]
     fetched = sum(1 for j in ids if j in pages.arrivals)
     items = [(r.get("stats") or {}).get("items") for r in rows.values()]
+    crawl_cpu = d.crawl_cpu_ms(ids)
     return {"seconds": elapsed, "cpu_ms_per_job": cpu_total(cpu0, cpu1) / jobs,
+            "crawl_cpu_ms_per_job": None if crawl_cpu is None else crawl_cpu / jobs,
             "ok": states.count("finished"), "fetched": fetched,
             "items": None if None in items else sum(items),
             "templates": len(cpu1[1])}
@@ -416,6 +460,7 @@ def run_target(mode, a, egg, pages, rep):
             schedule(d, pages, f"{tag}-warmup")
             wait_finished(d, [f"{tag}-warmup"])
             res["warmup_s"] = time.monotonic() - t0
+            res["warmup_templates"], res["warmup_wait_s"] = d.wait_templates()
             res["warmup_cpu_ms"] = cpu_total(cpu0, d.cpu_ms())
         res.update(end_to_end(d, pages, tag, a.jobs))
         if mode != "warm-fresh":
@@ -457,11 +502,14 @@ def report(modes, results, jobs, first):
                      jobs / statistics.median([r["seconds"] for r in rs])),
             "first": min_med([r["first_ms"] for r in rs if "first_ms" in r]),
             "cpu": min_med([r["cpu_ms_per_job"] for r in rs]),
+            "crawl": min_med([r["crawl_cpu_ms_per_job"] for r in rs
+                              if r.get("crawl_cpu_ms_per_job") is not None]),
         }
     rows = [("end to end, %d jobs (s)" % jobs, "e2e", ".2f"),
             ("  rate (jobs/s)", "rate", ".2f"),
             ("first request, median of %d (ms)" % first, "first", ".0f"),
-            ("CPU per job (ms)", "cpu", ".0f")]
+            ("CPU per job, daemon + templates (ms)", "cpu", ".0f"),
+            ("  of which the crawl itself, its stats (ms)", "crawl", ".0f")]
     base = "cold" if "cold" in summary else None
     head = ["figure: best / median"] + [m for m in modes]
     others = [m for m in modes if m != base] if base else []
@@ -479,7 +527,11 @@ def report(modes, results, jobs, first):
         for i, r in enumerate(results[m], 1):
             extra = ""
             if "warmup_s" in r:
-                extra += f", warm-up job {r['warmup_s']:.2f} s / {r['warmup_cpu_ms']:.0f} ms CPU"
+                extra += (f", warm-up job {r['warmup_s']:.2f} s then {r['warmup_wait_s']:.1f} s "
+                          f"for {r['warmup_templates']} template(s) to appear and settle, "
+                          f"{r['warmup_cpu_ms']:.0f} ms CPU in all")
+            if r.get("crawl_cpu_ms_per_job") is not None:
+                extra += f", the crawls' own CPU {r['crawl_cpu_ms_per_job']:.0f} ms/job"
             if "first_all" in r:
                 extra += ", first request " + " ".join(f"{w:.0f}" for w in r["first_all"]) + " ms"
             print(f"  rep {i}: {r['seconds']:.2f} s, {r['cpu_ms_per_job']:.0f} ms CPU/job, "
