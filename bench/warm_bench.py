@@ -163,6 +163,17 @@ class PageServer:
 
 # ---- /proc ---------------------------------------------------------------------
 
+def own_cpu_ms(pid):
+    """utime+stime of pid alone, in ms (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            data = f.read()
+    except OSError:
+        return 0.0
+    fields = data[data.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) * TICK_MS
+
+
 def proc_stat(pid):
     """(ppid, utime+stime+cutime+cstime in ms) of pid, or None if it is gone."""
     try:
@@ -413,18 +424,19 @@ def cpu_total(before, after):
 
 def end_to_end(d, pages, tag, jobs):
     ids = [f"{tag}-e{i}" for i in range(jobs)]
-    cpu0 = d.cpu_ms()
+    cpu0, own0 = d.cpu_ms(), own_cpu_ms(d.pid)
     t0 = time.monotonic()
     for jobid in ids:
         schedule(d, pages, jobid)
     rows = wait_finished(d, ids)
     elapsed = time.monotonic() - t0
-    cpu1 = d.cpu_ms()
+    cpu1, own1 = d.cpu_ms(), own_cpu_ms(d.pid)
     states = [r.get("state", "finished") for r in rows.values()]
     fetched = sum(1 for j in ids if j in pages.arrivals)
     items = [(r.get("stats") or {}).get("items") for r in rows.values()]
     crawl_cpu = d.crawl_cpu_ms(ids)
     return {"seconds": elapsed, "cpu_ms_per_job": cpu_total(cpu0, cpu1) / jobs,
+            "daemon_own_ms_per_job": (own1 - own0) / jobs,
             "crawl_cpu_ms_per_job": None if crawl_cpu is None else crawl_cpu / jobs,
             "ok": states.count("finished"), "fetched": fetched,
             "items": None if None in items else sum(items),
@@ -530,6 +542,7 @@ def report(modes, results, jobs, first):
                 extra += (f", warm-up job {r['warmup_s']:.2f} s then {r['warmup_wait_s']:.1f} s "
                           f"for {r['warmup_templates']} template(s) to appear and settle, "
                           f"{r['warmup_cpu_ms']:.0f} ms CPU in all")
+            extra += f", the daemon process alone {r['daemon_own_ms_per_job']:.1f} ms/job"
             if r.get("crawl_cpu_ms_per_job") is not None:
                 extra += f", the crawls' own CPU {r['crawl_cpu_ms_per_job']:.0f} ms/job"
             if "first_all" in r:
