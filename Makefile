@@ -110,7 +110,7 @@ bench-auth: build
 	cd bench && /usr/bin/python3 auth_bench.py $(CURDIR)/$(BUILD)/spiderd
 
 # Crawl starts, spiderd cold vs warm templates (and Scrapyd 1.6 if importable),
-# real Scrapy crawls (bench/README.md); about 4 minutes.
+# real Scrapy crawls (bench/README.md); 4-5 minutes.
 bench-warm: build
 	cd bench && /usr/bin/python3 warm_bench.py $(CURDIR)/$(BUILD)/spiderd
 
