@@ -22,7 +22,7 @@ UI_SRC := ui/build.mjs ui/package.json $(shell find ui/src -type f 2>/dev/null) 
 UI_STAMP := ui/dist/.stamp
 
 .PHONY: deps build run ui test test-unit test-integration test-ui test-asan test-pg test-redis \
-	bench bench-queue bench-pg bench-ui bench-auth clean
+	bench bench-queue bench-pg bench-ui bench-auth bench-warm clean
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -108,6 +108,11 @@ bench-ui: build
 # What authentication costs a request (bench/README.md); about 30 s.
 bench-auth: build
 	cd bench && /usr/bin/python3 auth_bench.py $(CURDIR)/$(BUILD)/spiderd
+
+# Crawl starts, spiderd cold vs warm templates (and Scrapyd 1.6 if importable),
+# real Scrapy crawls (bench/README.md); 4-5 minutes.
+bench-warm: build
+	cd bench && /usr/bin/python3 warm_bench.py $(CURDIR)/$(BUILD)/spiderd
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) ui/dist

@@ -39,6 +39,7 @@ import signal
 import socket
 import sys
 import time
+import types
 
 TEMPLATE_FD = 3
 MAX_REQUEST = 4 << 20
@@ -66,7 +67,8 @@ COMPONENTS = (
 MODULES = (
     "scrapy.cmdline", "scrapy.crawler", "scrapy.commands.crawl",
     "scrapy.core.engine", "scrapy.core.scraper", "scrapy.utils.log",
-    "scrapy.utils.reactor", "spiderd_runner.stats", "spiderd_runner.heartbeat",
+    "scrapy.utils.reactor", "scrapy.pipelines", "spiderd_runner.stats",
+    "spiderd_runner.heartbeat", "resource",
 )
 
 
@@ -94,9 +96,23 @@ SKIPPED = []  # what was not preloaded because it installs a reactor
 SPIDERS = {}  # name -> class, of the spider modules preloaded
 
 
+def _refers_to(value, bad_names, bad_ids):
+    if id(value) in bad_ids:
+        return True
+    try:
+        if isinstance(value, types.ModuleType):
+            return value.__name__ in bad_names
+        return getattr(value, "__module__", None) in bad_names
+    except Exception:  # an object whose attributes cannot be read
+        return False
+
+
 def _guarded(what, fn):
-    """Runs fn (which imports); if that installed a Twisted reactor, undoes
-    every import it made, so the crawl imports them itself. True if kept."""
+    """Runs fn (which imports). If that installed a Twisted reactor, the
+    reactor goes again, with every module it imported that holds the
+    reactor, or a module, class or function of one that goes (so the crawl
+    imports those itself, and its reactor is the one they see); the rest
+    stays preloaded. True if nothing had to go."""
     before = set(sys.modules)
     try:
         fn()
@@ -104,16 +120,30 @@ def _guarded(what, fn):
         pass
     if REACTOR not in sys.modules:
         return True
-    for name in set(sys.modules) - before:
+    new = [n for n in sys.modules if n not in before]
+    bad_names = {REACTOR}
+    bad_ids = {id(sys.modules[REACTOR])}
+    changed = True
+    while changed:
+        changed = False
+        for name in new:
+            module = sys.modules.get(name)
+            if name in bad_names or module is None:
+                continue
+            if any(_refers_to(v, bad_names, bad_ids) for v in list(vars(module).values())):
+                bad_names.add(name)
+                bad_ids.add(id(module))
+                changed = True
+    for name in bad_names:
         sys.modules.pop(name, None)
         parent, _, child = name.rpartition(".")
-        if parent in sys.modules and getattr(sys.modules[parent], child, None) is not None:
+        if parent in sys.modules and hasattr(sys.modules[parent], child):
             try:
                 delattr(sys.modules[parent], child)
             except AttributeError:
                 pass
     SKIPPED.append(what)
-    return REACTOR not in sys.modules
+    return False
 
 
 def _preload():
@@ -139,13 +169,19 @@ def _preload():
     if not settings.getbool("SPIDERD_WARM_START", True):
         raise Refused("the project's settings say SPIDERD_WARM_START = False")
     for key in COMPONENT_DICTS:
-        for path in settings.getdict(key):
-            if isinstance(path, str):
-                _guarded(path, lambda p=path: load_object(p))
+        # Paths are the keys (middlewares, ...) or the values (handlers, ...).
+        for pair in settings.getdict(key).items():
+            for path in pair:
+                if isinstance(path, str) and "." in path:
+                    _guarded(path, lambda p=path: load_object(p))
     for key in COMPONENTS:
         path = settings.get(key)
         if isinstance(path, str) and path:
             _guarded(path, lambda p=path: load_object(p))
+    # Scrapy's commands, as `scrapy crawl` walks them to find its own.
+    from scrapy.cmdline import _get_commands_dict
+
+    _guarded("Scrapy's commands", lambda: _get_commands_dict(settings, inproject=True))
     # The spider modules, one by one as `scrapy crawl` walks them, so that
     # one which installs a reactor leaves the others preloaded.
     for name in settings.getlist("SPIDER_MODULES"):

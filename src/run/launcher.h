@@ -16,6 +16,11 @@
  * (docs/spiders.md); the first job of each stored archive waits on libuv's
  * thread pool while it is extracted, holding its slot.
  *
+ * A Scrapy crawl forks from its version's warm start template when one is
+ * ready (run/warm.h): the same argv, environment and log, the daemon's
+ * child all the same, watched through a pidfd instead of libuv's process
+ * handle; the job holds its slot while the template forks it.
+ *
  * Timeouts, heartbeats (SPIDERD_HEARTBEAT_FILE), retries and job events are
  * the supervision policy in run/supervise.c.
  *

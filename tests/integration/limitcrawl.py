@@ -22,6 +22,8 @@ import time
 REAL = "/usr/bin/python3"
 
 args = sys.argv[1:]
+if args[:2] == ["-m", "spiderd_runner.template"]:
+    sys.exit(0)  # a stand-in has no warm start template: its crawls start cold
 if args[:3] != ["-m", "spiderd_runner", "crawl"]:
     os.execv(REAL, [REAL] + args)
 
