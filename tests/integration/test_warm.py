@@ -358,13 +358,16 @@ def test_the_main_module_is_spiderd_runners(probes):
     assert_alike(cold["main"], warm["main"], "__main__")
 
 
-def test_ps_shows_the_cold_command_line(probes):
-    """/proc/PID/cmdline (ps, psutil) and /proc/PID/comm."""
+def test_proc_cmdline_is_the_cold_argv(probes):
+    """/proc/PID/cmdline, NUL-separated arguments as psutil's cmdline(),
+    pgrep -a or a monitoring agent split them, and /proc/PID/comm. (ps -o
+    args drops trailing NULs, so a padded argument area still looks right
+    there.)"""
     (cold, warm), _ = probes
     assert cold["cmdline"][:4] == ["/usr/bin/python3", "-m", "spiderd_runner", "crawl"]
     diff = differences(cold["cmdline"], warm["cmdline"], "cmdline")
     diff += differences(cold["comm"], warm["comm"], "comm")
-    assert not diff, "ps tells a warm crawl from a cold one:\n" + "\n".join(diff)
+    assert not diff, "/proc tells a warm crawl from a cold one:\n" + "\n".join(diff)
 
 
 def test_proc_environ_is_the_crawls_environment(probes):
