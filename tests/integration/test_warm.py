@@ -12,9 +12,11 @@ job's row id (in its stats file's name and token) is masked before the
 comparison; everything else must be equal.
 
 The crawls are real Scrapy crawls of projects/warmproj (testproj plus a
-`probe` spider that reports everything about its process and a `hog` spider
-that allocates memory) and projects/warmoff (the same with
-`SPIDERD_WARM_START = False` in its settings)."""
+`probe` spider that reports everything about its process, a `hog` spider
+that allocates memory and `coldonly`, which opts out in its
+custom_settings), projects/warmoff (warmproj with `SPIDERD_WARM_START =
+False` in its settings) and projects/warmimport (warmproj whose settings and
+one spider module do things when imported)."""
 
 import difflib
 import json
@@ -360,7 +362,7 @@ def test_the_main_module_is_spiderd_runners(probes):
 
 def test_proc_cmdline_is_the_cold_argv(probes):
     """/proc/PID/cmdline, NUL-separated arguments as psutil's cmdline(),
-    pgrep -a or a monitoring agent split them, and /proc/PID/comm. (ps -o
+    pgrep -a or monitoring tools split them, and /proc/PID/comm. (ps -o
     args drops trailing NULs, so a padded argument area still looks right
     there.)"""
     (cold, warm), _ = probes
