@@ -662,9 +662,18 @@ def test_a_memory_limit_stops_a_warm_crawl_as_a_cold_one(ready):
     check_starts(ready, "mem1")
 
 
+def test_a_cpu_limit_stops_a_warm_crawl_as_a_cold_one(ready):
+    schedule_both(ready, "burn", "cpu1", _cpu_limit="3")
+    entries = [d.wait_finished("cpu1", 90) for d in ready]
+    assert_alike(*[outcome(e) for e in entries], "how the CPU burner ended")
+    cold = entries[0]
+    assert (cold["state"], cold["end_reason"]) == ("failed", "cpu_limit"), cold
+    check_starts(ready, "cpu1")
+
+
 def test_rlimits_reach_a_warm_crawl_as_a_cold_one(ready):
     schedule_both(ready, "probe", "lim1", out="{dir}/lim1.json", _memory_limit="2G",
-                  _cpu_limit="300")
+                  _cpu_limit="300", _max_procs="50000")
     entries = [d.wait_finished("lim1", 60) for d in ready]
     for e in entries:
         assert e["state"] == "finished", e
@@ -675,6 +684,7 @@ def test_rlimits_reach_a_warm_crawl_as_a_cold_one(ready):
     assert_alike(dumps[0], dumps[1], "rlimits")
     if "job limits: enforced by rlimits" in ready[0].stderr_text():
         assert dumps[0]["RLIMIT_AS"][0] == 2 << 30 and dumps[0]["RLIMIT_CPU"][0] == 300, dumps[0]
+        assert dumps[0]["RLIMIT_NPROC"][0] == 50000, dumps[0]
     check_starts(ready, "lim1")
 
 
