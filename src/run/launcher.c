@@ -131,6 +131,8 @@ void launcher_on_end(launcher_t *l, void (*fn)(void *ud, const job_t *job), void
 
 unsigned launcher_running(const launcher_t *l) { return l->nprocs; }
 
+unsigned launcher_warm_templates(const launcher_t *l) { return warm_count(l->warm); }
+
 void launcher_set_metrics(launcher_t *l, struct metrics *m) { l->metrics = m; }
 
 /* A job whose command project is extracted on libuv's thread pool before it
@@ -1148,6 +1150,7 @@ static void warm_started(void *ud, int pid, const char *why) {
       uv_poll_init(l->loop, &p->pidpoll, fd);
       uv_poll_start(&p->pidpoll, UV_READABLE, on_warm_exit);
       proc_track(l, p, j, st);
+      if (l->metrics) metrics_inc(l->metrics, &l->metrics->jobs_started_warm, 1);
     }
   } else {
     log_info("launcher", "job '%s' starts cold: %s", j->jobid, why ? why : "no template");

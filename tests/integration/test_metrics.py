@@ -27,6 +27,8 @@ FAMILIES = {
     "spiderd_jobs_running_here": "gauge",
     "spiderd_queue_elements": "gauge",
     "spiderd_jobs_started": "counter",
+    "spiderd_jobs_started_warm": "counter",
+    "spiderd_warm_templates": "gauge",
     "spiderd_jobs_queued": "counter",
     "spiderd_schedule_lag_seconds": "histogram",
     "spiderd_claim_duration_seconds": "histogram",
