@@ -412,6 +412,11 @@ def test_a_failing_spider_ends_alike(ready, spider, state, exit_code):
     assert (entries[0]["state"], entries[0]["exit_code"]) == (state, exit_code), entries[0]
     assert_alike(*[{k: v for k, v in e["stats"].items() if k not in VOLATILE_STATS}
                    for e in entries], "stats")
+    why = {"crash": "RuntimeError: crash spider fails in __init__ on purpose",
+           "fail": "ValueError: fail spider raises in a callback on purpose"}[spider]
+    missing = [kind for kind, d in zip(("cold", "warm"), ready)
+               if why not in d.read_log(P, spider, job)]
+    assert not missing, f"{why!r} (the spider's traceback) is not in the log of the {missing} run"
     assert_same_log_shape(ready, spider, job)
 
 
