@@ -232,6 +232,9 @@ void metrics_render(const metrics_t *m, strbuf_t *b) {
   metrics_family(b, "spiderd_jobs_started_warm_total", "counter",
                  "Of those, crawls forked from a warm start template.");
   metrics_sample(b, "spiderd_jobs_started_warm_total", NULL, 0, load(&m->jobs_started_warm));
+  metrics_family(b, "spiderd_warm_templates", "gauge",
+                 "Warm start templates this node keeps now (starting or ready).");
+  metrics_sample(b, "spiderd_warm_templates", NULL, 0, load(&m->warm_templates));
   metrics_family(b, "spiderd_jobs_queued_total", "counter",
                  "Jobs this node queued (API calls and schedules) since it started.");
   metrics_sample(b, "spiderd_jobs_queued_total", NULL, 0, load(&m->jobs_queued));

@@ -36,6 +36,7 @@ typedef struct metrics {
   uint64_t jobs_ended[METRICS_NENDS];
   uint64_t jobs_started;
   uint64_t jobs_started_warm; /* of which forked from a warm start template */
+  uint64_t warm_templates;    /* gauge: templates alive (run/warm.c) */
   uint64_t jobs_queued;
   metrics_hist_t schedule_lag;  /* seconds */
   metrics_hist_t claim;         /* seconds */

@@ -17,7 +17,6 @@
 #include "clock.h"
 #include "core/job.h"
 #include "core/queue.h"
-#include "run/launcher.h"
 #include "error.h"
 #include "log.h"
 #include "metrics.h"
@@ -144,10 +143,6 @@ static void scrape_done(void *arg, int rc) {
   metrics_family(&b, "spiderd_jobs_running_here", "gauge",
                  "Crawl processes this node runs now (its launcher's children).");
   metrics_sample(&b, "spiderd_jobs_running_here", NULL, 0, (double)app->counters.running);
-  metrics_family(&b, "spiderd_warm_templates", "gauge",
-                 "Warm start templates this node keeps now (starting or ready).");
-  metrics_sample(&b, "spiderd_warm_templates", NULL, 0,
-                 app->launcher ? (double)launcher_warm_templates(app->launcher) : 0);
   if (app->metrics) metrics_render(app->metrics, &b);
   render_process(&b);
   if (b.failed) http_reply(sc->req, 500, "text/plain; charset=utf-8", "out of memory\n", 14);

@@ -131,9 +131,10 @@ void launcher_on_end(launcher_t *l, void (*fn)(void *ud, const job_t *job), void
 
 unsigned launcher_running(const launcher_t *l) { return l->nprocs; }
 
-unsigned launcher_warm_templates(const launcher_t *l) { return warm_count(l->warm); }
-
-void launcher_set_metrics(launcher_t *l, struct metrics *m) { l->metrics = m; }
+void launcher_set_metrics(launcher_t *l, struct metrics *m) {
+  l->metrics = m;
+  warm_set_gauge(l->warm, &m->warm_templates);
+}
 
 /* A job whose command project is extracted on libuv's thread pool before it
  * starts (the first job of each stored archive): the loop keeps serving. */

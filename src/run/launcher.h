@@ -76,9 +76,6 @@ int launcher_cancel(launcher_t *l, const char *project, const char *jobid,
  * spawned) is committed, e.g. to wake modules that act on job events. */
 void launcher_on_end(launcher_t *l, void (*fn)(void *ud, const job_t *job), void *ud);
 
-/* Number of warm start templates alive (run/warm.h). */
-unsigned launcher_warm_templates(const launcher_t *l);
-
 /* Number of crawl processes alive. */
 unsigned launcher_running(const launcher_t *l);
 

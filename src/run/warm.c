@@ -58,6 +58,7 @@ struct warm {
   tpl_t *tpls;
   uv_timer_t sweep;
   int open; /* handles of w and its templates still to close */
+  uint64_t *gauge; /* NULL = none */
   int closing;
 };
 
@@ -116,6 +117,8 @@ static void fail_calls(tpl_t *t, const char *why) {
 
 /* Closes the socket (a template reading EOF exits) and KILLs the process;
  * the exit callback reaps it. */
+static void gauge_update(warm_t *w);
+
 static void shut(tpl_t *t, const char *why) {
   if (t->fd >= 0) {
     uv_close((uv_handle_t *)&t->poll, handle_closed);
@@ -124,6 +127,7 @@ static void shut(tpl_t *t, const char *why) {
   }
   if (t->alive) uv_process_kill(&t->proc, SIGKILL);
   fail_calls(t, why);
+  gauge_update(t->w);
 }
 
 static void retire(tpl_t *t, const char *why) {
@@ -304,6 +308,7 @@ static tpl_t *spawn(warm_t *w, const warm_req_t *r, const struct stat *st) {
   t->linked = 1;
   log_info("warm", "starting a template for project '%s' version %s (pid %d)", t->project,
            shown(t->version), t->proc.pid);
+  gauge_update(w);
   return t;
 fail:
   if (sv[0] >= 0) close(sv[0]);
@@ -320,6 +325,16 @@ static unsigned live(const warm_t *w) {
 }
 
 unsigned warm_count(const warm_t *w) { return w ? live(w) : 0; }
+
+static void gauge_update(warm_t *w) {
+  if (w->gauge) __atomic_store_n(w->gauge, (uint64_t)live(w), __ATOMIC_RELAXED);
+}
+
+void warm_set_gauge(warm_t *w, uint64_t *gauge) {
+  if (!w) return;
+  w->gauge = gauge;
+  gauge_update(w);
+}
 
 /* Room for one more template: the least recently used idle one goes. */
 static int make_room(warm_t *w) {

@@ -56,6 +56,8 @@ int warm_fork(warm_t *w, const warm_req_t *req, warm_cb cb, void *ud);
 
 /* Number of templates alive (starting or ready). */
 unsigned warm_count(const warm_t *w);
+/* Keeps *gauge (metrics.h; it outlives w) equal to warm_count. */
+void warm_set_gauge(warm_t *w, uint64_t *gauge);
 
 /* Ends every template (answering the calls in flight), closes the handles
  * and frees w once they are closed. */
