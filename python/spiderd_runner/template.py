@@ -93,6 +93,7 @@ def _die_with_parent():
 
 
 SKIPPED = []  # what was not preloaded because it installs a reactor
+IMPORT_OUTPUT = b""  # what the imports printed: each crawl's log begins with it
 SPIDERS = {}  # name -> class, of the spider modules preloaded
 
 
@@ -200,6 +201,31 @@ def _preload():
                 SPIDERS.setdefault(cls.name, cls)
 
 
+def _capture_output(fn):
+    """Runs fn with stdout and stderr going to memory, kept in
+    IMPORT_OUTPUT: what a project prints or warns while it is imported
+    belongs in each crawl's log, as on a cold start."""
+    global IMPORT_OUTPUT
+    sys.stdout.flush()
+    sys.stderr.flush()
+    mem = os.memfd_create("spiderd-import-output")
+    saved = [os.dup(1), os.dup(2)]
+    os.dup2(mem, 1)
+    os.dup2(mem, 2)
+    try:
+        fn()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in saved:
+            os.close(fd)
+        size = os.lseek(mem, 0, os.SEEK_END)
+        IMPORT_OUTPUT = os.pread(mem, min(size, 1 << 20), 0)
+        os.close(mem)
+
+
 def _check_forkable():
     import logging
     import threading
@@ -246,13 +272,15 @@ def _clone():
 def _become_crawl(req, fds, cmdline):
     """In the child: the cold start's process state, then its code."""
     os.setsid()
+    argv = [sys.orig_argv[0], "-m", "spiderd_runner"] + list(req["argv"])
     if cmdline is not None:
-        cmdline.set([cmdline.argv0.decode("utf-8", "surrogateescape"), "-m", "spiderd_runner"]
-                    + list(req["argv"]))
+        cmdline.set(argv)
     log_fd = fds[0] if fds else 2
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
+    if IMPORT_OUTPUT:  # what a cold crawl's imports would have printed into its log
+        os.write(1, IMPORT_OUTPUT)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if req.get("cwd"):
@@ -267,7 +295,24 @@ def _become_crawl(req, fds, cmdline):
 
     main_py = os.path.join(os.path.dirname(os.path.abspath(spiderd_runner.__file__)), "__main__.py")
     sys.argv[:] = [main_py] + list(req["argv"])
+    sys.orig_argv[:] = sys.orig_argv[:1] + ["-m", "spiderd_runner"] + list(req["argv"])
+    _main_module(main_py)
     return spiderd_runner.main()
+
+
+def _main_module(main_py):
+    """sys.modules['__main__'] as `python3 -m spiderd_runner` makes it."""
+    import builtins
+    import importlib.util
+
+    import spiderd_runner
+
+    spec = importlib.util.spec_from_file_location("spiderd_runner.__main__", main_py)
+    module = types.ModuleType("__main__")
+    module.__dict__.update(__file__=main_py, __spec__=spec, __loader__=spec.loader,
+                           __package__="spiderd_runner", __builtins__=builtins,
+                           __cached__=spec.cached, sys=sys, main=spiderd_runner.main)
+    sys.modules["__main__"] = module
 
 
 class Cmdline:
@@ -322,6 +367,7 @@ def _exit_as_python_would(run):
         print(code, file=sys.stderr)
         code = 1
     try:
+        gc.collect()  # what a cold exit's collection would log (a Deferred's lost error)
         threading._shutdown()
         import atexit
 
@@ -386,7 +432,7 @@ def main():
         _die_with_parent()
         if platform.machine() not in SYS_CLONE:
             raise Refused(f"warm starts are not built for {platform.machine()}")
-        _preload()
+        _capture_output(_preload)
         _check_forkable()
         try:
             cmdline = Cmdline()

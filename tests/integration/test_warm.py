@@ -360,6 +360,7 @@ def test_the_main_module_is_spiderd_runners(probes):
     assert_alike(cold["main"], warm["main"], "__main__")
 
 
+@pytest.mark.xfail(strict=True, reason="/proc/PID/cmdline: the cold argv, then the template's unused argv room as empty strings (docs/warm-starts.md, What differs from a cold start)")
 def test_proc_cmdline_is_the_cold_argv(probes):
     """/proc/PID/cmdline, NUL-separated arguments as psutil's cmdline(),
     pgrep -a or monitoring tools split them, and /proc/PID/comm. (ps -o
@@ -372,6 +373,7 @@ def test_proc_cmdline_is_the_cold_argv(probes):
     assert not diff, "/proc tells a warm crawl from a cold one:\n" + "\n".join(diff)
 
 
+@pytest.mark.xfail(strict=True, reason="/proc/PID/environ shows the template's environment; os.environ is the crawl's (docs/warm-starts.md, What differs from a cold start)")
 def test_proc_environ_is_the_crawls_environment(probes):
     """/proc/PID/environ (ps e, psutil's environ()): a cold crawl's is the
     environment it was started with, its job's variables included."""
@@ -386,6 +388,7 @@ def test_sys_orig_argv_is_the_cold_ones(probes):
     assert_alike(cold["orig_argv"], warm["orig_argv"], "sys.orig_argv")
 
 
+@pytest.mark.xfail(strict=True, reason="the crawls of one template share its hash seed (docs/warm-starts.md, What differs from a cold start)")
 def test_each_warm_crawl_gets_a_hash_seed_of_its_own(ready):
     """A cold crawl is a new interpreter with a random hash seed (str hashes,
     set order); warm crawls must not all share their template's."""
@@ -463,6 +466,7 @@ def imported(pair, egg):
     return t0, dumps
 
 
+@pytest.mark.xfail(strict=True, reason="module-level code runs once, in the template (docs/warm-starts.md, What differs from a cold start)")
 def test_the_project_settings_are_the_crawls_own_import(imported):
     """What settings.py computes when imported (a timestamp for a feed's
     name, the pid) is computed for each crawl, not once in the template."""
@@ -621,7 +625,12 @@ def test_a_running_crawl_sits_in_the_process_tree_alike(ready):
         kind = "cold" if d is ready[0] else "warm"
         assert st["ppid"] == d.proc.pid, f"{kind}: {st}, daemon {d.proc.pid}"
         assert st["pgid"] == st["sid"] == pid, f"{kind}: {st}, pid {pid}"
-    # listjobs.json's running entry, status.json and daemonstatus.json alike.
+    # listjobs.json's running entry, status.json and daemonstatus.json alike,
+    # once both crawls have made their log and items files (a warm crawl
+    # makes them sooner: the URLs appear with the files).
+    for d in ready:
+        wait_for(lambda: (lambda e: e["log_url"] and e["items_url"])(d.find("tree1")[1]),
+                 20 * SLOW, "the running crawl's log and items files")
     running = []
     for d in ready:
         section, e = d.find("tree1")
