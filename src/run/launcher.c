@@ -133,7 +133,7 @@ unsigned launcher_running(const launcher_t *l) { return l->nprocs; }
 
 void launcher_set_metrics(launcher_t *l, struct metrics *m) {
   l->metrics = m;
-  warm_set_gauge(l->warm, &m->warm_templates);
+  if (m) warm_set_gauge(l->warm, &m->warm_templates);
 }
 
 /* A job whose command project is extracted on libuv's thread pool before it
