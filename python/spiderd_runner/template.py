@@ -94,6 +94,7 @@ def _die_with_parent():
 
 SKIPPED = []  # what was not preloaded because it installs a reactor
 IMPORT_OUTPUT = b""  # what the imports printed: each crawl's log begins with it
+KEEP_FDS = ()  # descriptors the imports opened and hold: each crawl inherits them
 SPIDERS = {}  # name -> class, of the spider modules preloaded
 
 
@@ -115,6 +116,7 @@ def _guarded(what, fn):
     imports those itself, and its reactor is the one they see); the rest
     stays preloaded. True if nothing had to go."""
     before = set(sys.modules)
+    fds_before = _open_fds()
     try:
         fn()
     except Exception:  # the crawl will report it, as on a cold start
@@ -143,6 +145,14 @@ def _guarded(what, fn):
                 delattr(sys.modules[parent], child)
             except AttributeError:
                 pass
+    # What the undone modules held goes with them (a file they opened is
+    # closed by its own object, never behind its back); what nothing owns
+    # any more (the reactor's waker pipe) is closed here.
+    import gc
+
+    gc.collect()
+    for fd in _open_fds() - fds_before:
+        os.close(fd)
     SKIPPED.append(what)
     return False
 
@@ -226,6 +236,44 @@ def _capture_output(fn):
         os.close(mem)
 
 
+def _open_fds():
+    """The descriptors open now (the one listing /proc/self/fd is closed
+    again when it is checked, so it is left out)."""
+    fds = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            os.fstat(int(name))
+            fds.add(int(name))
+        except OSError:
+            pass
+    return fds
+
+
+def _keep_fds():
+    """What the imports left open is the crawls' too (a module that keeps a
+    file open reads it in every crawl, as on a cold start); a socket would
+    be one connection shared by every crawl, so it refuses."""
+    import stat
+
+    global KEEP_FDS
+    keep = sorted(fd for fd in _open_fds() if fd > 2 and fd != TEMPLATE_FD)
+    for fd in keep:
+        if stat.S_ISSOCK(os.fstat(fd).st_mode):
+            raise Refused(f"a module opened a socket at import (fd {fd})")
+    KEEP_FDS = tuple(keep)
+
+
+def _close_fds_but(keep):
+    top = os.sysconf("SC_OPEN_MAX")
+    top = top if top > 0 else 65536
+    low = 3
+    for fd in sorted(keep):
+        if fd >= low:
+            os.closerange(low, fd)
+            low = fd + 1
+    os.closerange(low, top)
+
+
 def _check_forkable():
     import logging
     import threading
@@ -278,7 +326,7 @@ def _become_crawl(req, fds, cmdline):
     log_fd = fds[0] if fds else 2
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
-    os.closerange(3, os.sysconf("SC_OPEN_MAX") if os.sysconf("SC_OPEN_MAX") > 0 else 65536)
+    _close_fds_but(KEEP_FDS)
     if IMPORT_OUTPUT:  # what a cold crawl's imports would have printed into its log
         os.write(1, IMPORT_OUTPUT)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -434,6 +482,7 @@ def main():
             raise Refused(f"warm starts are not built for {platform.machine()}")
         _capture_output(_preload)
         _check_forkable()
+        _keep_fds()
         try:
             cmdline = Cmdline()
             project = os.environ.get("SCRAPY_PROJECT", "")

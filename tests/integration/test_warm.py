@@ -1050,3 +1050,32 @@ def test_warm_templates_zero_never_starts_a_template(pair):
     assert {e["data"].get("start") for e in started} == {"cold"}, started
     assert not [p for p in children(cold.proc.pid) if "spiderd_runner" in " ".join(cmdline(p))
                 and "template" in " ".join(cmdline(p))]
+
+
+# ---- descriptors the project's imports open ---------------------------------
+
+def test_a_file_a_module_keeps_open_from_import_is_open_in_a_warm_crawl(spiderd, egg):
+    d = spiderd(scrapyd={"items_dir": "items"})
+    d.upload("files", "1.0", egg("warmfiles"))
+    warm_up(d, "files")
+    job = d.schedule("files", "keepfile")
+    e = d.wait_finished(job, 60)
+    assert start_kind(d, job) == "warm"
+    assert e["state"] == "finished", e
+    items = read_json_lines(d.items_path("files", "keepfile", job))
+    assert len(items) == 1 and items[0]["bytes"] > 0, items
+
+
+def test_a_socket_opened_at_import_keeps_the_version_cold(spiderd, egg):
+    d = spiderd()
+    d.upload("sock", "1.0", egg("warmsock"))
+    kinds = []
+    for _ in range(3):
+        job = d.schedule("sock", "quick", count=1)
+        assert d.wait_finished(job, 60)["state"] == "finished"
+        kinds.append(start_kind(d, job))
+        time.sleep(1 * SLOW)
+    assert kinds == ["cold"] * 3, kinds
+    wait_for(lambda: "a module opened a socket at import" in d.stderr_text(), 30 * SLOW,
+             "the template's refusal in the daemon's log")
+    assert "starts its crawls cold" in d.stderr_text()

@@ -150,7 +150,10 @@ def jobs_page(wd, listed):
     wd.schedule("web", "quick", count=1, jobid="fin1")
     wd.wait_finished("fin1")
     wd.schedule("web", "slow", jobid="run1")
-    wait_for(lambda: (wd.find("run1")[1] or {}).get("log_url"), 30, "run1's log")
+    # Its log exists from its claim; its pid once the process is there (a
+    # warm start's fork takes a moment more than a spawn).
+    wait_for(lambda: (lambda e: e.get("log_url") and e.get("pid"))(wd.find("run1")[1] or {}), 30,
+             "run1's log and pid")
     wd.schedule("web", "quick", jobid="pend1")
     wd.schedule("web", "quick", jobid=WEIRD)
     try:
