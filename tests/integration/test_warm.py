@@ -142,7 +142,7 @@ _TOKEN = re.compile(r"\b\d+\.[0-9a-f]{64}\b")
 
 def norm(value, d):
     """value with what names the daemon d itself masked: its directory, its
-    port, the row id in the job's stats and heartbeat file names and token,
+    port and pid, the row id in the job's stats and heartbeat file names and token,
     object addresses and pipe inodes."""
     work = os.path.realpath(d.workdir)
 
@@ -157,7 +157,9 @@ def norm(value, d):
     if isinstance(value, str):
         return s(value)
     if isinstance(value, dict):
-        return {s(k): norm(v, d) for k, v in value.items()}
+        # On a shared store a crawl is told its daemon's pid (to die with it).
+        return {s(k): "<DAEMON PID>" if k == "SPIDERD_DIE_WITH_NODE" else norm(v, d)
+                for k, v in value.items()}
     if isinstance(value, list):
         return [norm(v, d) for v in value]
     return value
