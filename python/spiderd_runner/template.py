@@ -6,13 +6,16 @@ and fd 3 one end of a SOCK_SEQPACKET socket pair. It imports Python, Twisted,
 Scrapy, the egg, the project's settings, its spider modules and the
 components its settings name, so that a crawl forked from it starts in
 milliseconds instead of importing all of that again. It installs no reactor,
-starts no thread, opens no socket or log file: nothing that must not cross a
-fork. An import that would install a reactor (Scrapy's telnet console, a
-spider module with `from twisted.internet import reactor`) is undone, and
-that module is imported by the crawl itself, as on a cold start.
+starts no thread, holds no socket or log file: nothing that must not cross a
+fork (a file a module keeps open is inherited by each crawl). An import that
+would install a reactor (Scrapy's telnet console, a spider module with
+`from twisted.internet import reactor`) is undone, and that module is
+imported by the crawl itself, as on a cold start. What the imports print is
+replayed at the top of each crawl's log.
 
 Protocol, one JSON document per datagram:
-  template -> daemon, once:  {"ready": true, "ms": N, "modules": N}
+  template -> daemon, once:  {"ready": true, "ms": N, "modules": N,
+                              "skipped": [what was undone, ...]}
                           or {"ready": false, "why": "..."} (then it exits)
   daemon -> template:        {"argv": [...], "env": {...}, "cwd": "..." | null,
                               "spider": "...", "rlimits": [[res, soft, hard], ...]}
@@ -23,8 +26,9 @@ The crawl is created with clone(CLONE_PARENT): it is the daemon's child, not
 the template's, so the daemon reaps it and sees its exit status as for any
 crawl it spawned, and no crawl depends on the template staying alive. The
 child then leads a session of its own, takes the log as stdout and stderr,
-the job's environment, working directory and rlimits, sets sys.argv to the
-cold start's, and runs spiderd_runner.main() exactly as a cold start does;
+the job's environment, working directory and rlimits, sets sys.argv,
+sys.orig_argv and __main__ to the cold start's, and runs
+spiderd_runner.main() exactly as a cold start does;
 its exit goes through the interpreter's exit (_exit_as_python_would).
 
 The template exits when the daemon closes its end of the socket, and is
