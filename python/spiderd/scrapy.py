@@ -31,9 +31,13 @@ node) leaves its requests in flight until their leases run out; then another
 process takes them. A process that stops cleanly gives back the requests it
 took but did not start.
 
-A crawl ends when its process is idle and the frontier holds nothing waiting
-or in flight: each process keeps polling while others still work (they may
-yield more requests), and all end together when the frontier is empty.
+A crawl ends when its process is idle and the frontier has held nothing
+waiting or in flight for SPIDERD_QUEUE_IDLE_GRACE seconds: each process keeps
+polling while others still work (they may yield more requests), and all end
+together when the frontier stays empty. The grace covers the moment between
+another process's two calls for one request (seen set, then frontier): a
+crawl that finds its start request already seen, with the frontier still
+empty, would otherwise end before the other one's put lands.
 
 Settings (the queue's own settings, e.g. max_deliveries, are set through
 SPIDERD_QUEUE_SETTINGS or the API):
@@ -50,6 +54,8 @@ SPIDERD_QUEUE_SETTINGS or the API):
                                {"key_inflight": 2, "key_rate": 1}
   SPIDERD_QUEUE_POLL           seconds between polls of the shared queue while
                                this process is idle (default 1)
+  SPIDERD_QUEUE_IDLE_GRACE     seconds the frontier must stay empty before an
+                               idle process ends (default 2 polls)
 
 Trade-offs, on purpose:
 
@@ -298,6 +304,9 @@ class Scheduler(BaseScheduler):
             raise ValueError(f"SPIDERD_QUEUE_KEY_MODE must be none or host, not {self.key_mode!r}")
         self.queue_settings = s.getdict("SPIDERD_QUEUE_SETTINGS")
         self.poll = max(0.05, s.getfloat("SPIDERD_QUEUE_POLL", 1.0))
+        grace = s.get("SPIDERD_QUEUE_IDLE_GRACE")
+        self.idle_grace = max(0.0, float(grace)) if grace not in (None, "") else 2 * self.poll
+        self._empty_since = None             # when the frontier was first seen empty
         self.fingerprint = _fingerprinter(crawler)
         self.spider = None
         self.queue = None
@@ -448,6 +457,7 @@ class Scheduler(BaseScheduler):
 
     def has_pending_requests(self):
         if self._buffer or self._local:
+            self._empty_since = None
             return True
         self._reconcile()
         try:
@@ -455,6 +465,7 @@ class Scheduler(BaseScheduler):
         except QueueError as e:
             return self._unsure(e)
         if self._fill():
+            self._empty_since = None
             return True
         try:
             st = self.queue.stats()
@@ -462,7 +473,15 @@ class Scheduler(BaseScheduler):
             return self._unsure(e)
         self._remote_waiting = int(st.get("waiting") or 0)
         # Another process's requests in flight may still yield new ones.
-        return self._remote_waiting + int(st.get("inflight") or 0) > 0
+        if self._remote_waiting + int(st.get("inflight") or 0) > 0:
+            self._empty_since = None
+            return True
+        # Empty: say so only once it has stayed empty for the grace, so
+        # that a put another process is about to make is not missed.
+        now = time.monotonic()
+        if self._empty_since is None:
+            self._empty_since = now
+        return now - self._empty_since < self.idle_grace
 
     # -- internals --
 
