@@ -324,8 +324,6 @@ static unsigned live(const warm_t *w) {
   return n;
 }
 
-unsigned warm_count(const warm_t *w) { return w ? live(w) : 0; }
-
 static void gauge_update(warm_t *w) {
   if (w->gauge) __atomic_store_n(w->gauge, (uint64_t)live(w), __ATOMIC_RELAXED);
 }
@@ -359,8 +357,8 @@ static int egg_changed(const tpl_t *t, const struct stat *st) {
 /* The fork request: JSON with the log fd attached. 0 when sent. */
 static int send_req(tpl_t *t, const warm_req_t *r) {
   json_t *argv = json_array(), *env = json_object(), *lim = json_array();
-  json_t *doc = json_pack("{s:o,s:o,s:n,s:s,s:o}", "argv", argv, "env", env, "cwd", "spider",
-                          r->spider, "rlimits", lim);
+  json_t *doc = json_pack("{s:o,s:o,s:s,s:o}", "argv", argv, "env", env, "spider", r->spider,
+                          "rlimits", lim);
   if (!doc) return -1;
   for (size_t i = 0; r->argv[i]; i++) json_array_append_new(argv, json_string(r->argv[i]));
   for (size_t i = 0; r->env[i]; i++) {

@@ -54,9 +54,8 @@ typedef void (*warm_cb)(void *ud, int pid, const char *why);
  * it now (start it cold; a template may be starting for the next one). */
 int warm_fork(warm_t *w, const warm_req_t *req, warm_cb cb, void *ud);
 
-/* Number of templates alive (starting or ready). */
-unsigned warm_count(const warm_t *w);
-/* Keeps *gauge (metrics.h; it outlives w) equal to warm_count. */
+/* Keeps *gauge (metrics.h; it outlives w) equal to the number of templates
+ * alive (starting or ready). */
 void warm_set_gauge(warm_t *w, uint64_t *gauge);
 
 /* Ends every template (answering the calls in flight), closes the handles
