@@ -17,8 +17,8 @@ Protocol, one JSON document per datagram:
   template -> daemon, once:  {"ready": true, "ms": N, "modules": N,
                               "skipped": [what was undone, ...]}
                           or {"ready": false, "why": "..."} (then it exits)
-  daemon -> template:        {"argv": [...], "env": {...}, "cwd": "..." | null,
-                              "spider": "...", "rlimits": [[res, soft, hard], ...]}
+  daemon -> template:        {"argv": [...], "env": {...}, "spider": "...",
+                              "rlimits": [[res, soft, hard], ...]}
                              with the job's log fd attached (SCM_RIGHTS)
   template -> daemon:        {"pid": N} | {"cold": "why"} | {"error": "why"}
 
@@ -26,7 +26,7 @@ The crawl is created with clone(CLONE_PARENT): it is the daemon's child, not
 the template's, so the daemon reaps it and sees its exit status as for any
 crawl it spawned, and no crawl depends on the template staying alive. The
 child then leads a session of its own, takes the log as stdout and stderr,
-the job's environment, working directory and rlimits, sets sys.argv,
+the job's environment and rlimits, sets sys.argv,
 sys.orig_argv and __main__ to the cold start's, and runs
 spiderd_runner.main() exactly as a cold start does;
 its exit goes through the interpreter's exit (_exit_as_python_would).
@@ -333,10 +333,6 @@ def _become_crawl(req, fds, cmdline):
     _close_fds_but(KEEP_FDS)
     if IMPORT_OUTPUT:  # what a cold crawl's imports would have printed into its log
         os.write(1, IMPORT_OUTPUT)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    if req.get("cwd"):
-        os.chdir(req["cwd"])
     os.environ.clear()
     os.environ.update(req["env"])
     import resource
@@ -378,8 +374,6 @@ class Cmdline:
             data = f.read()
         fields = data[data.rindex(b")") + 2:].split()
         self.start, self.end = int(fields[45]), int(fields[46])  # arg_start, arg_end
-        with open("/proc/self/cmdline", "rb") as f:
-            self.argv0 = f.read().split(b"\0")[0]
 
     def set(self, args):
         import ctypes
@@ -491,7 +485,7 @@ def main():
             cmdline = Cmdline()
             project = os.environ.get("SCRAPY_PROJECT", "")
             version = os.environ.get("SCRAPYD_EGG_VERSION", "")
-            cmdline.set([cmdline.argv0.decode("utf-8", "surrogateescape"), "-m",
+            cmdline.set([sys.orig_argv[0], "-m",
                          "spiderd_runner.template", project] + ([version] if version else []))
         except (OSError, ValueError, IndexError):
             cmdline = None
