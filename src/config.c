@@ -412,8 +412,7 @@ static int parse_size(const char *s, long long *out) {
   return 0;
 }
 
-/* ConfigParser.BOOLEAN_STATES */
-static int parse_bool(const char *s, int *out) {
+int config_parse_bool(const char *s, int *out) {
   static const char *const yes[] = {"1", "yes", "true", "on"};
   static const char *const no[] = {"0", "no", "false", "off"};
   for (size_t i = 0; i < COUNT(yes); i++) {
@@ -492,7 +491,7 @@ static int apply(struct loader *L, const struct key *k, const char *v, const str
     *(int *)field = (int)n;
     return 0;
   case T_BOOL:
-    if (parse_bool(v, &b))
+    if (config_parse_bool(v, &b))
       return bad(L, s, k->section, k->name,
                  "'%s' is not a boolean (1/yes/true/on or 0/no/false/off)", v);
     *(int *)field = b;

@@ -183,6 +183,10 @@ int config_load(config_t *c, int argc, char **argv, char *err, size_t errlen);
  * Returns 0, or SPD_ECONFIG with the key, file and reason in err. */
 int config_load_secrets(config_t *c, char *err, size_t errlen);
 
+/* 0 with *out set when s is one of ConfigParser's BOOLEAN_STATES (1, yes,
+ * true, on / 0, no, false, off; any case), else -EINVAL. */
+int config_parse_bool(const char *s, int *out);
+
 /* Copies url into out with the password of a "scheme://user:password@host"
  * (or a password=... parameter) replaced by "***", for messages. */
 void config_redact_url(const char *url, char *out, size_t outlen);

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -1117,10 +1116,9 @@ static int prep_start(launcher_t *l, job_t *j) {
 static int warm_wanted(const launcher_t *l, const job_t *j, const start_t *st) {
   if (!l->warm || st->command) return 0;
   json_t *v = j->settings ? json_object_get(j->settings, "SPIDERD_WARM_START") : NULL;
-  const char *s = json_string_value(v);
-  if (json_is_false(v) || (json_is_integer(v) && !json_integer_value(v))) return 0;
-  return !(s && (!strcmp(s, "0") || !strcasecmp(s, "false") || !strcasecmp(s, "no") ||
-                 !strcasecmp(s, "off")));
+  int on = 1;
+  if (json_is_string(v)) config_parse_bool(json_string_value(v), &on);
+  return !json_is_false(v) && !(json_is_integer(v) && !json_integer_value(v)) && on;
 }
 
 /* A template forked the crawl (pid > 0), or could not (why): the job,
