@@ -437,8 +437,18 @@ def test_a_failed_warm_crawl_is_retried_as_a_cold_one(ready):
         assert_alike(*[[t for t, _ in job_events(d, job)] for d in ready], f"{job}'s event types")
 
 
+def warm_metrics(d):
+    """(spiderd_jobs_started_warm_total, spiderd_warm_templates) from /metrics."""
+    r = d.get("/metrics")
+    assert r.status_code == 200, r.text[:300]
+    found = dict(re.findall(r"^(spiderd_jobs_started_warm_total|spiderd_warm_templates) (\S+)$",
+                            r.text, re.M))
+    return float(found["spiderd_jobs_started_warm_total"]), float(found["spiderd_warm_templates"])
+
+
 def test_crawls_fork_warm_side_by_side(ready):
     cold, warm = ready
+    started_before, _ = warm_metrics(warm)
     jobs = [warm.schedule(P, "quick", count=2) for _ in range(4)]
     for job in jobs:
         e = warm.wait_finished(job, 60)
@@ -446,6 +456,9 @@ def test_crawls_fork_warm_side_by_side(ready):
     kinds = [start_kind(warm, job) for job in jobs]
     assert kinds == ["warm"] * 4, kinds
     assert not zombies(warm.proc.pid)
+    started, live = warm_metrics(warm)
+    assert (started - started_before, live) == (4, len(templates(warm)))
+    assert warm_metrics(cold) == (0, 0)
 
 
 @pytest.fixture(scope="module")
@@ -896,6 +909,7 @@ def test_warm_templates_caps_how_many_templates_live(spiderd, egg):
     kinds = warm_up(d, "a")
     assert kinds[0] == "cold", f"a's template should have made room for b's: {kinds}"
     assert len(templates(d)) == 1
+    assert warm_metrics(d)[1] == 1
 
 
 # ---- 6. lifecycle of templates ---------------------------------------------------
