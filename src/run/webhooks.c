@@ -224,6 +224,23 @@ int webhooks_addr_allowed(const webhook_net_t *nets, size_t n, const unsigned ch
   return 0;
 }
 
+/* The URL as logs show it: a password in its user part becomes "***". */
+static char *url_shown(const char *url) {
+  const char *auth = strstr(url, "://");
+  auth = auth ? auth + 3 : url;
+  size_t alen = strcspn(auth, "/?#");
+  const char *at = NULL, *colon = NULL;
+  for (const char *p = auth; p < auth + alen; p++)
+    if (*p == '@') at = p;
+  if (at)
+    for (const char *p = auth; p < at && !colon; p++)
+      if (*p == ':') colon = p;
+  if (!colon) return strdup(url);
+  char *out = NULL;
+  if (asprintf(&out, "%.*s***%s", (int)(colon + 1 - url), url, at) < 0) return NULL;
+  return out;
+}
+
 /* ---- state ---- */
 
 /* An event read and not yet fully handled. The window of them is ordered by
@@ -250,6 +267,7 @@ typedef struct delivery {
 typedef struct target {
   struct target *next;
   char *url;
+  char *shown; /* url with its password masked, for the log */
   delivery_t *head, *tail;
   uint64_t next_ms; /* uv_now when the head may be tried */
   CURL *easy;       /* the head's request in flight */
@@ -826,6 +844,7 @@ static void abandon_all(webhooks_t *w) {
     attempt_drop(w, t);
     while (t->head) target_pop(w, t);
     free(t->url);
+    free(t->shown);
     free(t);
   }
   while (w->whead) {
@@ -847,10 +866,10 @@ static void attempt_done(webhooks_t *w, target_t *t, CURLcode code) {
   d->failures++;
   if (code == CURLE_OK && status >= 200 && status < 300) {
     log_debug(SYS, "event %" PRId64 " (%s) delivered to %s: HTTP %ld", d->ev->id, d->ev->type,
-              t->url, status);
+              t->shown, status);
   } else if (t->refused[0]) {
     /* Not retried: the same name is expected to give the same answer. */
-    log_warn(SYS, "event %" PRId64 " (%s) to %s refused: %s", d->ev->id, d->ev->type, t->url,
+    log_warn(SYS, "event %" PRId64 " (%s) to %s refused: %s", d->ev->id, d->ev->type, t->shown,
              t->refused);
   } else {
     char why[CURL_ERROR_SIZE + 32];
@@ -861,12 +880,12 @@ static void attempt_done(webhooks_t *w, target_t *t, CURLcode code) {
     if (d->failures <= w->retries) {
       int64_t delay = webhooks_backoff_ms(d->failures, w->backoff_ms, BACKOFF_CAP_MS, rand01(w));
       log_info(SYS, "event %" PRId64 " to %s failed (%s); retry %d of %d in %.1f s",
-               d->ev->id, t->url, why, d->failures, w->retries, (double)delay / 1000.0);
+               d->ev->id, t->shown, why, d->failures, w->retries, (double)delay / 1000.0);
       t->next_ms = uv_now(w->loop) + (uint64_t)delay;
       return;
     }
     log_warn(SYS, "event %" PRId64 " (%s) to %s given up after %d attempts: %s", d->ev->id,
-             d->ev->type, t->url, d->failures, why);
+             d->ev->type, t->shown, d->failures, why);
   }
   target_pop(w, t);
   advance_cursor(w);
@@ -898,6 +917,7 @@ static void pump(webhooks_t *w) {
     if (!t->head && !t->easy) {
       *p = t->next;
       free(t->url);
+    free(t->shown);
       free(t);
       continue;
     }
@@ -910,7 +930,7 @@ static void pump(webhooks_t *w) {
     if (w->inflight >= MAX_INFLIGHT) continue; /* a finishing request pumps again */
     int rc = attempt_start(w, t);
     if (rc) {
-      log_warn(SYS, "cannot post to %s: %s", t->url, spd_strerror(rc));
+      log_warn(SYS, "cannot post to %s: %s", t->shown, spd_strerror(rc));
       t->next_ms = now + TICK_MS;
       if (t->next_ms < next) next = t->next_ms;
     }
@@ -922,7 +942,8 @@ static target_t *target_get(webhooks_t *w, const char *url) {
   for (target_t *t = w->targets; t; t = t->next)
     if (!strcmp(t->url, url)) return t;
   target_t *t = calloc(1, sizeof(*t));
-  if (!t || !(t->url = strdup(url))) {
+  if (!t || !(t->url = strdup(url)) || !(t->shown = url_shown(url))) {
+    if (t) free(t->url);
     free(t);
     return NULL;
   }
@@ -1172,8 +1193,11 @@ int webhooks_init(webhooks_t **out, uv_loop_t *loop, const config_t *cfg, store_
   }
   for (size_t i = 0; i < w->nurls; i++)
     if (!http_url(w->urls[i])) {
+      char *shown = url_shown(w->urls[i]);
       rc = bad_config(err, errlen, SPD_ECONFIG,
-                      "[spiderd] webhooks: '%s' is not an http:// or https:// URL", w->urls[i]);
+                      "[spiderd] webhooks: '%s' is not an http:// or https:// URL",
+                      shown ? shown : "?");
+      free(shown);
       goto fail;
     }
   uv_timer_init(loop, &w->tick);
