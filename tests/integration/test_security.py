@@ -600,21 +600,17 @@ def test_webhooks_reach_no_private_address(spiderd, recorder):
     time.sleep(timeout(1.2))  # the deliverer has its cursor
     queue_event(d)
 
-    def all_refused():
-        text = d.stderr_text()
-        return all(u.split("/")[-1] in text for u in urls)
     # Each URL is refused at once (no retries): the log names it and why.
     wait_for(lambda: len(re.findall(r"refused: .* address \(\[spiderd\] webhook_allow_private",
                                     d.stderr_text())) >= len(urls), timeout(15),
              "every delivery refused")
     text = d.stderr_text()
     for u in urls:
-        assert re.search(re.escape(u) + r" refused: \S+ is an? ", text) or \
-            re.search(re.escape(u.split("://")[0]) + r"://\S+" + re.escape(u.split("/")[-1]) +
-                      r" refused", text), u
+        assert re.search(re.escape(u) + r" refused: \S+ is an? [a-z -]+ address", text), u
     assert "127.0.0.1 is a loopback address" in text
     assert "169.254.169.254 is a link-local address" in text
-    assert "retry" not in text.split("refused")[-1][:0]  # (refusals are not retried)
+    assert "10.0.0.1 is a private address" in text
+    assert "fd00::1 is a unique local (private) address" in text
     assert not re.search(r"to http\S+ failed \(.*\); retry", text), text[-2000:]
     time.sleep(timeout(0.5))
     assert recorder.hits == []
