@@ -31,8 +31,6 @@ import re
 import socket
 import tarfile
 import threading
-import time
-import urllib.parse
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -52,7 +50,7 @@ MARK = "spiderd-security-outside-marker"
 # ---- the daemon -------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def sd(module_spiderd, egg_bytes, tmp_path_factory):
+def sd(module_spiderd, egg_bytes):
     """One daemon with basic auth, items stored, debug logging, a webhook
     secret and a webhook URL with a password (refused: it is loopback, so
     the refusal is logged with the URL); project "tp" = testproj, project
@@ -148,8 +146,10 @@ SEGMENTS = [
     "..%5csec-evil", "a%00b", "a%0ab", "a%01b", "a%7fb", "x" * 300,
 ]
 
-# (endpoint, the unsafe parameter, the other parameters). Lookups of a job
-# answer as Scrapyd does for an unknown job (ok, state null).
+# (endpoint, the unsafe parameter, the other parameters). Scrapyd's
+# endpoints answer a refusal as Scrapyd does: HTTP 200, {"status": "error",
+# "message": ...} (d.call checks that envelope); lookups of a job answer as
+# for an unknown job (ok, state null).
 SCRAPYD_CASES = [
     ("addversion.json", "project", {"version": "9"}),
     ("schedule.json", "project", {"spider": "quick"}),
@@ -730,7 +730,6 @@ def test_a_job_token_opens_its_own_queues_and_nothing_else(sd, tmp_path):
 # ---- 6. secrets ------------------------------------------------------------------
 
 def test_secrets_appear_nowhere(sd, tmp_path):
-    admin = {"Authorization": basic("admin", ADMIN_PW)}
     # A token, a user with a password, the user logging in, a wrong password,
     # a bearer token in a query string, a job with its token.
     r = sd.request("POST", API + "/tokens", json={"role": "run", "name": "ci"})
