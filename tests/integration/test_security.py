@@ -25,6 +25,7 @@ limits), test_store_secrets.py (store passwords)."""
 import base64
 import http.client
 import io
+import itertools
 import json
 import os
 import re
@@ -298,8 +299,16 @@ def rpc(d, method, params, headers=None):
 def test_unsafe_names_on_every_json_rpc_method(sd):
     """The JSON-RPC method behind every route with a path parameter, each
     parameter in turn, every value of UNSAFE: an error with a message and
-    the spiderd code, never a result."""
+    the spiderd code, never a result. The Gerapy-style alias of a method
+    (listed right after it in the index) is called too."""
     routes, methods = index_routes(sd)
+    ops = {r["op"] for r in routes if r["op"]}
+    aliases, last = {}, None
+    for m in methods:
+        if m in ops:
+            last = m
+        else:
+            aliases.setdefault(last, []).append(m)
     before = snapshot(os.path.dirname(sd.workdir))
     tried = 0
     for route in routes:
@@ -307,17 +316,17 @@ def test_unsafe_names_on_every_json_rpc_method(sd):
         if not names or not route["op"]:
             continue
         assert route["op"] in methods, route
-        for bad in names:
-            for what, value in UNSAFE.items():
-                params = {n: (value if n == bad else VALID[n]) for n in names}
-                if route["op"] == "versions.add":
-                    params["egg"] = base64.b64encode(b"PK\x05\x06" + b"\0" * 18).decode()
-                doc = rpc(sd, route["op"], params)
-                where = (route["op"], bad, what)
-                assert "result" not in doc, (where, doc)
-                e = doc["error"]
-                assert e["data"]["code"].startswith("SPD_") and len(e["message"]) > 5, (where, e)
-                tried += 1
+        for bad, (what, value), method in itertools.product(
+                names, UNSAFE.items(), [route["op"]] + aliases.get(route["op"], [])):
+            params = {n: (value if n == bad else VALID[n]) for n in names}
+            if route["op"] == "versions.add":
+                params["egg"] = base64.b64encode(b"PK\x05\x06" + b"\0" * 18).decode()
+            doc = rpc(sd, method, params)
+            where = (method, bad, what)
+            assert "result" not in doc, (where, doc)
+            e = doc["error"]
+            assert e["data"]["code"].startswith("SPD_") and len(e["message"]) > 5, (where, e)
+            tried += 1
     assert tried > 300
     # A leading dot names no project.
     doc = rpc(sd, "versions.add", {"project": ".staging", "version": "1",
