@@ -60,7 +60,9 @@ def sd(module_spiderd, egg_bytes):
         name="sec", scrapyd={"username": "admin", "password": ADMIN_PW, "items_dir": "items"},
         spiderd={"auth_fail_limit": 0, "log_level": "debug", "webhook_secret": WEBHOOK_SECRET,
                  "webhooks": f"http://hook:{HOOK_PW}@127.0.0.1:9/x", "webhook_events": "*",
-                 "webhook_retries": 0})
+                 "webhook_retries": 0},
+        # The same secrets from the environment too, as the docs advise.
+        env={"SCRAPYD_PASSWORD": ADMIN_PW, "SPIDERD_WEBHOOK_SECRET": WEBHOOK_SECRET})
     # A file beside the daemon's directory: no answer may ever carry it.
     with open(os.path.join(os.path.dirname(d.workdir), "secret.txt"), "w") as f:
         f.write(MARK)
@@ -760,6 +762,18 @@ def test_secrets_appear_nowhere(sd, tmp_path):
     with open(out, encoding="utf-8") as f:
         job_token = json.load(f)["token"]
     assert job_token
+    # A crawl that prints its whole environment into its log.
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("spiderd.json", json.dumps(
+            {"spiders": {"env": {"command": ["sh", "-c", "env; echo env-done"]}}}))
+    assert sd.call("addversion.json", data={"project": "envp", "version": "1"},
+                   files={"egg": ("p.zip", buf.getvalue())})["status"] == "ok"
+    env_job = sd.schedule("envp", "env")
+    sd.wait_finished(env_job, 60)
+    env_log = sd.read_log("envp", "env", env_job)
+    assert "env-done" in env_log and "SPIDERD_TOKEN=" in env_log, env_log[-2000:]
+    sd.api("delproject.json", project="envp")
     # Every place a secret could leak to.
     answers = [sd.get("/listjobs.json").text, sd.get("/listjobs.json?project=tp").text,
                sd.get(f"/status.json?job={job}").text, sd.get("/daemonstatus.json").text,
@@ -774,9 +788,10 @@ def test_secrets_appear_nowhere(sd, tmp_path):
         for dirpath, _, filenames in os.walk(root):
             files += [os.path.join(dirpath, f) for f in filenames]
     files.append(sd.stderr_path)
+    answers.append(env_log)
     texts = answers + [open(f, encoding="utf-8", errors="replace").read() for f in files]
     secrets = {"admin password": ADMIN_PW, "user password": USER_PW, "api token": token,
-               "token secret": token.rsplit("_", 1)[1], "job token": job_token,
+               "token secret": token.rsplit("_", 1)[1], "another job's token": job_token,
                "webhook secret": WEBHOOK_SECRET, "webhook URL password": HOOK_PW,
                "basic header": basic("admin", ADMIN_PW).split()[1]}
     for what, secret in secrets.items():
