@@ -211,6 +211,13 @@ def test_unsafe_names_are_refused_by_every_scrapyd_endpoint(sd, egg_bytes):
         obj = sd.call("addversion.json", data={"project": project, "version": "1"},
                       files={"egg": ("project.egg", egg)})
         assert obj["status"] == "error", (project, obj)
+    # A version becomes a file name (sanitized): not empty, at most 200 bytes.
+    for version, message in (("", "version must not be empty"),
+                             ("v" * 201, "version is longer than 200 bytes"),
+                             ("v" * 300, "version is longer than 200 bytes")):
+        obj = sd.call("addversion.json", data={"project": "tp", "version": version},
+                      files={"egg": ("project.egg", egg)})
+        assert obj["status"] == "error" and obj["message"] == message, obj
     assert sorted(sd.api("listprojects.json")["projects"]) == ["other", "tp"]
     assert all_jobs(sd) == jobs
     assert sd.api("listversions.json", project="tp")["versions"] == ["1_0"]
