@@ -137,6 +137,7 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, webhook_timeout, T_REAL, M_GT0, "10", NULL),
     KEY(SEC_SPIDERD, webhook_retries, T_INT, M_GE0, "8", NULL),
     KEY(SEC_SPIDERD, webhook_backoff, T_REAL, M_GT0, "1", NULL),
+    KEY(SEC_SPIDERD, webhook_allow_private, T_STR, M_NONE, "", NULL),
     KEY(SEC_SPIDERD, history_per_spider, T_INT, M_GE0, "0", NULL),
     KEY(SEC_SPIDERD, history_days, T_REAL, M_GE0, "0", NULL),
     KEY(SEC_SPIDERD, events_days, T_REAL, M_GE0, "30", NULL),

@@ -133,6 +133,7 @@ typedef struct config {
   double webhook_timeout;  /* 10 s per delivery attempt */
   int webhook_retries;     /* 8 retries after a failed first attempt */
   double webhook_backoff;  /* 1 s: first retry delay, doubling (tests shorten it) */
+  char *webhook_allow_private; /* "": networks (CIDR) deliveries may reach though private */
   /* History retention (run/janitor.c); [retention] overrides per project/spider. */
   int history_per_spider;  /* 0 = no limit: ended jobs kept per project/spider */
   double history_days;     /* 0 = forever: ended jobs older than this go */

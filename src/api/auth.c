@@ -6,8 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 
 #include "clock.h"
+#include "core/job.h"
+#include "core/names.h"
 #include "error.h"
 #include "flow/jobtoken.h"
 #include "log.h"
@@ -30,6 +33,13 @@ typedef struct fail {
   int count;
 } fail_t;
 
+/* A job's project never changes: looked up once per job token. */
+#define JOB_CACHE_MAX 64
+typedef struct job_project {
+  int64_t id;
+  char *project;
+} job_project_t;
+
 typedef struct auth {
   app_t *app;
   principal_list_t list;
@@ -43,6 +53,8 @@ typedef struct auth {
   int timer_open;
   int polling, poll_again;
   struct waiter *waiters; /* auth_reload's callbacks for the next read */
+  job_project_t jobs[JOB_CACHE_MAX]; /* running jobs' projects, by row id */
+  size_t jobs_next;
   int pending;     /* store reads and password checks in flight */
   int closing;     /* auth_free ran: the last of them frees */
 } auth_t;
@@ -55,15 +67,17 @@ typedef struct auth_req {
   const char *password;  /*   the password to check against it */
   const char *user;
   uint64_t epoch;
+  int job_lookup;        /* LATER: find the job's project in the store */
 } auth_req_t;
 
-static const auth_who_t anonymous_admin = {AUTH_ANONYMOUS, ROLE_ADMIN, "anonymous", "", "", "", 0};
-static const auth_who_t anonymous_reader = {AUTH_ANONYMOUS, ROLE_READ, "anonymous", "", "", "", 0};
+static const auth_who_t anonymous_admin = {AUTH_ANONYMOUS, ROLE_ADMIN, "anonymous", "", "", "", 0, NULL};
+static const auth_who_t anonymous_reader = {AUTH_ANONYMOUS, ROLE_READ, "anonymous", "", "", "", 0, NULL};
 
 static void auth_maybe_free(auth_t *a) {
   if (!a->closing || a->pending || a->timer_open) return;
   principal_list_release(&a->list);
   free(a->gen);
+  for (size_t i = 0; i < JOB_CACHE_MAX; i++) free(a->jobs[i].project);
   free(a);
 }
 
@@ -323,7 +337,14 @@ static int by_job(auth_t *a, http_req_t *r, auth_req_t *ar, const char *token) {
   ar->who.role = ROLE_DEPLOY; /* every queue op, as before roles: rest.c keeps it to queues.* */
   ar->who.job_id = id;
   ar->who.actor = req_strdup(r, actor);
-  return ar->who.actor ? HTTP_AUTH_ALLOW : HTTP_AUTH_DENY;
+  if (!ar->who.actor) return HTTP_AUTH_DENY;
+  for (size_t i = 0; i < JOB_CACHE_MAX; i++)
+    if (a->jobs[i].id == id && a->jobs[i].project) {
+      ar->who.job_project = req_strdup(r, a->jobs[i].project);
+      return ar->who.job_project ? HTTP_AUTH_ALLOW : HTTP_AUTH_DENY;
+    }
+  ar->job_lookup = 1;
+  return HTTP_AUTH_LATER;
 }
 
 /* Another node fetching a log or items file for its caller. */
@@ -421,10 +442,91 @@ static void pw_done(uv_work_t *w, int status) {
   auth_maybe_free(a);
 }
 
+/* ---- a job token's project, read once from the store ---- */
+
+typedef struct joblookup {
+  auth_t *a;
+  http_req_t *req;
+  int64_t id;
+  char *project;
+} joblookup_t;
+
+static int joblookup_fn(store_t *s, void *arg) {
+  joblookup_t *jl = arg;
+  job_t j;
+  memset(&j, 0, sizeof(j));
+  int rc = store_job_get(s, jl->id, &j);
+  if (!rc && !(jl->project = strdup(j.project ? j.project : ""))) rc = -ENOMEM;
+  job_release(&j);
+  return rc;
+}
+
+static void joblookup_done(void *arg, int rc) {
+  joblookup_t *jl = arg;
+  auth_t *a = jl->a;
+  http_req_t *r = jl->req;
+  auth_req_t *ar = http_req_auth(r);
+  int ok = !rc && jl->project;
+  if (ok && !a->closing) {
+    job_project_t *slot = &a->jobs[a->jobs_next++ % JOB_CACHE_MAX];
+    free(slot->project);
+    slot->id = jl->id;
+    slot->project = strdup(jl->project);
+  }
+  if (ok) ok = (ar->who.job_project = req_strdup(r, jl->project)) != NULL;
+  if (!ok) ar->why = "the job of this token cannot be read now";
+  free(jl->project);
+  free(jl);
+  a->pending--;
+  http_req_auth_done(r, ok ? HTTP_AUTH_ALLOW : HTTP_AUTH_DENY);
+  auth_maybe_free(a);
+}
+
+static void job_later(app_t *app, http_req_t *r) {
+  auth_t *a = app->auth;
+  auth_req_t *ar = http_req_auth(r);
+  joblookup_t *jl = calloc(1, sizeof(*jl));
+  if (jl) {
+    jl->a = a;
+    jl->req = r;
+    jl->id = ar->who.job_id;
+  }
+  if (!jl || store_submit(app->store, STORE_READ, joblookup_fn, jl, joblookup_done)) {
+    free(jl);
+    ar->why = "out of memory";
+    http_req_auth_done(r, HTTP_AUTH_DENY);
+    return;
+  }
+  a->pending++;
+}
+
+int auth_job_queue(const app_t *app, const auth_who_t *who, const char *queue, char *err,
+                   size_t errlen) {
+  if (who->kind != AUTH_JOB || !queue) return 0;
+  size_t n = strcspn(queue, ".");
+  const char *mine = who->job_project ? who->job_project : "";
+  if (strlen(mine) == n && !strncmp(queue, mine, n)) return 0;
+  char *project = strndup(queue, n), *dir = NULL;
+  struct stat st;
+  int other = project && name_valid("project", project, NULL, 0) && project[0] != '.' &&
+              asprintf(&dir, "%s/%s", app->cfg.eggs_dir, project) >= 0 && !stat(dir, &st) &&
+              S_ISDIR(st.st_mode);
+  if (other)
+    snprintf(err, errlen, "%s of project '%.200s' may not use queue '%.200s' of project '%s'",
+             who->actor, mine, queue, project);
+  free(dir);
+  free(project);
+  return other ? SPD_EFORBIDDEN : 0;
+}
+
 static void on_later(void *ud, http_req_t *r) {
   app_t *app = ud;
   auth_t *a = app->auth;
   auth_req_t *ar = http_req_auth(r);
+  if (ar->job_lookup) {
+    job_later(app, r);
+    return;
+  }
   pwcheck_t *pc = calloc(1, sizeof(*pc));
   if (pc) {
     pc->kept = strdup(ar->kept);

@@ -57,6 +57,7 @@ typedef struct auth_who {
   const char *projects; /* "" = every project */
   const char *addr;     /* the client's address */
   int64_t job_id;       /* AUTH_JOB */
+  const char *job_project; /* AUTH_JOB: the job's project */
 } auth_who_t;
 
 /* Makes app->auth with the principals read by the caller (taken), before
@@ -80,6 +81,13 @@ int auth_allow(const auth_who_t *who, role_t need, const char *project, char *er
 /* The same for a queue name (principal_queue_ok). */
 int auth_allow_queue(const auth_who_t *who, role_t need, const char *queue, char *err,
                      size_t errlen);
+
+/* For a job's token (AUTH_JOB; 0 for anyone else): may it use queue? Not
+ * when the queue is named after another project that exists on this node
+ * (<project> or <project>.<name>, a directory of eggs_dir); other names
+ * are shared by every job. 0, SPD_EFORBIDDEN with a message in err. */
+int auth_job_queue(const app_t *app, const auth_who_t *who, const char *queue, char *err,
+                   size_t errlen);
 
 /* May who see event e? Everyone unlimited sees every event; a caller
  * limited to projects, those whose data names one of them ("project") or

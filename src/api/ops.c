@@ -788,6 +788,8 @@ void op_start(app_t *app, const op_def_t *def, json_t *params, const void *blob,
   rc = strncmp(def->name, "queues.", 7)
            ? auth_allow(c->who, def->role, op_str(c, "project"), err, sizeof(err))
            : auth_allow_queue(c->who, def->role, op_str(c, "name"), err, sizeof(err));
+  if (!rc && !strncmp(def->name, "queues.", 7))
+    rc = auth_job_queue(app, c->who, op_str(c, "name"), err, sizeof(err));
   if (rc) {
     op_fail(c, rc, NULL, "%s", err);
     return;

@@ -372,4 +372,11 @@ static int user_delete_fn(store_t *s, void *arg) {
   return rc ? rc : audit(s, "user.deleted", &p);
 }
 
-void op_users_delete(op_call_t *c) { op_store(c, STORE_WRITE, user_delete_fn, written); }
+void op_users_delete(op_call_t *c) {
+  char why[256];
+  if (!principal_name_valid(op_str(c, "name"), why, sizeof(why))) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "name"), "%s", why);
+    return;
+  }
+  op_store(c, STORE_WRITE, user_delete_fn, written);
+}

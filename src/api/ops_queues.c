@@ -937,7 +937,10 @@ void op_queues_get(op_call_t *c) {
 
 static int list_one(void *arg, const queue_conf_t *q, const queue_stats_t *st) {
   op_call_t *c = arg;
-  if (!principal_queue_ok(c->who->projects, q->name)) return 0;
+  char why[8];
+  if (!principal_queue_ok(c->who->projects, q->name) ||
+      auth_job_queue(c->app, c->who, q->name, why, sizeof(why)))
+    return 0;
   return json_array_append_new(c->result, render_queue(q, st)) ? -ENOMEM : 0;
 }
 

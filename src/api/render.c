@@ -24,10 +24,33 @@ static void lower_unicode_escapes(char *s) {
   }
 }
 
+/* jansson writes DEL (0x7f) as it is; Python's ensure_ascii escapes it.
+ * It can only stand inside a string. Takes s; NULL when out of memory. */
+static char *escape_del(char *s) {
+  size_t n = 0, len = strlen(s);
+  for (char *p = s; *p; p++) n += *p == 0x7f;
+  if (!n) return s;
+  char *out = malloc(len + 5 * n + 1), *w = out;
+  if (out) {
+    for (char *p = s; *p; p++) {
+      if (*p == 0x7f) {
+        memcpy(w, "\\u007f", 6);
+        w += 6;
+      } else {
+        *w++ = *p;
+      }
+    }
+    *w = '\0';
+  }
+  free(s);
+  return out;
+}
+
 char *render_json(const json_t *o, size_t *len) {
   char *s = json_dumps(o, JSON_ENSURE_ASCII | JSON_ENCODE_ANY);
   if (!s) return NULL;
   lower_unicode_escapes(s);
+  if (!(s = escape_del(s))) return NULL;
   size_t n = strlen(s);
   char *out = realloc(s, n + 2);
   if (!out) {
@@ -46,7 +69,7 @@ char *render_json_string(const char *s) {
   char *out = json_dumps(j, JSON_ENSURE_ASCII | JSON_ENCODE_ANY);
   json_decref(j);
   if (out) lower_unicode_escapes(out);
-  return out;
+  return out ? escape_del(out) : NULL;
 }
 
 void render_time(int64_t ms, int micro, char out[32]) {

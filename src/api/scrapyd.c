@@ -307,6 +307,14 @@ static void ep_addversion(call_t *c) {
     return;
   }
   if (bad_project(c, project)) return;
+  /* Its file name is the version sanitized: refused before the runner
+   * lists the egg's spiders, with the limit every name has (the REST
+   * route's too), rather than by the file system afterwards. */
+  size_t vlen = strlen(version);
+  if (!vlen || vlen > 200) {
+    reply_error(c, vlen ? "version is longer than 200 bytes" : "version must not be empty");
+    return;
+  }
   char why[512];
   int stage = 0;
   int rc = api_egg_add(c->app, project, version, egg->value, egg->len, addversion_done, c, &stage,

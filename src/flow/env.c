@@ -75,6 +75,21 @@ static const char *project_settings(const config_t *cfg, const char *project) {
   return NULL;
 }
 
+/* The daemon's own secrets, which it may take from its environment
+ * (docs/configuration.md): a crawl runs deployed code and logs what it
+ * likes, so it does not inherit them. Crawls reach the daemon with
+ * SPIDERD_TOKEN, and never the store. */
+static int secret_var(const char *kv) {
+  static const char *const names[] = {
+      "SCRAPYD_PASSWORD",       "SPIDERD_PASSWORD",           "SPIDERD_WEBHOOK_SECRET",
+      "SPIDERD_STORE_PASSWORD", "SPIDERD_HTTPS_KEY_PASSWORD", "SPIDERD_STORE",
+  };
+  size_t n = name_len(kv);
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (strlen(names[i]) == n && !strncmp(kv, names[i], n)) return 1;
+  return 0;
+}
+
 char **env_build(const config_t *cfg, const char *project, const char *egg_path,
                  const char *version, const char *const *extra) {
   envv_t e = {0};
@@ -90,7 +105,7 @@ char **env_build(const config_t *cfg, const char *project, const char *egg_path,
   e.v[0] = NULL;
   for (char **p = environ; p && *p; p++) {
     /* Entries without '=' are not variables a child could read. */
-    if (!strchr(*p, '=')) continue;
+    if (!strchr(*p, '=') || secret_var(*p)) continue;
     if (envv_put(&e, strdup(*p))) goto fail;
   }
 

@@ -715,13 +715,28 @@ static void reply_refused(http_req_t *r) {
   reply_text(r, 401, "text/html", "Unauthorized");
 }
 
+/* The native API (REST and JSON-RPC) answers every error in its error
+ * shape; a request refused before any route runs gets it here. Returns
+ * false for other paths. msg holds no '"' or '\\'. */
+static bool reply_native_error(http_req_t *r, int status, const char *code, const char *msg) {
+  char json[512];
+  if (!r->path || strncmp(r->path, "/api/", 5)) return false;
+  snprintf(json, sizeof(json),
+           "{\"error\": {\"code\": \"%s\", \"message\": \"%s\", \"details\": {}}}", code,
+           msg);
+  reply_text(r, status, "application/json", json);
+  return true;
+}
+
 static void reply_413(http_req_t *r) {
   char msg[128];
   if (r->srv->max_body >= 0)
-    snprintf(msg, sizeof(msg), "Request body too large: the limit is %lld bytes and %d fields.\n",
+    snprintf(msg, sizeof(msg), "Request body too large: the limit is %lld bytes and %d fields.",
              r->srv->max_body, MAX_PARAMS);
   else
-    snprintf(msg, sizeof(msg), "Request body too large: the limit is %d fields.\n", MAX_PARAMS);
+    snprintf(msg, sizeof(msg), "Request body too large: the limit is %d fields.", MAX_PARAMS);
+  if (reply_native_error(r, 413, "SPD_ETOOBIG", msg)) return;
+  strcat(msg, "\n");
   reply_text(r, 413, "text/plain; charset=utf-8", msg);
 }
 
@@ -859,6 +874,8 @@ static void route_request(http_req_t *r) {
 static void route_or_400(http_req_t *r) {
   if (r->body_error) {
     char msg[256];
+    snprintf(msg, sizeof(msg), "Bad request: %s.", r->body_error);
+    if (reply_native_error(r, 400, "SPD_EBADREQUEST", msg)) return;
     snprintf(msg, sizeof(msg), "400 Bad Request: %s.\n", r->body_error);
     reply_text(r, 400, "text/plain; charset=utf-8", msg);
   } else {

@@ -4,6 +4,7 @@
 #include "clock.h"
 #include "run/webhooks.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -11,8 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/job.h"
 #include "core/schedule.h"
@@ -101,6 +105,142 @@ int webhooks_sign(const char *secret, const char *timestamp, const char *body, s
   return 0;
 }
 
+/* ---- which addresses a delivery may reach ---- */
+
+static int in_net(const unsigned char *a, const unsigned char *net, int bits) {
+  int whole = bits / 8, rest = bits % 8;
+  if (memcmp(a, net, (size_t)whole)) return 0;
+  if (!rest) return 1;
+  unsigned char mask = (unsigned char)(0xff << (8 - rest));
+  return (a[whole] & mask) == (net[whole] & mask);
+}
+
+static const char *v4_private(const unsigned char *a) {
+  static const struct {
+    unsigned char net[4];
+    int bits;
+    const char *what;
+  } nets[] = {
+      {{0, 0, 0, 0}, 8, "an unspecified (this-network)"},
+      {{10, 0, 0, 0}, 8, "a private"},
+      {{100, 64, 0, 0}, 10, "a shared (carrier-grade NAT)"},
+      {{127, 0, 0, 0}, 8, "a loopback"},
+      {{169, 254, 0, 0}, 16, "a link-local"},
+      {{172, 16, 0, 0}, 12, "a private"},
+      {{192, 0, 0, 0}, 24, "a reserved"},
+      {{192, 168, 0, 0}, 16, "a private"},
+      {{198, 18, 0, 0}, 15, "a reserved"},
+      {{224, 0, 0, 0}, 4, "a multicast"},
+      {{240, 0, 0, 0}, 4, "a reserved"},
+  };
+  for (size_t i = 0; i < sizeof(nets) / sizeof(nets[0]); i++)
+    if (in_net(a, nets[i].net, nets[i].bits)) return nets[i].what;
+  return NULL;
+}
+
+const char *webhooks_addr_private(const unsigned char a[16]) {
+  static const unsigned char mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  static const unsigned char zero[16] = {0};
+  static const unsigned char nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+  static const unsigned char nat64_local[6] = {0, 0x64, 0xff, 0x9b, 0, 1};
+  /* IPv4 inside IPv6: mapped (::ffff:a.b.c.d), compatible (::a.b.c.d),
+   * NAT64 (64:ff9b::a.b.c.d) and 6to4 (2002:AABB:CCDD::) reach that IPv4
+   * address, so they are judged as it. */
+  if (!memcmp(a, mapped, 12) || !memcmp(a, nat64, 12)) return v4_private(a + 12);
+  if (!memcmp(a, zero, 12)) {
+    if (!memcmp(a, zero, 15)) return a[15] == 1 ? "a loopback" : "an unspecified";
+    return v4_private(a + 12);
+  }
+  if (a[0] == 0x20 && a[1] == 0x02) return v4_private(a + 2);
+  if (!memcmp(a, nat64_local, 6)) return "a private (local NAT64)";
+  if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80) return "a link-local";
+  if (a[0] == 0xfe && (a[1] & 0xc0) == 0xc0) return "a site-local";
+  if ((a[0] & 0xfe) == 0xfc) return "a unique local (private)";
+  if (a[0] == 0xff) return "a multicast";
+  if (a[0] == 0x01 && a[1] == 0 && !memcmp(a + 2, zero, 6)) return "a discard-only";
+  return NULL;
+}
+
+int webhooks_nets_parse(const char *text, webhook_net_t **out, size_t *n, char *err,
+                        size_t errlen) {
+  char **items = NULL;
+  size_t k = 0;
+  int rc = webhooks_list_parse(text, &items, &k);
+  *out = NULL;
+  *n = 0;
+  if (rc) return rc;
+  webhook_net_t *v = k ? calloc(k, sizeof(*v)) : NULL;
+  if (k && !v) {
+    webhooks_list_free(items, k);
+    return -ENOMEM;
+  }
+  for (size_t i = 0; i < k; i++) {
+    char *item = items[i], *slash = strchr(item, '/'), *end = NULL;
+    unsigned char a4[4];
+    int max;
+    if (!strcmp(item, "*")) {
+      v[i].bits = 0; /* every address */
+      continue;
+    }
+    if (slash) *slash = '\0';
+    if (inet_pton(AF_INET, item, a4) == 1) {
+      memset(v[i].addr, 0, 10);
+      v[i].addr[10] = v[i].addr[11] = 0xff;
+      memcpy(v[i].addr + 12, a4, 4);
+      max = 32;
+    } else if (inet_pton(AF_INET6, item, v[i].addr) == 1) {
+      max = 128;
+    } else {
+      snprintf(err, errlen, "'%s' is not an IP address or network (CIDR)", item);
+      rc = SPD_ECONFIG;
+      break;
+    }
+    long bits = max;
+    if (slash) {
+      errno = 0;
+      bits = strtol(slash + 1, &end, 10);
+      if (!isdigit((unsigned char)slash[1]) || *end || errno || bits < 0 || bits > max) {
+        snprintf(err, errlen, "'%s/%s': the prefix length must be 0 to %d", item, slash + 1,
+                 max);
+        rc = SPD_ECONFIG;
+        break;
+      }
+    }
+    v[i].bits = (int)bits + (max == 32 ? 96 : 0);
+  }
+  webhooks_list_free(items, k);
+  if (rc) {
+    free(v);
+    return rc;
+  }
+  *out = v;
+  *n = k;
+  return 0;
+}
+
+int webhooks_addr_allowed(const webhook_net_t *nets, size_t n, const unsigned char a[16]) {
+  for (size_t i = 0; i < n; i++)
+    if (in_net(a, nets[i].addr, nets[i].bits)) return 1;
+  return 0;
+}
+
+/* The URL as logs show it: a password in its user part becomes "***". */
+static char *url_shown(const char *url) {
+  const char *auth = strstr(url, "://");
+  auth = auth ? auth + 3 : url;
+  size_t alen = strcspn(auth, "/?#");
+  const char *at = NULL, *colon = NULL;
+  for (const char *p = auth; p < auth + alen; p++)
+    if (*p == '@') at = p;
+  if (at)
+    for (const char *p = auth; p < at && !colon; p++)
+      if (*p == ':') colon = p;
+  if (!colon) return strdup(url);
+  char *out = NULL;
+  if (asprintf(&out, "%.*s***%s", (int)(colon + 1 - url), url, at) < 0) return NULL;
+  return out;
+}
+
 /* ---- state ---- */
 
 /* An event read and not yet fully handled. The window of them is ordered by
@@ -127,11 +267,14 @@ typedef struct delivery {
 typedef struct target {
   struct target *next;
   char *url;
+  char *shown; /* url with its password masked, for the log */
   delivery_t *head, *tail;
   uint64_t next_ms; /* uv_now when the head may be tried */
   CURL *easy;       /* the head's request in flight */
   struct curl_slist *headers;
   char errbuf[CURL_ERROR_SIZE];
+  const struct webhooks *w;
+  char refused[160]; /* the attempt's address was refused, and why */
 } target_t;
 
 typedef struct sock {
@@ -147,6 +290,8 @@ struct webhooks {
   store_pool_t *store;
   char **urls, **types;
   size_t nurls, ntypes;
+  webhook_net_t *allowed; /* [spiderd] webhook_allow_private */
+  size_t nallowed;
   int64_t timeout_ms, backoff_ms;
   int retries;
   uint64_t rng;
@@ -569,6 +714,37 @@ static int curl_start(webhooks_t *w) {
   return 0;
 }
 
+/* Every address curl connects to passes here, after name resolution and
+ * for each address it tries: a name that resolves (or is rebound) to a
+ * private address is judged by the address actually connected to. */
+static curl_socket_t open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *sa) {
+  target_t *t = ud;
+  unsigned char a[16];
+  char shown[INET6_ADDRSTRLEN] = "?";
+  if (purpose != CURLSOCKTYPE_IPCXN) return CURL_SOCKET_BAD;
+  if (sa->family == AF_INET) {
+    const struct sockaddr_in *in = (const struct sockaddr_in *)&sa->addr;
+    memset(a, 0, 10);
+    a[10] = a[11] = 0xff;
+    memcpy(a + 12, &in->sin_addr, 4);
+    inet_ntop(AF_INET, &in->sin_addr, shown, sizeof(shown));
+  } else if (sa->family == AF_INET6) {
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&sa->addr;
+    memcpy(a, &in6->sin6_addr, 16);
+    inet_ntop(AF_INET6, &in6->sin6_addr, shown, sizeof(shown));
+  } else {
+    snprintf(t->refused, sizeof(t->refused), "address family %d is not IP", sa->family);
+    return CURL_SOCKET_BAD;
+  }
+  const char *what = webhooks_addr_private(a);
+  if (what && !webhooks_addr_allowed(t->w->allowed, t->w->nallowed, a)) {
+    snprintf(t->refused, sizeof(t->refused),
+             "%s is %s address ([spiderd] webhook_allow_private may allow it)", shown, what);
+    return CURL_SOCKET_BAD;
+  }
+  return socket(sa->family, sa->socktype | SOCK_CLOEXEC, sa->protocol);
+}
+
 static int attempt_start(webhooks_t *w, target_t *t) {
   delivery_t *d = t->head;
   wevent_t *ev = d->ev;
@@ -593,7 +769,11 @@ static int attempt_start(webhooks_t *w, target_t *t) {
       goto out;
   }
   t->errbuf[0] = '\0';
+  t->refused[0] = '\0';
+  t->w = w;
   curl_easy_setopt(e, CURLOPT_URL, t->url);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, t);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
   curl_easy_setopt(e, CURLOPT_POST, 1L);
@@ -664,6 +844,7 @@ static void abandon_all(webhooks_t *w) {
     attempt_drop(w, t);
     while (t->head) target_pop(w, t);
     free(t->url);
+    free(t->shown);
     free(t);
   }
   while (w->whead) {
@@ -685,7 +866,11 @@ static void attempt_done(webhooks_t *w, target_t *t, CURLcode code) {
   d->failures++;
   if (code == CURLE_OK && status >= 200 && status < 300) {
     log_debug(SYS, "event %" PRId64 " (%s) delivered to %s: HTTP %ld", d->ev->id, d->ev->type,
-              t->url, status);
+              t->shown, status);
+  } else if (t->refused[0]) {
+    /* Not retried: the same name is expected to give the same answer. */
+    log_warn(SYS, "event %" PRId64 " (%s) to %s refused: %s", d->ev->id, d->ev->type, t->shown,
+             t->refused);
   } else {
     char why[CURL_ERROR_SIZE + 32];
     if (code != CURLE_OK)
@@ -695,12 +880,12 @@ static void attempt_done(webhooks_t *w, target_t *t, CURLcode code) {
     if (d->failures <= w->retries) {
       int64_t delay = webhooks_backoff_ms(d->failures, w->backoff_ms, BACKOFF_CAP_MS, rand01(w));
       log_info(SYS, "event %" PRId64 " to %s failed (%s); retry %d of %d in %.1f s",
-               d->ev->id, t->url, why, d->failures, w->retries, (double)delay / 1000.0);
+               d->ev->id, t->shown, why, d->failures, w->retries, (double)delay / 1000.0);
       t->next_ms = uv_now(w->loop) + (uint64_t)delay;
       return;
     }
     log_warn(SYS, "event %" PRId64 " (%s) to %s given up after %d attempts: %s", d->ev->id,
-             d->ev->type, t->url, d->failures, why);
+             d->ev->type, t->shown, d->failures, why);
   }
   target_pop(w, t);
   advance_cursor(w);
@@ -732,6 +917,7 @@ static void pump(webhooks_t *w) {
     if (!t->head && !t->easy) {
       *p = t->next;
       free(t->url);
+    free(t->shown);
       free(t);
       continue;
     }
@@ -744,7 +930,7 @@ static void pump(webhooks_t *w) {
     if (w->inflight >= MAX_INFLIGHT) continue; /* a finishing request pumps again */
     int rc = attempt_start(w, t);
     if (rc) {
-      log_warn(SYS, "cannot post to %s: %s", t->url, spd_strerror(rc));
+      log_warn(SYS, "cannot post to %s: %s", t->shown, spd_strerror(rc));
       t->next_ms = now + TICK_MS;
       if (t->next_ms < next) next = t->next_ms;
     }
@@ -756,7 +942,8 @@ static target_t *target_get(webhooks_t *w, const char *url) {
   for (target_t *t = w->targets; t; t = t->next)
     if (!strcmp(t->url, url)) return t;
   target_t *t = calloc(1, sizeof(*t));
-  if (!t || !(t->url = strdup(url))) {
+  if (!t || !(t->url = strdup(url)) || !(t->shown = url_shown(url))) {
+    if (t) free(t->url);
     free(t);
     return NULL;
   }
@@ -997,10 +1184,20 @@ int webhooks_init(webhooks_t **out, uv_loop_t *loop, const config_t *cfg, store_
     rc = bad_config(err, errlen, rc, "%s", "out of memory");
     goto fail;
   }
+  char why[160];
+  if ((rc = webhooks_nets_parse(cfg->webhook_allow_private, &w->allowed, &w->nallowed, why,
+                                sizeof(why)))) {
+    rc = bad_config(err, errlen, rc, "[spiderd] webhook_allow_private: %s",
+                    rc == -ENOMEM ? "out of memory" : why);
+    goto fail;
+  }
   for (size_t i = 0; i < w->nurls; i++)
     if (!http_url(w->urls[i])) {
+      char *shown = url_shown(w->urls[i]);
       rc = bad_config(err, errlen, SPD_ECONFIG,
-                      "[spiderd] webhooks: '%s' is not an http:// or https:// URL", w->urls[i]);
+                      "[spiderd] webhooks: '%s' is not an http:// or https:// URL",
+                      shown ? shown : "?");
+      free(shown);
       goto fail;
     }
   uv_timer_init(loop, &w->tick);
@@ -1016,6 +1213,7 @@ int webhooks_init(webhooks_t **out, uv_loop_t *loop, const config_t *cfg, store_
 fail:
   webhooks_list_free(w->urls, w->nurls);
   webhooks_list_free(w->types, w->ntypes);
+  free(w->allowed);
   free(w);
   return rc;
 }
@@ -1048,6 +1246,7 @@ static void handle_closed(uv_handle_t *h) {
   if (--w->closing == 0) {
     webhooks_list_free(w->urls, w->nurls);
     webhooks_list_free(w->types, w->ntypes);
+    free(w->allowed);
     free(w);
   }
 }

@@ -77,4 +77,24 @@ int64_t webhooks_backoff_ms(int failures, int64_t base_ms, int64_t cap_ms, doubl
 int webhooks_sign(const char *secret, const char *timestamp, const char *body,
                   size_t len, char out[72]);
 
+/* A network deliveries may reach although it is private: addr with IPv4
+ * as ::ffff:a.b.c.d, and the prefix length in bits of those 16 bytes. */
+typedef struct webhook_net {
+  unsigned char addr[16];
+  int bits;
+} webhook_net_t;
+
+/* NULL when an address (16 bytes, IPv4 mapped) is public, else what it is
+ * ("a loopback", "a private", ...): loopback, unspecified, private,
+ * shared, link-local, site-local, unique local, multicast and reserved
+ * ranges, also IPv4 inside IPv6 (mapped, compatible, NAT64, 6to4). */
+const char *webhooks_addr_private(const unsigned char addr[16]);
+
+/* Parses [spiderd] webhook_allow_private: addresses and CIDR networks
+ * (IPv4 or IPv6), "*" for any, separated by commas and/or whitespace.
+ * 0, -ENOMEM, or SPD_ECONFIG with the reason in err. */
+int webhooks_nets_parse(const char *text, webhook_net_t **out, size_t *n, char *err,
+                        size_t errlen);
+int webhooks_addr_allowed(const webhook_net_t *nets, size_t n, const unsigned char addr[16]);
+
 #endif

@@ -23,6 +23,9 @@ from conftest import timeout, wait_for
 SECRET = "s3cret-for-tests"
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 NO_PROXY = {"no_proxy": "*", "NO_PROXY": "*"}
+# The receivers listen on loopback, which deliveries may not reach unless
+# allowed (test_security.py proves the refusal).
+LOCAL = {"webhook_allow_private": "127.0.0.1"}
 
 
 class Receiver:
@@ -95,7 +98,7 @@ def receiver():
 
 def hooked(spiderd, receiver, urls=None, **kw):
     conf = {"webhooks": urls or receiver.url(), "webhook_secret": SECRET,
-            "webhook_backoff": 0.2, "webhook_timeout": 1}
+            "webhook_backoff": 0.2, "webhook_timeout": 1, **LOCAL}
     conf.update(kw)
     d = spiderd(spiderd=conf, env=NO_PROXY)
     wait_cursor(d)
@@ -340,7 +343,7 @@ def test_kill9_mid_delivery_redelivers(spiderd, receiver):
 
 
 def test_first_start_does_not_replay_history(spiderd, receiver):
-    d = spiderd(env=NO_PROXY)
+    d = spiderd(spiderd=LOCAL, env=NO_PROXY)
     old = add_event(d, "job.finished")
     d.stop()
     d.spiderd.update({"webhooks": receiver.url(), "webhook_backoff": 0.2})
@@ -354,7 +357,7 @@ def test_first_start_does_not_replay_history(spiderd, receiver):
 
 
 def test_schedule_hooks_without_daemon_wide_ones(spiderd, receiver):
-    d = spiderd(spiderd={"webhook_backoff": 0.2}, env=NO_PROXY)
+    d = spiderd(spiderd={"webhook_backoff": 0.2, **LOCAL}, env=NO_PROXY)
     hooked_sid = add_schedule(d, "hooked", [receiver.url("/sched"), "ftp://nope/"])
     quiet_sid = add_schedule(d, "quiet", [])
     time.sleep(timeout(1.5))  # the idle scan has found where the events end

@@ -875,6 +875,7 @@ static void cl_routing(ctx *c) {
   post(c, "/api/%00", "application/x-www-form-urlencoded", "a=1", 3);
   get(c, "/api/%2500");   /* an escaped '%': the path is "/api/%00" */
   get(c, "/echo?a=%00x"); /* in the query a NUL is a value's byte */
+  get(c, "/logs/a%00b");  /* outside /api/: plain text */
 }
 
 static void test_routing(void **state) {
@@ -895,10 +896,15 @@ static void test_routing(void **state) {
   assert_string_equal(c.r[6].body, "api:/api/v2");
   assert_int_equal(c.r[7].status, 404);
   assert_int_equal(c.r[8].status, 200);
-  for (int i = 9; i < 11; i++) {
+  for (int i = 9; i < 11; i++) { /* under /api/: the native error shape */
     assert_int_equal(c.r[i].status, 400);
-    assert_string_equal(c.r[i].body, "400 Bad Request: the path holds a NUL byte (%00).\n");
+    assert_header(&c.r[i], "Content-Type", "application/json");
+    assert_string_equal(c.r[i].body,
+                        "{\"error\": {\"code\": \"SPD_EBADREQUEST\", \"message\": \"Bad request: "
+                        "the path holds a NUL byte (%00).\", \"details\": {}}}");
   }
+  assert_int_equal(c.r[13].status, 400);
+  assert_string_equal(c.r[13].body, "400 Bad Request: the path holds a NUL byte (%00).\n");
   assert_string_equal(c.r[11].body, "api:/api/%00");
   assert_int_equal(c.r[12].status, 200);
   assert_non_null(strstr(c.r[12].body, "Q|a|-|2|0078\n"));

@@ -576,6 +576,10 @@ static void test_env_build(void **state) {
   setenv("SCRAPY_PROJECT", "old", 1);
   setenv("PYTHONPATH", "/a:/b", 1);
   setenv("SPIDERD_EGG", "stale", 1);
+  setenv("SCRAPYD_PASSWORD", "admin-secret", 1);
+  setenv("SPIDERD_WEBHOOK_SECRET", "hook-secret", 1);
+  setenv("SPIDERD_STORE", "postgresql://u:pw@db/spiderd", 1);
+  setenv("SPIDERD_PASSWORDS", "not a secret of the daemon", 1);
   unsetenv("SCRAPYD_EGG_VERSION");
   unsetenv("SCRAPY_SETTINGS_MODULE");
 
@@ -588,7 +592,16 @@ static void test_env_build(void **state) {
   assert_env(env, "SCRAPYD_EGG_VERSION", "1.0");
   assert_env(env, "SCRAPY_SETTINGS_MODULE", NULL);
   assert_env(env, "HOME", getenv("HOME"));
+  /* The daemon's secrets stay with the daemon. */
+  assert_env(env, "SCRAPYD_PASSWORD", NULL);
+  assert_env(env, "SPIDERD_WEBHOOK_SECRET", NULL);
+  assert_env(env, "SPIDERD_STORE", NULL);
+  assert_env(env, "SPIDERD_PASSWORDS", "not a secret of the daemon");
   env_free(env);
+  unsetenv("SCRAPYD_PASSWORD");
+  unsetenv("SPIDERD_WEBHOOK_SECRET");
+  unsetenv("SPIDERD_STORE");
+  unsetenv("SPIDERD_PASSWORDS");
 
   /* No egg, no version: those two are not added (the inherited ones stay,
    * as Scrapyd copies the environment as it is). */
