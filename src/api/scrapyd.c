@@ -634,12 +634,7 @@ static int listjobs_fn(store_t *s, void *arg) {
   int rc = render_read_jobs(s, c->project, lists);
   if (rc) goto out;
   /* Rendered here, off the loop: it stats every job's files and can be large. */
-  json_t *o = render_listjobs(&c->app->cfg, lists);
-  json_object_set_new(o, "status", json_string("ok"));
-  json_object_set_new(o, "node_name", json_string(c->app->cfg.node_name));
-  size_t len;
-  c->body = render_json(o, &len);
-  json_decref(o);
+  c->body = render_listjobs_text(&c->app->cfg, lists, c->app->cfg.node_name, NULL);
   rc = c->body ? 0 : -ENOMEM;
 out:
   for (int i = 0; i < 3; i++) job_list_release(&lists[i]);
