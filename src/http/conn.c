@@ -62,6 +62,7 @@ void http_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context
     t->next = l->conns;
     if (l->conns) l->conns->prev = t;
     l->conns = t;
+    l->nconns++;
     *socket_context = t;
   } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
     struct http_conn *t = *socket_context;
@@ -71,6 +72,11 @@ void http_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context
     else l->conns = t->next;
     if (t->next) t->next->prev = t->prev;
     free(t);
+    /* At its limit MHD stops polling the listening socket and takes it up
+     * again at its next pass, which nothing would cause before some
+     * connection's timeout: clients waiting in the backlog would wait that
+     * long. So a close at the limit makes that pass happen now. */
+    if (l->nconns-- >= l->conn_max) http_kick(l);
   }
 }
 

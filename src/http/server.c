@@ -1490,6 +1490,7 @@ static int listener_start(http_server_t *s, int fd, unsigned extra_flags, const 
     }
     flags |= MHD_USE_TLS;
   }
+  l->conn_max = conn_limit(s, name);
   l->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, l,
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
@@ -1497,7 +1498,7 @@ static int listener_start(http_server_t *s, int fd, unsigned extra_flags, const 
                             MHD_OPTION_NOTIFY_CONNECTION, http_conn_notify, l,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->timeout_s,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
-                            MHD_OPTION_CONNECTION_LIMIT, conn_limit(s, name),
+                            MHD_OPTION_CONNECTION_LIMIT, l->conn_max,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, l,
                             MHD_OPTION_SIGPIPE_HANDLED_BY_APP, sigpipe_ignored(),
                             MHD_OPTION_ARRAY, tlsopt,

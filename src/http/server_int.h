@@ -116,6 +116,7 @@ struct listener {
   char start_log[256];      /* MHD's last complaint while starting */
   uv_timer_t sweep;         /* header deadlines (conn.c) */
   struct http_conn *conns;  /* open connections (conn.c) */
+  unsigned nconns, conn_max; /* their number, and MHD's limit */
 };
 
 struct http_server {

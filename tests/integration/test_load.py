@@ -331,3 +331,49 @@ def test_idle_and_slow_clients_time_out_while_others_are_served(spiderd, egg):
     assert not sub.closed
     sub.close()
     sel.close()
+
+
+def test_open_files_limit_raised_and_connections_bounded(spiderd):
+    """Started with a soft open-files limit of 1024 (the usual default) the
+    daemon raises it to the hard limit; http_connections bounds the open
+    connections: one more waits (or is turned away) until one closes."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    low = min(1024, hard)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (low, hard))
+    try:
+        d = spiderd(spiderd={"http_connections": 5})
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    with open(f"/proc/{d.proc.pid}/limits") as f:
+        line = next(x for x in f if x.startswith("Max open files"))
+    assert line.split()[3:5] == [str(hard), str(hard)], line
+    if low < hard:
+        assert f"open files limit raised from {low} to {hard}" in d.stderr_text()
+
+    d.session.close()  # its keep-alive connection would count
+    held = [socket.create_connection(("127.0.0.1", d.port)) for _ in range(5)]
+    for s in held:
+        s.sendall(request("/daemonstatus.json"))
+        s.settimeout(timeout(5))
+        assert s.recv(65536).startswith(b"HTTP/1.1 200"), "a connection within the limit"
+    extra = socket.create_connection(("127.0.0.1", d.port))
+    extra.sendall(request("/daemonstatus.json"))
+    extra.settimeout(1.0)
+    try:
+        got = extra.recv(65536)
+    except socket.timeout:
+        got = None  # waiting in the listen backlog
+    assert not got, f"a sixth connection was served over http_connections = 5: {got!r}"
+    held.pop().close()
+    if got is None:  # it waited: now it is served
+        extra.settimeout(timeout(5))
+        assert extra.recv(65536).startswith(b"HTTP/1.1 200")
+    extra.close()
+    again = socket.create_connection(("127.0.0.1", d.port))
+    again.settimeout(timeout(5))
+    again.sendall(request("/daemonstatus.json"))
+    if not again.recv(65536).startswith(b"HTTP/1.1 200"):
+        raise AssertionError("no connection served after one of the five closed")
+    again.close()
+    for s in held:
+        s.close()
