@@ -22,7 +22,7 @@ UI_SRC := ui/build.mjs ui/package.json $(shell find ui/src -type f 2>/dev/null) 
 UI_STAMP := ui/dist/.stamp
 
 .PHONY: deps build run ui test test-unit test-integration test-ui test-asan test-pg test-redis \
-	bench bench-queue bench-pg bench-ui bench-auth bench-warm clean
+	bench bench-queue bench-pg bench-ui bench-auth bench-warm bench-million clean
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -117,6 +117,11 @@ bench-auth: build
 # real Scrapy crawls (bench/README.md); 4-5 minutes.
 bench-warm: build
 	cd bench && /usr/bin/python3 warm_bench.py $(CURDIR)/$(BUILD)/spiderd
+
+# One million pending jobs in SQLite: schedule.json, listings, claims, memory
+# (bench/README.md); about 8 minutes, ~1 GB in /tmp, ~4 GB of memory at peak.
+bench-million: build
+	/usr/bin/python3 bench/million_bench.py --bin $(CURDIR)/$(BUILD)/spiderd
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) ui/dist

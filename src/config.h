@@ -117,6 +117,9 @@ typedef struct config {
   double heartbeat_interval; /* 5 s: how often a crawl's reactor proves it lives */
   double heartbeat_timeout;  /* 60 s; 0 = off: a crawl silent this long is lost */
   long long max_upload;    /* 64 MiB: largest request body accepted */
+  int http_timeout;        /* 60 s: an idle connection, or a request whose headers
+                            * take longer to arrive, is closed */
+  int http_connections;    /* 4096: open HTTP connections per listener */
   char *log_file;          /* "" = stderr: the daemon's own log */
   char *log_level;         /* "info": debug|info|warning|error */
   char *pidfile;           /* "" = none */

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -398,6 +399,8 @@ static int start_http(app_t *app, char *err, size_t errlen) {
       .password = cfg->password,
       .realm = "Scrapyd",
       .max_body = cfg->max_upload,
+      .timeout = cfg->http_timeout,
+      .max_connections = cfg->http_connections,
       .https_cert = cfg->https_cert,
       .https_key = cfg->https_key,
       .https_key_password = cfg->https_key_password,
@@ -490,6 +493,23 @@ static void notify_ready(server_t *srv) {
   }
 }
 
+/* Every HTTP connection is a descriptor: a soft limit of 1024 (the usual
+ * default) would cap the server below a thousand clients, so the soft limit
+ * goes up to the hard one, which the administrator set. */
+static void raise_nofile(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= rl.rlim_max) return;
+  rlim_t was = rl.rlim_cur;
+  rl.rlim_cur = rl.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_max == RLIM_INFINITY) {
+    rl.rlim_cur = 1 << 20; /* Linux's usual nr_open */
+    if (setrlimit(RLIMIT_NOFILE, &rl)) return;
+  }
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != was)
+    log_info("main", "open files limit raised from %llu to %llu", (unsigned long long)was,
+             (unsigned long long)rl.rlim_cur);
+}
+
 static void announce(const config_t *cfg) {
   char store[1024];
   config_redact_url(cfg->store, store, sizeof(store));
@@ -556,6 +576,7 @@ static int serve(int argc, char **argv) {
     goto fail;
   if (eggs_clean_staging(cfg->eggs_dir) > 0)
     log_info("main", "removed egg uploads left unfinished by a previous run");
+  raise_nofile();
   app->loop = uv_default_loop();
   if ((rc = start_modules(app, err, sizeof(err))) || (rc = start_http(app, err, sizeof(err))) ||
       (rc = auth_start(app)) || (rc = write_pidfile(cfg->pidfile, err, sizeof(err))))

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "flow/jobs.h"
+#include "strbuf.h"
 
 /* jansson writes \u escapes in upper case; Python in lower case. Only the
  * hex digits of real escapes change: a "\\u" is an escaped backslash
@@ -172,49 +173,83 @@ void render_job_end(json_t *o, const job_t *j) {
   render_job_policy(o, j);
 }
 
-json_t *render_listjobs(const config_t *cfg, const job_list_t lists[3]) {
-  json_t *pending = json_array(), *running = json_array(), *finished = json_array();
-  for (size_t i = 0; i < lists[0].n; i++) {
-    const job_t *j = &lists[0].v[i];
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(j->jobid));
-    json_object_set_new(o, "project", json_string(j->project));
-    json_object_set_new(o, "spider", json_string(j->spider));
-    json_object_set_new(o, "version", j->version ? json_string(j->version) : json_null());
-    json_object_set(o, "settings", j->settings ? j->settings : json_object());
-    json_object_set(o, "args", j->args ? j->args : json_object());
-    json_object_set_new(o, "priority", json_real(j->priority));
-    render_job_policy(o, j);
-    json_array_append_new(pending, o);
+static json_t *listjobs_pending(const config_t *cfg, const job_t *j) {
+  json_t *o = json_object();
+  json_object_set_new(o, "id", json_string(j->jobid));
+  json_object_set_new(o, "project", json_string(j->project));
+  json_object_set_new(o, "spider", json_string(j->spider));
+  json_object_set_new(o, "version", j->version ? json_string(j->version) : json_null());
+  json_object_set(o, "settings", j->settings ? j->settings : json_object());
+  json_object_set(o, "args", j->args ? j->args : json_object());
+  json_object_set_new(o, "priority", json_real(j->priority));
+  render_job_policy(o, j);
+  return o;
+}
+
+static json_t *listjobs_running(const config_t *cfg, const job_t *j) {
+  json_t *o = json_object();
+  json_object_set_new(o, "id", json_string(j->jobid));
+  json_object_set_new(o, "project", json_string(j->project));
+  json_object_set_new(o, "spider", json_string(j->spider));
+  json_object_set_new(o, "pid", j->pid ? json_integer(j->pid) : json_null());
+  json_object_set_new(o, "start_time", time_or_null(j->start_ms));
+  json_object_set_new(o, "log_url", str_or_null(render_log_url(cfg, j)));
+  json_object_set_new(o, "items_url", str_or_null(render_items_url(cfg, j)));
+  render_job_policy(o, j);
+  return o;
+}
+
+static json_t *listjobs_finished(const config_t *cfg, const job_t *j) {
+  json_t *o = json_object();
+  json_object_set_new(o, "id", json_string(j->jobid));
+  json_object_set_new(o, "project", json_string(j->project));
+  json_object_set_new(o, "spider", json_string(j->spider));
+  json_object_set_new(o, "start_time", time_or_null(j->start_ms));
+  json_object_set_new(o, "end_time", time_or_null(j->end_ms));
+  json_object_set_new(o, "log_url", str_or_null(render_log_url(cfg, j)));
+  json_object_set_new(o, "items_url", str_or_null(render_items_url(cfg, j)));
+  json_object_set_new(o, "state", json_string(job_state_name(j->state)));
+  render_job_end(o, j);
+  return o;
+}
+
+typedef json_t *(*listjobs_entry_fn)(const config_t *cfg, const job_t *j);
+static const listjobs_entry_fn listjobs_entry[3] = {listjobs_pending, listjobs_running,
+                                                    listjobs_finished};
+static const char *const listjobs_key[3] = {"pending", "running", "finished"};
+
+/* Written one job at a time, as json_dumps would write the whole object: a
+ * JSON tree of every job took ~3 KB a job (3.5 GB at a million pending) on
+ * top of the list and the text. Each job is released once written. */
+char *render_listjobs_text(const config_t *cfg, job_list_t lists[3], const char *node_name,
+                           size_t *len) {
+  strbuf_t b = {0};
+  for (int k = 0; k < 3; k++) {
+    strbuf_addf(&b, "%s\"%s\": [", k ? "], " : "{", listjobs_key[k]);
+    for (size_t i = 0; i < lists[k].n; i++) {
+      json_t *o = listjobs_entry[k](cfg, &lists[k].v[i]);
+      char *t = o ? json_dumps(o, JSON_ENSURE_ASCII | JSON_ENCODE_ANY) : NULL;
+      json_decref(o);
+      job_release(&lists[k].v[i]);
+      if (!t) {
+        strbuf_release(&b);
+        return NULL;
+      }
+      if (i) strbuf_add(&b, ", ", 2);
+      strbuf_adds(&b, t);
+      free(t);
+    }
   }
-  for (size_t i = 0; i < lists[1].n; i++) {
-    const job_t *j = &lists[1].v[i];
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(j->jobid));
-    json_object_set_new(o, "project", json_string(j->project));
-    json_object_set_new(o, "spider", json_string(j->spider));
-    json_object_set_new(o, "pid", j->pid ? json_integer(j->pid) : json_null());
-    json_object_set_new(o, "start_time", time_or_null(j->start_ms));
-    json_object_set_new(o, "log_url", str_or_null(render_log_url(cfg, j)));
-    json_object_set_new(o, "items_url", str_or_null(render_items_url(cfg, j)));
-    render_job_policy(o, j);
-    json_array_append_new(running, o);
+  char *node = render_json_string(node_name);
+  strbuf_addf(&b, "], \"status\": \"ok\", \"node_name\": %s}\n", node ? node : "null");
+  free(node);
+  if (b.failed || !node) {
+    strbuf_release(&b);
+    return NULL;
   }
-  for (size_t i = 0; i < lists[2].n; i++) {
-    const job_t *j = &lists[2].v[i];
-    json_t *o = json_object();
-    json_object_set_new(o, "id", json_string(j->jobid));
-    json_object_set_new(o, "project", json_string(j->project));
-    json_object_set_new(o, "spider", json_string(j->spider));
-    json_object_set_new(o, "start_time", time_or_null(j->start_ms));
-    json_object_set_new(o, "end_time", time_or_null(j->end_ms));
-    json_object_set_new(o, "log_url", str_or_null(render_log_url(cfg, j)));
-    json_object_set_new(o, "items_url", str_or_null(render_items_url(cfg, j)));
-    json_object_set_new(o, "state", json_string(job_state_name(j->state)));
-    render_job_end(o, j);
-    json_array_append_new(finished, o);
-  }
-  return json_pack("{s:o,s:o,s:o}", "pending", pending, "running", running, "finished", finished);
+  lower_unicode_escapes(b.p);
+  if (len) *len = b.len;
+  return b.p;
 }
 
 int render_read_jobs(store_t *s, const char *project, job_list_t lists[3]) {

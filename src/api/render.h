@@ -44,7 +44,12 @@ void render_job_end(json_t *o, const job_t *j);
 /* Scrapyd's listjobs object (pending, running, finished) plus spiderd's
  * fields, from lists[0] pending, lists[1] running, lists[2] finished.
  * log_url / items_url are set only when the file exists now (stat). */
-json_t *render_listjobs(const config_t *cfg, const job_list_t lists[3]);
+/* listjobs.json's whole answer: {"pending": [...], "running": [...],
+ * "finished": [...], "status": "ok", "node_name": ...} as render_json
+ * writes it, newline included; releases each job of lists once written.
+ * NULL when out of memory. */
+char *render_listjobs_text(const config_t *cfg, job_list_t lists[3], const char *node_name,
+                           size_t *len);
 
 /* "/logs/P/S/J.log" or "/items/P/S/J.jl" when that file exists, else NULL. */
 char *render_log_url(const config_t *cfg, const job_t *j);

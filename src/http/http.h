@@ -33,6 +33,12 @@ typedef struct http_options {
   const char *realm;            /* "Scrapyd" */
   long long max_body;           /* larger bodies get 413 (Content-Length checked
                                    before reading; streamed bodies as they come) */
+  int timeout;                  /* seconds: a connection idle this long, or one
+                                   whose request headers have not all arrived this
+                                   long after it opened or its previous response
+                                   was sent, is closed; 0 = 300 */
+  int max_connections;          /* per listener, at most the descriptors the
+                                   process may open less a reserve; 0 = 4096 */
   /* HTTPS on the TCP listener when both are set (PEM files, read at start);
    * the Unix socket stays plain HTTP. */
   const char *https_cert;       /* certificate, then its chain */

@@ -42,7 +42,8 @@
 #define POST_BUFFER 16384     /* MHD post processor parse buffer */
 #define POOL_MAX 1024         /* idle request objects kept for reuse */
 #define MAX_PARAMS 10000      /* fields in one request */
-#define CONN_TIMEOUT_S 300    /* idle keep-alive connections are closed */
+#define CONN_TIMEOUT_S 300    /* idle connections are closed (http_timeout) */
+#define CONN_MAX 4096         /* connections per listener (http_connections) */
 /* MHD 0.9.75 zeroes a connection's whole memory pool after every request, so
  * its size is paid per request: 16 KiB instead of the default 32 KiB costs
  * ~30% less CPU per small request, and still takes ~8 KiB of request headers
@@ -1186,6 +1187,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
     r->conn = c;
     r->lsn = l;
     r->nul_in_path = nul;
+    http_conn_headers_done(c);
     return req_begin(r, url, method, version);
   }
   if (r->dispatched) { /* resumed: the deferred reply is ready */
@@ -1207,6 +1209,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *c, const char
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
+  http_conn_request_done(cls, c);
   if (*con_cls == &nul_mark) *con_cls = NULL; /* gone before on_access */
   http_req_t *r = *con_cls;
   if (!r) return;
@@ -1369,12 +1372,19 @@ out:
   return rc;
 }
 
-static unsigned conn_limit(void) {
+/* http_connections, but no more than the descriptors the process may open
+ * (the daemon raised its soft limit to the hard one at start) less some for
+ * logs, stores and crawls' pipes. */
+static unsigned conn_limit(const http_server_t *s, const char *name) {
   struct rlimit rl;
   rlim_t n = 1024;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) n = rl.rlim_cur;
-  n = n > 128 ? n - 64 : 64; /* keep descriptors for logs, stores, children */
-  return n > 16384 ? 16384 : (unsigned)n;
+  n = n > 128 ? n - 64 : 64;
+  if (n >= s->max_conns) return s->max_conns;
+  log_warn("http", "%s: at most %u connections, not http_connections = %u: the open files "
+           "limit is %llu (raise LimitNOFILE= or ulimit -n)", name, (unsigned)n, s->max_conns,
+           (unsigned long long)n + 64);
+  return (unsigned)n;
 }
 
 /* sendfile() may raise SIGPIPE, so MHD only uses it for fd replies when told
@@ -1497,13 +1507,15 @@ static int listener_start(http_server_t *s, int fd, unsigned extra_flags, const 
     }
     flags |= MHD_USE_TLS;
   }
+  l->conn_max = conn_limit(s, name);
   l->mhd = MHD_start_daemon(flags, 0, NULL, NULL, on_access, l,
                             MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, l,
                             MHD_OPTION_URI_LOG_CALLBACK, on_uri, l,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
+                            MHD_OPTION_NOTIFY_CONNECTION, http_conn_notify, l,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->timeout_s,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY,
-                            MHD_OPTION_CONNECTION_LIMIT, conn_limit(),
+                            MHD_OPTION_CONNECTION_LIMIT, l->conn_max,
                             MHD_OPTION_EXTERNAL_LOGGER, mhd_log, l,
                             MHD_OPTION_SIGPIPE_HANDLED_BY_APP, sigpipe_ignored(),
                             MHD_OPTION_ARRAY, tlsopt,
@@ -1523,8 +1535,9 @@ static int listener_start(http_server_t *s, int fd, unsigned extra_flags, const 
   if (rc) return set_err(err, errlen, rc, "%s: %s", name, uv_strerror(rc));
   uv_timer_init(s->loop, &l->timer);
   l->poll.data = l->timer.data = l;
+  http_conn_init(l);
   l->handles_open = true;
-  s->open_handles += 2;
+  s->open_handles += 3;
   rc = uv_poll_start(&l->poll, UV_READABLE, on_poll);
   if (rc) return set_err(err, errlen, rc, "%s: %s", name, uv_strerror(rc));
   uv_timer_start(&l->timer, on_timer, 0, 0);
@@ -1540,6 +1553,8 @@ int http_server_start(uv_loop_t *loop, const http_options_t *o, http_server_t **
   s->loop = loop;
   s->fallback = default_404;
   s->max_body = o->max_body > 0 ? o->max_body : -1;
+  s->timeout_s = o->timeout > 0 ? o->timeout : CONN_TIMEOUT_S;
+  s->max_conns = o->max_connections > 0 ? (unsigned)o->max_connections : CONN_MAX;
   const char *realm = o->realm && *o->realm ? o->realm : "Scrapyd";
   if (asprintf(&s->www_auth, "basic realm=\"%s\"", realm) < 0) s->www_auth = NULL;
   if (o->username && *o->username && o->password && *o->password) {
@@ -1617,6 +1632,7 @@ static void server_free(http_server_t *s) {
       }
     MHD_stop_daemon(l->mhd);
     l->mhd = NULL;
+    http_conn_free_all(l);
   }
   for (int i = 0; i < s->nlsn; i++) {
     free(s->lsn[i]->tls_cert);
@@ -1657,6 +1673,7 @@ void http_server_stop(http_server_t *s) {
     any = true;
     uv_close((uv_handle_t *)&l->poll, on_handle_closed);
     uv_close((uv_handle_t *)&l->timer, on_handle_closed);
+    uv_close((uv_handle_t *)&l->sweep, on_handle_closed);
   }
   if (!any) server_free(s);
 }

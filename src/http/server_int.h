@@ -37,6 +37,8 @@ struct http_stream {
   char *buf;
   size_t off, len, cap;
   bool ended, failed, waiting;
+  bool talks;                 /* the client sent bytes: its socket is not watched */
+  struct stream_watch *watch; /* the socket, watched while the stream waits */
   void (*on_gone)(void *ud);
   void *ud;
 };
@@ -112,6 +114,9 @@ struct listener {
   char name[128]; /* "127.0.0.1:6800" or the socket path, for messages */
   char *tls_cert, *tls_key; /* PEM texts, for MHD's lifetime (HTTPS only) */
   char start_log[256];      /* MHD's last complaint while starting */
+  uv_timer_t sweep;         /* header deadlines (conn.c) */
+  struct http_conn *conns;  /* open connections (conn.c) */
+  unsigned nconns, conn_max; /* their number, and MHD's limit */
 };
 
 struct http_server {
@@ -140,6 +145,8 @@ struct http_server {
   size_t cred_len;
   char *www_auth;
   long long max_body;
+  int timeout_s;            /* idle and header deadline */
+  unsigned max_conns;       /* per listener */
   char *unix_path;
 
   http_req_t *pool;
@@ -162,6 +169,15 @@ void http_deliver(http_req_t *r, struct MHD_Response *resp, unsigned status, uin
 /* Ends every close watch of r: fired (the client is gone) or silently
  * (a reply is under way). watch.c. */
 void http_watches_end(http_req_t *r, bool fire);
+/* Header deadlines (conn.c): the sweep timer, MHD's connection notifier,
+ * a request's headers complete, a request done (the next one's wait begins),
+ * and what is left once MHD has stopped. */
+int http_conn_init(struct listener *l);
+void http_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context,
+                      enum MHD_ConnectionNotificationCode code);
+void http_conn_headers_done(struct MHD_Connection *c);
+void http_conn_request_done(struct listener *l, struct MHD_Connection *c);
+void http_conn_free_all(struct listener *l);
 /* The reply could not be made: the connection is closed. */
 void http_reply_failed(http_req_t *r);
 

@@ -1,8 +1,16 @@
 /* Streamed replies of unknown length (http.h: http_reply_stream), for
- * Server-Sent Events. */
+ * Server-Sent Events.
+ *
+ * A stream with nothing to send parks its connection suspended, and
+ * libmicrohttpd does not poll a suspended connection: a client that left
+ * would only be found out at the next write (an event, or the next keepalive
+ * comment 15 s later), holding its descriptor and memory until then. So the
+ * socket is watched here while the stream waits, and a client's end of the
+ * stream ends the reply at once. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 
 #include "http/server_int.h"
@@ -10,11 +18,81 @@
 
 #define STREAM_MAX_BUFFER (1u << 20) /* a client this far behind is dropped */
 
+struct stream_watch {
+  uv_poll_t h;
+  http_stream_t *st; /* NULL once the stream is gone */
+  int fd;
+};
+
+static void stream_wake(http_stream_t *st);
+
+static void watch_closed(uv_handle_t *h) { free(h->data); }
+
+static void watch_close(http_stream_t *st) {
+  struct stream_watch *w = st->watch;
+  if (!w) return;
+  st->watch = NULL;
+  w->st = NULL;
+  uv_close((uv_handle_t *)&w->h, watch_closed);
+}
+
+static void on_watch(uv_poll_t *h, int status, int events) {
+  struct stream_watch *w = h->data;
+  http_stream_t *st = w->st;
+  if (!st) return;
+  uv_poll_stop(h);
+  if (status == 0 && !(events & UV_DISCONNECT)) {
+    char b;
+    ssize_t n = recv(w->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      uv_poll_start(h, UV_READABLE | UV_DISCONNECT, on_watch);
+      return;
+    }
+    if (n > 0) { /* a live client's bytes, which MHD reads later: stop watching */
+      st->talks = true;
+      watch_close(st);
+      return;
+    }
+  }
+  st->failed = true; /* the client left: end the reply */
+  stream_wake(st);
+}
+
+/* Watches the socket of a parked stream; without a watch (the client sends
+ * bytes, or a handle cannot be had) the next write finds a client gone. */
+static void watch_start(http_stream_t *st) {
+  http_req_t *r = st->req;
+  if (st->talks || !r || !r->conn || !r->srv) return;
+  if (!st->watch) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci || ci->connect_fd < 0) return;
+    struct stream_watch *w = calloc(1, sizeof(*w));
+    if (!w) return;
+    w->fd = ci->connect_fd;
+    w->h.data = w;
+    if (uv_poll_init_socket(r->srv->loop, &w->h, w->fd)) {
+      free(w);
+      st->talks = true; /* do not try again */
+      return;
+    }
+    w->st = st;
+    st->watch = w;
+  }
+  if (uv_poll_start(&st->watch->h, UV_READABLE | UV_DISCONNECT, on_watch)) watch_close(st);
+}
+
 /* Wakes a connection parked in stream_read. */
 static void stream_wake(http_stream_t *st) {
   http_req_t *r = st->req;
   if (!st->waiting || !r || !r->conn) return;
   st->waiting = false;
+  if (st->watch) uv_poll_stop(&st->watch->h); /* MHD polls it again */
+  /* A failed stream's connection is closed once resumed, but libmicrohttpd
+   * 0.9.75 frees a closed connection only when its idle handler runs again,
+   * which for one on the daemon's timeout can wait for that whole timeout;
+   * a connection with a timeout of its own has it run at every pass. */
+  if (st->failed) MHD_set_connection_option(r->conn, MHD_CONNECTION_OPTION_TIMEOUT, 1u);
   http_suspended_unlink(r);
   MHD_resume_connection(r->conn);
   http_kick(r->lsn);
@@ -37,11 +115,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
   MHD_suspend_connection(r->conn);
   st->waiting = true;
   http_suspended_link(r);
+  watch_start(st);
   return 0;
 }
 
 static void stream_free(void *cls) {
   http_stream_t *st = cls;
+  watch_close(st);
   if (st->req) st->req->stream = NULL;
   if (st->on_gone) st->on_gone(st->ud);
   free(st->buf);

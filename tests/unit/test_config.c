@@ -233,6 +233,8 @@ static void test_defaults(void **state) {
   assert_true(c->heartbeat_interval == 5.0);
   assert_true(c->heartbeat_timeout == 60.0);
   assert_true(c->max_upload == 64LL * 1024 * 1024);
+  assert_int_equal(c->http_timeout, 60);
+  assert_int_equal(c->http_connections, 4096);
   /* No resource limits unless configured. */
   assert_true(c->job_memory_limit == 0 && c->job_log_limit == 0 && c->job_items_limit == 0);
   assert_true(c->job_cpu_limit == 0.0);
@@ -915,6 +917,9 @@ static void test_error_values(void **state) {
   expect_file_error(f, "spiderd", "heartbeat_interval", "0", "'0' is out of range (must be > 0)");
   expect_file_error(f, "spiderd", "heartbeat_timeout", "-1", "'-1' is out of range (must be >= 0)");
   expect_file_error(f, "spiderd", "max_upload", "512", "'512' is out of range (must be >= 1024)");
+  expect_file_error(f, "spiderd", "http_timeout", "0", "'0' is out of range (must be >= 1)");
+  expect_file_error(f, "spiderd", "http_timeout", "1.5", "'1.5' is not an integer");
+  expect_file_error(f, "spiderd", "http_connections", "0", "'0' is out of range (must be >= 1)");
   expect_file_error(f, "spiderd", "max_upload", "10T",
                     "'10T' is not a size (bytes, or a number with a K, M or G suffix)");
   expect_file_error(f, "spiderd", "max_upload", "99999999999G", "'99999999999G' is too large");
