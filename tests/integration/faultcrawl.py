@@ -1,0 +1,61 @@
+#!/usr/bin/python3
+"""A stand-in for the crawl interpreter (`[spiderd] python`) in the fault
+tests (test_faults.py).
+
+The daemon runs `<python> -m spiderd_runner crawl SPIDER ...`; this appends
+one line when it starts and one when it ends to the file FAULT_RECORD, each
+written whole with O_APPEND (so lines of concurrent crawls never mix):
+
+    start <jobid> <pid> <time>
+    end <jobid> <pid> <time>
+
+In between it sleeps FAULT_SECONDS (default 0.3) and writes the stats file
+the runner would (finish_reason "finished"). A line "log <bytes>" of
+FAULT_LOG_BYTES bytes goes to stdout (the job's log) first. Anything else
+(the spider listing at deploy and schedule time) goes to the real
+interpreter. Like the runner, it dies with its node on a shared store
+(SPIDERD_DIE_WITH_NODE)."""
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+
+REAL = "/usr/bin/python3"
+
+args = sys.argv[1:]
+if args[:2] == ["-m", "spiderd_runner.template"]:
+    sys.exit(0)  # no warm start template: every crawl starts cold
+if args[:3] != ["-m", "spiderd_runner", "crawl"]:
+    os.execv(REAL, [REAL] + args)
+
+node_pid = os.environ.get("SPIDERD_DIE_WITH_NODE")
+if node_pid:
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if str(os.getppid()) != node_pid:
+        os._exit(1)
+
+job = os.environ["SPIDERD_JOB"]
+
+
+def record(what):
+    line = f"{what} {job} {os.getpid()} {time.time()!r}\n".encode()
+    fd = os.open(os.environ["FAULT_RECORD"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+record("start")
+try:
+    sys.stdout.write("x" * int(os.environ.get("FAULT_LOG_BYTES", "0")) + "\n")
+    sys.stdout.flush()
+except OSError:
+    pass  # a full disk under the log: the crawl goes on
+time.sleep(float(os.environ.get("FAULT_SECONDS", "0.3")))
+with open(os.environ["SPIDERD_STATS_FILE"], "w") as f:
+    json.dump({"finish_reason": "finished", "item_scraped_count": 0}, f)
+record("end")
