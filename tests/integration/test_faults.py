@@ -22,7 +22,7 @@ import time
 
 import requests
 
-from conftest import SHARED_STORE, SLOW, pid_alive, wait_for
+from conftest import SHARED_STORE, SLOW, pid_alive, store_url, unique, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAULTCRAWL = os.path.join(HERE, "faultcrawl.py")
@@ -116,6 +116,8 @@ class Rounds:
             self.kills.append(time.time())
             self.d.kill9()
         self.d.start()
+        # The spider listing, cached again (schedule.json waits for it).
+        self.d.api("listspiders.json", project="p")
 
     # -- the invariants --
 
@@ -230,10 +232,12 @@ def test_kill9_rounds_keep_the_invariants(spiderd, egg, tmp_path):
     print(f"FAULT_SEED={seed} FAULT_ROUNDS={ROUNDS}")
     rng = random.Random(seed)
     record = str(tmp_path / "record")
+    # A store of its own (on PostgreSQL, a schema no earlier run left rows in).
+    own = {"store": store_url(unique("faults"))} if SHARED_STORE else {}
     d = spiderd(scrapyd={"max_proc": MAX_PROC, "finished_to_keep": 0, "jobs_to_keep": 0},
                 spiderd={"python": FAULTCRAWL, "job_retries": 2, "retry_backoff": 0.1,
                          "janitor_interval": 0.3, "node_heartbeat": 0.3,
-                         "node_timeout": 3 * SLOW},
+                         "node_timeout": 3 * SLOW, **own},
                 extra_conf=f"[retention]\np/fail = {KEEP}\n",
                 env={"FAULT_RECORD": record, "FAULT_SECONDS": "0.3"})
     d.upload("p", "1", egg("testproj"))
