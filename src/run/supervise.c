@@ -34,25 +34,31 @@ static uint32_t next_rand(launcher_t *l) {
 
 static void due_fire(uv_timer_t *t);
 static void watch_fire(uv_timer_t *t);
+static void ends_give_up(launcher_t *l);
 
 void supervise_init(launcher_t *l) {
   uv_timer_init(l->loop, &l->due_timer);
   l->due_timer.data = l;
   uv_timer_init(l->loop, &l->watch_timer);
   l->watch_timer.data = l;
-  l->open_handles += 2;
+  uv_timer_init(l->loop, &l->end_timer);
+  l->end_timer.data = l;
+  l->open_handles += 3;
   l->rng = (uint64_t)clock_wall_ms() * 6364136223846793005ull ^ (uint64_t)getpid();
 }
 
 void supervise_stop(launcher_t *l) {
   uv_timer_stop(&l->due_timer);
   uv_timer_stop(&l->watch_timer);
+  uv_timer_stop(&l->end_timer);
   l->due_at = 0;
+  ends_give_up(l);
 }
 
 void supervise_close(launcher_t *l, uv_close_cb cb) {
   uv_close((uv_handle_t *)&l->due_timer, cb);
   uv_close((uv_handle_t *)&l->watch_timer, cb);
+  uv_close((uv_handle_t *)&l->end_timer, cb);
 }
 
 /* ---- start ---- */
@@ -114,6 +120,7 @@ void supervise_started(launcher_t *l, proc_t *p) {
 /* ---- end, and the retry it may queue ---- */
 
 typedef struct end_op {
+  struct end_op *next; /* in l->ends_waiting */
   launcher_t *l;
   job_t job;          /* the attempt that ended: also the retry's template */
   job_state_t state;
@@ -133,6 +140,7 @@ typedef struct end_op {
   json_t *stats;      /* the runner's stats, read once: a retried write reuses them */
   int stats_read;
   int tries;          /* writes that came back -EAGAIN (a deadlock, a serialization failure) */
+  int waited;         /* writes that met a full disk */
   /* the retry, when one was queued */
   int64_t retry_id;
   int64_t retry_not_before;
@@ -246,6 +254,36 @@ static void end_op_free(end_op_t *op) {
 }
 
 #define END_TRIES 10
+/* How often an end that met a full disk is written again. */
+#define END_RETRY_MS 1000
+
+static void end_done(void *arg, int rc);
+
+/* Writes the waiting ends again: the disk may have space by now. */
+static void ends_retry(uv_timer_t *t) {
+  launcher_t *l = t->data;
+  end_op_t *op = l->ends_waiting;
+  l->ends_waiting = NULL;
+  while (op) {
+    end_op_t *next = op->next;
+    op->next = NULL;
+    if (store_submit(l->store, STORE_WRITE, end_fn, op, end_done) != 0)
+      end_done(op, SPD_ESHUTDOWN);
+    op = next;
+  }
+}
+
+/* The daemon stops with ends still waiting: they are not recorded here. */
+static void ends_give_up(launcher_t *l) {
+  end_op_t *op = l->ends_waiting;
+  l->ends_waiting = NULL;
+  while (op) {
+    end_op_t *next = op->next;
+    op->next = NULL;
+    end_done(op, -ENOSPC);
+    op = next;
+  }
+}
 
 static void end_done(void *arg, int rc) {
   end_op_t *op = arg;
@@ -257,6 +295,28 @@ static void end_done(void *arg, int rc) {
     log_warn("launcher", "recording the end of job #%lld collided with another write (%s): "
              "trying again", (long long)op->job.id, spd_strerror(rc));
     return;
+  }
+  /* A full disk rolled it back: written again once a second until space is
+   * freed, or the job would be listed running, without a process, until
+   * the next start. */
+  if (rc == -ENOSPC && !l->stopping) {
+    if (!op->waited++)
+      log_error("launcher", "could not record the end of job #%lld ('%s'): %s; trying again "
+                "every %d ms", (long long)op->job.id, op->job.jobid, spd_strerror(rc),
+                END_RETRY_MS);
+    op->next = l->ends_waiting;
+    l->ends_waiting = op;
+    if (!uv_is_active((uv_handle_t *)&l->end_timer))
+      uv_timer_start(&l->end_timer, ends_retry, END_RETRY_MS, 0);
+    return;
+  }
+  int kick = 0;
+  if (!rc && op->waited) {
+    log_info("launcher", "recorded the end of job #%lld ('%s') once the disk had space",
+             (long long)op->job.id, op->job.jobid);
+    /* A claim that met the same full disk left its jobs pending, and
+     * nothing else may come to claim them. */
+    kick = !l->stopping;
   }
   l->ends_in_flight--;
   if (rc) {
@@ -289,6 +349,7 @@ static void end_done(void *arg, int rc) {
   }
   if (!rc && l->on_end) l->on_end(l->on_end_ud, &op->job);
   end_op_free(op);
+  if (kick) launcher_dispatch(l);
   launcher_maybe_stopped(l);
 }
 

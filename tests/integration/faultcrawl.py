@@ -9,7 +9,8 @@ written whole with O_APPEND (so lines of concurrent crawls never mix):
     start <jobid> <pid> <time>
     end <jobid> <pid> <time>
 
-In between it sleeps FAULT_SECONDS (default 0.3) and writes the stats file
+In between it sleeps FAULT_SECONDS (default 0.3), or the spider argument
+`seconds` when the job has one, and writes the stats file
 the runner would (finish_reason "finished"). A line "log <bytes>" of
 FAULT_LOG_BYTES bytes goes to stdout (the job's log) first. Anything else
 (the spider listing at deploy and schedule time) goes to the real
@@ -55,7 +56,8 @@ try:
     sys.stdout.flush()
 except OSError:
     pass  # a full disk under the log: the crawl goes on
-time.sleep(float(os.environ.get("FAULT_SECONDS", "0.3")))
+spider_args = dict(a.split("=", 1) for k, a in zip(args, args[1:]) if k == "-a" and "=" in a)
+time.sleep(float(spider_args.get("seconds", os.environ.get("FAULT_SECONDS", "0.3"))))
 with open(os.environ["SPIDERD_STATS_FILE"], "w") as f:
     json.dump({"finish_reason": "finished", "item_scraped_count": 0}, f)
 record("end")
