@@ -1,6 +1,8 @@
 #include "run/supervise.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +63,87 @@ void supervise_close(launcher_t *l, uv_close_cb cb) {
   uv_close((uv_handle_t *)&l->end_timer, cb);
 }
 
+/* ---- crawls whose pid was never recorded ---- */
+
+/* /proc/PID/stat field 22, as launcher.c reads it for adoption. */
+static int64_t start_time_of(int pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  if (!p) return 0;
+  char *save = NULL;
+  char *tok = strtok_r(p + 1, " ", &save);
+  for (int i = 0; tok && i < 19; i++) tok = strtok_r(NULL, " ", &save);
+  return tok ? strtoll(tok, NULL, 10) : 0;
+}
+
+/* Whether the NUL-separated environment of pid holds the entry `want`. */
+static int environ_has(int pid, const char *want) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  size_t cap = 65536, len = 0;
+  char *buf = malloc(cap + 1);
+  ssize_t n = 0;
+  while (buf && (n = read(fd, buf + len, cap - len)) > 0) {
+    len += (size_t)n;
+    if (len == cap) {
+      char *nb = cap < (1u << 22) ? realloc(buf, 2 * cap + 1) : NULL;
+      if (!nb) break;
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  close(fd);
+  int found = 0;
+  if (buf) {
+    buf[len] = '\0';
+    for (size_t i = 0; i < len && !found; i += strlen(buf + i) + 1)
+      found = strcmp(buf + i, want) == 0;
+  }
+  free(buf);
+  return found;
+}
+
+void supervise_find_unrecorded(launcher_t *l, job_list_t *running) {
+  if (l->shared) return;
+  size_t missing = 0;
+  for (size_t i = 0; i < running->n; i++) missing += running->v[i].pid <= 0;
+  if (!missing) return;
+  DIR *d = opendir("/proc");
+  if (!d) return;
+  struct dirent *e;
+  char want[4096];
+  while (missing && (e = readdir(d))) {
+    char *end = NULL;
+    long pid = strtol(e->d_name, &end, 10);
+    if (pid <= 1 || *end || pid == (long)getpid()) continue;
+    for (size_t i = 0; i < running->n; i++) {
+      job_t *j = &running->v[i];
+      if (j->pid > 0) continue;
+      snprintf(want, sizeof(want), "SPIDERD_STATS_FILE=%s/%lld.json", l->stats_dir,
+               (long long)j->id);
+      if (!environ_has((int)pid, want)) continue;
+      int64_t started = start_time_of((int)pid);
+      if (started <= 0) break;
+      j->pid = (int)pid;
+      j->pid_start = started;
+      missing--;
+      log_warn("launcher", "job '%s' (project '%s') has a crawl the previous daemon started "
+               "but did not record: pid %ld", j->jobid, j->project, pid);
+      break;
+    }
+  }
+  closedir(d);
+}
+
 /* ---- start ---- */
 
 typedef struct started_op {
@@ -97,7 +180,8 @@ void supervise_started(launcher_t *l, proc_t *p) {
     if (p->timeout_at == 0) p->timeout_at = 1;
   }
   watch_arm(l);
-  if (p->adopted) return;
+  /* An adopted crawl has its pid written again, without an event: one
+   * found by supervise_find_unrecorded had none in the store. */
   started_op_t *op = calloc(1, sizeof(*op));
   if (!op) return;
   job_init(&op->job);
@@ -110,7 +194,7 @@ void supervise_started(launcher_t *l, proc_t *p) {
   op->pid = p->pid;
   op->pid_start = p->job.pid_start;
   op->warm = p->warm;
-  op->record_event = op->job.jobid && op->job.project && op->job.spider;
+  op->record_event = !p->adopted && op->job.jobid && op->job.project && op->job.spider;
   if (store_submit(l->store, STORE_WRITE, started_fn, op, started_done)) {
     job_release(&op->job);
     free(op);

@@ -125,6 +125,15 @@ void supervise_stop(launcher_t *l);
 /* Closes them; cb runs once per handle. */
 void supervise_close(launcher_t *l, uv_close_cb cb);
 
+/* Jobs of `running` (a previous daemon's, before launcher_adopt) without
+ * a recorded pid: that daemon was killed between spawning the crawl and
+ * recording its pid. A crawl of one that still runs gets its pid and start
+ * time filled in, so it is adopted rather than ended lost and retried
+ * beside itself. Found by the stats file its environment names (this
+ * daemon's and the job's own); single-node stores only (on a shared store
+ * a crawl dies with its node). */
+void supervise_find_unrecorded(launcher_t *l, job_list_t *running);
+
 /* A process of p->job is running (spawned or adopted): records the pid and
  * the job.started event (spawned only) and starts watching it. */
 void supervise_started(launcher_t *l, proc_t *p);

@@ -62,13 +62,15 @@ def assert_disk_full_error(resp):
     return body["message"]
 
 
+@pytest.mark.skipif(SHARED_STORE, reason="the jobs live in the shared store, not on the full disk")
 def test_full_disk_refuses_writes_keeps_reads_and_recovers(spiderd, egg, small_disk, tmp_path):
     record = str(tmp_path / "record")
     d = spiderd(scrapyd={"max_proc": 1, "dbs_dir": str(small_disk / "dbs"),
                          "eggs_dir": str(small_disk / "eggs"),
                          "logs_dir": str(small_disk / "logs"),
                          "items_dir": str(small_disk / "items")},
-                spiderd={"python": FAULTCRAWL},
+                # The daemon's own log on the full disk too.
+                spiderd={"python": FAULTCRAWL, "log_file": str(small_disk / "spiderd.log")},
                 env={"FAULT_RECORD": record, "FAULT_LOG_BYTES": "200000"})
     d.upload("p", "1", egg("testproj"))
     done = d.schedule("p", "quick", jobid="before")
@@ -77,6 +79,9 @@ def test_full_disk_refuses_writes_keeps_reads_and_recovers(spiderd, egg, small_d
     # one job waits behind it.
     d.schedule("p", "quick", jobid="long", seconds=4)
     long_pid = d.wait_running("long")["pid"]
+    long_log = d.log_path("p", "quick", "long")
+    wait_for(lambda: os.path.exists(long_log) and os.path.getsize(long_log) > 200000, 20,
+             "the long crawl's first log lines")
     d.schedule("p", "quick", jobid="queued")
 
     filler = small_disk / "filler"
@@ -118,6 +123,9 @@ def test_full_disk_refuses_writes_keeps_reads_and_recovers(spiderd, egg, small_d
 
     # Space again: the long crawl's end is recorded, the queued job runs,
     # new jobs and versions are accepted, all without a restart.
+    # The crawl's log holds what it wrote before the disk filled.
+    with open(long_log, "rb") as f:
+        assert f.read(200000) == b"x" * 200000
     e = d.wait_finished("long", 30)
     assert (e["state"], e["exit_code"]) == ("failed", 1), e
     assert d.wait_finished("queued", 30)["state"] == "finished"
@@ -126,6 +134,9 @@ def test_full_disk_refuses_writes_keeps_reads_and_recovers(spiderd, egg, small_d
     d.upload("p", "2", egg("testproj"))
     assert d.api("listversions.json", project="p")["versions"] == ["1", "2"]
     assert d.running()
+    # The daemon's log goes on once there is space.
+    wait_for(lambda: "Added version '2'" in open(small_disk / "spiderd.log").read(), 10,
+             "the daemon's log to go on")
 
     # Nothing stored was damaged.
     if not SHARED_STORE:

@@ -20,6 +20,7 @@ import random
 import threading
 import time
 
+import pytest
 import requests
 
 from conftest import SHARED_STORE, SLOW, pid_alive, store_url, unique, wait_for
@@ -142,8 +143,9 @@ class Rounds:
                 spans.append((r["start"], end if end is not None else now, pid, r["job"]))
             spans.sort()
             for a, b in zip(spans, spans[1:]):
-                if b[0] < a[1]:
-                    self.violations.append(f"job {job} ran twice at once: {a} and {b}")
+                bad = f"job {job} ran twice at once: {a} and {b}"
+                if b[0] < a[1] and bad not in self.violations:
+                    self.violations.append(bad)
 
     def listing(self):
         lj = self.d.listjobs("p")
@@ -264,3 +266,36 @@ def test_kill9_rounds_keep_the_invariants(spiderd, egg, tmp_path):
           f"{took:.1f}s, 0 violations")
     # The rounds did what they are for: crawls ran, and some were cut.
     assert len(rounds.accepted) >= ROUNDS and len(runs) >= ROUNDS
+
+
+@pytest.mark.skipif(SHARED_STORE, reason="on a shared store a crawl dies with its daemon")
+def test_a_crawl_whose_pid_was_not_recorded_is_adopted_not_run_twice(spiderd, egg, tmp_path):
+    """The daemon killed between spawning a crawl and recording its pid (the
+    window the rounds above hit about once in 50): at the next start the
+    crawl, still running, is found and adopted; the job is not ended lost
+    and retried beside it."""
+    record = str(tmp_path / "record")
+    d = spiderd(scrapyd={"max_proc": 2},
+                spiderd={"python": FAULTCRAWL, "job_retries": 1, "retry_backoff": 0.1},
+                env={"FAULT_RECORD": record})
+    d.upload("p", "1", egg("testproj"))
+    d.schedule("p", "quick", jobid="orphan", seconds=4 * SLOW)
+    pid = d.wait_running("orphan")["pid"]
+    d.kill9()
+    # What the store holds when the kill comes before the pid's commit.
+    con = d.db()
+    con.execute("UPDATE jobs SET pid = 0, pid_start = 0 WHERE jobid = 'orphan'")
+    con.commit()
+    con.close()
+    d.start()
+    section, entry = d.find("orphan")
+    assert (section, entry["pid"]) == ("running", pid), (section, entry)
+    assert "has a crawl the previous daemon started but did not record: pid %d" % pid \
+        in d.stderr_text()
+    e = d.wait_finished("orphan", 30)
+    assert e["state"] == "finished", e
+    time.sleep(0.5)
+    ids = {x["id"] for s in ("pending", "running", "finished") for x in d.listjobs()[s]}
+    assert ids == {"orphan"}, ids
+    runs = read_record(record)
+    assert list(runs) == [pid] and runs[pid]["end"] is not None, runs
