@@ -100,7 +100,7 @@ soak: build $(ASAN_BUILD)/build.ninja
 	cd tests/integration && FAULT_ROUNDS=$(SOAK_ROUNDS) SPIDERD_BIN=$(CURDIR)/$(ASAN_BUILD)/spiderd \
 		SPIDERD_SANITIZED=1 /usr/bin/python3 -m pytest -q -s -p no:cacheprovider test_faults.py
 	dir=$$(mktemp -d /tmp/spiderd-soak-pg-XXXXXX) && chmod 755 "$$dir" && \
-	url=$$(tests/pgserver.sh start "$$dir") && trap 'tests/pgserver.sh stop "'"$$dir"'"' EXIT && \
+	url=$$(tests/pgserver.sh start "$$dir") && trap '$(CURDIR)/tests/pgserver.sh stop "'"$$dir"'"' EXIT && \
 	cd tests/integration && FAULT_ROUNDS=$(SOAK_ROUNDS) SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd \
 		SPIDERD_TEST_STORE_URL="$$url?schema={}" SPIDERD_TEST_PG_DIR="$$dir" \
 		/usr/bin/python3 -m pytest -q -s -p no:cacheprovider test_faults.py

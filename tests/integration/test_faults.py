@@ -98,6 +98,12 @@ class Rounds:
                 return
             time.sleep(self.rng.uniform(0, 0.05))
 
+    def kill(self):
+        # The time once it is dead: a crawl it spawned up to its last moment
+        # started before this (and on a shared store died with it).
+        self.d.kill9()
+        self.kills.append(time.time())
+
     def round(self, n):
         """Schedules while killing the daemon at a random moment, then
         restarts it."""
@@ -105,8 +111,7 @@ class Rounds:
         t = threading.Thread(target=self.schedule_burst, args=(f"r{n}", 12, stop))
         t.start()
         time.sleep(self.rng.uniform(0.05, 1.5) * SLOW)
-        self.kills.append(time.time())
-        self.d.kill9()
+        self.kill()
         stop.set()
         t.join()
         # Sometimes the daemon is also killed right after it comes back
@@ -114,8 +119,7 @@ class Rounds:
         if self.rng.random() < 0.3:
             self.d.spawn()
             time.sleep(self.rng.uniform(0.05, 0.6) * SLOW)
-            self.kills.append(time.time())
-            self.d.kill9()
+            self.kill()
         self.d.start()
         # The spider listing, cached again (schedule.json waits for it).
         self.d.api("listspiders.json", project="p")
