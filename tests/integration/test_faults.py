@@ -283,7 +283,7 @@ def test_a_crawl_whose_pid_was_not_recorded_is_adopted_not_run_twice(spiderd, eg
                 spiderd={"python": FAULTCRAWL, "job_retries": 1, "retry_backoff": 0.1},
                 env={"FAULT_RECORD": record})
     d.upload("p", "1", egg("testproj"))
-    d.schedule("p", "quick", jobid="orphan", seconds=4 * SLOW)
+    d.schedule("p", "quick", jobid="orphan", seconds=3 + SLOW)
     pid = d.wait_running("orphan")["pid"]
     d.kill9()
     # What the store holds when the kill comes before the pid's commit.
