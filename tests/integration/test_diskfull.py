@@ -151,3 +151,31 @@ def test_full_disk_refuses_writes_keeps_reads_and_recovers(spiderd, egg, small_d
         path = os.path.join(str(small_disk / "eggs"), "p", f"{version}.egg")
         with zipfile.ZipFile(path) as z:
             assert z.testzip() is None
+
+
+@pytest.mark.skipif(SHARED_STORE, reason="the jobs live in the shared store, not on the full disk")
+@pytest.mark.xfail(strict=True, reason="a claim that fails on a full disk is not tried again "
+                   "(src/run/launcher.c claim_done retries -EAGAIN only)")
+def test_a_retry_due_while_the_disk_is_full_starts_once_space_is_freed(spiderd, egg, small_disk,
+                                                                      tmp_path):
+    d = spiderd(scrapyd={"max_proc": 1, "dbs_dir": str(small_disk / "dbs"),
+                         "eggs_dir": str(small_disk / "eggs"),
+                         "logs_dir": str(small_disk / "logs")},
+                spiderd={"python": FAULTCRAWL},
+                env={"FAULT_RECORD": str(tmp_path / "record")})
+    d.upload("p", "1", egg("testproj"))
+    # Killed by the test: failed, and retried 3 s later.
+    d.schedule("p", "quick", jobid="x", seconds=60, _retries=1, _retry_backoff=3)
+    pid = d.wait_running("x")["pid"]
+    os.kill(pid, 9)
+    d.wait_finished("x")
+    filler = small_disk / "filler"
+    fill(filler)
+    try:
+        time.sleep(4)  # the retry falls due: its claim meets the full disk
+        assert d.find("x.r2")[0] == "pending"
+    finally:
+        os.unlink(filler)
+    # Nothing else happens on this daemon: the retry must start by itself.
+    d.wait_running("x.r2", 10)
+    d.cancel("p", "x.r2", "KILL")
