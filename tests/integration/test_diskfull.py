@@ -177,5 +177,5 @@ def test_a_retry_due_while_the_disk_is_full_starts_once_space_is_freed(spiderd, 
     finally:
         os.unlink(filler)
     # Nothing else happens on this daemon: the retry must start by itself.
-    d.wait_running("x.r2", 10)
+    d.wait_running("x.r2", 3)
     d.cancel("p", "x.r2", "KILL")
