@@ -93,7 +93,7 @@ test: test-unit test-ui test-pkg test-asan test-pg test-redis
 
 # kill -9 rounds (tests/integration/test_faults.py), many of them: on SQLite
 # under ASan + UBSan, then with the plain build on a throwaway PostgreSQL.
-# FAULT_SEED=N replays a failing run (each run logs its seed); about 10 minutes.
+# FAULT_SEED=N replays a failing run (each run logs its seed); about 9 minutes.
 SOAK_ROUNDS ?= 50
 soak: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
