@@ -22,9 +22,15 @@ static const struct entry *find(int code) {
   return NULL;
 }
 
+/* What a full disk (or quota) tells a person, whichever layer met it. */
+static const char disk_full[] = "disk full: no space left on the device holding the daemon's data";
+
+static int is_disk_full(int code) { return code == -ENOSPC || code == -EDQUOT; }
+
 const char *spd_strerror(int code) {
   const struct entry *e = find(code);
   if (e) return e->desc;
+  if (is_disk_full(code)) return disk_full;
   if (code < 0 && code > -4096) return strerror(-code);
   return "unknown error";
 }
@@ -39,6 +45,8 @@ const char *spd_errname(int code) {
   case -EEXIST: return "EEXIST";
   case -EIO: return "EIO";
   case -EACCES: return "EACCES";
+  case -ENOSPC: return "ENOSPC";
+  case -EDQUOT: return "EDQUOT";
   default: return "EUNKNOWN";
   }
 }
@@ -50,6 +58,8 @@ int spd_http_status(int code) {
   case -ENOENT: return 404;
   case -EINVAL: return 400;
   case -EEXIST: return 409;
+  case -ENOSPC:
+  case -EDQUOT: return 507; /* Insufficient Storage: retry once space is freed */
   default: return 500;
   }
 }

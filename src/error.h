@@ -51,7 +51,8 @@ enum spd_error {
 const char *spd_strerror(int code);
 /* Symbolic name, e.g. "SPD_ENOPROJECT" or "ENOENT". Never NULL. */
 const char *spd_errname(int code);
-/* HTTP status for a code (500 for anything unknown). */
+/* HTTP status for a code (500 for anything unknown; 507 for a full disk,
+ * -ENOSPC or -EDQUOT, which every layer returns as it is). */
 int spd_http_status(int code);
 /* JSON-RPC error code for a code (-32603 for anything unknown). */
 int spd_rpc_code(int code);

@@ -16,6 +16,7 @@
 #include "run/janitor.h"
 #include "run/launcher.h"
 #include "run/scheduler.h"
+#include "run/supervise.h"
 #include "run/webhooks.h"
 #include "cli/cli.h"
 #include "error.h"
@@ -587,6 +588,7 @@ static int serve(int argc, char **argv) {
   announce(cfg);
   notify_ready(&srv);
   app->started_ms = clock_wall_ms();
+  supervise_find_unrecorded(app->launcher, &running);
   launcher_adopt(app->launcher, &running);
   launcher_dispatch(app->launcher);
   uv_run(app->loop, UV_RUN_DEFAULT);

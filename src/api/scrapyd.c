@@ -100,18 +100,23 @@ static void reply_ok(call_t *c, json_t *fields) {
 }
 
 /* Scrapyd reports every API error with HTTP 200 and this body; with
- * debug = on, as plain text without CORS headers. Frees c. */
-static void reply_error(call_t *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void reply_error(call_t *c, const char *fmt, ...) {
+ * debug = on, as plain text without CORS headers. Frees c. A full disk
+ * (rc -ENOSPC) is 507 with the same body: nothing was stored, and a client
+ * that only looks at the status must not take it for a success. */
+static void reply_error_rc(call_t *c, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define reply_error(c, ...) reply_error_rc(c, 0, __VA_ARGS__)
+static void reply_error_rc(call_t *c, int rc, const char *fmt, ...) {
   char msg[8192];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
+  int status = spd_http_status(rc) == 507 ? 507 : 200;
   if (c->app->cfg.debug) {
     char *txt = NULL;
     int n = asprintf(&txt, "Traceback (most recent call last):\n  (spiderd)\n%s\n", msg);
-    if (n >= 0) http_reply(c->req, 200, "text/html", txt, (size_t)n);
+    if (n >= 0) http_reply(c->req, status, "text/html", txt, (size_t)n);
     else http_reply(c->req, 500, "text/plain", "out of memory\n", 14);
     free(txt);
     call_free(c);
@@ -121,7 +126,7 @@ static void reply_error(call_t *c, const char *fmt, ...) {
   json_object_set_new(o, "status", json_string("error"));
   json_object_set_new(o, "message", json_string(msg));
   json_object_set_new(o, "node_name", json_string(c->app->cfg.node_name));
-  send_json(c, o);
+  send_json_status(c, status, o);
 }
 
 /* 403 with Scrapyd's error body: these credentials may not do that. */
@@ -289,7 +294,7 @@ static void addversion_done(void *ud, int rc, int stage, const char *error, char
     return;
   }
   if (rc) {
-    reply_error(c, "OSError: cannot store the egg: %s", spd_strerror(rc));
+    reply_error_rc(c, rc, "OSError: cannot store the egg: %s", spd_strerror(rc));
     return;
   }
   json_t *o = json_object();
@@ -321,7 +326,7 @@ static void ep_addversion(call_t *c) {
   int rc = api_egg_add(c->app, project, version, egg->value, egg->len, addversion_done, c, &stage,
                        why, sizeof(why), c->who);
   if (!rc) return;
-  if (stage == API_EGG_STAGE) reply_error(c, "%s", why);
+  if (stage == API_EGG_STAGE) reply_error_rc(c, rc, "%s", why);
   else if (stage == API_EGG_MANIFEST) reply_error(c, "ManifestError: %s", why);
   else if (stage == API_EGG_ALLOC) reply_error(c, "MemoryError: out of memory");
   else reply_error(c, "RunnerError: %s", spd_strerror(rc));
@@ -375,7 +380,7 @@ static void sched_done(void *ud, int rc, int stage, const char *error) {
   case API_JOB_SPIDER: reply_error(c, "spider '%s' not found", c->job.spider); break;
   case API_JOB_SUBMIT: reply_error(c, "StoreError: the daemon is shutting down"); break;
   default:
-    reply_error(c, "StoreError: the job could not be stored: %s", spd_strerror(rc));
+    reply_error_rc(c, rc, "StoreError: the job could not be stored: %s", spd_strerror(rc));
   }
 }
 
@@ -545,7 +550,7 @@ static void ep_schedule_json(call_t *c) {
 static void cancel_done(void *ud, int rc, int found, int count) {
   call_t *c = ud;
   if (rc) {
-    reply_error(c, "StoreError: %s", spd_strerror(rc));
+    reply_error_rc(c, rc, "StoreError: %s", spd_strerror(rc));
     return;
   }
   json_t *o = json_object();
@@ -601,7 +606,7 @@ static int status_fn(store_t *s, void *arg) {
 static void status_done(void *arg, int rc) {
   call_t *c = arg;
   if (rc) {
-    reply_error(c, "StoreError: %s", spd_strerror(rc));
+    reply_error_rc(c, rc, "StoreError: %s", spd_strerror(rc));
     return;
   }
   json_t *o = json_object();
@@ -652,7 +657,7 @@ out:
 static void listjobs_done(void *arg, int rc) {
   call_t *c = arg;
   if (rc) {
-    reply_error(c, "StoreError: %s", spd_strerror(rc));
+    reply_error_rc(c, rc, "StoreError: %s", spd_strerror(rc));
     return;
   }
   add_cors(c);

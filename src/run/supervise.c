@@ -1,6 +1,8 @@
 #include "run/supervise.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,25 +36,112 @@ static uint32_t next_rand(launcher_t *l) {
 
 static void due_fire(uv_timer_t *t);
 static void watch_fire(uv_timer_t *t);
+static void ends_give_up(launcher_t *l);
 
 void supervise_init(launcher_t *l) {
   uv_timer_init(l->loop, &l->due_timer);
   l->due_timer.data = l;
   uv_timer_init(l->loop, &l->watch_timer);
   l->watch_timer.data = l;
-  l->open_handles += 2;
+  uv_timer_init(l->loop, &l->end_timer);
+  l->end_timer.data = l;
+  l->open_handles += 3;
   l->rng = (uint64_t)clock_wall_ms() * 6364136223846793005ull ^ (uint64_t)getpid();
 }
 
 void supervise_stop(launcher_t *l) {
   uv_timer_stop(&l->due_timer);
   uv_timer_stop(&l->watch_timer);
+  uv_timer_stop(&l->end_timer);
   l->due_at = 0;
+  ends_give_up(l);
 }
 
 void supervise_close(launcher_t *l, uv_close_cb cb) {
   uv_close((uv_handle_t *)&l->due_timer, cb);
   uv_close((uv_handle_t *)&l->watch_timer, cb);
+  uv_close((uv_handle_t *)&l->end_timer, cb);
+}
+
+/* ---- crawls whose pid was never recorded ---- */
+
+/* /proc/PID/stat field 22, as launcher.c reads it for adoption. */
+static int64_t start_time_of(int pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  if (!p) return 0;
+  char *save = NULL;
+  char *tok = strtok_r(p + 1, " ", &save);
+  for (int i = 0; tok && i < 19; i++) tok = strtok_r(NULL, " ", &save);
+  return tok ? strtoll(tok, NULL, 10) : 0;
+}
+
+/* Whether the NUL-separated environment of pid holds the entry `want`. */
+static int environ_has(int pid, const char *want) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  size_t cap = 65536, len = 0;
+  char *buf = malloc(cap + 1);
+  ssize_t n = 0;
+  while (buf && (n = read(fd, buf + len, cap - len)) > 0) {
+    len += (size_t)n;
+    if (len == cap) {
+      char *nb = cap < (1u << 22) ? realloc(buf, 2 * cap + 1) : NULL;
+      if (!nb) break;
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  close(fd);
+  int found = 0;
+  if (buf) {
+    buf[len] = '\0';
+    for (size_t i = 0; i < len && !found; i += strlen(buf + i) + 1)
+      found = strcmp(buf + i, want) == 0;
+  }
+  free(buf);
+  return found;
+}
+
+void supervise_find_unrecorded(launcher_t *l, job_list_t *running) {
+  if (l->shared) return;
+  size_t missing = 0;
+  for (size_t i = 0; i < running->n; i++) missing += running->v[i].pid <= 0;
+  if (!missing) return;
+  DIR *d = opendir("/proc");
+  if (!d) return;
+  struct dirent *e;
+  char want[4096];
+  while (missing && (e = readdir(d))) {
+    char *end = NULL;
+    long pid = strtol(e->d_name, &end, 10);
+    if (pid <= 1 || *end || pid == (long)getpid()) continue;
+    for (size_t i = 0; i < running->n; i++) {
+      job_t *j = &running->v[i];
+      if (j->pid > 0) continue;
+      snprintf(want, sizeof(want), "SPIDERD_STATS_FILE=%s/%lld.json", l->stats_dir,
+               (long long)j->id);
+      if (!environ_has((int)pid, want)) continue;
+      int64_t started = start_time_of((int)pid);
+      if (started <= 0) break;
+      j->pid = (int)pid;
+      j->pid_start = started;
+      missing--;
+      log_warn("launcher", "job '%s' (project '%s') has a crawl the previous daemon started "
+               "but did not record: pid %ld", j->jobid, j->project, pid);
+      break;
+    }
+  }
+  closedir(d);
 }
 
 /* ---- start ---- */
@@ -91,7 +180,8 @@ void supervise_started(launcher_t *l, proc_t *p) {
     if (p->timeout_at == 0) p->timeout_at = 1;
   }
   watch_arm(l);
-  if (p->adopted) return;
+  /* An adopted crawl has its pid written again, without an event: one
+   * found by supervise_find_unrecorded had none in the store. */
   started_op_t *op = calloc(1, sizeof(*op));
   if (!op) return;
   job_init(&op->job);
@@ -104,7 +194,7 @@ void supervise_started(launcher_t *l, proc_t *p) {
   op->pid = p->pid;
   op->pid_start = p->job.pid_start;
   op->warm = p->warm;
-  op->record_event = op->job.jobid && op->job.project && op->job.spider;
+  op->record_event = !p->adopted && op->job.jobid && op->job.project && op->job.spider;
   if (store_submit(l->store, STORE_WRITE, started_fn, op, started_done)) {
     job_release(&op->job);
     free(op);
@@ -114,6 +204,7 @@ void supervise_started(launcher_t *l, proc_t *p) {
 /* ---- end, and the retry it may queue ---- */
 
 typedef struct end_op {
+  struct end_op *next; /* in l->ends_waiting */
   launcher_t *l;
   job_t job;          /* the attempt that ended: also the retry's template */
   job_state_t state;
@@ -133,6 +224,7 @@ typedef struct end_op {
   json_t *stats;      /* the runner's stats, read once: a retried write reuses them */
   int stats_read;
   int tries;          /* writes that came back -EAGAIN (a deadlock, a serialization failure) */
+  int waited;         /* writes that met a full disk */
   /* the retry, when one was queued */
   int64_t retry_id;
   int64_t retry_not_before;
@@ -246,6 +338,36 @@ static void end_op_free(end_op_t *op) {
 }
 
 #define END_TRIES 10
+/* How often an end that met a full disk is written again. */
+#define END_RETRY_MS 1000
+
+static void end_done(void *arg, int rc);
+
+/* Writes the waiting ends again: the disk may have space by now. */
+static void ends_retry(uv_timer_t *t) {
+  launcher_t *l = t->data;
+  end_op_t *op = l->ends_waiting;
+  l->ends_waiting = NULL;
+  while (op) {
+    end_op_t *next = op->next;
+    op->next = NULL;
+    if (store_submit(l->store, STORE_WRITE, end_fn, op, end_done) != 0)
+      end_done(op, SPD_ESHUTDOWN);
+    op = next;
+  }
+}
+
+/* The daemon stops with ends still waiting: they are not recorded here. */
+static void ends_give_up(launcher_t *l) {
+  end_op_t *op = l->ends_waiting;
+  l->ends_waiting = NULL;
+  while (op) {
+    end_op_t *next = op->next;
+    op->next = NULL;
+    end_done(op, -ENOSPC);
+    op = next;
+  }
+}
 
 static void end_done(void *arg, int rc) {
   end_op_t *op = arg;
@@ -257,6 +379,28 @@ static void end_done(void *arg, int rc) {
     log_warn("launcher", "recording the end of job #%lld collided with another write (%s): "
              "trying again", (long long)op->job.id, spd_strerror(rc));
     return;
+  }
+  /* A full disk rolled it back: written again once a second until space is
+   * freed, or the job would be listed running, without a process, until
+   * the next start. */
+  if (rc == -ENOSPC && !l->stopping) {
+    if (!op->waited++)
+      log_error("launcher", "could not record the end of job #%lld ('%s'): %s; trying again "
+                "every %d ms", (long long)op->job.id, op->job.jobid, spd_strerror(rc),
+                END_RETRY_MS);
+    op->next = l->ends_waiting;
+    l->ends_waiting = op;
+    if (!uv_is_active((uv_handle_t *)&l->end_timer))
+      uv_timer_start(&l->end_timer, ends_retry, END_RETRY_MS, 0);
+    return;
+  }
+  int kick = 0;
+  if (!rc && op->waited) {
+    log_info("launcher", "recorded the end of job #%lld ('%s') once the disk had space",
+             (long long)op->job.id, op->job.jobid);
+    /* A claim that met the same full disk left its jobs pending, and
+     * nothing else may come to claim them. */
+    kick = !l->stopping;
   }
   l->ends_in_flight--;
   if (rc) {
@@ -289,6 +433,7 @@ static void end_done(void *arg, int rc) {
   }
   if (!rc && l->on_end) l->on_end(l->on_end_ud, &op->job);
   end_op_free(op);
+  if (kick) launcher_dispatch(l);
   launcher_maybe_stopped(l);
 }
 

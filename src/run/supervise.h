@@ -93,6 +93,10 @@ struct launcher {
   int64_t due_at;     /* wall ms the due timer is armed for; 0 = unarmed */
   uv_timer_t due_timer;
   uv_timer_t watch_timer; /* one sweep for every job's timeout and heartbeat */
+  /* Ends the store could not record for a full disk, written again every
+   * END_RETRY_MS until they are (supervise.c); counted in ends_in_flight. */
+  struct end_op *ends_waiting;
+  uv_timer_t end_timer;
   int64_t next_sweep; /* mono */
   uint64_t rng;       /* retry jitter */
   void (*on_end)(void *ud, const job_t *job); /* after a job's end is committed */
@@ -113,12 +117,22 @@ void launcher_signal(proc_t *p, int sig);
 /* After every commit that may finish the daemon's stop or a drain. */
 void launcher_maybe_stopped(launcher_t *l);
 
-/* Opens the supervision timers (2 handles, counted in l->open_handles). */
+/* Opens the supervision timers (3 handles, counted in l->open_handles). */
 void supervise_init(launcher_t *l);
-/* Stops them (daemon stop). */
+/* Stops them (daemon stop); ends still waiting for disk space are given up
+ * (the next start finds their jobs running without a process). */
 void supervise_stop(launcher_t *l);
 /* Closes them; cb runs once per handle. */
 void supervise_close(launcher_t *l, uv_close_cb cb);
+
+/* Jobs of `running` (a previous daemon's, before launcher_adopt) without
+ * a recorded pid: that daemon was killed between spawning the crawl and
+ * recording its pid. A crawl of one that still runs gets its pid and start
+ * time filled in, so it is adopted rather than ended lost and retried
+ * beside itself. Found by the stats file its environment names (this
+ * daemon's and the job's own); single-node stores only (on a shared store
+ * a crawl dies with its node). */
+void supervise_find_unrecorded(launcher_t *l, job_list_t *running);
 
 /* A process of p->job is running (spawned or adopted): records the pid and
  * the job.started event (spawned only) and starts watching it. */

@@ -107,6 +107,11 @@ static void store_pool_complete(struct store_pool *p, struct store_op *first,
   if (was_empty) uv_async_send(&p->async);
 }
 
+/* What the ops of a batch whose transaction failed are told: a full disk
+ * as it is (the caller says so, and tries again later), anything else a
+ * store failure. */
+static int batch_error(int rc) { return rc == -ENOSPC ? rc : SPD_ESTORE; }
+
 static void store_pool_fail_all(struct store_op *batch, int rc) {
   for (struct store_op *op = batch; op; op = op->next) op->rc = rc;
 }
@@ -135,7 +140,7 @@ static void store_pool_write_batch(struct store_worker *w, struct store_op *batc
     }
     if ((rc = store_tx_commit(s))) {
       log_error("store", "group commit: COMMIT failed (%s)", spd_strerror(rc));
-      batch->rc = SPD_ESTORE;
+      batch->rc = batch_error(rc);
     }
     return;
   }
@@ -153,12 +158,16 @@ static void store_pool_write_batch(struct store_worker *w, struct store_op *batc
     log_error("store", "group commit: an op broke the transaction (%s); "
               "failing its batch", spd_strerror(rc));
     store_tx_rollback(s);
-    store_pool_fail_all(batch, SPD_ESTORE);
+    /* (SQLite ends the transaction itself on a full disk: the op that met
+     * it knows why, the savepoint calls after it only that it is gone) */
+    for (struct store_op *op = batch; op; op = op->next)
+      if (op->rc == -ENOSPC) rc = op->rc;
+    store_pool_fail_all(batch, batch_error(rc));
     return;
   }
   if ((rc = store_tx_commit(s))) {
     log_error("store", "group commit: COMMIT failed (%s)", spd_strerror(rc));
-    store_pool_fail_all(batch, SPD_ESTORE);
+    store_pool_fail_all(batch, batch_error(rc));
   }
 }
 

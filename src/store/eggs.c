@@ -159,7 +159,7 @@ out:
   if (rc) {
     if (path) unlink(path);
     free(path);
-    if (err && errlen) snprintf(err, errlen, "cannot store egg: %s", strerror(-rc));
+    if (err && errlen) snprintf(err, errlen, "cannot store egg: %s", spd_strerror(rc));
   } else {
     *tmp_path = path;
   }

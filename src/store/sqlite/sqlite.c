@@ -301,8 +301,13 @@ static const char *const sqlite_sql[SQ_COUNT] = {
 
 
 int sqlite_fail(struct sqlite_store *q, const char *what) {
-  log_error("store", "sqlite %s: %s (%d)", what, sqlite3_errmsg(q->db),
-            sqlite3_extended_errcode(q->db));
+  int code = sqlite3_extended_errcode(q->db);
+  log_error("store", "sqlite %s: %s (%d)", what, sqlite3_errmsg(q->db), code);
+  /* A full disk is the operator's to fix, not a fault of the store: it
+   * says so (-ENOSPC: HTTP 507) rather than "store failure". */
+  if ((code & 0xff) == SQLITE_FULL ||
+      ((code & 0xff) == SQLITE_IOERR && sqlite3_system_errno(q->db) == ENOSPC))
+    return -ENOSPC;
   return SPD_ESTORE;
 }
 
