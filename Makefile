@@ -78,7 +78,7 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 # plain build, cluster tests included. PostgreSQL runs the whole suite;
 # Redis the modules below (REDIS_TESTS= runs them all: 10 minutes more).
 REDIS_TESTS ?= test_cluster.py test_api.py test_jobs.py test_queues.py test_schedules.py \
-	test_unique_jobs.py test_events.py test_family.py test_auth.py
+	test_unique_jobs.py test_events.py test_family.py test_auth.py test_outage.py
 test-pg: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	tests/store_suite.sh postgresql $(BUILD) $(ASAN_BUILD)

@@ -133,6 +133,7 @@ typedef struct end_op {
   json_t *stats;      /* the runner's stats, read once: a retried write reuses them */
   int stats_read;
   int tries;          /* writes that came back -EAGAIN (a deadlock, a serialization failure) */
+  int store_tries;    /* writes that found the store unreachable */
   /* the retry, when one was queued */
   int64_t retry_id;
   int64_t retry_not_before;
@@ -246,6 +247,34 @@ static void end_op_free(end_op_t *op) {
 }
 
 #define END_TRIES 10
+/* While the store cannot be reached, an end is written again after this
+ * long, doubling up to END_RETRY_MAX_MS. */
+#define END_RETRY_MS 250
+#define END_RETRY_MAX_MS 4000
+
+static void end_done(void *arg, int rc);
+
+static void end_timer_closed(uv_handle_t *h) { free(h); }
+
+static void end_retry_fire(uv_timer_t *t) {
+  end_op_t *op = t->data;
+  uv_close((uv_handle_t *)t, end_timer_closed);
+  int rc = store_submit(op->l->store, STORE_WRITE, end_fn, op, end_done);
+  if (rc) end_done(op, rc);
+}
+
+/* Writes the end again later: 1 when it will be, 0 when it cannot be. */
+static int end_retry_later(end_op_t *op) {
+  uv_timer_t *t = malloc(sizeof(*t));
+  if (!t) return 0;
+  uv_timer_init(op->l->loop, t);
+  t->data = op;
+  int64_t delay = (int64_t)END_RETRY_MS << (op->store_tries < 5 ? op->store_tries : 5);
+  op->store_tries++;
+  if (delay > END_RETRY_MAX_MS) delay = END_RETRY_MAX_MS;
+  uv_timer_start(t, end_retry_fire, (uint64_t)delay, 0);
+  return 1;
+}
 
 static void end_done(void *arg, int rc) {
   end_op_t *op = arg;
@@ -256,6 +285,17 @@ static void end_done(void *arg, int rc) {
       store_submit(l->store, STORE_WRITE, end_fn, op, end_done) == 0) {
     log_warn("launcher", "recording the end of job #%lld collided with another write (%s): "
              "trying again", (long long)op->job.id, spd_strerror(rc));
+    return;
+  }
+  /* The store is unreachable (down, restarting, cut off): the end is kept
+   * and written once it answers, or the job would stay running in the store
+   * for good, its slot taken on this node and its retry never queued. Not
+   * at a stop, which must not wait on the store. On a shared store the
+   * write checks first that the job is still this node's. */
+  if (rc == SPD_ESTORE && !l->stopping && end_retry_later(op)) {
+    if (op->store_tries == 1)
+      log_warn("launcher", "could not record the end of job #%lld yet (%s): trying again until "
+               "the store answers", (long long)op->job.id, spd_strerror(rc));
     return;
   }
   l->ends_in_flight--;
