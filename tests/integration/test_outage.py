@@ -348,3 +348,101 @@ def test_store_blackhole(spiderd, egg, tmp_path, proxy):
     x = run_cut(spiderd, egg, tmp_path, proxy, "blackhole", CUT_S)
     print(f"store blackhole {CUT_S} s: {x['probes']} probes, slowest round {x['worst']:.2f} s")
     check_caught_up(x)
+
+
+def log_lines_after(d, marker):
+    """d's log from the first line containing marker on."""
+    text = d.stderr_text()
+    i = text.find(marker)
+    return text[i:] if i >= 0 else ""
+
+
+def test_stopped_node_is_fenced(spiderd, egg, tmp_path):
+    """n0 holds the scheduler lease and runs crawls; it is stopped (SIGSTOP:
+    the daemon, not its crawls, as in a long pause of its process) past its
+    lease and node_timeout. n1 takes the lease, declares n0 dead and retries
+    its jobs; n0's crawls end meanwhile. Resumed, n0 learns it was declared
+    dead and keeps out: the lost jobs stay lost (their late ends are not
+    recorded), it does not fire, nor take the lease back, and every job and
+    due time is recorded once."""
+    (a, b), markers = two_nodes(spiderd, tmp_path, store_url(unique("stall")),
+                                env={"FAKE_SECONDS": "3"})
+    wait_for(lambda: "this node fires schedules now" in a.stderr_text(), timeout(10),
+             "n0 holding the scheduler lease")
+    b.upload("testproj", "1", egg("testproj"))
+    wait_for(lambda: "testproj" in a.api("listprojects.json")["projects"], timeout(10),
+             "the egg on both nodes")
+    r = b.request("POST", API + "/schedules",
+                  json={"name": unique("tick"), "project": "testproj", "spider": "quick",
+                        "interval": 1, "overlap": "allow", "missed": "skip"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    jobids = [b.schedule("testproj", "quick", jobid=f"s{i}") for i in range(4)]
+    wait_for(lambda: [j for j, rs in markers_of(markers).items() for n, _, _, end in rs
+                      if n == "n0" and end is None and j in jobids],
+             timeout(20), "a crawl of ours running on n0")
+    stopped_at = time.time()
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: nodes(b)["n0"]["state"] == "dead", timeout(15), "n0 declared dead")
+        wait_for(lambda: "this node fires schedules now" in b.stderr_text(), timeout(10),
+                 "n1 taking the scheduler lease")
+        lost = [j for j in all_jobs(b, project="testproj") if j["state"] == "lost"]
+        assert lost and all(j["node"] == "n0" for j in lost), lost
+        # More work while n0 is away: n1 runs it, two at a time.
+        jobids += [b.schedule("testproj", "quick", jobid=f"p{i}") for i in range(4)]
+        # n0's crawls end while it is stopped (their exits wait for it).
+        wait_for(lambda: all(end is not None for rs in markers_of(markers).values()
+                             for n, _, _, end in rs if n == "n0"),
+                 timeout(15), "n0's crawls ended")
+        # Past the lease and node_timeout, with a margin for the loaded machine.
+        while time.time() < stopped_at + 2 * (FAST["node_timeout"] + FAST["scheduler_lease"]):
+            time.sleep(0.1)
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    resumed_at = time.time()
+    wait_for(lambda: "declared dead by another" in a.stderr_text(), timeout(10),
+             "n0 learning it was declared dead")
+    wait_for(lambda: nodes(b)["n0"]["state"] == "alive", timeout(10), "n0 alive again")
+    wait_for(lambda: all(j["state"] not in ("pending", "running")
+                         for j in all_jobs(b, project="testproj")
+                         if j["job"].split(".r")[0] in jobids), timeout(40),
+             "every job ended", interval=0.3)
+    after = log_lines_after(a, "declared dead by another")
+    # Its late ends were kept out: the lost attempts are still lost, ended
+    # when n1 declared them so, and each was retried once.
+    for j in lost:
+        now = b.request("GET", f"{API}/jobs/{j['id']}").json()
+        assert now["state"] == "lost" and now["node"] == "n0", (j, now)
+        assert (now["ended_ms"], now["exit_code"], now["stats"]) == \
+            (j["ended_ms"], j["exit_code"], j["stats"]), (j, now)
+        assert f"#{j['id']} ('{j['job']}') was ended as lost" in a.stderr_text(), j["job"]
+    js = [j for j in all_jobs(b, project="testproj") if not j["schedule_id"]]
+    by_logical = {}
+    for j in js:
+        by_logical.setdefault(j["job"].split(".r")[0], []).append(j)
+    assert sorted(by_logical) == sorted(jobids)
+    for jobid, attempts in by_logical.items():
+        states = sorted(j["state"] for j in attempts)
+        assert states.count("finished") == 1 and set(states) <= {"finished", "lost"}, attempts
+    # It did not fire, nor took the lease back: n1 keeps it.
+    assert "another node holds the scheduler lease" in after, after
+    assert "this node fires schedules now" not in after, after
+    r = b.request("POST", f"{API}/schedules/{sid}/pause", json={})
+    assert r.status_code == 200, r.text
+    wait_for(lambda: all(j["state"] not in ("pending", "running")
+                         for j in all_jobs(b, schedule=sid)), timeout(20),
+             "the schedule's jobs ended", interval=0.3)
+    rs = b.request("GET", f"{API}/schedules/{sid}/runs", params={"limit": 1000}).json()["runs"]
+    dues = [run["due_ms"] for run in rs if run["state"] != "upcoming"]
+    assert len(dues) == len(set(dues)), rs
+    fired = [run for run in rs if run["state"] == "fired"]
+    sched_jobs = [j for j in all_jobs(b, schedule=sid) if j["attempt"] == 1]
+    assert len(sched_jobs) == len(fired), (sched_jobs, fired)
+    assert any(stopped_at < run["due_ms"] / 1000 < resumed_at for run in fired), rs
+    # No crawl of n0's is left running, and no job ran twice on one node.
+    runs = markers_of(markers)
+    for job, rs_ in runs.items():
+        for n, pid, _, end in rs_:
+            assert end is not None or not os.path.exists(f"/proc/{pid}"), (job, rs_)
+        assert len(rs_) <= len(by_logical.get(job.split(".r")[0], [None]) or [None]) + 1, (job, rs_)
