@@ -223,6 +223,18 @@ static int reap_allowed(const cluster_t *c, int64_t now_ms) {
          now_ms - c->beating_since_ms >= clock_secs_ms(c->cfg->node_timeout);
 }
 
+/* This node's beat of now_ms is in the store. */
+static void beat_written(cluster_t *c, int64_t now_ms) {
+  if (!c->last_beat_ms || now_ms - c->last_beat_ms > beat_gap_ms(c)) {
+    if (c->last_beat_ms)
+      log_warn("cluster", "this node's heartbeats did not reach the store for %.1f s: it "
+               "declares no node dead for %g s (node_timeout)",
+               (double)(now_ms - c->last_beat_ms) / 1000.0, c->cfg->node_timeout);
+    c->beating_since_ms = now_ms;
+  }
+  c->last_beat_ms = now_ms;
+}
+
 static void beat_done(void *arg, int rc) {
   beat_op_t *op = arg;
   cluster_t *c = op->c;
@@ -231,14 +243,7 @@ static void beat_done(void *arg, int rc) {
   if (rc) {
     log_error("cluster", "heartbeat failed: %s", spd_strerror(rc));
   } else if (!c->stopping) {
-    if (!c->last_beat_ms || op->now - c->last_beat_ms > beat_gap_ms(c)) {
-      if (c->last_beat_ms)
-        log_warn("cluster", "this node's heartbeats did not reach the store for %.1f s: it "
-                 "declares no node dead for %g s (node_timeout)",
-                 (double)(op->now - c->last_beat_ms) / 1000.0, c->cfg->node_timeout);
-      c->beating_since_ms = op->now;
-    }
-    c->last_beat_ms = op->now;
+    beat_written(c, op->now);
     if (op->was_dead) {
       log_error("cluster", "this node was declared dead by another (no heartbeat for %.0f s): "
                 "its crawls are killed, their jobs were ended as lost", c->cfg->node_timeout);
