@@ -114,13 +114,21 @@ static int pg_connect(struct pg_store *q, char *err, size_t errlen) {
   }
   PQsetNoticeProcessor(q->conn, pg_notice, NULL);
   /* Commits wait for the WAL flush (durable) unless the server says
-   * otherwise; statements never wait forever on a lock. */
+   * otherwise; statements never wait forever on a lock. spiderd never
+   * waits on anything but the server inside a transaction, so one idle in
+   * the middle for seconds is a stopped or cut-off node: the server ends
+   * its session, so the rows it locked (its node row, the scheduler lease)
+   * do not hold every other node's writes back until lock_timeout, and
+   * what it had not committed never will be. */
   char sql[256];
   if (q->schema)
-    snprintf(sql, sizeof(sql), "SET search_path TO \"%s\"; SET lock_timeout = '30s'",
+    snprintf(sql, sizeof(sql),
+             "SET search_path TO \"%s\"; SET lock_timeout = '30s'; "
+             "SET idle_in_transaction_session_timeout = '10s'",
              q->schema);
   else
-    snprintf(sql, sizeof(sql), "SET lock_timeout = '30s'");
+    snprintf(sql, sizeof(sql),
+             "SET lock_timeout = '30s'; SET idle_in_transaction_session_timeout = '10s'");
   PGresult *r = PQexec(q->conn, sql);
   int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
   if (!ok) snprintf(err, errlen, "PostgreSQL session setup: %s", PQresultErrorMessage(r));
@@ -521,6 +529,19 @@ static int pg_parse_url(const char *url, char **conninfo, char **schema, char *e
   return 0;
 }
 
+/* Adds key=value to a libpq URL that does not set key. */
+static int pg_conninfo_default(char **conninfo, const char *key, const char *value) {
+  char probe[64];
+  snprintf(probe, sizeof(probe), "%s=", key);
+  if (strstr(*conninfo, probe)) return 0;
+  char *ci = NULL;
+  if (asprintf(&ci, "%s%s%s=%s", *conninfo, strchr(*conninfo, '?') ? "&" : "?", key, value) < 0)
+    return -ENOMEM;
+  free(*conninfo);
+  *conninfo = ci;
+  return 0;
+}
+
 static void pg_close(store_t *s) {
   struct pg_store *q = PGQ(s);
   if (!q) return;
@@ -540,6 +561,9 @@ static int pg_open(const char *url, const char *rest, store_t **out, char *err,
   if (rc) goto out;
   snprintf(q->channel, sizeof(q->channel), "spiderd%s%s", q->schema ? "_" : "",
            q->schema ? q->schema : "");
+  /* A store thread reconnecting to a host that accepts and never answers
+   * would otherwise wait for good, and every op queued behind it. */
+  if ((rc = pg_conninfo_default(&q->conninfo, "connect_timeout", "5"))) goto out;
   if ((rc = pg_connect(q, err, errlen))) goto out;
   if ((rc = pg_migrate(q, err, errlen))) goto out;
   *out = &q->base;
@@ -617,16 +641,7 @@ static int pg_watch_open(const char *url, const char *rest, store_watch_t **out,
   int rc = pg_parse_url(url, &w->q.conninfo, &w->q.schema, err, errlen);
   /* The watch reconnects on the loop thread: never wait long for a host
    * that does not answer. */
-  if (!rc && !strstr(w->q.conninfo, "connect_timeout=")) {
-    char *ci = NULL;
-    if (asprintf(&ci, "%s%sconnect_timeout=2", w->q.conninfo,
-                 strchr(w->q.conninfo, '?') ? "&" : "?") < 0)
-      rc = -ENOMEM;
-    else {
-      free(w->q.conninfo);
-      w->q.conninfo = ci;
-    }
-  }
+  if (!rc) rc = pg_conninfo_default(&w->q.conninfo, "connect_timeout", "2");
   if (!rc) {
     snprintf(w->q.channel, sizeof(w->q.channel), "spiderd%s%s", w->q.schema ? "_" : "",
              w->q.schema ? w->q.schema : "");
