@@ -289,7 +289,16 @@ def run_cut(spiderd, egg, tmp_path, proxy, mode, cut_s):
         except AssertionError:
             return None
     first_after = wait_for(schedule_after, timeout(20), "a schedule.json after the store is back",
-                           interval=0.5)
+                           interval=0.2)
+    writable_s = time.time() - back_at
+    # The ends of the crawls that finished during the cut reach the store.
+    wait_for(lambda: all(j["state"] not in ("pending", "running")
+                         for j in all_jobs(a, project="testproj") if j["job"] in before
+                         and j["job"] in markers_of(markers)
+                         and markers_of(markers)[j["job"]][0][3] is not None
+                         and markers_of(markers)[j["job"]][0][3] < back_at),
+             timeout(20), "the ends written during the cut", interval=0.2)
+    ends_s = time.time() - back_at
     after = [first_after] + [b.schedule("testproj", "quick", jobid=f"after{i}")
                              for i in range(1, 4)]
     jobids = before + after
@@ -299,7 +308,8 @@ def run_cut(spiderd, egg, tmp_path, proxy, mode, cut_s):
              {j["job"] for j in all_jobs(a, project="testproj")} >= set(jobids),
              timeout(40), "every job ended", interval=0.3)
     return dict(a=a, b=b, markers=markers, sid=sid, jobids=jobids, before=before, after=after,
-                cut_at=cut_at, back_at=back_at, worst=worst, probes=probes, held=held)
+                cut_at=cut_at, back_at=back_at, worst=worst, probes=probes, held=held,
+                writable_s=writable_s, ends_s=ends_s)
 
 
 def check_caught_up(x):
@@ -361,7 +371,9 @@ def check_caught_up(x):
 
 def test_store_cut(spiderd, egg, tmp_path, proxy):
     x = run_cut(spiderd, egg, tmp_path, proxy, "reset", CUT_S)
-    print(f"store cut {CUT_S} s: {x['probes']} probes, slowest round {x['worst']:.2f} s")
+    print(f"store cut {CUT_S} s: {x['probes']} probes, slowest round {x['worst']:.2f} s; "
+          f"writable {x['writable_s']:.1f} s and ends of the cut written "
+          f"{x['ends_s']:.1f} s after the store's return")
     check_caught_up(x)
 
 
