@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -136,14 +137,27 @@ static int pg_connect(struct pg_store *q, char *err, size_t errlen) {
   return ok ? 0 : SPD_ESTORE;
 }
 
+static uint64_t pg_mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* After a reconnect that failed, the next is not tried before this long:
+ * the ops queued behind it fail at once instead of each waiting out a
+ * connect to a store that does not answer. */
+#define PG_RECONNECT_PAUSE_NS 500000000u
+
 /* The connection dropped: outside a transaction, connect again. */
 static int pg_recover(struct pg_store *q) {
   if (q->in_tx) {
     q->tx_broken = 1;
     return SPD_ESTORE;
   }
+  if (q->retry_at_ns && pg_mono_ns() < q->retry_at_ns) return SPD_ESTORE;
   char err[256];
   int rc = pg_connect(q, err, sizeof(err));
+  q->retry_at_ns = rc ? pg_mono_ns() + PG_RECONNECT_PAUSE_NS : 0;
   if (rc) log_error("store", "%s", err);
   else log_info("store", "reconnected to PostgreSQL");
   return rc;
@@ -542,6 +556,18 @@ static int pg_conninfo_default(char **conninfo, const char *key, const char *val
   return 0;
 }
 
+/* A server gone silent (a partition that drops packets) is noticed on an
+ * idle connection, or one waiting for a reply, within about 25 s, and on
+ * one whose request goes unacknowledged within 30 s, instead of the
+ * system's defaults (two hours; some 15 minutes). A URL's own win. */
+static int pg_conninfo_keepalive(char **conninfo) {
+  int rc = pg_conninfo_default(conninfo, "keepalives_idle", "10");
+  if (!rc) rc = pg_conninfo_default(conninfo, "keepalives_interval", "5");
+  if (!rc) rc = pg_conninfo_default(conninfo, "keepalives_count", "3");
+  if (!rc) rc = pg_conninfo_default(conninfo, "tcp_user_timeout", "30000");
+  return rc;
+}
+
 static void pg_close(store_t *s) {
   struct pg_store *q = PGQ(s);
   if (!q) return;
@@ -563,7 +589,9 @@ static int pg_open(const char *url, const char *rest, store_t **out, char *err,
            q->schema ? q->schema : "");
   /* A store thread reconnecting to a host that accepts and never answers
    * would otherwise wait for good, and every op queued behind it. */
-  if ((rc = pg_conninfo_default(&q->conninfo, "connect_timeout", "5"))) goto out;
+  if ((rc = pg_conninfo_default(&q->conninfo, "connect_timeout", "5")) ||
+      (rc = pg_conninfo_keepalive(&q->conninfo)))
+    goto out;
   if ((rc = pg_connect(q, err, errlen))) goto out;
   if ((rc = pg_migrate(q, err, errlen))) goto out;
   *out = &q->base;
@@ -642,6 +670,7 @@ static int pg_watch_open(const char *url, const char *rest, store_watch_t **out,
   /* The watch reconnects on the loop thread: never wait long for a host
    * that does not answer. */
   if (!rc) rc = pg_conninfo_default(&w->q.conninfo, "connect_timeout", "2");
+  if (!rc) rc = pg_conninfo_keepalive(&w->q.conninfo);
   if (!rc) {
     snprintf(w->q.channel, sizeof(w->q.channel), "spiderd%s%s", w->q.schema ? "_" : "",
              w->q.schema ? w->q.schema : "");
