@@ -143,10 +143,12 @@ static uint64_t pg_mono_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* After a reconnect that failed, the next is not tried before this long:
- * the ops queued behind it fail at once instead of each waiting out a
- * connect to a store that does not answer. */
-#define PG_RECONNECT_PAUSE_NS 500000000u
+/* After a reconnect that failed slowly (a store that does not answer: it
+ * waited for connect_timeout), the next is not tried before this long: the
+ * ops queued behind it fail at once instead of each waiting out its own.
+ * One refused at once is tried again by the next op. */
+#define PG_RECONNECT_PAUSE_NS 1000000000u
+#define PG_RECONNECT_SLOW_NS 500000000u
 
 /* The connection dropped: outside a transaction, connect again. */
 static int pg_recover(struct pg_store *q) {
@@ -156,8 +158,10 @@ static int pg_recover(struct pg_store *q) {
   }
   if (q->retry_at_ns && pg_mono_ns() < q->retry_at_ns) return SPD_ESTORE;
   char err[256];
+  uint64_t t0 = pg_mono_ns();
   int rc = pg_connect(q, err, sizeof(err));
-  q->retry_at_ns = rc ? pg_mono_ns() + PG_RECONNECT_PAUSE_NS : 0;
+  uint64_t t1 = pg_mono_ns();
+  q->retry_at_ns = rc && t1 - t0 > PG_RECONNECT_SLOW_NS ? t1 + PG_RECONNECT_PAUSE_NS : 0;
   if (rc) log_error("store", "%s", err);
   else log_info("store", "reconnected to PostgreSQL");
   return rc;
