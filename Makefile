@@ -82,7 +82,7 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 PG_TESTS ?= --ignore=test_warm.py --ignore=test_runner.py --ignore=test_limits.py \
 	--ignore=test_tls.py --ignore=test_cli.py --ignore=test_auth_cli.py --ignore=test_console_serve.py
 REDIS_TESTS ?= test_cluster.py test_api.py test_jobs.py test_queues.py test_schedules.py \
-	test_unique_jobs.py test_events.py test_family.py test_auth.py
+	test_unique_jobs.py test_events.py test_family.py test_auth.py test_outage.py
 test-pg: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	tests/store_suite.sh postgresql $(BUILD) $(ASAN_BUILD) $(PG_TESTS)

@@ -25,7 +25,7 @@
   X(SPD_ETRAVERSAL,  -1009, 400, -32010, "name would escape its directory")       \
   X(SPD_ETOOBIG,     -1010, 413, -32011, "request body too large")                 \
   X(SPD_EMETHOD,     -1011, 405, -32601, "method not allowed")                     \
-  X(SPD_ESTORE,      -1012, 500, -32603, "store failure")                          \
+  X(SPD_ESTORE,      -1012, 503, -32603, "store failure")                          \
   X(SPD_ECONFIG,     -1013, 500, -32603, "configuration error")                    \
   X(SPD_ECONFLICT,   -1014, 409, -32012, "conflict")                               \
   X(SPD_ESHUTDOWN,   -1015, 503, -32013, "daemon is shutting down")                 \

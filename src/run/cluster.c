@@ -45,6 +45,8 @@ struct cluster {
   int64_t cancels[CANCELS_SEEN];
   unsigned cancel_next;
   int64_t last_beat_ms; /* the last heartbeat written; 0 = none yet (readiness) */
+  int64_t beating_since_ms; /* the first of this node's beats since which none was
+                             * missed for long; 0 = none yet (reaping waits on it) */
   int draining;         /* written with each beat (cluster_set_draining) */
   int beat_again;       /* the drain state changed while a beat was in flight */
 };
@@ -179,6 +181,7 @@ typedef struct beat_op {
   cluster_t *c;
   node_info_t node;
   int64_t now;
+  int reap;      /* may declare other nodes dead (reap_allowed) */
   int was_dead;
   uint32_t rnd;
   job_list_t lost;
@@ -189,7 +192,7 @@ static int beat_fn(store_t *s, void *arg) {
   beat_op_t *op = arg;
   cluster_t *c = op->c;
   int rc = store_node_beat(s, &op->node, op->now, &op->was_dead);
-  if (rc || !c->shared) return rc;
+  if (rc || !c->shared || !op->reap) return rc;
   rc = store_nodes_reap(s, c->cfg->node_name, op->now, clock_secs_ms(c->cfg->node_timeout),
                         &op->lost);
   for (size_t i = 0; i < op->lost.n && !rc; i++) {
@@ -202,6 +205,36 @@ static int beat_fn(store_t *s, void *arg) {
 
 static void beat(cluster_t *c);
 
+/* A gap in this node's own beats longer than this starts its watch over. */
+static int64_t beat_gap_ms(const cluster_t *c) {
+  return clock_secs_ms(c->cfg->node_timeout) / 2;
+}
+
+/* Whether this node may declare others dead at now_ms: only once its own
+ * beats have reached the store, without a long gap, for a whole
+ * node_timeout. A node that could not reach the store (nor, it may be, could
+ * anyone: the store was down or cut off) has not watched the others; their
+ * beats are old because they could not write them either, and declaring
+ * them dead the moment it gets through would end their running crawls as
+ * lost and retry them while the crawls still run. They get node_timeout
+ * from then on to beat again, as after this node's start. */
+static int reap_allowed(const cluster_t *c, int64_t now_ms) {
+  return c->beating_since_ms && now_ms - c->last_beat_ms <= beat_gap_ms(c) &&
+         now_ms - c->beating_since_ms >= clock_secs_ms(c->cfg->node_timeout);
+}
+
+/* This node's beat of now_ms is in the store. */
+static void beat_written(cluster_t *c, int64_t now_ms) {
+  if (!c->last_beat_ms || now_ms - c->last_beat_ms > beat_gap_ms(c)) {
+    if (c->last_beat_ms)
+      log_warn("cluster", "this node's heartbeats did not reach the store for %.1f s: it "
+               "declares no node dead for %g s (node_timeout)",
+               (double)(now_ms - c->last_beat_ms) / 1000.0, c->cfg->node_timeout);
+    c->beating_since_ms = now_ms;
+  }
+  c->last_beat_ms = now_ms;
+}
+
 static void beat_done(void *arg, int rc) {
   beat_op_t *op = arg;
   cluster_t *c = op->c;
@@ -210,7 +243,7 @@ static void beat_done(void *arg, int rc) {
   if (rc) {
     log_error("cluster", "heartbeat failed: %s", spd_strerror(rc));
   } else if (!c->stopping) {
-    c->last_beat_ms = op->now;
+    beat_written(c, op->now);
     if (op->was_dead) {
       log_error("cluster", "this node was declared dead by another (no heartbeat for %.0f s): "
                 "its crawls are killed, their jobs were ended as lost", c->cfg->node_timeout);
@@ -250,6 +283,7 @@ static void beat(cluster_t *c) {
   op->node.started_ms = c->started_ms;
   op->node.draining = c->draining;
   op->now = clock_wall_ms();
+  op->reap = reap_allowed(c, op->now);
   c->rng = c->rng * 6364136223846793005ULL + 1442695040888963407ULL;
   op->rnd = (uint32_t)(c->rng >> 33);
   if (!op->node.name || !op->node.url || !op->node.version) {

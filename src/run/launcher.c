@@ -972,6 +972,10 @@ static void claim_done(void *arg, int rc) {
     /* A collision with another node's write: claim again shortly, not only
      * when the next job is queued or ends. */
     if (rc == -EAGAIN) supervise_claimed(l, clock_wall_ms() + 100, l->delayed);
+    /* A full disk or an unreachable store: the jobs stay pending, and a
+     * retry that fell due meanwhile has nothing else to wake a claim. */
+    else if (rc == -ENOSPC || rc == SPD_ESTORE)
+      supervise_claimed(l, clock_wall_ms() + 1000, l->delayed);
   } else if ((l->stopping || l->draining) && op->jobs.n) {
     /* Claimed as the daemon began to stop or to drain: they never ran, so
      * they go back to pending for another node or the next start (the

@@ -169,6 +169,16 @@ static int fire_run(store_t *s, tick_t *t, const schedule_t *sc, const sched_run
                     const char *why, int64_t now) {
   job_t j;
   char jobid[33];
+  /* Without transactions (Redis) the lease taken at the tick's start does
+   * not hold the work back: a holder paused mid-tick (a stopped process, a
+   * stall) past its lease would queue, once resumed, the jobs of runs that
+   * the new holder fired meanwhile (the run's end comes second and fails,
+   * the job stays). So each fire checks the tenure first, at the time it
+   * fires. */
+  if (!store_transactional(s) && t->token) {
+    int rc = store_lease_check(s, LEASE_NAME, t->token, clock_wall_ms());
+    if (rc) return rc;
+  }
   random_jobid(jobid);
   int rc = schedule_job(sc, jobid, now, &j);
   if (!rc)
@@ -345,7 +355,12 @@ static int tick_fn(store_t *s, void *arg) {
   if (rc) return rc;
   t->leader = 1;
   int more = 0;
-  if ((rc = refill_all(s, t, now, &more)) || (rc = fire_due(s, t, now))) return rc;
+  if ((rc = refill_all(s, t, now, &more)) || (rc = fire_due(s, t, now))) {
+    if (rc != SPD_EFENCED) return rc;
+    t->leader = 0; /* another node took the lease while this tick ran */
+    t->next_ms = 0;
+    return 0;
+  }
   sched_run_list_t next = {0};
   if (!(rc = store_runs_due(s, INT64_MAX, 1, &next)) && next.n) t->next_ms = next.v[0].fire_ms;
   if (more) t->next_ms = now; /* schedules still wait for their runs */

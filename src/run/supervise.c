@@ -224,7 +224,8 @@ typedef struct end_op {
   json_t *stats;      /* the runner's stats, read once: a retried write reuses them */
   int stats_read;
   int tries;          /* writes that came back -EAGAIN (a deadlock, a serialization failure) */
-  int waited;         /* writes that met a full disk */
+  int waited;         /* writes that met a full disk or an unreachable store */
+  int wait_rc;        /* the last of their errors */
   /* the retry, when one was queued */
   int64_t retry_id;
   int64_t retry_not_before;
@@ -338,7 +339,8 @@ static void end_op_free(end_op_t *op) {
 }
 
 #define END_TRIES 10
-/* How often an end that met a full disk is written again. */
+/* How often an end that met a full disk or an unreachable store is written
+ * again. */
 #define END_RETRY_MS 1000
 
 static void end_done(void *arg, int rc);
@@ -364,7 +366,7 @@ static void ends_give_up(launcher_t *l) {
   while (op) {
     end_op_t *next = op->next;
     op->next = NULL;
-    end_done(op, -ENOSPC);
+    end_done(op, op->wait_rc);
     op = next;
   }
 }
@@ -380,14 +382,18 @@ static void end_done(void *arg, int rc) {
              "trying again", (long long)op->job.id, spd_strerror(rc));
     return;
   }
-  /* A full disk rolled it back: written again once a second until space is
-   * freed, or the job would be listed running, without a process, until
-   * the next start. */
-  if (rc == -ENOSPC && !l->stopping) {
+  /* A full disk rolled it back, or the store cannot be reached (down,
+   * restarting, cut off): written again once a second until it takes it, or
+   * the job would be listed running, without a process, its slot taken and
+   * its retry never queued, until the next start. Not at a stop, which must
+   * not wait on the store. On a shared store the write checks first that
+   * the job is still this node's. */
+  if ((rc == -ENOSPC || rc == SPD_ESTORE) && !l->stopping) {
     if (!op->waited++)
       log_error("launcher", "could not record the end of job #%lld ('%s'): %s; trying again "
                 "every %d ms", (long long)op->job.id, op->job.jobid, spd_strerror(rc),
                 END_RETRY_MS);
+    op->wait_rc = rc;
     op->next = l->ends_waiting;
     l->ends_waiting = op;
     if (!uv_is_active((uv_handle_t *)&l->end_timer))
@@ -396,10 +402,10 @@ static void end_done(void *arg, int rc) {
   }
   int kick = 0;
   if (!rc && op->waited) {
-    log_info("launcher", "recorded the end of job #%lld ('%s') once the disk had space",
+    log_info("launcher", "recorded the end of job #%lld ('%s') at last",
              (long long)op->job.id, op->job.jobid);
-    /* A claim that met the same full disk left its jobs pending, and
-     * nothing else may come to claim them. */
+    /* A claim that met the same full disk or store left its jobs pending,
+     * and nothing else may come to claim them. */
     kick = !l->stopping;
   }
   l->ends_in_flight--;

@@ -154,8 +154,6 @@ def test_full_disk_refuses_writes_keeps_reads_and_recovers(spiderd, egg, small_d
 
 
 @pytest.mark.skipif(SHARED_STORE, reason="the jobs live in the shared store, not on the full disk")
-@pytest.mark.xfail(strict=True, reason="a claim that fails on a full disk is not tried again "
-                   "(src/run/launcher.c claim_done retries -EAGAIN only)")
 def test_a_retry_due_while_the_disk_is_full_starts_once_space_is_freed(spiderd, egg, small_disk,
                                                                       tmp_path):
     d = spiderd(scrapyd={"max_proc": 1, "dbs_dir": str(small_disk / "dbs"),

@@ -17,6 +17,7 @@ static void node_beats(store_t *s, cluster_t *c, const char *name, int64_t now, 
   op->c = c;
   op->node = (node_info_t){.name = (char *)name, .url = "http://127.0.0.1:1", .slots = 2};
   op->now = now;
+  op->reap = 1;
   assert_int_equal(beat_fn(s, op), 0);
 }
 
@@ -89,6 +90,35 @@ static void test_dead_node_jobs_retried(void **state) {
   job_list_release(&op.lost);
 }
 
+/* A node declares others dead only once its own beats have reached the
+ * store for node_timeout without a gap over half of it: after a store
+ * outage every node's beat is old, its own included. */
+static void test_reaping_waits_after_a_gap(void **state) {
+  (void)state;
+  config_t cfg;
+  memset(&cfg, 0, sizeof(cfg));
+  cfg.node_name = "a";
+  cfg.node_timeout = 10;
+  cluster_t c = {.cfg = &cfg, .shared = 1};
+  int64_t t = 1000000;
+  assert_false(reap_allowed(&c, t)); /* no beat yet */
+  for (int i = 0; i <= 10; i++) beat_written(&c, t + i * 1000);
+  assert_true(reap_allowed(&c, t + 10000));
+  assert_true(reap_allowed(&c, t + 14000));
+  /* Beats stop reaching the store: the next beat must not reap, however
+   * long this node had beaten before. */
+  assert_false(reap_allowed(&c, t + 40000));
+  beat_written(&c, t + 40000);
+  assert_false(reap_allowed(&c, t + 41000));
+  for (int i = 41; i < 50; i++) beat_written(&c, t + i * 1000);
+  assert_false(reap_allowed(&c, t + 49500));
+  beat_written(&c, t + 50000);
+  assert_true(reap_allowed(&c, t + 50000));
+  /* A gap of under half node_timeout (a slow store) does not. */
+  beat_written(&c, t + 54000);
+  assert_true(reap_allowed(&c, t + 54000));
+}
+
 static void test_private_store_reaps_nothing(void **state) {
   store_t *s = ((struct fx *)*state)->s;
   config_t cfg;
@@ -111,6 +141,7 @@ int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
   const struct CMUnitTest tests[] = {
       T(test_dead_node_jobs_retried),
+      T(test_reaping_waits_after_a_gap),
       T(test_private_store_reaps_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -37,6 +37,7 @@ struct pg_store {
   int tx_broken;      /* the connection dropped inside a transaction */
   unsigned notes;     /* STORE_NOTE_* to send at the end of this transaction */
   unsigned char prepared[PG_SLOTS]; /* slot prepared on this connection */
+  uint64_t retry_at_ns; /* after a failed reconnect, no other before (CLOCK_MONOTONIC ns) */
 };
 
 #define PGQ(s) ((struct pg_store *)(s))

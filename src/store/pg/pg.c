@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -114,13 +115,21 @@ static int pg_connect(struct pg_store *q, char *err, size_t errlen) {
   }
   PQsetNoticeProcessor(q->conn, pg_notice, NULL);
   /* Commits wait for the WAL flush (durable) unless the server says
-   * otherwise; statements never wait forever on a lock. */
+   * otherwise; statements never wait forever on a lock. spiderd never
+   * waits on anything but the server inside a transaction, so one idle in
+   * the middle for seconds is a stopped or cut-off node: the server ends
+   * its session, so the rows it locked (its node row, the scheduler lease)
+   * do not hold every other node's writes back until lock_timeout, and
+   * what it had not committed never will be. */
   char sql[256];
   if (q->schema)
-    snprintf(sql, sizeof(sql), "SET search_path TO \"%s\"; SET lock_timeout = '30s'",
+    snprintf(sql, sizeof(sql),
+             "SET search_path TO \"%s\"; SET lock_timeout = '30s'; "
+             "SET idle_in_transaction_session_timeout = '10s'",
              q->schema);
   else
-    snprintf(sql, sizeof(sql), "SET lock_timeout = '30s'");
+    snprintf(sql, sizeof(sql),
+             "SET lock_timeout = '30s'; SET idle_in_transaction_session_timeout = '10s'");
   PGresult *r = PQexec(q->conn, sql);
   int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
   if (!ok) snprintf(err, errlen, "PostgreSQL session setup: %s", PQresultErrorMessage(r));
@@ -128,14 +137,31 @@ static int pg_connect(struct pg_store *q, char *err, size_t errlen) {
   return ok ? 0 : SPD_ESTORE;
 }
 
+static uint64_t pg_mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* After a reconnect that failed slowly (a store that does not answer: it
+ * waited for connect_timeout), the next is not tried before this long: the
+ * ops queued behind it fail at once instead of each waiting out its own.
+ * One refused at once is tried again by the next op. */
+#define PG_RECONNECT_PAUSE_NS 1000000000u
+#define PG_RECONNECT_SLOW_NS 500000000u
+
 /* The connection dropped: outside a transaction, connect again. */
 static int pg_recover(struct pg_store *q) {
   if (q->in_tx) {
     q->tx_broken = 1;
     return SPD_ESTORE;
   }
+  if (q->retry_at_ns && pg_mono_ns() < q->retry_at_ns) return SPD_ESTORE;
   char err[256];
+  uint64_t t0 = pg_mono_ns();
   int rc = pg_connect(q, err, sizeof(err));
+  uint64_t t1 = pg_mono_ns();
+  q->retry_at_ns = rc && t1 - t0 > PG_RECONNECT_SLOW_NS ? t1 + PG_RECONNECT_PAUSE_NS : 0;
   if (rc) log_error("store", "%s", err);
   else log_info("store", "reconnected to PostgreSQL");
   return rc;
@@ -521,6 +547,31 @@ static int pg_parse_url(const char *url, char **conninfo, char **schema, char *e
   return 0;
 }
 
+/* Adds key=value to a libpq URL that does not set key. */
+static int pg_conninfo_default(char **conninfo, const char *key, const char *value) {
+  char probe[64];
+  snprintf(probe, sizeof(probe), "%s=", key);
+  if (strstr(*conninfo, probe)) return 0;
+  char *ci = NULL;
+  if (asprintf(&ci, "%s%s%s=%s", *conninfo, strchr(*conninfo, '?') ? "&" : "?", key, value) < 0)
+    return -ENOMEM;
+  free(*conninfo);
+  *conninfo = ci;
+  return 0;
+}
+
+/* A server gone silent (a partition that drops packets) is noticed on an
+ * idle connection, or one waiting for a reply, within about 25 s, and on
+ * one whose request goes unacknowledged within 30 s, instead of the
+ * system's defaults (two hours; some 15 minutes). A URL's own win. */
+static int pg_conninfo_keepalive(char **conninfo) {
+  int rc = pg_conninfo_default(conninfo, "keepalives_idle", "10");
+  if (!rc) rc = pg_conninfo_default(conninfo, "keepalives_interval", "5");
+  if (!rc) rc = pg_conninfo_default(conninfo, "keepalives_count", "3");
+  if (!rc) rc = pg_conninfo_default(conninfo, "tcp_user_timeout", "30000");
+  return rc;
+}
+
 static void pg_close(store_t *s) {
   struct pg_store *q = PGQ(s);
   if (!q) return;
@@ -540,6 +591,11 @@ static int pg_open(const char *url, const char *rest, store_t **out, char *err,
   if (rc) goto out;
   snprintf(q->channel, sizeof(q->channel), "spiderd%s%s", q->schema ? "_" : "",
            q->schema ? q->schema : "");
+  /* A store thread reconnecting to a host that accepts and never answers
+   * would otherwise wait for good, and every op queued behind it. */
+  if ((rc = pg_conninfo_default(&q->conninfo, "connect_timeout", "5")) ||
+      (rc = pg_conninfo_keepalive(&q->conninfo)))
+    goto out;
   if ((rc = pg_connect(q, err, errlen))) goto out;
   if ((rc = pg_migrate(q, err, errlen))) goto out;
   *out = &q->base;
@@ -617,16 +673,8 @@ static int pg_watch_open(const char *url, const char *rest, store_watch_t **out,
   int rc = pg_parse_url(url, &w->q.conninfo, &w->q.schema, err, errlen);
   /* The watch reconnects on the loop thread: never wait long for a host
    * that does not answer. */
-  if (!rc && !strstr(w->q.conninfo, "connect_timeout=")) {
-    char *ci = NULL;
-    if (asprintf(&ci, "%s%sconnect_timeout=2", w->q.conninfo,
-                 strchr(w->q.conninfo, '?') ? "&" : "?") < 0)
-      rc = -ENOMEM;
-    else {
-      free(w->q.conninfo);
-      w->q.conninfo = ci;
-    }
-  }
+  if (!rc) rc = pg_conninfo_default(&w->q.conninfo, "connect_timeout", "2");
+  if (!rc) rc = pg_conninfo_keepalive(&w->q.conninfo);
   if (!rc) {
     snprintf(w->q.channel, sizeof(w->q.channel), "spiderd%s%s", w->q.schema ? "_" : "",
              w->q.schema ? w->q.schema : "");
