@@ -96,8 +96,10 @@ test-redis: build $(ASAN_BUILD)/build.ninja
 test: test-unit test-ui test-pkg test-asan test-pg test-redis
 
 # kill -9 rounds (tests/integration/test_faults.py), many of them: on SQLite
-# under ASan + UBSan, then with the plain build on a throwaway PostgreSQL.
-# FAULT_SEED=N replays a failing run (each run logs its seed); about 9 minutes.
+# under ASan + UBSan, then with the plain build on a throwaway PostgreSQL,
+# where the store outages (test_outage.py) run too, with the 30 s silent
+# store (SPIDERD_TEST_BLACKHOLE) besides the cut. FAULT_SEED=N replays a
+# failing run (each run logs its seed); about 11 minutes.
 SOAK_ROUNDS ?= 50
 soak: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
@@ -106,8 +108,8 @@ soak: build $(ASAN_BUILD)/build.ninja
 	dir=$$(mktemp -d /tmp/spiderd-soak-pg-XXXXXX) && chmod 755 "$$dir" && \
 	url=$$(tests/pgserver.sh start "$$dir") && trap '$(CURDIR)/tests/pgserver.sh stop "'"$$dir"'"' EXIT && \
 	cd tests/integration && FAULT_ROUNDS=$(SOAK_ROUNDS) SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd \
-		SPIDERD_TEST_STORE_URL="$$url?schema={}" SPIDERD_TEST_PG_DIR="$$dir" \
-		/usr/bin/python3 -m pytest -q -s -p no:cacheprovider test_faults.py
+		SPIDERD_TEST_STORE_URL="$$url?schema={}" SPIDERD_TEST_PG_DIR="$$dir" SPIDERD_TEST_BLACKHOLE=1 \
+		/usr/bin/python3 -m pytest -q -s -p no:cacheprovider test_faults.py test_outage.py
 
 bench: build
 	./bench/run.sh $(CURDIR)/$(BUILD)/spiderd
