@@ -99,7 +99,7 @@ test: test-unit test-ui test-pkg test-asan test-pg test-redis
 # under ASan + UBSan, then with the plain build on a throwaway PostgreSQL,
 # where the store outages (test_outage.py) run too, with the 30 s silent
 # store (SPIDERD_TEST_BLACKHOLE) besides the cut. FAULT_SEED=N replays a
-# failing run (each run logs its seed); about 11 minutes.
+# failing run (each run logs its seed); about 9 minutes.
 SOAK_ROUNDS ?= 50
 soak: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)

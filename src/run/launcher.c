@@ -33,10 +33,7 @@
 /* How often an adopted process (not our child: no exit callback) is checked. */
 #define ADOPT_POLL_MS 500
 
-/* Process start time in clock ticks since boot (/proc/PID/stat field 22):
- * with the pid it names one process for good, so a recycled pid is never
- * mistaken for our crawl. 0 when the process does not exist. */
-static int64_t proc_start_time(int pid) {
+int64_t proc_start_time(int pid) {
   char path[64], buf[1024];
   snprintf(path, sizeof(path), "/proc/%d/stat", pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);

@@ -65,24 +65,6 @@ void supervise_close(launcher_t *l, uv_close_cb cb) {
 
 /* ---- crawls whose pid was never recorded ---- */
 
-/* /proc/PID/stat field 22, as launcher.c reads it for adoption. */
-static int64_t start_time_of(int pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  char *p = strrchr(buf, ')');
-  if (!p) return 0;
-  char *save = NULL;
-  char *tok = strtok_r(p + 1, " ", &save);
-  for (int i = 0; tok && i < 19; i++) tok = strtok_r(NULL, " ", &save);
-  return tok ? strtoll(tok, NULL, 10) : 0;
-}
-
 /* Whether the NUL-separated environment of pid holds the entry `want`. */
 static int environ_has(int pid, const char *want) {
   char path[64];
@@ -131,7 +113,7 @@ void supervise_find_unrecorded(launcher_t *l, job_list_t *running) {
       snprintf(want, sizeof(want), "SPIDERD_STATS_FILE=%s/%lld.json", l->stats_dir,
                (long long)j->id);
       if (!environ_has((int)pid, want)) continue;
-      int64_t started = start_time_of((int)pid);
+      int64_t started = proc_start_time((int)pid);
       if (started <= 0) break;
       j->pid = (int)pid;
       j->pid_start = started;

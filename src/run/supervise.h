@@ -163,4 +163,9 @@ void supervise_end(launcher_t *l, job_t *job, job_state_t state, int from_stats,
  * pending jobs left (0 = none), delayed how many there are. */
 void supervise_claimed(launcher_t *l, int64_t next_due, int64_t delayed);
 
+/* Process start time in clock ticks since boot (/proc/PID/stat field 22):
+ * with the pid it names one process for good, so a recycled pid is never
+ * mistaken for our crawl. 0 when the process does not exist. */
+int64_t proc_start_time(int pid);
+
 #endif

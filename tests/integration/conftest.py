@@ -138,6 +138,15 @@ def wait_for(predicate, seconds, what, interval=0.05):
         time.sleep(interval)
 
 
+def snapshot(root):
+    """Every path below root, relative to it."""
+    found = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            found.add(os.path.relpath(os.path.join(dirpath, name), root))
+    return found
+
+
 def free_port():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

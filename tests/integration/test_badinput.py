@@ -12,7 +12,7 @@ import zipfile
 import pytest
 import requests
 
-from conftest import ENDPOINTS, endpoint_verb, error_body, raw_request, timeout
+from conftest import ENDPOINTS, endpoint_verb, error_body, raw_request, snapshot, timeout
 
 CONTRACT_UTF8_MESSAGE = ("project is invalid: 'utf-8' codec can't decode byte 0xc3 in position 0: "
                          "invalid continuation byte")
@@ -114,14 +114,6 @@ def test_query_string_decoding_like_python(bd):
 
 
 # ---- path traversal ----------------------------------------------------
-
-def snapshot(root):
-    found = set()
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            found.add(os.path.relpath(os.path.join(dirpath, name), root))
-    return found
-
 
 TRAVERSAL_PROJECTS = ["../p", "a/b", "..", "/abs", "../../../../tmp/evil"]
 

@@ -37,7 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import timeout, wait_for
+from conftest import snapshot, timeout, wait_for
 
 API = "/api/v1"
 ADMIN_PW = "adm1n-pw-5ecret-77"
@@ -107,14 +107,6 @@ def error_shape(status, headers, body, where):
     assert e["code"].startswith("SPD_"), (where, e)
     assert isinstance(e["message"], str) and len(e["message"]) > 5, (where, e)
     return e
-
-
-def snapshot(root):
-    found = set()
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            found.add(os.path.relpath(os.path.join(dirpath, name), root))
-    return found
 
 
 def outside_untouched(d, before):
