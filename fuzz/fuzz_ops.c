@@ -28,6 +28,7 @@ typedef struct answer {
 static void on_reply(void *ud, const op_result_t *r) {
   answer_t *a = ud;
   a->replies++;
+  if (getenv("FUZZ_DEBUG")) fprintf(stderr, "-> %d %s\n", r->code, r->message ? r->message : "");
   if (r->value) {
     char *s = json_dumps(r->value, JSON_ENCODE_ANY | JSON_COMPACT);
     free(s);
@@ -60,6 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   size_t binlen = 0;
   op_cursor_decode(body, &id, &fp);
   if (!op_base64_decode(body, blen, &bin, &binlen)) free(bin);
+  if (getenv("FUZZ_DEBUG")) fprintf(stderr, "%s: json %d %s\n", def ? def->name : "?", rc, rc ? err : "");
   if (rc || !def || !strcmp(def->name, "users.create") || !strcmp(def->name, "tokens.create"))
     goto out;
 
