@@ -187,6 +187,6 @@ size_t fuzz_daemon_request(app_t *app, const char *req, size_t len, int ms) {
   if (getenv("FUZZ_DEBUG")) fprintf(stderr, "\n[%zu bytes%s]\n", got, eof ? "" : ", timed out");
   close(fd);
   /* let the daemon notice and finish the connection */
-  for (int i = 0; i < 4; i++) turn(app, -1, 0, 1);
+  for (int i = 0; i < 4; i++) turn(app, -1, 0, 0);
   return got;
 }
