@@ -60,7 +60,7 @@ static void one(app_t *app, const char *in, size_t len) {
   fwrite(p, 1, (size_t)(end - p), f);
   fclose(f);
   n = cap;
-  fuzz_daemon_request(app, req, n, 500);
+  fuzz_daemon_request(app, req, n, 200);
   free(req);
 }
 
