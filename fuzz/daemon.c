@@ -86,6 +86,16 @@ app_t *fuzz_daemon(int basic) {
   mkdir(a_logs, 0755);
   mkdir(a_items, 0755);
   mkdir(a_dbs, 0755);
+  /* a finished crawl's files, for /logs/ and /items/ to serve */
+  for (int i = 0; i < 2; i++) {
+    char d[700];
+    snprintf(d, sizeof(d), "%s/testproj", i ? a_items : a_logs);
+    mkdir(d, 0755);
+    snprintf(d, sizeof(d), "%s/testproj/quotes", i ? a_items : a_logs);
+    put_file(d, i ? "abc.jl" : "abc.log",
+             i ? "{\"text\": \"a\"}\n{\"text\": \"\\u00e9\"}\n"
+               : "2026-01-01 00:00:00 [scrapy.core.engine] INFO: Spider opened\n\xc3(\n");
+  }
 
   /* what main.c's recover() reads before serving: the job tokens' secret,
    * users and tokens */
