@@ -4,7 +4,8 @@
 # Each runs SECONDS with fuzz/corpus/NAME as its seeds; new inputs go to a
 # scratch corpus ($FUZZ_WORK, default BUILD_DIR/fuzz-work/NAME/corpus) and
 # crashes, leaks and timeouts to its artifacts/, whence they are copied to
-# fuzz/crashes/NAME/ and the run fails. Extra libFuzzer flags: $FUZZ_ARGS.
+# fuzz/crashes/NAME/ and the run fails. fuzz/NAME.dict, when there is one,
+# is its dictionary (-dict). Extra libFuzzer flags: $FUZZ_ARGS.
 set -u
 build=${1:?usage: fuzz/run.sh BUILD_DIR SECONDS [NAME...]}
 secs=${2:?usage: fuzz/run.sh BUILD_DIR SECONDS [NAME...]}
@@ -21,8 +22,10 @@ for n in "${names[@]}"; do
   work=$work_root/$n
   mkdir -p "$work/corpus" "$work/artifacts" "$here/crashes/$n"
   echo "fuzz_$n: ${secs}s"
+  dict=()
+  [ -f "$here/$n.dict" ] && dict=(-dict="$here/$n.dict")
   # shellcheck disable=SC2086
-  "$bin" -max_total_time="$secs" -timeout=20 -print_final_stats=1 \
+  "$bin" -max_total_time="$secs" -timeout=20 -print_final_stats=1 "${dict[@]}" \
     -artifact_prefix="$work/artifacts/" ${FUZZ_ARGS:-} \
     "$work/corpus" "$here/corpus/$n" >"$work/log" 2>&1
   rc=$?
