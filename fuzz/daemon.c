@@ -50,6 +50,8 @@ app_t *fuzz_daemon(int basic) {
   char dir[600], ui[256], err[1024];
   setenv("SPIDERD_CONFIG_FILES", "", 1);
   unsetenv("SPIDERD_STORE_PASSWORD");
+  if (strlen(tmp) > 80)
+    die("scratch directory too long for a Unix socket (set a shorter TMPDIR)", tmp);
   snprintf(sock_path, sizeof(sock_path), "%.80s/http.sock", tmp);
   snprintf(ui, sizeof(ui), "%s/ui", tmp);
   mkdir(ui, 0755);
@@ -87,13 +89,19 @@ app_t *fuzz_daemon(int basic) {
   mkdir(a_items, 0755);
   mkdir(a_dbs, 0755);
   /* a finished crawl's files, for /logs/ and /items/ to serve */
-  for (int i = 0; i < 2; i++) {
+  /* (testproj/quotes/abc for the pages, myproject/hello/j1 for the ops
+   * seeds' job j1) */
+  for (int i = 0; i < 4; i++) {
     char d[700];
-    snprintf(d, sizeof(d), "%s/testproj", i ? a_items : a_logs);
+    const char *proj = i < 2 ? "testproj" : "myproject", *spider = i < 2 ? "quotes" : "hello";
+    const char *base = i % 2 ? a_items : a_logs;
+    snprintf(d, sizeof(d), "%s/%s", base, proj);
     mkdir(d, 0755);
-    snprintf(d, sizeof(d), "%s/testproj/quotes", i ? a_items : a_logs);
-    put_file(d, i ? "abc.jl" : "abc.log",
-             i ? "{\"text\": \"a\"}\n{\"text\": \"\\u00e9\"}\n"
+    snprintf(d, sizeof(d), "%s/%s/%s", base, proj, spider);
+    char name[16];
+    snprintf(name, sizeof(name), "%s.%s", i < 2 ? "abc" : "j1", i % 2 ? "jl" : "log");
+    put_file(d, name,
+             i % 2 ? "{\"text\": \"a\"}\n{\"text\": \"\\u00e9\"}\n"
                : "2026-01-01 00:00:00 [scrapy.core.engine] INFO: Spider opened\n\xc3(\n");
   }
 

@@ -20,15 +20,18 @@ failed=0
 for n in "${names[@]}"; do
   bin=$build/fuzz_$n
   work=$work_root/$n
-  mkdir -p "$work/corpus" "$work/artifacts" "$here/crashes/$n"
+  mkdir -p "$work/corpus" "$work/artifacts" "$work/tmp" "$here/crashes/$n"
   echo "fuzz_$n: ${secs}s"
   dict=()
   [ -f "$here/$n.dict" ] && dict=(-dict="$here/$n.dict")
+  # the harness's scratch files (fuzz_tmpdir) go to $work/tmp: libFuzzer
+  # may end without running atexit handlers
   # shellcheck disable=SC2086
-  "$bin" -max_total_time="$secs" -timeout=20 -print_final_stats=1 "${dict[@]}" \
+  TMPDIR=$work/tmp "$bin" -max_total_time="$secs" -timeout=20 -print_final_stats=1 "${dict[@]}" \
     -artifact_prefix="$work/artifacts/" ${FUZZ_ARGS:-} \
     "$work/corpus" "$here/corpus/$n" >"$work/log" 2>&1
   rc=$?
+  rm -rf "${work:?}/tmp"
   stats=$(grep -E '^#[0-9]+' "$work/log" | tail -1)
   echo "  rc=$rc ${stats}"
   found=0

@@ -7,7 +7,7 @@
 
 #include "fuzz.h"
 
-static char tmpdir[64];
+static char tmpdir[256];
 
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
   (void)sb;
@@ -24,7 +24,7 @@ static void rm_tmpdir(void) {
 const char *fuzz_tmpdir(void) {
   if (!tmpdir[0]) {
     const char *base = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof(tmpdir), "%.40s/spiderd-fuzz-XXXXXX", base && *base ? base : "/tmp");
+    snprintf(tmpdir, sizeof(tmpdir), "%.200s/spiderd-fuzz-XXXXXX", base && *base ? base : "/tmp");
     if (!mkdtemp(tmpdir)) {
       perror("mkdtemp");
       abort();
