@@ -1,8 +1,10 @@
 /* The configuration loader (config.c): an INI file as scrapyd.conf (every
  * section: [scrapyd], [spiderd], [services], [settings], [retention],
  * [concurrency]), then, after a line "%%", command-line arguments one per
- * line ("--set spiderd.max_proc=4", "--port", "6801", ...). Loaded the way
- * `spiderd serve` loads it, secrets included, then queried. */
+ * line ("--set spiderd.max_proc=4", "--port", "6801", ...); a line
+ * "ENV:NAME=VALUE" sets an environment variable instead (SPIDERD_MAX_PROC,
+ * SCRAPYD_HTTP_PORT, ...), unset again afterwards. Loaded the way `spiderd
+ * serve` loads it, secrets included, then queried. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,12 +49,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fwrite(buf, 1, strlen(buf), f);
   fclose(f);
 
-  char *argv[64];
-  int argc = 0;
+  char *argv[64], *envs[16];
+  int argc = 0, nenv = 0;
   for (char *p = args; p && *p && argc < 63;) {
     char *nl = strchr(p, '\n');
     if (nl) *nl = '\0';
-    argv[argc++] = p;
+    char *eq = !strncmp(p, "ENV:", 4) ? strchr(p + 4, '=') : NULL;
+    if (eq && eq > p + 4 && nenv < 16) {
+      *eq = '\0';
+      if (!setenv(p + 4, eq + 1, 1)) envs[nenv++] = p + 4;
+    } else {
+      argv[argc++] = p;
+    }
     p = nl ? nl + 1 : NULL;
   }
   argv[argc] = NULL;
@@ -71,6 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   /* secrets leave the environment once read: keep the next run clean */
   unsetenv("SPIDERD_STORE_PASSWORD");
+  for (int i = 0; i < nenv; i++) unsetenv(envs[i]);
   free(buf);
   return 0;
 }
