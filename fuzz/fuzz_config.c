@@ -54,7 +54,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (char *p = args; p && *p && argc < 63;) {
     char *nl = strchr(p, '\n');
     if (nl) *nl = '\0';
-    char *eq = !strncmp(p, "ENV:", 4) ? strchr(p + 4, '=') : NULL;
+    /* only the daemon's own variables, and not the list of files */
+    char *eq = !strncmp(p, "ENV:", 4) && (!strncmp(p + 4, "SPIDERD_", 8) ||
+                                          !strncmp(p + 4, "SCRAPYD_", 8)) &&
+                       strncmp(p + 4, "SPIDERD_CONFIG_FILES=", 21)
+                   ? strchr(p + 4, '=')
+                   : NULL;
     if (eq && eq > p + 4 && nenv < 16) {
       *eq = '\0';
       if (!setenv(p + 4, eq + 1, 1)) envs[nenv++] = p + 4;
