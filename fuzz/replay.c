@@ -1,7 +1,8 @@
 /* Replays inputs through a harness without libFuzzer: every regular file of
  * each directory argument (sorted by name; dot files skipped) or each file
  * argument, once. A crash, an ASan/UBSan report or a leak fails the run, so
- * CTest keeps every seed and every past crash passing in every build. */
+ * CTest keeps every seed and every past crash passing in every build.
+ * FUZZ_REPLAY_VERBOSE=1 prints each input with the seconds it took. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,9 +72,14 @@ static int run_dir(const char *dir, size_t *count) {
     struct stat st;
     snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
     if (!rc && !stat(path, &st) && S_ISREG(st.st_mode)) {
-      if (getenv("FUZZ_REPLAY_VERBOSE")) fprintf(stderr, "%s\n", path);
+      struct timespec a, b;
+      clock_gettime(CLOCK_MONOTONIC, &a);
       if (run_file(path)) rc = -1;
       else (*count)++;
+      clock_gettime(CLOCK_MONOTONIC, &b);
+      if (getenv("FUZZ_REPLAY_VERBOSE"))
+        fprintf(stderr, "%8.3f s  %s\n",
+                (double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) / 1e9, path);
     }
     free(names[i]);
   }
