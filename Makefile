@@ -12,7 +12,8 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
 	wrk zip unzip curl redis-server postgresql python3-psycopg2 \
 	chromium chromium-driver python3-selenium python3-jsonschema \
-	debhelper dpkg-dev fakeroot lintian python3-yaml python3-prometheus-client
+	debhelper dpkg-dev fakeroot lintian python3-yaml python3-prometheus-client \
+	clang libclang-rt-14-dev
 # Node.js only where there is none: a machine with NodeSource's nodejs (which
 # includes npm) keeps it, and Debian's npm would conflict with that one.
 DEB_PKGS += $(if $(shell command -v node 2>/dev/null),,nodejs) $(if $(shell command -v npm 2>/dev/null),,npm)
@@ -22,7 +23,7 @@ UI_SRC := ui/build.mjs ui/package.json $(shell find ui/src -type f 2>/dev/null) 
 UI_STAMP := ui/dist/.stamp
 
 .PHONY: deps build run ui test test-unit test-integration test-ui test-asan test-pg test-redis \
-	soak bench bench-queue bench-pg bench-ui bench-auth bench-warm bench-million clean
+	soak bench bench-queue bench-pg bench-ui bench-auth bench-warm bench-million clean fuzz
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -141,8 +142,23 @@ bench-warm: build
 bench-million: build
 	/usr/bin/python3 bench/million_bench.py --bin $(CURDIR)/$(BUILD)/spiderd
 
+# libFuzzer (fuzz/README.md): builds $(FUZZ_BUILD) with clang and runs every
+# harness FUZZ_S seconds (FUZZ_TARGETS="http ops" for some), seeded from
+# fuzz/corpus/NAME; a crash lands in fuzz/crashes/NAME/ and fails the target.
+# Every build's CTest replays those corpora and crashes without clang.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_S ?= 60
+FUZZ_TARGETS ?=
+$(FUZZ_BUILD)/build.ninja:
+	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DCMAKE_C_COMPILER=clang -DSPIDERD_FUZZ=ON
+
+fuzz: deps $(FUZZ_BUILD)/build.ninja
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_S) $(FUZZ_TARGETS)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) ui/dist
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) ui/dist
 
 # ---- packaging (docs/operations.md) ----
 # The Debian package, built with dpkg-buildpackage into $(BUILD)/deb/
