@@ -12,8 +12,9 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
 	wrk zip unzip curl redis-server postgresql python3-psycopg2 \
 	chromium chromium-driver python3-selenium python3-jsonschema \
-	debhelper dpkg-dev fakeroot lintian python3-yaml python3-prometheus-client \
-	clang libclang-rt-14-dev
+	debhelper dpkg-dev fakeroot lintian python3-yaml python3-prometheus-client
+# Only for `make fuzz` (building and testing replay the corpora without them).
+FUZZ_PKGS := clang libclang-rt-14-dev
 # Node.js only where there is none: a machine with NodeSource's nodejs (which
 # includes npm) keeps it, and Debian's npm would conflict with that one.
 DEB_PKGS += $(if $(shell command -v node 2>/dev/null),,nodejs) $(if $(shell command -v npm 2>/dev/null),,npm)
@@ -23,7 +24,7 @@ UI_SRC := ui/build.mjs ui/package.json $(shell find ui/src -type f 2>/dev/null) 
 UI_STAMP := ui/dist/.stamp
 
 .PHONY: deps build run ui test test-unit test-integration test-ui test-asan test-pg test-redis \
-	soak bench bench-queue bench-pg bench-ui bench-auth bench-warm bench-million clean fuzz
+	soak bench bench-queue bench-pg bench-ui bench-auth bench-warm bench-million clean fuzz fuzz-deps
 
 deps:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
@@ -149,11 +150,14 @@ bench-million: build
 FUZZ_BUILD ?= build-fuzz
 FUZZ_S ?= 60
 FUZZ_TARGETS ?=
-$(FUZZ_BUILD)/build.ninja:
+fuzz-deps: deps
+	@$(MAKE) --no-print-directory deps DEB_PKGS="$(FUZZ_PKGS)"
+
+$(FUZZ_BUILD)/build.ninja: | fuzz-deps
 	cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DCMAKE_C_COMPILER=clang -DSPIDERD_FUZZ=ON
 
-fuzz: deps $(FUZZ_BUILD)/build.ninja
+fuzz: fuzz-deps $(FUZZ_BUILD)/build.ninja
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_S) $(FUZZ_TARGETS)
 
