@@ -5,23 +5,15 @@
  * staged file, and, when the check passes, extracted for a job and the
  * extraction removed again. A body starting with '{' is also parsed as a
  * manifest on its own. */
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/manifest.h"
+#include "fsutil.h"
 #include "fuzz.h"
 #include "store/eggs.h"
 #include "store/marchive.h"
-
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
 
 static void manifest_use(const manifest_t *m) {
   for (size_t i = 0; i < m->n; i++) {
@@ -55,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (!marchive_prepare(tmp, root, "p", &m, &dir, err, sizeof(err))) manifest_use(&m);
       manifest_release(&m);
       free(dir);
-      nftw(root, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+      fs_rmtree(root);
     }
     eggs_discard(tmp);
     free(tmp);

@@ -1,24 +1,16 @@
 /* What the harnesses share: a scratch directory and string copies. */
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "fsutil.h"
 #include "fuzz.h"
 
 static char tmpdir[256];
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
-
 static void rm_tmpdir(void) {
-  if (tmpdir[0]) nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+  if (tmpdir[0]) fs_rmtree(tmpdir);
 }
 
 const char *fuzz_tmpdir(void) {

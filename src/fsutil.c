@@ -1,9 +1,11 @@
 #include "fsutil.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int fs_mkdirs(const char *path, mode_t mode) {
   char *p = strdup(path);
@@ -23,4 +25,16 @@ int fs_mkdirs(const char *path, mode_t mode) {
   }
   free(p);
   return rc;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  int r = (flag == FTW_DP) ? rmdir(path) : unlink(path);
+  return (r && errno != ENOENT) ? -1 : 0;
+}
+
+int fs_rmtree(const char *path) {
+  if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS)) return errno ? -errno : -EIO;
+  return 0;
 }

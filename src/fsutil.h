@@ -7,4 +7,8 @@
 /* mkdir -p: creates path and its missing parents with mode. 0 or -errno. */
 int fs_mkdirs(const char *path, mode_t mode);
 
+/* rm -rf: path and everything below it; a symlink is removed, not followed.
+ * 0 or -errno. */
+int fs_rmtree(const char *path);
+
 #endif

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +12,7 @@
 
 #include "core/names.h"
 #include "error.h"
+#include "fsutil.h"
 
 #define STAGING ".staging"
 #define EGG_SUFFIX ".egg"
@@ -387,17 +387,6 @@ out:
   return 0;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  int r = (flag == FTW_DP) ? rmdir(path) : unlink(path);
-  return (r && errno != ENOENT) ? -1 : 0;
-}
-
-/* rm -rf, as Scrapyd's shutil.rmtree: whatever else sits in a project
- * directory goes with it. FTW_PHYS: a symlink is removed, not followed. */
-static int rmtree(const char *path) {
-  if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS)) return errno ? -errno : -EIO;
-  return 0;
-}
 
 int eggs_delete_version(const char *eggs_dir, const char *project, const char *version) {
   char *path = NULL, *pdir = NULL, **left = NULL;
@@ -414,7 +403,7 @@ int eggs_delete_version(const char *eggs_dir, const char *project, const char *v
   }
   rc = list_stems(pdir, &left, &nleft);
   if (rc) goto out;
-  if (nleft == 0) rc = rmtree(pdir);
+  if (nleft == 0) rc = fs_rmtree(pdir);
 out:
   strv_free(left, nleft);
   free(path);
@@ -432,7 +421,7 @@ int eggs_delete_project(const char *eggs_dir, const char *project) {
   if (lstat(pdir, &st) || !S_ISDIR(st.st_mode))
     rc = -ENOENT;
   else
-    rc = rmtree(pdir);
+    rc = fs_rmtree(pdir);
   free(pdir);
   return rc;
 }

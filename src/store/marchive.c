@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -301,12 +300,6 @@ int marchive_check_file(const char *path, manifest_t *m, char *err, size_t errle
 
 /* ---- extracting ---- */
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-  int r = (flag == FTW_DP) ? rmdir(path) : unlink(path);
-  return (r && errno != ENOENT) ? -1 : 0;
-}
-
-static void rmtree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* Reads dir/spiderd.json into *m. -ENOENT when there is none. */
 static int load_extracted(const char *dir, manifest_t *m, char *err, size_t errlen) {
@@ -429,7 +422,7 @@ int marchive_prepare(const char *path, const char *root, const char *project, ma
     tmp = NULL;
   }
 out:
-  if (tmp) rmtree(tmp);
+  if (tmp) fs_rmtree(tmp);
   free(tmp);
   free(stem);
   free(pdir);
@@ -469,7 +462,7 @@ int marchive_prune(const char *root, const char *project, const char *eggs_dir,
       }
     }
     if (stale && !(in_use && in_use(ud, dir))) {
-      rmtree(dir);
+      fs_rmtree(dir);
       removed++;
     }
     free(egg);
