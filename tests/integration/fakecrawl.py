@@ -9,26 +9,13 @@ writes the stats file the runner would (finish_reason "finished") and exits
 real interpreter. Like the runner, it dies with its node on a shared store
 (SPIDERD_DIE_WITH_NODE)."""
 
-import ctypes
 import json
 import os
-import signal
-import sys
 import time
 
-REAL = "/usr/bin/python3"
+from standin import crawl_args
 
-args = sys.argv[1:]
-if args[:2] == ["-m", "spiderd_runner.template"]:
-    sys.exit(0)  # a stand-in has no warm start template: its crawls start cold
-if args[:3] != ["-m", "spiderd_runner", "crawl"]:
-    os.execv(REAL, [REAL] + args)
-
-node_pid = os.environ.get("SPIDERD_DIE_WITH_NODE")
-if node_pid:
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    if str(os.getppid()) != node_pid:
-        os._exit(1)
+args = crawl_args()
 
 job = os.environ["SPIDERD_JOB"]
 node = os.environ.get("NODE_TAG", "?")

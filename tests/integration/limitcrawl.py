@@ -19,13 +19,9 @@ import os
 import sys
 import time
 
-REAL = "/usr/bin/python3"
+from standin import crawl_args
 
-args = sys.argv[1:]
-if args[:2] == ["-m", "spiderd_runner.template"]:
-    sys.exit(0)  # a stand-in has no warm start template: its crawls start cold
-if args[:3] != ["-m", "spiderd_runner", "crawl"]:
-    os.execv(REAL, [REAL] + args)
+args = crawl_args()
 
 spider_args = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "-a")
 mode = spider_args.get("mode", "ok")
