@@ -248,8 +248,9 @@ char *render_listjobs_text(const config_t *cfg, job_list_t lists[3], const char 
     return NULL;
   }
   lower_unicode_escapes(b.p);
-  if (len) *len = b.len;
-  return b.p;
+  char *out = escape_del(b.p);
+  if (out && len) *len = strlen(out);
+  return out;
 }
 
 int render_read_jobs(store_t *s, const char *project, job_list_t lists[3]) {

@@ -334,7 +334,7 @@ def test_pending_job_record_and_cancel(single):
     with blocked(single, "one"):
         form = [("project", "one"), ("spider", "quick"), ("setting", "DOWNLOAD_DELAY=2"),
                 ("setting", "X=y=z"), ("_version", "1.0"), ("a", "1"), ("jobid", "pend1"),
-                ("priority", "3")]
+                ("priority", "3"), ("b", "x\x7fy\u00f1")]
         assert single.call("schedule.json", data=form)["jobid"] == "pend1"
         single.schedule("one", "quick", jobid="pend2")
         lj = single.listjobs()
@@ -343,7 +343,9 @@ def test_pending_job_record_and_cancel(single):
         e = pend["pend1"]
         assert {k: e[k] for k in ("id", "project", "spider", "version", "settings", "args")} == {
             "id": "pend1", "project": "one", "spider": "quick", "version": "1.0",
-            "settings": {"DOWNLOAD_DELAY": "2", "X": "y=z"}, "args": {"a": "1"}}
+            "settings": {"DOWNLOAD_DELAY": "2", "X": "y=z"}, "args": {"a": "1", "b": "x\x7fy\u00f1"}}
+        # Escaped as Python's json.dumps escapes them, DEL included.
+        assert b'"b": "x\\u007fy\\u00f1"' in single.get("/listjobs.json").content
         assert "pid" not in e and "start_time" not in e
         e = pend["pend2"]
         assert (e["version"], e["settings"], e["args"]) == (None, {}, {})
