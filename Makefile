@@ -139,7 +139,7 @@ bench-warm: build
 	cd bench && /usr/bin/python3 warm_bench.py $(CURDIR)/$(BUILD)/spiderd
 
 # One million pending jobs in SQLite: schedule.json, listings, claims, memory
-# (bench/README.md); about 8 minutes, ~1 GB in /tmp, ~4 GB of memory at peak.
+# (bench/README.md, with how long it takes and what it needs in memory and disk).
 bench-million: build
 	/usr/bin/python3 bench/million_bench.py --bin $(CURDIR)/$(BUILD)/spiderd
 
