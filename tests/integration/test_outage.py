@@ -238,19 +238,25 @@ def timed_store_read(d, out):
     return t
 
 
+def deploy_and_tick(here, there, egg, interval):
+    """testproj deployed on `here` (and seen by `there`) and a schedule of
+    quick every `interval` seconds; the schedule's id."""
+    here.upload("testproj", "1", egg("testproj"))
+    wait_for(lambda: "testproj" in there.api("listprojects.json")["projects"], timeout(10),
+             "the egg on both nodes")
+    r = here.request("POST", API + "/schedules",
+                     json={"name": unique("tick"), "project": "testproj", "spider": "quick",
+                           "interval": interval, "overlap": "allow", "missed": "skip"})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
 def run_cut(spiderd, egg, tmp_path, proxy, mode, cut_s):
     """Two nodes, jobs and a schedule; the store goes away for cut_s seconds
     (mode "reset" or "blackhole") and comes back. Returns what the checks
     need."""
     (a, b), markers = two_nodes(spiderd, tmp_path, proxied_url(proxy, unique("outage")))
-    a.upload("testproj", "1", egg("testproj"))
-    wait_for(lambda: "testproj" in b.api("listprojects.json")["projects"], timeout(10),
-             "the egg on both nodes")
-    r = a.request("POST", API + "/schedules",
-                  json={"name": unique("tick"), "project": "testproj", "spider": "quick",
-                        "interval": 2, "overlap": "allow", "missed": "skip"})
-    assert r.status_code == 201, r.text
-    sid = r.json()["id"]
+    sid = deploy_and_tick(a, b, egg, interval=2)
     before = [(a if i % 2 else b).schedule("testproj", "quick", jobid=f"b{i}") for i in range(8)]
     # Cut while crawls run on both nodes (four slots, eight 2 s jobs).
     wait_for(lambda: {n for rs in markers_of(markers).values() for n, _, _, end in rs
@@ -401,14 +407,7 @@ def test_stopped_node_is_fenced(spiderd, egg, tmp_path):
                                 env={"FAKE_SECONDS": "3"})
     wait_for(lambda: "this node fires schedules now" in a.stderr_text(), timeout(10),
              "n0 holding the scheduler lease")
-    b.upload("testproj", "1", egg("testproj"))
-    wait_for(lambda: "testproj" in a.api("listprojects.json")["projects"], timeout(10),
-             "the egg on both nodes")
-    r = b.request("POST", API + "/schedules",
-                  json={"name": unique("tick"), "project": "testproj", "spider": "quick",
-                        "interval": 1, "overlap": "allow", "missed": "skip"})
-    assert r.status_code == 201, r.text
-    sid = r.json()["id"]
+    sid = deploy_and_tick(b, a, egg, interval=1)
     jobids = [b.schedule("testproj", "quick", jobid=f"s{i}") for i in range(4)]
     wait_for(lambda: [j for j, rs in markers_of(markers).items() for n, _, _, end in rs
                       if n == "n0" and end is None and j in jobids],
