@@ -12,7 +12,8 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
 	wrk zip unzip curl redis-server postgresql python3-psycopg2 \
 	chromium chromium-driver python3-selenium python3-jsonschema \
-	debhelper dpkg-dev fakeroot lintian python3-yaml python3-prometheus-client
+	debhelper dpkg-dev fakeroot lintian python3-yaml python3-prometheus-client \
+	nginx-light python3-pytest-xdist
 # Only for `make fuzz` (building and testing replay the corpora without them).
 FUZZ_PKGS := clang libclang-rt-14-dev
 # Node.js only where there is none: a machine with NodeSource's nodejs (which
