@@ -62,8 +62,15 @@ $(ASAN_BUILD)/build.ninja:
 test-unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The integration modules run in parallel, whole modules at a time
+# (pytest-xdist): most of a test's time is spent waiting on crawls, timers
+# and restarts, not on the CPU (bench/README.md, "The test suite's own time").
+# PYTEST_JOBS=0 runs them one after another.
+PYTEST_JOBS ?= 4
+XDIST := $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadfile)
+
 test-integration: build
-	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd /usr/bin/python3 -m pytest -q -x -p no:cacheprovider
+	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd /usr/bin/python3 -m pytest -q -x -p no:cacheprovider $(XDIST)
 
 # The console in headless Chromium against a real daemon; screenshots of
 # every page in both themes land in build/ui-shots/.
@@ -74,7 +81,7 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ctest --output-on-failure -j $(JOBS)
 	cd tests/integration && SPIDERD_BIN=$(CURDIR)/$(ASAN_BUILD)/spiderd SPIDERD_SANITIZED=1 \
-		/usr/bin/python3 -m pytest -q -p no:cacheprovider
+		/usr/bin/python3 -m pytest -q -p no:cacheprovider $(XDIST)
 
 # Against a throwaway PostgreSQL and Redis (tests/store_suite.sh): the store
 # contract tests, plain and sanitized, then the integration suite with the
@@ -90,11 +97,11 @@ REDIS_TESTS ?= test_cluster.py test_api.py test_jobs.py test_queues.py test_sche
 	test_unique_jobs.py test_events.py test_family.py test_auth.py test_outage.py
 test-pg: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	tests/store_suite.sh postgresql $(BUILD) $(ASAN_BUILD) $(PG_TESTS)
+	tests/store_suite.sh postgresql $(BUILD) $(ASAN_BUILD) $(XDIST) $(PG_TESTS)
 
 test-redis: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
-	tests/store_suite.sh redis $(BUILD) $(ASAN_BUILD) $(REDIS_TESTS)
+	tests/store_suite.sh redis $(BUILD) $(ASAN_BUILD) $(XDIST) $(REDIS_TESTS)
 
 # The whole suite runs on SQLite under ASan + UBSan, and with the plain build
 # on PostgreSQL (test-integration runs it plainly on SQLite too).
