@@ -120,7 +120,7 @@ soak: build $(ASAN_BUILD)/build.ninja
 	dir=$$(mktemp -d /tmp/spiderd-soak-pg-XXXXXX) && chmod 755 "$$dir" && \
 	url=$$(tests/pgserver.sh start "$$dir") && trap '$(CURDIR)/tests/pgserver.sh stop "'"$$dir"'"' EXIT && \
 	cd tests/integration && FAULT_ROUNDS=$(SOAK_ROUNDS) SPIDERD_BIN=$(CURDIR)/$(BUILD)/spiderd \
-		SPIDERD_TEST_STORE_URL="$$url?schema={}" SPIDERD_TEST_PG_DIR="$$dir" SPIDERD_TEST_BLACKHOLE=1 \
+		SPIDERD_TEST_STORE_URL="$$url?schema={}" SPIDERD_TEST_BLACKHOLE=1 \
 		/usr/bin/python3 -m pytest -q -s -p no:cacheprovider test_faults.py test_outage.py
 
 bench: build

@@ -686,6 +686,25 @@ def module_spiderd(tmp_path_factory):
     factory.close()
 
 
+@pytest.fixture
+def own_pg():
+    """(url, dir) of a PostgreSQL server of the test's own (tests/pgserver.sh),
+    for tests that restart or stop their server: the suite's shared one
+    serves other modules at the same time."""
+    import tempfile
+    top = tempfile.mkdtemp(prefix="spiderd-ownpg-")  # pytest's tmp is root-only:
+    os.chmod(top, 0o755)                             # postgres must reach it
+    server = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pgserver.sh")
+    d = os.path.join(top, "srv")
+    url = subprocess.run([server, "start", d], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    try:
+        yield url, d
+    finally:
+        subprocess.run([server, "stop", d], check=False)
+        os.rmdir(top)
+
+
 @pytest.fixture(scope="session")
 def egg(tmp_path_factory):
     """egg(name) -> path of the built egg of tests/integration/projects/<name>."""

@@ -346,12 +346,10 @@ def test_three_nodes_kill9_one_every_job_finishes_once(spiderd, tmp_path, egg):
     assert any(x["due_ms"] / 1000 > killed_at + FAST["node_timeout"] for x in fired), rs
 
 
-@shared
-def test_a_restarted_postgresql_is_survived(spiderd, tmp_path, egg):
-    pgdir = os.environ.get("SPIDERD_TEST_PG_DIR")
-    if not pgdir:
-        pytest.skip("needs SPIDERD_TEST_PG_DIR (make test-pg) to restart the server")
-    (a, b), _ = cluster(spiderd, 2, tmp_path, fake=True)
+@pytest.mark.skipif(not STORE_TMPL.startswith("postgres"), reason="PostgreSQL's own restart (make test-pg)")
+def test_a_restarted_postgresql_is_survived(spiderd, tmp_path, egg, own_pg):
+    url, pgdir = own_pg  # restarted below: not the server other modules share
+    (a, b), _ = cluster(spiderd, 2, tmp_path, fake=True, spiderd={"store": url})
     a.upload("testproj", "1", egg("testproj"))
     j1 = a.schedule("testproj", "quick")
     wait_for(lambda: any(j["job"] == j1 and j["state"] == "finished" for j in all_jobs(a)),

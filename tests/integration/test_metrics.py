@@ -11,7 +11,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import SHARED_STORE, SLOW, wait_for
+from conftest import SLOW, STORE_TMPL, wait_for
 
 API = "/api/v1"
 
@@ -241,12 +241,12 @@ def _pg_processes(pg_dir):
     return pids
 
 
-@pytest.mark.skipif(not (SHARED_STORE and os.environ.get("SPIDERD_TEST_PG_DIR")),
-                    reason="needs the throwaway PostgreSQL server of tests/store_suite.sh")
-def test_readyz_503_while_the_store_stalls(spiderd):
-    d = spiderd(name="stall")
+@pytest.mark.skipif(not STORE_TMPL.startswith("postgres"), reason="PostgreSQL stopped by the test (make test-pg)")
+def test_readyz_503_while_the_store_stalls(spiderd, own_pg):
+    url, pgdir = own_pg  # stopped below: not the server other modules share
+    d = spiderd(name="stall", spiderd={"store": url})
     wait_for(lambda: d.get("/readyz").status_code == 200, 15 * SLOW, "readyz 200")
-    pids = _pg_processes(os.environ["SPIDERD_TEST_PG_DIR"])
+    pids = _pg_processes(pgdir)
     for p in pids:
         os.kill(p, signal.SIGSTOP)
     try:
