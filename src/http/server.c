@@ -953,6 +953,7 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
   struct MHD_Connection *c = r->conn;
   r->method = arena_strndup(r, method, strlen(method));
   r->path = arena_strndup(r, url, strlen(url));
+  r->addr = http_client_of(r); /* every reply's log line names it, a 400 or 413 too */
   if (!r->method || !r->path) return MHD_NO;
   r->is_head = strcmp(method, "HEAD") == 0;
   if (r->nul_in_path) {
@@ -996,7 +997,6 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
 
   r->t0 = uv_hrtime();
   r->rt = route_find(s, r->path);
-  r->addr = http_client_of(r);
   if ((s->cred || s->auth_fn) && !(r->rt && r->rt->is_public)) {
     int v = authenticate(r);
     if (v == HTTP_AUTH_LATER) {
