@@ -5,6 +5,8 @@
         requests.get(ngx.url + "/daemonstatus.json")
     ngx = Nginx(dir, upstream_port=d.port, prefix="/spiderd").start()  # under /spiderd/
     ngx.stop()
+    Nginx(dir, upstream="unix:/path/to/spiderd.sock:")  # to a Unix socket
+    Nginx(dir, upstream_port=d.port, forwarded_for=False)  # a proxy that does not say
 
 Debian's nginx (nginx-light) runs in the foreground (`daemon off;`) as a child
 of the test, with everything it writes (pid, error and access logs, the
@@ -36,10 +38,12 @@ def available():
 
 
 class Nginx:
-    def __init__(self, workdir, upstream_port, prefix="", upstream_host="127.0.0.1",
-                 extra_location=""):
+    def __init__(self, workdir, upstream_port=None, prefix="", upstream_host="127.0.0.1",
+                 upstream=None, forwarded_for=True, extra_location=""):
         self.dir = os.path.abspath(str(workdir))
-        self.upstream = f"{upstream_host}:{upstream_port}"
+        # upstream: what follows "http://" in proxy_pass, e.g. "unix:/run/spiderd.sock:"
+        self.upstream = upstream or f"{upstream_host}:{upstream_port}"
+        self.forwarded_for = forwarded_for
         self.prefix = prefix.rstrip("/")
         self.extra_location = extra_location
         self.port = None
@@ -57,12 +61,15 @@ class Nginx:
         # as root, nginx's workers would become "nobody", who may not enter a
         # test's temporary directory
         user = "user root;\n" if os.geteuid() == 0 else ""
+        # without it nginx passes on whatever X-Forwarded-For the client sent
+        xff = ("proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;"
+               if self.forwarded_for else "")
         if self.prefix:
             location = f"""
         location {self.prefix}/ {{
             proxy_pass http://{self.upstream}/;
             proxy_set_header X-Forwarded-Prefix {self.prefix};
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            {xff}
             proxy_set_header Host $http_host;
             proxy_buffering off;
         }}"""
@@ -70,7 +77,7 @@ class Nginx:
             location = f"""
         location / {{
             proxy_pass http://{self.upstream};
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            {xff}
             proxy_set_header Host $http_host;
             proxy_buffering off;
         }}"""

@@ -179,6 +179,25 @@ def test_clients_behind_a_trusted_nginx_are_told_apart(deployed, tmp_path):
         assert ngx.url.endswith("/spiderd")
 
 
+@pytest.mark.skipif(not nginx.available(), reason="needs nginx (Debian's nginx-light)")
+def test_a_trusted_nginx_on_the_unix_socket(deployed, tmp_path):
+    # the Unix socket's peer is nginx; 127.0.0.1 is the hop nginx saw (this test)
+    d = deployed(trusted_proxies="unix 127.0.0.1")
+    sock = d.path("spiderd.sock")
+    with nginx.Nginx(tmp_path / "nginx", upstream=f"unix:{sock}:") as ngx:
+        A = {"X-Forwarded-For": CLIENT_A}
+        for _ in range(10):
+            r = requests.get(ngx.url + "/daemonstatus.json", auth=(USER, WRONG), headers=A,
+                             timeout=timeout(30))
+            assert r.status_code == 401
+        r = requests.get(ngx.url + API + "/status", auth=(USER, RIGHT), headers=A,
+                         timeout=timeout(30))
+        assert r.status_code == 429 and CLIENT_A in r.json()["error"]["message"]
+        r = requests.get(ngx.url + API + "/auth/whoami", auth=(USER, RIGHT),
+                         headers={"X-Forwarded-For": CLIENT_B}, timeout=timeout(30))
+        assert r.status_code == 200 and r.json()["addr"] == CLIENT_B
+
+
 def test_forwarded_for_is_ignored_without_trusted_proxies(deployed):
     d = deployed(auth_throttle_loopback="on")
     # a forged header per request would spread the failures over many addresses
