@@ -16,6 +16,7 @@
 
 #include "core/names.h"
 #include "error.h"
+#include "http/trust.h"
 #include "strbuf.h"
 
 #include <ctype.h>
@@ -58,7 +59,7 @@ static const char SEC_RETENTION[] = "retention";
 static const char SEC_CONCURRENCY[] = "concurrency";
 static const char SEC_DEFAULT[] = "DEFAULT";
 
-enum ktype { T_STR, T_USER, T_LEVEL, T_MECH, T_INT, T_PORT, T_BOOL, T_REAL, T_SIZE };
+enum ktype { T_STR, T_USER, T_LEVEL, T_MECH, T_NETS, T_INT, T_PORT, T_BOOL, T_REAL, T_SIZE };
 enum kmin { M_NONE, M_GE0, M_GE1, M_GT0, M_GE1024 };
 
 struct key {
@@ -131,6 +132,8 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, probes_public, T_BOOL, M_NONE, "on", NULL),
     KEY(SEC_SPIDERD, insecure, T_BOOL, M_NONE, "off", "--insecure"),
     KEY(SEC_SPIDERD, auth_fail_limit, T_INT, M_GE0, "10", NULL),
+    KEY(SEC_SPIDERD, auth_throttle_loopback, T_BOOL, M_NONE, "off", NULL),
+    KEY(SEC_SPIDERD, trusted_proxies, T_NETS, M_NONE, "", NULL),
     KEY(SEC_SPIDERD, schedule_horizon, T_REAL, M_GT0, "3", NULL),
     KEY(SEC_SPIDERD, misfire_grace, T_REAL, M_GE0, "60", NULL),
     KEY(SEC_SPIDERD, webhooks, T_STR, M_NONE, "", NULL),
@@ -455,6 +458,15 @@ static int set_string(struct loader *L, char **field, const char *v) {
   return 0;
 }
 
+/* Addresses and CIDR blocks: refused at start, not at the first request. */
+static int nets_check(struct loader *L, const struct key *k, const char *v, const struct src *s) {
+  http_trust_t t;
+  char why[256];
+  if (http_trust_parse(v, &t, why, sizeof(why))) return bad(L, s, k->section, k->name, "%s", why);
+  http_trust_release(&t);
+  return set_string(L, (char **)((char *)L->c + k->off), v);
+}
+
 /* Validates V for key K and stores it in the config. */
 static int apply(struct loader *L, const struct key *k, const char *v, const struct src *s) {
   void *field = (char *)L->c + k->off;
@@ -477,6 +489,8 @@ static int apply(struct loader *L, const struct key *k, const char *v, const str
     for (size_t i = 0; i < COUNT(limit_mechs); i++)
       if (strcasecmp(v, limit_mechs[i]) == 0) return set_string(L, field, limit_mechs[i]);
     return bad(L, s, k->section, k->name, "'%s' is not one of auto, cgroup, rlimit, off", v);
+  case T_NETS:
+    return nets_check(L, k, v, s);
   case T_INT:
     rc = parse_int_n(v, strlen(v), &n);
     if (rc == -EINVAL) return bad(L, s, k->section, k->name, "'%s' is not an integer", v);
@@ -1480,7 +1494,7 @@ void config_release(config_t *c) {
   if (c->https_key_password) explicit_bzero(c->https_key_password, strlen(c->https_key_password));
   for (size_t i = 0; i < NKEYS; i++) {
     if (keys[i].type == T_STR || keys[i].type == T_USER || keys[i].type == T_LEVEL ||
-        keys[i].type == T_MECH) {
+        keys[i].type == T_MECH || keys[i].type == T_NETS) {
       char **field = (char **)((char *)c + keys[i].off);
       free(*field);
     }

@@ -128,6 +128,8 @@ typedef struct config {
   int probes_public;       /* on: /healthz, /readyz and /metrics need no basic auth */
   int insecure;            /* on: serve a public address without authentication */
   int auth_fail_limit;     /* 10 failed logins a minute per address, then 429; 0 = none */
+  int auth_throttle_loopback; /* off: loopback and the Unix socket are never throttled */
+  char *trusted_proxies;   /* "": reverse proxies whose X-Forwarded-For names the client */
   double schedule_horizon; /* 3 days of upcoming runs materialised */
   double misfire_grace;    /* 60 s: a run later than this counts as missed */
   char *webhooks;          /* "": daemon-wide webhook URLs, comma/space separated */

@@ -406,6 +406,7 @@ static int start_http(app_t *app, char *err, size_t errlen) {
       .https_key = cfg->https_key,
       .https_key_password = cfg->https_key_password,
       .https_priorities = cfg->https_priorities,
+      .trusted_proxies = cfg->trusted_proxies,
   };
   int rc = http_server_start(app->loop, &ho, &app->http, err, errlen);
   if (rc) return rc;

@@ -13,6 +13,7 @@
 #include "core/names.h"
 #include "error.h"
 #include "flow/jobtoken.h"
+#include "http/trust.h"
 #include "log.h"
 #include "net/curl_lazy.h"
 
@@ -204,14 +205,26 @@ static fail_t *fail_find(auth_t *a, const char *addr, int64_t now, int make) {
   return oldest;
 }
 
+/* The limit for a client address, 0 for none. The machine itself (loopback,
+ * the Unix socket) may run without authentication at all, and is where a
+ * Scrapyd client's test suite or a monitor checks a few wrong credentials on
+ * purpose before its real calls: not throttled unless asked. addr is the
+ * client behind a trusted proxy, so a proxy on loopback does not exempt
+ * the clients it forwards. */
+static int fail_limit(const auth_t *a, const char *addr) {
+  const config_t *cfg = &a->app->cfg;
+  if (!cfg->auth_throttle_loopback && http_addr_local(addr)) return 0;
+  return cfg->auth_fail_limit;
+}
+
 static int throttled(auth_t *a, const char *addr, int64_t now) {
-  int limit = a->app->cfg.auth_fail_limit;
+  int limit = fail_limit(a, addr);
   fail_t *f = limit > 0 ? fail_find(a, addr, now, 0) : NULL;
   return f && f->count >= limit;
 }
 
 static void failed(auth_t *a, const char *addr, int64_t now) {
-  int limit = a->app->cfg.auth_fail_limit;
+  int limit = fail_limit(a, addr);
   if (limit <= 0) return;
   fail_t *f = fail_find(a, addr, now, 1);
   if (++f->count == limit)

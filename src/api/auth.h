@@ -19,8 +19,9 @@
  * (PBKDF2), then remembered as checked until the principals change.
  * Failed logins are counted per client address: past [spiderd]
  * auth_fail_limit (10) in AUTH_FAIL_WINDOW_MS, the address gets 429 until
- * the window ends, even with the right credentials (behind a proxy every
- * client shares its address: raise the limit or set 0 there).
+ * the window ends, even with the right credentials. The address is the
+ * client behind a trusted proxy ([spiderd] trusted_proxies); loopback and
+ * the Unix socket are not throttled unless auth_throttle_loopback is on.
  *
  * Loop thread only. Ownership: auth_who() returns memory of the request.
  */

@@ -45,6 +45,10 @@ typedef struct http_options {
   const char *https_key;        /* private key, possibly encrypted */
   const char *https_key_password; /* its passphrase, or NULL/"" */
   const char *https_priorities; /* GnuTLS priority string; NULL: TLS >= 1.2 */
+  /* Reverse proxies whose X-Forwarded-For names the client (http/trust.h):
+   * addresses and CIDR blocks, comma or space separated; NULL or "": none,
+   * and the header is ignored. */
+  const char *trusted_proxies;
 } http_options_t;
 
 typedef struct http_param {
@@ -114,7 +118,8 @@ void *http_req_auth(const http_req_t *r);
 /* The WWW-Authenticate header of a refusal ("basic realm=..."). */
 const char *http_server_www_auth(const http_server_t *s);
 /* The client's address: "203.0.113.7", "2001:db8::1", or "unix" (a Unix
- * socket); "?" when unknown. Lives as long as the request. */
+ * socket); "?" when unknown. Behind a trusted proxy, the client it forwards
+ * for (http_options.trusted_proxies). Lives as long as the request. */
 const char *http_req_addr(const http_req_t *r);
 /* Zeroed memory that lives as long as the request (NULL when out of memory). */
 void *http_req_alloc(http_req_t *r, size_t n);

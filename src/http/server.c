@@ -530,29 +530,14 @@ static int authenticate(http_req_t *r) {
   return s->auth_fn(s->auth_ud, r, &c);
 }
 
-static const char *addr_of(http_req_t *r) {
-  if (!r->lsn || !r->lsn->name[0] || r->lsn->name[0] == '/') return "unix";
-  const union MHD_ConnectionInfo *ci =
-      MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-  char buf[INET6_ADDRSTRLEN] = "?";
-  const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-  if (sa && sa->sa_family == AF_INET)
-    inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, buf, sizeof(buf));
-  else if (sa && sa->sa_family == AF_INET6)
-    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, buf, sizeof(buf));
-  else if (sa && sa->sa_family == AF_UNIX)
-    snprintf(buf, sizeof(buf), "unix");
-  /* "::ffff:10.0.0.1" is an IPv4 client of a dual-stack socket */
-  const char *a = strncmp(buf, "::ffff:", 7) == 0 && strchr(buf, '.') ? buf + 7 : buf;
-  return arena_strndup(r, a, strlen(a));
-}
-
 /* ---- replies ---- */
 
 static void access_log(http_req_t *r, unsigned status, uint64_t bytes) {
   http_server_t *s = r->srv;
   /* a 304 carries its file's length but sends no body (http_serve_asset) */
   bool bodyless = r->is_head || status == 204 || status == 304;
+  log_debug("http", "%s \"%s %s\" %u %" PRIu64, r->addr ? r->addr : "?", r->method, r->path,
+            status, bodyless ? 0 : bytes);
   if (s && s->access)
     s->access(s->access_ud, r->method, r->path, (int)status, bodyless ? 0 : bytes);
   if (s && s->observe) {
@@ -968,6 +953,7 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
   struct MHD_Connection *c = r->conn;
   r->method = arena_strndup(r, method, strlen(method));
   r->path = arena_strndup(r, url, strlen(url));
+  r->addr = http_client_of(r); /* every reply's log line names it, a 400 or 413 too */
   if (!r->method || !r->path) return MHD_NO;
   r->is_head = strcmp(method, "HEAD") == 0;
   if (r->nul_in_path) {
@@ -1011,7 +997,6 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
 
   r->t0 = uv_hrtime();
   r->rt = route_find(s, r->path);
-  r->addr = addr_of(r);
   if ((s->cred || s->auth_fn) && !(r->rt && r->rt->is_public)) {
     int v = authenticate(r);
     if (v == HTTP_AUTH_LATER) {
@@ -1565,6 +1550,12 @@ int http_server_start(uv_loop_t *loop, const http_options_t *o, http_server_t **
     rc = set_err(err, errlen, -ENOMEM, "out of memory");
     goto out;
   }
+  char why[200];
+  rc = http_trust_parse(o->trusted_proxies, &s->trust, why, sizeof(why));
+  if (rc) {
+    set_err(err, errlen, rc, "trusted_proxies: %s", why);
+    goto out;
+  }
   if (o->port <= 0 && !(o->unix_socket_path && *o->unix_socket_path)) {
     rc = set_err(err, errlen, -EINVAL, "no listener: set a port or a unix socket path");
     goto out;
@@ -1652,6 +1643,7 @@ static void server_free(http_server_t *s) {
   free(s->cred);
   free(s->www_auth);
   free(s->unix_path);
+  http_trust_release(&s->trust);
   free(s);
 }
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "http/http.h"
+#include "http/trust.h"
 
 #define MAX_BOUNDARY 200      /* RFC 2046 says 70; be lenient */
 #define TAIL_SLACK 64         /* trailing whitespace tolerated after "--b--" */
@@ -148,12 +149,16 @@ struct http_server {
   int timeout_s;            /* idle and header deadline */
   unsigned max_conns;       /* per listener */
   char *unix_path;
+  http_trust_t trust;       /* trusted proxies (http_options.trusted_proxies) */
 
   http_req_t *pool;
   size_t npool;
   http_req_t *suspended;
 };
 
+/* The client's address at its headers (client.c): the peer, or behind a
+ * trusted proxy the client it forwards for; in the arena, NULL without memory. */
+const char *http_client_of(http_req_t *r);
 /* Frees a request that is not in the pool (a detached one). */
 void http_req_free(http_req_t *r);
 /* The server's list of suspended connections (a stop resumes them all). */

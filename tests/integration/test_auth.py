@@ -333,7 +333,9 @@ def test_writes_are_recorded_with_who_did_them_and_from_where(d, world, egg_byte
 # ---- failed logins ------------------------------------------------------------------
 
 def test_failed_logins_are_throttled_per_address(spiderd):
-    d = spiderd(scrapyd={"username": "op", "password": "right"})
+    # loopback is exempt unless told otherwise (test_proxy.py has the rest)
+    d = spiderd(scrapyd={"username": "op", "password": "right"},
+                spiderd={"auth_throttle_loopback": "on"})
     d.auth = None
     for _ in range(10):
         assert d.request("GET", "/daemonstatus.json", auth=("op", "wrong")).status_code == 401
