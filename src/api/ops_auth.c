@@ -4,7 +4,18 @@
  * Admins manage everything. A user may also make, list and revoke tokens
  * of its own, never with more than it has itself (a role at most its own,
  * within its projects); another token may not make tokens unless it is an
- * admin's, so one leaked token cannot mint more. */
+ * admin's, so one leaked token cannot mint more.
+ *
+ * On a node that serves beyond loopback, without --insecure or a
+ * configured [scrapyd] login, the last usable admin credential in the
+ * store stays: revoking, deleting or demoting it would turn authentication
+ * off (no principal left: every caller an anonymous admin, which main.c
+ * refuses at start) or leave nobody to manage users and tokens. The store
+ * checks and writes in one atomic step (store_principal_*_keep_admin), so
+ * two nodes removing the last two admins at once cannot both succeed. A
+ * refusal is 409 (SPD_ECONFLICT, details.reason "last_admin"), an event
+ * (token.revoke_refused, user.delete_refused, user.update_refused) and a
+ * line in the log. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +26,8 @@
 #include "clock.h"
 #include "core/names.h"
 #include "error.h"
+#include "log.h"
+#include "net/addr.h"
 
 #define PASSWORD_MIN 8
 #define PASSWORD_MAX 1024
@@ -106,7 +119,8 @@ void op_auth_whoami(op_call_t *c) {
 /* ---- the store side, shared ---- */
 
 /* c->priv: the principal to write (tokens.create, users.*); c->text: the
- * token shown once; c->num[0]: the kind deleted; c->result: the answer. */
+ * token shown once; c->num[1]: 1 when the last admin's write was refused
+ * (refuse()); c->result: the answer. */
 
 static int list_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
@@ -129,10 +143,25 @@ static int list_fn(store_t *s, void *arg) {
 
 static void reloaded(void *arg) { op_ok_result(arg); }
 
+/* The last admin's refusal, from the loop: logged, and answered. */
+static void refused(op_call_t *c) {
+  const char *what = !strcmp(c->def->name, "tokens.delete")  ? "revoke token"
+                     : !strcmp(c->def->name, "users.delete") ? "delete user"
+                                                             : "change user";
+  const char *name = op_str(c, strstr(what, "token") ? "id" : "name");
+  log_warn("auth", "refused to %s %.64s asked by %s from %s: %s", what, name ? name : "",
+           c->who->actor, c->who->addr ? c->who->addr : "-", c->err);
+  op_fail(c, SPD_ECONFLICT, json_pack("{s:s}", "reason", "last_admin"), "%s", c->err);
+}
+
 /* Answered once this node reads the change: a user made, then logging in
  * at once, must find it. */
 static void written(void *arg, int rc) {
   op_call_t *c = arg;
+  if (c->num[1]) { /* the last admin: nothing but (unless rc) the refusal written */
+    refused(c);
+    return;
+  }
   if (rc) {
     op_fail(c, c->err_code ? c->err_code : rc, NULL, "%s", c->err[0] ? c->err : spd_strerror(rc));
     return;
@@ -145,16 +174,53 @@ static void listed(void *arg, int rc) {
   if (!op_store_failed(c, rc)) op_ok_result(c);
 }
 
-static int audit(store_t *s, const char *type, const principal_t *p) {
+/* A write of p as an event of type; reason (NULL: none): why it was
+ * refused. */
+static int audit(store_t *s, const char *type, const principal_t *p, const char *reason) {
   json_t *d = p->kind == PRINCIPAL_USER
                   ? json_pack("{s:s, s:s, s:s}", "user", p->name, "role", role_name(p->role),
-                              "projects", p->projects)
+                              "projects", p->projects ? p->projects : "")
                   : json_pack("{s:s, s:s, s:s, s:s}", "token", p->name, "name", p->label,
                               "role", role_name(p->role), "projects", p->projects);
+  if (d && reason) json_object_set_new(d, "reason", json_string(reason));
   event_t e = {.type = (char *)type, .ts_ms = clock_wall_ms(), .data = d};
   int rc = store_event_add(s, &e);
   json_decref(d);
   return rc;
+}
+
+/* ---- the last admin ---- */
+
+/* Must a write keep an admin here? The time to judge expiry by when it
+ * must (the node serves beyond loopback, with nothing else to let an
+ * admin in: no --insecure, no [scrapyd] login), else 0. Read on the
+ * store thread: cfg does not change while the daemon runs. */
+static int64_t keep_admin_at(const app_t *app) {
+  const config_t *cfg = &app->cfg;
+  if (cfg->http_port <= 0 || cfg->insecure || net_addr_loopback(cfg->bind_address) ||
+      (cfg->username[0] && cfg->password[0]))
+    return 0;
+  return clock_wall_ms();
+}
+
+/* The write was refused (SPD_ECONFLICT from the store): says why in c->err
+ * and records the refusal as type, with the principal p as asked. The
+ * store function then returns 0, so the event commits though nothing else
+ * was written, and written() answers 409 (c->num[1]). */
+static int refuse(store_t *s, op_call_t *c, const char *type, const principal_t *p) {
+  const config_t *cfg = &c->app->cfg;
+  const char *b = cfg->bind_address;
+  int bracket = strchr(b, ':') && b[0] != '[';
+  snprintf(c->err, sizeof(c->err),
+           "%s %.64s is the last admin credential and spiderd listens on %s%.64s%s:%d: "
+           "without an admin nobody can manage users and tokens, and without any user or "
+           "token every caller is an admin. Create another admin user or token first (or "
+           "set [scrapyd] username and password), or run with --insecure",
+           p->kind == PRINCIPAL_USER ? "user" : "token", p->name, bracket ? "[" : "", b,
+           bracket ? "]" : "", cfg->http_port);
+  c->err_code = SPD_ECONFLICT;
+  c->num[1] = 1;
+  return audit(s, type, p, c->err);
 }
 
 static void principal_free(void *p) {
@@ -170,7 +236,7 @@ static int token_create_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   principal_t *p = c->priv;
   int rc = store_principal_put(s, p);
-  if (!rc) rc = audit(s, "token.created", p);
+  if (!rc) rc = audit(s, "token.created", p, NULL);
   if (rc) return rc;
   c->result = render_principal(p);
   json_object_set_new(c->result, "token", json_string(c->text));
@@ -252,8 +318,15 @@ static int token_delete_fn(store_t *s, void *arg) {
     rc = c->err_code;
   }
   int count = 0;
-  if (!rc) rc = store_principal_delete(s, PRINCIPAL_TOKEN, p->name, &count);
-  if (!rc) rc = audit(s, "token.revoked", p);
+  int64_t keep = rc ? 0 : keep_admin_at(c->app);
+  if (!rc && keep)
+    rc = store_principal_delete_keep_admin(s, PRINCIPAL_TOKEN, p->name, keep, &count);
+  else if (!rc)
+    rc = store_principal_delete(s, PRINCIPAL_TOKEN, p->name, &count);
+  if (rc == SPD_ECONFLICT && keep)
+    rc = refuse(s, c, "token.revoke_refused", p);
+  else if (!rc)
+    rc = audit(s, "token.revoked", p, NULL);
   principal_list_release(&l);
   return rc;
 }
@@ -290,8 +363,15 @@ static int user_write_fn(store_t *s, void *arg) {
     if (!p->projects) p->projects = strdup(old->projects);
     if (!p->secret || !p->projects) rc = -ENOMEM;
   }
-  if (!rc) rc = store_principal_put(s, p);
-  if (!rc) rc = audit(s, create ? "user.created" : "user.updated", p);
+  /* a new user takes no admin away; a changed one may */
+  int64_t keep = rc || create ? 0 : keep_admin_at(c->app);
+  if (!rc) rc = keep ? store_principal_put_keep_admin(s, p, keep) : store_principal_put(s, p);
+  if (rc == SPD_ECONFLICT && keep) {
+    rc = refuse(s, c, "user.update_refused", p);
+    principal_list_release(&l);
+    return rc;
+  }
+  if (!rc) rc = audit(s, create ? "user.created" : "user.updated", p, NULL);
   if (!rc) c->result = render_principal(p);
   principal_list_release(&l);
   return rc;
@@ -362,14 +442,21 @@ void op_users_update(op_call_t *c) { user_write(c); }
 static int user_delete_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   int count = 0;
-  int rc = store_principal_delete(s, PRINCIPAL_USER, op_str(c, "name"), &count);
+  const char *name = op_str(c, "name");
+  int64_t keep = keep_admin_at(c->app);
+  int rc = keep ? store_principal_delete_keep_admin(s, PRINCIPAL_USER, name, keep, &count)
+                : store_principal_delete(s, PRINCIPAL_USER, name, &count);
+  principal_t p = {.kind = PRINCIPAL_USER, .name = (char *)name, .projects = ""};
+  if (rc == SPD_ECONFLICT && keep) {
+    p.role = ROLE_ADMIN; /* what made it the last */
+    return refuse(s, c, "user.delete_refused", &p);
+  }
   if (!rc && !count) {
     c->err_code = SPD_ENOPRINCIPAL;
-    snprintf(c->err, sizeof(c->err), "no user '%.64s'", op_str(c, "name"));
+    snprintf(c->err, sizeof(c->err), "no user '%.64s'", name);
     return c->err_code;
   }
-  principal_t p = {.kind = PRINCIPAL_USER, .name = (char *)op_str(c, "name"), .projects = ""};
-  return rc ? rc : audit(s, "user.deleted", &p);
+  return rc ? rc : audit(s, "user.deleted", &p, NULL);
 }
 
 void op_users_delete(op_call_t *c) {

@@ -126,8 +126,11 @@ STORE_OP(egg_delete, (store_t *s, const char *project, const char *version, int 
 STORE_OP(notify, (store_t *s, unsigned what))
 
 /* ---- users and API tokens (store.c writes meta "auth.gen" after put/delete) ---- */
-STORE_OP(principal_put, (store_t *s, const principal_t *p))
-STORE_OP(principal_delete, (store_t *s, principal_kind_t kind, const char *name, int *count))
+/* keep_admin_ms > 0: store_principal_put_keep_admin / _delete_keep_admin's
+ * check at that time, atomic with the write; 0: none. */
+STORE_OP(principal_put, (store_t *s, const principal_t *p, int64_t keep_admin_ms))
+STORE_OP(principal_delete, (store_t *s, principal_kind_t kind, const char *name,
+                            int64_t keep_admin_ms, int *count))
 STORE_OP(principals_list, (store_t *s, principal_list_t *out))
 
 /* ---- key/value ---- */

@@ -590,30 +590,58 @@ static int store_auth_bump(store_t *s) {
   return s->ops->meta_set(s, "auth.gen", gen);
 }
 
-int store_principal_put(store_t *s, const principal_t *p) {
+/* Would p, as written, be a usable admin credential at now_ms (store.h)? */
+static int store_admin_usable(const principal_t *p, int64_t now_ms) {
+  return p->role == ROLE_ADMIN && p->secret && *p->secret &&
+         (p->expires_ms == 0 || p->expires_ms > now_ms);
+}
+
+static int store_principal_write(store_t *s, const principal_t *p, int64_t keep_admin_ms) {
   if (!s || !p || !store_kind_ok(p->kind) || !p->name || !*p->name ||
-      p->role < ROLE_READ || p->role > ROLE_ADMIN)
+      p->role < ROLE_READ || p->role > ROLE_ADMIN || keep_admin_ms < 0)
     return -EINVAL;
+  /* A put that leaves the principal a usable admin takes no admin away:
+   * no check, and no lock on PostgreSQL. */
+  if (keep_admin_ms && store_admin_usable(p, keep_admin_ms)) keep_admin_ms = 0;
   /* The backends see no NULL string: "" is what the API means by none. */
   principal_t q = *p;
   if (!q.label) q.label = "";
   if (!q.secret) q.secret = "";
   if (!q.owner) q.owner = "";
   if (!q.projects) q.projects = "";
-  int rc = s->ops->principal_put(s, &q);
+  int rc = s->ops->principal_put(s, &q, keep_admin_ms);
   if (rc) return rc;
   return store_auth_bump(s);
 }
 
-int store_principal_delete(store_t *s, principal_kind_t kind, const char *name, int *count) {
+int store_principal_put(store_t *s, const principal_t *p) {
+  return store_principal_write(s, p, 0);
+}
+
+int store_principal_put_keep_admin(store_t *s, const principal_t *p, int64_t now_ms) {
+  return now_ms > 0 ? store_principal_write(s, p, now_ms) : -EINVAL;
+}
+
+static int store_principal_remove(store_t *s, principal_kind_t kind, const char *name,
+                                  int64_t keep_admin_ms, int *count) {
   int n = 0;
   if (count) *count = 0;
-  if (!s || !store_kind_ok(kind) || !name || !*name) return -EINVAL;
-  int rc = s->ops->principal_delete(s, kind, name, &n);
+  if (!s || !store_kind_ok(kind) || !name || !*name || keep_admin_ms < 0) return -EINVAL;
+  int rc = s->ops->principal_delete(s, kind, name, keep_admin_ms, &n);
   /* Deleting nothing changed nothing: caches stay valid. */
   if (!rc && n > 0) rc = store_auth_bump(s);
   if (!rc && count) *count = n;
   return rc;
+}
+
+int store_principal_delete(store_t *s, principal_kind_t kind, const char *name, int *count) {
+  return store_principal_remove(s, kind, name, 0, count);
+}
+
+int store_principal_delete_keep_admin(store_t *s, principal_kind_t kind, const char *name,
+                                      int64_t now_ms, int *count) {
+  if (count) *count = 0;
+  return now_ms > 0 ? store_principal_remove(s, kind, name, now_ms, count) : -EINVAL;
 }
 
 int store_principals_list(store_t *s, principal_list_t *out) {

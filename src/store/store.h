@@ -575,6 +575,22 @@ int store_principal_put(store_t *s, const principal_t *p);
 /* Deletes the principal of that kind and name; *count = rows deleted (0 or
  * 1; may be NULL). Deleting nothing is not an error. */
 int store_principal_delete(store_t *s, principal_kind_t kind, const char *name, int *count);
+/* store_principal_put and store_principal_delete that keep an admin: they
+ * write nothing and return SPD_ECONFLICT when the write would take away the
+ * last usable admin credential, that is when the principal is one now, is
+ * none after the write (deleted, or put with another role, no secret or an
+ * expiry at or before now_ms), and no other principal is one. A usable
+ * admin credential has the role admin, a secret (a hash to check a password
+ * or token against) and no expiry or one after now_ms; the configured
+ * Scrapyd login is not in the store and not counted here. The check and
+ * the write are one atomic step on every backend (SQLite: one statement of
+ * the only writer; PostgreSQL: the principals table locked against every
+ * other writer until the transaction ends, then one statement; Redis: one
+ * script), so two nodes taking away the last two admins at once cannot
+ * both succeed. now_ms must be > 0 (-EINVAL). */
+int store_principal_put_keep_admin(store_t *s, const principal_t *p, int64_t now_ms);
+int store_principal_delete_keep_admin(store_t *s, principal_kind_t kind, const char *name,
+                                      int64_t now_ms, int *count);
 /* Every principal, appended to out: users first, then tokens, each kind by
  * name (byte order). */
 int store_principals_list(store_t *s, principal_list_t *out);

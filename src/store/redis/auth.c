@@ -7,6 +7,8 @@
  *   principals:KIND      zset (all scores 0) of the names of that kind: a
  *                        list reads it in byte order (ZRANGEBYLEX)
  *
+ * A write that keeps an admin checks and writes in its one script.
+ *
  * The auth generation is meta "auth.gen" (core.lua), written by store.c
  * after a put or delete, as a script of its own: Redis has no transaction
  * both could share (store_auth_gen says what a failure in between means). */
@@ -18,8 +20,9 @@
 #include "error.h"
 #include "store/redis/internal.h"
 
-int redis_principal_put(store_t *s, const principal_t *p) {
+int redis_principal_put(store_t *s, const principal_t *p, int64_t keep_admin_ms) {
   redis_args_t a = {0};
+  redisReply *r = NULL;
   ra_i64(&a, p->kind);
   ra_str(&a, p->name);
   ra_str(&a, p->label);
@@ -29,16 +32,24 @@ int redis_principal_put(store_t *s, const principal_t *p) {
   ra_str(&a, p->projects);
   ra_i64(&a, p->created_ms);
   ra_i64(&a, p->expires_ms);
-  return redis_eval(RQ(s), RS_PRINCIPAL_PUT, &a, NULL, "put principal");
+  ra_i64(&a, keep_admin_ms);
+  int rc = redis_eval(RQ(s), RS_PRINCIPAL_PUT, &a, &r, "put principal");
+  if (!rc && rr_i64(r) < 0) rc = SPD_ECONFLICT; /* the last admin: nothing written */
+  if (r) freeReplyObject(r);
+  return rc;
 }
 
-int redis_principal_delete(store_t *s, principal_kind_t kind, const char *name, int *count) {
+int redis_principal_delete(store_t *s, principal_kind_t kind, const char *name,
+                           int64_t keep_admin_ms, int *count) {
   redis_args_t a = {0};
   redisReply *r = NULL;
   ra_i64(&a, kind);
   ra_str(&a, name);
+  ra_i64(&a, keep_admin_ms);
   int rc = redis_eval(RQ(s), RS_PRINCIPAL_DELETE, &a, &r, "delete principal");
-  if (!rc) *count = (int)rr_i64(r);
+  int64_t n = rc ? 0 : rr_i64(r);
+  if (n < 0) rc = SPD_ECONFLICT; /* the last admin: nothing deleted */
+  else if (!rc) *count = (int)n;
   if (r) freeReplyObject(r);
   return rc;
 }

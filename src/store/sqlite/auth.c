@@ -1,7 +1,11 @@
 /* The SQLite backend's users and API tokens (store.h: principals). One row
  * per principal, keyed by (kind, name): a login or a token's id is one seek,
  * and a list walks the key in the order store.h promises. The auth
- * generation is meta, written by store.c. */
+ * generation is meta, written by store.c.
+ *
+ * A write that keeps an admin (keep_admin_ms) is one statement whose WHERE
+ * holds the check: this connection is the database's only writer and runs
+ * it inside its transaction, so nothing changes between check and write. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,29 +13,62 @@
 #include "error.h"
 #include "store/sqlite/internal.h"
 
-enum { SA_PUT, SA_DELETE, SA_LIST, SA_COUNT };
+enum { SA_PUT, SA_DELETE, SA_LIST, SA_PUT_KEEP, SA_DELETE_KEEP, SA_EXISTS, SA_COUNT };
 
 _Static_assert(SA_COUNT <= SQLITE_AUTH_SLOTS, "sqlite/auth.c's statements overflow its slots");
 
+/* Is row T (a table name or alias) a usable admin credential at ?KEEP
+ * (store.h)? Roles are core/principal.h's numbers: admin is 4. */
+#define SA_USABLE(T, KEEP)                                                  \
+  "(" T ".role = 4 AND " T ".secret <> '' AND (" T ".expires_ms = 0 OR " T \
+  ".expires_ms > " KEEP "))"
+/* Some principal other than (?1, ?2) is a usable admin credential. */
+#define SA_ANOTHER(KEEP)                                                         \
+  "EXISTS (SELECT 1 FROM principals o WHERE (o.kind <> ?1 OR o.name <> ?2) AND " \
+  SA_USABLE("o", KEEP) ")"
+
+#define SA_PUT_SQL                                                                          \
+  "INSERT INTO principals (kind, name, label, secret, owner, role, projects, "             \
+  "created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "                   \
+  "ON CONFLICT (kind, name) DO UPDATE SET label = excluded.label, "                       \
+  "secret = excluded.secret, owner = excluded.owner, role = excluded.role, "              \
+  "projects = excluded.projects, created_ms = excluded.created_ms, "                      \
+  "expires_ms = excluded.expires_ms"
+
 static const char *const sqlite_auth_sql[SA_COUNT] = {
-    [SA_PUT] = "INSERT INTO principals (kind, name, label, secret, owner, role, projects, "
-               "created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "
-               "ON CONFLICT (kind, name) DO UPDATE SET label = excluded.label, "
-               "secret = excluded.secret, owner = excluded.owner, role = excluded.role, "
-               "projects = excluded.projects, created_ms = excluded.created_ms, "
-               "expires_ms = excluded.expires_ms",
+    [SA_PUT] = SA_PUT_SQL,
     [SA_DELETE] = "DELETE FROM principals WHERE kind = ?1 AND name = ?2",
     [SA_LIST] = "SELECT kind, name, label, secret, owner, role, projects, created_ms, "
                 "expires_ms FROM principals ORDER BY kind, name",
+    /* store.c calls it only when the new row is no usable admin: the old
+     * row may change unless it is one and no other is */
+    [SA_PUT_KEEP] = SA_PUT_SQL " WHERE NOT (" SA_USABLE("principals", "?10") " AND NOT "
+                    SA_ANOTHER("?10") ")",
+    [SA_DELETE_KEEP] = "DELETE FROM principals WHERE kind = ?1 AND name = ?2 AND NOT ("
+                       SA_USABLE("principals", "?3") " AND NOT " SA_ANOTHER("?3") ")",
+    [SA_EXISTS] = "SELECT 1 FROM principals WHERE kind = ?1 AND name = ?2",
 };
 
 static sqlite3_stmt *sa_stmt(struct sqlite_store *q, int id) {
   return sqlite_prepare_slot(q, &q->auth_stmt[id], sqlite_auth_sql[id]);
 }
 
-int sqlite_principal_put(store_t *s, const principal_t *p) {
+/* After a write that keeps an admin changed no row: refused when the row
+ * is there (SPD_ECONFLICT), else there was nothing to refuse (0). */
+static int sa_refused(struct sqlite_store *q, principal_kind_t kind, const char *name) {
+  sqlite3_stmt *st = sa_stmt(q, SA_EXISTS);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int(st, 1, (int)kind);
+  sqlite_bind_str(st, 2, name);
+  int src = sqlite3_step(st);
+  int rc = src == SQLITE_ROW ? SPD_ECONFLICT : src == SQLITE_DONE ? 0 : sqlite_fail(q, "principal");
+  sqlite3_reset(st);
+  return rc;
+}
+
+int sqlite_principal_put(store_t *s, const principal_t *p, int64_t keep_admin_ms) {
   struct sqlite_store *q = SQ(s);
-  sqlite3_stmt *st = sa_stmt(q, SA_PUT);
+  sqlite3_stmt *st = sa_stmt(q, keep_admin_ms ? SA_PUT_KEEP : SA_PUT);
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int(st, 1, (int)p->kind);
   sqlite_bind_str(st, 2, p->name);
@@ -42,18 +79,25 @@ int sqlite_principal_put(store_t *s, const principal_t *p) {
   sqlite_bind_str(st, 7, p->projects);
   sqlite3_bind_int64(st, 8, p->created_ms);
   sqlite3_bind_int64(st, 9, p->expires_ms);
-  return sqlite_done(q, st, "put principal");
+  if (keep_admin_ms) sqlite3_bind_int64(st, 10, keep_admin_ms);
+  int rc = sqlite_done(q, st, "put principal");
+  /* an insert or an update changes one row: none is the WHERE's refusal */
+  if (!rc && keep_admin_ms && sqlite3_changes(q->db) == 0) rc = SPD_ECONFLICT;
+  return rc;
 }
 
-int sqlite_principal_delete(store_t *s, principal_kind_t kind, const char *name, int *count) {
+int sqlite_principal_delete(store_t *s, principal_kind_t kind, const char *name,
+                            int64_t keep_admin_ms, int *count) {
   struct sqlite_store *q = SQ(s);
-  sqlite3_stmt *st = sa_stmt(q, SA_DELETE);
+  sqlite3_stmt *st = sa_stmt(q, keep_admin_ms ? SA_DELETE_KEEP : SA_DELETE);
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int(st, 1, (int)kind);
   sqlite_bind_str(st, 2, name);
+  if (keep_admin_ms) sqlite3_bind_int64(st, 3, keep_admin_ms);
   int rc = sqlite_done(q, st, "delete principal");
-  if (!rc) *count = sqlite3_changes(q->db);
-  return rc;
+  if (rc) return rc;
+  *count = sqlite3_changes(q->db);
+  return *count == 0 && keep_admin_ms ? sa_refused(q, kind, name) : 0;
 }
 
 int sqlite_principals_list(store_t *s, principal_list_t *out) {

@@ -25,7 +25,7 @@
 /* Statement slots of sqlite/nodes.c. */
 #define SQLITE_NODES_SLOTS 8
 /* Statement slots of sqlite/auth.c. */
-#define SQLITE_AUTH_SLOTS 4
+#define SQLITE_AUTH_SLOTS 8
 
 /* store_jobs_list builds its SQL from the filter's shape (which fields are
  * set, which states) so each shape gets a plan that can use an index; one
