@@ -15,6 +15,7 @@
 #include "flow/jobtoken.h"
 #include "http/trust.h"
 #include "log.h"
+#include "net/addr.h"
 #include "net/curl_lazy.h"
 
 #define API_PREFIX "/api/v1"
@@ -381,6 +382,18 @@ static int by_node(auth_t *a, http_req_t *r, auth_req_t *ar, const char *token, 
   return HTTP_AUTH_ALLOW;
 }
 
+/* Whether a node without any credential lets addr in as anonymous admin.
+ * main.c refuses to start on a public address that way, but the last
+ * credential can still vanish while the node runs (deleted through another
+ * node of the cluster, or the store edited by hand): then only the node's
+ * own machine, trusted enough to run without authentication, or a node
+ * run with --insecure lets callers in. */
+static int open_to(const app_t *app, const char *addr) {
+  const config_t *cfg = &app->cfg;
+  return cfg->insecure || cfg->http_port <= 0 || net_addr_loopback(cfg->bind_address) ||
+         http_addr_local(addr);
+}
+
 static int on_auth(void *ud, http_req_t *r, const http_credentials_t *c) {
   app_t *app = ud;
   auth_t *a = app->auth;
@@ -389,6 +402,12 @@ static int on_auth(void *ud, http_req_t *r, const http_credentials_t *c) {
   ar->who.addr = http_req_addr(r);
   ar->who.projects = ar->who.name = "";
   http_req_set_auth(r, &ar->who);
+  if (!auth_enabled(app) && !open_to(app, ar->who.addr)) {
+    ar->why = "no user or token is left and this node serves beyond loopback: create an admin "
+              "token from the node's own machine (loopback or its Unix socket), or run with "
+              "--insecure";
+    return HTTP_AUTH_DENY;
+  }
   if (!auth_enabled(app)) { /* Scrapyd's way: anyone, whatever they send */
     ar->who = anonymous_admin;
     ar->who.addr = http_req_addr(r);

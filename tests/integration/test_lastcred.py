@@ -255,3 +255,34 @@ def test_two_nodes_removing_the_two_last_admins_at_once_leave_one(spiderd, tmp_p
             wait_for(lambda d=d: d.request("GET", API + "/auth/whoami",
                                            headers=bearer(root["token"])).status_code == 200,
                      timeout(10), "the survivor to work")
+
+
+def test_a_credential_gone_behind_the_nodes_back_opens_only_its_own_machine(spiderd):
+    """The last credential can still vanish while a public node runs (removed
+    through another node, or from the store by hand): anonymous callers from
+    elsewhere are then refused, not made admins; the node's own machine may
+    still come in, to make a new admin token."""
+    d = spiderd()
+    tok = make_token(d, "admin", name="root")
+    go_public(d, trusted_proxies="127.0.0.1")
+    con = d.db()
+    try:
+        con.execute("DELETE FROM principals")
+        con.execute("UPDATE meta SET value = 'gone-1' WHERE key = 'auth.gen'")
+        con.commit()
+    finally:
+        con.close()
+    wait_for(lambda: d.request("GET", API + "/status").status_code == 200, timeout(15),
+             "the node to read that no credential is left")
+    far = {"X-Forwarded-For": "203.0.113.9"}  # a client beyond the trusted proxy on loopback
+    r = d.request("GET", API + "/status", headers=far)
+    assert r.status_code == 401, r.text
+    assert "serves beyond loopback" in r.json()["error"]["message"], r.text
+    assert d.request("POST", API + "/tokens", headers=far, json={"role": "admin"}).status_code == 401
+    assert d.request("GET", "/daemonstatus.json", headers=far).status_code == 401
+    # from the machine itself, a new admin token closes the node again
+    again = make_token(d, "admin", name="again")
+    assert d.request("GET", API + "/status", headers=far).status_code == 401
+    r = d.request("GET", API + "/status", headers=dict(far, **bearer(again["token"])))
+    assert r.status_code == 200, r.text
+    assert tok["id"] != again["id"]
