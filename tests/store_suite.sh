@@ -20,7 +20,7 @@ esac
 chmod 755 "$dir"
 url=$("$server" start "$dir") || exit 1
 trap '"$server" stop "$dir"' EXIT
-for t in test_store test_store_sched test_store_janitor test_store_queue test_store_async test_store_nodes test_store_console test_flow test_scheduler test_cluster test_janitor test_launcher test_supervise; do
+for t in test_store test_store_sched test_store_janitor test_store_queue test_store_async test_store_retry test_store_nodes test_store_console test_flow test_scheduler test_cluster test_janitor test_launcher test_supervise; do
   for b in "$build" "$asan"; do
     if ! SPIDERD_TEST_STORE_URL="$url?$param=t{}" "$b/$t" >"$dir/$t.out" 2>&1; then
       echo "$t ($b) failed on $kind:"; tail -40 "$dir/$t.out"; exit 1
