@@ -216,30 +216,27 @@ static void store_pool_write_one(struct store_worker *w, struct store_op *op, in
   }
 }
 
-/* One transaction for the whole batch, one savepoint per op. Any failure
- * that leaves the transaction unusable fails every op: their writes are
- * gone with it, so none may report success. An op that met -EAGAIN was
- * rolled back to its savepoint alone; once the others committed, it runs
- * again in a transaction of its own (a retry inside the batch's would
- * see the same snapshot and wait on the same locks). */
-static void store_pool_write_batch(struct store_worker *w, struct store_op *batch) {
+/* One transaction for the ops of a batch from `from` on, one savepoint per
+ * op. Any failure that leaves the transaction unusable fails every op
+ * left: their writes are gone with it, so none may report success. An op
+ * that met -EAGAIN was rolled back to its savepoint alone (a retry inside
+ * this transaction would see the same snapshot and wait on the same
+ * locks): the ops before it commit, it runs again alone, and the rest of
+ * the batch follows in a new transaction, so writes still commit in the
+ * order they were submitted (a job's start is never recorded after its
+ * end). Returns the first op not run yet, NULL when none is left. */
+static struct store_op *store_pool_write_run(struct store_worker *w, struct store_op *from) {
   store_t *s = w->store;
-  /* A batch of one needs no savepoint: rolling back the transaction is the
-   * same as rolling back the savepoint and committing nothing, and it
-   * saves two statements on the latency-bound path of a lone client. */
-  if (!batch->next) {
-    store_pool_write_one(w, batch, 0);
-    return;
-  }
+  struct store_op *collided = NULL;
   int rc = store_tx_begin(s);
   if (rc) {
     log_error("store", "group commit: cannot begin a transaction (%s)",
               spd_strerror(rc));
-    store_pool_fail_all(batch, SPD_ESTORE);
-    return;
+    store_pool_fail_all(from, SPD_ESTORE);
+    return NULL;
   }
   int broken = 0;
-  for (struct store_op *op = batch; op && !broken; op = op->next) {
+  for (struct store_op *op = from; op && !broken && !collided; op = op->next) {
     if ((rc = store_sp_begin(s))) {
       broken = 1;
       break;
@@ -250,6 +247,7 @@ static void store_pool_write_batch(struct store_worker *w, struct store_op *batc
      * one that did, and run again. */
     if (rc == -EAGAIN && !op->rc && !(rc = store_sp_rollback(s))) op->rc = -EAGAIN;
     if (rc) broken = 1;
+    else if (op->rc == -EAGAIN && w->retry) collided = op;
   }
   if (broken) {
     log_error("store", "group commit: an op broke the transaction (%s); "
@@ -257,18 +255,30 @@ static void store_pool_write_batch(struct store_worker *w, struct store_op *batc
     store_tx_rollback(s);
     /* (SQLite ends the transaction itself on a full disk: the op that met
      * it knows why, the savepoint calls after it only that it is gone) */
-    for (struct store_op *op = batch; op; op = op->next)
+    for (struct store_op *op = from; op; op = op->next)
       if (op->rc == -ENOSPC) rc = op->rc;
-    store_pool_fail_all(batch, batch_error(rc));
-    return;
+    store_pool_fail_all(from, batch_error(rc));
+    return NULL;
   }
   if ((rc = store_tx_commit(s))) {
     log_error("store", "group commit: COMMIT failed (%s)", spd_strerror(rc));
-    store_pool_fail_all(batch, batch_error(rc));
+    store_pool_fail_all(from, batch_error(rc));
+    return NULL;
+  }
+  if (!collided) return NULL;
+  store_pool_write_one(w, collided, 1);
+  return collided->next;
+}
+
+static void store_pool_write_batch(struct store_worker *w, struct store_op *batch) {
+  /* A batch of one needs no savepoint: rolling back the transaction is the
+   * same as rolling back the savepoint and committing nothing, and it
+   * saves two statements on the latency-bound path of a lone client. */
+  if (!batch->next) {
+    store_pool_write_one(w, batch, 0);
     return;
   }
-  for (struct store_op *op = batch; op && w->retry; op = op->next)
-    if (op->rc == -EAGAIN) store_pool_write_one(w, op, 1);
+  for (struct store_op *op = batch; op;) op = store_pool_write_run(w, op);
 }
 
 /* After a batch, a worker watches its queue for a short while before it

@@ -323,7 +323,8 @@ static void test_eagain_gives_up(void **state) {
 }
 
 /* In a batch, the op that collided is rolled back to its savepoint, the
- * others commit, and it runs again alone; callbacks keep their order. */
+ * ops before it commit, it runs again alone, and the rest follow: writes
+ * commit in submission order (the ids they get grow), callbacks too. */
 static void test_eagain_in_batch(void **state) {
   struct fx *f = *state;
   if (!transactional(f)) skip();
@@ -336,6 +337,7 @@ static void test_eagain_in_batch(void **state) {
   assert_int_equal(ops[0].runs, 1);
   assert_int_equal(ops[1].runs, 2);
   assert_int_equal(ops[3].runs, 3);
+  for (int i = 1; i < 4; i++) assert_true(ops[i - 1].id < ops[i].id);
   assert_int_equal(count_jobs(f), 5); /* the gate and the four, once each */
 }
 
