@@ -159,8 +159,10 @@ static void store_pool_fail_all(struct store_op *batch, int rc) {
  *   a rerun keeps the first run's copy, which is what the user read
  *   anyway (the list is read without a row lock: the same race as before).
  * A fn that returns 0 after a failed statement (an event it does not
- * insist on) is not retried: pg_tx_commit then reports the rolled-back
- * transaction as failed (SPD_ESTORE) rather than committed. */
+ * insist on) wrote nothing: in a batch its savepoint's RELEASE fails, and
+ * after a collision it is rolled back and run again like any other; alone,
+ * pg_tx_commit reports the rolled-back transaction as failed rather than
+ * committed, and it is not run again (its result may be built already). */
 #define STORE_RETRY_MAX 5
 
 /* Sleeps 2^(attempt-1)..2^attempt ms (attempt 1..): the colliding
