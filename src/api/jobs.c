@@ -107,6 +107,11 @@ static void cancel_free(cancel_t *c) {
 
 static int cancel_fn(store_t *s, void *arg) {
   cancel_t *c = arg;
+  /* jobs_cancel adds to these: a run the store pool repeats after a
+   * collision starts from zero. */
+  c->op.count = c->op.family = c->op.remote = c->op.here = 0;
+  job_list_release(&c->op.running);
+  memset(&c->op.running, 0, sizeof(c->op.running));
   return jobs_cancel(s, &c->op, clock_wall_ms());
 }
 

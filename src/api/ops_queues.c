@@ -244,7 +244,8 @@ static int take_fn(store_t *s, void *arg) {
       for (size_t i = 0; i < t->nacks; i++) t->acks[i].result = -ENOENT;
     else if (rc)
       return rc;
-    t->acked = 1;
+    /* (t->acked is set by take_done: a run rolled back by a collision is
+     * run again by the store pool, and must ack again) */
   }
   int rc = store_queue_take(s, qname(c), t->max, t->visibility_ms, t->taken_at, &t->items,
                             &t->next_ms);
@@ -335,6 +336,7 @@ static void take_done(void *arg, int rc) {
   take_t *t = c->priv;
   api_queues_t *q = c->app->queues;
   t->busy = 0;
+  if (!rc && t->nacks) t->acked = 1; /* committed with the take */
   if (rc) {
     if (t->watch) http_watch_cancel(t->watch);
     t->watch = NULL;

@@ -191,6 +191,11 @@ typedef struct beat_op {
 static int beat_fn(store_t *s, void *arg) {
   beat_op_t *op = arg;
   cluster_t *c = op->c;
+  /* A run the store pool repeats after a collision starts afresh. */
+  op->was_dead = 0;
+  op->retried = 0;
+  job_list_release(&op->lost);
+  memset(&op->lost, 0, sizeof(op->lost));
   int rc = store_node_beat(s, &op->node, op->now, &op->was_dead);
   if (rc || !c->shared || !op->reap) return rc;
   rc = store_nodes_reap(s, c->cfg->node_name, op->now, clock_secs_ms(c->cfg->node_timeout),

@@ -78,6 +78,11 @@ static int64_t cutoff(int64_t now, double days) {
 static int batch_fn(store_t *s, void *arg) {
   batch_t *b = arg;
   int64_t token;
+  /* A run the store pool repeats after a collision starts afresh. */
+  b->leader = 0;
+  b->events = 0;
+  job_list_release(&b->jobs);
+  memset(&b->jobs, 0, sizeof(b->jobs));
   /* Taken in the batch's own transaction: a node whose lease passed to
    * another deletes nothing. */
   int rc = store_lease_acquire(s, LEASE_NAME, b->node, clock_wall_ms(), b->ttl_ms, &token);

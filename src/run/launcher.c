@@ -911,6 +911,12 @@ static int claim_limited(store_t *s, claim_op_t *op) {
 
 static int claim_fn(store_t *s, void *arg) {
   claim_op_t *op = arg;
+  /* A run the store pool repeats after a collision starts afresh. */
+  job_list_release(&op->jobs);
+  memset(&op->jobs, 0, sizeof(op->jobs));
+  op->next_due = 0;
+  op->limited = 0;
+  op->delayed = 0;
   int rc = op->l->cfg->nlimits ? claim_limited(s, op)
                                : store_job_claim(s, op->node, op->max, op->now, &op->jobs);
   if (!rc && op->l->shared) {
@@ -966,12 +972,11 @@ static void claim_done(void *arg, int rc) {
     metrics_hist_observe(&l->metrics->claim, (double)(uv_hrtime() - op->t0) / 1e9);
   if (rc) {
     log_error("launcher", "claiming pending jobs failed: %s", spd_strerror(rc));
-    /* A collision with another node's write: claim again shortly, not only
-     * when the next job is queued or ends. */
-    if (rc == -EAGAIN) supervise_claimed(l, clock_wall_ms() + 100, l->delayed);
-    /* A full disk or an unreachable store: the jobs stay pending, and a
-     * retry that fell due meanwhile has nothing else to wake a claim. */
-    else if (rc == -ENOSPC || rc == SPD_ESTORE)
+    /* A full disk, an unreachable store, or collisions with other nodes'
+     * writes that outlasted the store pool's own retries: the jobs stay
+     * pending, and a retry that fell due meanwhile has nothing else to
+     * wake a claim. */
+    if (rc == -ENOSPC || rc == SPD_ESTORE || rc == -EAGAIN)
       supervise_claimed(l, clock_wall_ms() + 1000, l->delayed);
   } else if ((l->stopping || l->draining) && op->jobs.n) {
     /* Claimed as the daemon began to stop or to drain: they never ran, so

@@ -349,6 +349,13 @@ static int tick_fn(store_t *s, void *arg) {
     int rc = store_lease_release(s, LEASE_NAME, t->node, t->token);
     return rc == -ENOENT ? 0 : rc;
   }
+  /* A run the store pool repeats after a collision starts afresh. */
+  t->leader = 0;
+  t->next_ms = 0;
+  t->queued = 0;
+  t->nlags = 0;
+  job_list_release(&t->cancel);
+  memset(&t->cancel, 0, sizeof(t->cancel));
   /* Taken inside the tick's own transaction: the fence. */
   int rc = store_lease_acquire(s, LEASE_NAME, t->node, now, t->ttl_ms, &t->token);
   if (rc == -EBUSY) return 0;
@@ -429,12 +436,13 @@ static void tick_done(void *arg, int rc) {
   for (size_t i = 0; !rc && s->metrics && i < t->nlags; i++)
     metrics_hist_observe(&s->metrics->schedule_lag, t->lags[i]);
   free(t->lags);
-  if (t->queued) {
+  /* A failed tick was rolled back: nothing it queued or stopped happened. */
+  if (!rc && t->queued) {
     s->counters->pending += t->queued;
     if (s->counters->pending < 0) s->counters->pending = 0;
     launcher_dispatch(s->launcher);
   }
-  for (size_t i = 0; i < t->cancel.n; i++) {
+  for (size_t i = 0; !rc && i < t->cancel.n; i++) {
     int found = 0;
     launcher_cancel(s->launcher, t->cancel.v[i].project, t->cancel.v[i].jobid, SIGTERM, &found);
   }

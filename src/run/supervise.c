@@ -205,7 +205,6 @@ typedef struct end_op {
   int ended_elsewhere; /* the store had ended it already (its node was reaped) */
   json_t *stats;      /* the runner's stats, read once: a retried write reuses them */
   int stats_read;
-  int tries;          /* writes that came back -EAGAIN (a deadlock, a serialization failure) */
   int waited;         /* writes that met a full disk or an unreachable store */
   int wait_rc;        /* the last of their errors */
   /* the retry, when one was queued */
@@ -320,7 +319,6 @@ static void end_op_free(end_op_t *op) {
   free(op);
 }
 
-#define END_TRIES 10
 /* How often an end that met a full disk or an unreachable store is written
  * again. */
 #define END_RETRY_MS 1000
@@ -356,21 +354,15 @@ static void ends_give_up(launcher_t *l) {
 static void end_done(void *arg, int rc) {
   end_op_t *op = arg;
   launcher_t *l = op->l;
-  /* A deadlock or a serialization failure with another node's write rolled
-   * this one back whole: written again, or the job would stay running. */
-  if (rc == -EAGAIN && ++op->tries < END_TRIES &&
-      store_submit(l->store, STORE_WRITE, end_fn, op, end_done) == 0) {
-    log_warn("launcher", "recording the end of job #%lld collided with another write (%s): "
-             "trying again", (long long)op->job.id, spd_strerror(rc));
-    return;
-  }
-  /* A full disk rolled it back, or the store cannot be reached (down,
-   * restarting, cut off): written again once a second until it takes it, or
-   * the job would be listed running, without a process, its slot taken and
-   * its retry never queued, until the next start. Not at a stop, which must
-   * not wait on the store. On a shared store the write checks first that
-   * the job is still this node's. */
-  if ((rc == -ENOSPC || rc == SPD_ESTORE) && !l->stopping) {
+  /* A full disk rolled it back, the store cannot be reached (down,
+   * restarting, cut off), or collisions with other nodes' writes outlasted
+   * the store pool's own retries (-EAGAIN: it ran the write again already):
+   * written again once a second until it takes it, or the job would be
+   * listed running, without a process, its slot taken and its retry never
+   * queued, until the next start. Not at a stop, which must not wait on the
+   * store. On a shared store the write checks first that the job is still
+   * this node's. */
+  if ((rc == -ENOSPC || rc == SPD_ESTORE || rc == -EAGAIN) && !l->stopping) {
     if (!op->waited++)
       log_error("launcher", "could not record the end of job #%lld ('%s'): %s; trying again "
                 "every %d ms", (long long)op->job.id, op->job.jobid, spd_strerror(rc),

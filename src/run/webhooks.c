@@ -336,7 +336,8 @@ typedef struct op {
   webhooks_t *w;
   int kind;
   /* lease */
-  int64_t token;
+  int64_t held;        /* in (OP_LEASE): the token this node believed it held */
+  int64_t token;       /* in (OP_RELEASE); out (OP_LEASE) */
   int was_leader;
   int64_t save_cursor; /* >= 0: store it, fenced by the lease */
   int64_t init_hint;   /* cursor when none is stored; -1 = the newest event */
@@ -545,7 +546,10 @@ static int lease_fn(store_t *s, void *arg) {
     int r2 = store_lease_release(s, LEASE_NAME, node, o->token);
     return rc ? rc : r2 == -ENOENT ? 0 : r2;
   }
-  int64_t prev = o->token;
+  /* From held, not token: a run the store pool repeats after a collision
+   * must not take the rolled-back run's token for the one it held. */
+  int64_t prev = o->held;
+  o->leader = 0;
   rc = store_lease_acquire(s, LEASE_NAME, node, now, LEASE_TTL_MS, &o->token);
   if (rc == -EBUSY) return 0;
   if (rc) return rc;
@@ -1146,7 +1150,7 @@ static void tick_start(webhooks_t *w) {
   }
   o->w = w;
   o->kind = OP_LEASE;
-  o->token = w->token;
+  o->held = o->token = w->token;
   o->was_leader = w->leader;
   o->save_cursor = w->leader && w->cursor != w->saved ? w->cursor : -1;
   o->init_hint = w->nurls ? -1 : w->scan_from;

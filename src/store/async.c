@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "error.h"
 #include "log.h"
@@ -60,6 +61,8 @@ struct store_worker {
   int queued;           /* q is non-empty: atomic, read without the lock */
   int stop;             /* guarded by pool->lock */
   int started;
+  int retry;            /* the store rolls back: -EAGAIN writes run again */
+  uint64_t rng;         /* the retries' jitter (this thread only) */
 };
 
 struct store_pool {
@@ -73,6 +76,7 @@ struct store_pool {
   struct store_op *delivering; /* loop thread only: taken, not yet delivered */
   int stopping;                /* guarded by lock */
   metrics_t *metrics;          /* set before the first submit; NULL = none */
+  uint64_t retries;            /* writes run again after -EAGAIN (atomic) */
 };
 
 static void store_queue_push(struct store_queue *q, struct store_op *first,
@@ -116,43 +120,136 @@ static void store_pool_fail_all(struct store_op *batch, int rc) {
   for (struct store_op *op = batch; op; op = op->next) op->rc = rc;
 }
 
-/* One transaction for the whole batch, one savepoint per op. Any failure
- * that leaves the transaction unusable fails every op: their writes are
- * gone with it, so none may report success. */
-static void store_pool_write_batch(struct store_worker *w, struct store_op *batch) {
+/* ---- writes that collide: -EAGAIN ----
+ *
+ * -EAGAIN from a write is PostgreSQL's serialization failure (40001) or
+ * deadlock (40P01): the server rolled the op back to save another
+ * transaction, and the same op asked again a moment later usually goes
+ * through. So the pool runs it again, each time in a transaction of its
+ * own after the rollback, up to STORE_RETRY_MAX times, after a short
+ * randomized pause on this (the store's) thread, never on the loop; only
+ * the last -EAGAIN reaches the done callback. SQLite never answers
+ * -EAGAIN (writes begin IMMEDIATE, so two writers never deadlock; a busy
+ * file waits out the busy timeout and then fails as SPD_ESTORE), and
+ * Redis cannot roll back, so there nothing runs twice.
+ *
+ * Every write fn may therefore run twice, the first run rolled back.
+ * Audit of what each keeps between runs (store/ops.h, every backend's
+ * implementation, and every STORE_WRITE fn in api/ and run/):
+ * - Ops append to the caller's lists (claim, prune, reap, take, list,
+ *   ...): each fn that gathers a list empties it, and zeroes its counters
+ *   and flags, before its first statement (launcher claim_fn, scheduler
+ *   tick_fn, janitor batch_fn, cluster beat_fn, webhooks lease_fn, the
+ *   queue take, the job cancel); those that build everything fresh per
+ *   run need nothing.
+ * - Ops that write into their input overwrite it on every run: job_insert
+ *   (id; created_ms kept, so a rerun stamps the same time), schedule_insert
+ *   (id), event_add (id), queue_put (each item's result and id),
+ *   queue_ack/nack/extend (each lease's result and dead), lease_acquire
+ *   (token out: webhooks keeps the token it held apart from it).
+ * - Notices (pg: NOTIFY) are sent at COMMIT only; a rolled-back run leaves
+ *   at most one spare wake-up. store_principal_put/delete's auth.gen is a
+ *   fresh random value per run, as it must be.
+ * - Outside the transaction: a job's end reads its stats file once and
+ *   keeps them (the file is gone after the first run), and unlinks its
+ *   heartbeat file (again: ENOENT, ignored); a claim copies missing eggs
+ *   to disk (a rerun finds them there); an egg upload reads its temporary
+ *   file (kept until the callback). All harmless twice.
+ * - A users.update run fills the fields not given from the stored user;
+ *   a rerun keeps the first run's copy, which is what the user read
+ *   anyway (the list is read without a row lock: the same race as before).
+ * A fn that returns 0 after a failed statement (an event it does not
+ * insist on) wrote nothing: in a batch its savepoint's RELEASE fails, and
+ * after a collision it is rolled back and run again like any other; alone,
+ * pg_tx_commit reports the rolled-back transaction as failed rather than
+ * committed, and it is not run again (its result may be built already). */
+#define STORE_RETRY_MAX 5
+
+/* Sleeps 2^(attempt-1)..2^attempt ms (attempt 1..): the colliding
+ * transaction commits meanwhile, and two victims of one deadlock do not
+ * come back in step. */
+static void store_retry_pause(struct store_worker *w, int attempt) {
+  w->rng ^= w->rng << 13;
+  w->rng ^= w->rng >> 7;
+  w->rng ^= w->rng << 17;
+  long base_us = 1000L << (attempt - 1);
+  long us = base_us + (long)(w->rng % (uint64_t)base_us);
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {
+  }
+}
+
+static void store_rollback_logged(store_t *s) {
+  int rc = store_tx_rollback(s);
+  if (rc && rc != -EINVAL) log_error("store", "group commit: ROLLBACK failed (%s)", spd_strerror(rc));
+}
+
+/* op alone in a transaction of its own, run again while it meets -EAGAIN
+ * (ran: how many runs it has had already). */
+static void store_pool_write_one(struct store_worker *w, struct store_op *op, int ran) {
   store_t *s = w->store;
+  for (;;) {
+    if (ran) {
+      store_retry_pause(w, ran);
+      __atomic_add_fetch(&w->pool->retries, 1, __ATOMIC_RELAXED);
+    }
+    int rc = store_tx_begin(s);
+    if (rc) {
+      log_error("store", "group commit: cannot begin a transaction (%s)", spd_strerror(rc));
+      op->rc = SPD_ESTORE;
+      return;
+    }
+    op->rc = store_op_run(s, op);
+    ran++;
+    if (!op->rc) {
+      if ((rc = store_tx_commit(s))) {
+        log_error("store", "group commit: COMMIT failed (%s)", spd_strerror(rc));
+        op->rc = batch_error(rc);
+      }
+      return;
+    }
+    store_rollback_logged(s);
+    if (op->rc != -EAGAIN || !w->retry) return;
+    if (ran > STORE_RETRY_MAX) {
+      log_warn("store", "a write collided with other writes %d times in a row "
+               "(deadlock or serialization failure): giving up", ran);
+      return;
+    }
+  }
+}
+
+/* One transaction for the ops of a batch from `from` on, one savepoint per
+ * op. Any failure that leaves the transaction unusable fails every op
+ * left: their writes are gone with it, so none may report success. An op
+ * that met -EAGAIN was rolled back to its savepoint alone (a retry inside
+ * this transaction would see the same snapshot and wait on the same
+ * locks): the ops before it commit, it runs again alone, and the rest of
+ * the batch follows in a new transaction, so writes still commit in the
+ * order they were submitted (a job's start is never recorded after its
+ * end). Returns the first op not run yet, NULL when none is left. */
+static struct store_op *store_pool_write_run(struct store_worker *w, struct store_op *from) {
+  store_t *s = w->store;
+  struct store_op *collided = NULL;
   int rc = store_tx_begin(s);
   if (rc) {
     log_error("store", "group commit: cannot begin a transaction (%s)",
               spd_strerror(rc));
-    store_pool_fail_all(batch, SPD_ESTORE);
-    return;
-  }
-  /* A batch of one needs no savepoint: rolling back the transaction is the
-   * same as rolling back the savepoint and committing nothing, and it
-   * saves two statements on the latency-bound path of a lone client. */
-  if (!batch->next) {
-    batch->rc = store_op_run(s, batch);
-    if (batch->rc) {
-      if ((rc = store_tx_rollback(s)) && rc != -EINVAL)
-        log_error("store", "group commit: ROLLBACK failed (%s)", spd_strerror(rc));
-      return;
-    }
-    if ((rc = store_tx_commit(s))) {
-      log_error("store", "group commit: COMMIT failed (%s)", spd_strerror(rc));
-      batch->rc = batch_error(rc);
-    }
-    return;
+    store_pool_fail_all(from, SPD_ESTORE);
+    return NULL;
   }
   int broken = 0;
-  for (struct store_op *op = batch; op && !broken; op = op->next) {
+  for (struct store_op *op = from; op && !broken && !collided; op = op->next) {
     if ((rc = store_sp_begin(s))) {
       broken = 1;
       break;
     }
     op->rc = store_op_run(s, op);
     rc = op->rc ? store_sp_rollback(s) : store_sp_release(s);
+    /* An op that went on past a collision it did not report: undone like
+     * one that did, and run again. */
+    if (rc == -EAGAIN && !op->rc && !(rc = store_sp_rollback(s))) op->rc = -EAGAIN;
     if (rc) broken = 1;
+    else if (op->rc == -EAGAIN && w->retry) collided = op;
   }
   if (broken) {
     log_error("store", "group commit: an op broke the transaction (%s); "
@@ -160,15 +257,30 @@ static void store_pool_write_batch(struct store_worker *w, struct store_op *batc
     store_tx_rollback(s);
     /* (SQLite ends the transaction itself on a full disk: the op that met
      * it knows why, the savepoint calls after it only that it is gone) */
-    for (struct store_op *op = batch; op; op = op->next)
+    for (struct store_op *op = from; op; op = op->next)
       if (op->rc == -ENOSPC) rc = op->rc;
-    store_pool_fail_all(batch, batch_error(rc));
-    return;
+    store_pool_fail_all(from, batch_error(rc));
+    return NULL;
   }
   if ((rc = store_tx_commit(s))) {
     log_error("store", "group commit: COMMIT failed (%s)", spd_strerror(rc));
-    store_pool_fail_all(batch, batch_error(rc));
+    store_pool_fail_all(from, batch_error(rc));
+    return NULL;
   }
+  if (!collided) return NULL;
+  store_pool_write_one(w, collided, 1);
+  return collided->next;
+}
+
+static void store_pool_write_batch(struct store_worker *w, struct store_op *batch) {
+  /* A batch of one needs no savepoint: rolling back the transaction is the
+   * same as rolling back the savepoint and committing nothing, and it
+   * saves two statements on the latency-bound path of a lone client. */
+  if (!batch->next) {
+    store_pool_write_one(w, batch, 0);
+    return;
+  }
+  for (struct store_op *op = batch; op;) op = store_pool_write_run(w, op);
 }
 
 /* After a batch, a worker watches its queue for a short while before it
@@ -201,6 +313,7 @@ static void store_pool_worker_main(void *arg) {
   int worked = 0;
   /* Named, so top -H and /proc/PID/task tell the store's CPU apart. */
   pthread_setname_np(pthread_self(), w->kind == STORE_WRITE ? "spiderd-writer" : "spiderd-reader");
+  w->rng = (uv_hrtime() ^ (uint64_t)(uintptr_t)w) | 1;
   uv_mutex_lock(&p->lock);
   for (;;) {
     if (!w->q.head && !w->stop && worked) {
@@ -333,6 +446,7 @@ int store_pool_start(uv_loop_t *loop, const char *url, store_pool_t **out,
   /* The writer opens first so that it alone runs any migration. */
   if ((rc = store_open(url, &p->w[STORE_WRITE].store, err, errlen))) goto fail;
   if ((rc = store_open(url, &p->w[STORE_READ].store, err, errlen))) goto fail;
+  p->w[STORE_WRITE].retry = store_transactional(p->w[STORE_WRITE].store);
   if ((rc = uv_async_init(loop, &p->async, store_pool_async_cb))) {
     snprintf(err, errlen, "store pool: %s", uv_strerror(rc));
     goto fail;
@@ -415,6 +529,10 @@ void store_pool_stop(store_pool_t *p) {
   store_pool_deliver(p);
   store_pool_close_stores(p);
   uv_close((uv_handle_t *)&p->async, store_pool_closed);
+}
+
+uint64_t store_pool_retries(const store_pool_t *p) {
+  return p ? __atomic_load_n(&p->retries, __ATOMIC_RELAXED) : 0;
 }
 
 void store_pool_set_metrics(store_pool_t *p, metrics_t *m) {

@@ -11,11 +11,19 @@
  * every op of the batch reports SPD_ESTORE. A done callback never runs when
  * store_submit itself failed.
  *
+ * A write whose fn returns -EAGAIN (PostgreSQL: a deadlock or a
+ * serialization failure with another transaction) is rolled back and run
+ * again in a transaction of its own, a few times, after a short random
+ * pause on the writer thread; its callback sees -EAGAIN only when every
+ * run met one. So a write fn must be safe to run again after a rollback:
+ * it starts each run from its inputs alone (see async.c's audit).
+ *
  * Ownership: the pool never frees `arg`; the done callback owns it again.
  */
 #ifndef SPIDERD_STORE_ASYNC_H
 #define SPIDERD_STORE_ASYNC_H
 
+#include <stdint.h>
 #include <uv.h>
 
 #include "store/store.h"
@@ -53,6 +61,9 @@ void store_pool_stop(store_pool_t *p);
 int store_pool_shared(const store_pool_t *p);
 /* store_transactional() of the pool's store. */
 int store_pool_transactional(const store_pool_t *p);
+
+/* How many write runs were retries after -EAGAIN, since the start. */
+uint64_t store_pool_retries(const store_pool_t *p);
 
 /* Times every op from submit to its end on the store thread into
  * m->store_op (metrics.h). Call before the first submit; m outlives p. */

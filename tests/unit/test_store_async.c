@@ -46,6 +46,8 @@ struct op {
   uv_sem_t *gate;    /* then waits on this */
   int64_t id;      /* the job it inserted or read */
   int found;       /* read op: the job was there */
+  int eagain;      /* the first `eagain` runs return -EAGAIN after their write */
+  int runs;        /* how many times fn ran */
 };
 
 static int fx_rm(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
@@ -121,6 +123,7 @@ static int op_insert(store_t *s, void *arg) {
   o->id = j.id;
   job_release(&j);
   if (rc) return rc;
+  if (++o->runs <= o->eagain) return -EAGAIN; /* as PostgreSQL's 40P01 / 40001 */
   if (o->break_tx) store_tx_rollback(s);
   return o->fail;
 }
@@ -283,6 +286,61 @@ static void test_broken_tx_fails_batch(void **state) {
   assert_int_equal(count_jobs(f), 1); /* only the gate's own batch */
 }
 
+/* A write that answers -EAGAIN (a collision with another transaction) is
+ * rolled back and run again, alone, until it goes through: its callback
+ * sees only the last run, and only that run's write stays. A store that
+ * cannot roll back (Redis) runs nothing twice. */
+static void test_eagain_retried(void **state) {
+  struct fx *f = *state;
+  struct op o = {.f = f, .seq = 1, .eagain = 2};
+  f->expect = 1;
+  f->stop_at_end = 1;
+  assert_int_equal(store_submit(f->pool, STORE_WRITE, op_insert, &o, op_done), 0);
+  fx_run(f);
+  assert_int_equal(f->ndone, 1);
+  if (!transactional(f)) {
+    assert_int_equal(f->rcs[0], -EAGAIN);
+    assert_int_equal(o.runs, 1);
+    return;
+  }
+  assert_int_equal(f->rcs[0], 0);
+  assert_int_equal(o.runs, 3);
+  assert_int_equal(count_jobs(f), 1);
+}
+
+/* ... a few times: then -EAGAIN is the answer, and nothing was written. */
+static void test_eagain_gives_up(void **state) {
+  struct fx *f = *state;
+  if (!transactional(f)) skip();
+  struct op o = {.f = f, .seq = 1, .eagain = 1000};
+  f->expect = 1;
+  f->stop_at_end = 1;
+  assert_int_equal(store_submit(f->pool, STORE_WRITE, op_insert, &o, op_done), 0);
+  fx_run(f);
+  assert_int_equal(f->rcs[0], -EAGAIN);
+  assert_int_equal(o.runs, 6); /* the first run and 5 more */
+  assert_int_equal(count_jobs(f), 0);
+}
+
+/* In a batch, the op that collided is rolled back to its savepoint, the
+ * ops before it commit, it runs again alone, and the rest follow: writes
+ * commit in submission order (the ids they get grow), callbacks too. */
+static void test_eagain_in_batch(void **state) {
+  struct fx *f = *state;
+  if (!transactional(f)) skip();
+  struct op ops[4];
+  for (int i = 0; i < 4; i++) ops[i] = (struct op){.f = f, .seq = i};
+  ops[1].eagain = 1;
+  ops[3].eagain = 2;
+  run_gated_batch(f, ops, 4);
+  for (int i = 0; i <= 4; i++) assert_int_equal(f->rcs[i], 0);
+  assert_int_equal(ops[0].runs, 1);
+  assert_int_equal(ops[1].runs, 2);
+  assert_int_equal(ops[3].runs, 3);
+  for (int i = 1; i < 4; i++) assert_true(ops[i - 1].id < ops[i].id);
+  assert_int_equal(count_jobs(f), 5); /* the gate and the four, once each */
+}
+
 /* stop runs everything queued, delivers the callbacks before it returns,
  * and refuses later submits without calling their callbacks. */
 static void test_stop_drains(void **state) {
@@ -343,6 +401,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       T(test_order_and_threads),  T(test_chain),       T(test_failing_op_isolated),
       T(test_broken_tx_fails_batch), T(test_stop_drains), T(test_bad_calls),
+      T(test_eagain_retried),     T(test_eagain_gives_up), T(test_eagain_in_batch),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -35,6 +35,7 @@ struct pg_store {
   int in_tx;          /* inside store_tx_begin .. commit/rollback */
   int sp_depth;       /* open savepoints */
   int tx_broken;      /* the connection dropped inside a transaction */
+  int tx_collided;    /* a statement of this transaction met 40001/40P01 */
   unsigned notes;     /* STORE_NOTE_* to send at the end of this transaction */
   unsigned char prepared[PG_SLOTS]; /* slot prepared on this connection */
   uint64_t retry_at_ns; /* after a failed reconnect, no other before (CLOCK_MONOTONIC ns) */

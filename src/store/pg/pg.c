@@ -167,10 +167,19 @@ static int pg_recover(struct pg_store *q) {
   return rc;
 }
 
-static int pg_result_rc(PGresult *r) {
+/* A serialization failure or a deadlock is -EAGAIN: the store pool runs
+ * the op again in a new transaction. The statements an op runs after one
+ * in the same transaction fail as "transaction aborted" (25P02); those are
+ * the collision too, so an op that goes on past a failed statement still
+ * reports what can be retried. */
+static int pg_result_rc(struct pg_store *q, PGresult *r) {
   const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
   if (state && !strcmp(state, "23505")) return SPD_ECONFLICT;
-  if (state && (!strcmp(state, "40001") || !strcmp(state, "40P01"))) return -EAGAIN;
+  if (state && (!strcmp(state, "40001") || !strcmp(state, "40P01"))) {
+    if (q->in_tx) q->tx_collided = 1;
+    return -EAGAIN;
+  }
+  if (state && !strcmp(state, "25P02") && q->tx_collided) return -EAGAIN;
   return SPD_ESTORE;
 }
 
@@ -196,8 +205,12 @@ PGresult *pg_run(struct pg_store *q, int slot, const char *sql, pg_params_t *p,
           r = NULL;
           continue;
         }
-        log_error("store", "%s: prepare: %s", what, PQresultErrorMessage(r));
-        *rc = SPD_ESTORE;
+        /* Preparing takes the statement's table locks too: it can deadlock
+         * like running it. The failed result is no answer to return. */
+        *rc = pg_result_rc(q, r);
+        if (*rc == SPD_ESTORE) log_error("store", "%s: prepare: %s", what, PQresultErrorMessage(r));
+        PQclear(r);
+        r = NULL;
         break;
       }
       PQclear(r);
@@ -225,7 +238,7 @@ PGresult *pg_run(struct pg_store *q, int slot, const char *sql, pg_params_t *p,
       }
       continue;
     }
-    *rc = pg_result_rc(r);
+    *rc = pg_result_rc(q, r);
     if (*rc == SPD_ESTORE) log_error("store", "%s: %s", what, PQresultErrorMessage(r));
     PQclear(r);
     r = NULL;
@@ -265,7 +278,7 @@ int pg_exec(struct pg_store *q, const char *sql, const char *what) {
       log_warn("store", "%s: connection lost", what);
       rc = SPD_ESTORE;
     } else {
-      rc = pg_result_rc(r);
+      rc = pg_result_rc(q, r);
       if (rc == SPD_ESTORE) log_error("store", "%s: %s", what, PQresultErrorMessage(r));
     }
   }
@@ -307,6 +320,7 @@ int pg_tx_begin(store_t *s) {
   q->in_tx = 1;
   q->sp_depth = 0;
   q->tx_broken = 0;
+  q->tx_collided = 0;
   q->notes = 0;
   return 0;
 }
@@ -314,6 +328,7 @@ int pg_tx_begin(store_t *s) {
 static void pg_tx_reset(struct pg_store *q) {
   q->in_tx = 0;
   q->sp_depth = 0;
+  q->tx_collided = 0;
   q->notes = 0;
   if (q->tx_broken) {
     q->tx_broken = 0;
@@ -329,12 +344,35 @@ int pg_tx_rollback(store_t *s) {
   return rc;
 }
 
+/* COMMIT of a transaction a failed statement aborted answers "ROLLBACK",
+ * successfully: that is a failure (an op that went on past an error it
+ * did not insist on), never a commit. */
+static int pg_commit_exec(struct pg_store *q) {
+  if (!q->conn || PQstatus(q->conn) != CONNECTION_OK) return pg_exec(q, "COMMIT", "commit");
+  PGresult *r = PQexec(q->conn, "COMMIT");
+  int rc = 0;
+  if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+    if (PQstatus(q->conn) != CONNECTION_OK) {
+      q->tx_broken = 1;
+      log_warn("store", "commit: connection lost");
+      rc = SPD_ESTORE;
+    } else if ((rc = pg_result_rc(q, r)) == SPD_ESTORE) {
+      log_error("store", "commit: %s", PQresultErrorMessage(r));
+    }
+  } else if (!strcmp(PQcmdStatus(r), "ROLLBACK")) {
+    log_error("store", "commit: the transaction had failed and was rolled back");
+    rc = q->tx_collided ? -EAGAIN : SPD_ESTORE;
+  }
+  PQclear(r);
+  return rc;
+}
+
 int pg_tx_commit(store_t *s) {
   struct pg_store *q = PGQ(s);
   if (!q->in_tx) return -EINVAL;
   int rc = q->tx_broken ? SPD_ESTORE : 0;
   if (!rc && q->notes) rc = pg_send_notes(q, q->notes);
-  if (!rc) rc = pg_exec(q, "COMMIT", "commit");
+  if (!rc) rc = pg_commit_exec(q);
   else if (!q->tx_broken) pg_exec(q, "ROLLBACK", "rollback");
   pg_tx_reset(q);
   return rc;
@@ -361,6 +399,7 @@ int pg_sp_rollback(store_t *s) {
   if (!q->in_tx || q->sp_depth <= 0) return -EINVAL;
   int rc = pg_exec(q, "ROLLBACK TO SAVEPOINT sp; RELEASE SAVEPOINT sp", "rollback savepoint");
   if (!rc) q->sp_depth--;
+  if (!rc) q->tx_collided = 0; /* what collided is undone; the rest stands */
   return rc;
 }
 
