@@ -200,38 +200,6 @@ out:
 
 /* ---- negotiation ---- */
 
-/* Does an Accept-Encoding value let gzip through (RFC 9110 §12.5.3)? An
- * explicit gzip (or x-gzip) decides by its q; otherwise "*" does. */
-static bool accepts_gzip(const char *h) {
-  int gzip = -1, star = -1; /* -1: not named; 0: refused (q=0); 1: accepted */
-  for (const char *p = h; p && *p;) {
-    p += strspn(p, " \t,");
-    size_t len = strcspn(p, ",");
-    size_t name = strcspn(p, " \t;,");
-    if (name > len) name = len;
-    int ok = 1;
-    const char *q = memchr(p, ';', len);
-    while (q && q < p + len) {
-      q++;
-      q += strspn(q, " \t");
-      if ((*q == 'q' || *q == 'Q') && q[1] == '=') {
-        /* q=0, q=0.0, q=0.000 refuse; anything else is some preference */
-        const char *v = q + 2;
-        ok = 0;
-        for (; v < p + len && *v != ';' && *v != ' ' && *v != '\t'; v++)
-          if (*v >= '1' && *v <= '9') ok = 1;
-      }
-      q = memchr(q, ';', (size_t)(p + len - q));
-    }
-    if ((name == 4 && !strncasecmp(p, "gzip", 4)) || (name == 6 && !strncasecmp(p, "x-gzip", 6)))
-      gzip = gzip == 1 ? 1 : ok;
-    else if (name == 1 && *p == '*')
-      star = ok;
-    p += len;
-  }
-  return gzip >= 0 ? gzip == 1 : star == 1;
-}
-
 /* Does If-None-Match name etag? Weak comparison (RFC 9110 §13.1.2): a W/
  * prefix on either side is ignored; "*" matches any current file. */
 static bool etag_matches(const char *inm, const char *etag) {
@@ -266,7 +234,7 @@ int http_serve_asset(http_req_t *r, const char *root_dir, const char *rel,
   bool gz = false;
   size_t rlen = strlen(rel);
   if (o && o->gzip && !(rlen > 3 && !strcasecmp(rel + rlen - 3, ".gz")) &&
-      accepts_gzip(http_req_header(r, "Accept-Encoding"))) {
+      http_accepts_gzip(http_req_header(r, "Accept-Encoding"))) {
     char *gzrel = NULL;
     struct stat gst;
     int gfd = asprintf(&gzrel, "%s.gz", rel) < 0 ? -ENOMEM : asset_open(root_dir, gzrel, &gst);

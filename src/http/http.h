@@ -232,6 +232,10 @@ const char *http_asset_type(const char *name);
  * "..", or it holds a backslash or a control character. */
 int http_asset_path_ok(const char *rel);
 
+/* Does an Accept-Encoding value let gzip through (RFC 9110 §12.5.3: q=0
+ * refuses, "*" counts when gzip is not named)? 1 or 0; NULL: 0. */
+int http_accepts_gzip(const char *accept_encoding);
+
 /* HTML-escapes s (& < > " ') into a malloc'd string. */
 char *http_html_escape(const char *s);
 

@@ -72,12 +72,12 @@ static void test_accepts_gzip(void **state) {
   const char *yes[] = {"gzip", "GZIP", "gzip, deflate, br", "br;q=1.0, gzip;q=0.8", "deflate,gzip",
                        "x-gzip", "*", "*;q=0.1", "gzip;q=0.001", "gzip ; q=1", "identity, gzip"};
   for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
-    if (!accepts_gzip(yes[i])) fail_msg("should accept gzip: %s", yes[i]);
+    if (!http_accepts_gzip(yes[i])) fail_msg("should accept gzip: %s", yes[i]);
   }
   const char *no[] = {NULL, "", "identity", "br", "deflate, br", "gzip;q=0", "gzip;q=0.0",
                       "gzip; q=0.000", "gzip;q=0, *", "*;q=0", "gzipx", "xgzip", "gzip2"};
   for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
-    if (accepts_gzip(no[i])) fail_msg("should refuse gzip: %s", no[i] ? no[i] : "(none)");
+    if (http_accepts_gzip(no[i])) fail_msg("should refuse gzip: %s", no[i] ? no[i] : "(none)");
   }
 }
 
