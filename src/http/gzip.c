@@ -27,8 +27,10 @@
  * Content-Length (about 1 ms at level 6); larger ones are deflated as they
  * are sent (chunked). */
 #define GZ_ONESHOT_MAX (256 * 1024)
-/* zlib's level: 6 costs ~2x level 1's time for JSON listings and sends
- * ~25% fewer bytes (docs/operations.md has the figures). */
+/* zlib's level: on the daemon's own answers level 6 deflates 130-440 MB/s
+ * (the OpenAPI document; a listing of jobs), ~2.5x level 1's time, for
+ * 10-30% fewer bytes; level 9 is 3-4x slower again for 2-5% (bench/
+ * gzip_bench.py, docs/operations.md). */
 #define GZ_LEVEL 6
 #define GZ_BLOCK (32 * 1024) /* compressed bytes per read of a streamed answer */
 #define GZ_IN (16 * 1024)    /* identity bytes asked of a content reader at a time */
@@ -237,7 +239,10 @@ struct MHD_Response *http_response_from_buffer(http_req_t *r, int status, const 
   /* zlib counts input in uInt */
   if (len > UINT32_MAX / 2 || http_gzip_plan(r, status, ct, len) != HTTP_GZ_YES)
     return MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-  if (len <= GZ_ONESHOT_MAX) return gz_oneshot(body, len);
+  /* libmicrohttpd 0.9.75 ends a HEAD's chunked answer with a last chunk
+   * (a body a HEAD must not have): a HEAD is deflated at once, and its
+   * Content-Length is what the GET sends */
+  if (len <= GZ_ONESHOT_MAX || r->is_head) return gz_oneshot(body, len);
   gz_stream *g = gz_stream_new();
   if (!g) return NULL;
   g->in = malloc(len);
