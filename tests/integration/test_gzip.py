@@ -12,7 +12,7 @@ import zlib
 
 import pytest
 
-from conftest import timeout, wait_for
+from conftest import timeout
 
 GZ = {"Accept-Encoding": "gzip"}
 ID = {"Accept-Encoding": "identity"}
