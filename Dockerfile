@@ -14,7 +14,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config make ca-certificates \
       libuv1-dev libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev \
       libzip-dev libarchive-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
-      libcurl4-openssl-dev libssl-dev libgnutls28-dev python3 nodejs npm \
+      libcurl4-openssl-dev libssl-dev libgnutls28-dev zlib1g-dev python3 nodejs npm \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	libuv1-dev libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev \
 	libzip-dev libarchive-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
-	libcurl4-openssl-dev libssl-dev libgnutls28-dev openssl \
+	libcurl4-openssl-dev libssl-dev libgnutls28-dev zlib1g-dev openssl \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \
 	wrk zip unzip curl redis-server postgresql python3-psycopg2 \
 	chromium chromium-driver python3-selenium python3-jsonschema \

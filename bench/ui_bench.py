@@ -17,7 +17,8 @@ serves ui/dist/ (make ui) and headless Chromium loads two pages:
 
 each cold (browser cache cleared) and warm (cache kept), 5 times; printed are
 the medians of the bytes transferred (compressed, headers included; the
-page's own files and its API calls apart) and of the times: the document's
+page's own files and its API calls apart), of the API calls' JSON as
+decoded (what they would weigh uncompressed, bodies only) and of the times: the document's
 DOMContentLoaded, the load event, and "ready" (the rows or the chart on
 screen, recorded by a MutationObserver installed before the page's scripts).
 """
@@ -127,6 +128,7 @@ const api = res.filter((r) => r.name.includes('/api/v1/') && !r.name.includes('/
 const sum = (a) => a.reduce((s, r) => s + (r.transferSize || 0), 0);
 return {
   doc: nav.transferSize, own: sum(own), api: sum(api), api_n: api.length,
+  api_raw: api.reduce((s, r) => s + (r.decodedBodySize || 0), 0),
   dcl: nav.domContentLoadedEventEnd, load: nav.loadEventEnd, ready: window.__readyAt,
   files: own.map((r) => [r.name.split('/').pop(), r.transferSize, r.encodedBodySize]),
 };
@@ -197,11 +199,12 @@ def main():
         print()
         print(f"median of {a.runs}; bytes = transferred (compressed, with headers); times in ms from navigation start")
         print(f"{'page':10} {'cache':5} {'document':>9} {'js+css':>8} {'api':>8} {'api calls':>9} "
-              f"{'DOMContentLoaded':>16} {'load':>6} {'ready':>6}")
+              f"{'api JSON':>9} {'DOMContentLoaded':>16} {'load':>6} {'ready':>6}")
         med = lambda runs, k: statistics.median(r[k] for r in runs)  # noqa: E731
         for (path, cold), runs in results.items():
             print(f"{path:10} {'cold' if cold else 'warm':5} {med(runs, 'doc'):>9.0f} {med(runs, 'own'):>8.0f} "
-                  f"{med(runs, 'api'):>8.0f} {med(runs, 'api_n'):>9.0f} {med(runs, 'dcl'):>16.1f} "
+                  f"{med(runs, 'api'):>8.0f} {med(runs, 'api_n'):>9.0f} {med(runs, 'api_raw'):>9.0f} "
+                  f"{med(runs, 'dcl'):>16.1f} "
                   f"{med(runs, 'load'):>6.1f} {med(runs, 'ready'):>6.1f}")
         print()
         print("files of a cold load:", json.dumps(results[("/ui/jobs", True)][0]["files"]))

@@ -60,8 +60,8 @@ async function buildConsole() {
   const js = assets.find((n) => n.endsWith('.js'));
   const css = assets.find((n) => n.endsWith('.css'));
   const html = fs.readFileSync(path.join(SRC, 'index.html'), 'utf8')
-    .replace('%CSS%', `/ui/assets/${css}`)
-    .replace('%JS%', `/ui/assets/${js}`);
+    .replace('%CSS%', `assets/${css}`)
+    .replace('%JS%', `assets/${js}`);
   write(path.join(out, 'index.html'), html);
   return ['index.html', ...assets.map((a) => `assets/${a}`)].map((rel) => {
     const raw = fs.statSync(path.join(out, rel)).size;
@@ -77,11 +77,13 @@ function slug(text) {
     .replace(/[^\w\s-]/g, '').trim().replace(/\s+/g, '-');
 }
 
-// Links between docs: `queues.md#x` -> `/docs/queues#x`; the repository's
-// other files (README.md, src/...) have no page and stay as written.
+// Links between docs: `queues.md#x` -> `queues#x`; the repository's other
+// files (README.md, src/...) have no page and stay as written. Every URL of
+// the docs is relative (every page is at /docs/NAME), so that they hold
+// behind a reverse proxy's path prefix.
 function docHref(href, names) {
   const m = /^(?:\.\/|\.\.\/docs\/)?([\w.-]+)\.md(#.*)?$/.exec(href || '');
-  if (m && names.has(m[1])) return `/docs/${m[1]}${m[2] || ''}`;
+  if (m && names.has(m[1])) return `${m[1]}${m[2] || ''}`;
   return href;
 }
 
@@ -95,7 +97,7 @@ function buildDocs() {
     .replace('%TITLE%', esc(title))
     .replace('%STYLE%', style)
     .replace('%NAV%', [...names].map((n) =>
-      `<a href="/docs/${n}"${n === current ? ' aria-current="page"' : ''}>${esc(n)}</a>`).join('\n'))
+      `<a href="${n}"${n === current ? ' aria-current="page"' : ''}>${esc(n)}</a>`).join('\n'))
     .replace('%BODY%', body);
   const list = [];
   for (const f of files) {
@@ -126,8 +128,8 @@ function buildDocs() {
     write(path.join(DIST, 'docs', `${name}.html`), page(title, body, name));
   }
   const index = `<h1>spiderd documentation</h1>\n<ul class="doclist">\n${list.map((d) =>
-    `<li><a href="/docs/${d.name}">${esc(d.title)}</a><br><span>${esc(d.summary.replace(/[`*]/g, ''))}</span></li>`).join('\n')}\n</ul>\n` +
-    '<p>Also: <a href="/ui/">the console</a> and <a href="/api/">the API reference</a>.</p>';
+    `<li><a href="${d.name}">${esc(d.title)}</a><br><span>${esc(d.summary.replace(/[`*]/g, ''))}</span></li>`).join('\n')}\n</ul>\n` +
+    '<p>Also: <a href="../ui/">the console</a> and <a href="../api/">the API reference</a>.</p>';
   write(path.join(DIST, 'docs', 'index.html'), page('spiderd documentation', index, ''));
   return files.length;
 }

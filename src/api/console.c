@@ -23,12 +23,16 @@ typedef struct mount {
   const char *what; /* for the page that says it is not built */
   bool spa;         /* a path without a dot that names no file: index.html */
   bool html_ext;    /* /docs/NAME may be NAME.html */
+  /* The <base href> its HTML is built with, which a reverse proxy's prefix
+   * goes in front of. Its pages' other URLs are relative (to that base, or
+   * to the page: the docs and the API explorer are one level down). */
+  const char *base;
 } mount_t;
 
 static const mount_t mounts[] = {
-    {"/ui", "console", "web console", true, false},
-    {"/docs", "docs", "documentation", false, true},
-    {"/api", "api", "API explorer", false, false},
+    {"/ui", "console", "web console", true, false, "<base href=\"/ui/\">"},
+    {"/docs", "docs", "documentation", false, true, NULL},
+    {"/api", "api", "API explorer", false, false, NULL},
 };
 #define NMOUNTS (sizeof(mounts) / sizeof(mounts[0]))
 
@@ -73,9 +77,7 @@ static void page(http_req_t *req, int status, const char *title, const char *htm
   strbuf_release(&b);
 }
 
-static void not_built(app_t *app, http_req_t *req, const mount_t *m) {
-  const char *p = http_req_header(req, app->cfg.prefix_header);
-  char *prefix = http_html_escape(p ? p : "");
+static void not_built(const char *prefix, http_req_t *req, const mount_t *m) {
   char title[64];
   snprintf(title, sizeof(title), "The %s is not built", m->what);
   strbuf_t html = {0};
@@ -87,8 +89,7 @@ static void not_built(app_t *app, http_req_t *req, const mount_t *m) {
               "directory that holds the built files.</p>\n"
               "    <p>Meanwhile: <a href=\"%s/\">Scrapyd's pages</a>, and the REST API's OpenAPI "
               "document at <a href=\"%s/api/v1/openapi.json\">/api/v1/openapi.json</a>.</p>\n",
-              m->dir, prefix ? prefix : "", prefix ? prefix : "");
-  free(prefix);
+              m->dir, prefix, prefix);
   if (html.failed) http_reply(req, 500, "text/plain", "out of memory\n", 14);
   else page(req, 404, title, html.p);
   strbuf_release(&html);
@@ -105,18 +106,39 @@ static void refuse(http_req_t *req, int status) {
 
 /* ---- serving ---- */
 
-static int try_file(http_req_t *req, const char *root, const char *rel) {
+/* One request's lookup: the tree, and its HTML's <base> as built and as
+ * sent (with the proxy's prefix), or NULLs. */
+typedef struct lookup {
+  http_req_t *req;
+  const char *root;
+  const char *base_from, *base_to;
+  const char *vary; /* the prefix header, for the HTML written per prefix */
+} lookup_t;
+
+static bool is_html(const char *rel) {
+  size_t n = strlen(rel);
+  return n >= 5 && !strcmp(rel + n - 5, ".html");
+}
+
+static int try_file(lookup_t *lk, const char *rel) {
+  if (lk->vary && is_html(rel)) {
+    /* a shared cache must not give one prefix's page to another */
+    http_reply_header(lk->req, "Vary", lk->vary);
+    lk->vary = NULL;
+  }
   http_asset_opts_t o = {
       .cache_control = under_assets(rel) ? cache_immutable : cache_revalidate,
       .gzip = 1,
+      .html_from = lk->base_from,
+      .html_to = lk->base_to,
   };
-  return http_serve_asset(req, root, rel, &o);
+  return http_serve_asset(lk->req, lk->root, rel, &o);
 }
 
-static int try_suffixed(http_req_t *req, const char *root, const char *rel, const char *suffix) {
+static int try_suffixed(lookup_t *lk, const char *rel, const char *suffix) {
   char *name = NULL;
   if (asprintf(&name, "%s%s", rel, suffix) < 0) return -ENOMEM;
-  int rc = try_file(req, root, name);
+  int rc = try_file(lk, name);
   free(name);
   return rc;
 }
@@ -131,19 +153,26 @@ static bool has_index(const char *root) {
 }
 
 static void serve(app_t *app, http_req_t *req, const mount_t *m, const char *rel) {
-  char *root = NULL;
-  if (asprintf(&root, "%s/%s", app->cfg.ui_dir, m->dir) < 0) {
+  char *root = NULL, *base = NULL;
+  /* the header comes from whoever connects: a value that is not a plain
+   * path is no prefix (http_path_prefix) */
+  char prefix[256];
+  http_path_prefix(http_req_header(req, app->cfg.prefix_header), prefix, sizeof(prefix));
+  if (asprintf(&root, "%s/%s", app->cfg.ui_dir, m->dir) < 0 ||
+      (m->base && *prefix && asprintf(&base, "<base href=\"%s%s/\">", prefix, m->url) < 0)) {
+    free(root);
     http_reply(req, 500, "text/plain", "out of memory\n", 14);
     return;
   }
+  lookup_t lk = {req, root, base ? m->base : NULL, base, m->base ? app->cfg.prefix_header : NULL};
   size_t len = strlen(rel);
   bool dir = len == 0 || rel[len - 1] == '/';
   int rc = http_asset_path_ok(rel);
-  if (rc == 0) rc = dir ? try_suffixed(req, root, rel, "index.html") : try_file(req, root, rel);
+  if (rc == 0) rc = dir ? try_suffixed(&lk, rel, "index.html") : try_file(&lk, rel);
   if ((rc == -ENOENT || rc == -EISDIR) && m->html_ext && !dir)
-    rc = try_suffixed(req, root, rel, ".html");
+    rc = try_suffixed(&lk, rel, ".html");
   if ((rc == -ENOENT || rc == -EISDIR) && m->spa && !last_has_dot(rel))
-    rc = try_file(req, root, "index.html");
+    rc = try_file(&lk, "index.html");
   switch (rc) {
   case 0: break;
   case -EINVAL: refuse(req, 400); break;
@@ -153,9 +182,10 @@ static void serve(app_t *app, http_req_t *req, const mount_t *m, const char *rel
   case -ENOMEM: http_reply(req, 500, "text/plain", "out of memory\n", 14); break;
   default:
     if (has_index(root)) refuse(req, 404);
-    else not_built(app, req, m);
+    else not_built(prefix, req, m);
   }
   free(root);
+  free(base);
 }
 
 static void on_request(http_req_t *req, void *ud) {

@@ -112,6 +112,11 @@ static void read_done(void *arg, int rc) {
   int64_t last = h->got.n ? h->got.v[h->got.n - 1].id : h->from;
   for (sse_client_t *c = h->clients; c && !rc; c = c->next) {
     if (!c->stream) continue; /* still opening */
+    /* A stream that opened while this read was in flight may be behind
+     * where it began (it began at INT64_MAX - 1 when no stream was open):
+     * moving its cursor to `last` would skip its events for good, while
+     * its next read, from its own cursor, serves it whole. */
+    if (c->after < h->from) continue;
     for (size_t i = 0; i < h->got.n; i++)
       if (h->got.v[i].id > c->after && matches(c, &h->got.v[i])) send_event(c, &h->got.v[i]);
     if (last > c->after) c->after = last;

@@ -17,10 +17,12 @@
 #include "store/eggs.h"
 #include "strbuf.h"
 
-/* The prefix a reverse proxy asks links to carry (prefix_header). */
+/* The prefix a reverse proxy asks links to carry (prefix_header); a value
+ * that is not a plain path (it comes from whoever connects) is none. */
 static char *link_prefix(app_t *app, http_req_t *req) {
-  const char *p = http_req_header(req, app->cfg.prefix_header);
-  return http_html_escape(p ? p : "");
+  char p[256];
+  http_path_prefix(http_req_header(req, app->cfg.prefix_header), p, sizeof(p));
+  return http_html_escape(p);
 }
 
 static void reply_html(http_req_t *req, strbuf_t *b) {

@@ -6,6 +6,7 @@
  * file means (another file, a fallback page, a 404). */
 #include "http/http.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -80,6 +81,37 @@ int http_asset_path_ok(const char *rel) {
     p += n;
     while (*p == '/') p++;
   }
+  return 0;
+}
+
+int http_path_prefix(const char *v, char *out, size_t outlen) {
+  if (!outlen) return -EINVAL;
+  out[0] = '\0';
+  if (!v || !*v) return 0;
+  size_t n = strlen(v);
+  while (n > 1 && v[n - 1] == '/') n--; /* "/a/" is "/a" */
+  if (v[0] != '/' || n >= outlen) return -EINVAL;
+  if (n == 1) return 0; /* "/" is no prefix */
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)v[i];
+    if (c == '/') {
+      /* "//host" would name another server; "." and ".." another path */
+      size_t seg = strcspn(v + i + 1, "/");
+      if (i + 1 + seg > n) seg = n - i - 1;
+      if (seg == 0 || (seg == 1 && v[i + 1] == '.') ||
+          (seg == 2 && v[i + 1] == '.' && v[i + 2] == '.'))
+        return -EINVAL;
+    } else if (c == '%') {
+      if (i + 2 >= n || !isxdigit((unsigned char)v[i + 1]) ||
+          !isxdigit((unsigned char)v[i + 2]))
+        return -EINVAL;
+    } else if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) &&
+               !strchr("-._~!$+,;=:@", c)) {
+      return -EINVAL; /* quotes, <, >, &, spaces, controls, non-ASCII... */
+    }
+  }
+  memcpy(out, v, n);
+  out[n] = '\0';
   return 0;
 }
 
@@ -200,38 +232,6 @@ out:
 
 /* ---- negotiation ---- */
 
-/* Does an Accept-Encoding value let gzip through (RFC 9110 §12.5.3)? An
- * explicit gzip (or x-gzip) decides by its q; otherwise "*" does. */
-static bool accepts_gzip(const char *h) {
-  int gzip = -1, star = -1; /* -1: not named; 0: refused (q=0); 1: accepted */
-  for (const char *p = h; p && *p;) {
-    p += strspn(p, " \t,");
-    size_t len = strcspn(p, ",");
-    size_t name = strcspn(p, " \t;,");
-    if (name > len) name = len;
-    int ok = 1;
-    const char *q = memchr(p, ';', len);
-    while (q && q < p + len) {
-      q++;
-      q += strspn(q, " \t");
-      if ((*q == 'q' || *q == 'Q') && q[1] == '=') {
-        /* q=0, q=0.0, q=0.000 refuse; anything else is some preference */
-        const char *v = q + 2;
-        ok = 0;
-        for (; v < p + len && *v != ';' && *v != ' ' && *v != '\t'; v++)
-          if (*v >= '1' && *v <= '9') ok = 1;
-      }
-      q = memchr(q, ';', (size_t)(p + len - q));
-    }
-    if ((name == 4 && !strncasecmp(p, "gzip", 4)) || (name == 6 && !strncasecmp(p, "x-gzip", 6)))
-      gzip = gzip == 1 ? 1 : ok;
-    else if (name == 1 && *p == '*')
-      star = ok;
-    p += len;
-  }
-  return gzip >= 0 ? gzip == 1 : star == 1;
-}
-
 /* Does If-None-Match name etag? Weak comparison (RFC 9110 §13.1.2): a W/
  * prefix on either side is ignored; "*" matches any current file. */
 static bool etag_matches(const char *inm, const char *etag) {
@@ -258,15 +258,68 @@ static bool etag_matches(const char *inm, const char *etag) {
 
 /* ---- the reply ---- */
 
+#define REWRITE_MAX (1 << 20)
+
+/* FNV-1a: tells one html_to from another in an ETag. */
+static uint64_t fnv1a(const char *s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return h;
+}
+
+/* The file's text with the first from replaced by to; malloc'd. */
+static int rewrite(int fd, uint64_t size, const char *from, const char *to, char **out,
+                   size_t *outlen) {
+  if (size > REWRITE_MAX) return -EFBIG;
+  size_t flen = strlen(from), tlen = strlen(to);
+  char *text = malloc(size + 1), *res = NULL;
+  if (!text) return -ENOMEM;
+  size_t got = 0;
+  while (got < size) {
+    ssize_t n = pread(fd, text + got, size - got, (off_t)got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      free(text);
+      return n < 0 ? -errno : -EIO;
+    }
+    got += (size_t)n;
+  }
+  text[size] = '\0';
+  const char *at = flen ? memmem(text, size, from, flen) : NULL;
+  if (!at) { /* nothing to replace: as it is */
+    *out = text;
+    *outlen = size;
+    return 0;
+  }
+  res = malloc(size - flen + tlen + 1);
+  if (!res) {
+    free(text);
+    return -ENOMEM;
+  }
+  size_t head = (size_t)(at - text);
+  memcpy(res, text, head);
+  memcpy(res + head, to, tlen);
+  memcpy(res + head + tlen, at + flen, size - head - flen + 1);
+  free(text);
+  *out = res;
+  *outlen = size - flen + tlen;
+  return 0;
+}
+
+static bool wants_rewrite(const char *rel, const http_asset_opts_t *o) {
+  return o && o->html_from && o->html_to && strcmp(o->html_from, o->html_to) &&
+         !strncmp(http_asset_type(rel), "text/html", 9);
+}
+
 int http_serve_asset(http_req_t *r, const char *root_dir, const char *rel,
                      const http_asset_opts_t *o) {
   struct stat st;
   int fd = asset_open(root_dir, rel, &st);
   if (fd < 0) return fd;
-  bool gz = false;
+  bool gz = false, rw = wants_rewrite(rel, o);
   size_t rlen = strlen(rel);
-  if (o && o->gzip && !(rlen > 3 && !strcasecmp(rel + rlen - 3, ".gz")) &&
-      accepts_gzip(http_req_header(r, "Accept-Encoding"))) {
+  if (o && o->gzip && !rw && !(rlen > 3 && !strcasecmp(rel + rlen - 3, ".gz")) &&
+      http_accepts_gzip(http_req_header(r, "Accept-Encoding"))) {
     char *gzrel = NULL;
     struct stat gst;
     int gfd = asprintf(&gzrel, "%s.gz", rel) < 0 ? -ENOMEM : asset_open(root_dir, gzrel, &gst);
@@ -280,23 +333,39 @@ int http_serve_asset(http_req_t *r, const char *root_dir, const char *rel,
   }
   /* The inode changes when a build replaces the file (a new file renamed
    * over it), the size and the mtime when it is rewritten in place. */
-  char etag[96];
+  char etag[128], tag[24] = "";
+  if (gz) snprintf(tag, sizeof(tag), "-gz");
+  if (rw) snprintf(tag, sizeof(tag), "-%llx", (unsigned long long)fnv1a(o->html_to));
   snprintf(etag, sizeof(etag), "\"%llx-%llx-%llx%s\"", (unsigned long long)st.st_ino,
            (unsigned long long)st.st_size,
            (unsigned long long)st.st_mtim.tv_sec * 1000000000ULL +
                (unsigned long long)st.st_mtim.tv_nsec,
-           gz ? "-gz" : "");
+           tag);
+  char *text = NULL;
+  size_t tlen = 0;
+  if (rw) {
+    int rc = rewrite(fd, (uint64_t)st.st_size, o->html_from, o->html_to, &text, &tlen);
+    if (rc) {
+      close(fd);
+      return rc;
+    }
+    close(fd);
+    fd = -1;
+  }
   http_reply_header(r, "ETag", etag);
   if (o && o->cache_control) http_reply_header(r, "Cache-Control", o->cache_control);
   if (o && o->gzip) http_reply_header(r, "Vary", "Accept-Encoding");
   http_reply_header(r, "X-Content-Type-Options", "nosniff");
-  if (etag_matches(http_req_header(r, "If-None-Match"), etag)) {
-    /* libmicrohttpd sends no body with a 304 but the Content-Length it is
-     * given, which must then be the 200's (RFC 9110 §8.6), not 0 */
-    http_reply_fd(r, 304, NULL, fd, 0, (uint64_t)st.st_size);
+  /* libmicrohttpd sends no body with a 304 but the Content-Length it is
+   * given, which must then be the 200's (RFC 9110 §8.6), not 0 */
+  int status = etag_matches(http_req_header(r, "If-None-Match"), etag) ? 304 : 200;
+  const char *type = status == 304 ? NULL : http_asset_type(rel);
+  if (rw) {
+    http_reply(r, status, type, text, tlen);
+    free(text);
     return 0;
   }
-  if (gz) http_reply_header(r, "Content-Encoding", "gzip");
-  http_reply_fd(r, 200, http_asset_type(rel), fd, 0, (uint64_t)st.st_size);
+  if (gz && status == 200) http_reply_header(r, "Content-Encoding", "gzip");
+  http_reply_fd(r, status, type, fd, 0, (uint64_t)st.st_size);
   return 0;
 }

@@ -214,6 +214,11 @@ typedef struct http_asset_opts {
   int gzip;                  /* send NAME.gz in place of NAME when it exists and
                                 the client accepts gzip (Vary: Accept-Encoding
                                 on every answer) */
+  /* An HTML file is sent with the first html_from in it replaced by html_to
+   * (a <base href> that carries a reverse proxy's prefix): read whole (at
+   * most 1 MiB, else -EFBIG), never its gzip sibling, with an ETag that
+   * names html_to too. Both NULL, or equal: the file as it is. */
+  const char *html_from, *html_to;
 } http_asset_opts_t;
 
 /* Serves the regular file rel (a percent-decoded path) under root_dir:
@@ -236,6 +241,19 @@ const char *http_asset_type(const char *name);
 /* 0 when rel may name a file under a served tree, -EINVAL when a segment is
  * "..", or it holds a backslash or a control character. */
 int http_asset_path_ok(const char *rel);
+
+/* Does an Accept-Encoding value let gzip through (RFC 9110 §12.5.3: q=0
+ * refuses, "*" counts when gzip is not named)? 1 or 0; NULL: 0. */
+int http_accepts_gzip(const char *accept_encoding);
+
+/* The path prefix a reverse proxy says it serves the daemon under (the
+ * value of X-Forwarded-Prefix or the like), fit to go before an absolute
+ * path in a URL and in HTML: "/a/b" from "/a/b" or "/a/b/", "" from NULL,
+ * "" or "/". Anything but a plain absolute path is refused (-EINVAL, and
+ * out is ""): it must start with a single '/', hold only letters, digits,
+ * "-._~!$+,;=:@/" and %XX escapes, no "." or ".." segment and no "//",
+ * and fit in outlen. A refused prefix is best treated as none. */
+int http_path_prefix(const char *value, char *out, size_t outlen);
 
 /* HTML-escapes s (& < > " ') into a malloc'd string. */
 char *http_html_escape(const char *s);

@@ -633,8 +633,7 @@ void http_reply(http_req_t *r, int status, const char *content_type, const void 
     log_warn("http", "second reply to %s %s ignored", r->method, r->path);
     return;
   }
-  struct MHD_Response *resp =
-      MHD_create_response_from_buffer(len, (void *)(body ? body : ""), MHD_RESPMEM_MUST_COPY);
+  struct MHD_Response *resp = http_response_from_buffer(r, status, content_type, body, len);
   if (!resp || http_add_headers(r, resp, content_type)) {
     if (resp) MHD_destroy_response(resp);
     http_reply_failed(r);

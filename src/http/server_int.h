@@ -183,6 +183,30 @@ void http_conn_notify(void *cls, struct MHD_Connection *c, void **socket_context
 void http_conn_headers_done(struct MHD_Connection *c);
 void http_conn_request_done(struct listener *l, struct MHD_Connection *c);
 void http_conn_free_all(struct listener *l);
+/* ---- responses (gzip.c): the one place they are made ----
+ * A reply of a text type the daemon renders (JSON, HTML, text; never an
+ * event stream), of at least 1 KiB or of unknown length, to a client whose
+ * Accept-Encoding takes gzip, is sent gzip'd with Content-Encoding: gzip;
+ * every such reply, compressed or not, says Vary: Accept-Encoding. Not
+ * compressed: statuses 1xx, 204, 206 and 304, and a reply whose handler set
+ * Content-Encoding, Content-Range or Content-Length. */
+enum { HTTP_GZ_NO, HTTP_GZ_VARY, HTTP_GZ_YES };
+/* Decides for r's coming reply and adds the headers that go with the
+ * decision to r (Vary, Content-Encoding; an ETag becomes weak when
+ * compressed). len: the identity length, or MHD_SIZE_UNKNOWN. */
+int http_gzip_plan(http_req_t *r, int status, const char *ct, uint64_t len);
+/* A response with a copy of body, compressed when http_gzip_plan says so.
+ * NULL when out of memory. */
+struct MHD_Response *http_response_from_buffer(http_req_t *r, int status, const char *ct,
+                                               const void *body, size_t len);
+/* MHD_create_response_from_callback (unknown size) with the reader's bytes
+ * deflated on the fly when http_gzip_plan says so. A reader may suspend its
+ * connection and return 0 (stream.c): nothing is returned with it, and
+ * what zlib holds goes out with the next bytes or the end. On failure NULL,
+ * and crfc has not run (as MHD's). */
+struct MHD_Response *http_response_from_callback(http_req_t *r, int status, const char *ct,
+                                                 size_t block, MHD_ContentReaderCallback crc,
+                                                 void *cls, MHD_ContentReaderFreeCallback crfc);
 /* The reply could not be made: the connection is closed. */
 void http_reply_failed(http_req_t *r);
 

@@ -144,7 +144,7 @@ http_stream_t *http_reply_stream(http_req_t *r, int status, const char *content_
   st->on_gone = on_gone;
   st->ud = ud;
   struct MHD_Response *resp =
-      MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+      http_response_from_callback(r, status, content_type, 4096, stream_read, st, stream_free);
   if (!resp) {
     stream_free(st);
     http_reply_failed(r);

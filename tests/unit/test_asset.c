@@ -67,17 +67,39 @@ static void test_clean_rel(void **state) {
   }
 }
 
+static void test_path_prefix(void **state) {
+  (void)state;
+  char out[64];
+  const char *good[][2] = {{NULL, ""}, {"", ""}, {"/", ""}, {"//", ""}, {"/a", "/a"},
+                           {"/a/", "/a"}, {"/spiderd/x", "/spiderd/x"}, {"/a%20b", "/a%20b"},
+                           {"/a-b._~!$+,;=:@c", "/a-b._~!$+,;=:@c"}, {"/..a/b..", "/..a/b.."}};
+  for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+    memset(out, 'x', sizeof(out));
+    if (http_path_prefix(good[i][0], out, sizeof(out)) || strcmp(out, good[i][1]))
+      fail_msg("%s: got %s", good[i][0] ? good[i][0] : "(null)", out);
+  }
+  const char *bad[] = {"a", "//evil.example", "/a//b", "/a/./b", "/a/..", "/.", "/a b",
+                       "/a\"b", "/a<b", "/a>b", "/a'b", "/a&b", "/a\\b", "/a%2", "/a%zz",
+                       "/caf\xc3\xa9", "/a\tb", "/a?b", "/a#b", "/a(b)",
+                       "/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    memset(out, 'x', sizeof(out));
+    if (http_path_prefix(bad[i], out, sizeof(out)) != -EINVAL || out[0])
+      fail_msg("should refuse %s", bad[i]);
+  }
+}
+
 static void test_accepts_gzip(void **state) {
   (void)state;
   const char *yes[] = {"gzip", "GZIP", "gzip, deflate, br", "br;q=1.0, gzip;q=0.8", "deflate,gzip",
                        "x-gzip", "*", "*;q=0.1", "gzip;q=0.001", "gzip ; q=1", "identity, gzip"};
   for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
-    if (!accepts_gzip(yes[i])) fail_msg("should accept gzip: %s", yes[i]);
+    if (!http_accepts_gzip(yes[i])) fail_msg("should accept gzip: %s", yes[i]);
   }
   const char *no[] = {NULL, "", "identity", "br", "deflate, br", "gzip;q=0", "gzip;q=0.0",
                       "gzip; q=0.000", "gzip;q=0, *", "*;q=0", "gzipx", "xgzip", "gzip2"};
   for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
-    if (accepts_gzip(no[i])) fail_msg("should refuse gzip: %s", no[i] ? no[i] : "(none)");
+    if (http_accepts_gzip(no[i])) fail_msg("should refuse gzip: %s", no[i] ? no[i] : "(none)");
   }
 }
 
@@ -252,6 +274,7 @@ int main(void) {
       cmocka_unit_test(test_path_ok),
       cmocka_unit_test(test_clean_rel),
       cmocka_unit_test(test_accepts_gzip),
+      cmocka_unit_test(test_path_prefix),
       cmocka_unit_test(test_etag_matches),
       cmocka_unit_test_setup_teardown(test_open_beneath, setup, teardown),
       cmocka_unit_test_setup_teardown(test_open_walk, setup, teardown),

@@ -4,7 +4,7 @@ import 'uplot/dist/uPlot.min.css';
 import './style.css';
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { html, Link, startEvents, useApi, useLive, useRoute } from './lib.js';
+import { BASE, html, Link, ROOT, startEvents, useApi, useLive, useRoute } from './lib.js';
 import { Overview } from './pages/overview.js';
 import { JobPage, Jobs } from './pages/jobs.js';
 import { ProjectPage, Projects } from './pages/projects.js';
@@ -90,15 +90,15 @@ function App() {
   return html`
     <a class="skip" href="#main">Skip to content</a>
     <header class="top">
-      <a class="brand" href="/ui/">spiderd</a>
+      <a class="brand" href=${BASE + '/'}>spiderd</a>
       <nav aria-label="Console">
         ${NAV.map(([p, label]) => html`<${Link} to=${p} aria-current=${section === p ? 'page' : undefined}>${label}</${Link}>`)}
       </nav>
       <span class="meta">
         ${s && html`<span title=${`node ${s.node_name}, spiderd ${s.version}`}>${s.node_name} · v${s.version}</span>`}
         <${LiveDot} />
-        <a href="/docs/">Docs</a>
-        <a href="/api/">API</a>
+        <a href=${ROOT + '/docs/'}>Docs</a>
+        <a href=${ROOT + '/api/'}>API</a>
         <${ThemeToggle} />
       </span>
     </header>

@@ -5,7 +5,13 @@ import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 
 export const html = htm.bind(h);
-export const BASE = '/ui';
+// Where the console is: its index.html's <base href>, "/ui/" as built and
+// "<prefix>/ui/" behind a reverse proxy that sends its prefix (the daemon
+// writes it in). Every URL here is built from it, so none leaves the prefix.
+const BASE_PATH = new URL(document.baseURI).pathname.replace(/\/+$/, ''); // "/prefix/ui"
+export const BASE = BASE_PATH;
+// The daemon's root: "" or "/prefix"; the API, the docs and Scrapyd's pages are under it.
+export const ROOT = BASE_PATH.replace(/\/ui$/, '');
 
 // ---- REST -----------------------------------------------------------------
 
@@ -40,7 +46,7 @@ export async function api(path, { method = 'GET', query, body } = {}) {
   }
   let r;
   try {
-    r = await fetch(`${ORIGIN}/api/v1${path}${qs(query)}`, opts);
+    r = await fetch(`${ORIGIN}${ROOT}/api/v1${path}${qs(query)}`, opts);
   } catch (e) {
     throw new ApiError(0, 'NETWORK', `cannot reach spiderd: ${e.message}`);
   }
@@ -105,7 +111,7 @@ async function streamLoop() {
   while (!hidden) {
     try {
       ctl = new AbortController();
-      const r = await fetch(`${ORIGIN}/api/v1/events/stream${qs({ after: lastId })}`, {
+      const r = await fetch(`${ORIGIN}${ROOT}/api/v1/events/stream${qs({ after: lastId })}`, {
         credentials: 'same-origin', headers: { Accept: 'text/event-stream' }, signal: ctl.signal,
       });
       if (!r.ok || !r.body) throw new Error(`HTTP ${r.status}`);

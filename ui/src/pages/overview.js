@@ -65,7 +65,10 @@ function Chart({ data }) {
   const el = useRef(null);
   useEffect(() => {
     if (!el.current || !data) return;
-    const width = () => Math.max(280, el.current.clientWidth);
+    // the node itself: the ref is null once the page is left, and a resize
+    // may still be reported then
+    const node = el.current;
+    const width = () => Math.max(280, node.clientWidth);
     const axis = { stroke: css('--muted'), grid: { stroke: css('--line'), width: 1 }, ticks: { stroke: css('--line') } };
     const plot = new uPlot({
       width: width(), height: 220,
@@ -78,9 +81,9 @@ function Chart({ data }) {
       axes: [axis, { ...axis, label: 'jobs' }, { ...axis, side: 1, scale: 'items', label: 'items', grid: { show: false } }],
       scales: { x: { time: true } },
       legend: { live: true },
-    }, [data.x, data.finished, data.failed, data.items], el.current);
+    }, [data.x, data.finished, data.failed, data.items], node);
     const ro = new ResizeObserver(() => plot.setSize({ width: width(), height: 220 }));
-    ro.observe(el.current);
+    ro.observe(node);
     return () => { ro.disconnect(); plot.destroy(); };
   }, [data]);
   return html`<div class="chart" ref=${el} role="img" aria-label="Jobs finished and items scraped per minute, last 24 hours"></div>`;
