@@ -1,6 +1,7 @@
 #include "api/render.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -219,17 +220,38 @@ static const listjobs_entry_fn listjobs_entry[3] = {listjobs_pending, listjobs_r
                                                     listjobs_finished};
 static const char *const listjobs_key[3] = {"pending", "running", "finished"};
 
-/* A string jansson writes as it is: printable ASCII without '"' or '\\'
- * (DEL is escaped by render_json). */
-static int plain_ascii(const char *s) {
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-    if (*p < 0x20 || *p > 0x7e || *p == '"' || *p == '\\') return 0;
-  return 1;
+/* The length of a string jansson writes as it is (printable ASCII without
+ * '"' or '\\'; DEL is escaped by render_json), or -1. */
+static long plain_ascii(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  for (; *p; p++)
+    if (*p < 0x20 || *p > 0x7e || *p == '"' || *p == '\\') return -1;
+  return (long)(p - (const unsigned char *)s);
+}
+
+/* Decimal digits of v into the end of buf[24]; returns where they start. */
+static char *digits(long long v, char buf[24]) {
+  char *p = buf + 23;
+  unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+  *p = '\0';
+  do *--p = (char)('0' + u % 10);
+  while (u /= 10);
+  if (v < 0) *--p = '-';
+  return p;
 }
 
 /* A real as jansson writes it (%.17g, ".0" after an integral value), when
- * that needs no exponent; 0 when it does (the row takes jansson's path). */
+ * that needs no exponent; 0 when it does (the row takes jansson's path).
+ * Integral values, the usual priorities, without printf. */
 static int plain_real(double v, char out[40]) {
+  if (v == (double)(long long)v && v > -1e15 && v < 1e15 && !(v == 0 && signbit(v))) {
+    char d[24];
+    char *p = digits((long long)v, d);
+    size_t n = strlen(p);
+    memcpy(out, p, n);
+    memcpy(out + n, ".0", 3);
+    return 1;
+  }
   int n = snprintf(out, 40, "%.17g", v);
   if (n <= 0 || n >= 36) return 0;
   for (int i = 0; i < n; i++)
@@ -251,14 +273,22 @@ static int add_object(strbuf_t *b, const json_t *o) {
   return rc;
 }
 
+#define ADD_LIT(b, s) strbuf_add(b, s, sizeof(s) - 1)
+
+static void add_int(strbuf_t *b, long long v) {
+  char d[24];
+  strbuf_adds(b, digits(v, d));
+}
+
 /* A pending job's entry written directly: jansson's tree and text of it
  * cost more than reading the job (a million pending jobs took 9 s to
  * render). The same bytes: 0, or -EAGAIN for what this does not write
  * (escapes, exponents), which listjobs_entry writes. */
 static int pending_fast(strbuf_t *b, const job_t *j) {
   char prio[40], timeout[40] = "null", nb[40] = "null";
-  if (!plain_ascii(j->jobid) || !plain_ascii(j->project) || !plain_ascii(j->spider) ||
-      (j->version && !plain_ascii(j->version)) || !plain_real(j->priority, prio) ||
+  long lid = plain_ascii(j->jobid), lpr = plain_ascii(j->project), lsp = plain_ascii(j->spider);
+  long lv = j->version ? plain_ascii(j->version) : 0;
+  if (lid < 0 || lpr < 0 || lsp < 0 || lv < 0 || !plain_real(j->priority, prio) ||
       (j->timeout_ms > 0 && !plain_real((double)j->timeout_ms / 1000.0, timeout)))
     return -EAGAIN;
   if (j->not_before_ms) {
@@ -266,20 +296,38 @@ static int pending_fast(strbuf_t *b, const job_t *j) {
     render_time(j->not_before_ms, 1, nb + 1);
     strcat(nb, "\"");
   }
-  strbuf_addf(b, "{\"id\": \"%s\", \"project\": \"%s\", \"spider\": \"%s\", \"version\": ",
-              j->jobid, j->project, j->spider);
-  if (j->version) strbuf_addf(b, "\"%s\"", j->version);
-  else strbuf_add(b, "null", 4);
-  strbuf_add(b, ", \"settings\": ", 14);
+  ADD_LIT(b, "{\"id\": \"");
+  strbuf_add(b, j->jobid, (size_t)lid);
+  ADD_LIT(b, "\", \"project\": \"");
+  strbuf_add(b, j->project, (size_t)lpr);
+  ADD_LIT(b, "\", \"spider\": \"");
+  strbuf_add(b, j->spider, (size_t)lsp);
+  ADD_LIT(b, "\", \"version\": ");
+  if (j->version) {
+    ADD_LIT(b, "\"");
+    strbuf_add(b, j->version, (size_t)lv);
+    ADD_LIT(b, "\"");
+  } else {
+    ADD_LIT(b, "null");
+  }
+  ADD_LIT(b, ", \"settings\": ");
   if (add_object(b, j->settings)) return -ENOMEM;
-  strbuf_add(b, ", \"args\": ", 10);
+  ADD_LIT(b, ", \"args\": ");
   if (add_object(b, j->args)) return -ENOMEM;
-  char retry[24] = "null";
-  if (j->retry_of) snprintf(retry, sizeof(retry), "%lld", (long long)j->retry_of);
-  strbuf_addf(b,
-              ", \"priority\": %s, \"attempt\": %d, \"max_retries\": %d, \"retry_of\": %s, "
-              "\"timeout\": %s, \"not_before\": %s}",
-              prio, j->attempt, j->max_retries, retry, timeout, nb);
+  ADD_LIT(b, ", \"priority\": ");
+  strbuf_adds(b, prio);
+  ADD_LIT(b, ", \"attempt\": ");
+  add_int(b, j->attempt);
+  ADD_LIT(b, ", \"max_retries\": ");
+  add_int(b, j->max_retries);
+  ADD_LIT(b, ", \"retry_of\": ");
+  if (j->retry_of) add_int(b, j->retry_of);
+  else ADD_LIT(b, "null");
+  ADD_LIT(b, ", \"timeout\": ");
+  strbuf_adds(b, timeout);
+  ADD_LIT(b, ", \"not_before\": ");
+  strbuf_adds(b, nb);
+  ADD_LIT(b, "}");
   return b->failed ? -ENOMEM : 0;
 }
 
