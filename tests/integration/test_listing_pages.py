@@ -141,3 +141,30 @@ def test_a_client_that_leaves_mid_listing_costs_nothing(paged):
     time.sleep(0.2)
     s.close()
     assert len(listjobs(paged)["pending"]) == 10
+
+
+def test_a_log_directory_of_many_files_is_listed_whole_and_sorted(paged):
+    """More files than one chunk of the page (512 rows): read off the loop,
+    sent as the client takes it; every file once, in name order, as
+    Twisted's listing (odd and even rows alternate)."""
+    where = os.path.join(paged.abs_dir("logs_dir"), "pages", "many")
+    os.makedirs(where)
+    names = [f"{i:05d}-{'x' * (i % 7)}.log" for i in range(1300)]
+    for n in reversed(names):
+        with open(os.path.join(where, n), "w") as f:
+            f.write("y" * (len(n) * 13))
+    os.makedirs(os.path.join(where, "zdir"))
+    r = raw_get(paged, "/logs/pages/many/")
+    assert r.headers.get("Transfer-Encoding") == "chunked"
+    html = r.text
+    assert html.startswith("<html>\n<head>\n<title>Directory listing for /logs/pages/many/</title>")
+    assert html.endswith("\n    </tbody>\n</table>\n\n</body>\n</html>\n")
+    rows = re.findall(r'<tr class="(odd|even)">\n    <td><a href="([^"]+)">', html)
+    assert [h for _, h in rows] == ["zdir/"] + names  # directories first
+    assert [c for c, _ in rows] == ["odd" if i % 2 == 0 else "even" for i in range(len(rows))]
+    size = re.search(r'<a href="00006-xxxxxx.log">[^<]*</a></td>\n    <td>([^<]*)</td>', html)
+    assert size.group(1) == f"{len(names[6]) * 13}B"
+    # A small directory is still one reply with its length.
+    r = raw_get(paged, "/logs/pages/")
+    assert r.headers["Content-Length"] == str(len(r.content))
+    assert '<a href="many/">many/</a>' in r.text
