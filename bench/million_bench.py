@@ -141,23 +141,30 @@ class Conn:
             return status, body
         if not re.search(rb"(?i)\r\ntransfer-encoding:\s*chunked", head):
             raise RuntimeError(f"no length in {head!r}")
-        parts, pos = [], end + 4
+        # Chunked: everything up to the last chunk is read as it comes and
+        # parsed once (a JSON listing holds no raw CR LF, so its end is the
+        # first "\r\n0\r\n\r\n" that ends what was read), with one copy
+        # for the chunks and one for the body.
+        raw = [bytes(buf[end + 4:])]
+        tail = b"\r\n" + raw[0][-8:]
+        while not tail.endswith(b"\r\n0\r\n\r\n"):
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise RuntimeError("the daemon closed the connection")
+            raw.append(chunk)
+            tail = (tail + chunk)[-9:]
+        data = b"".join(raw)
+        mv = memoryview(data)
+        parts, pos = [], 0
         while True:
-            eol = buf.find(b"\r\n", pos)
-            while eol < 0:
-                self.fill(buf, len(buf) + 1)
-                eol = buf.find(b"\r\n", pos)
-            size = int(bytes(buf[pos:eol]).split(b";")[0], 16)
-            need = eol + 2 + size + 2
-            self.fill(buf, need)
+            eol = data.find(b"\r\n", pos)
+            size = int(data[pos:eol].split(b";")[0], 16)
             if size == 0:  # no trailers are sent
+                pos = eol + 4
                 break
-            parts.append(bytes(buf[eol + 2:eol + 2 + size]))
-            pos = need
-            if pos > (64 << 20):  # keep the buffer from growing with the body
-                del buf[:pos]
-                pos = 0
-        self.buf = bytes(buf[need:])
+            parts.append(mv[eol + 2:eol + 2 + size])
+            pos = eol + 2 + size + 2
+        self.buf = data[pos:]
         return status, b"".join(parts)
 
 
