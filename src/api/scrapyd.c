@@ -3,7 +3,6 @@
  * launcher. Thin: parse and validate, call the store or the launcher, render.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
