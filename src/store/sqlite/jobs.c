@@ -699,12 +699,12 @@ int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
 /* Scrapyd's groups as store_jobs_page reads them: the condition (the
  * partial index's own), the sort key and which way key and id run. */
 static const struct page_group {
-  const char *cond, *key;
+  const char *index, *cond, *key;
   int key_desc, id_desc;
 } page_groups[JOB_NGROUPS] = {
-    {"state = 0", "priority", 1, 0},
-    {"state = 1", "start_ms", 0, 0},
-    {"state >= 2 AND start_ms != 0", "end_ms", 1, 1},
+    {"jobs_pending", "state = 0", "priority", 1, 0},
+    {"jobs_running", "state = 1", "start_ms", 0, 0},
+    {"jobs_ended", "state >= 2 AND start_ms != 0", "end_ms", 1, 1},
 };
 
 /* One part of a page: 0 the group from its start; 1 the jobs with the
@@ -712,13 +712,17 @@ static const struct page_group {
  * parts, not one (key, id) comparison: pending's key runs DESC and its id
  * ASC, which no row value says, and an OR of both walks every tie of the
  * key from the first (a million pending jobs share priority 0). Prepared
- * per call: one page is hundreds of rows. */
+ * per call: one page is hundreds of rows. The group's own index, named:
+ * with a project, the planner takes jobs_history and sorts every ended job
+ * of the project for each page, where the walk down jobs_ended reads each
+ * job once over the whole listing. */
 static int sqlite_page_part(struct sqlite_store *q, int group, int part, const char *project,
                             const job_page_key_t *after, size_t limit, job_list_t *out) {
   const struct page_group *g = &page_groups[group];
   char sql[2048];
-  size_t n = (size_t)snprintf(sql, sizeof(sql), "SELECT " SQLITE_JOB_COLS " FROM jobs WHERE %s%s",
-                              g->cond, project ? " AND project = ?1" : "");
+  size_t n = (size_t)snprintf(sql, sizeof(sql),
+                              "SELECT " SQLITE_JOB_COLS " FROM jobs INDEXED BY %s WHERE %s%s",
+                              g->index, g->cond, project ? " AND project = ?1" : "");
   if (part == 1)
     n += (size_t)snprintf(sql + n, sizeof(sql) - n, " AND %s = ?2 AND id %s ?3", g->key,
                           g->id_desc ? "<" : ">");
