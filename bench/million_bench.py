@@ -21,10 +21,20 @@ while the queue fills:
      everything but a crawl), so the figure is the claim and spawn path.
      The same on a daemon with --small pending jobs, to compare.
 
+The peak memory of each listjobs.json is the daemon's VmHWM after it, its
+high-water mark having been reset (/proc/PID/clear_refs) right before it,
+next to VmRSS right before it.
+
 usage: bench/million_bench.py --bin build/spiderd [--jobs 1000000]
        [--conns 4] [--batch 64] [--probe 2000] [--claim-slots 16]
        [--claim-seconds 20] [--small 20000] [--keep]
+       [--data DIR] [--skip-claims]
 About 5 minutes on 2 cores; the temporary directory needs ~1 GB.
+--data DIR keeps the million-job daemon's directory in DIR and, when DIR
+already holds its jobs, reuses them: no fill, only the probes at the levels
+it has reached (the last one always). Any crawl then sleeps (the daemon
+restarts with its queue as it was left, and its one slot must be held
+again); --skip-claims leaves out both claims phases, which start jobs.
 """
 import argparse
 import json
@@ -51,6 +61,15 @@ SHIM = """#!/bin/sh
 if [ "$1" = "-m" ] && [ "$2" = "spiderd_runner" ] && [ "$3" = "crawl" ]; then
   [ "$4" = "slow" ] && exec sleep 3600
   exit 0
+fi
+exec /usr/bin/python3 "$@"
+"""
+
+# The same when a filled directory is reused: whichever job the restarted
+# daemon claims first holds the slot.
+SHIM_HOLD = """#!/bin/sh
+if [ "$1" = "-m" ] && [ "$2" = "spiderd_runner" ] && [ "$3" = "crawl" ]; then
+  exec sleep 3600
 fi
 exec /usr/bin/python3 "$@"
 """
@@ -91,9 +110,17 @@ class Conn:
     def send(self, data):
         self.sock.sendall(data)
 
+    def fill(self, buf, need):
+        while len(buf) < need:
+            chunk = self.sock.recv(max(1 << 20, need - len(buf)))
+            if not chunk:
+                raise RuntimeError("the daemon closed the connection")
+            buf += chunk
+
     def response(self):
-        """(status, body) of the next response; linear in its size (a
-        listjobs.json of a million jobs is ~230 MB)."""
+        """(status, body) of the next response, with a Content-Length or
+        chunked; linear in its size (a listjobs.json of a million jobs is
+        ~230 MB)."""
         buf = bytearray(self.buf)
         end = buf.find(b"\r\n\r\n")
         while end < 0:
@@ -104,16 +131,41 @@ class Conn:
             buf += chunk
             end = buf.find(b"\r\n\r\n", start)
         head = bytes(buf[:end])
+        status = int(head.split(b" ", 2)[1])
         m = re.search(rb"(?i)\r\ncontent-length:\s*(\d+)", head)
-        need = end + 4 + int(m.group(1))
-        while len(buf) < need:
-            chunk = self.sock.recv(max(1 << 20, need - len(buf)))
+        if m:
+            need = end + 4 + int(m.group(1))
+            self.fill(buf, need)
+            body = bytes(buf[end + 4:need])
+            self.buf = bytes(buf[need:])
+            return status, body
+        if not re.search(rb"(?i)\r\ntransfer-encoding:\s*chunked", head):
+            raise RuntimeError(f"no length in {head!r}")
+        # Chunked: everything up to the last chunk is read as it comes and
+        # parsed once (a JSON listing holds no raw CR LF, so its end is the
+        # first "\r\n0\r\n\r\n" that ends what was read), with one copy
+        # for the chunks and one for the body.
+        raw = [bytes(buf[end + 4:])]
+        tail = b"\r\n" + raw[0][-8:]
+        while not tail.endswith(b"\r\n0\r\n\r\n"):
+            chunk = self.sock.recv(1 << 20)
             if not chunk:
                 raise RuntimeError("the daemon closed the connection")
-            buf += chunk
-        body = bytes(buf[end + 4:need])
-        self.buf = bytes(buf[need:])
-        return int(head.split(b" ", 2)[1]), body
+            raw.append(chunk)
+            tail = (tail + chunk)[-9:]
+        data = b"".join(raw)
+        mv = memoryview(data)
+        parts, pos = [], 0
+        while True:
+            eol = data.find(b"\r\n", pos)
+            size = int(data[pos:eol].split(b";")[0], 16)
+            if size == 0:  # no trailers are sent
+                pos = eol + 4
+                break
+            parts.append(mv[eol + 2:eol + 2 + size])
+            pos = eol + 2 + size + 2
+        self.buf = data[pos:]
+        return status, b"".join(parts)
 
 
 def get_request(path):
@@ -149,13 +201,13 @@ def pct(xs, p):
 
 
 class Daemon:
-    def __init__(self, binary, directory, max_proc):
+    def __init__(self, binary, directory, max_proc, hold=False):
         self.binary = binary
         self.dir = directory
         self.port = free_port()
         shim = os.path.join(self.dir, "python-shim")
         with open(shim, "w") as f:
-            f.write(SHIM)
+            f.write(SHIM_HOLD if hold else SHIM)
         os.chmod(shim, 0o755)
         self.conf = os.path.join(self.dir, "scrapyd.conf")
         self.db_path = os.path.join(self.dir, "dbs", "spiderd.db")
@@ -223,6 +275,17 @@ class Daemon:
         status, body = c.response()
         c.close()
         assert status == 200 and b'"ok"' in body, body
+
+    def reset_peak(self):
+        """Resets VmHWM to the current RSS (proc(5), clear_refs 5)."""
+        with open(f"/proc/{self.proc.pid}/clear_refs", "w") as f:
+            f.write("5")
+
+    def cpu_s(self):
+        """The daemon's CPU time so far (user + system), in seconds."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def mem_mb(self):
         with open(f"/proc/{self.proc.pid}/status") as f:
@@ -309,13 +372,24 @@ def probe(d, pending, args):
 
     # listjobs.json: every job of the project, in one answer.
     runs = 1 if pending >= 500000 else 3
-    lt = []
+    lt, before, peak, cpu = [], [], [], []
     for _ in range(runs):
+        body = None
+        time.sleep(0.5)
+        before.append(d.mem_mb()[0])
+        d.reset_peak()
+        c0 = d.cpu_s()
         t = time.perf_counter()
         status, body = d.get("/listjobs.json?project=testproj")
         lt.append(time.perf_counter() - t)
+        cpu.append(d.cpu_s() - c0)
+        peak.append(d.mem_mb()[1])
         assert status == 200, body[:300]
     out["listjobs_s"] = statistics.median(lt)
+    out["listjobs_cpu"] = statistics.median(cpu)
+    out["listjobs_rss0"] = statistics.median(before)
+    out["listjobs_peak"] = max(peak)
+    out["listjobs_above"] = max(p - b for p, b in zip(peak, before))
     out["listjobs_mb"] = len(body) / (1 << 20)
     # Every pending entry, and only those, has a priority (not parsed: at a
     # million jobs that would take gigabytes here).
@@ -352,64 +426,81 @@ def main():
     ap.add_argument("--claim-seconds", type=float, default=20)
     ap.add_argument("--small", type=int, default=20000)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--data", help="the million-job directory: kept, reused when filled")
+    ap.add_argument("--skip-claims", action="store_true")
     args = ap.parse_args()
     binary = os.path.abspath(args.bin)
     print(f"load average at start: {os.getloadavg()}", flush=True)
+    print(f"{os.cpu_count()} cores; the bench's own processes run at nice "
+          f"{os.nice(0)}", flush=True)
 
     base = tempfile.mkdtemp(prefix="spiderd-million-")
+    small = big = None
     try:
-        # The small queue first: claims at --small pending.
-        small_dir = os.path.join(base, "small")
-        os.makedirs(small_dir)
-        s = Daemon(binary, small_dir, 1)
-        s.start()
-        s.deploy()
-        s.schedule("slow")
-        fill(s, args.small, args.conns, args.batch)
-        small = claims(s, args.claim_slots, args.claim_seconds)
-        s.stop()
-        print(f"claims at {small['pending']} pending: {small['claims_per_s']:.0f} jobs/s "
-              f"(restart {small['start_s']:.2f} s)", flush=True)
+        if not args.skip_claims:
+            # The small queue first: claims at --small pending.
+            small_dir = os.path.join(base, "small")
+            os.makedirs(small_dir)
+            s = Daemon(binary, small_dir, 1)
+            s.start()
+            s.deploy()
+            s.schedule("slow")
+            fill(s, args.small, args.conns, args.batch)
+            small = claims(s, args.claim_slots, args.claim_seconds)
+            s.stop()
+            print(f"claims at {small['pending']} pending: {small['claims_per_s']:.0f} jobs/s "
+                  f"(restart {small['start_s']:.2f} s)", flush=True)
 
-        big_dir = os.path.join(base, "big")
-        os.makedirs(big_dir)
-        d = Daemon(binary, big_dir, 1)
+        big_dir = os.path.abspath(args.data) if args.data else os.path.join(base, "big")
+        reuse = os.path.exists(os.path.join(big_dir, "dbs", "spiderd.db"))
+        os.makedirs(big_dir, exist_ok=True)
+        d = Daemon(binary, big_dir, 1, hold=reuse)
         d.start()
-        d.deploy()
-        d.schedule("slow")  # holds the one slot
+        if not reuse:
+            d.deploy()
+            d.schedule("slow")  # holds the one slot
         time.sleep(0.5)
-        probes = [probe(d, 0, args)]
-        print(probes[-1], flush=True)
-        fills = []
+        have = d.count("SELECT count(*) FROM jobs WHERE state = 0")
+        probes, fills = [], []
+        if have == 0:
+            probes.append(probe(d, 0, args))
+            print(probes[-1], flush=True)
         for target in (100000, args.jobs):
             have = d.count("SELECT count(*) FROM jobs WHERE state = 0")
-            rate, dt = fill(d, target - have, args.conns, args.batch)
-            fills.append((have, target, rate, dt))
-            print(f"fill {have} -> {target}: {rate:.0f} jobs/s in {dt:.0f} s", flush=True)
+            if have >= target and target != args.jobs:
+                continue
+            if have < target:
+                rate, dt = fill(d, target - have, args.conns, args.batch)
+                fills.append((have, target, rate, dt))
+                print(f"fill {have} -> {target}: {rate:.0f} jobs/s in {dt:.0f} s", flush=True)
             pending = d.count("SELECT count(*) FROM jobs WHERE state = 0")
             probes.append(probe(d, pending, args))
             print(probes[-1], flush=True)
-        big = claims(d, args.claim_slots, args.claim_seconds)
-        print(f"claims at {big['pending']} pending: {big['claims_per_s']:.0f} jobs/s "
-              f"(restart {big['start_s']:.2f} s, RSS {big['rss_mb']:.1f} MB)", flush=True)
+        if not args.skip_claims:
+            big = claims(d, args.claim_slots, args.claim_seconds)
+            print(f"claims at {big['pending']} pending: {big['claims_per_s']:.0f} jobs/s "
+                  f"(restart {big['start_s']:.2f} s, RSS {big['rss_mb']:.1f} MB)", flush=True)
         d.stop()
 
         print("\n| pending | schedule.json (1 conn) | p50 / p99 / mean | /api/v1/jobs page | "
-              "next pages | listjobs.json | its size | RSS (HWM) | db + WAL |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "next pages | listjobs.json (daemon CPU) | its size | RSS before | peak during (above) | "
+              "db + WAL |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for p in probes:
             cur = f"{p['cursor_p50']:.2f} ms" if p["cursor_p50"] is not None else "-"
             print(f"| {p['pending']:,} | {p['schedule_rate']:,.0f}/s | {p['schedule_p50']:.2f} / "
                   f"{p['schedule_p99']:.2f} / {p['schedule_mean']:.2f} ms | {p['page_p50']:.2f} / {p['page_p99']:.2f} ms | "
-                  f"{cur} | {p['listjobs_s']:.2f} s | {p['listjobs_mb']:.1f} MB | "
-                  f"{p['rss_mb']:.1f} ({p['hwm_mb']:.1f}) MB | {p['db_mb']:.0f} MB |")
+                  f"{cur} | {p['listjobs_s']:.2f} s ({p['listjobs_cpu']:.2f} s) | {p['listjobs_mb']:.1f} MB | "
+                  f"{p['listjobs_rss0']:.1f} MB | {p['listjobs_peak']:.1f} (+{p['listjobs_above']:.1f}) MB | "
+                  f"{p['db_mb']:.0f} MB |")
         for have, target, rate, dt in fills:
             print(f"fill {have:,} -> {target:,}: {rate:,.0f} jobs/s ({args.conns} connections, "
                   f"batches of {args.batch}), {dt:.0f} s")
         for name, c in (("small", small), ("1M", big)):
-            print(f"claims ({name}, {c['pending']:,} pending, max_proc={args.claim_slots}): "
-                  f"{c['claims_per_s']:,.0f} jobs/s; restart to first answer {c['start_s']:.2f} s; "
-                  f"RSS {c['rss_mb']:.1f} MB")
+            if c:
+                print(f"claims ({name}, {c['pending']:,} pending, max_proc={args.claim_slots}): "
+                      f"{c['claims_per_s']:,.0f} jobs/s; restart to first answer {c['start_s']:.2f} s; "
+                      f"RSS {c['rss_mb']:.1f} MB")
         print(f"load average at end: {os.getloadavg()}")
     finally:
         if args.keep:

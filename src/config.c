@@ -124,6 +124,7 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, max_upload, T_SIZE, M_GE1024, "64M", NULL),
     KEY(SEC_SPIDERD, http_timeout, T_INT, M_GE1, "60", NULL),
     KEY(SEC_SPIDERD, http_connections, T_INT, M_GE1, "4096", NULL),
+    KEY(SEC_SPIDERD, list_page, T_INT, M_GE1, "1000", NULL),
     KEY(SEC_SPIDERD, log_file, T_STR, M_NONE, "", "--log-file"),
     KEY(SEC_SPIDERD, log_level, T_LEVEL, M_NONE, "info", "--log-level"),
     KEY(SEC_SPIDERD, pidfile, T_STR, M_NONE, "", "--pidfile"),

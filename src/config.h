@@ -120,6 +120,8 @@ typedef struct config {
   int http_timeout;        /* 60 s: an idle connection, or a request whose headers
                             * take longer to arrive, is closed */
   int http_connections;    /* 4096: open HTTP connections per listener */
+  int list_page;           /* 1000: jobs read per round of a streamed listing
+                            * (api/listing.h), at most JOB_PAGE_MAX */
   char *log_file;          /* "" = stderr: the daemon's own log */
   char *log_level;         /* "info": debug|info|warning|error */
   char *pidfile;           /* "" = none */

@@ -1,5 +1,7 @@
 #include "api/render.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,49 +220,145 @@ static const listjobs_entry_fn listjobs_entry[3] = {listjobs_pending, listjobs_r
                                                     listjobs_finished};
 static const char *const listjobs_key[3] = {"pending", "running", "finished"};
 
-/* Written one job at a time, as json_dumps would write the whole object: a
- * JSON tree of every job took ~3 KB a job (3.5 GB at a million pending) on
- * top of the list and the text. Each job is released once written. */
-char *render_listjobs_text(const config_t *cfg, job_list_t lists[3], const char *node_name,
-                           size_t *len) {
-  strbuf_t b = {0};
-  for (int k = 0; k < 3; k++) {
-    strbuf_addf(&b, "%s\"%s\": [", k ? "], " : "{", listjobs_key[k]);
-    for (size_t i = 0; i < lists[k].n; i++) {
-      json_t *o = listjobs_entry[k](cfg, &lists[k].v[i]);
-      char *t = o ? json_dumps(o, JSON_ENSURE_ASCII | JSON_ENCODE_ANY) : NULL;
-      json_decref(o);
-      job_release(&lists[k].v[i]);
-      if (!t) {
-        strbuf_release(&b);
-        return NULL;
-      }
-      if (i) strbuf_add(&b, ", ", 2);
-      strbuf_adds(&b, t);
-      free(t);
-    }
-  }
-  char *node = render_json_string(node_name);
-  strbuf_addf(&b, "], \"status\": \"ok\", \"node_name\": %s}\n", node ? node : "null");
-  free(node);
-  if (b.failed || !node) {
-    strbuf_release(&b);
-    return NULL;
-  }
-  lower_unicode_escapes(b.p);
-  char *out = escape_del(b.p);
-  if (out && len) *len = strlen(out);
-  return out;
+/* The length of a string jansson writes as it is (printable ASCII without
+ * '"' or '\\'; DEL is escaped by render_json), or -1. */
+static long plain_ascii(const char *s) {
+  const unsigned char *p = (const unsigned char *)s;
+  for (; *p; p++)
+    if (*p < 0x20 || *p > 0x7e || *p == '"' || *p == '\\') return -1;
+  return (long)(p - (const unsigned char *)s);
 }
 
-int render_read_jobs(store_t *s, const char *project, job_list_t lists[3]) {
-  job_filter_t f = {.project = project};
-  int rc;
-  f.states = 1u << JOB_PENDING;
-  if ((rc = store_jobs_list(s, &f, &lists[0]))) return rc;
-  f.states = 1u << JOB_RUNNING;
-  if ((rc = store_jobs_list(s, &f, &lists[1]))) return rc;
-  f.states = (1u << JOB_FINISHED) | (1u << JOB_FAILED) | (1u << JOB_CANCELLED) | (1u << JOB_LOST);
-  f.started_only = 1;
-  return store_jobs_list(s, &f, &lists[2]);
+/* Decimal digits of v into the end of buf[24]; returns where they start. */
+static char *digits(long long v, char buf[24]) {
+  char *p = buf + 23;
+  unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+  *p = '\0';
+  do *--p = (char)('0' + u % 10);
+  while (u /= 10);
+  if (v < 0) *--p = '-';
+  return p;
+}
+
+/* A real as jansson writes it (%.17g, ".0" after an integral value), when
+ * that needs no exponent; 0 when it does (the row takes jansson's path).
+ * Integral values, the usual priorities, without printf. */
+static int plain_real(double v, char out[40]) {
+  if (v == (double)(long long)v && v > -1e15 && v < 1e15 && !(v == 0 && signbit(v))) {
+    char d[24];
+    char *p = digits((long long)v, d);
+    size_t n = strlen(p);
+    memcpy(out, p, n);
+    memcpy(out + n, ".0", 3);
+    return 1;
+  }
+  int n = snprintf(out, 40, "%.17g", v);
+  if (n <= 0 || n >= 36) return 0;
+  for (int i = 0; i < n; i++)
+    if (!(out[i] == '-' || out[i] == '.' || (out[i] >= '0' && out[i] <= '9'))) return 0;
+  if (!strchr(out, '.')) memcpy(out + n, ".0", 3);
+  return 1;
+}
+
+/* A JSON object as the row's text holds it: "{}" for an empty one or none,
+ * else as render_json writes it. 0 or -ENOMEM. */
+static int add_object(strbuf_t *b, const json_t *o) {
+  if (!o || (json_is_object(o) && json_object_size(o) == 0)) return strbuf_add(b, "{}", 2);
+  char *t = json_dumps(o, JSON_ENSURE_ASCII | JSON_ENCODE_ANY);
+  if (!t) return -ENOMEM;
+  lower_unicode_escapes(t);
+  t = escape_del(t);
+  int rc = t ? strbuf_adds(b, t) : -ENOMEM;
+  free(t);
+  return rc;
+}
+
+#define ADD_LIT(b, s) strbuf_add(b, s, sizeof(s) - 1)
+
+static void add_int(strbuf_t *b, long long v) {
+  char d[24];
+  strbuf_adds(b, digits(v, d));
+}
+
+/* A pending job's entry written directly: jansson's tree and text of it
+ * cost more than reading the job (a million pending jobs took 9 s to
+ * render). The same bytes: 0, or -EAGAIN for what this does not write
+ * (escapes, exponents), which listjobs_entry writes. */
+static int pending_fast(strbuf_t *b, const job_t *j) {
+  char prio[40], timeout[40] = "null", nb[40] = "null";
+  long lid = plain_ascii(j->jobid), lpr = plain_ascii(j->project), lsp = plain_ascii(j->spider);
+  long lv = j->version ? plain_ascii(j->version) : 0;
+  if (lid < 0 || lpr < 0 || lsp < 0 || lv < 0 || !plain_real(j->priority, prio) ||
+      (j->timeout_ms > 0 && !plain_real((double)j->timeout_ms / 1000.0, timeout)))
+    return -EAGAIN;
+  if (j->not_before_ms) {
+    nb[0] = '"';
+    render_time(j->not_before_ms, 1, nb + 1);
+    strcat(nb, "\"");
+  }
+  ADD_LIT(b, "{\"id\": \"");
+  strbuf_add(b, j->jobid, (size_t)lid);
+  ADD_LIT(b, "\", \"project\": \"");
+  strbuf_add(b, j->project, (size_t)lpr);
+  ADD_LIT(b, "\", \"spider\": \"");
+  strbuf_add(b, j->spider, (size_t)lsp);
+  ADD_LIT(b, "\", \"version\": ");
+  if (j->version) {
+    ADD_LIT(b, "\"");
+    strbuf_add(b, j->version, (size_t)lv);
+    ADD_LIT(b, "\"");
+  } else {
+    ADD_LIT(b, "null");
+  }
+  ADD_LIT(b, ", \"settings\": ");
+  if (add_object(b, j->settings)) return -ENOMEM;
+  ADD_LIT(b, ", \"args\": ");
+  if (add_object(b, j->args)) return -ENOMEM;
+  ADD_LIT(b, ", \"priority\": ");
+  strbuf_adds(b, prio);
+  ADD_LIT(b, ", \"attempt\": ");
+  add_int(b, j->attempt);
+  ADD_LIT(b, ", \"max_retries\": ");
+  add_int(b, j->max_retries);
+  ADD_LIT(b, ", \"retry_of\": ");
+  if (j->retry_of) add_int(b, j->retry_of);
+  else ADD_LIT(b, "null");
+  ADD_LIT(b, ", \"timeout\": ");
+  strbuf_adds(b, timeout);
+  ADD_LIT(b, ", \"not_before\": ");
+  strbuf_adds(b, nb);
+  ADD_LIT(b, "}");
+  return b->failed ? -ENOMEM : 0;
+}
+
+void render_listjobs_open(int group, strbuf_t *b) {
+  strbuf_addf(b, "%s\"%s\": [", group ? "], " : "{", listjobs_key[group]);
+}
+
+void render_listjobs_row(const config_t *cfg, int group, size_t i, const job_t *j, strbuf_t *b) {
+  if (i) strbuf_add(b, ", ", 2);
+  if (group == 0) {
+    size_t len = b->len;
+    int rc = pending_fast(b, j);
+    if (rc != -EAGAIN) return; /* written, or b->failed */
+    b->len = len;
+    if (b->p) b->p[len] = '\0';
+  }
+  json_t *o = listjobs_entry[group](cfg, j);
+  char *t = o ? json_dumps(o, JSON_ENSURE_ASCII | JSON_ENCODE_ANY) : NULL;
+  json_decref(o);
+  if (t) {
+    lower_unicode_escapes(t);
+    t = escape_del(t);
+  }
+  if (t) strbuf_adds(b, t);
+  else b->failed = 1;
+  free(t);
+}
+
+void render_listjobs_tail(const char *node_name, strbuf_t *b) {
+  char *node = render_json_string(node_name);
+  strbuf_addf(b, "], \"status\": \"ok\", \"node_name\": %s}\n", node ? node : "null");
+  if (!node) b->failed = 1;
+  free(node);
 }

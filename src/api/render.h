@@ -14,6 +14,7 @@
 #include "config.h"
 #include "core/job.h"
 #include "store/store.h"
+#include "strbuf.h"
 
 /* json.dumps(o) + "\n" as Python writes it: ", " and ": " separators,
  * non-ASCII as lower-case \uXXXX. *len gets the length. NULL on failure. */
@@ -29,11 +30,6 @@ void render_time(int64_t ms, int micro, char out[32]);
 /* Python's str(timedelta) without the fraction: "H:MM:SS", "2 days, H:MM:SS". */
 void render_runtime(int64_t ms, char out[32]);
 
-/* Reads Scrapyd's three job lists (for one project, or all when NULL):
- * lists[0] pending, lists[1] running, lists[2] ended (started jobs only, as
- * Scrapyd's "finished"). Runs on a store thread. */
-int render_read_jobs(store_t *s, const char *project, job_list_t lists[3]);
-
 /* Adds spiderd's fields of an ended job to o: exit_code, signal, stats
  * (items, requests, responses, errors, finish_reason, elapsed), end_reason
  * ("timeout", "heartbeat" or null: why the daemon ended it) and the retry
@@ -41,15 +37,17 @@ int render_read_jobs(store_t *s, const char *project, job_list_t lists[3]);
  * timeout, not_before). */
 void render_job_end(json_t *o, const job_t *j);
 
-/* Scrapyd's listjobs object (pending, running, finished) plus spiderd's
- * fields, from lists[0] pending, lists[1] running, lists[2] finished.
- * log_url / items_url are set only when the file exists now (stat). */
-/* listjobs.json's whole answer: {"pending": [...], "running": [...],
- * "finished": [...], "status": "ok", "node_name": ...} as render_json
- * writes it, newline included; releases each job of lists once written.
- * NULL when out of memory. */
-char *render_listjobs_text(const config_t *cfg, job_list_t lists[3], const char *node_name,
-                           size_t *len);
+/* listjobs.json's answer in the pieces a streamed listing writes
+ * (api/listing.h): {"pending": [...], "running": [...], "finished": [...],
+ * "status": "ok", "node_name": ...} plus a newline, as render_json writes
+ * it. group 0 pending, 1 running, 2 finished (JOB_GROUP_*): _open before a
+ * group's first entry; _row the entry of job j, the i-th of its group (from
+ * 0), with Scrapyd's fields and spiderd's (log_url / items_url only when
+ * the file exists now: a stat); _tail after the last group. A failed
+ * append sets b->failed. Any thread. */
+void render_listjobs_open(int group, strbuf_t *b);
+void render_listjobs_row(const config_t *cfg, int group, size_t i, const job_t *j, strbuf_t *b);
+void render_listjobs_tail(const char *node_name, strbuf_t *b);
 
 /* "/logs/P/S/J.log" or "/items/P/S/J.jl" when that file exists, else NULL. */
 char *render_log_url(const config_t *cfg, const job_t *j);

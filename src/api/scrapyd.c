@@ -3,7 +3,6 @@
  * launcher. Thin: parse and validate, call the store or the launcher, render.
  */
 #include <errno.h>
-#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 
 #include "api/auth.h"
 #include "api/jobs.h"
+#include "api/listing.h"
 #include "api/projects.h"
 #include "api/render.h"
 #include "app.h"
@@ -639,36 +639,49 @@ static void ep_status(call_t *c) {
 
 /* ---- listjobs.json ---- */
 
-#define LISTJOBS_TRIM (4u << 20) /* bytes of listing after which memory is given back */
-
-static int listjobs_fn(store_t *s, void *arg) {
-  call_t *c = arg;
-  job_list_t lists[3] = {{0}};
-  int rc = render_read_jobs(s, c->project, lists);
-  if (rc) goto out;
-  /* Rendered here, off the loop: it stats every job's files and can be large. */
-  c->body = render_listjobs_text(&c->app->cfg, lists, c->app->cfg.node_name, NULL);
-  rc = c->body ? 0 : -ENOMEM;
-out:
-  for (int i = 0; i < 3; i++) job_list_release(&lists[i]);
-  return rc;
+/* Every job in one answer, as Scrapyd gives it (it has no paging), read
+ * and sent a page at a time (api/listing.h). */
+static void lj_head(void *ud, strbuf_t *b) {
+  (void)ud;
+  (void)b;
 }
 
-static void listjobs_done(void *arg, int rc) {
-  call_t *c = arg;
-  if (rc) {
-    reply_error_rc(c, rc, "StoreError: %s", spd_strerror(rc));
-    return;
-  }
-  add_cors(c);
-  size_t len = strlen(c->body);
-  http_reply(c->req, 200, "application/json", c->body, len);
-  call_free(c);
-  /* A listing of many jobs took a job list, a JSON tree and its text, most
-   * of it in the store thread's malloc arena, which glibc does not give
-   * back by itself: 100,000 pending jobs left the daemon at 330 MB. */
-  if (len > LISTJOBS_TRIM) malloc_trim(0);
+static void lj_open(void *ud, int group, strbuf_t *b) {
+  (void)ud;
+  render_listjobs_open(group, b);
 }
+
+static void lj_row(void *ud, int group, size_t i, job_t *j, strbuf_t *b) {
+  call_t *c = ud;
+  render_listjobs_row(&c->app->cfg, group, i, j, b);
+}
+
+static void lj_close(void *ud, int group, strbuf_t *b) {
+  (void)ud;
+  (void)group;
+  (void)b;
+}
+
+static void lj_tail(void *ud, strbuf_t *b) {
+  call_t *c = ud;
+  render_listjobs_tail(c->app->cfg.node_name, b);
+}
+
+static void lj_headers(void *ud, http_req_t *req) {
+  (void)req;
+  add_cors(ud);
+}
+
+static void lj_failed(void *ud, http_req_t *req, int rc) {
+  call_t *c = ud;
+  (void)req;
+  reply_error_rc(c, rc, "StoreError: %s", spd_strerror(rc));
+}
+
+static void lj_free(void *ud) { call_free(ud); }
+
+static const api_listing_fmt_t listjobs_fmt = {
+    lj_head, lj_open, lj_row, lj_close, lj_tail, lj_headers, lj_failed, lj_free};
 
 static void ep_listjobs(call_t *c) {
   PARAM(project, "project", 0);
@@ -677,8 +690,7 @@ static void ep_listjobs(call_t *c) {
     reply_error(c, "project '%s' not found", project);
     return;
   }
-  c->project = project ? strdup(project) : NULL;
-  if (store_submit(c->app->store, STORE_READ, listjobs_fn, c, listjobs_done))
+  if (api_listing_start(c->app, c->req, project, "application/json", &listjobs_fmt, c))
     reply_error(c, "StoreError: the daemon is shutting down");
 }
 

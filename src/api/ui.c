@@ -10,6 +10,7 @@
 
 #include "clock.h"
 #include "api/auth.h"
+#include "api/listing.h"
 #include "api/proxy.h"
 #include "api/render.h"
 #include "app.h"
@@ -127,9 +128,8 @@ static void on_home(http_req_t *req, void *ud) {
 
 typedef struct jobs_page {
   app_t *app;
-  http_req_t *req;
   char *prefix;
-  strbuf_t b;
+  int64_t now; /* running jobs' runtime is up to the request's time */
 } jobs_page_t;
 
 /* Row cells are indented as Scrapyd's page (24 + 4 spaces). */
@@ -147,9 +147,9 @@ static void link_cell(strbuf_t *b, const char *prefix, char *url, const char *la
   free(url);
 }
 
-static void cancel_cell(jobs_page_t *pg, const job_t *j) {
+static void cancel_cell(strbuf_t *b, jobs_page_t *pg, const job_t *j) {
   char *p = http_html_escape(j->project), *jb = http_html_escape(j->jobid);
-  strbuf_addf(&pg->b,
+  strbuf_addf(b,
           ROW "    <td>\n" ROW "    <form method=\"post\" onsubmit=\"return confirm('Are you "
           "sure?');\" action=\"%s/cancel.json\">\n" ROW
           "    <input type=\"hidden\" name=\"project\" value=\"%s\">\n" ROW
@@ -161,9 +161,11 @@ static void cancel_cell(jobs_page_t *pg, const job_t *j) {
   free(jb);
 }
 
-static void job_row(jobs_page_t *pg, const job_t *j, int section, int64_t now) {
+static void job_row(void *ud, int section, size_t idx, job_t *j, strbuf_t *b) {
+  jobs_page_t *pg = ud;
   const config_t *cfg = &pg->app->cfg;
-  strbuf_t *b = &pg->b;
+  int64_t now = pg->now;
+  (void)idx;
   int items_local = cfg->items_dir[0] && !config_items_remote(cfg);
   int cancel = config_service_enabled(cfg, "cancel.json");
   char t1[32], t2[32], rt[32], pid[24];
@@ -186,23 +188,22 @@ static void job_row(jobs_page_t *pg, const job_t *j, int section, int64_t now) {
     if (items_local) link_cell(b, pg->prefix, render_items_url(cfg, j), "Items");
   }
   if (cancel) {
-    if (section < 2) cancel_cell(pg, j);
+    if (section < 2) cancel_cell(b, pg, j);
     else cell(b, NULL);
   }
   strbuf_addf(b, ROW "</tr>\n");
 }
 
-static int jobs_fn(store_t *s, void *arg) {
-  jobs_page_t *pg = arg;
-  const config_t *cfg = &pg->app->cfg;
-  job_list_t lists[3] = {{0}};
-  int rc = render_read_jobs(s, NULL, lists);
-  if (rc) goto out;
+static int jobs_cols(const config_t *cfg, int *items_local, int *cancel) {
+  *items_local = cfg->items_dir[0] && !config_items_remote(cfg);
+  *cancel = config_service_enabled(cfg, "cancel.json");
+  return 8 + *items_local + *cancel;
+}
 
-  int items_local = cfg->items_dir[0] && !config_items_remote(cfg);
-  int cancel = config_service_enabled(cfg, "cancel.json");
-  int cols = 8 + items_local + cancel;
-  strbuf_t *b = &pg->b;
+static void jobs_head(void *ud, strbuf_t *b) {
+  jobs_page_t *pg = ud;
+  int items_local, cancel;
+  jobs_cols(&pg->app->cfg, &items_local, &cancel);
   strbuf_addf(b,
           "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n    <meta charset=\"utf-8\">\n"
           "    <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
@@ -219,33 +220,49 @@ static int jobs_fn(store_t *s, void *arg) {
   if (items_local) strbuf_addf(b, ROW "    <th>Items</th>\n");
   if (cancel) strbuf_addf(b, ROW "    <th>Cancel</th>\n");
   strbuf_addf(b, ROW "</tr>\n        </thead>\n");
-  static const char *const titles[3] = {"Pending", "Running", "Finished"};
-  int64_t now = clock_wall_ms();
-  for (int sec = 0; sec < 3; sec++) {
-    strbuf_addf(b,
-            "        <tbody>\n" ROW "<tr>\n" ROW "    <th colspan=\"%d\">%s</th>\n" ROW "</tr>\n",
-            cols, titles[sec]);
-    for (size_t i = 0; i < lists[sec].n; i++) job_row(pg, &lists[sec].v[i], sec, now);
-    strbuf_addf(b, "        </tbody>\n");
-  }
-  strbuf_addf(b, "    </table>\n</body>\n</html>\n");
-  rc = pg->b.failed ? -ENOMEM : 0;
-out:
-  for (int i = 0; i < 3; i++) job_list_release(&lists[i]);
-  return rc;
 }
 
-static void jobs_done(void *arg, int rc) {
-  jobs_page_t *pg = arg;
-  if (rc) {
-    strbuf_release(&pg->b);
-    http_reply(pg->req, 500, "text/plain", "the job list could not be read\n", 31);
-  } else {
-    reply_html(pg->req, &pg->b);
-  }
+static void jobs_open(void *ud, int sec, strbuf_t *b) {
+  jobs_page_t *pg = ud;
+  static const char *const titles[3] = {"Pending", "Running", "Finished"};
+  int items_local, cancel;
+  int cols = jobs_cols(&pg->app->cfg, &items_local, &cancel);
+  strbuf_addf(b, "        <tbody>\n" ROW "<tr>\n" ROW "    <th colspan=\"%d\">%s</th>\n" ROW
+                 "</tr>\n",
+              cols, titles[sec]);
+}
+
+static void jobs_close(void *ud, int sec, strbuf_t *b) {
+  (void)ud;
+  (void)sec;
+  strbuf_addf(b, "        </tbody>\n");
+}
+
+static void jobs_tail(void *ud, strbuf_t *b) {
+  (void)ud;
+  strbuf_addf(b, "    </table>\n</body>\n</html>\n");
+}
+
+static void jobs_headers(void *ud, http_req_t *req) {
+  (void)ud;
+  (void)req;
+}
+
+static void jobs_free(void *ud) {
+  jobs_page_t *pg = ud;
   free(pg->prefix);
   free(pg);
 }
+
+static void jobs_failed(void *ud, http_req_t *req, int rc) {
+  (void)rc;
+  jobs_free(ud);
+  http_reply(req, 500, "text/plain", "the job list could not be read\n", 31);
+}
+
+/* Every job, read and sent a page at a time (api/listing.h). */
+static const api_listing_fmt_t jobs_fmt = {jobs_head, jobs_open,    job_row,     jobs_close,
+                                           jobs_tail, jobs_headers, jobs_failed, jobs_free};
 
 static void on_jobs(http_req_t *req, void *ud) {
   app_t *app = ud;
@@ -253,11 +270,11 @@ static void on_jobs(http_req_t *req, void *ud) {
   jobs_page_t *pg = http_req_calloc(req, sizeof(*pg));
   if (!pg) return;
   pg->app = app;
-  pg->req = req;
+  pg->now = clock_wall_ms();
   pg->prefix = link_prefix(app, req);
-  if (!pg->prefix || store_submit(app->store, STORE_READ, jobs_fn, pg, jobs_done)) {
-    free(pg->prefix);
-    free(pg);
+  if (!pg->prefix ||
+      api_listing_start(app, req, NULL, "text/html; charset=utf-8", &jobs_fmt, pg)) {
+    jobs_free(pg);
     http_reply(req, 503, "text/plain", "the daemon is shutting down\n", 28);
   }
 }

@@ -180,11 +180,22 @@ void http_watch_cancel(http_watch_t *w);
 typedef struct http_stream http_stream_t;
 http_stream_t *http_reply_stream(http_req_t *r, int status, const char *content_type,
                                  void (*on_gone)(void *ud), void *ud);
+/* A pulled stream: the same, and more(ud) runs on the loop each time all
+ * that was queued has been sent (first when the reply starts to be sent):
+ * it queues the next chunk (at least one byte) or ends the stream, now or
+ * later from any loop callback; meanwhile the connection waits suspended
+ * and more() is not called again. So a listing of any length holds one
+ * chunk at a time. Its writes are not bounded by the 1 MiB below. */
+http_stream_t *http_reply_pull(http_req_t *r, int status, const char *content_type,
+                               void (*more)(void *ud), void (*on_gone)(void *ud), void *ud);
 /* Queues bytes (copied). -EPIPE once ended, -ENOBUFS when the client lags
  * more than 1 MiB behind (it is then disconnected), -ENOMEM. */
 int http_stream_write(http_stream_t *st, const void *data, size_t len);
 /* Ends the reply once everything queued has been sent. */
 void http_stream_end(http_stream_t *st);
+/* Ends the reply at once, cut short (the connection is closed): a
+ * producer that cannot go on. on_gone still runs. */
+void http_stream_fail(http_stream_t *st);
 
 /* Adds a header to the coming reply. */
 int http_reply_header(http_req_t *r, const char *name, const char *value);

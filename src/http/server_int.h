@@ -41,6 +41,8 @@ struct http_stream {
   bool talks;                 /* the client sent bytes: its socket is not watched */
   struct stream_watch *watch; /* the socket, watched while the stream waits */
   void (*on_gone)(void *ud);
+  void (*more)(void *ud);     /* a pulled stream's producer (http_reply_pull) */
+  bool asked;                 /* more() was called and has not queued yet */
   void *ud;
 };
 

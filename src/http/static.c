@@ -3,6 +3,7 @@
  * and fetches files by name, so the page layout and the status codes follow
  * Scrapyd 1.6.0 (its DirectoryLister adds a "Last modified" column). */
 #include "http/http.h"
+#include "http/server_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -400,71 +401,161 @@ static int read_entries(const char *dir, const char *root, entry **out, size_t *
   return 0;
 }
 
-static void listing(http_req_t *r, const char *dir, const char *root, const char *url_path) {
-  entry *v = NULL;
-  size_t n = 0;
-  int rc = read_entries(dir, root, &v, &n);
-  if (rc) {
-    if (rc == -EACCES) error_page(r, 403, "Forbidden Resource", "Sorry, resource is forbidden.");
-    else not_found(r);
+/* One entry's row; i counts from 0 (odd and even rows alternate). */
+static void listing_row(sbuf *b, const entry *e, size_t i) {
+  char size[32] = "", mtime[32];
+  struct tm tm;
+  localtime_r(&e->mtime, &tm);
+  strftime(mtime, sizeof(mtime), "%Y-%m-%d %H:%M", &tm);
+  const char *encoding = NULL;
+  const char *type = e->dir ? NULL : type_and_encoding(e->name, &encoding);
+  if (!e->dir) format_size(e->size, size, sizeof(size));
+  sb_str(b, i % 2 ? "<tr class=\"even\">\n    <td><a href=\"" : "<tr class=\"odd\">\n    <td><a href=\"");
+  sb_quote(b, e->name);
+  if (e->dir) sb_str(b, "/");
+  sb_str(b, "\">");
+  sb_escape(b, e->name);
+  if (e->dir) sb_str(b, "/");
+  sb_str(b, "</a></td>\n    <td>");
+  sb_str(b, size);
+  sb_str(b, "</td>\n    <td>");
+  sb_str(b, mtime);
+  sb_str(b, "</td>\n    <td>");
+  if (e->dir) {
+    sb_str(b, "[Directory]");
+  } else {
+    sb_str(b, "[");
+    sb_str(b, type);
+    sb_str(b, "]");
+  }
+  sb_str(b, "</td>\n    <td>");
+  if (encoding) {
+    sb_str(b, "[");
+    sb_str(b, encoding);
+    sb_str(b, "]");
+  }
+  sb_str(b, "</td>\n</tr>\n");
+}
+
+/* A directory listing: the directory is read and sorted on libuv's thread
+ * pool (a job's log directory may hold 100,000 files, each stat'ed), then
+ * the page is written LISTING_ROWS rows at a time as the client takes it,
+ * so neither the loop nor memory holds the whole page. */
+#define LISTING_ROWS 512
+
+typedef struct dir_listing {
+  uv_work_t work;
+  http_req_t *r;
+  char *dir, *root, *url_path;
+  entry *v;
+  size_t n, next; /* entries, and the next to write */
+  int rc;
+  http_stream_t *st;
+} dir_listing;
+
+static void dl_free(dir_listing *l) {
+  for (size_t i = 0; i < l->n; i++) free(l->v[i].name);
+  free(l->v);
+  free(l->dir);
+  free(l->root);
+  free(l->url_path);
+  free(l);
+}
+
+static void dl_work(uv_work_t *w) {
+  dir_listing *l = w->data;
+  l->rc = read_entries(l->dir, l->root, &l->v, &l->n);
+}
+
+/* The rows from l->next, at most LISTING_ROWS, and the foot after the last. */
+static void dl_rows(dir_listing *l, sbuf *b) {
+  size_t end = l->n - l->next > LISTING_ROWS ? l->next + LISTING_ROWS : l->n;
+  for (; l->next < end; l->next++) listing_row(b, &l->v[l->next], l->next);
+  if (l->next == l->n) sb_str(b, listing_foot);
+}
+
+static void dl_more(void *ud) {
+  dir_listing *l = ud;
+  if (l->next == l->n) {
+    http_stream_end(l->st);
     return;
   }
-  sbuf title = {0}, b = {0};
+  sbuf b = {0};
+  dl_rows(l, &b);
+  if (b.oom || http_stream_write(l->st, b.p, b.len)) http_stream_fail(l->st);
+  free(b.p);
+}
+
+static void dl_gone(void *ud) { dl_free(ud); }
+
+static void dl_head(dir_listing *l, sbuf *b) {
+  sbuf title = {0};
   sb_str(&title, "Directory listing for ");
-  sb_escape(&title, url_path);
+  sb_escape(&title, l->url_path);
   if (!title.oom) {
     size_t need = sizeof(listing_head) + 2 * title.len;
     char *head = malloc(need);
     if (head) {
       int len = snprintf(head, need, listing_head, title.p, title.p);
-      sb_add(&b, head, (size_t)len);
+      sb_add(b, head, (size_t)len);
       free(head);
     } else {
-      b.oom = true;
+      b->oom = true;
     }
+  } else {
+    b->oom = true;
   }
-  for (size_t i = 0; i < n; i++) {
-    const entry *e = &v[i];
-    char size[32] = "", mtime[32];
-    struct tm tm;
-    localtime_r(&e->mtime, &tm);
-    strftime(mtime, sizeof(mtime), "%Y-%m-%d %H:%M", &tm);
-    const char *encoding = NULL;
-    const char *type = e->dir ? NULL : type_and_encoding(e->name, &encoding);
-    if (!e->dir) format_size(e->size, size, sizeof(size));
-    sb_str(&b, i % 2 ? "<tr class=\"even\">\n    <td><a href=\"" : "<tr class=\"odd\">\n    <td><a href=\"");
-    sb_quote(&b, e->name);
-    if (e->dir) sb_str(&b, "/");
-    sb_str(&b, "\">");
-    sb_escape(&b, e->name);
-    if (e->dir) sb_str(&b, "/");
-    sb_str(&b, "</a></td>\n    <td>");
-    sb_str(&b, size);
-    sb_str(&b, "</td>\n    <td>");
-    sb_str(&b, mtime);
-    sb_str(&b, "</td>\n    <td>");
-    if (e->dir) {
-      sb_str(&b, "[Directory]");
-    } else {
-      sb_str(&b, "[");
-      sb_str(&b, type);
-      sb_str(&b, "]");
-    }
-    sb_str(&b, "</td>\n    <td>");
-    if (encoding) {
-      sb_str(&b, "[");
-      sb_str(&b, encoding);
-      sb_str(&b, "]");
-    }
-    sb_str(&b, "</td>\n</tr>\n");
-  }
-  sb_str(&b, listing_foot);
-  if (b.oom || title.oom) http_reply(r, 500, NULL, NULL, 0);
-  else http_reply(r, 200, "text/html; charset=utf-8", b.p, b.len);
-  for (size_t i = 0; i < n; i++) free(v[i].name);
-  free(v);
   free(title.p);
+}
+
+static void dl_done(uv_work_t *w, int status) {
+  dir_listing *l = w->data;
+  http_req_t *r = l->r;
+  if (status || l->rc) {
+    if (l->rc == -EACCES) error_page(r, 403, "Forbidden Resource", "Sorry, resource is forbidden.");
+    else not_found(r);
+    dl_free(l);
+    return;
+  }
+  sbuf b = {0};
+  dl_head(l, &b);
+  if (l->n <= LISTING_ROWS) { /* one reply, with its length */
+    dl_rows(l, &b);
+    if (b.oom) http_reply(r, 500, NULL, NULL, 0);
+    else http_reply(r, 200, "text/html; charset=utf-8", b.p, b.len);
+    free(b.p);
+    dl_free(l);
+    return;
+  }
+  if (b.oom) {
+    free(b.p);
+    http_reply(r, 500, NULL, NULL, 0);
+    dl_free(l);
+    return;
+  }
+  /* NULL: it could not start, and dl_gone has freed l. */
+  http_stream_t *st = http_reply_pull(r, 200, "text/html; charset=utf-8", dl_more, dl_gone, l);
+  if (st) {
+    l->st = st;
+    if (http_stream_write(st, b.p, b.len)) http_stream_fail(st);
+  }
   free(b.p);
+}
+
+static void listing(http_req_t *r, const char *dir, const char *root, const char *url_path) {
+  dir_listing *l = calloc(1, sizeof(*l));
+  if (!l || !(l->dir = strdup(dir)) || !(l->root = strdup(root)) ||
+      !(l->url_path = strdup(url_path))) {
+    if (l) dl_free(l);
+    http_reply(r, 500, NULL, NULL, 0);
+    return;
+  }
+  l->r = r;
+  l->work.data = l;
+  if (!r->srv || uv_queue_work(r->srv->loop, &l->work, dl_work, dl_done)) {
+    dl_work(&l->work); /* no pool to be had: read it here */
+    dl_done(&l->work, 0);
+  }
 }
 
 /* ---- the tree ---- */

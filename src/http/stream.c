@@ -1,5 +1,7 @@
-/* Streamed replies of unknown length (http.h: http_reply_stream), for
- * Server-Sent Events.
+/* Streamed replies of unknown length (http.h): pushed ones
+ * (http_reply_stream: Server-Sent Events, written as events come) and pulled
+ * ones (http_reply_pull: long listings, a page produced each time the last
+ * one has been sent).
  *
  * A stream with nothing to send parks its connection suspended, and
  * libmicrohttpd does not poll a suspended connection: a client that left
@@ -98,10 +100,22 @@ static void stream_wake(http_stream_t *st) {
   http_kick(r->lsn);
 }
 
+/* The next bytes of the reply, at most max, into out: what is queued, or,
+ * in a pulled stream with nothing queued, what its producer queues when
+ * asked. The one place where a stream's bytes leave it, and libmicrohttpd's
+ * content reader: a content coding wraps this function (it compresses what
+ * it returns, and passes 0 "nothing yet, the connection is suspended" and
+ * the end codes through). */
 static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
   http_stream_t *st = cls;
   http_req_t *r = st->req;
+  (void)pos;
   if (st->failed || !r || r->dropped) return MHD_CONTENT_READER_END_WITH_ERROR;
+  if (st->off == st->len && !st->ended && st->more && !st->asked) {
+    st->asked = true;
+    st->more(st->ud); /* may queue at once, or later from a loop callback */
+    if (st->failed) return MHD_CONTENT_READER_END_WITH_ERROR;
+  }
   if (st->off < st->len) {
     size_t n = st->len - st->off < max ? st->len - st->off : max;
     memcpy(out, st->buf + st->off, n);
@@ -128,8 +142,9 @@ static void stream_free(void *cls) {
   free(st);
 }
 
-http_stream_t *http_reply_stream(http_req_t *r, int status, const char *content_type,
-                                 void (*on_gone)(void *ud), void *ud) {
+static http_stream_t *stream_start(http_req_t *r, int status, const char *content_type,
+                                   void (*more)(void *ud), void (*on_gone)(void *ud),
+                                   void *ud) {
   if (r->replied) {
     log_warn("http", "second reply to %s %s ignored", r->method, r->path);
     on_gone(ud);
@@ -142,6 +157,7 @@ http_stream_t *http_reply_stream(http_req_t *r, int status, const char *content_
     return NULL;
   }
   st->on_gone = on_gone;
+  st->more = more;
   st->ud = ud;
   struct MHD_Response *resp =
       http_response_from_callback(r, status, content_type, 4096, stream_read, st, stream_free);
@@ -169,9 +185,20 @@ http_stream_t *http_reply_stream(http_req_t *r, int status, const char *content_
   return r->stream == st ? st : NULL;
 }
 
+http_stream_t *http_reply_stream(http_req_t *r, int status, const char *content_type,
+                                 void (*on_gone)(void *ud), void *ud) {
+  return stream_start(r, status, content_type, NULL, on_gone, ud);
+}
+
+http_stream_t *http_reply_pull(http_req_t *r, int status, const char *content_type,
+                               void (*more)(void *ud), void (*on_gone)(void *ud), void *ud) {
+  return stream_start(r, status, content_type, more, on_gone, ud);
+}
+
 int http_stream_write(http_stream_t *st, const void *data, size_t len) {
   if (st->ended || st->failed) return -EPIPE;
-  if (st->len + len > STREAM_MAX_BUFFER) {
+  /* A pulled stream queues only what was asked for: no lag to bound. */
+  if (!st->more && st->len + len > STREAM_MAX_BUFFER) {
     st->failed = true; /* too slow a reader: end its connection */
     stream_wake(st);
     return -ENOBUFS;
@@ -186,12 +213,18 @@ int http_stream_write(http_stream_t *st, const void *data, size_t len) {
   }
   memcpy(st->buf + st->len, data, len);
   st->len += len;
+  if (len) st->asked = false;
   stream_wake(st);
   return 0;
 }
 
 void http_stream_end(http_stream_t *st) {
   st->ended = true;
+  stream_wake(st);
+}
+
+void http_stream_fail(http_stream_t *st) {
+  st->failed = true;
   stream_wake(st);
 }
 

@@ -37,6 +37,8 @@ STORE_OP(job_get, (store_t *s, int64_t id, job_t *out))
 STORE_OP(job_status, (store_t *s, const char *project, const char *jobid,
                       job_state_t *out))
 STORE_OP(jobs_list, (store_t *s, const job_filter_t *f, job_list_t *out))
+STORE_OP(jobs_page, (store_t *s, int group, const char *project, size_t limit,
+                    job_page_key_t *after, job_list_t *out, int *more))
 /* ended_since_ms 0: store_job_counts; else store_job_counts_since */
 STORE_OP(job_counts, (store_t *s, const char *project, int64_t ended_since_ms,
                       int64_t counts[JOB_NSTATES]))

@@ -186,6 +186,15 @@ int store_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   return s->ops->jobs_list(s, f ? f : &all, out);
 }
 
+int store_jobs_page(store_t *s, int group, const char *project, size_t limit,
+                    job_page_key_t *after, job_list_t *out, int *more) {
+  if (!s || !after || !out || !more || group < 0 || group >= JOB_NGROUPS || !limit ||
+      limit > JOB_PAGE_MAX)
+    return -EINVAL;
+  *more = 0;
+  return s->ops->jobs_page(s, group, project, limit, after, out, more);
+}
+
 int store_job_counts(store_t *s, const char *project, int64_t counts[JOB_NSTATES]) {
   return store_job_counts_since(s, project, 0, counts);
 }

@@ -157,6 +157,40 @@ typedef struct job_filter {
  * With any native-API field set, newest id first. */
 int store_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out);
 
+/* Scrapyd's three job lists (listjobs.json, the /jobs page) read a page at
+ * a time, so a million jobs never sit in memory at once. A group is one of
+ * store_jobs_list's state groups, in its order: JOB_GROUP_PENDING (priority
+ * DESC, id), JOB_GROUP_RUNNING (start_ms, id), JOB_GROUP_ENDED (every final
+ * state of a job that started, end_ms DESC, id DESC). */
+enum { JOB_GROUP_PENDING, JOB_GROUP_RUNNING, JOB_GROUP_ENDED, JOB_NGROUPS };
+
+/* Where the next page of a group starts: past the job with this id and sort
+ * key (priority for pending, start_ms for running, end_ms for ended). A
+ * zeroed key is the group's start. Pages are keyset pages: a job that stays
+ * in its group is read once, whatever moves around it between pages. */
+typedef struct job_page_key {
+  int64_t id;      /* 0 = from the start */
+  double priority; /* JOB_GROUP_PENDING */
+  int64_t t_ms;    /* JOB_GROUP_RUNNING: start_ms; JOB_GROUP_ENDED: end_ms */
+} job_page_key_t;
+
+#define JOB_PAGE_MAX 10000
+
+/* The key of job j in group (for a backend that pages by the last job). */
+static inline void job_page_key_of(job_page_key_t *k, int group, const job_t *j) {
+  k->id = j->id;
+  k->priority = j->priority;
+  k->t_ms = group == JOB_GROUP_RUNNING ? j->start_ms : j->end_ms;
+}
+
+/* Appends to out at most limit (1..JOB_PAGE_MAX) jobs of group (of project
+ * when not NULL) that come after *after, in the group's order, and moves
+ * *after past what was read. *more = 0 once the group has nothing past
+ * *after; a page may hold fewer than limit jobs, even none, with *more = 1
+ * (a backend that bounds what one call reads). */
+int store_jobs_page(store_t *s, int group, const char *project, size_t limit,
+                    job_page_key_t *after, job_list_t *out, int *more);
+
 /* Counts per state (counts[JOB_NSTATES]); final states count only jobs that
  * started (start_ms != 0). project NULL = all projects. */
 int store_job_counts(store_t *s, const char *project, int64_t counts[JOB_NSTATES]);

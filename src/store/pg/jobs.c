@@ -618,6 +618,60 @@ int pg_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   return pg_jobs_query(q, pg_list_slot(states, f), b.s, &p, out, NULL, "list jobs");
 }
 
+/* Scrapyd's groups as store_jobs_page reads them: the condition (the
+ * partial index's own), the sort key and which way key and id run. */
+static const struct page_group {
+  const char *cond, *key;
+  int key_desc, id_desc;
+} page_groups[JOB_NGROUPS] = {
+    {"state = 0", "priority", 1, 0},
+    {"state = 1", "start_ms", 0, 0},
+    {"state >= 2 AND start_ms <> 0", "end_ms", 1, 1},
+};
+
+/* One part of a page: 0 the group from its start; 1 the jobs with the
+ * cursor's key and an id past its; 2 the jobs with a key past its. Two
+ * parts, not one (key, id) comparison: pending's key runs DESC and its id
+ * ASC, which no row value says, and an OR of both walks every tie of the
+ * key from the first (a million pending jobs share priority 0). */
+static int pg_page_part(struct pg_store *q, int group, int part, const char *project,
+                        const job_page_key_t *after, size_t limit, job_list_t *out) {
+  const struct page_group *g = &page_groups[group];
+  struct sqlbuf b = {.n = 0};
+  pg_params_t p = {0};
+  sb_add(&b, "SELECT " PG_JOB_COLS " FROM jobs WHERE %s", g->cond);
+  if (project) pg_p_str(&p, project), sb_add(&b, " AND project = $%d", p.n);
+  if (part) {
+    if (group == JOB_GROUP_PENDING) pg_p_dbl(&p, after->priority);
+    else pg_p_i64(&p, after->t_ms);
+    if (part == 1) sb_add(&b, " AND %s = $%d", g->key, p.n);
+    else sb_add(&b, " AND %s %s $%d", g->key, g->key_desc ? "<" : ">", p.n);
+  }
+  if (part == 1) pg_p_i64(&p, after->id), sb_add(&b, " AND id %s $%d", g->id_desc ? "<" : ">", p.n);
+  pg_p_i64(&p, pg_clamp(limit));
+  sb_add(&b, " ORDER BY %s%s, id%s LIMIT $%d", g->key, g->key_desc ? " DESC" : "",
+         g->id_desc ? " DESC" : "", p.n);
+  return pg_jobs_query(q, -1, b.s, &p, out, NULL, "page jobs");
+}
+
+int pg_jobs_page(store_t *s, int group, const char *project, size_t limit,
+                 job_page_key_t *after, job_list_t *out, int *more) {
+  struct pg_store *q = PGQ(s);
+  size_t n0 = out->n;
+  int rc;
+  if (!after->id) {
+    rc = pg_page_part(q, group, 0, project, after, limit, out);
+  } else {
+    rc = pg_page_part(q, group, 1, project, after, limit, out);
+    if (!rc && out->n - n0 < limit)
+      rc = pg_page_part(q, group, 2, project, after, limit - (out->n - n0), out);
+  }
+  if (rc) return rc;
+  if (out->n > n0) job_page_key_of(after, group, &out->v[out->n - 1]);
+  *more = out->n - n0 == limit;
+  return 0;
+}
+
 int pg_job_counts(store_t *s, const char *project, int64_t ended_since_ms,
                   int64_t counts[JOB_NSTATES]) {
   pg_params_t p = {0};

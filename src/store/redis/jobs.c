@@ -31,6 +31,7 @@
  */
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -286,6 +287,37 @@ int redis_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
     if (rc || !resume || (f->limit && got >= f->limit)) break;
     before = resume;
   }
+  return rc;
+}
+
+int redis_jobs_page(store_t *s, int group, const char *project, size_t limit,
+                    job_page_key_t *after, job_list_t *out, int *more) {
+  redis_args_t a = {0};
+  redisReply *r = NULL;
+  char score[40];
+  if (group == JOB_GROUP_PENDING) snprintf(score, sizeof(score), "%.17g", after->priority);
+  else snprintf(score, sizeof(score), "%lld", (long long)after->t_ms);
+  ra_i64(&a, group);
+  ra_str(&a, project);
+  ra_i64(&a, (int64_t)limit);
+  ra_i64(&a, after->id);
+  ra_str(&a, score);
+  int rc = redis_eval(RQ(s), RS_JOBS_PAGE, &a, &r, "page jobs");
+  if (rc) goto out;
+  /* {jobs, the last id read (0: the group ends), its score} */
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+      r->element[1]->type != REDIS_REPLY_INTEGER || r->element[2]->type != REDIS_REPLY_STRING) {
+    rc = SPD_ESTORE;
+    goto out;
+  }
+  rc = redis_rows_jobs(r->element[0], out);
+  if (rc || !r->element[1]->integer) goto out;
+  *more = 1;
+  after->id = r->element[1]->integer;
+  if (group == JOB_GROUP_PENDING) after->priority = strtod(r->element[2]->str, NULL);
+  else after->t_ms = strtoll(r->element[2]->str, NULL, 10);
+out:
+  if (r) freeReplyObject(r);
   return rc;
 }
 

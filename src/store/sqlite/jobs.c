@@ -696,6 +696,71 @@ int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   return rc;
 }
 
+/* Scrapyd's groups as store_jobs_page reads them: the condition (the
+ * partial index's own), the sort key and which way key and id run. */
+static const struct page_group {
+  const char *index, *cond, *key;
+  int key_desc, id_desc;
+} page_groups[JOB_NGROUPS] = {
+    {"jobs_pending", "state = 0", "priority", 1, 0},
+    {"jobs_running", "state = 1", "start_ms", 0, 0},
+    {"jobs_ended", "state >= 2 AND start_ms != 0", "end_ms", 1, 1},
+};
+
+/* One part of a page: 0 the group from its start; 1 the jobs with the
+ * cursor's key and an id past its; 2 the jobs with a key past its. Two
+ * parts, not one (key, id) comparison: pending's key runs DESC and its id
+ * ASC, which no row value says, and an OR of both walks every tie of the
+ * key from the first (a million pending jobs share priority 0). Prepared
+ * per call: one page is hundreds of rows. The group's own index, named:
+ * with a project, the planner takes jobs_history and sorts every ended job
+ * of the project for each page, where the walk down jobs_ended reads each
+ * job once over the whole listing. */
+static int sqlite_page_part(struct sqlite_store *q, int group, int part, const char *project,
+                            const job_page_key_t *after, size_t limit, job_list_t *out) {
+  const struct page_group *g = &page_groups[group];
+  char sql[2048];
+  size_t n = (size_t)snprintf(sql, sizeof(sql),
+                              "SELECT " SQLITE_JOB_COLS " FROM jobs INDEXED BY %s WHERE %s%s",
+                              g->index, g->cond, project ? " AND project = ?1" : "");
+  if (part == 1)
+    n += (size_t)snprintf(sql + n, sizeof(sql) - n, " AND %s = ?2 AND id %s ?3", g->key,
+                          g->id_desc ? "<" : ">");
+  else if (part == 2)
+    n += (size_t)snprintf(sql + n, sizeof(sql) - n, " AND %s %s ?2", g->key,
+                          g->key_desc ? "<" : ">");
+  n += (size_t)snprintf(sql + n, sizeof(sql) - n, " ORDER BY %s%s, id%s LIMIT ?4", g->key,
+                        g->key_desc ? " DESC" : "", g->id_desc ? " DESC" : "");
+  if (n >= sizeof(sql)) return -EINVAL;
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK)
+    return sqlite_fail(q, "prepare job page");
+  if (project) sqlite_bind_str(st, 1, project);
+  if (part && group == JOB_GROUP_PENDING) sqlite3_bind_double(st, 2, after->priority);
+  else if (part) sqlite3_bind_int64(st, 2, after->t_ms);
+  if (part == 1) sqlite3_bind_int64(st, 3, after->id);
+  sqlite3_bind_int64(st, 4, sqlite_clamp(limit));
+  return list_read(q, st, out);
+}
+
+int sqlite_jobs_page(store_t *s, int group, const char *project, size_t limit,
+                     job_page_key_t *after, job_list_t *out, int *more) {
+  struct sqlite_store *q = SQ(s);
+  size_t n0 = out->n;
+  int rc;
+  if (!after->id) {
+    rc = sqlite_page_part(q, group, 0, project, after, limit, out);
+  } else {
+    rc = sqlite_page_part(q, group, 1, project, after, limit, out);
+    if (!rc && out->n - n0 < limit)
+      rc = sqlite_page_part(q, group, 2, project, after, limit - (out->n - n0), out);
+  }
+  if (rc) return rc;
+  if (out->n > n0) job_page_key_of(after, group, &out->v[out->n - 1]);
+  *more = out->n - n0 == limit;
+  return 0;
+}
+
 int sqlite_job_counts(store_t *s, const char *project, int64_t ended_since_ms,
                       int64_t counts[JOB_NSTATES]) {
   struct sqlite_store *q = SQ(s);

@@ -326,6 +326,61 @@ if bit(0) and walk(P .. 'jobs:pending', true, UNINV) then return out end
 if bit(1) and walk(P .. 'jobs:running', false, N) then return out end
 if states >= 4 then walk(P .. 'jobs:ended', true, N) end
 return out
+-- @script jobs_page
+-- ARGV: P, group (0 pending, 1 running, 2 ended), project ('' = all),
+-- limit, after id (0 = from the start), after score. Reply: {jobs, the id
+-- of the last job read (0: the group ends there), its score}. The walk goes
+-- down the group's sorted set in store_jobs_list's order and reads at most
+-- a budget of jobs per call, so a project with few jobs among many never
+-- holds Redis for long: the caller calls again from the last job read.
+local group, project, limit = N(ARGV[2]), ARGV[3], N(ARGV[4])
+local aid, ascore = N(ARGV[5]), tonumber(ARGV[6]) or 0
+local key = P .. (group == 0 and 'jobs:pending' or (group == 1 and 'jobs:running' or 'jobs:ended'))
+local rev = group ~= 1
+local function member(id) if group == 0 then return INV(id) end return PAD(id) end
+local function idof(m) if group == 0 then return UNINV(m) end return N(m) end
+local function range(a, b)
+  return redis.call(rev and 'ZREVRANGE' or 'ZRANGE', key, a, b, 'WITHSCORES')
+end
+local start = 0
+if aid > 0 then
+  local am = member(aid)
+  local r = redis.call(rev and 'ZREVRANK' or 'ZRANK', key, am)
+  if r and tonumber(redis.call('ZSCORE', key, am)) == ascore then
+    start = r + 1
+  else
+    -- The cursor's job left the group: a binary search by rank for the
+    -- first member past it (members of one score are ids, fixed width).
+    local function past(sc, m)
+      if sc ~= ascore then if rev then return sc < ascore end return sc > ascore end
+      if rev then return m < am end
+      return m > am
+    end
+    local lo, hi = 0, redis.call('ZCARD', key)
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      local e = range(mid, mid)
+      if past(tonumber(e[2]), e[1]) then hi = mid else lo = mid + 1 end
+    end
+    start = lo
+  end
+end
+local out, seen, budget = {}, 0, math.max(2000, limit * 4)
+while true do
+  local ms = range(start, start + 499)
+  if #ms == 0 then return {out, 0, ''} end
+  for i = 1, #ms, 2 do
+    local id = idof(ms[i])
+    local j = H(JK(id))
+    if j and (project == '' or j.project == project) and
+       (group ~= 2 or N(j.start_ms) ~= 0) then
+      out[#out + 1] = FLAT(j)
+    end
+    seen = seen + 1
+    if #out >= limit or seen >= budget then return {out, id, ms[i + 1]} end
+  end
+  start = start + #ms / 2
+end
 -- @script job_counts
 -- ARGV: P, project ('' = all), ended_since (0 = final states started only,
 -- all time, from the counters), chunk start ('' = ended_since), chunk size.
