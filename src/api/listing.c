@@ -177,6 +177,10 @@ static void round_done(void *arg, int rc) {
   listing_t *l = arg;
   l->busy = false;
   if (l->req) { /* the first round */
+    /* HEAD reads every round into one reply, for the length GET would
+     * send: libmicrohttpd 0.9.75 ends a streamed reply to HEAD with a
+     * stray last chunk, which breaks the client's next keep-alive answer. */
+    if (!rc && !l->done && http_req_is_head(l->req) && !(rc = round_submit(l))) return;
     first_done(l, rc);
     return;
   }

@@ -519,8 +519,11 @@ static void dl_done(uv_work_t *w, int status) {
   }
   sbuf b = {0};
   dl_head(l, &b);
-  if (l->n <= LISTING_ROWS) { /* one reply, with its length */
-    dl_rows(l, &b);
+  /* One reply, with its length, when it is short, and for HEAD: a streamed
+   * reply to HEAD ends with a stray last chunk (libmicrohttpd 0.9.75). */
+  if (l->n <= LISTING_ROWS || r->is_head) {
+    while (l->next < l->n && !b.oom) dl_rows(l, &b);
+    if (l->n == 0) dl_rows(l, &b);
     if (b.oom) http_reply(r, 500, NULL, NULL, 0);
     else http_reply(r, 200, "text/html; charset=utf-8", b.p, b.len);
     free(b.p);

@@ -98,6 +98,14 @@ def test_listjobs_longer_than_a_page_is_complete_and_in_order(paged):
     for k in ("pending", "running", "finished"):
         assert lj_all[k] == lj[k]
 
+    # HEAD is answered whole, with the length GET sends, and the connection
+    # stays usable: a streamed HEAD ends with a stray chunk that the next
+    # answer on the connection would be read from.
+    h = paged.session.head(paged.url + "/listjobs.json?project=pages", timeout=30)
+    assert h.status_code == 200 and h.content == b""
+    assert h.headers["Content-Length"] == str(len(body))
+    assert json.loads(raw_get(paged, "/listjobs.json?project=pages").content) == lj
+
 
 def test_a_listing_within_one_round_keeps_its_content_length(paged, egg):
     """The other project has no job: the whole answer is one round."""
