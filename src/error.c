@@ -60,6 +60,7 @@ int spd_http_status(int code) {
   case -EEXIST: return 409;
   case -ENOSPC:
   case -EDQUOT: return 507; /* Insufficient Storage: retry once space is freed */
+  case -EAGAIN: return 503; /* a write that collided every time the store ran it: retry */
   default: return 500;
   }
 }

@@ -320,6 +320,7 @@ static void test_eagain_gives_up(void **state) {
   assert_int_equal(f->rcs[0], -EAGAIN);
   assert_int_equal(o.runs, 6); /* the first run and 5 more */
   assert_int_equal(count_jobs(f), 0);
+  assert_int_equal(spd_http_status(-EAGAIN), 503); /* a client is told to come again */
 }
 
 /* In a batch, the op that collided is rolled back to its savepoint, the
