@@ -45,6 +45,7 @@
   X(TX_COMMIT) \
   X(TX_ROLLBACK) \
   X(TX_MARK) \
+  X(TX_BREAK) \
   /* lua/jobs.lua */ \
   X(JOB_INSERT) \
   X(JOB_CLAIM) \
@@ -137,6 +138,7 @@ struct redis_store {
   char tx[64];       /* the open transaction's token (KEYS[1]), "" outside one */
   uint64_t tx_seq;   /* transactions begun on this connection */
   char conn_id[24];  /* random: tokens differ across connections and nodes */
+  long long client_id; /* the server's CLIENT ID of c (0: unknown) */
   unsigned notes;    /* STORE_NOTE_* to publish at commit */
   char sha[RS_COUNT][41];
 };

@@ -21,7 +21,9 @@
  * every write inside one first logs the command that undoes it. Commit
  * drops the log; rollback, a savepoint's rollback (store_sp_*), and the
  * next writer after a holder that died or stalled past the lock's expiry
- * apply it newest first. A holder that comes back to find its transaction
+ * apply it newest first; a waiter that finds the holder's connection gone
+ * (CLIENT LIST ID: a kill -9 closes it) breaks its lock at once. A holder
+ * that comes back to find its transaction
  * rolled back fails its next script and its commit (SPD_ESTORE), so no
  * half of a transaction survives a kill -9 between its ops: a job's end
  * with its retry and events, a claim under [concurrency] limits, a
@@ -379,6 +381,11 @@ static int redis_session(struct redis_store *q, redisContext *c, char *err, size
     const char *argv[] = {"SELECT", db};
     if ((rc = redis_simple(c, err, errlen, 2, argv))) return rc;
   }
+  /* A transaction's token names its connection, so a waiter can tell a
+   * dead holder from a slow one (redis_holder_gone). */
+  redisReply *r = redisCommand(c, "CLIENT ID");
+  q->client_id = r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+  if (r) freeReplyObject(r);
   return 0;
 }
 
@@ -448,6 +455,33 @@ static int redis_code(const char *msg, size_t len) {
 static int redis_locked(const redisReply *r) {
   return r && r->type == REDIS_REPLY_ERROR &&
          (!strncmp(r->str, "ELOCKED", 7) || !strncmp(r->str, "ERR ELOCKED", 11));
+}
+
+/* The holder of the lock named in an ELOCKED reply ("ELOCKED TOKEN ...",
+ * the token starting with its CLIENT ID) has no connection any more: it
+ * died, and its lock need not wait for its expiry. 0 when alive, unknown,
+ * or the server will not say (CLIENT LIST refused to this user). */
+static int redis_holder_gone(struct redis_store *q, const redisReply *locked,
+                             char *token, size_t len) {
+  const char *sp = strchr(locked->str, ' ');
+  if (!sp) return 0;
+  snprintf(token, len, "%.*s", (int)strcspn(sp + 1, " "), sp + 1);
+  long long id = strtoll(token, NULL, 10);
+  if (id <= 0) return 0;
+  redisReply *r = redisCommand(q->c, "CLIENT LIST ID %lld", id);
+  int gone = r && r->type == REDIS_REPLY_STRING && r->len == 0;
+  if (r) freeReplyObject(r);
+  return gone;
+}
+
+/* Breaks the lock of a holder that died (lua/core.lua: tx_break). */
+static void redis_break(struct redis_store *q, const char *token) {
+  const char *argv[] = {"EVALSHA", q->sha[RS_TX_BREAK], "1", "", q->prefix, token};
+  redisReply *r = redisCommandArgv(q->c, 6, argv, NULL);
+  if (r && r->type == REDIS_REPLY_ERROR) log_warn("store", "redis: lock break: %s", r->str);
+  if (r) freeReplyObject(r);
+  else
+    log_warn("store", "redis: lock break: %s", q->c->errstr);
 }
 
 /* Sleeps a little longer each time (0.5 ms doubling to 16 ms, jittered) and
@@ -536,8 +570,14 @@ int redis_eval(struct redis_store *q, int id, redis_args_t *a, redisReply **out,
   }
   int round = 0;
   int64_t waited = 0;
-  while ((r = redis_send(q, id, argc, argv, lens, what, &rc)) && redis_locked(r) &&
-         redis_lock_backoff(&round, &waited)) {
+  char holder[64];
+  while ((r = redis_send(q, id, argc, argv, lens, what, &rc)) && redis_locked(r)) {
+    if (redis_holder_gone(q, r, holder, sizeof(holder))) {
+      log_warn("store", "redis: the transaction %s lost its connection: rolling it back", holder);
+      redis_break(q, holder);
+    } else if (!redis_lock_backoff(&round, &waited)) {
+      break;
+    }
     freeReplyObject(r);
     r = NULL;
   }
@@ -613,7 +653,7 @@ int redis_notify(store_t *s, unsigned what) {
 int redis_tx_begin(store_t *s) {
   struct redis_store *q = RQ(s);
   if (q->in_tx) return -EINVAL;
-  snprintf(q->tx, sizeof(q->tx), "%s.%" PRIu64, q->conn_id, ++q->tx_seq);
+  snprintf(q->tx, sizeof(q->tx), "%lld.%s.%" PRIu64, q->client_id, q->conn_id, ++q->tx_seq);
   redis_args_t a = {0};
   int rc = redis_eval(q, RS_TX_BEGIN, &a, NULL, "begin");
   if (rc) {

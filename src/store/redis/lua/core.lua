@@ -18,7 +18,7 @@ return 0
 -- Takes the lock for transaction TX (KEYS[1]); ELOCKED while another holds
 -- it. The transactions left by holders that lost it are rolled back first.
 local h = CALL('GET', TXLOCK)
-if h and h ~= TX then return E('ELOCKED') end
+if h and h ~= TX then return E('ELOCKED ' .. h) end
 if not h then RECOVER() end
 CALL('SET', TXLOCK, TX, 'PX', TXTTL)
 CALL('SADD', TXOPEN, TX)
@@ -45,3 +45,9 @@ return 0
 -- A savepoint: the length of TX's log.
 if CALL('SISMEMBER', TXOPEN, TX) == 0 then return E('ETXLOST') end
 return CALL('LLEN', TXK(TX))
+-- @script tx_break
+-- ARGV: P, token. The holder's connection is gone (a token starts with its
+-- CLIENT ID): its lock goes now, not at its expiry, and the next script
+-- rolls its transaction back.
+if CALL('GET', TXLOCK) == ARGV[2] then CALL('DEL', TXLOCK) end
+return 0

@@ -28,7 +28,8 @@ end
 -- tries again). Every write a transaction makes is first logged in the list
 -- P:tx:TOKEN as the command that undoes it: a rollback, a savepoint's
 -- rollback, or, when the holder died (its lock expired), the next writer
--- applies them newest first. P:tx:open names the transactions whose log is
+-- applies them newest first (a client that sees the holder's connection
+-- gone breaks the lock at once: tx_break). P:tx:open names the transactions whose log is
 -- live; a transaction no longer in it was rolled back by another writer
 -- and fails (ETXLOST). Sequences (INCR) are not undone: an id is never
 -- given twice, as with PostgreSQL's sequences. A deleted key is renamed
@@ -80,7 +81,7 @@ local function GUARD()
   GUARDED = true
   local h = CALL('GET', TXLOCK)
   if TX == '' then
-    if h then error({err = 'ELOCKED'}) end
+    if h then error({err = 'ELOCKED ' .. h}) end
     if CALL('SCARD', TXOPEN) > 0 then RECOVER() end
   elseif h == TX then
     CALL('PEXPIRE', TXLOCK, TXTTL)
