@@ -15,8 +15,8 @@
  *
  * A script's first argument is the key prefix ("NAME:") and it builds its
  * keys from it, so one server (not a Redis Cluster) can hold several
- * stores; its one KEYS entry is the connection's open transaction ("" =
- * none), not a key. A script answers an error "CODE[ detail]" for the
+ * stores; its one KEYS entry is PREFIX "tx:" and the connection's open
+ * transaction (nothing after "tx:" outside one). A script answers an error "CODE[ detail]" for the
  * store's codes (ENOENT, EINVAL, EBUSY, EEXIST, ECONFLICT, EFENCED), which
  * redis_eval turns into -ENOENT, ..., SPD_ECONFLICT.
  *

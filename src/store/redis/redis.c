@@ -476,7 +476,9 @@ static int redis_holder_gone(struct redis_store *q, const redisReply *locked,
 
 /* Breaks the lock of a holder that died (lua/core.lua: tx_break). */
 static void redis_break(struct redis_store *q, const char *token) {
-  const char *argv[] = {"EVALSHA", q->sha[RS_TX_BREAK], "1", "", q->prefix, token};
+  char txkey[sizeof(q->prefix) + 4];
+  snprintf(txkey, sizeof(txkey), "%stx:", q->prefix);
+  const char *argv[] = {"EVALSHA", q->sha[RS_TX_BREAK], "1", txkey, q->prefix, token};
   redisReply *r = redisCommandArgv(q->c, 6, argv, NULL);
   if (r && r->type == REDIS_REPLY_ERROR) log_warn("store", "redis: lock break: %s", r->str);
   if (r) freeReplyObject(r);
@@ -558,10 +560,11 @@ int redis_eval(struct redis_store *q, int id, redis_args_t *a, redisReply **out,
   lens[0] = 7;
   argv[1] = q->sha[id];
   lens[1] = 40;
+  char txkey[sizeof(q->prefix) + sizeof(q->tx) + 4];
   argv[2] = "1";
   lens[2] = 1;
-  argv[3] = q->tx;
-  lens[3] = strlen(q->tx);
+  argv[3] = txkey;
+  lens[3] = (size_t)snprintf(txkey, sizeof(txkey), "%stx:%s", q->prefix, q->tx);
   argv[4] = q->prefix;
   lens[4] = strlen(q->prefix);
   for (int i = 0; i < a->n; i++) {

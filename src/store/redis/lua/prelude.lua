@@ -1,10 +1,11 @@
--- Put before every script (store/redis/redis.c): ARGV[1] is the key prefix,
--- KEYS[1] the connection's open transaction ('' = none).
+-- Put before every script (store/redis/redis.c): ARGV[1] is the key prefix
+-- P, KEYS[1] P .. 'tx:' .. the connection's open transaction ('' = none):
+-- a key under the prefix, so an ACL user limited to P* may run it.
 -- Numbers that go back into keys or replies are formatted with I() (Lua's
 -- tostring keeps only 14 digits); values the client sent are stored as the
 -- strings it sent.
 local P = ARGV[1]
-local TX = KEYS[1] or ''
+local TX = string.sub(KEYS[1] or '', #P + 4)
 local function I(n) return string.format('%.0f', n) end
 local function N(v) return tonumber(v) or 0 end
 local function E(code) return redis.error_reply(code) end
@@ -55,7 +56,7 @@ local function UNDO(tok, mark)
       if e[3] then CALL('SET', key, e[3]) else CALL('DEL', key) end
     elseif t == 'd' then
       CALL('DEL', key)
-      CALL('RENAME', e[3], key)
+      if CALL('EXISTS', e[3]) == 1 then CALL('RENAME', e[3], key) end
     end
   end
   if mark == 0 then CALL('DEL', k) else CALL('LTRIM', k, 0, mark - 1) end
