@@ -93,8 +93,14 @@ local function GUARD()
   end
 end
 -- A holder that died leaves its transaction to whoever comes next, reader
--- or writer, once its lock has expired.
-if not CALL('GET', TXLOCK) and CALL('SCARD', TXOPEN) > 0 then RECOVER() end
+-- or writer, once its lock has expired; a holder's every script, reads
+-- too, keeps its lock.
+local HOLDER = CALL('GET', TXLOCK)
+if not HOLDER then
+  if CALL('SCARD', TXOPEN) > 0 then RECOVER() end
+elseif TX ~= '' and HOLDER == TX then
+  CALL('PEXPIRE', TXLOCK, TXTTL)
+end
 local function LOG(e) CALL('RPUSH', TXK(TX), cmsgpack.pack(e)) end
 local ZFLAGS = {NX = 1, XX = 1, GT = 1, LT = 1, CH = 1, INCR = 1}
 -- Logs what undoes cmd (a, its arguments after the key).
