@@ -23,11 +23,11 @@
  * next writer after a holder that died or stalled past the lock's expiry
  * apply it newest first; a waiter that finds the holder's connection gone
  * (CLIENT LIST ID: a kill -9 closes it) breaks its lock at once. A holder
- * that comes back to find its transaction
- * rolled back fails its next script and its commit (SPD_ESTORE), so no
- * half of a transaction survives a kill -9 between its ops: a job's end
- * with its retry and events, a claim under [concurrency] limits, a
- * scheduler tick's fires, a cancel with its family, a retention pass.
+ * that comes back to find its transaction rolled back fails its next
+ * script and its commit (SPD_ESTORE). So no half of a transaction survives
+ * a kill -9 between its ops: a job's end with its retry and events, a claim
+ * under [concurrency] limits, a scheduler tick's fires, a cancel with its
+ * family, a retention pass.
  * Reads on other connections do not wait for the lock: they may see a
  * transaction's writes before it commits (or before a dead holder's are
  * undone, within the lock's 5 s), as READ UNCOMMITTED would. Three reads
@@ -474,16 +474,12 @@ static int redis_holder_gone(struct redis_store *q, const redisReply *locked,
   return gone;
 }
 
-/* Breaks the lock of a holder that died (lua/core.lua: tx_break). */
+/* Breaks the lock of a holder that died (lua/core.lua: tx_break; it never
+ * answers ELOCKED, so the eval does not come back here). */
 static void redis_break(struct redis_store *q, const char *token) {
-  char txkey[sizeof(q->prefix) + 4];
-  snprintf(txkey, sizeof(txkey), "%stx:", q->prefix);
-  const char *argv[] = {"EVALSHA", q->sha[RS_TX_BREAK], "1", txkey, q->prefix, token};
-  redisReply *r = redisCommandArgv(q->c, 6, argv, NULL);
-  if (r && r->type == REDIS_REPLY_ERROR) log_warn("store", "redis: lock break: %s", r->str);
-  if (r) freeReplyObject(r);
-  else
-    log_warn("store", "redis: lock break: %s", q->c->errstr);
+  redis_args_t a = {0};
+  ra_str(&a, token);
+  redis_eval(q, RS_TX_BREAK, &a, NULL, "break a dead holder's lock");
 }
 
 /* Sleeps a little longer each time (0.5 ms doubling to 16 ms, jittered) and
