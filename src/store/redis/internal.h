@@ -15,8 +15,9 @@
  *
  * A script's first argument is the key prefix ("NAME:") and it builds its
  * keys from it, so one server (not a Redis Cluster) can hold several
- * stores; its one KEYS entry is PREFIX "tx:" and the connection's open
- * transaction (nothing after "tx:" outside one). A script answers an error "CODE[ detail]" for the
+ * stores; its KEYS are PREFIX "tx:" and the connection's open transaction
+ * (nothing after "tx:" outside one), then PREFIX "tx:begin" for the first
+ * script of a transaction (which takes the lock), else PREFIX "tx:". A script answers an error "CODE[ detail]" for the
  * store's codes (ENOENT, EINVAL, EBUSY, EEXIST, ECONFLICT, EFENCED), which
  * redis_eval turns into -ENOENT, ..., SPD_ECONFLICT.
  *
@@ -41,7 +42,6 @@
   X(OPEN) \
   X(META_GET) \
   X(META_SET) \
-  X(TX_BEGIN) \
   X(TX_COMMIT) \
   X(TX_ROLLBACK) \
   X(TX_MARK) \
@@ -136,6 +136,7 @@ struct redis_store {
   int sp_depth;      /* open savepoints */
   int64_t sp_mark[REDIS_SP_MAX]; /* each savepoint's length of the undo log */
   char tx[64];       /* the open transaction's token (KEYS[1]), "" outside one */
+  int tx_begun;      /* a script of it ran: it holds the lock */
   uint64_t tx_seq;   /* transactions begun on this connection */
   char conn_id[24];  /* random: tokens differ across connections and nodes */
   long long client_id; /* the server's CLIENT ID of c (0: unknown) */

@@ -14,9 +14,9 @@
  * Atomicity. Each op is one Lua script, which Redis runs alone, and which
  * validates everything before it writes, so an op is all or nothing. A
  * store transaction (store_tx_*) is all or nothing as well, across its ops
- * and across nodes: lua/prelude.lua wraps every script's writes. tx_begin
- * takes one lock per store (P:tx:lock, a token that expires 5 s after the
- * transaction's last script), so transactions take turns as SQLite's BEGIN
+ * and across nodes: lua/prelude.lua wraps every script's writes. A
+ * transaction's first script takes one lock per store (P:tx:lock, a token
+ * that expires 5 s after the transaction's last script), so transactions take turns as SQLite's BEGIN
  * IMMEDIATE makes them, and a write outside a transaction waits for it too;
  * every write inside one first logs the command that undoes it. Commit
  * drops the log; rollback, a savepoint's rollback (store_sp_*), and the
@@ -478,8 +478,12 @@ static int redis_holder_gone(struct redis_store *q, const redisReply *locked,
  * answers ELOCKED, so the eval does not come back here). */
 static void redis_break(struct redis_store *q, const char *token) {
   redis_args_t a = {0};
+  char tx[sizeof(q->tx)];
+  memcpy(tx, q->tx, sizeof(tx));
+  q->tx[0] = '\0'; /* outside the waiting transaction, which has no lock yet */
   ra_str(&a, token);
   redis_eval(q, RS_TX_BREAK, &a, NULL, "break a dead holder's lock");
+  memcpy(q->tx, tx, sizeof(tx));
 }
 
 /* Sleeps a little longer each time (0.5 ms doubling to 16 ms, jittered) and
@@ -545,7 +549,7 @@ int redis_eval(struct redis_store *q, int id, redis_args_t *a, redisReply **out,
     rc = -ENOMEM;
     goto done;
   }
-  int argc = a->n + 5;
+  int argc = a->n + 6;
   argv = malloc((size_t)argc * sizeof(*argv));
   lens = malloc((size_t)argc * sizeof(*lens));
   if (!argv || !lens) {
@@ -556,16 +560,19 @@ int redis_eval(struct redis_store *q, int id, redis_args_t *a, redisReply **out,
   lens[0] = 7;
   argv[1] = q->sha[id];
   lens[1] = 40;
-  char txkey[sizeof(q->prefix) + sizeof(q->tx) + 4];
-  argv[2] = "1";
+  char txkey[sizeof(q->prefix) + sizeof(q->tx) + 4], begin[sizeof(q->prefix) + 8];
+  int first = q->tx[0] && !q->tx_begun;
+  argv[2] = "2";
   lens[2] = 1;
   argv[3] = txkey;
   lens[3] = (size_t)snprintf(txkey, sizeof(txkey), "%stx:%s", q->prefix, q->tx);
-  argv[4] = q->prefix;
-  lens[4] = strlen(q->prefix);
+  argv[4] = begin;
+  lens[4] = (size_t)snprintf(begin, sizeof(begin), "%stx:%s", q->prefix, first ? "begin" : "");
+  argv[5] = q->prefix;
+  lens[5] = strlen(q->prefix);
   for (int i = 0; i < a->n; i++) {
-    argv[i + 5] = a->v[i];
-    lens[i + 5] = a->len[i];
+    argv[i + 6] = a->v[i];
+    lens[i + 6] = a->len[i];
   }
   int round = 0;
   int64_t waited = 0;
@@ -580,6 +587,8 @@ int redis_eval(struct redis_store *q, int id, redis_args_t *a, redisReply **out,
     freeReplyObject(r);
     r = NULL;
   }
+  /* Any answer but ELOCKED: the transaction's first script took the lock. */
+  if (first && r && !redis_locked(r)) q->tx_begun = 1;
   if (r && r->type == REDIS_REPLY_ERROR) {
     /* A script's own code comes back as "CODE detail"; anything else is
      * the server's complaint (OOM, a script bug, a transaction rolled back
@@ -649,16 +658,14 @@ int redis_notify(store_t *s, unsigned what) {
 
 /* ---- transactions (see the top of this file) ---- */
 
+/* The lock is taken by the transaction's first script (lua/prelude.lua), so
+ * a transaction costs one round trip more than its ops (the commit), and
+ * one that ran nothing costs none. */
 int redis_tx_begin(store_t *s) {
   struct redis_store *q = RQ(s);
   if (q->in_tx) return -EINVAL;
   snprintf(q->tx, sizeof(q->tx), "%lld.%s.%" PRIu64, q->client_id, q->conn_id, ++q->tx_seq);
-  redis_args_t a = {0};
-  int rc = redis_eval(q, RS_TX_BEGIN, &a, NULL, "begin");
-  if (rc) {
-    q->tx[0] = '\0';
-    return rc == -ENOENT ? SPD_ESTORE : rc;
-  }
+  q->tx_begun = 0;
   q->in_tx = 1;
   q->sp_depth = 0;
   q->notes = 0;
@@ -668,6 +675,7 @@ int redis_tx_begin(store_t *s) {
 /* Ends the transaction on this side, whatever the server said. */
 static void redis_tx_forget(struct redis_store *q) {
   q->in_tx = 0;
+  q->tx_begun = 0;
   q->sp_depth = 0;
   q->notes = 0;
   q->tx[0] = '\0';
@@ -678,7 +686,8 @@ int redis_tx_commit(store_t *s) {
   if (!q->in_tx) return -EINVAL;
   unsigned notes = q->notes;
   redis_args_t a = {0};
-  int rc = redis_eval(q, RS_TX_COMMIT, &a, NULL, "commit");
+  int rc = q->tx_begun ? redis_eval(q, RS_TX_COMMIT, &a, NULL, "commit") : 0;
+  ra_release(&a);
   redis_tx_forget(q);
   if (rc) return SPD_ESTORE;
   if (notes) redis_publish(q, notes);
@@ -693,7 +702,8 @@ int redis_tx_rollback(store_t *s) {
   ra_str(&a, "end");
   /* A rollback that fails leaves the log to the next writer (the lock
    * expires): the writes are undone either way. */
-  int rc = redis_eval(q, RS_TX_ROLLBACK, &a, NULL, "rollback");
+  int rc = q->tx_begun ? redis_eval(q, RS_TX_ROLLBACK, &a, NULL, "rollback") : 0;
+  ra_release(&a);
   redis_tx_forget(q);
   return rc ? SPD_ESTORE : 0;
 }

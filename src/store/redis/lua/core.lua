@@ -14,40 +14,27 @@ return v
 -- @script meta_set
 redis.call('HSET', P .. 'meta', ARGV[2], ARGV[3])
 return 0
--- @script tx_begin
--- Takes the lock for transaction TX (KEYS[1]); ELOCKED while another holds
--- it. The transactions left by holders that lost it are rolled back first.
-local h = CALL('GET', TXLOCK)
-if h and h ~= TX then return E('ELOCKED ' .. h) end
-if not h then RECOVER() end
-CALL('SET', TXLOCK, TX, 'PX', TXTTL)
-CALL('SADD', TXOPEN, TX)
-return 0
 -- @script tx_commit
-if CALL('SISMEMBER', TXOPEN, TX) == 0 then return E('ETXLOST') end
+-- (the prelude checked that TX holds the lock)
 TXEND(TX)
 if CALL('GET', TXLOCK) == TX then CALL('DEL', TXLOCK) end
 return 0
 -- @script tx_rollback
 -- ARGV: P, mark (entries of the log to keep: 0 = the whole transaction,
 -- which then ends; else a savepoint's, and the transaction goes on)
-if CALL('SISMEMBER', TXOPEN, TX) == 0 then return E('ETXLOST') end
 local mark = N(ARGV[2])
 UNDO(TX, mark)
 if ARGV[3] == 'end' then
   TXEND(TX)
   if CALL('GET', TXLOCK) == TX then CALL('DEL', TXLOCK) end
-else
-  CALL('SET', TXLOCK, TX, 'PX', TXTTL)
 end
 return 0
 -- @script tx_mark
 -- A savepoint: the length of TX's log.
-if CALL('SISMEMBER', TXOPEN, TX) == 0 then return E('ETXLOST') end
 return CALL('LLEN', TXK(TX))
 -- @script tx_break
--- ARGV: P, token. The holder's connection is gone (a token starts with its
--- CLIENT ID): its lock goes now, not at its expiry, and the next script
--- rolls its transaction back.
+-- ARGV: P, token; run outside a transaction. The holder's connection is
+-- gone (a token starts with its CLIENT ID): its lock goes now, not at its
+-- expiry, and the next script rolls its transaction back.
 if CALL('GET', TXLOCK) == ARGV[2] then CALL('DEL', TXLOCK) end
 return 0

@@ -23,7 +23,7 @@ local function FLAT(t)
 end
 -- ---- transactions (store/redis/redis.c: store_tx_*, store_sp_*) ----
 -- One transaction at a time holds P:tx:lock (its token, expiring TXTTL ms
--- after its last script) from its begin to its end, so the transactions of
+-- after its last script) from its first script to its end, so the transactions of
 -- every node and connection take turns, as SQLite's BEGIN IMMEDIATE does.
 -- A write outside a transaction waits for the lock too (ELOCKED: the client
 -- tries again). Every write a transaction makes is first logged in the list
@@ -76,30 +76,33 @@ local function RECOVER()
     end
   end
 end
--- Run before a script's first write: may it write now?
-local GUARDED = false
-local function GUARD()
-  GUARDED = true
-  local h = CALL('GET', TXLOCK)
-  if TX == '' then
-    if h then error({err = 'ELOCKED ' .. h}) end
-    if CALL('SCARD', TXOPEN) > 0 then RECOVER() end
-  elseif h == TX then
+-- A script of a transaction: the lock is the transaction's, or it is
+-- taken now (KEYS[2] is P .. 'tx:begin' for the transaction's first script,
+-- which the client sends again after ELOCKED), or the transaction was
+-- rolled back by another (ETXLOST). Outside one, a holder that died leaves
+-- its transaction to whoever comes next, reader or writer, once its lock
+-- has expired or been broken.
+local HOLDER = CALL('GET', TXLOCK)
+if TX ~= '' then
+  if HOLDER == TX then
     CALL('PEXPIRE', TXLOCK, TXTTL)
-  elseif not h and CALL('SISMEMBER', TXOPEN, TX) == 1 then
+  elseif HOLDER then
+    error({err = KEYS[2] == P .. 'tx:begin' and 'ELOCKED ' .. HOLDER or 'ETXLOST'})
+  elseif KEYS[2] == P .. 'tx:begin' or CALL('SISMEMBER', TXOPEN, TX) == 1 then
+    RECOVER()
     CALL('SET', TXLOCK, TX, 'PX', TXTTL)
+    CALL('SADD', TXOPEN, TX)
   else
     error({err = 'ETXLOST'})
   end
+elseif not HOLDER and CALL('SCARD', TXOPEN) > 0 then
+  RECOVER()
 end
--- A holder that died leaves its transaction to whoever comes next, reader
--- or writer, once its lock has expired; a holder's every script, reads
--- too, keeps its lock.
-local HOLDER = CALL('GET', TXLOCK)
-if not HOLDER then
-  if CALL('SCARD', TXOPEN) > 0 then RECOVER() end
-elseif TX ~= '' and HOLDER == TX then
-  CALL('PEXPIRE', TXLOCK, TXTTL)
+-- A write outside a transaction waits for the holder's commit.
+local GUARDED = false
+local function GUARD()
+  GUARDED = true
+  if HOLDER then error({err = 'ELOCKED ' .. HOLDER}) end
 end
 local function LOG(e) CALL('RPUSH', TXK(TX), cmsgpack.pack(e)) end
 local ZFLAGS = {NX = 1, XX = 1, GT = 1, LT = 1, CH = 1, INCR = 1}
@@ -146,7 +149,7 @@ local READS = {EXISTS = 1, GET = 1, HEXISTS = 1, HGET = 1, HGETALL = 1, HLEN = 1
 local function WCALL(cmd, key, ...)
   local w = WRITES[cmd]
   if w then
-    if not GUARDED then GUARD() end
+    if TX == '' and not GUARDED then GUARD() end
     if TX ~= '' and w ~= 'seq' then
       if w == 'd' then return TDEL({key, ...}) end
       JOURNAL(w, cmd, key, {...})
