@@ -14,15 +14,13 @@ import time
 
 import pytest
 
-from conftest import SHARED_STORE, SLOW, STORE_TMPL, store_url, timeout, unique, wait_for
+from conftest import SHARED_STORE, SLOW, store_url, timeout, unique, wait_for
 
 API = "/api/v1"
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAKE = os.path.join(HERE, "fakecrawl.py")
 
 shared = pytest.mark.skipif(not SHARED_STORE, reason="needs a shared store (make test-pg)")
-transactional = pytest.mark.skipif(STORE_TMPL.startswith("redis"),
-                                   reason="[concurrency] limits need SQLite or PostgreSQL")
 
 # Fast failure detection for tests: beats every 0.3 s, dead after 3 s.
 FAST = {"node_heartbeat": 0.3, "node_timeout": 3 * SLOW, "scheduler_lease": 2 * SLOW}
@@ -144,7 +142,6 @@ def check_limits(nodes_, markers, jobs):
 LIMITS = "[concurrency]\ntestproj/quick = 1\ntestproj = 3\n"
 
 
-@transactional
 def test_concurrency_limits_on_one_node(spiderd, tmp_path, egg):
     (d,), markers = cluster(spiderd, 1, tmp_path, fake=True, scrapyd={"max_proc": 6},
                             env={"FAKE_SECONDS": "0.3"}, extra_conf=LIMITS)
@@ -157,7 +154,6 @@ def test_concurrency_limits_on_one_node(spiderd, tmp_path, egg):
 
 
 @shared
-@transactional
 def test_concurrency_limits_hold_across_nodes(spiderd, tmp_path, egg):
     nodes_, markers = cluster(spiderd, 3, tmp_path, fake=True, scrapyd={"max_proc": 3},
                               env={"FAKE_SECONDS": "0.3"}, extra_conf=LIMITS)

@@ -14,12 +14,15 @@ after every restart the invariants hold:
 FAULT_ROUNDS sets the number of rounds (5; `make soak` runs 50), each one
 kill or, three times in ten, two (the second cuts the recovery), FAULT_SEED
 the random seed (logged at the start: set it to replay a failing run). The
-same module runs on PostgreSQL when SPIDERD_TEST_STORE_URL is set."""
+same module runs on PostgreSQL and Redis when SPIDERD_TEST_STORE_URL is set
+(on Redis the store's rows are read with one script: redis_rows)."""
 
 import os
 import random
+import socket
 import threading
 import time
+import urllib.parse
 
 import pytest
 import requests
@@ -64,6 +67,59 @@ def crawl_alive(pid):
             return FAULTCRAWL.encode() in f.read()
     except OSError:
         return False
+
+
+# The project's jobs as the store holds them, read in one script (so one
+# snapshot, as the SQL query is): jobid, state, spider, ...
+REDIS_ROWS = """
+local out = {}
+for _, id in ipairs(redis.call('ZRANGE', ARGV[1] .. 'jobs:all', 0, -1)) do
+  local r = redis.call('HMGET', ARGV[1] .. 'job:' .. id, 'jobid', 'state', 'spider', 'project')
+  if r[1] and r[4] == ARGV[2] then
+    out[#out + 1] = r[1]; out[#out + 1] = r[2] or '0'; out[#out + 1] = r[3]
+  end
+end
+return out
+"""
+
+
+def _resp_read(f):
+    """One RESP reply from file f: str, int, list or None; errors raise."""
+    line = f.readline().rstrip(b"\r\n")
+    kind, rest = line[:1], line[1:]
+    if kind == b"-":
+        raise RuntimeError(rest.decode())
+    if kind in (b"+", b":"):
+        return int(rest) if kind == b":" else rest.decode()
+    if kind == b"$":
+        n = int(rest)
+        return None if n < 0 else f.read(n + 2)[:-2].decode()
+    if kind == b"*":
+        n = int(rest)
+        return None if n < 0 else [_resp_read(f) for _ in range(n)]
+    raise RuntimeError(f"bad reply {line!r}")
+
+
+def redis_rows(url, project):
+    """[(jobid, state, spider)] of project in the Redis store at url
+    (redis://[:password@]host:port/db?prefix=NAME), without a client library."""
+    u = urllib.parse.urlparse(url)
+    q = urllib.parse.parse_qs(u.query)
+    prefix = q.get("prefix", ["spiderd"])[0] + ":"
+    cmds = []
+    if u.password:
+        cmds.append(["AUTH", urllib.parse.unquote(u.password)])
+    if u.path.strip("/"):
+        cmds.append(["SELECT", u.path.strip("/")])
+    cmds.append(["EVAL", REDIS_ROWS, "0", prefix, project])
+    with socket.create_connection((u.hostname or "127.0.0.1", u.port or 6379), 10) as sk:
+        f = sk.makefile("rb")
+        for c in cmds:
+            args = [a.encode() for a in c]
+            sk.sendall(b"*%d\r\n" % len(args) +
+                       b"".join(b"$%d\r\n%s\r\n" % (len(a), a) for a in args))
+            reply = _resp_read(f)
+    return [(reply[i], int(reply[i + 1]), reply[i + 2]) for i in range(0, len(reply), 3)]
 
 
 class Rounds:
@@ -157,6 +213,10 @@ class Rounds:
         return {e["id"]: s for s in ("pending", "running", "finished") for e in lj[s]}
 
     def store_rows(self):
+        store = self.d.spiderd.get("store") or ""
+        if store.startswith("redis"):
+            return {jobid: (STATE_NAMES[state], spider)
+                    for jobid, state, spider in redis_rows(store, "p")}
         return {r["jobid"]: (STATE_NAMES[r["state"]], r["spider"])
                 for r in self.d.sql("SELECT jobid, state, spider FROM jobs WHERE project = 'p'")}
 

@@ -1,6 +1,8 @@
 /* Tests for the store pool (store/async.h): ops run off the loop, callbacks
  * come back on the loop in order, a batch isolates a failing op, a broken
- * transaction fails its whole batch, and stop drains what was queued.
+ * transaction fails its whole batch, and stop drains what was queued; and
+ * for the transactions under it: one whose process is killed between its
+ * writes leaves none of them.
  * Same URL rule as test_store.c: SPIDERD_TEST_STORE_URL with "{}" replaced
  * per test, else a SQLite file in a temporary directory.
  */
@@ -15,10 +17,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "error.h"
+#include "flow/jobs.h"
 #include "store/async.h"
 
 struct fx {
@@ -150,8 +157,8 @@ static void op_done(void *arg, int rc) {
   if (f->stop_at_end && f->ndone == f->expect) fx_stop(f);
 }
 
-/* Redis rolls nothing back (store_transactional): the tests of rolled-back
- * ops skip there. */
+/* A store that rolls nothing back (store_transactional) would skip the
+ * tests of rolled-back ops; every backend rolls back. */
 static int transactional(struct fx *f) {
   char err[256];
   store_t *s;
@@ -397,12 +404,188 @@ static void test_bad_calls(void **state) {
   assert_int_equal(count_jobs(f), 1);
 }
 
+/* ---- a transaction's holder killed between its writes ---- */
+
+/* The kill points: after 1..4 of the writes of a failed job's end with its
+ * retry (as flow/jobs.c makes them), after the whole of jobs_end before its
+ * commit, and after the commit. */
+enum { KILL_STEPS = 4, KILL_FLOW = 5, KILL_COMMITTED = 6 };
+
+/* The store of kill point k: a prefix / schema / file of its own. */
+static void kill_url(const struct fx *f, int k, char *out, size_t len) {
+  snprintf(out, len, "%s%d", f->url, k);
+}
+
+static int kill_step(store_t *s, const job_t *j, int step) {
+  event_t e = {.type = step == 1 ? "job.failed" : "job.retried", .job_id = j->id};
+  job_t r;
+  int rc;
+  switch (step) {
+  case 0: return store_job_finish(s, j->id, JOB_FAILED, 2000, 1, 0, NULL);
+  case 2:
+    job_init(&r);
+    r.jobid = strdup("j.2");
+    r.project = strdup("p");
+    r.spider = strdup("s");
+    r.unique_key = strdup("u");
+    r.retry_of = j->id;
+    r.attempt = 2;
+    rc = store_job_insert(s, &r);
+    job_release(&r);
+    return rc;
+  default: return store_event_add(s, &e);
+  }
+}
+
+/* The child: its own connection, a transaction, k's writes, then death. */
+static void kill_child(const char *url, int64_t id, int k) {
+  char err[256];
+  store_t *s = NULL;
+  job_t j;
+  int rc = store_open(url, &s, err, sizeof(err));
+  if (!rc) rc = store_job_get(s, id, &j);
+  if (!rc) rc = store_tx_begin(s);
+  for (int i = 0; !rc && k <= KILL_STEPS && i < k; i++) rc = kill_step(s, &j, i);
+  if (!rc && k >= KILL_FLOW) {
+    jobs_end_t e = {.job = &j, .state = JOB_FAILED, .end_ms = 2000, .exit_code = 1};
+    rc = jobs_end(s, &e);
+    if (!rc && !e.retry_id) rc = -ENOENT;
+  }
+  if (!rc && k == KILL_COMMITTED) rc = store_tx_commit(s);
+  if (rc) _exit(3); /* the parent sees an exit, not the kill */
+  raise(SIGKILL);
+  _exit(4);
+}
+
+/* A running job with a unique key and a retry left; its id. */
+static int64_t kill_job(const char *url) {
+  char err[256];
+  store_t *s = NULL;
+  job_t j;
+  job_list_t l = {0};
+  assert_int_equal(store_open(url, &s, err, sizeof(err)), 0);
+  job_init(&j);
+  j.jobid = strdup("j");
+  j.project = strdup("p");
+  j.spider = strdup("s");
+  j.unique_key = strdup("u");
+  j.max_retries = 2;
+  assert_int_equal(store_job_insert(s, &j), 0);
+  assert_int_equal(store_job_claim(s, "n", 1, 1000, &l), 0);
+  assert_int_equal(l.n, 1);
+  int64_t id = j.id;
+  job_release(&j);
+  job_list_release(&l);
+  store_close(s);
+  return id;
+}
+
+/* What kill point k left in its store: all of the end or none of it. */
+static void kill_check(const char *url, int64_t id, int k) {
+  char err[256];
+  store_t *s = NULL;
+  int64_t c[JOB_NSTATES];
+  event_list_t ev = {0};
+  event_filter_t all = {0};
+  job_t j, u;
+  assert_int_equal(store_open(url, &s, err, sizeof(err)), 0);
+  /* A write comes after the dead holder's lock (Redis: its expiry). */
+  assert_int_equal(store_meta_set(s, "probe", "1"), 0);
+  assert_int_equal(store_job_get(s, id, &j), 0);
+  assert_int_equal(store_job_counts(s, "p", c), 0);
+  assert_int_equal(store_events_list(s, &all, &ev), 0);
+  /* Who holds the unique key: a new job with it conflicts with the holder. */
+  job_init(&u);
+  u.jobid = strdup("other");
+  u.project = strdup("p");
+  u.spider = strdup("s");
+  u.unique_key = strdup("u");
+  assert_int_equal(store_job_insert(s, &u), SPD_ECONFLICT);
+  if (k == KILL_COMMITTED) {
+    assert_int_equal(j.state, JOB_FAILED);
+    assert_int_equal(c[JOB_PENDING], 1);
+    assert_int_equal(ev.n, 3); /* job.failed, job.retried, the retry's job.queued */
+    assert_int_not_equal(u.id, id);
+  } else {
+    assert_int_equal(j.state, JOB_RUNNING);
+    assert_int_equal(j.end_ms, 0);
+    assert_int_equal(c[JOB_PENDING], 0);
+    assert_int_equal(c[JOB_RUNNING], 1);
+    assert_int_equal(c[JOB_FAILED], 0);
+    assert_int_equal(ev.n, 0);
+    assert_int_equal(u.id, id);
+  }
+  job_release(&j);
+  job_release(&u);
+  event_list_release(&ev);
+  store_close(s);
+}
+
+static void test_killed_between_writes(void **state) {
+  struct fx *f = *state;
+  char url[KILL_COMMITTED + 1][600];
+  int64_t id[KILL_COMMITTED + 1];
+  pid_t pid[KILL_COMMITTED + 1];
+  for (int k = 1; k <= KILL_COMMITTED; k++) {
+    kill_url(f, k, url[k], sizeof(url[k]));
+    id[k] = kill_job(url[k]);
+  }
+  for (int k = 1; k <= KILL_COMMITTED; k++) {
+    pid[k] = fork();
+    assert_true(pid[k] >= 0);
+    if (pid[k] == 0) kill_child(url[k], id[k], k);
+  }
+  for (int k = 1; k <= KILL_COMMITTED; k++) {
+    int st = 0;
+    assert_int_equal(waitpid(pid[k], &st, 0), pid[k]);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+  }
+  for (int k = 1; k <= KILL_COMMITTED; k++) kill_check(url[k], id[k], k);
+}
+
+/* Redis: a holder stalled past its lock's expiry finds its transaction
+ * rolled back by the next writer, and its commit fails. */
+static void test_stalled_holder_rolled_back(void **state) {
+  struct fx *f = *state;
+  char url[600], err[256];
+  if (strncmp(f->url, "redis", 5)) skip(); /* SQL: the holder keeps its lock */
+  kill_url(f, 9, url, sizeof(url));
+  int64_t id = kill_job(url);
+  store_t *a = NULL, *b = NULL;
+  job_t j;
+  assert_int_equal(store_open(url, &a, err, sizeof(err)), 0);
+  assert_int_equal(store_tx_begin(a), 0);
+  assert_int_equal(store_job_finish(a, id, JOB_FAILED, 2000, 1, 0, NULL), 0);
+  struct timespec ts = {5, 600 * 1000 * 1000}; /* the lock's 5 s, and some */
+  nanosleep(&ts, NULL);
+  assert_int_equal(store_open(url, &b, err, sizeof(err)), 0);
+  assert_int_equal(store_meta_set(b, "probe", "1"), 0);
+  assert_int_equal(store_job_get(b, id, &j), 0);
+  assert_int_equal(j.state, JOB_RUNNING);
+  job_release(&j);
+  assert_int_equal(store_job_finish(a, id, JOB_FINISHED, 3000, 0, 0, NULL), SPD_ESTORE);
+  assert_int_equal(store_tx_commit(a), SPD_ESTORE);
+  assert_int_equal(store_job_get(a, id, &j), 0);
+  assert_int_equal(j.state, JOB_RUNNING);
+  job_release(&j);
+  /* the connection goes on: a new transaction commits */
+  assert_int_equal(store_tx_begin(a), 0);
+  assert_int_equal(store_job_finish(a, id, JOB_FINISHED, 3000, 0, 0, NULL), 0);
+  assert_int_equal(store_tx_commit(a), 0);
+  assert_int_equal(store_job_get(b, id, &j), 0);
+  assert_int_equal(j.state, JOB_FINISHED);
+  job_release(&j);
+  store_close(a);
+  store_close(b);
+}
+
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
   const struct CMUnitTest tests[] = {
       T(test_order_and_threads),  T(test_chain),       T(test_failing_op_isolated),
       T(test_broken_tx_fails_batch), T(test_stop_drains), T(test_bad_calls),
       T(test_eagain_retried),     T(test_eagain_gives_up), T(test_eagain_in_batch),
+      T(test_killed_between_writes), T(test_stalled_holder_rolled_back),
   };
 #undef T
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -9,11 +9,15 @@
  * alone, so each op is atomic, and each script checks everything before it
  * writes anything, so an op that fails has changed nothing. Scripts are
  * loaded (SCRIPT LOAD) at open and again when the server answers NOSCRIPT
- * (a restart, SCRIPT FLUSH).
+ * (a restart, SCRIPT FLUSH). Several ops in one store transaction are all
+ * or nothing too: lua/prelude.lua journals every write of a transaction
+ * and holds a lock for it (the top of redis.c).
  *
- * A script gets no KEYS: its first argument is the key prefix ("NAME:")
- * and it builds its keys from it, so one server (not a Redis Cluster) can
- * hold several stores. A script answers an error "CODE[ detail]" for the
+ * A script's first argument is the key prefix ("NAME:") and it builds its
+ * keys from it, so one server (not a Redis Cluster) can hold several
+ * stores; its KEYS are PREFIX "tx:" and the connection's open transaction
+ * (nothing after "tx:" outside one), then PREFIX "tx:begin" for the first
+ * script of a transaction (which takes the lock), else PREFIX "tx:". A script answers an error "CODE[ detail]" for the
  * store's codes (ENOENT, EINVAL, EBUSY, EEXIST, ECONFLICT, EFENCED), which
  * redis_eval turns into -ENOENT, ..., SPD_ECONFLICT.
  *
@@ -38,6 +42,10 @@
   X(OPEN) \
   X(META_GET) \
   X(META_SET) \
+  X(TX_COMMIT) \
+  X(TX_ROLLBACK) \
+  X(TX_MARK) \
+  X(TX_BREAK) \
   /* lua/jobs.lua */ \
   X(JOB_INSERT) \
   X(JOB_CLAIM) \
@@ -111,6 +119,9 @@ enum redis_script {
   RS_COUNT
 };
 
+/* Savepoints nested in one transaction (async.c uses one). */
+#define REDIS_SP_MAX 32
+
 struct redis_store {
   struct store base;
   redisContext *c;
@@ -124,6 +135,12 @@ struct redis_store {
   char channel[210]; /* pub/sub channel of this prefix */
   int in_tx;         /* inside store_tx_begin .. commit/rollback */
   int sp_depth;      /* open savepoints */
+  int64_t sp_mark[REDIS_SP_MAX]; /* each savepoint's length of the undo log */
+  char tx[64];       /* the open transaction's token (KEYS[1]), "" outside one */
+  int tx_begun;      /* a script of it ran: it holds the lock */
+  uint64_t tx_seq;   /* transactions begun on this connection */
+  char conn_id[24];  /* random: tokens differ across connections and nodes */
+  long long client_id; /* the server's CLIENT ID of c (0: unknown) */
   unsigned notes;    /* STORE_NOTE_* to publish at commit */
   char sha[RS_COUNT][41];
 };

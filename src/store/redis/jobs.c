@@ -159,14 +159,24 @@ int redis_job_claim(store_t *s, const char *node, size_t max, int64_t now_ms,
   return redis_jobs_call(RQ(s), RS_JOB_CLAIM, &a, out, "claim jobs");
 }
 
-/* [concurrency] limits need a running count that holds until the claim
- * commits, which a script per op cannot give: refused (docs/cluster.md). */
+/* Under [concurrency] limits the caller counts what runs and claims in one
+ * transaction, which holds the store's lock from its begin (redis.c): the
+ * counts stay true until it commits. */
 int redis_job_claim_skip(store_t *s, const char *node, size_t max, int64_t now_ms,
                          const job_key_t *skip, size_t nskip, job_list_t *out) {
-  return -ENOTSUP;
+  redis_args_t a = {0};
+  ra_str(&a, node);
+  ra_i64(&a, max > 100000 ? 100000 : (int64_t)max);
+  ra_i64(&a, now_ms);
+  for (size_t i = 0; i < nskip; i++) {
+    ra_str(&a, skip[i].project);
+    ra_str(&a, skip[i].spider);
+  }
+  return redis_jobs_call(RQ(s), RS_JOB_CLAIM, &a, out, "claim jobs");
 }
 
-/* Each claim is one script, atomic on the server: nothing to lock. */
+/* A transaction holds the store's lock from its begin: nothing more to
+ * take. */
 int redis_claim_lock(store_t *s) { return 0; }
 
 int redis_job_started(store_t *s, int64_t id, int pid, int64_t pid_start) {

@@ -11,18 +11,30 @@
  * (spiderd's store_password_file puts it there). TLS (rediss://) is not
  * offered: Debian 12's hiredis 0.14 has no hiredis_ssl.
  *
- * Atomicity is per op on this backend. Each op is one Lua script, which
- * Redis runs alone, and which validates everything before it writes, so an
- * op is all or nothing. Redis has no multi-statement transactions a client
- * can read inside, so store_tx_* and store_sp_* only track nesting (and
- * hold back notices to the commit): a batch's ops are each committed when
- * they return, a rolled-back savepoint relies on the failed op having
- * written nothing (true of every op here), and a rolled-back transaction
- * keeps the ops that succeeded inside it. Other connections see each op as
- * soon as it ran. Three reads that may cover a long history (a native job
- * listing, ended-job counts over a window, throughput buckets) run as
- * several scripts of bounded work each (redis/jobs.c), so Redis is never
- * held long: they write nothing, and what they read is not one snapshot.
+ * Atomicity. Each op is one Lua script, which Redis runs alone, and which
+ * validates everything before it writes, so an op is all or nothing. A
+ * store transaction (store_tx_*) is all or nothing as well, across its ops
+ * and across nodes: lua/prelude.lua wraps every script's writes. A
+ * transaction's first script takes one lock per store (P:tx:lock, a token
+ * that expires 5 s after the transaction's last script), so transactions take turns as SQLite's BEGIN
+ * IMMEDIATE makes them, and a write outside a transaction waits for it too;
+ * every write inside one first logs the command that undoes it. Commit
+ * drops the log; rollback, a savepoint's rollback (store_sp_*), and the
+ * next writer after a holder that died or stalled past the lock's expiry
+ * apply it newest first; a waiter that finds the holder's connection gone
+ * (CLIENT LIST ID: a kill -9 closes it) breaks its lock at once. A holder
+ * that comes back to find its transaction rolled back fails its next
+ * script and its commit (SPD_ESTORE). So no half of a transaction survives
+ * a kill -9 between its ops: a job's end with its retry and events, a claim
+ * under [concurrency] limits, a scheduler tick's fires, a cancel with its
+ * family, a retention pass.
+ * Reads on other connections do not wait for the lock: they may see a
+ * transaction's writes before it commits (or before a dead holder's are
+ * undone, within the lock's 5 s), as READ UNCOMMITTED would. Three reads
+ * that may cover a long history (a native job listing, ended-job counts
+ * over a window, throughput buckets) run as several scripts of bounded work
+ * each (redis/jobs.c), so Redis is never held long: what they read is not
+ * one snapshot.
  *
  * Reconnects: an op whose connection is broken, or breaks before the reply
  * arrives, reconnects (redisReconnect, AUTH, SELECT) and runs once more. A
@@ -43,6 +55,7 @@
 #include <strings.h>
 #include <sys/random.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include "error.h"
 #include "log.h"
@@ -52,6 +65,9 @@
 #define REDIS_SCHEMA_VERSION 1
 #define REDIS_CONNECT_TIMEOUT_S 5
 #define REDIS_COMMAND_TIMEOUT_S 30
+/* How long a write waits for another transaction's lock (ELOCKED) before
+ * it gives up: far more than the lock's 5 s expiry (lua/prelude.lua). */
+#define REDIS_LOCK_WAIT_MS 30000
 
 /* ---- arguments ---- */
 
@@ -365,6 +381,11 @@ static int redis_session(struct redis_store *q, redisContext *c, char *err, size
     const char *argv[] = {"SELECT", db};
     if ((rc = redis_simple(c, err, errlen, 2, argv))) return rc;
   }
+  /* A transaction's token names its connection, so a waiter can tell a
+   * dead holder from a slow one (redis_holder_gone). */
+  redisReply *r = redisCommand(c, "CLIENT ID");
+  q->client_id = r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+  if (r) freeReplyObject(r);
   return 0;
 }
 
@@ -430,6 +451,93 @@ static int redis_code(const char *msg, size_t len) {
   return 0;
 }
 
+/* The reply is "ELOCKED": another transaction holds the store's lock. */
+static int redis_locked(const redisReply *r) {
+  return r && r->type == REDIS_REPLY_ERROR &&
+         (!strncmp(r->str, "ELOCKED", 7) || !strncmp(r->str, "ERR ELOCKED", 11));
+}
+
+/* The holder of the lock named in an ELOCKED reply ("ELOCKED TOKEN ...",
+ * the token starting with its CLIENT ID) has no connection any more: it
+ * died, and its lock need not wait for its expiry. 0 when alive, unknown,
+ * or the server will not say (CLIENT LIST refused to this user). */
+static int redis_holder_gone(struct redis_store *q, const redisReply *locked,
+                             char *token, size_t len) {
+  const char *sp = strchr(locked->str, ' ');
+  if (!sp) return 0;
+  snprintf(token, len, "%.*s", (int)strcspn(sp + 1, " "), sp + 1);
+  long long id = strtoll(token, NULL, 10);
+  if (id <= 0) return 0;
+  redisReply *r = redisCommand(q->c, "CLIENT LIST ID %lld", id);
+  int gone = r && r->type == REDIS_REPLY_STRING && r->len == 0;
+  if (r) freeReplyObject(r);
+  return gone;
+}
+
+/* Breaks the lock of a holder that died (lua/core.lua: tx_break; it never
+ * answers ELOCKED, so the eval does not come back here). */
+static void redis_break(struct redis_store *q, const char *token) {
+  redis_args_t a = {0};
+  char tx[sizeof(q->tx)];
+  memcpy(tx, q->tx, sizeof(tx));
+  q->tx[0] = '\0'; /* outside the waiting transaction, which has no lock yet */
+  ra_str(&a, token);
+  redis_eval(q, RS_TX_BREAK, &a, NULL, "break a dead holder's lock");
+  memcpy(q->tx, tx, sizeof(tx));
+}
+
+/* Sleeps a little longer each time (0.5 ms doubling to 16 ms, jittered) and
+ * says whether the wait may go on. */
+static int redis_lock_backoff(int *round, int64_t *waited_ms) {
+  static __thread unsigned seed;
+  if (!seed) seed = (unsigned)(uintptr_t)&seed ^ (unsigned)time(NULL);
+  if (*waited_ms >= REDIS_LOCK_WAIT_MS) return 0;
+  int64_t us = 500LL << (*round < 5 ? *round : 5);
+  us += rand_r(&seed) % (us / 2 + 1);
+  (*round)++;
+  struct timespec ts = {0, (long)(us * 1000)};
+  nanosleep(&ts, NULL);
+  *waited_ms += us / 1000 + 1;
+  return 1;
+}
+
+/* Sends argv until a reply comes: reconnects once, loads a missing script
+ * once. NULL when the connection failed. */
+static redisReply *redis_send(struct redis_store *q, int id, int argc, const char **argv,
+                              const size_t *lens, const char *what, int *rc) {
+  int reconnected = 0, reloaded = 0;
+  for (;;) {
+    if (!q->c || q->c->err) {
+      if (reconnected++ || (*rc = redis_reconnect(q))) {
+        *rc = SPD_ESTORE;
+        return NULL;
+      }
+    }
+    redisReply *r = redisCommandArgv(q->c, argc, argv, lens);
+    if (!r) {
+      /* A timeout is no dropped connection: the script may still be
+       * running, so it is not sent again (the next op reconnects). */
+      int timed_out = q->c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+      log_warn("store", "redis %s: %s", what, q->c->errstr);
+      if (reconnected || timed_out) {
+        *rc = SPD_ESTORE;
+        return NULL;
+      }
+      continue; /* reconnect and run once more */
+    }
+    if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) && !reloaded++) {
+      char err[256];
+      freeReplyObject(r);
+      if ((*rc = redis_load(q, id, err, sizeof(err)))) {
+        log_error("store", "%s", err);
+        return NULL;
+      }
+      continue;
+    }
+    return r;
+  }
+}
+
 int redis_eval(struct redis_store *q, int id, redis_args_t *a, redisReply **out,
                const char *what) {
   int rc = 0;
@@ -441,7 +549,7 @@ int redis_eval(struct redis_store *q, int id, redis_args_t *a, redisReply **out,
     rc = -ENOMEM;
     goto done;
   }
-  int argc = a->n + 4;
+  int argc = a->n + 6;
   argv = malloc((size_t)argc * sizeof(*argv));
   lens = malloc((size_t)argc * sizeof(*lens));
   if (!argv || !lens) {
@@ -452,54 +560,48 @@ int redis_eval(struct redis_store *q, int id, redis_args_t *a, redisReply **out,
   lens[0] = 7;
   argv[1] = q->sha[id];
   lens[1] = 40;
-  argv[2] = "0";
+  char txkey[sizeof(q->prefix) + sizeof(q->tx) + 4], begin[sizeof(q->prefix) + 8];
+  int first = q->tx[0] && !q->tx_begun;
+  argv[2] = "2";
   lens[2] = 1;
-  argv[3] = q->prefix;
-  lens[3] = strlen(q->prefix);
+  argv[3] = txkey;
+  lens[3] = (size_t)snprintf(txkey, sizeof(txkey), "%stx:%s", q->prefix, q->tx);
+  argv[4] = begin;
+  lens[4] = (size_t)snprintf(begin, sizeof(begin), "%stx:%s", q->prefix, first ? "begin" : "");
+  argv[5] = q->prefix;
+  lens[5] = strlen(q->prefix);
   for (int i = 0; i < a->n; i++) {
-    argv[i + 4] = a->v[i];
-    lens[i + 4] = a->len[i];
+    argv[i + 6] = a->v[i];
+    lens[i + 6] = a->len[i];
   }
-  int reconnected = 0, reloaded = 0;
-  for (;;) {
-    if (!q->c || q->c->err) {
-      if (reconnected++ || (rc = redis_reconnect(q))) {
-        rc = SPD_ESTORE;
-        break;
-      }
+  int round = 0;
+  int64_t waited = 0;
+  char holder[64];
+  while ((r = redis_send(q, id, argc, argv, lens, what, &rc)) && redis_locked(r)) {
+    if (redis_holder_gone(q, r, holder, sizeof(holder))) {
+      log_warn("store", "redis: the transaction %s lost its connection: rolling it back", holder);
+      redis_break(q, holder);
+    } else if (!redis_lock_backoff(&round, &waited)) {
+      break;
     }
-    r = redisCommandArgv(q->c, argc, argv, lens);
-    if (!r) {
-      /* A timeout is no dropped connection: the script may still be
-       * running, so it is not sent again (the next op reconnects). */
-      int timed_out = q->c->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-      log_warn("store", "redis %s: %s", what, q->c->errstr);
-      if (reconnected || timed_out) {
-        rc = SPD_ESTORE;
-        break;
-      }
-      continue; /* reconnect and run once more */
-    }
-    if (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "NOSCRIPT", 8) && !reloaded++) {
-      char err[256];
-      freeReplyObject(r);
-      r = NULL;
-      if ((rc = redis_load(q, id, err, sizeof(err)))) {
-        log_error("store", "%s", err);
-        break;
-      }
-      continue;
-    }
-    break;
+    freeReplyObject(r);
+    r = NULL;
   }
+  /* Any answer but ELOCKED: the transaction's first script took the lock. */
+  if (first && r && !redis_locked(r)) q->tx_begun = 1;
   if (r && r->type == REDIS_REPLY_ERROR) {
     /* A script's own code comes back as "CODE detail"; anything else is
-     * the server's complaint (OOM, a script bug, ...). */
+     * the server's complaint (OOM, a script bug, a transaction rolled back
+     * by another writer, ...). */
     const char *msg = r->str;
     if (!strncmp(msg, "ERR ", 4) && redis_code(msg + 4, r->len - 4)) msg += 4;
     rc = redis_code(msg, strlen(msg));
     if (!rc) {
-      log_error("store", "redis %s: %s", what, r->str);
+      if (strstr(r->str, "ETXLOST"))
+        log_error("store", "redis %s: the transaction outlived its lock and was rolled back",
+                  what);
+      else
+        log_error("store", "redis %s: %s", what, r->str);
       rc = SPD_ESTORE;
     } else if (out) {
       *out = r; /* the caller may read the detail */
@@ -554,37 +656,67 @@ int redis_notify(store_t *s, unsigned what) {
   return redis_publish(q, what);
 }
 
-/* ---- transactions: nesting only (see the top of this file) ---- */
+/* ---- transactions (see the top of this file) ---- */
 
+/* The lock is taken by the transaction's first script (lua/prelude.lua), so
+ * a transaction costs one round trip more than its ops (the commit), and
+ * one that ran nothing costs none. */
 int redis_tx_begin(store_t *s) {
   struct redis_store *q = RQ(s);
   if (q->in_tx) return -EINVAL;
+  snprintf(q->tx, sizeof(q->tx), "%lld.%s.%" PRIu64, q->client_id, q->conn_id, ++q->tx_seq);
+  q->tx_begun = 0;
   q->in_tx = 1;
   q->sp_depth = 0;
   q->notes = 0;
   return 0;
 }
 
+/* Ends the transaction on this side, whatever the server said. */
+static void redis_tx_forget(struct redis_store *q) {
+  q->in_tx = 0;
+  q->tx_begun = 0;
+  q->sp_depth = 0;
+  q->notes = 0;
+  q->tx[0] = '\0';
+}
+
 int redis_tx_commit(store_t *s) {
   struct redis_store *q = RQ(s);
   if (!q->in_tx) return -EINVAL;
   unsigned notes = q->notes;
-  q->in_tx = 0;
-  q->sp_depth = 0;
-  q->notes = 0;
+  redis_args_t a = {0};
+  int rc = q->tx_begun ? redis_eval(q, RS_TX_COMMIT, &a, NULL, "commit") : 0;
+  ra_release(&a);
+  redis_tx_forget(q);
+  if (rc) return SPD_ESTORE;
   if (notes) redis_publish(q, notes);
   return 0;
 }
 
-/* What succeeded inside stays (each op is atomic alone): a rollback ends
- * the transaction as a commit does, notices included. */
-int redis_tx_rollback(store_t *s) { return redis_tx_commit(s); }
+int redis_tx_rollback(store_t *s) {
+  struct redis_store *q = RQ(s);
+  if (!q->in_tx) return -EINVAL;
+  redis_args_t a = {0};
+  ra_i64(&a, 0);
+  ra_str(&a, "end");
+  /* A rollback that fails leaves the log to the next writer (the lock
+   * expires): the writes are undone either way. */
+  int rc = q->tx_begun ? redis_eval(q, RS_TX_ROLLBACK, &a, NULL, "rollback") : 0;
+  ra_release(&a);
+  redis_tx_forget(q);
+  return rc ? SPD_ESTORE : 0;
+}
 
 int redis_sp_begin(store_t *s) {
   struct redis_store *q = RQ(s);
-  if (!q->in_tx) return -EINVAL;
-  q->sp_depth++;
-  return 0;
+  if (!q->in_tx || q->sp_depth >= REDIS_SP_MAX) return -EINVAL;
+  redis_args_t a = {0};
+  redisReply *r = NULL;
+  int rc = redis_eval(q, RS_TX_MARK, &a, &r, "savepoint");
+  if (!rc) q->sp_mark[q->sp_depth++] = rr_i64(r);
+  if (r) freeReplyObject(r);
+  return rc ? SPD_ESTORE : 0;
 }
 
 int redis_sp_release(store_t *s) {
@@ -597,8 +729,10 @@ int redis_sp_release(store_t *s) {
 int redis_sp_rollback(store_t *s) {
   struct redis_store *q = RQ(s);
   if (!q->in_tx || q->sp_depth <= 0) return -EINVAL;
-  q->sp_depth--;
-  return 0;
+  redis_args_t a = {0};
+  ra_i64(&a, q->sp_mark[--q->sp_depth]);
+  ra_str(&a, "");
+  return redis_eval(q, RS_TX_ROLLBACK, &a, NULL, "rollback to savepoint") ? SPD_ESTORE : 0;
 }
 
 /* ---- meta ---- */
@@ -763,6 +897,7 @@ static int redis_parse_url(struct redis_store *q, const char *url, const char *r
 static void redis_close(store_t *s) {
   struct redis_store *q = RQ(s);
   if (!q) return;
+  if (q->in_tx && q->c) redis_tx_rollback(s);
   if (q->c) redisFree(q->c);
   redis_free_url(q);
   free(q);
@@ -788,14 +923,15 @@ static int redis_open(const char *url, const char *rest, store_t **out, char *er
   if ((rc = redis_load(q, -1, err, errlen))) goto out;
   /* The job tokens' secret, made once: HSETNX in the open script, so
    * nodes starting together agree on the first one written. */
-  unsigned char raw[32];
+  unsigned char raw[32 + 8];
   char secret[65];
   if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
     snprintf(err, errlen, "no randomness for the job secret");
     rc = SPD_ESTORE;
     goto out;
   }
-  for (size_t i = 0; i < sizeof(raw); i++) sprintf(secret + 2 * i, "%02x", raw[i]);
+  for (size_t i = 0; i < 32; i++) sprintf(secret + 2 * i, "%02x", raw[i]);
+  for (size_t i = 0; i < 8; i++) sprintf(q->conn_id + 2 * i, "%02x", raw[32 + i]);
   redis_args_t a = {0};
   redisReply *r = NULL;
   ra_i64(&a, REDIS_SCHEMA_VERSION);
@@ -924,7 +1060,7 @@ static int redis_watch_open(const char *url, const char *rest, store_watch_t **o
 
 const struct store_ops store_redis_ops = {
     .name = "redis",
-    .no_rollback = 1,
+    .no_rollback = 0,
     .shared = 1,
     .open = redis_open,
     .close = redis_close,

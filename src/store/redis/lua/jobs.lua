@@ -129,9 +129,19 @@ redis.call('SADD', P .. 'jobs:jobid:' .. j.jobid, I(id))
 redis.call('ZADD', P .. 'jobs:all', id, I(id))
 return id
 -- @script job_claim
--- ARGV: P, node, max, now
+-- ARGV: P, node, max, now, then pairs project, spider ('' = the whole
+-- project) whose pending jobs stay pending ([concurrency] limits at their
+-- maximum)
 local node, max, now = ARGV[2], N(ARGV[3]), N(ARGV[4])
 local hasnb = redis.call('HLEN', P .. 'jobs:nb') > 0
+local held = {}
+for i = 5, #ARGV, 2 do held[ARGV[i] .. '\0' .. ARGV[i + 1]] = true end
+local limited = #ARGV >= 5
+local function skipped(id)
+  if not limited then return false end
+  local r = redis.call('HMGET', JK(id), 'project', 'spider')
+  return held[r[1] .. '\0'] or held[r[1] .. '\0' .. r[2]]
+end
 local out, skip = {}, 0
 while #out < max do
   local ms = redis.call('ZREVRANGE', P .. 'jobs:pending', skip, skip + 199)
@@ -139,7 +149,7 @@ while #out < max do
   for _, m in ipairs(ms) do
     local id = UNINV(m)
     local nb = hasnb and redis.call('HGET', P .. 'jobs:nb', I(id))
-    if nb and N(nb) > now then
+    if (nb and N(nb) > now) or skipped(id) then
       skip = skip + 1
     else
       local j = H(JK(id))
