@@ -169,16 +169,6 @@ static int fire_run(store_t *s, tick_t *t, const schedule_t *sc, const sched_run
                     const char *why, int64_t now) {
   job_t j;
   char jobid[33];
-  /* Without transactions (Redis) the lease taken at the tick's start does
-   * not hold the work back: a holder paused mid-tick (a stopped process, a
-   * stall) past its lease would queue, once resumed, the jobs of runs that
-   * the new holder fired meanwhile (the run's end comes second and fails,
-   * the job stays). So each fire checks the tenure first, at the time it
-   * fires. */
-  if (!store_transactional(s) && t->token) {
-    int rc = store_lease_check(s, LEASE_NAME, t->token, clock_wall_ms());
-    if (rc) return rc;
-  }
   random_jobid(jobid);
   int rc = schedule_job(sc, jobid, now, &j);
   if (!rc)

@@ -102,27 +102,6 @@ static void test_lease_fences(void **state) {
   job_list_release(&t2.cancel);
 }
 
-/* A tick that lost its lease midway (its holder paused past the lease, and
- * another node took it) fires nothing more. Only a store without
- * transactions needs the check: elsewhere the tick's own transaction holds
- * the lease row until it commits. */
-static void test_lease_lost_mid_tick(void **state) {
-  store_t *s = ((struct fx *)*state)->s;
-  if (store_transactional(s)) skip();
-  int64_t now = clock_wall_ms(), due[] = {now - 1000};
-  int64_t id = schedule_with_runs(s, "midtick", OVERLAP_ALLOW, MISSED_SKIP, due, 1);
-  tick_t t = tick_as("a");
-  assert_int_equal(store_lease_acquire(s, LEASE_NAME, "a", now, 30000, &t.token), 0);
-  /* a stalls; its lease is given up (as if it ran out) and b takes it. */
-  assert_int_equal(store_lease_release(s, LEASE_NAME, "a", t.token), 0);
-  int64_t token = 0;
-  assert_int_equal(store_lease_acquire(s, LEASE_NAME, "b", now, 30000, &token), 0);
-  assert_int_equal(fire_due(s, &t, now), SPD_EFENCED);
-  assert_int_equal(jobs_of(s, id), 0);
-  assert_int_equal(runs_in(s, id, RUN_UPCOMING), 1);
-  job_list_release(&t.cancel);
-}
-
 static void test_missed_policies(void **state) {
   store_t *s = ((struct fx *)*state)->s;
   int64_t now = clock_wall_ms();
@@ -157,7 +136,6 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       T(test_due_run_fires_once),
       T(test_lease_fences),
-      T(test_lease_lost_mid_tick),
       T(test_missed_policies),
       T(test_overlap_skip),
   };
