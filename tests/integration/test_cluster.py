@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import SHARED_STORE, SLOW, STORE_TMPL, store_url, timeout, unique, wait_for
+from conftest import SHARED_STORE, SLOW, STORE_TMPL, need, store_url, timeout, unique, wait_for
 
 API = "/api/v1"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -346,11 +346,10 @@ def test_three_nodes_kill9_one_every_job_finishes_once(spiderd, tmp_path, egg):
     assert any(x["due_ms"] / 1000 > killed_at + FAST["node_timeout"] for x in fired), rs
 
 
-@shared
+@pytest.mark.skipif(not STORE_TMPL.startswith("postgres"), reason="PostgreSQL only")
 def test_a_restarted_postgresql_is_survived(spiderd, tmp_path, egg):
     pgdir = os.environ.get("SPIDERD_TEST_PG_DIR")
-    if not pgdir:
-        pytest.skip("needs SPIDERD_TEST_PG_DIR (make test-pg) to restart the server")
+    need(pgdir, "needs SPIDERD_TEST_PG_DIR (tests/store_suite.sh) to restart the server")
     (a, b), _ = cluster(spiderd, 2, tmp_path, fake=True)
     a.upload("testproj", "1", egg("testproj"))
     j1 = a.schedule("testproj", "quick")

@@ -11,7 +11,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import SHARED_STORE, SLOW, wait_for
+from conftest import SLOW, STORE_TMPL, need, wait_for
 
 API = "/api/v1"
 
@@ -241,9 +241,10 @@ def _pg_processes(pg_dir):
     return pids
 
 
-@pytest.mark.skipif(not (SHARED_STORE and os.environ.get("SPIDERD_TEST_PG_DIR")),
-                    reason="needs the throwaway PostgreSQL server of tests/store_suite.sh")
+@pytest.mark.skipif(not STORE_TMPL.startswith("postgres"), reason="PostgreSQL only")
 def test_readyz_503_while_the_store_stalls(spiderd):
+    need(os.environ.get("SPIDERD_TEST_PG_DIR"),
+         "needs the throwaway PostgreSQL server of tests/store_suite.sh (SPIDERD_TEST_PG_DIR)")
     d = spiderd(name="stall")
     wait_for(lambda: d.get("/readyz").status_code == 200, 15 * SLOW, "readyz 200")
     pids = _pg_processes(os.environ["SPIDERD_TEST_PG_DIR"])
