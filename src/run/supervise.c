@@ -611,6 +611,7 @@ static void watch_fire(uv_timer_t *t) {
   int64_t hb_timeout = clock_secs_ms(l->cfg->heartbeat_timeout);
   int sweep = l->next_sweep && now >= l->next_sweep;
   if (sweep) l->next_sweep = now + sweep_period(l);
+  if (sweep) jobres_reap(&l->res);
   hb_op_t *batch = NULL;
   size_t nb = 0;
   if (sweep && l->nprocs) {

@@ -92,7 +92,7 @@ static void cgroup_needs_the_mechanism(void **state) {
   jobres_t r = {.mech = LIMITS_RLIMIT};
   job_limits_t lim = {.memory = 1 << 30};
   assert_null(jobres_cgroup_create(&r, 7, &lim, getpid()));
-  jobres_cgroup_remove(NULL); /* nothing to do */
+  jobres_cgroup_remove(&r, NULL); /* nothing to do */
 }
 
 static void log_tail(void **state) {
