@@ -234,6 +234,32 @@ def test_the_limits_are_held_by_the_mechanism(kd):
         wait_for(lambda: not os.path.exists(cg), 10, f"{cg} removed")
 
 
+def test_a_shared_cgroup_is_left_as_found(delegated, tmp_path):
+    """A cgroup the daemon shares with another process (a login session, a
+    CI runner) is not delegated to it: it keeps to rlimits and changes
+    nothing there."""
+    shared = os.path.join(os.path.dirname(delegated), os.path.basename(delegated) + "-shared")
+    os.mkdir(shared)
+    other = subprocess.Popen(["sleep", "300"])
+    d = None
+    try:
+        with open(os.path.join(shared, "cgroup.procs"), "w") as f:
+            f.write(str(other.pid))
+        d = DelegatedDaemon(tmp_path / "d", shared, spiderd={**CONF, "job_limits": "cgroup"})
+        d.start()
+        assert "other processes share the daemon's cgroup" in d.stderr_text()
+        assert "job limits: enforced by rlimits" in d.stderr_text()
+        assert proc_cgroup(d.proc.pid) == shared
+        assert not os.path.exists(shared + "/supervisor")
+        assert read(shared + "/cgroup.subtree_control").strip() == ""
+    finally:
+        if d:
+            d.close()
+        other.kill()
+        other.wait()
+        remove_cgroup(shared)
+
+
 def test_no_limits_runs_as_before_and_records_usage(ld):
     j = ld.schedule("p", "quick", mode="ok")
     got = ended(ld, j)
@@ -344,6 +370,10 @@ def test_fork_bomb_is_bounded(kd):
         assert got["stats"]["end_reason"] == "pids_limit", got
         etype, data = end_event(kd, j)
         assert etype == "job.failed" and data["reason"] == "pids_limit"
+        # Its children outlived the leader for a moment: the job's cgroup
+        # is removed once they are gone, not left behind.
+        wait_for(lambda: not [n for n in os.listdir(kd.cgroup) if n.startswith("job-")],
+                 10, f"no job cgroup left in {kd.cgroup}")
     else:
         # The kernel keeps no record of an RLIMIT_NPROC refusal.
         assert "end_reason" not in (got["stats"] or {}), got
