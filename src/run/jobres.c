@@ -152,7 +152,7 @@ static int cgroup_setup(jobres_t *r, char *why, size_t whylen) {
     snprintf(why, whylen, "the daemon runs in the root cgroup (no delegated sub-tree)");
     return -1;
   }
-  memcpy(from, own, sizeof(from));
+  snprintf(from, sizeof(from), "%s", own);
   snprintf(path, sizeof(path), CG_MOUNT "%s", from);
   if (!cgroup_is_ours(path)) {
     say(why, whylen, "other processes share the daemon's cgroup %s (it needs one of its "
