@@ -1,9 +1,11 @@
 /* Job resources: limit enforcement and usage (run/jobres.h). */
 #include "run/jobres.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,10 +66,79 @@ static char *find_program(const char *prog) {
   return found;
 }
 
+/* A reason for a person, cut at whylen (paths make it long). */
+__attribute__((format(printf, 3, 4))) static void say(char *why, size_t whylen,
+                                                      const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, whylen, fmt, ap);
+  va_end(ap);
+}
+
+/* Does the cgroup directory dir hold no process but this one? A cgroup
+ * shared with others (a login session, a CI runner, a service that was not
+ * delegated) is not the daemon's to reorganise. */
+static int cgroup_is_ours(const char *dir) {
+  char path[4096], procs[4096];
+  if (snprintf(path, sizeof(path), "%s/cgroup.procs", dir) >= (int)sizeof(path) ||
+      read_small(path, procs, sizeof(procs)) < 0)
+    return 0;
+  long self = (long)getpid();
+  for (char *p = procs; *p;) {
+    char *end = NULL;
+    long pid = strtol(p, &end, 10);
+    if (end == p) break;
+    if (pid != self) return 0;
+    p = end;
+    while (*p == '\n') p++;
+  }
+  return 1;
+}
+
+/* Job cgroups a previous run left empty (a crawl's leftovers that outlived
+ * its leader past the daemon's end): removed. A populated one is a crawl
+ * still running, adopted at start-up: rmdir refuses it. */
+static void cgroup_sweep_stale(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  char path[4096];
+  for (struct dirent *e; (e = readdir(d));) {
+    if (strncmp(e->d_name, "job-", 4) != 0) continue;
+    if (snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path)) continue;
+    rmdir(path);
+  }
+  closedir(d);
+}
+
+/* Moves the daemon into dir/supervisor and hands memory and pids to dir's
+ * children. On failure, puts the daemon back where it was (from, under
+ * CG_MOUNT) and removes what it made: a refused cgroup is left as found. */
+static int cgroup_take(const char *dir, const char *from, char *why, size_t whylen) {
+  char path[4096], pid[32], back[4096];
+  snprintf(path, sizeof(path), "%s/supervisor", dir);
+  int made = mkdir(path, 0755) == 0;
+  if (!made && errno != EEXIST) {
+    say(why, whylen, "cannot create %s: %s", path, strerror(errno));
+    return -1;
+  }
+  snprintf(pid, sizeof(pid), "%d", (int)getpid());
+  int rc = write_at(path, "cgroup.procs", pid);
+  int moved = !rc;
+  if (!rc) rc = write_at(dir, "cgroup.subtree_control", "+memory +pids");
+  if (!rc) return 0;
+  say(why, whylen, "cannot enable the memory and pids controllers under %s: %s", dir,
+      strerror(-rc));
+  snprintf(back, sizeof(back), CG_MOUNT "%s", from);
+  int brc = moved ? write_at(back, "cgroup.procs", pid) : 0;
+  if (brc) log_warn("launcher", "could not move back into %s: %s", back, strerror(-brc));
+  if (made) rmdir(path);
+  return -1;
+}
+
 /* Sets up the daemon's delegated cgroup for job cgroups; 0 with r->cg_dir,
  * or -1 with why. */
 static int cgroup_setup(jobres_t *r, char *why, size_t whylen) {
-  char text[4096], own[2048], ctl[512];
+  char text[4096], own[2048], from[2048], ctl[512], path[4096];
   if (read_small(CG_MOUNT "/cgroup.controllers", ctl, sizeof(ctl)) < 0) {
     snprintf(why, whylen, "no cgroup v2 hierarchy at " CG_MOUNT);
     return -1;
@@ -81,12 +152,18 @@ static int cgroup_setup(jobres_t *r, char *why, size_t whylen) {
     snprintf(why, whylen, "the daemon runs in the root cgroup (no delegated sub-tree)");
     return -1;
   }
+  snprintf(from, sizeof(from), "%s", own);
+  snprintf(path, sizeof(path), CG_MOUNT "%s", from);
+  if (!cgroup_is_ours(path)) {
+    say(why, whylen, "other processes share the daemon's cgroup %s (it needs one of its "
+        "own: systemd Delegate=yes)", path);
+    return -1;
+  }
   char *dir = NULL;
   /* Already moved into our leaf (a restart in the same cgroup keeps it). */
   size_t ol = strlen(own);
   if (ol > 11 && !strcmp(own + ol - 11, "/supervisor")) own[ol - 11] = '\0';
   if (asprintf(&dir, CG_MOUNT "%s", own) < 0) return -1;
-  char path[4096];
   snprintf(path, sizeof(path), "%s/cgroup.controllers", dir);
   if (read_small(path, ctl, sizeof(ctl)) < 0 || !limits_has_controllers(ctl, CG_NEED)) {
     snprintf(why, whylen, "%s does not offer the memory and pids controllers", dir);
@@ -98,20 +175,8 @@ static int cgroup_setup(jobres_t *r, char *why, size_t whylen) {
   }
   /* A cgroup with processes cannot enable controllers for its children
    * ("no internal processes"): the daemon moves into a leaf of its own. */
-  snprintf(path, sizeof(path), "%s/supervisor", dir);
-  if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-    snprintf(why, whylen, "cannot create %s/supervisor: %s", dir, strerror(errno));
-    goto fail;
-  }
-  char pid[32];
-  snprintf(pid, sizeof(pid), "%d", (int)getpid());
-  int rc = write_at(path, "cgroup.procs", pid);
-  if (!rc) rc = write_at(dir, "cgroup.subtree_control", "+memory +pids");
-  if (rc) {
-    snprintf(why, whylen, "cannot enable the memory and pids controllers under %s: %s", dir,
-             strerror(-rc));
-    goto fail;
-  }
+  if (cgroup_take(dir, from, why, whylen)) goto fail;
+  cgroup_sweep_stale(dir);
   r->cg_dir = dir;
   return 0;
 fail:
@@ -150,6 +215,12 @@ int jobres_init(jobres_t *r, const config_t *cfg) {
 }
 
 void jobres_release(jobres_t *r) {
+  jobres_reap(r);
+  for (size_t i = 0; i < r->ngraves; i++) {
+    log_warn("launcher", "cgroup %s still holds processes: left in place", r->graves[i]);
+    free(r->graves[i]);
+  }
+  free(r->graves);
   free(r->prlimit);
   free(r->cg_dir);
   memset(r, 0, sizeof(*r));
@@ -252,13 +323,31 @@ char *jobres_cgroup_create(const jobres_t *r, int64_t job_id, const job_limits_t
   return cg;
 }
 
-void jobres_cgroup_remove(const char *cg) {
+void jobres_cgroup_remove(jobres_t *r, const char *cg) {
   if (!cg) return;
   /* Leftovers of the crawl (it was KILLed by group already; a process that
    * left the group is still in the cgroup): cgroup.kill, Linux 5.14. */
   write_at(cg, "cgroup.kill", "1");
-  if (rmdir(cg) != 0 && errno != ENOENT)
-    log_debug("launcher", "cgroup %s not removed yet: %s", cg, strerror(errno));
+  if (rmdir(cg) == 0 || errno == ENOENT) return;
+  /* The killed need a moment to exit: the sweep tries again. */
+  char *copy = strdup(cg);
+  char **grown = copy ? realloc(r->graves, (r->ngraves + 1) * sizeof(*grown)) : NULL;
+  if (!grown) {
+    log_warn("launcher", "cgroup %s not removed: %s", cg, strerror(errno));
+    free(copy);
+    return;
+  }
+  r->graves = grown;
+  r->graves[r->ngraves++] = copy;
+}
+
+void jobres_reap(jobres_t *r) {
+  size_t kept = 0;
+  for (size_t i = 0; i < r->ngraves; i++) {
+    if (rmdir(r->graves[i]) == 0 || errno == ENOENT) free(r->graves[i]);
+    else r->graves[kept++] = r->graves[i];
+  }
+  r->ngraves = kept;
 }
 
 int jobres_log_says_oom(const char *path) {

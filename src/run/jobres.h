@@ -6,7 +6,8 @@
  *
  * Loop thread only, except jobres_log_says_oom (any thread).
  *
- * Ownership: jobres_t owns its paths (jobres_release frees them);
+ * Ownership: jobres_t owns its paths and the cgroups it still has to
+ * remove (jobres_release frees them);
  * jobres_cgroup_create returns a path the caller frees.
  */
 #ifndef SPIDERD_RUN_JOBRES_H
@@ -21,13 +22,18 @@ typedef struct jobres {
   limits_mech_t mech;
   char *prlimit; /* prlimit(1)'s path (LIMITS_RLIMIT) */
   char *cg_dir;  /* the daemon's delegated cgroup directory (LIMITS_CGROUP) */
+  char **graves; /* job cgroups killed but not yet empty, to remove */
+  size_t ngraves;
 } jobres_t;
 
 /* Chooses the mechanism as cfg->job_limits says ("auto": a delegated cgroup
  * v2, else prlimit, else none) and logs which one is in force and why.
- * Under a cgroup, moves the daemon into a leaf "supervisor" of its cgroup
- * (cgroup v2 lets only a cgroup without processes hand controllers to its
- * children) and enables memory and pids for the job cgroups. 0 or -ENOMEM;
+ * A cgroup is used only when the daemon is alone in it (a cgroup it shares
+ * is not delegated to it); the daemon then moves into a leaf "supervisor"
+ * of it (cgroup v2 lets only a cgroup without processes hand controllers
+ * to its children), enables memory and pids for the job cgroups and
+ * removes the empty job cgroups a previous run left. A refused cgroup is
+ * left as it was found. 0 or -ENOMEM;
  * "nothing usable" is LIMITS_NONE, not an error. */
 int jobres_init(jobres_t *r, const config_t *cfg);
 void jobres_release(jobres_t *r);
@@ -55,8 +61,11 @@ void jobres_sample_cgroup(const char *cg, jobres_usage_t *u);
  * it): its path, or NULL (logged) when it cannot be made; the crawl then
  * runs unlimited by the kernel, its log and items limits still hold. */
 char *jobres_cgroup_create(const jobres_t *r, int64_t job_id, const job_limits_t *lim, int pid);
-/* Kills what is left in a job cgroup and removes it (best effort). */
-void jobres_cgroup_remove(const char *cg);
+/* Kills what is left in a job cgroup and removes it; one whose processes
+ * have not exited yet is kept (a copy of cg) for jobres_reap. */
+void jobres_cgroup_remove(jobres_t *r, const char *cg);
+/* Removes the job cgroups jobres_cgroup_remove kept, those now empty. */
+void jobres_reap(jobres_t *r);
 
 /* Does the last 16 KiB of the log at path report an allocation failure
  * (Python's MemoryError, "Cannot allocate memory", std::bad_alloc)? */

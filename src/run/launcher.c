@@ -238,7 +238,7 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
   if (p->cgroup) {
     /* The cgroup outlives the leader: its counters are whole now. */
     jobres_sample_cgroup(p->cgroup, &p->usage);
-    jobres_cgroup_remove(p->cgroup);
+    jobres_cgroup_remove(&l->res, p->cgroup);
   }
   supervise_usage_t usage = {.mech = p->cgroup ? LIMITS_CGROUP : l->res.mech,
                              .limits = p->limits, .usage = p->usage, .log_path = p->log_path};

@@ -446,6 +446,9 @@ void supervise_end(launcher_t *l, job_t *job, job_state_t state, int from_stats,
   }
   op->rnd = next_rand(l);
   op->finished_count = -1;
+  /* A job cgroup whose killed processes had not exited yet waits for a
+   * sweep, even when no crawl is left to need one. */
+  if (l->res.ngraves) watch_arm(l);
   /* Slots are counted by live processes, so the caller kicks dispatch at
    * once rather than after the commit; the job counts as finished from now
    * on too, so pending + running + finished never dips. */
@@ -500,7 +503,8 @@ static int64_t sweep_period(const launcher_t *l) {
 }
 
 /* Restarts the sweep timer for the earliest thing it must do: the next
- * periodic heartbeat check, or a timeout or kill deadline before it. */
+ * periodic heartbeat check (also while killed job cgroups wait to be
+ * removed), or a timeout or kill deadline before it. */
 static void watch_arm(launcher_t *l) {
   if (l->stopping) return;
   int64_t now = (int64_t)uv_now(l->loop), next = 0;
@@ -510,6 +514,10 @@ static void watch_arm(launcher_t *l) {
     if (!next || l->next_sweep < next) next = l->next_sweep;
     if (p->timeout_at && !p->timed_out && p->timeout_at < next) next = p->timeout_at;
     if (p->kill_at && p->kill_at < next) next = p->kill_at;
+  }
+  if (l->res.ngraves) { /* job cgroups to remove (jobres_reap) */
+    if (!l->next_sweep || l->next_sweep < now) l->next_sweep = now + sweep_period(l);
+    if (!next || l->next_sweep < next) next = l->next_sweep;
   }
   if (!next) {
     uv_timer_stop(&l->watch_timer);
@@ -603,6 +611,7 @@ static void watch_fire(uv_timer_t *t) {
   int64_t hb_timeout = clock_secs_ms(l->cfg->heartbeat_timeout);
   int sweep = l->next_sweep && now >= l->next_sweep;
   if (sweep) l->next_sweep = now + sweep_period(l);
+  if (sweep) jobres_reap(&l->res);
   hb_op_t *batch = NULL;
   size_t nb = 0;
   if (sweep && l->nprocs) {

@@ -772,3 +772,14 @@ def pytest_sessionfinish(session, exitstatus):
         finally:
             d.kill_strays()
 
+
+
+def need(ok, why):
+    """Guards a test on what this machine can do (root, a mount, a cgroup, a
+    program): without it the test is skipped, except under CI=true, where a
+    promise that cannot be tested fails the run instead of passing it."""
+    if ok:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true and this machine cannot run the test: {why}", pytrace=False)
+    pytest.skip(why)

@@ -8,6 +8,11 @@ second or two, without importing Scrapy.
   flood  writes 16 KB lines into its log every 5 ms, forever
   burn   spins the CPU forever
   items  writes 16 KB items into its feed file (SCRAPYD_FEED_URI) every 5 ms
+  hold   prints HOLDING and sleeps 60 s (for a test to look at it meanwhile)
+  forks  forks children that wait for its end, until a fork is refused;
+         prints FORKS n and exits 1. As root it first becomes an unused uid:
+         RLIMIT_NPROC counts the processes of the crawl's user, and does not
+         hold root (spiderd runs as its own user in production)
 
 Before that it prints its argv and /proc/self/limits into the job's log
 (stdout), so a test sees what reached the crawl and which rlimits hold.
@@ -69,3 +74,27 @@ elif mode == "items":
 elif mode == "burn":
     while True:
         pass
+elif mode == "hold":
+    print("HOLDING", flush=True)
+    time.sleep(60)
+elif mode == "forks":
+    if os.getuid() == 0:
+        uid = 200000 + os.getpid() % 100000
+        os.setgid(uid)
+        os.setuid(uid)
+    r, w = os.pipe()
+    n = 0
+    why = "none refused"
+    while n < 500:  # a bound of its own, should the limit not hold
+        try:
+            pid = os.fork()
+        except OSError as e:
+            why = e.strerror
+            break
+        if pid == 0:
+            os.close(w)
+            os.read(r, 1)  # end of file: the crawl has gone
+            os._exit(0)
+        n += 1
+    print(f"FORKS {n} ({why})", flush=True)
+    sys.exit(1)

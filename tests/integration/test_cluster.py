@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import SHARED_STORE, SLOW, store_url, timeout, unique, wait_for
+from conftest import SHARED_STORE, SLOW, STORE_TMPL, store_url, timeout, unique, wait_for
 
 API = "/api/v1"
 HERE = os.path.dirname(os.path.abspath(__file__))

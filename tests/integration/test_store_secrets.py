@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from conftest import free_port, timeout, wait_for
+from conftest import free_port, need, timeout, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PGSERVER = os.path.join(HERE, "..", "pgserver.sh")
@@ -40,8 +40,7 @@ def _as_pg(cmd):
 def pg(tmp_path_factory):
     """(port, ca.pem) of a PostgreSQL whose role 'spd' needs PASSWORD on TCP
     and which offers TLS with a certificate for 127.0.0.1 from ca.pem."""
-    if not _pg_bin() or not shutil.which("openssl"):
-        pytest.skip("PostgreSQL server binaries or openssl not installed")
+    need(_pg_bin() and shutil.which("openssl"), "PostgreSQL server binaries or openssl not installed")
     import tempfile
     top = tempfile.mkdtemp(prefix="spiderd-pg-")  # pytest's tmp is root-only: postgres
     os.chmod(top, 0o755)                          # must reach its data directory
@@ -198,8 +197,7 @@ def test_password_file_problems(spiderd, tmp_path):
 
 @pytest.fixture(scope="module")
 def redis_port(tmp_path_factory):
-    if not shutil.which("redis-server"):
-        pytest.skip("redis-server not installed")
+    need(shutil.which("redis-server"), "redis-server not installed")
     port = free_port()
     d = str(tmp_path_factory.mktemp("redis"))
     p = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1",

@@ -29,7 +29,7 @@ want=(Type=notify NotifyAccess=main "User=spiderd" "ExecStart=/usr/bin/spiderd s
   "Environment=SPIDERD_CONFIG_FILES=/etc/spiderd/scrapyd.conf:/etc/spiderd/conf.d"
   StateDirectory=spiderd LogsDirectory=spiderd WorkingDirectory=/var/lib/spiderd
   ProtectSystem=strict ProtectHome=true PrivateTmp=true NoNewPrivileges=true
-  ProtectKernelTunables=true ProtectKernelModules=true ProtectControlGroups=true
+  ProtectKernelTunables=true ProtectKernelModules=true ProtectControlGroups=false
   "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6" LockPersonality=true
   RestrictRealtime=true SystemCallArchitectures=native Delegate=yes KillMode=mixed
   Restart=on-failure WatchdogSec=30)

@@ -1,6 +1,7 @@
 /* run/jobres.c's readings: a process's /proc usage, a job cgroup's
- * counters (from a stand-in directory: this machine has no delegated
- * cgroup v2), the log tail's allocation failures, and the defaults. */
+ * counters and removal (from stand-in directories: the real cgroup path
+ * is test_limits.py's), the log tail's allocation failures, and the
+ * defaults. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -92,7 +93,48 @@ static void cgroup_needs_the_mechanism(void **state) {
   jobres_t r = {.mech = LIMITS_RLIMIT};
   job_limits_t lim = {.memory = 1 << 30};
   assert_null(jobres_cgroup_create(&r, 7, &lim, getpid()));
-  jobres_cgroup_remove(NULL); /* nothing to do */
+  jobres_cgroup_remove(&r, NULL); /* nothing to do */
+}
+
+/* A job cgroup that still holds something when its crawl ends (here a
+ * stand-in directory holding a file) is kept and removed by a later reap,
+ * once empty; an absent one is not kept. */
+static void a_busy_cgroup_is_reaped_later(void **state) {
+  (void)state;
+  char *d = tmpdir();
+  jobres_t r = {.mech = LIMITS_CGROUP};
+  put(d, "pid", "1\n");
+  jobres_cgroup_remove(&r, d);
+  assert_int_equal(r.ngraves, 1);
+  assert_string_equal(r.graves[0], d);
+  jobres_reap(&r);
+  assert_int_equal(r.ngraves, 1); /* still busy */
+  drop(d, "pid");
+  jobres_reap(&r);
+  assert_int_equal(r.ngraves, 0);
+  assert_int_equal(access(d, F_OK), -1);
+  jobres_cgroup_remove(&r, d); /* gone already */
+  assert_int_equal(r.ngraves, 0);
+  jobres_release(&r);
+  free(d);
+}
+
+/* A cgroup is the daemon's only when no other process is in it. */
+static void a_cgroup_shared_with_others_is_not_ours(void **state) {
+  (void)state;
+  char *d = tmpdir(), mine[64];
+  snprintf(mine, sizeof(mine), "%d\n", (int)getpid());
+  put(d, "cgroup.procs", mine);
+  assert_true(cgroup_is_ours(d));
+  put(d, "cgroup.procs", "");
+  assert_true(cgroup_is_ours(d)); /* empty: moved out already */
+  snprintf(mine, sizeof(mine), "%d\n1\n", (int)getpid());
+  put(d, "cgroup.procs", mine);
+  assert_false(cgroup_is_ours(d));
+  drop(d, "cgroup.procs");
+  assert_false(cgroup_is_ours(d)); /* unreadable */
+  rmdir(d);
+  free(d);
 }
 
 static void log_tail(void **state) {
@@ -158,6 +200,8 @@ int main(void) {
       cmocka_unit_test(sample_self),
       cmocka_unit_test(sample_cgroup_files),
       cmocka_unit_test(cgroup_needs_the_mechanism),
+      cmocka_unit_test(a_busy_cgroup_is_reaped_later),
+      cmocka_unit_test(a_cgroup_shared_with_others_is_not_ours),
       cmocka_unit_test(log_tail),
       cmocka_unit_test(defaults_and_off),
   };
