@@ -94,7 +94,9 @@ PG_TESTS ?= --ignore=test_warm.py --ignore=test_runner.py --ignore=test_limits.p
 	--ignore=test_tls.py --ignore=test_cli.py --ignore=test_auth_cli.py --ignore=test_console_serve.py \
 	--ignore=test_load.py --ignore=test_security.py
 REDIS_TESTS ?= test_cluster.py test_api.py test_jobs.py test_queues.py test_schedules.py \
-	test_unique_jobs.py test_events.py test_family.py test_auth.py test_outage.py
+	test_unique_jobs.py test_events.py test_family.py test_auth.py test_outage.py \
+	test_faults.py test_limits.py test_retention.py test_lifecycle.py test_robust.py \
+	test_drain.py test_lastcred.py test_listing_pages.py
 test-pg: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	tests/store_suite.sh postgresql $(BUILD) $(ASAN_BUILD) $(XDIST) $(PG_TESTS)
