@@ -145,7 +145,7 @@ local WRITES = {HSET = 'h', HSETNX = 'h', HDEL = 'h', HINCRBY = 'h', ZADD = 'z',
 local READS = {EXISTS = 1, GET = 1, HEXISTS = 1, HGET = 1, HGETALL = 1, HLEN = 1,
                HMGET = 1, SCARD = 1, SISMEMBER = 1, SMEMBERS = 1, ZCARD = 1,
                ZCOUNT = 1, ZRANGE = 1, ZRANGEBYLEX = 1, ZRANGEBYSCORE = 1,
-               ZREVRANGE = 1, ZREVRANGEBYSCORE = 1, ZSCORE = 1}
+               ZRANK = 1, ZREVRANGE = 1, ZREVRANGEBYSCORE = 1, ZREVRANK = 1, ZSCORE = 1}
 local function WCALL(cmd, key, ...)
   local w = WRITES[cmd]
   if w then
