@@ -80,7 +80,8 @@ def test_idle_sqlite_daemon_maps_no_lazy_library(spiderd, egg_bytes):
     assert matching(mapped(d), [r"libpq\.so"]) == []
 
 
-@pytest.mark.skipif(not STORE_TMPL.startswith("postgres"), reason="needs SPIDERD_TEST_STORE_URL=postgresql://...")
+@pytest.mark.skipif(not STORE_TMPL.startswith("postgres"),
+                    reason="needs SPIDERD_TEST_STORE_URL=postgresql://...")
 def test_postgresql_store_opens_libpq(spiderd):
     d = spiderd()
     assert d.api("daemonstatus.json")["status"] == "ok"
@@ -110,14 +111,17 @@ def hidden(tmp_path, monkeypatch):
     if probe.returncode != 0:
         pytest.skip(f"no mount namespace here: {probe.stderr.decode().strip()}")
 
+    real = conftest.BIN
+
     def hide(*sonames):
         paths = [library_path(s) for s in sonames]
         assert all(paths), f"not installed: {sonames} -> {paths}"
         inner = tmp_path / "hide.sh"
-        inner.write_text("set -e\n" + "".join(f"mount --bind /dev/null {shlex.quote(p)}\n" for p in paths)
-                         + f'exec {shlex.quote(conftest.BIN)} "$@"\n')
+        mounts = "".join(f"mount --bind /dev/null {shlex.quote(p)}\n" for p in paths)
+        inner.write_text(f'set -e\n{mounts}exec {shlex.quote(real)} "$@"\n')
         wrapper = tmp_path / "spiderd-without"
-        wrapper.write_text(f'#!/bin/sh\nexec unshare -m --propagation private /bin/sh {shlex.quote(str(inner))} "$@"\n')
+        wrapper.write_text("#!/bin/sh\nexec unshare -m --propagation private "
+                           f'/bin/sh {shlex.quote(str(inner))} "$@"\n')
         wrapper.chmod(0o755)
         monkeypatch.setattr(conftest, "BIN", str(wrapper))
     return hide
