@@ -4,21 +4,26 @@
  * replaced below, so every URL is parsed and then fails at its connect:
  * nothing is dialled, no file or directory is made. */
 #include <hiredis/hiredis.h>
-#include <libpq-fe.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
 #include "fuzz.h"
+#include "store/pg/pq_lazy.h"
 #include "store/store.h"
 
-/* The executable's definitions win over the shared libraries' for every
- * call in this program. */
-PGconn *PQconnectdb(const char *conninfo) {
+/* libpq is opened with dlopen (store/pg/pq_lazy.h), so an executable's
+ * PQconnectdb would not be the one called: its pointer is replaced once
+ * libpq is loaded. */
+static PGconn *no_connectdb(const char *conninfo) {
   (void)conninfo;
   return NULL;
 }
+
+/* The executable's definitions win over the shared libraries' for every
+ * call in this program. */
 redisContext *redisConnectWithTimeout(const char *ip, int port, const struct timeval tv) {
   (void)ip;
   (void)port;
@@ -45,6 +50,16 @@ static void one(const char *url) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size > 8192) return 0;
+  /* Without libpq every postgresql:// URL fails before it is parsed, which
+   * is no test of the parser: fail loudly instead. */
+  if (lazy_PQconnectdb != no_connectdb) {
+    char err[320];
+    if (pq_lazy_load(err, sizeof(err))) {
+      fprintf(stderr, "fuzz_store_url: %s\n", err);
+      abort();
+    }
+    lazy_PQconnectdb = no_connectdb;
+  }
   char *buf = fuzz_strndup(data, size);
   for (char *p = buf; p;) {
     char *nl = strchr(p, '\n');

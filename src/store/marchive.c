@@ -1,7 +1,5 @@
 #include "store/marchive.h"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +13,7 @@
 
 #include "error.h"
 #include "fsutil.h"
+#include "store/archive_lazy.h"
 
 #define EGG_SUFFIX ".egg"
 #define COPY_CHUNK (64 * 1024)
@@ -89,13 +88,18 @@ static int bad(char *err, size_t errlen, const char *fmt, const char *a, const c
   return SPD_EBADEGG;
 }
 
-static struct archive *reader_new(void) {
+/* libarchive is opened here, on the first archive: a daemon that only runs
+ * eggs never maps it (store/archive_lazy.h). */
+static int reader_new(struct archive **out, char *err, size_t errlen) {
+  int rc = archive_lazy_load(err, errlen);
+  if (rc) return rc;
   struct archive *a = archive_read_new();
-  if (!a) return NULL;
+  if (!a) return -ENOMEM;
   archive_read_support_filter_gzip(a);
   archive_read_support_format_tar(a);
   archive_read_support_format_zip(a);
-  return a;
+  *out = a;
+  return 0;
 }
 
 static int write_all(int fd, const char *p, size_t len) {
@@ -286,15 +290,17 @@ static int check_open(struct archive *a, int r, manifest_t *m, char *err, size_t
 
 int marchive_check_mem(const void *data, size_t len, manifest_t *m, char *err, size_t errlen) {
   memset(m, 0, sizeof(*m));
-  struct archive *a = reader_new();
-  if (!a) return -ENOMEM;
+  struct archive *a = NULL;
+  int rc = reader_new(&a, err, errlen);
+  if (rc) return rc;
   return check_open(a, archive_read_open_memory(a, data, len), m, err, errlen);
 }
 
 int marchive_check_file(const char *path, manifest_t *m, char *err, size_t errlen) {
   memset(m, 0, sizeof(*m));
-  struct archive *a = reader_new();
-  if (!a) return -ENOMEM;
+  struct archive *a = NULL;
+  int rc = reader_new(&a, err, errlen);
+  if (rc) return rc;
   return check_open(a, archive_read_open_filename(a, path, 64 * 1024), m, err, errlen);
 }
 
@@ -330,10 +336,10 @@ static int load_extracted(const char *dir, manifest_t *m, char *err, size_t errl
 }
 
 static int extract_into(const char *path, const char *dest, char *err, size_t errlen) {
-  struct archive *a = reader_new();
+  struct archive *a = NULL;
   walk_t w = {.dest = dest, .fd = -1};
-  int rc;
-  if (!a) return -ENOMEM;
+  int rc = reader_new(&a, err, errlen);
+  if (rc) return rc;
   if (archive_read_open_filename(a, path, 64 * 1024) != ARCHIVE_OK) {
     rc = bad(err, errlen, "%s is not a readable zip or tar.gz archive: %s", path,
              archive_error_string(a));

@@ -35,7 +35,8 @@ int marchive_kind_mem(const void *data, size_t len);
 int marchive_kind_file(const char *path);
 
 /* Checks every member of the archive in memory (or at path) and parses its
- * manifest into *m. 0, SPD_EBADEGG with a reason in err, or -ENOMEM. */
+ * manifest into *m. 0, SPD_EBADEGG with a reason in err, SPD_ECONFIG with
+ * what to install in err when libarchive cannot be loaded, or -ENOMEM. */
 int marchive_check_mem(const void *data, size_t len, manifest_t *m, char *err, size_t errlen);
 int marchive_check_file(const char *path, manifest_t *m, char *err, size_t errlen);
 

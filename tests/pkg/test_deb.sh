@@ -39,7 +39,7 @@ check "no __pycache__ or .stamp" bash -c '! grep -qE "__pycache__|\.stamp$" <<<"
 check "scrapyd.conf is a conffile" bash -c \
   'dpkg-deb --ctrl-tarfile "$1" | tar -xOf - ./conffiles | grep -qx /etc/spiderd/scrapyd.conf' _ "$deb"
 depends=$(dpkg-deb -f "$deb" Depends)
-for d in python3-scrapy python3 libuv1 libmicrohttpd12 libicu libcurl4 libssl3 adduser; do
+for d in python3-scrapy python3 libuv1 libmicrohttpd12 libicu libcurl4 libssl3 libpq5 libarchive13 adduser; do
   check "Depends: $d" grep -q "$d" <<<"$depends"
 done
 

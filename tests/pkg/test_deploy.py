@@ -154,7 +154,7 @@ def test_dockerfile():
         check(want and not missing, f"runtime stage has the linked libraries {sorted(want)} (missing: {missing})")
     else:
         skip(f"linked libraries: no {BIN} or objdump")
-    for p in ("libicu72", "libcurl4", "libssl3", "python3", "python3-scrapy"):
+    for p in ("libicu72", "libcurl4", "libssl3", "libpq5", "libarchive13", "python3", "python3-scrapy"):
         check(re.search(rf"(?<![\w-]){p}(?![\w-])", runs[1]), f"runtime stage installs {p}")
     check(not re.search(r"-dev\b", runs[1]), "runtime stage installs no -dev package")
 

@@ -12,9 +12,9 @@
 #define SPIDERD_STORE_PG_INT_H
 
 #include <jansson.h>
-#include <libpq-fe.h>
 #include <stdint.h>
 
+#include "store/pg/pq_lazy.h" /* libpq, opened by pg_open */
 #include "store/store_impl.h"
 
 /* Slot ranges: pg.c 0..31, pg/jobs.c 32..127, pg/sched.c 128..191,

@@ -623,10 +623,12 @@ static void pg_close(store_t *s) {
 static int pg_open(const char *url, const char *rest, store_t **out, char *err,
                    size_t errlen) {
   (void)rest;
+  int rc = pq_lazy_load(err, errlen);
+  if (rc) return rc;
   struct pg_store *q = calloc(1, sizeof(*q));
   if (!q) return -ENOMEM;
   q->base.ops = &store_pg_ops;
-  int rc = pg_parse_url(url, &q->conninfo, &q->schema, err, errlen);
+  rc = pg_parse_url(url, &q->conninfo, &q->schema, err, errlen);
   if (rc) goto out;
   snprintf(q->channel, sizeof(q->channel), "spiderd%s%s", q->schema ? "_" : "",
            q->schema ? q->schema : "");
@@ -704,12 +706,14 @@ static void pg_watch_close(store_watch_t *ww) {
 static int pg_watch_open(const char *url, const char *rest, store_watch_t **out, char *err,
                          size_t errlen) {
   (void)rest;
+  int rc = pq_lazy_load(err, errlen);
+  if (rc) return rc;
   struct pg_watch *w = calloc(1, sizeof(*w));
   if (!w) return -ENOMEM;
   w->base.fd = pg_watch_fd;
   w->base.read = pg_watch_read;
   w->base.close = pg_watch_close;
-  int rc = pg_parse_url(url, &w->q.conninfo, &w->q.schema, err, errlen);
+  rc = pg_parse_url(url, &w->q.conninfo, &w->q.schema, err, errlen);
   /* The watch reconnects on the loop thread: never wait long for a host
    * that does not answer. */
   if (!rc) rc = pg_conninfo_default(&w->q.conninfo, "connect_timeout", "2");
