@@ -108,7 +108,7 @@ test-redis: build $(ASAN_BUILD)/build.ninja
 # sanitized, with CI=true, in a VM (qemu) on the kernel of Debian's
 # linux-image-amd64, which tests/cgroupvm.sh fetches with apt-get download and
 # keeps in $(BUILD)/cgroupvm/: this machine's cgroup controllers may be held
-# by cgroup v1. About a minute without KVM.
+# by cgroup v1. One to two minutes without KVM.
 .PHONY: test-cgroup
 test-cgroup: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
