@@ -32,10 +32,10 @@ RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 # ---- runtime ----
 FROM debian:12-slim
 ENV DEBIAN_FRONTEND=noninteractive
-# The libraries spiderd links (and dlopens: ICU, libcurl, libcrypto), and the
+# The libraries spiderd links (and dlopens: ICU, libcurl, libcrypto, libpq, libarchive), and the
 # Scrapy that runs crawls.
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      libuv1 libmicrohttpd12 libjansson4 libsqlite3-0 libinih1 libzip4 libarchive13 \
+      libuv1 libmicrohttpd12 libjansson4 libsqlite3-0 libinih1 libzip4 zlib1g libarchive13 \
       libicu72 libpq5 libhiredis0.14 libcurl4 libssl3 ca-certificates \
       python3 python3-scrapy \
     && rm -rf /var/lib/apt/lists/* \

@@ -4,6 +4,7 @@
     with Nginx(tmp_path / "nginx", upstream_port=d.port) as ngx:
         requests.get(ngx.url + "/daemonstatus.json")
     ngx = Nginx(dir, upstream_port=d.port, prefix="/spiderd").start()  # under /spiderd/
+    ngx.requests()   # [(method, path, status)] from its access log so far
     ngx.stop()
     Nginx(dir, upstream="unix:/path/to/spiderd.sock:")  # to a Unix socket
     Nginx(dir, upstream_port=d.port, forwarded_for=False)  # a proxy that does not say
@@ -88,7 +89,8 @@ pid {d}/nginx.pid;
 error_log {d}/error.log info;
 events {{ worker_connections 256; }}
 http {{
-    access_log {d}/access.log;
+    log_format paths '$request_method $request_uri $status';
+    access_log {d}/access.log paths;
     client_body_temp_path {d}/client_body;
     proxy_temp_path {d}/proxy;
     fastcgi_temp_path {d}/fastcgi;
@@ -96,7 +98,7 @@ http {{
     scgi_temp_path {d}/scgi;
     client_max_body_size 0;
     proxy_http_version 1.1;
-    proxy_read_timeout 300s;
+    proxy_read_timeout 1h;  # event streams
     server {{
         listen 127.0.0.1:{self.port};
         {location}
@@ -162,3 +164,16 @@ http {{
     def __exit__(self, *exc):
         self.stop()
         return False
+
+    def requests(self):
+        """(method, path with query, status) of every request logged so far
+        (a request is logged once its answer is done)."""
+        out = []
+        try:
+            with open(self.access_log, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    method, path, status = line.split()
+                    out.append((method, path, int(status)))
+        except FileNotFoundError:
+            pass
+        return out

@@ -372,7 +372,7 @@ class Daemon:
             self.proc = subprocess.Popen(
                 [BIN, "serve"], cwd=self.workdir, env=self.environ(),
                 stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                start_new_session=True)
+                start_new_session=True, preexec_fn=self.preexec())
         if self not in _live:
             _live.append(self)
         return self.proc
@@ -396,6 +396,11 @@ class Daemon:
             if time.monotonic() > deadline:
                 raise AssertionError(f"spiderd did not answer within {timeout(15)}s:\n{self.stderr_tail()}")
             time.sleep(0.05)
+
+    def preexec(self):
+        """What the daemon's process runs between fork and exec (None:
+        nothing); a subclass starts it in a cgroup, say."""
+        return None
 
     def running(self):
         return self.proc is not None and self.proc.poll() is None

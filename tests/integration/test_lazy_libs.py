@@ -7,18 +7,17 @@ file bound over each in a mount namespace of the daemon's own): a daemon
 that does not need them runs without them, and one that does says what to
 install."""
 
-import io
 import json
 import os
 import re
 import shlex
 import subprocess
-import tarfile
 
 import pytest
 
 import conftest
 from conftest import SANITIZED, STORE_TMPL
+from test_manifest import make_targz
 
 # Mapped by the sanitized build's runtime itself (libubsan needs libstdc++).
 LAZY = [r"libpq\.so", r"libarchive\.so", r"libxml2\.so", r"libicu", r"libgssapi",
@@ -27,20 +26,8 @@ LAZY = [r"libpq\.so", r"libarchive\.so", r"libxml2\.so", r"libicu", r"libgssapi"
 MANIFEST = {"spiders": {"count": {"command": ["sh", "-c", "echo counted"]}}}
 
 
-def targz(files):
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as t:
-        for name, text in files.items():
-            data = text.encode()
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            info.mode = 0o644
-            t.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def project_archive():
-    return targz({"spiderd.json": json.dumps(MANIFEST)})
+    return make_targz({"spiderd.json": json.dumps(MANIFEST)})
 
 
 def mapped(d):

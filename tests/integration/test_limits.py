@@ -28,7 +28,7 @@ import uuid
 
 import pytest
 
-from conftest import BIN, SLOW, Daemon, _live, need, wait_for
+from conftest import SLOW, Daemon, need, wait_for
 
 API = "/api/v1"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -76,22 +76,13 @@ class DelegatedDaemon(Daemon):
         self.cgroup = cgroup
         super().__init__(workdir, **kw)
 
-    def spawn(self):
+    def preexec(self):
         procs = os.path.join(self.cgroup, "cgroup.procs")
 
         def enter():
             with open(procs, "w") as f:
                 f.write("0")
-        self.starts += 1
-        with open(self.stderr_path, "ab") as f:
-            f.write(f"==== spiderd start #{self.starts} ====\n".encode())
-            self.proc = subprocess.Popen(
-                [BIN, "serve"], cwd=self.workdir, env=self.environ(),
-                stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=enter)
-        if self not in _live:
-            _live.append(self)
-        return self.proc
+        return enter
 
 
 def remove_cgroup(path):

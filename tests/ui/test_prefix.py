@@ -36,9 +36,9 @@ def proxied(tmp_path_factory, egg):
         factory.close()
         pytest.skip("the daemon does not serve ui/dist (SPIDERD_UI_DIR)")
     d.upload("testproj", "1", egg("testproj"))
-    n = Nginx(tmp_path_factory.mktemp("nginx"), d.port, PREFIX).start()
+    n = Nginx(tmp_path_factory.mktemp("nginx"), upstream_port=d.port, prefix=PREFIX).start()
     d.front = n
-    d.base = n.url + PREFIX
+    d.base = n.url  # ends with the prefix
     yield d
     n.stop()
     factory.close()
