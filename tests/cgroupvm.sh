@@ -28,6 +28,14 @@ res=$top/results
 targets="virtio_pci 9pnet_virtio 9p"
 
 die() { echo "cgroupvm: $*" >&2; exit 1; }
+# The VM has tmpfs on /tmp and /run: what it must see there comes from the
+# source tree's share.
+for d in "$build" "$asan"; do
+  case $d in
+  "$repo"/*) ;;
+  /tmp/* | /run/*) die "$d: a build directory under /tmp or /run must be inside $repo" ;;
+  esac
+done
 
 for b in "$build" "$asan"; do
   [[ -x $b/spiderd ]] || die "$b/spiderd is not built"
@@ -148,11 +156,19 @@ $B mount -t tmpfs run $R/run
 $B mkdir -p $R/tmp/out
 $B mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 out $R/tmp/out ||
   fail "cannot mount the results directory"
+# A source tree under /tmp or /run (a CI checkout, say) is under the tmpfs
+# just mounted: it comes again from its own share.
+SRC=$($B cat /source_tree)
+if [ ! -d "$R$SRC/tests" ]; then
+  $B mkdir -p "$R$SRC" && $B mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=512000,cache=loose \
+    tree "$R$SRC" || fail "cannot mount the source tree $SRC"
+fi
 $B chroot $R /bin/bash /tmp/out/run.sh >$R/tmp/out/guest.log 2>&1
 $B sync
 $B poweroff -f
 EOF
 chmod 755 "$cache/ird/init"
+printf '%s' "$repo" >"$cache/ird/source_tree"
 (cd "$cache/ird" && find . | LC_ALL=C sort | "$bb" cpio -o -H newc 2>/dev/null) >"$top/initrd"
 
 rm -rf "$res"
@@ -190,6 +206,7 @@ timeout -k 10 "$timeout_s" qemu-system-x86_64 "${accel[@]}" -smp 2 -m "$mem_mb" 
   -kernel "$cache/vmlinuz" -initrd "$top/initrd" \
   -append "console=ttyS0 panic=-1 rdinit=/init" \
   -virtfs local,path=/,mount_tag=root,security_model=none,readonly=on,multidevs=remap \
+  -virtfs "local,path=$repo,mount_tag=tree,security_model=none,readonly=on,multidevs=remap" \
   -virtfs "local,path=$res,mount_tag=out,security_model=none" </dev/null &
 qpid=$!
 qrc=0
