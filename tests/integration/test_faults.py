@@ -27,7 +27,7 @@ import urllib.parse
 import pytest
 import requests
 
-from conftest import SHARED_STORE, SLOW, pid_alive, store_url, unique, wait_for
+from conftest import SHARED_STORE, SLOW, pid_alive, store_url, timeout, unique, wait_for
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FAULTCRAWL = os.path.join(HERE, "faultcrawl.py")
@@ -353,8 +353,10 @@ def test_a_crawl_whose_pid_was_not_recorded_is_adopted_not_run_twice(spiderd, eg
     con.commit()
     con.close()
     d.start()
-    section, entry = d.find("orphan")
-    assert (section, entry["pid"]) == ("running", pid), (section, entry)
+    # The search for unrecorded crawls runs once the daemon answers: until
+    # it adopts the crawl the job is listed running without a pid.
+    entry = d.wait_running("orphan", timeout(10))
+    assert entry["pid"] == pid, entry
     assert "has a crawl the previous daemon started but did not record: pid %d" % pid \
         in d.stderr_text()
     e = d.wait_finished("orphan", 30)
