@@ -35,9 +35,16 @@ def free_port():
         return s.getsockname()[1]
 
 
+# --store: a shared store's URL whose "{}" each daemon fills with a name of
+# its own (postgresql://...?schema={}, redis://...?prefix={}); empty: SQLite.
+STORE = ""
+
+
 class Daemon:
     def __init__(self, binary, max_proc=4, extra=""):
         self.dir = tempfile.mkdtemp(prefix="spiderd-bench-")
+        if STORE:
+            extra += "\nstore = " + STORE.replace("{}", "b" + os.path.basename(self.dir)[-8:]) + "\n"
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         conf = os.path.join(self.dir, "scrapyd.conf")
@@ -196,7 +203,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--only", default="")
+    ap.add_argument("--store", default="", help='a shared store, "{}" for each daemon\'s name')
     a = ap.parse_args()
+    global STORE
+    STORE = a.store
     a.bin = os.path.abspath(a.bin)
     only = set(a.only.split(",")) if a.only else None
 
