@@ -131,7 +131,9 @@ static void store_pool_fail_all(struct store_op *batch, int rc) {
  * the last -EAGAIN reaches the done callback. SQLite never answers
  * -EAGAIN (writes begin IMMEDIATE, so two writers never deadlock; a busy
  * file waits out the busy timeout and then fails as SPD_ESTORE), and
- * Redis cannot roll back, so there nothing runs twice.
+ * Redis's transactions take turns under one lock (redis/redis.c), so
+ * there it does not arise either; a store that cannot roll back
+ * (store_transactional) would never run a write twice.
  *
  * Every write fn may therefore run twice, the first run rolled back.
  * Audit of what each keeps between runs (store/ops.h, every backend's
