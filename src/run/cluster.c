@@ -401,14 +401,6 @@ int cluster_init(cluster_t **out, uv_loop_t *loop, const config_t *cfg, store_po
                  launcher_t *launcher, int shared, const cluster_hooks_t *hooks, char *err,
                  size_t errlen) {
   *out = NULL;
-  if (cfg->nlimits && !store_pool_transactional(store)) {
-    /* A limit's running count must hold until the claim commits. */
-    char url[1024];
-    config_redact_url(cfg->store, url, sizeof(url));
-    snprintf(err, errlen, "[concurrency] limits need a store with transactions (SQLite or "
-             "PostgreSQL), not %s", url);
-    return SPD_ECONFIG;
-  }
   cluster_t *c = calloc(1, sizeof(*c));
   if (!c) return -ENOMEM;
   c->loop = loop;

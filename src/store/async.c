@@ -61,7 +61,6 @@ struct store_worker {
   int queued;           /* q is non-empty: atomic, read without the lock */
   int stop;             /* guarded by pool->lock */
   int started;
-  int retry;            /* the store rolls back: -EAGAIN writes run again */
   uint64_t rng;         /* the retries' jitter (this thread only) */
 };
 
@@ -132,8 +131,7 @@ static void store_pool_fail_all(struct store_op *batch, int rc) {
  * -EAGAIN (writes begin IMMEDIATE, so two writers never deadlock; a busy
  * file waits out the busy timeout and then fails as SPD_ESTORE), and
  * Redis's transactions take turns under one lock (redis/redis.c), so
- * there it does not arise either; a store that cannot roll back
- * (store_transactional) would never run a write twice.
+ * there it does not arise either.
  *
  * Every write fn may therefore run twice, the first run rolled back.
  * Audit of what each keeps between runs (store/ops.h, every backend's
@@ -211,7 +209,7 @@ static void store_pool_write_one(struct store_worker *w, struct store_op *op, in
       return;
     }
     store_rollback_logged(s);
-    if (op->rc != -EAGAIN || !w->retry) return;
+    if (op->rc != -EAGAIN) return;
     if (ran > STORE_RETRY_MAX) {
       log_warn("store", "a write collided with other writes %d times in a row "
                "(deadlock or serialization failure): giving up", ran);
@@ -251,7 +249,7 @@ static struct store_op *store_pool_write_run(struct store_worker *w, struct stor
      * one that did, and run again. */
     if (rc == -EAGAIN && !op->rc && !(rc = store_sp_rollback(s))) op->rc = -EAGAIN;
     if (rc) broken = 1;
-    else if (op->rc == -EAGAIN && w->retry) collided = op;
+    else if (op->rc == -EAGAIN) collided = op;
   }
   if (broken) {
     log_error("store", "group commit: an op broke the transaction (%s); "
@@ -448,7 +446,6 @@ int store_pool_start(uv_loop_t *loop, const char *url, store_pool_t **out,
   /* The writer opens first so that it alone runs any migration. */
   if ((rc = store_open(url, &p->w[STORE_WRITE].store, err, errlen))) goto fail;
   if ((rc = store_open(url, &p->w[STORE_READ].store, err, errlen))) goto fail;
-  p->w[STORE_WRITE].retry = store_transactional(p->w[STORE_WRITE].store);
   if ((rc = uv_async_init(loop, &p->async, store_pool_async_cb))) {
     snprintf(err, errlen, "store pool: %s", uv_strerror(rc));
     goto fail;
@@ -475,10 +472,6 @@ fail:
 
 int store_pool_shared(const store_pool_t *p) {
   return p && store_shared(p->w[STORE_WRITE].store);
-}
-
-int store_pool_transactional(const store_pool_t *p) {
-  return p && store_transactional(p->w[STORE_WRITE].store);
 }
 
 int store_submit(store_pool_t *p, int kind, store_fn fn, void *arg,

@@ -59,8 +59,6 @@ void store_pool_stop(store_pool_t *p);
 
 /* store_shared() of the pool's store (fixed for its life). */
 int store_pool_shared(const store_pool_t *p);
-/* store_transactional() of the pool's store. */
-int store_pool_transactional(const store_pool_t *p);
 
 /* How many write runs were retries after -EAGAIN, since the start. */
 uint64_t store_pool_retries(const store_pool_t *p);

@@ -782,7 +782,6 @@ int store_egg_delete(store_t *s, const char *project, const char *version, int *
   return rc;
 }
 
-int store_transactional(const store_t *s) { return s && !s->ops->no_rollback; }
 
 int store_shared(const store_t *s) { return s && s->ops->shared; }
 

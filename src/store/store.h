@@ -554,11 +554,6 @@ int store_eggs_list(store_t *s, egg_list_t *out);
  * *count (may be NULL) = how many; 0 is not an error. */
 int store_egg_delete(store_t *s, const char *project, const char *version, int *count);
 
-/* Can a transaction be rolled back? 0 on Redis, where every op is atomic
- * on its own (a failed op writes nothing) but a group of ops is not: a
- * rollback undoes nothing, and other connections see each op at once. */
-int store_transactional(const store_t *s);
-
 /* Is this store shared by several nodes (eggs in the store, nodes reaped,
  * notifications)? 0 for SQLite. */
 int store_shared(const store_t *s);

@@ -14,10 +14,6 @@
 
 struct store_ops {
   const char *name; /* the URL scheme, e.g. "sqlite" */
-  /* 1 when a transaction or savepoint cannot be rolled back. No backend
-   * sets it since Redis rolls back too (an undo log under one lock per
-   * store, redis/redis.c); kept for a store that cannot. */
-  int no_rollback;
   /* 1 when several nodes share the store: eggs live in it, nodes are
    * reaped, notices reach other nodes (store_shared). */
   int shared;

@@ -1358,7 +1358,6 @@ static int fx_is_redis(const struct fx *f) { return !strncmp(f->url, "redis", 5)
 static void test_transactions(void **state) {
   struct fx *f = *state;
   store_t *s = f->s;
-  if (!store_transactional(s)) skip();
   job_list_t l = {0};
   job_t g;
 

@@ -157,17 +157,6 @@ static void op_done(void *arg, int rc) {
   if (f->stop_at_end && f->ndone == f->expect) fx_stop(f);
 }
 
-/* A store that rolls nothing back (store_transactional) would skip the
- * tests of rolled-back ops; every backend rolls back. */
-static int transactional(struct fx *f) {
-  char err[256];
-  store_t *s;
-  assert_int_equal(store_open(f->url, &s, err, sizeof(err)), 0);
-  int t = store_transactional(s);
-  store_close(s);
-  return t;
-}
-
 static int64_t count_jobs(struct fx *f) {
   char err[256];
   store_t *s;
@@ -267,7 +256,6 @@ static void run_gated_batch(struct fx *f, struct op *ops, int n) {
 
 static void test_failing_op_isolated(void **state) {
   struct fx *f = *state;
-  if (!transactional(f)) skip();
   struct op ops[5];
   for (int i = 0; i < 5; i++) ops[i] = (struct op){.f = f, .seq = i};
   ops[1].fail = -EIO;
@@ -284,7 +272,6 @@ static void test_failing_op_isolated(void **state) {
 
 static void test_broken_tx_fails_batch(void **state) {
   struct fx *f = *state;
-  if (!transactional(f)) skip();
   struct op ops[3];
   for (int i = 0; i < 3; i++) ops[i] = (struct op){.f = f, .seq = i};
   ops[1].break_tx = 1;
@@ -305,11 +292,6 @@ static void test_eagain_retried(void **state) {
   assert_int_equal(store_submit(f->pool, STORE_WRITE, op_insert, &o, op_done), 0);
   fx_run(f);
   assert_int_equal(f->ndone, 1);
-  if (!transactional(f)) {
-    assert_int_equal(f->rcs[0], -EAGAIN);
-    assert_int_equal(o.runs, 1);
-    return;
-  }
   assert_int_equal(f->rcs[0], 0);
   assert_int_equal(o.runs, 3);
   assert_int_equal(count_jobs(f), 1);
@@ -318,7 +300,6 @@ static void test_eagain_retried(void **state) {
 /* ... a few times: then -EAGAIN is the answer, and nothing was written. */
 static void test_eagain_gives_up(void **state) {
   struct fx *f = *state;
-  if (!transactional(f)) skip();
   struct op o = {.f = f, .seq = 1, .eagain = 1000};
   f->expect = 1;
   f->stop_at_end = 1;
@@ -335,7 +316,6 @@ static void test_eagain_gives_up(void **state) {
  * commit in submission order (the ids they get grow), callbacks too. */
 static void test_eagain_in_batch(void **state) {
   struct fx *f = *state;
-  if (!transactional(f)) skip();
   struct op ops[4];
   for (int i = 0; i < 4; i++) ops[i] = (struct op){.f = f, .seq = i};
   ops[1].eagain = 1;

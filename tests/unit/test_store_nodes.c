@@ -152,16 +152,14 @@ static void test_nodes_reap(void **state) {
 
   job_t g;
   /* Inside a transaction that rolls back, nothing happened. */
-  if (store_transactional(s)) {
-    assert_int_equal(store_tx_begin(s), 0);
-    assert_int_equal(store_nodes_reap(s, "me", 10000, 5000, &lost), 0);
-    assert_int_equal(lost.n, 2);
-    job_list_release(&lost);
-    assert_int_equal(store_tx_rollback(s), 0);
-    g = get(s, o1);
-    assert_int_equal(g.state, JOB_RUNNING);
-    job_release(&g);
-  }
+  assert_int_equal(store_tx_begin(s), 0);
+  assert_int_equal(store_nodes_reap(s, "me", 10000, 5000, &lost), 0);
+  assert_int_equal(lost.n, 2);
+  job_list_release(&lost);
+  assert_int_equal(store_tx_rollback(s), 0);
+  g = get(s, o1);
+  assert_int_equal(g.state, JOB_RUNNING);
+  job_release(&g);
 
   /* Appended to what the list holds: whole rows, as they were. */
   lost.v = calloc(1, sizeof(job_t));

@@ -2156,7 +2156,6 @@ static void test_stats_keys(void **state) {
 
 static void test_transactions(void **state) {
   struct fx *f = *state;
-  if (!store_transactional(f->s)) skip();
   queue_item_list_t l = {0};
   assert_int_equal(store_tx_begin(f->s), 0);
   for (int i = 0; i < 3; i++) {

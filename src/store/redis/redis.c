@@ -1060,7 +1060,6 @@ static int redis_watch_open(const char *url, const char *rest, store_watch_t **o
 
 const struct store_ops store_redis_ops = {
     .name = "redis",
-    .no_rollback = 0,
     .shared = 1,
     .open = redis_open,
     .close = redis_close,
