@@ -1,8 +1,6 @@
 #include "core/cron.h"
 
 #include <ctype.h>
-#include <dlfcn.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +10,7 @@
 #include <unicode/ucal.h>
 #include <unicode/ustring.h>
 
+#include "dynlib.h"
 #include "error.h"
 
 /* ICU is opened on first use rather than linked: linked, its C++ relocations
@@ -24,22 +23,14 @@
   X(ucal_getTimeZoneTransitionDate) X(ucal_open) X(ucal_setMillis) X(ucal_get)
 #define ICU_PTR(fn) static __typeof__(fn) *icu_##fn;
 ICU_FUNCS(ICU_PTR)
-static pthread_once_t icu_once = PTHREAD_ONCE_INIT;
-static int icu_loaded;
+#define ICU_NAME(fn) ICU_STR(fn), /* the versioned name: u_charsToUChars_72 */
+#define ICU_SLOT(fn) (void **)&icu_##fn,
+static const char *const icu_names[] = {ICU_FUNCS(ICU_NAME)};
+static void **const icu_slots[] = {ICU_FUNCS(ICU_SLOT)};
+static dynlib_t icu_lib = DYNLIB_INIT("libicui18n.so." ICU_STR(U_ICU_VERSION_MAJOR_NUM), NULL,
+                                      icu_names, icu_slots);
 
-static void icu_load(void) {
-  void *h = dlopen("libicui18n.so." ICU_STR(U_ICU_VERSION_MAJOR_NUM), RTLD_NOW | RTLD_LOCAL);
-  if (!h) return;
-  int ok = 1;
-#define ICU_SYM(fn) ok &= (*(void **)&icu_##fn = dlsym(h, ICU_STR(fn))) != NULL;
-  ICU_FUNCS(ICU_SYM)
-  icu_loaded = ok;
-}
-
-static int icu_ready(void) {
-  pthread_once(&icu_once, icu_load);
-  return icu_loaded;
-}
+static int icu_ready(void) { return !dynlib_load(&icu_lib, NULL, 0); }
 
 #define MS_PER_DAY 86400000LL
 #define HORIZON_MS ((int64_t)CRON_HORIZON_YEARS * 366 * MS_PER_DAY)
