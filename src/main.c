@@ -23,7 +23,7 @@
 #include "fsutil.h"
 #include "log.h"
 #include "metrics.h"
-#include "net/addr.h"
+#include "addr.h"
 #include "sdnotify.h"
 #include "api/sse.h"
 #include "store/eggs.h"
@@ -424,12 +424,12 @@ static int start_http(app_t *app, char *err, size_t errlen) {
 /* Scrapyd serves whoever reaches it, and deploying an egg runs its code:
  * on an address other machines reach, no authentication is a choice the
  * operator makes out loud (--insecure), not a default. Loopback is what
- * net_addr_loopback says: 127.0.0.0/8, ::1 and "localhost" when it
+ * addr_loopback says: 127.0.0.0/8, ::1 and "localhost" when it
  * resolves to them only; anything else (a name, "127.1", "") is public.
  * api/ops_auth.c keeps the last admin of such a node while it runs. */
 static int check_exposure(const app_t *app, char *err, size_t errlen) {
   const config_t *cfg = &app->cfg;
-  if (cfg->http_port <= 0 || net_addr_loopback(cfg->bind_address) || auth_enabled(app)) return 0;
+  if (cfg->http_port <= 0 || addr_loopback(cfg->bind_address) || auth_enabled(app)) return 0;
   if (cfg->insecure) {
     log_warn("main", "serving %s:%d without authentication (--insecure): anyone who reaches it "
              "can deploy and run code", cfg->bind_address, cfg->http_port);

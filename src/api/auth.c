@@ -15,7 +15,7 @@
 #include "flow/jobtoken.h"
 #include "http/trust.h"
 #include "log.h"
-#include "net/addr.h"
+#include "addr.h"
 #include "net/curl_lazy.h"
 
 #define API_PREFIX "/api/v1"
@@ -390,7 +390,7 @@ static int by_node(auth_t *a, http_req_t *r, auth_req_t *ar, const char *token, 
  * run with --insecure lets callers in. */
 static int open_to(const app_t *app, const char *addr) {
   const config_t *cfg = &app->cfg;
-  return cfg->insecure || cfg->http_port <= 0 || net_addr_loopback(cfg->bind_address) ||
+  return cfg->insecure || cfg->http_port <= 0 || addr_loopback(cfg->bind_address) ||
          http_addr_local(addr);
 }
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr.h"
+
 static const unsigned char v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 
 int http_addr_parse(const char *text, unsigned char out[16]) {
@@ -47,12 +49,7 @@ static int net_has(const http_net_t *net, const unsigned char a[16]) {
 }
 
 int http_addr_local(const char *addr) {
-  static const http_net_t loop4 = {{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127}, 104};
-  static const http_net_t loop6 = {{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}, 128};
-  unsigned char a[16];
-  if (!strcmp(addr, "unix")) return 1;
-  if (http_addr_parse(addr, a)) return 0;
-  return net_has(&loop4, a) || net_has(&loop6, a);
+  return !strcmp(addr, "unix") || addr_loopback_numeric(addr);
 }
 
 /* "10.0.0.0/8", "fd00::/8" or a single address. */

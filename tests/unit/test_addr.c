@@ -1,4 +1,4 @@
-/* net/addr.h: which bind addresses only this machine reaches. A wrong 1
+/* addr.h: which bind addresses only this machine reaches. A wrong 1
  * lets a daemon serve the network without authentication, so the table
  * is mostly what must be 0. */
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "net/addr.h"
+#include "addr.h"
 
 #define N_ELEMS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -63,7 +63,7 @@ static const struct addr_case numeric_cases[] = {
     {"[]", 0},
     {"[127.0.0.1]", 0},
     {"", 0},
-    {"localhost", 0}, /* a name: net_addr_loopback_numeric never resolves */
+    {"localhost", 0}, /* a name: addr_loopback_numeric never resolves */
     {"LOCALHOST", 0},
 };
 
@@ -71,14 +71,14 @@ static void test_numeric_table(void **state) {
   (void)state;
   for (size_t i = 0; i < N_ELEMS(numeric_cases); i++) {
     const struct addr_case *c = &numeric_cases[i];
-    if (net_addr_loopback_numeric(c->addr) != c->loopback)
-      fail_msg("net_addr_loopback_numeric(\"%s\") != %d", c->addr, c->loopback);
+    if (addr_loopback_numeric(c->addr) != c->loopback)
+      fail_msg("addr_loopback_numeric(\"%s\") != %d", c->addr, c->loopback);
     /* a number is a number for both */
-    if (strcmp(c->addr, "localhost") && net_addr_loopback(c->addr) != c->loopback)
-      fail_msg("net_addr_loopback(\"%s\") != %d", c->addr, c->loopback);
+    if (strcmp(c->addr, "localhost") && addr_loopback(c->addr) != c->loopback)
+      fail_msg("addr_loopback(\"%s\") != %d", c->addr, c->loopback);
   }
-  assert_int_equal(net_addr_loopback_numeric(NULL), 0);
-  assert_int_equal(net_addr_loopback(NULL), 0);
+  assert_int_equal(addr_loopback_numeric(NULL), 0);
+  assert_int_equal(addr_loopback(NULL), 0);
 }
 
 /* A string longer than any address, with loopback at its start. */
@@ -88,10 +88,10 @@ static void test_long_input(void **state) {
   memset(buf, '1', sizeof(buf) - 1);
   buf[sizeof(buf) - 1] = '\0';
   memcpy(buf, "127.0.0.1", 9);
-  assert_int_equal(net_addr_loopback(buf), 0);
+  assert_int_equal(addr_loopback(buf), 0);
   buf[0] = '[';
   buf[sizeof(buf) - 2] = ']';
-  assert_int_equal(net_addr_loopback(buf), 0);
+  assert_int_equal(addr_loopback(buf), 0);
 }
 
 /* "localhost" is loopback as the documentation promises, because the
@@ -99,12 +99,12 @@ static void test_long_input(void **state) {
  * no other name is, however it resolves. */
 static void test_names(void **state) {
   (void)state;
-  assert_int_equal(net_addr_loopback("localhost"), 1);
-  assert_int_equal(net_addr_loopback("localhost."), 0);
-  assert_int_equal(net_addr_loopback("Localhost"), 0);
-  assert_int_equal(net_addr_loopback("ip6-localhost"), 0);
-  assert_int_equal(net_addr_loopback("localhost.localdomain"), 0);
-  assert_int_equal(net_addr_loopback("127.0.0.1.nip.io"), 0);
+  assert_int_equal(addr_loopback("localhost"), 1);
+  assert_int_equal(addr_loopback("localhost."), 0);
+  assert_int_equal(addr_loopback("Localhost"), 0);
+  assert_int_equal(addr_loopback("ip6-localhost"), 0);
+  assert_int_equal(addr_loopback("localhost.localdomain"), 0);
+  assert_int_equal(addr_loopback("127.0.0.1.nip.io"), 0);
 }
 
 int main(void) {

@@ -1,5 +1,5 @@
-/* Which listening addresses only this machine reaches (net/addr.h). */
-#include "net/addr.h"
+/* Which listening addresses only this machine reaches (addr.h). */
+#include "addr.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -20,7 +20,7 @@ static int v6_loopback(const struct in6_addr *a) {
   return v4_loopback(&v4);
 }
 
-int net_addr_loopback_numeric(const char *addr) {
+int addr_loopback_numeric(const char *addr) {
   char host[INET6_ADDRSTRLEN + 1];
   struct in_addr a4;
   struct in6_addr a6;
@@ -56,7 +56,7 @@ static int resolves_to_loopback(const char *name) {
   return ok;
 }
 
-int net_addr_loopback(const char *addr) {
-  if (net_addr_loopback_numeric(addr)) return 1;
+int addr_loopback(const char *addr) {
+  if (addr_loopback_numeric(addr)) return 1;
   return addr && !strcmp(addr, "localhost") && resolves_to_loopback(addr);
 }
