@@ -11,6 +11,8 @@
 #include <cmocka.h>
 
 #include "api/render.h"
+#include "core/job.h"
+#include "strbuf.h"
 
 static void json_like_python(void **state) {
   (void)state;
@@ -73,6 +75,46 @@ static void runtime_format(void **state) {
   assert_string_equal(buf, "1 day, 0:01:01");
 }
 
+/* A pending job's listjobs.json entry is written directly when it needs no
+ * escape and no exponent, and through jansson otherwise: both must write
+ * the same bytes. The same job is rendered twice, once with an id that
+ * takes the direct path and once with one that needs an escape (so
+ * jansson's path), and the two texts must differ by the id alone. */
+static void pending_entry_direct_and_jansson_agree(void **state) {
+  (void)state;
+  const double prios[] = {0, 1, -1, 0.1, 2.5, 1e20, -0.0, 123456789.125};
+  const int64_t timeouts[] = {0, 1500, 7200000};
+  for (size_t k = 0; k < sizeof(prios) / sizeof(*prios) * 3; k++) {
+    job_t j;
+    job_init(&j);
+    j.project = strdup("proj");
+    j.spider = strdup("spi_der");
+    j.version = k % 2 ? strdup("1.0-r2") : NULL;
+    j.settings = k % 3 ? json_pack("{s:s,s:s}", "DOWNLOAD_DELAY", "2", "B", "x") : NULL;
+    j.args = k % 4 ? json_pack("{s:s}", "city", "\xc3\xb1o\x7f") : json_object();
+    j.priority = prios[k / 3];
+    j.timeout_ms = timeouts[k % 3];
+    j.not_before_ms = k % 5 ? 0 : 1795714760123;
+    j.attempt = (int)(k % 3) + 1;
+    j.max_retries = (int)(k % 4);
+    j.retry_of = k % 3 ? (int64_t)k * 1000 : 0;
+    strbuf_t direct = {0}, slow = {0};
+    j.jobid = strdup("jobAB1");
+    render_listjobs_row(NULL, 0, 0, &j, &direct);
+    free(j.jobid);
+    j.jobid = strdup("job\"1"); /* an escape: jansson's path */
+    render_listjobs_row(NULL, 0, 0, &j, &slow);
+    assert_false(direct.failed || slow.failed);
+    char *at = strstr(slow.p, "job\\\"1");
+    assert_non_null(at);
+    memcpy(at, "jobAB1", 6); /* the same length as the escaped id */
+    assert_string_equal(direct.p, slow.p);
+    strbuf_release(&direct);
+    strbuf_release(&slow);
+    job_release(&j);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(json_like_python),
@@ -80,6 +122,7 @@ int main(void) {
       cmocka_unit_test(json_string_literal),
       cmocka_unit_test(time_formats),
       cmocka_unit_test(runtime_format),
+      cmocka_unit_test(pending_entry_direct_and_jansson_agree),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
