@@ -57,6 +57,7 @@ typedef struct auth {
   struct waiter *waiters; /* auth_reload's callbacks for the next read */
   job_project_t jobs[JOB_CACHE_MAX]; /* running jobs' projects, by row id */
   size_t jobs_next;
+  int exposed;     /* auth_exposed() */
   int pending;     /* store reads and password checks in flight */
   int closing;     /* auth_free ran: the last of them frees */
 } auth_t;
@@ -389,9 +390,7 @@ static int by_node(auth_t *a, http_req_t *r, auth_req_t *ar, const char *token, 
  * own machine, trusted enough to run without authentication, or a node
  * run with --insecure lets callers in. */
 static int open_to(const app_t *app, const char *addr) {
-  const config_t *cfg = &app->cfg;
-  return cfg->insecure || cfg->http_port <= 0 || addr_loopback(cfg->bind_address) ||
-         http_addr_local(addr);
+  return !auth_exposed(app) || http_addr_local(addr);
 }
 
 static int on_auth(void *ud, http_req_t *r, const http_credentials_t *c) {
@@ -621,6 +620,8 @@ static void on_deny(void *ud, http_req_t *r, int verdict) {
 
 /* ---- who, and what they may do ---- */
 
+int auth_exposed(const app_t *app) { return app->auth && app->auth->exposed; }
+
 int auth_enabled(const app_t *app) {
   const auth_t *a = app->auth;
   return (app->cfg.username[0] && app->cfg.password[0]) || (a && a->list.n > 0);
@@ -820,6 +821,9 @@ int auth_init(app_t *app, principal_list_t *loaded, const char *gen) {
   }
   a->app = app;
   a->epoch = 1;
+  /* once: "localhost" would be resolved at every anonymous request */
+  const config_t *cfg = &app->cfg;
+  a->exposed = cfg->http_port > 0 && !cfg->insecure && !addr_loopback(cfg->bind_address);
   if (loaded) {
     a->list = *loaded;
     memset(loaded, 0, sizeof(*loaded));

@@ -71,6 +71,12 @@ void auth_free(app_t *app);
 /* Is authentication on (a configured password, or a user or token)? */
 int auth_enabled(const app_t *app);
 
+/* Does this node serve beyond loopback (a TCP listener on an address other
+ * than loopback) without --insecure? Decided once, at auth_init: then it
+ * must never be open to everyone (main.c, the last admin in ops_auth.c,
+ * anonymous callers in on_auth). */
+int auth_exposed(const app_t *app);
+
 /* Who sent req: never NULL (a public route's caller is an anonymous reader
  * when authentication is on). */
 const auth_who_t *auth_who(const app_t *app, const http_req_t *req);

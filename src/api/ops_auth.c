@@ -27,7 +27,6 @@
 #include "core/names.h"
 #include "error.h"
 #include "log.h"
-#include "addr.h"
 
 #define PASSWORD_MIN 8
 #define PASSWORD_MAX 1024
@@ -197,9 +196,7 @@ static int audit(store_t *s, const char *type, const principal_t *p, const char 
  * store thread: cfg does not change while the daemon runs. */
 static int64_t keep_admin_at(const app_t *app) {
   const config_t *cfg = &app->cfg;
-  if (cfg->http_port <= 0 || cfg->insecure || addr_loopback(cfg->bind_address) ||
-      (cfg->username[0] && cfg->password[0]))
-    return 0;
+  if (!auth_exposed(app) || (cfg->username[0] && cfg->password[0])) return 0;
   return clock_wall_ms();
 }
 
