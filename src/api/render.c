@@ -181,8 +181,8 @@ static json_t *listjobs_pending(const config_t *cfg, const job_t *j) {
   json_object_set_new(o, "project", json_string(j->project));
   json_object_set_new(o, "spider", json_string(j->spider));
   json_object_set_new(o, "version", j->version ? json_string(j->version) : json_null());
-  json_object_set(o, "settings", j->settings ? j->settings : json_object());
-  json_object_set(o, "args", j->args ? j->args : json_object());
+  json_object_set_new(o, "settings", j->settings ? json_incref(j->settings) : json_object());
+  json_object_set_new(o, "args", j->args ? json_incref(j->args) : json_object());
   json_object_set_new(o, "priority", json_real(j->priority));
   render_job_policy(o, j);
   return o;
