@@ -346,7 +346,9 @@ static void wire_flow(app_t *app) {
                              .running_here = flow_running_hook,
                              .schedules_changed = flow_schedules_hook,
                              .cluster = app->cluster,
-                             .last_beat = flow_last_beat_hook};
+                             .last_beat = flow_last_beat_hook,
+                             .counters = &app->counters,
+                             .metrics = app->metrics};
 }
 
 /* The store threads and the modules on the loop: spider lister, launcher,

@@ -2,6 +2,8 @@
 
 #include <errno.h>
 
+#include "metrics.h"
+
 void flow_dispatch(const flow_hooks_t *h) {
   if (h->dispatch) h->dispatch(h->launcher);
 }
@@ -26,4 +28,17 @@ int64_t flow_last_beat(const flow_hooks_t *h) {
 
 int flow_drain(const flow_hooks_t *h, int on) {
   return h->drain ? h->drain(h->node, on) : -ENOTSUP;
+}
+
+void flow_apply(const flow_hooks_t *h, const flow_change_t *c) {
+  job_counters_t *n = h->counters;
+  if (n) {
+    n->pending += c->queued - c->unqueued;
+    if (n->pending < 0) n->pending = 0;
+    n->finished += c->finished;
+    if (n->finished < 0) n->finished = 0;
+  }
+  if (c->queued > 0 && h->metrics) metrics_inc(h->metrics, &h->metrics->jobs_queued, (uint64_t)c->queued);
+  if (c->schedules) flow_schedules_changed(h);
+  if (c->dispatch) flow_dispatch(h);
 }

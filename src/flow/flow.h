@@ -11,6 +11,8 @@
 
 #include <stdint.h>
 
+struct metrics;
+
 /* Job counts kept on the loop thread (a cache of the store's counts, updated
  * by every change this daemon makes), so daemonstatus never waits on I/O. */
 typedef struct job_counters {
@@ -41,7 +43,26 @@ typedef struct flow_hooks {
    * claims again (on = 0). 0, or SPD_ESHUTDOWN when the daemon is stopping
    * (a signal's drain ends in the stop: it cannot be undone). */
   int (*drain)(void *node, int on);
+  job_counters_t *counters; /* the node's job counts (app.h); NULL = none kept */
+  struct metrics *metrics;  /* metrics.h; NULL = none */
 } flow_hooks_t;
+
+/* What one state change did, as the loop must learn it. A flow function
+ * fills one on its store thread (beside the store writes and events it made,
+ * in the same transaction); the caller hands it to flow_apply on the loop
+ * once the op has committed, and nothing else touches the counters, the
+ * jobs_queued metric or the wake-ups. Zero = nothing changed. */
+typedef struct flow_change {
+  int64_t queued;    /* jobs put in the queue: pending += n, jobs_queued += n */
+  int64_t unqueued;  /* pending jobs that left it (claimed, cancelled): pending -= n */
+  int64_t finished;  /* started jobs that reached a final state (+) or left history (-) */
+  unsigned dispatch : 1;  /* jobs may be claimable now: wake this node's launcher */
+  unsigned schedules : 1; /* a schedule changed: the scheduler ticks now */
+} flow_change_t;
+
+/* Applies c on the loop: counters (never below 0), metrics, then the
+ * wake-ups. */
+void flow_apply(const flow_hooks_t *h, const flow_change_t *c);
 
 void flow_dispatch(const flow_hooks_t *h);
 int flow_signal(const flow_hooks_t *h, const char *project, const char *jobid, int sig,
