@@ -22,7 +22,7 @@ FUZZ_PKGS := clang libclang-rt-14-dev
 DEB_PKGS += $(if $(shell command -v node 2>/dev/null),,nodejs) $(if $(shell command -v npm 2>/dev/null),,npm)
 
 # The console, docs and API reference (ui/dist/, served at /ui/, /docs/, /api/).
-UI_SRC := ui/build.mjs ui/package.json $(shell find ui/src -type f 2>/dev/null) $(wildcard docs/*.md)
+UI_SRC := ui/build.mjs ui/package.json $(shell find ui/src -type f 2>/dev/null) $(wildcard docs/*.md) src/core/event.h
 UI_STAMP := ui/dist/.stamp
 
 .PHONY: deps build run ui test test-unit test-integration test-ui test-asan test-pg test-redis \

@@ -32,6 +32,29 @@ const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&
 
 // ---- the console ----------------------------------------------------------
 
+// The event types, from the daemon's one list (EVENT_TYPES in
+// src/core/event.h, one `X(ID, "type", "meaning")` a line): the console
+// imports them as `spiderd:events` instead of keeping a copy.
+function eventTypes() {
+  const h = fs.readFileSync(path.join(ROOT, 'src', 'core', 'event.h'), 'utf8');
+  const types = [...h.matchAll(/^\s*X\([A-Z_]+, "([a-z]+\.[a-z_]+)", "([^"]*)"\)/gm)]
+    .map(([, name, meaning]) => ({ name, meaning }));
+  if (!types.length) throw new Error('src/core/event.h: no EVENT_TYPES entries');
+  return types;
+}
+
+const eventsModule = {
+  name: 'spiderd-events',
+  setup(b) {
+    b.onResolve({ filter: /^spiderd:events$/ }, () => ({ path: 'events', namespace: 'spiderd' }));
+    b.onLoad({ filter: /.*/, namespace: 'spiderd' }, () => ({
+      contents: `export const EVENT_TYPES = ${JSON.stringify(eventTypes())};`,
+      loader: 'js',
+      watchFiles: [path.join(ROOT, 'src', 'core', 'event.h')],
+    }));
+  },
+};
+
 async function buildConsole() {
   const out = path.join(DIST, 'console');
   const res = await build({
@@ -46,6 +69,7 @@ async function buildConsole() {
     legalComments: 'none',
     write: false,
     logLevel: 'warning',
+    plugins: [eventsModule],
   });
   const assets = [];
   for (const f of res.outputFiles) {

@@ -1,9 +1,15 @@
 // Events (the activity feed, live) and Nodes.
 import { useEffect, useState } from 'preact/hooks';
+import { EVENT_TYPES } from 'spiderd:events';
 import { api, Err, html, Link, Loading, setQuery, StateBadge, Time, useApi, useEvents, useLive, useRoute } from '../lib.js';
 
-const TYPES = ['job.', 'job.queued', 'job.started', 'job.finished', 'job.failed', 'job.cancelled', 'job.lost', 'job.retried', 'job.timeout',
-  'schedule.', 'run.', 'run.missed', 'run.skipped'];
+// Every event type (the daemon's list, src/core/event.h), each family's
+// prefix first: "job." shows every job event.
+const TYPES = EVENT_TYPES.flatMap((t, i) => {
+  const fam = t.name.slice(0, t.name.indexOf('.') + 1);
+  const first = i === 0 || !EVENT_TYPES[i - 1].name.startsWith(fam);
+  return first ? [{ name: fam, meaning: `every ${fam.slice(0, -1)} event` }, t] : [t];
+});
 
 // Newest first, a page at a time (order=desc, then before= the page's oldest).
 const PAGE = 200;
@@ -40,7 +46,7 @@ export function Events() {
     <h1>Events <span class=${'live is-' + live}>${live === 'live' ? '● live' : '○ ' + live}</span></h1>
     <form class="filters" onSubmit=${(e) => e.preventDefault()}>
       <label>Type <select id="event-type" value=${type} onChange=${(e) => setQuery({ type: e.target.value })}>
-        <option value="">all</option>${TYPES.map((t) => html`<option value=${t}>${t.endsWith('.') ? t + '*' : t}</option>`)}</select></label>
+        <option value="">all</option>${TYPES.map((t) => html`<option value=${t.name} title=${t.meaning}>${t.name.endsWith('.') ? t.name + '*' : t.name}</option>`)}</select></label>
     </form>
     <${Err} error=${st.error} />
     ${st.loading && !st.events.length ? html`<p class="loading">Loading…</p>` : !st.events.length ? html`<p class="empty">No events${type ? ` of type ${type}` : ''}.</p>` : html`
