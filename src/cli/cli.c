@@ -80,54 +80,21 @@ void cli_print_json(const json_t *j) {
   fputc('\n', stdout);
 }
 
-void cli_field(const json_t *o, const char *key, char *buf, size_t n) {
-  const json_t *v = json_object_get(o, key);
-  buf[0] = '\0';
-  if (json_is_string(v)) {
-    snprintf(buf, n, "%s", json_string_value(v));
-  } else if (json_is_integer(v)) {
-    snprintf(buf, n, "%lld", (long long)json_integer_value(v));
-  } else if (json_is_real(v)) {
-    snprintf(buf, n, "%.15g", json_real_value(v));
-  } else if (json_is_boolean(v)) {
-    snprintf(buf, n, "%s", json_is_true(v) ? "yes" : "no");
-  } else if (v && !json_is_null(v)) {
-    char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
-    snprintf(buf, n, "%s", s ? s : "");
-    free(s);
-  }
-}
-
-void cli_ms_field(const json_t *o, const char *key, char *buf, size_t n) {
-  const json_t *v = json_object_get(o, key);
-  buf[0] = '\0';
-  if (json_is_integer(v)) fmt_local_time(json_integer_value(v), buf, n);
-}
-
-void cli_iso_field(const json_t *o, const char *key, char *buf, size_t n) {
-  const char *s = json_string_value(json_object_get(o, key));
-  int64_t ms;
-  buf[0] = '\0';
-  if (!s) return;
-  if (fmt_iso_to_ms(s, &ms) == 0)
-    fmt_local_time(ms, buf, n);
+int cli_answer(cli_ctx_t *ctx, json_t *r, void (*print)(const json_t *r)) {
+  if (ctx->json)
+    cli_print_json(r);
   else
-    snprintf(buf, n, "%s", s);
+    print(r);
+  json_decref(r);
+  return CLI_OK;
 }
 
-void cli_pairs_field(const json_t *o, const char *key, char *buf, size_t n) {
-  const json_t *obj = json_object_get(o, key);
-  const char *k;
-  const json_t *v;
-  size_t len = 0;
-  buf[0] = '\0';
-  json_object_foreach((json_t *)obj, k, v) {
-    char val[512];
-    cli_field(obj, k, val, sizeof(val));
-    int w = snprintf(buf + len, n - len, "%s%s=%s", len ? ", " : "", k, val);
-    if (w < 0 || (size_t)w >= n - len) break;
-    len += (size_t)w;
-  }
+int cli_delete(cli_ctx_t *ctx, const char *const *segs, size_t nsegs, const char *done) {
+  json_t *r = NULL;
+  int rc = cli_call(ctx, "DELETE", segs, nsegs, NULL, NULL, &r);
+  json_decref(r);
+  if (!rc && !ctx->json) printf("%s\n", done);
+  return rc;
 }
 
 int cli_pairs_option(const cli_args_t *a, int id, const char *flag, json_t *obj, const char *key,
@@ -221,11 +188,11 @@ static int cmd_status(cli_ctx_t *ctx, const cli_args_t *a) {
     cli_print_json(r);
   } else {
     char started[64], up[64], v[3][32];
-    cli_iso_field(r, "started_at", started, sizeof(started));
+    fmt_iso_field(r, "started_at", started, sizeof(started));
     fmt_duration(json_integer_value(json_object_get(r, "uptime")), up, sizeof(up));
-    cli_field(r, "pending", v[0], sizeof(v[0]));
-    cli_field(r, "running", v[1], sizeof(v[1]));
-    cli_field(r, "finished", v[2], sizeof(v[2]));
+    fmt_field(r, "pending", v[0], sizeof(v[0]));
+    fmt_field(r, "running", v[1], sizeof(v[1]));
+    fmt_field(r, "finished", v[2], sizeof(v[2]));
     printf("daemon:    %s (node %s)\n", ctx->client.base,
            json_string_value(json_object_get(r, "node_name")));
     printf("version:   %s\n", json_string_value(json_object_get(r, "version")));
@@ -241,26 +208,23 @@ static int cmd_status(cli_ctx_t *ctx, const cli_args_t *a) {
 /* ---- drain ---- */
 
 /* The node that answers --url drains (or, with --cancel, claims again). */
+static void print_drain(const json_t *r) {
+  char running[32];
+  fmt_field(r, "running", running, sizeof(running));
+  if (json_is_true(json_object_get(r, "draining")))
+    printf("node %s is draining: it claims no jobs; %s crawl(s) still running%s\n",
+           json_string_value(json_object_get(r, "name")), running,
+           json_is_true(json_object_get(r, "stopping")) ? " (stopping)" : "");
+  else
+    printf("node %s claims jobs again\n", json_string_value(json_object_get(r, "name")));
+}
+
 static int cmd_drain(cli_ctx_t *ctx, const cli_args_t *a) {
   int cancel = cli_args_get(a, O_CANCEL) != NULL;
   json_t *r = NULL;
   int rc = cli_call(ctx, "POST", (const char *[]){"nodes", "self", cancel ? "undrain" : "drain"},
                     3, NULL, NULL, &r);
-  if (rc) return rc;
-  if (ctx->json) {
-    cli_print_json(r);
-  } else {
-    char running[32];
-    cli_field(r, "running", running, sizeof(running));
-    if (json_is_true(json_object_get(r, "draining")))
-      printf("node %s is draining: it claims no jobs; %s crawl(s) still running%s\n",
-             json_string_value(json_object_get(r, "name")), running,
-             json_is_true(json_object_get(r, "stopping")) ? " (stopping)" : "");
-    else
-      printf("node %s claims jobs again\n", json_string_value(json_object_get(r, "name")));
-  }
-  json_decref(r);
-  return CLI_OK;
+  return rc ? rc : cli_answer(ctx, r, print_drain);
 }
 
 /* ---- jobs ---- */
@@ -302,12 +266,25 @@ int cli_jobs_query(const cli_args_t *a, const char **q, char *statebuf, size_t n
   return 0;
 }
 
-static void exit_text(const json_t *j, char *buf, size_t n) {
+/* "signal N" when one ended it, else the exit code (key). */
+static void exit_text(const json_t *j, const char *key, char *buf, size_t n) {
   const json_t *sig = json_object_get(j, "signal");
   if (json_is_integer(sig))
     snprintf(buf, n, "signal %lld", (long long)json_integer_value(sig));
   else
-    cli_field(j, "exit_code", buf, n);
+    fmt_field(j, key, buf, n);
+}
+
+static void print_jobs(const json_t *r) {
+  static const fmt_col_t cols[] = {
+      {"ID", "id", fmt_field},           {"JOB", "job", fmt_field},
+      {"PROJECT", "project", fmt_field}, {"SPIDER", "spider", fmt_field},
+      {"STATE", "state", fmt_field},     {"CREATED", "created_ms", fmt_ms_field},
+      {"STARTED", "started_ms", fmt_ms_field}, {"ENDED", "ended_ms", fmt_ms_field},
+      {"EXIT", "exit_code", exit_text}};
+  fmt_json_table(stdout, json_object_get(r, "jobs"), 0, cols, sizeof(cols) / sizeof(cols[0]), NULL);
+  if (!json_is_null(json_object_get(r, "next_cursor")))
+    fprintf(stderr, "(more jobs: raise --limit or narrow the filters)\n");
 }
 
 static int cmd_jobs(cli_ctx_t *ctx, const cli_args_t *a) {
@@ -317,75 +294,26 @@ static int cmd_jobs(cli_ctx_t *ctx, const cli_args_t *a) {
     return cli_usage_error(ctx, "%s", err);
   json_t *r = NULL;
   int rc = cli_call(ctx, "GET", (const char *[]){"jobs"}, 1, q, NULL, &r);
-  if (rc) return rc;
-  if (ctx->json) {
-    cli_print_json(r);
-    json_decref(r);
-    return CLI_OK;
-  }
-  fmt_table_t t;
-  const char *hdr[] = {"ID", "JOB", "PROJECT", "SPIDER", "STATE", "CREATED", "STARTED", "ENDED", "EXIT"};
-  fmt_table_init(&t, 9, hdr);
-  size_t i;
-  json_t *j;
-  json_array_foreach(json_object_get(r, "jobs"), i, j) {
-    char c[9][256];
-    cli_field(j, "id", c[0], sizeof(c[0]));
-    cli_field(j, "job", c[1], sizeof(c[1]));
-    cli_field(j, "project", c[2], sizeof(c[2]));
-    cli_field(j, "spider", c[3], sizeof(c[3]));
-    cli_field(j, "state", c[4], sizeof(c[4]));
-    cli_ms_field(j, "created_ms", c[5], sizeof(c[5]));
-    cli_ms_field(j, "started_ms", c[6], sizeof(c[6]));
-    cli_ms_field(j, "ended_ms", c[7], sizeof(c[7]));
-    exit_text(j, c[8], sizeof(c[8]));
-    fmt_table_add(&t, (const char *[]){c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]});
-  }
-  fmt_table_print(&t, stdout);
-  fmt_table_release(&t);
-  if (!json_is_null(json_object_get(r, "next_cursor")))
-    fprintf(stderr, "(more jobs: raise --limit or narrow the filters)\n");
-  json_decref(r);
-  return CLI_OK;
+  return rc ? rc : cli_answer(ctx, r, print_jobs);
 }
 
-/* Prints "  key:  value" lines; the order is the reader's, not the API's. */
-static void show_fields(const json_t *o, const char *const (*rows)[2], size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    char v[4096];
-    const char *key = rows[i][1];
-    size_t klen = strlen(key);
-    if (klen > 3 && !strcmp(key + klen - 3, "_ms"))
-      cli_ms_field(o, key, v, sizeof(v));
-    else if (klen > 3 && !strcmp(key + klen - 3, "_at"))
-      cli_iso_field(o, key, v, sizeof(v));
-    else if (json_is_object(json_object_get(o, key)))
-      cli_pairs_field(o, key, v, sizeof(v));
-    else
-      cli_field(o, key, v, sizeof(v));
-    printf("%-13s %s\n", rows[i][0], v[0] ? v : "-");
-  }
-}
-
-static int cmd_job_show(cli_ctx_t *ctx, const cli_args_t *a) {
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "GET", (const char *[]){"jobs", a->pos[0]}, 2, NULL, NULL, &r);
-  if (rc) return rc;
-  if (ctx->json) {
-    cli_print_json(r);
-    json_decref(r);
-    return CLI_OK;
-  }
-  static const char *const rows[][2] = {
-      {"id:", "id"},           {"job:", "job"},           {"project:", "project"},
-      {"spider:", "spider"},   {"version:", "version"},   {"state:", "state"},
-      {"priority:", "priority"}, {"args:", "args"},       {"settings:", "settings"},
-      {"node:", "node"},       {"pid:", "pid"},           {"created:", "created_ms"},
-      {"started:", "started_ms"}, {"ended:", "ended_ms"}, {"exit code:", "exit_code"},
-      {"signal:", "signal"},   {"schedule:", "schedule_id"}, {"parent:", "parent_id"},
-      {"retry of:", "retry_of"}, {"attempt:", "attempt"}, {"max retries:", "max_retries"},
-      {"timeout:", "timeout"}, {"heartbeat:", "heartbeat_at"}, {"unique key:", "unique_key"}};
-  show_fields(r, rows, sizeof(rows) / sizeof(rows[0]));
+static void print_job(const json_t *r) {
+  /* the reader's order, not the API's */
+  static const fmt_col_t rows[] = {
+      {"id:", "id", fmt_auto_field}, {"job:", "job", fmt_auto_field},
+      {"project:", "project", fmt_auto_field}, {"spider:", "spider", fmt_auto_field},
+      {"version:", "version", fmt_auto_field}, {"state:", "state", fmt_auto_field},
+      {"priority:", "priority", fmt_auto_field}, {"args:", "args", fmt_auto_field},
+      {"settings:", "settings", fmt_auto_field}, {"node:", "node", fmt_auto_field},
+      {"pid:", "pid", fmt_auto_field}, {"created:", "created_ms", fmt_auto_field},
+      {"started:", "started_ms", fmt_auto_field}, {"ended:", "ended_ms", fmt_auto_field},
+      {"exit code:", "exit_code", fmt_auto_field}, {"signal:", "signal", fmt_auto_field},
+      {"schedule:", "schedule_id", fmt_auto_field}, {"parent:", "parent_id", fmt_auto_field},
+      {"retry of:", "retry_of", fmt_auto_field}, {"attempt:", "attempt", fmt_auto_field},
+      {"max retries:", "max_retries", fmt_auto_field}, {"timeout:", "timeout", fmt_auto_field},
+      {"heartbeat:", "heartbeat_at", fmt_auto_field},
+      {"unique key:", "unique_key", fmt_auto_field}};
+  fmt_json_fields(stdout, r, rows, sizeof(rows) / sizeof(rows[0]), 13);
   const json_t *stats = json_object_get(r, "stats");
   if (json_object_size(stats)) {
     printf("stats:\n");
@@ -393,12 +321,16 @@ static int cmd_job_show(cli_ctx_t *ctx, const cli_args_t *a) {
     const json_t *v;
     json_object_foreach((json_t *)stats, k, v) {
       char val[1024];
-      cli_field(stats, k, val, sizeof(val));
+      fmt_field(stats, k, val, sizeof(val));
       printf("  %s: %s\n", k, val);
     }
   }
-  json_decref(r);
-  return CLI_OK;
+}
+
+static int cmd_job_show(cli_ctx_t *ctx, const cli_args_t *a) {
+  json_t *r = NULL;
+  int rc = cli_call(ctx, "GET", (const char *[]){"jobs", a->pos[0]}, 2, NULL, NULL, &r);
+  return rc ? rc : cli_answer(ctx, r, print_job);
 }
 
 int cli_job_body(const cli_args_t *a, json_t **body, char *err, size_t errlen) {
@@ -428,22 +360,29 @@ int cli_job_body(const cli_args_t *a, json_t **body, char *err, size_t errlen) {
   return rc;
 }
 
+/* The new job's id alone, for scripts: ID=$(spiderd run ...). */
+static void print_id(const json_t *r) {
+  char id[64];
+  fmt_field(r, "id", id, sizeof(id));
+  printf("%s\n", id);
+}
+
 static int cmd_run(cli_ctx_t *ctx, const cli_args_t *a) {
   json_t *body = NULL, *r = NULL;
   char err[512];
   if (cli_job_body(a, &body, err, sizeof(err))) return cli_usage_error(ctx, "%s", err);
   int rc = cli_call(ctx, "POST", (const char *[]){"jobs"}, 1, NULL, body, &r);
   json_decref(body);
-  if (rc) return rc;
-  if (ctx->json) {
-    cli_print_json(r);
-  } else {
-    char id[64];
-    cli_field(r, "id", id, sizeof(id));
-    printf("%s\n", id);
-  }
-  json_decref(r);
-  return CLI_OK;
+  return rc ? rc : cli_answer(ctx, r, print_id);
+}
+
+static void print_cancelled(const json_t *r) {
+  char id[64], prev[64], state[64];
+  const json_t *job = json_object_get(r, "job");
+  fmt_field(job, "id", id, sizeof(id));
+  fmt_field(r, "prevstate", prev, sizeof(prev));
+  fmt_field(job, "state", state, sizeof(state));
+  printf("cancelled job %s (was %s, now %s)\n", id, prev[0] ? prev : "-", state);
 }
 
 static int cmd_cancel(cli_ctx_t *ctx, const cli_args_t *a) {
@@ -451,19 +390,7 @@ static int cmd_cancel(cli_ctx_t *ctx, const cli_args_t *a) {
   json_t *body = sig ? json_pack("{s:s}", "signal", sig) : NULL, *r = NULL;
   int rc = cli_call(ctx, "POST", (const char *[]){"jobs", a->pos[0], "cancel"}, 3, NULL, body, &r);
   json_decref(body);
-  if (rc) return rc;
-  if (ctx->json) {
-    cli_print_json(r);
-  } else {
-    char id[64], prev[64], state[64];
-    const json_t *job = json_object_get(r, "job");
-    cli_field(job, "id", id, sizeof(id));
-    cli_field(r, "prevstate", prev, sizeof(prev));
-    cli_field(job, "state", state, sizeof(state));
-    printf("cancelled job %s (was %s, now %s)\n", id, prev[0] ? prev : "-", state);
-  }
-  json_decref(r);
-  return CLI_OK;
+  return rc ? rc : cli_answer(ctx, r, print_cancelled);
 }
 
 /* ---- logs ---- */
@@ -503,7 +430,7 @@ static int cmd_logs(cli_ctx_t *ctx, const cli_args_t *a) {
     offset = json_integer_value(json_object_get(r, "next_offset"));
     int eof = json_is_true(json_object_get(r, "eof"));
     int running = json_is_true(json_object_get(r, "running"));
-    cli_field(r, "state", state, sizeof(state));
+    fmt_field(r, "state", state, sizeof(state));
     json_decref(r);
     if (!eof) continue;
     if (!follow || !running) break;
@@ -513,7 +440,7 @@ static int cmd_logs(cli_ctx_t *ctx, const cli_args_t *a) {
   /* Scripts that follow a job want its outcome, as `wait` gives. */
   json_t *j = NULL;
   if (cli_call(ctx, "GET", (const char *[]){"jobs", a->pos[0]}, 2, NULL, NULL, &j) == CLI_OK)
-    exit_text(j, code, sizeof(code));
+    exit_text(j, "exit_code", code, sizeof(code));
   json_decref(j);
   fprintf(stderr, "spiderd: job %s ended %s%s%s%s\n", a->pos[0], state, code[0] ? " (exit " : "",
           code, code[0] ? ")" : "");
@@ -524,12 +451,12 @@ static int cmd_logs(cli_ctx_t *ctx, const cli_args_t *a) {
 
 static void print_event(const json_t *e) {
   char id[32], when[64], type[128], sched[32], job[32], data[2048];
-  cli_field(e, "id", id, sizeof(id));
-  cli_ms_field(e, "ts_ms", when, sizeof(when));
-  cli_field(e, "type", type, sizeof(type));
-  cli_field(e, "schedule_id", sched, sizeof(sched));
-  cli_field(e, "job_id", job, sizeof(job));
-  cli_field(e, "data", data, sizeof(data));
+  fmt_field(e, "id", id, sizeof(id));
+  fmt_ms_field(e, "ts_ms", when, sizeof(when));
+  fmt_field(e, "type", type, sizeof(type));
+  fmt_field(e, "schedule_id", sched, sizeof(sched));
+  fmt_field(e, "job_id", job, sizeof(job));
+  fmt_field(e, "data", data, sizeof(data));
   printf("%-6s %s  %-18s schedule=%-4s job=%-5s %s\n", id, when, type, sched[0] ? sched : "-",
          job[0] ? job : "-", data);
 }

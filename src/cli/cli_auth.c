@@ -374,8 +374,8 @@ static int get_password(const cli_args_t *a, const char *name, char *pw, size_t 
 /* ---- output ---- */
 
 /* A principal's projects: "a,b", or "*" for every project ([]). */
-static void projects_field(const json_t *o, char *buf, size_t n) {
-  const json_t *list = json_object_get(o, "projects");
+static void projects_field(const json_t *o, const char *key, char *buf, size_t n) {
+  const json_t *list = json_object_get(o, key);
   size_t i, len = 0;
   const json_t *p;
   buf[0] = '\0';
@@ -391,35 +391,27 @@ static void projects_field(const json_t *o, char *buf, size_t n) {
   }
 }
 
-/* The API's answer with --json; else what print() makes of it. */
-static int finish(cli_ctx_t *ctx, json_t *r, void (*print)(const json_t *r)) {
-  if (ctx->json)
-    cli_print_json(r);
-  else
-    print(r);
-  json_decref(r);
-  return CLI_OK;
-}
-
 /* ---- whoami ---- */
 
+/* projects_field, with "*" spelt out. */
+static void whoami_projects(const json_t *o, const char *key, char *buf, size_t n) {
+  projects_field(o, key, buf, n);
+  if (!strcmp(buf, "*")) snprintf(buf, n, "* (every project)");
+}
+
 static void print_whoami(const json_t *r) {
-  char v[4][512];
-  cli_field(r, "actor", v[0], sizeof(v[0]));
-  cli_field(r, "kind", v[1], sizeof(v[1]));
-  cli_field(r, "role", v[2], sizeof(v[2]));
-  projects_field(r, v[3], sizeof(v[3]));
-  printf("actor:     %s\n", v[0][0] ? v[0] : "-");
-  printf("kind:      %s\n", v[1][0] ? v[1] : "-");
-  printf("role:      %s\n", v[2][0] ? v[2] : "-");
-  printf("projects:  %s\n", !strcmp(v[3], "*") ? "* (every project)" : v[3][0] ? v[3] : "-");
+  static const fmt_col_t rows[] = {{"actor:", "actor", fmt_field},
+                                   {"kind:", "kind", fmt_field},
+                                   {"role:", "role", fmt_field},
+                                   {"projects:", "projects", whoami_projects}};
+  fmt_json_fields(stdout, r, rows, sizeof(rows) / sizeof(rows[0]), 10);
 }
 
 static int cmd_whoami(cli_ctx_t *ctx, const cli_args_t *a) {
   (void)a;
   json_t *r = NULL;
   int rc = cli_call(ctx, "GET", (const char *[]){"auth", "whoami"}, 2, NULL, NULL, &r);
-  return rc ? rc : finish(ctx, r, print_whoami);
+  return rc ? rc : cli_answer(ctx, r, print_whoami);
 }
 
 /* ---- tokens ---- */
@@ -445,84 +437,67 @@ static int cmd_token_create(cli_ctx_t *ctx, const cli_args_t *a) {
   }
   fflush(stdout);
   char id[64], role[32];
-  cli_field(r, "id", id, sizeof(id));
-  cli_field(r, "role", role, sizeof(role));
+  fmt_field(r, "id", id, sizeof(id));
+  fmt_field(r, "role", role, sizeof(role));
   fprintf(stderr, "spiderd: token %s (role %s) is shown only this once: keep it now\n",
           id[0] ? id : "-", role[0] ? role : "-");
   json_decref(r);
   return CLI_OK;
 }
 
+/* An ISO time, or "never" for null. */
+static void expires_field(const json_t *o, const char *key, char *buf, size_t n) {
+  fmt_iso_field(o, key, buf, n);
+  if (json_is_null(json_object_get(o, key))) snprintf(buf, n, "never");
+}
+
 static void print_tokens(const json_t *r) {
-  fmt_table_t t;
-  const char *hdr[] = {"ID", "NAME", "ROLE", "PROJECTS", "OWNER", "CREATED", "EXPIRES"};
-  fmt_table_init(&t, 7, hdr);
-  size_t i;
-  json_t *k;
-  json_array_foreach(json_object_get(r, "tokens"), i, k) {
-    char c[7][512];
-    cli_field(k, "id", c[0], sizeof(c[0]));
-    cli_field(k, "name", c[1], sizeof(c[1]));
-    cli_field(k, "role", c[2], sizeof(c[2]));
-    projects_field(k, c[3], sizeof(c[3]));
-    cli_field(k, "owner", c[4], sizeof(c[4]));
-    cli_iso_field(k, "created", c[5], sizeof(c[5]));
-    cli_iso_field(k, "expires", c[6], sizeof(c[6]));
-    if (json_is_null(json_object_get(k, "expires"))) snprintf(c[6], sizeof(c[6]), "never");
-    fmt_table_add(&t, (const char *[]){c[0], c[1], c[2], c[3], c[4], c[5], c[6]});
-  }
-  fmt_table_print(&t, stdout);
-  fmt_table_release(&t);
+  static const fmt_col_t cols[] = {
+      {"ID", "id", fmt_field},          {"NAME", "name", fmt_field},
+      {"ROLE", "role", fmt_field},      {"PROJECTS", "projects", projects_field},
+      {"OWNER", "owner", fmt_field},    {"CREATED", "created", fmt_iso_field},
+      {"EXPIRES", "expires", expires_field}};
+  fmt_json_table(stdout, json_object_get(r, "tokens"), 0, cols, sizeof(cols) / sizeof(cols[0]),
+                 NULL);
 }
 
 static int cmd_token_list(cli_ctx_t *ctx, const cli_args_t *a) {
   (void)a;
   json_t *r = NULL;
   int rc = cli_call(ctx, "GET", (const char *[]){"tokens"}, 1, NULL, NULL, &r);
-  return rc ? rc : finish(ctx, r, print_tokens);
+  return rc ? rc : cli_answer(ctx, r, print_tokens);
 }
 
 static int cmd_token_revoke(cli_ctx_t *ctx, const cli_args_t *a) {
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "DELETE", (const char *[]){"tokens", a->pos[0]}, 2, NULL, NULL, &r);
-  json_decref(r);
-  if (!rc && !ctx->json) printf("revoked token %s\n", a->pos[0]);
-  return rc;
+  char done[512];
+  snprintf(done, sizeof(done), "revoked token %s", a->pos[0]);
+  return cli_delete(ctx, (const char *[]){"tokens", a->pos[0]}, 2, done);
 }
 
 /* ---- users ---- */
 
 static void print_users(const json_t *r) {
-  fmt_table_t t;
-  const char *hdr[] = {"NAME", "ROLE", "PROJECTS", "CREATED"};
-  fmt_table_init(&t, 4, hdr);
-  size_t i;
-  json_t *u;
-  json_array_foreach(json_object_get(r, "users"), i, u) {
-    char c[4][512];
-    cli_field(u, "name", c[0], sizeof(c[0]));
-    cli_field(u, "role", c[1], sizeof(c[1]));
-    projects_field(u, c[2], sizeof(c[2]));
-    cli_iso_field(u, "created", c[3], sizeof(c[3]));
-    fmt_table_add(&t, (const char *[]){c[0], c[1], c[2], c[3]});
-  }
-  fmt_table_print(&t, stdout);
-  fmt_table_release(&t);
+  static const fmt_col_t cols[] = {{"NAME", "name", fmt_field},
+                                   {"ROLE", "role", fmt_field},
+                                   {"PROJECTS", "projects", projects_field},
+                                   {"CREATED", "created", fmt_iso_field}};
+  fmt_json_table(stdout, json_object_get(r, "users"), 0, cols, sizeof(cols) / sizeof(cols[0]),
+                 NULL);
 }
 
 static int cmd_user_list(cli_ctx_t *ctx, const cli_args_t *a) {
   (void)a;
   json_t *r = NULL;
   int rc = cli_call(ctx, "GET", (const char *[]){"users"}, 1, NULL, NULL, &r);
-  return rc ? rc : finish(ctx, r, print_users);
+  return rc ? rc : cli_answer(ctx, r, print_users);
 }
 
 /* "created|updated user NAME (role R, projects P)" */
 static void print_user_line(const char *verb, const json_t *u) {
   char name[256], role[32], projects[1024];
-  cli_field(u, "name", name, sizeof(name));
-  cli_field(u, "role", role, sizeof(role));
-  projects_field(u, projects, sizeof(projects));
+  fmt_field(u, "name", name, sizeof(name));
+  fmt_field(u, "role", role, sizeof(role));
+  projects_field(u, "projects", projects, sizeof(projects));
   printf("%s user %s (role %s, projects %s)\n", verb, name, role[0] ? role : "-",
          projects[0] ? projects : "-");
 }
@@ -543,7 +518,7 @@ static int cmd_user_add(cli_ctx_t *ctx, const cli_args_t *a) {
   explicit_bzero(pw, sizeof(pw));
   if (!rc) rc = cli_call(ctx, "POST", (const char *[]){"users"}, 1, NULL, body, &r);
   json_decref(body);
-  return rc ? rc : finish(ctx, r, print_created);
+  return rc ? rc : cli_answer(ctx, r, print_created);
 }
 
 static int cmd_user_passwd(cli_ctx_t *ctx, const cli_args_t *a) {
@@ -572,15 +547,13 @@ static int cmd_user_set(cli_ctx_t *ctx, const cli_args_t *a) {
   if (cli_user_body(a, 1, NULL, &body, err, sizeof(err))) return cli_usage_error(ctx, "%s", err);
   int rc = cli_call(ctx, "PATCH", (const char *[]){"users", a->pos[0]}, 2, NULL, body, &r);
   json_decref(body);
-  return rc ? rc : finish(ctx, r, print_updated);
+  return rc ? rc : cli_answer(ctx, r, print_updated);
 }
 
 static int cmd_user_remove(cli_ctx_t *ctx, const cli_args_t *a) {
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "DELETE", (const char *[]){"users", a->pos[0]}, 2, NULL, NULL, &r);
-  json_decref(r);
-  if (!rc && !ctx->json) printf("removed user %s\n", a->pos[0]);
-  return rc;
+  char done[512];
+  snprintf(done, sizeof(done), "removed user %s", a->pos[0]);
+  return cli_delete(ctx, (const char *[]){"users", a->pos[0]}, 2, done);
 }
 
 /* ---- the command table ---- */

@@ -63,15 +63,13 @@ int cli_usage_error(const cli_ctx_t *ctx, const char *fmt, ...)
 
 void cli_print_json(const json_t *j);
 
-/* A member as text for a table: strings as they are, numbers without a
- * useless ".0", true/false as yes/no, null/absent as "" (printed "-"). */
-void cli_field(const json_t *o, const char *key, char *buf, size_t n);
-/* A member holding milliseconds since the epoch, in local time. */
-void cli_ms_field(const json_t *o, const char *key, char *buf, size_t n);
-/* A member holding an ISO 8601 time, in local time (as sent if unreadable). */
-void cli_iso_field(const json_t *o, const char *key, char *buf, size_t n);
-/* An object of strings as "k=v, k=v". */
-void cli_pairs_field(const json_t *o, const char *key, char *buf, size_t n);
+/* Prints the API's answer r: its JSON with --json, else what print makes
+ * of it; takes r (json_decref). Returns CLI_OK. */
+int cli_answer(cli_ctx_t *ctx, json_t *r, void (*print)(const json_t *r));
+
+/* DELETE segs; unless --json, prints done (one line) when it worked.
+ * Returns what cli_call returns. */
+int cli_delete(cli_ctx_t *ctx, const char *const *segs, size_t nsegs, const char *done);
 
 /* Adds "--arg k=v"-style options of id to obj[key] (created when needed).
  * Returns 0 or -EINVAL with a message in err. */

@@ -109,27 +109,38 @@ int cli_schedule_body(const cli_args_t *a, int edit, json_t **body, char *err, s
 }
 
 /* One cell for every kind: "cron EXPR", "every 300s", "at LOCAL-TIME". */
-static void when_text(const json_t *s, char *buf, size_t n) {
+static void when_text(const json_t *s, const char *key, char *buf, size_t n) {
+  (void)key;
   char v[256];
   const char *kind = json_string_value(json_object_get(s, "kind"));
   if (kind && !strcmp(kind, "interval")) {
-    cli_field(s, "interval", v, sizeof(v));
+    fmt_field(s, "interval", v, sizeof(v));
     snprintf(buf, n, "every %ss", v);
   } else if (kind && !strcmp(kind, "once")) {
-    cli_iso_field(s, "at", v, sizeof(v));
+    fmt_iso_field(s, "at", v, sizeof(v));
     snprintf(buf, n, "at %s", v);
   } else {
-    cli_field(s, "cron", v, sizeof(v));
+    fmt_field(s, "cron", v, sizeof(v));
     snprintf(buf, n, "cron %s", v);
   }
 }
 
-static void next_run_text(const json_t *s, char *buf, size_t n) {
-  const json_t *next = json_object_get(s, "next_runs");
+/* The first of the times in key ("next_runs"), in local time. */
+static void next_run_text(const json_t *s, const char *key, char *buf, size_t n) {
+  const json_t *next = json_object_get(s, key);
   json_t *wrap = json_pack("{s:O}", "t", json_array_get(next, 0));
   buf[0] = '\0';
-  if (wrap && json_array_size(next)) cli_iso_field(wrap, "t", buf, n);
+  if (wrap && json_array_size(next)) fmt_iso_field(wrap, "t", buf, n);
   json_decref(wrap);
+}
+
+/* "project/spider" */
+static void spider_text(const json_t *s, const char *key, char *buf, size_t n) {
+  (void)key;
+  char p[256], sp[256];
+  fmt_field(s, "project", p, sizeof(p));
+  fmt_field(s, "spider", sp, sizeof(sp));
+  snprintf(buf, n, "%s/%s", p, sp);
 }
 
 static int cmd_list(cli_ctx_t *ctx, const cli_args_t *a) {
@@ -152,29 +163,13 @@ static int cmd_list(cli_ctx_t *ctx, const cli_args_t *a) {
     cli_print_json(page);
     json_decref(page);
   } else if (rc == CLI_OK) {
-    fmt_table_t t;
-    const char *hdr[] = {"ID", "NAME", "SPIDER", "WHEN", "TZ", "PAUSED", "NEXT RUN", "OVERLAP",
-                         "MISSED"};
-    fmt_table_init(&t, 9, hdr);
-    size_t i;
-    json_t *s;
-    json_array_foreach(all, i, s) {
-      char c[9][256], p[128], sp[128];
-      cli_field(s, "id", c[0], sizeof(c[0]));
-      cli_field(s, "name", c[1], sizeof(c[1]));
-      cli_field(s, "project", p, sizeof(p));
-      cli_field(s, "spider", sp, sizeof(sp));
-      snprintf(c[2], sizeof(c[2]), "%s/%s", p, sp);
-      when_text(s, c[3], sizeof(c[3]));
-      cli_field(s, "tz", c[4], sizeof(c[4]));
-      cli_field(s, "paused", c[5], sizeof(c[5]));
-      next_run_text(s, c[6], sizeof(c[6]));
-      cli_field(s, "overlap", c[7], sizeof(c[7]));
-      cli_field(s, "missed", c[8], sizeof(c[8]));
-      fmt_table_add(&t, (const char *[]){c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8]});
-    }
-    fmt_table_print(&t, stdout);
-    fmt_table_release(&t);
+    static const fmt_col_t cols[] = {
+        {"ID", "id", fmt_field},          {"NAME", "name", fmt_field},
+        {"SPIDER", NULL, spider_text},    {"WHEN", NULL, when_text},
+        {"TZ", "tz", fmt_field},          {"PAUSED", "paused", fmt_field},
+        {"NEXT RUN", "next_runs", next_run_text}, {"OVERLAP", "overlap", fmt_field},
+        {"MISSED", "missed", fmt_field}};
+    fmt_json_table(stdout, all, 0, cols, sizeof(cols) / sizeof(cols[0]), NULL);
   }
   json_decref(all);
   return rc;
@@ -187,50 +182,30 @@ static void print_runs(const char *title, const json_t *runs, size_t from) {
     return;
   }
   printf("%s:\n", title);
-  fmt_table_t t;
-  const char *hdr[] = {"  DUE", "FIRES", "STATE", "JOB", "REASON"};
-  fmt_table_init(&t, 5, hdr);
-  for (size_t i = from; i < n; i++) {
-    const json_t *r = json_array_get(runs, i);
-    char c[5][256], due[64];
-    cli_ms_field(r, "due_ms", due, sizeof(due));
-    snprintf(c[0], sizeof(c[0]), "  %s", due);
-    cli_ms_field(r, "fire_ms", c[1], sizeof(c[1]));
-    cli_field(r, "state", c[2], sizeof(c[2]));
-    cli_field(r, "job_id", c[3], sizeof(c[3]));
-    cli_field(r, "reason", c[4], sizeof(c[4]));
-    fmt_table_add(&t, (const char *[]){c[0], c[1], c[2], c[3], c[4]});
-  }
-  fmt_table_print(&t, stdout);
-  fmt_table_release(&t);
+  static const fmt_col_t cols[] = {{"DUE", "due_ms", fmt_ms_field},
+                                   {"FIRES", "fire_ms", fmt_ms_field},
+                                   {"STATE", "state", fmt_field},
+                                   {"JOB", "job_id", fmt_field},
+                                   {"REASON", "reason", fmt_field}};
+  fmt_json_table(stdout, runs, from, cols, sizeof(cols) / sizeof(cols[0]), "  ");
 }
 
 static void print_schedule(const json_t *s) {
-  char when[512], v[4096];
-  when_text(s, when, sizeof(when));
-  static const char *const rows[][2] = {
-      {"id", "id"},           {"name", "name"},           {"project", "project"},
-      {"spider", "spider"},   {"version", "version"},     {"tz", "tz"},
-      {"start", "start"},     {"end", "end"},             {"jitter", "jitter"},
-      {"overlap", "overlap"}, {"missed", "missed"},       {"catchup max", "catchup_max"},
-      {"paused", "paused"},   {"args", "args"},           {"settings", "settings"},
-      {"priority", "priority"}, {"timeout", "timeout"},   {"retries", "retries"},
-      {"retry backoff", "retry_backoff"}, {"webhooks", "webhooks"},
-      {"created", "created_at"}, {"updated", "updated_at"}, {"last due", "last_due_at"}};
-  for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
-    const char *key = rows[i][1];
-    const json_t *val = json_object_get(s, key);
-    if (json_is_object(val))
-      cli_pairs_field(s, key, v, sizeof(v));
-    else if (!strcmp(key, "start") || !strcmp(key, "end") || strstr(key, "_at"))
-      cli_iso_field(s, key, v, sizeof(v));
-    else if (json_is_array(val) && json_array_size(val) == 0)
-      v[0] = '\0';
-    else
-      cli_field(s, key, v, sizeof(v));
-    printf("%-14s %s\n", rows[i][0], v[0] ? v : "-");
-    if (!strcmp(key, "version")) printf("%-14s %s\n", "when", when);
-  }
+  /* the reader's order; a time or an object reads as one */
+  static const fmt_col_t rows[] = {
+      {"id", "id", fmt_auto_field}, {"name", "name", fmt_auto_field},
+      {"project", "project", fmt_auto_field}, {"spider", "spider", fmt_auto_field},
+      {"version", "version", fmt_auto_field}, {"when", NULL, when_text},
+      {"tz", "tz", fmt_auto_field}, {"start", "start", fmt_iso_field},
+      {"end", "end", fmt_iso_field}, {"jitter", "jitter", fmt_auto_field},
+      {"overlap", "overlap", fmt_auto_field}, {"missed", "missed", fmt_auto_field},
+      {"catchup max", "catchup_max", fmt_auto_field}, {"paused", "paused", fmt_auto_field},
+      {"args", "args", fmt_auto_field}, {"settings", "settings", fmt_auto_field},
+      {"priority", "priority", fmt_auto_field}, {"timeout", "timeout", fmt_auto_field},
+      {"retries", "retries", fmt_auto_field}, {"retry backoff", "retry_backoff", fmt_auto_field},
+      {"webhooks", "webhooks", fmt_auto_field}, {"created", "created_at", fmt_auto_field},
+      {"updated", "updated_at", fmt_auto_field}, {"last due", "last_due_at", fmt_auto_field}};
+  fmt_json_fields(stdout, s, rows, sizeof(rows) / sizeof(rows[0]), 14);
 }
 
 static int cmd_show(cli_ctx_t *ctx, const cli_args_t *a) {
@@ -269,6 +244,18 @@ out:
   return rc;
 }
 
+/* "created|updated schedule NAME (id N), next run: TIME" */
+static void print_written(const char *verb, const json_t *r) {
+  char id[32], name[256], next[64];
+  fmt_field(r, "id", id, sizeof(id));
+  fmt_field(r, "name", name, sizeof(name));
+  next_run_text(r, "next_runs", next, sizeof(next));
+  printf("%s schedule %s (id %s), next run: %s\n", verb, name, id, next[0] ? next : "none");
+}
+
+static void print_created(const json_t *r) { print_written("created", r); }
+static void print_updated(const json_t *r) { print_written("updated", r); }
+
 static int write_cmd(cli_ctx_t *ctx, const cli_args_t *a, int edit) {
   json_t *body = NULL, *r = NULL;
   char err[512];
@@ -276,34 +263,40 @@ static int write_cmd(cli_ctx_t *ctx, const cli_args_t *a, int edit) {
   int rc = edit ? cli_call(ctx, "PATCH", (const char *[]){"schedules", a->pos[0]}, 2, NULL, body, &r)
                 : cli_call(ctx, "POST", (const char *[]){"schedules"}, 1, NULL, body, &r);
   json_decref(body);
-  if (rc) return rc;
-  if (ctx->json) {
-    cli_print_json(r);
-  } else {
-    char id[32], name[256], next[64];
-    cli_field(r, "id", id, sizeof(id));
-    cli_field(r, "name", name, sizeof(name));
-    next_run_text(r, next, sizeof(next));
-    printf("%s schedule %s (id %s), next run: %s\n", edit ? "updated" : "created", name, id,
-           next[0] ? next : "none");
-  }
-  json_decref(r);
-  return CLI_OK;
+  return rc ? rc : cli_answer(ctx, r, edit ? print_updated : print_created);
 }
 
 static int cmd_add(cli_ctx_t *ctx, const cli_args_t *a) { return write_cmd(ctx, a, 0); }
 static int cmd_edit(cli_ctx_t *ctx, const cli_args_t *a) { return write_cmd(ctx, a, 1); }
 
 static int cmd_rm(cli_ctx_t *ctx, const cli_args_t *a) {
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "DELETE", (const char *[]){"schedules", a->pos[0]}, 2, NULL, NULL, &r);
-  json_decref(r);
-  if (!rc && !ctx->json) printf("deleted schedule %s\n", a->pos[0]);
-  return rc;
+  char done[512];
+  snprintf(done, sizeof(done), "deleted schedule %s", a->pos[0]);
+  return cli_delete(ctx, (const char *[]){"schedules", a->pos[0]}, 2, done);
+}
+
+/* The fired job's id alone, for scripts. */
+static void print_id(const json_t *r) {
+  char id[32];
+  fmt_field(r, "id", id, sizeof(id));
+  printf("%s\n", id);
+}
+
+static void print_paused(const json_t *r) {
+  char name[256];
+  fmt_field(r, "name", name, sizeof(name));
+  printf("paused schedule %s\n", name);
+}
+
+static void print_resumed(const json_t *r) {
+  char name[256];
+  fmt_field(r, "name", name, sizeof(name));
+  printf("resumed schedule %s\n", name);
 }
 
 /* pause, resume and run share a shape: POST /schedules/{s}/VERB. */
-static int verb_cmd(cli_ctx_t *ctx, const cli_args_t *a, const char *verb) {
+static int verb_cmd(cli_ctx_t *ctx, const cli_args_t *a, const char *verb,
+                    void (*print)(const json_t *r)) {
   json_t *body = NULL, *r = NULL;
   const char *prio = cli_args_get(a, O_PRIORITY);
   double d;
@@ -313,25 +306,12 @@ static int verb_cmd(cli_ctx_t *ctx, const cli_args_t *a, const char *verb) {
   }
   int rc = cli_call(ctx, "POST", (const char *[]){"schedules", a->pos[0], verb}, 3, NULL, body, &r);
   json_decref(body);
-  if (rc) return rc;
-  if (ctx->json) {
-    cli_print_json(r);
-  } else if (!strcmp(verb, "run")) {
-    char id[32];
-    cli_field(r, "id", id, sizeof(id));
-    printf("%s\n", id);
-  } else {
-    char name[256];
-    cli_field(r, "name", name, sizeof(name));
-    printf("%s schedule %s\n", !strcmp(verb, "pause") ? "paused" : "resumed", name);
-  }
-  json_decref(r);
-  return CLI_OK;
+  return rc ? rc : cli_answer(ctx, r, print);
 }
 
-static int cmd_pause(cli_ctx_t *ctx, const cli_args_t *a) { return verb_cmd(ctx, a, "pause"); }
-static int cmd_resume(cli_ctx_t *ctx, const cli_args_t *a) { return verb_cmd(ctx, a, "resume"); }
-static int cmd_run(cli_ctx_t *ctx, const cli_args_t *a) { return verb_cmd(ctx, a, "run"); }
+static int cmd_pause(cli_ctx_t *ctx, const cli_args_t *a) { return verb_cmd(ctx, a, "pause", print_paused); }
+static int cmd_resume(cli_ctx_t *ctx, const cli_args_t *a) { return verb_cmd(ctx, a, "resume", print_resumed); }
+static int cmd_run(cli_ctx_t *ctx, const cli_args_t *a) { return verb_cmd(ctx, a, "run", print_id); }
 
 static const cli_opt_t common_opts[] = {CLI_COMMON_OPTS};
 static const cli_opt_t run_opts[] = {{"priority", 0, 1, O_PRIORITY}, CLI_COMMON_OPTS};

@@ -1,4 +1,5 @@
-/* Local times and tables for the client sub-commands (format.h). */
+/* Local times, members as text and tables for the client sub-commands
+ * (format.h). */
 #include "cli/format.h"
 
 #include <ctype.h>
@@ -139,4 +140,119 @@ void fmt_table_release(fmt_table_t *t) {
   for (size_t i = 0; i < t->nrows * t->ncols; i++) free(t->cells[i]);
   free(t->cells);
   memset(t, 0, sizeof(*t));
+}
+
+/* ---- members as text ---- */
+
+void fmt_field(const json_t *o, const char *key, char *buf, size_t n) {
+  const json_t *v = json_object_get(o, key);
+  buf[0] = '\0';
+  if (json_is_string(v)) {
+    snprintf(buf, n, "%s", json_string_value(v));
+  } else if (json_is_integer(v)) {
+    snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+  } else if (json_is_real(v)) {
+    snprintf(buf, n, "%.15g", json_real_value(v));
+  } else if (json_is_boolean(v)) {
+    snprintf(buf, n, "%s", json_is_true(v) ? "yes" : "no");
+  } else if (v && !json_is_null(v)) {
+    char *s = json_dumps(v, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    snprintf(buf, n, "%s", s ? s : "");
+    free(s);
+  }
+}
+
+void fmt_ms_field(const json_t *o, const char *key, char *buf, size_t n) {
+  const json_t *v = json_object_get(o, key);
+  buf[0] = '\0';
+  if (json_is_integer(v)) fmt_local_time(json_integer_value(v), buf, n);
+}
+
+void fmt_iso_field(const json_t *o, const char *key, char *buf, size_t n) {
+  const char *s = json_string_value(json_object_get(o, key));
+  int64_t ms;
+  buf[0] = '\0';
+  if (!s) return;
+  if (fmt_iso_to_ms(s, &ms) == 0)
+    fmt_local_time(ms, buf, n);
+  else
+    snprintf(buf, n, "%s", s);
+}
+
+void fmt_pairs_field(const json_t *o, const char *key, char *buf, size_t n) {
+  const json_t *obj = json_object_get(o, key);
+  const char *k;
+  const json_t *v;
+  size_t len = 0;
+  buf[0] = '\0';
+  json_object_foreach((json_t *)obj, k, v) {
+    char val[512];
+    fmt_field(obj, k, val, sizeof(val));
+    int w = snprintf(buf + len, n - len, "%s%s=%s", len ? ", " : "", k, val);
+    if (w < 0 || (size_t)w >= n - len) break;
+    len += (size_t)w;
+  }
+}
+
+static int ends_with(const char *s, const char *end) {
+  size_t ls = strlen(s), le = strlen(end);
+  return ls > le && !strcmp(s + ls - le, end);
+}
+
+void fmt_auto_field(const json_t *o, const char *key, char *buf, size_t n) {
+  const json_t *v = json_object_get(o, key);
+  if (ends_with(key, "_ms"))
+    fmt_ms_field(o, key, buf, n);
+  else if (ends_with(key, "_at"))
+    fmt_iso_field(o, key, buf, n);
+  else if (json_is_object(v))
+    fmt_pairs_field(o, key, buf, n);
+  else if (json_is_array(v) && !json_array_size(v))
+    buf[0] = '\0';
+  else
+    fmt_field(o, key, buf, n);
+}
+
+/* ---- the printers ---- */
+
+static void cell(const json_t *o, const fmt_col_t *col, char *buf, size_t n) {
+  (col->cell ? col->cell : fmt_auto_field)(o, col->key, buf, n);
+}
+
+/* The indent rides on the first column: every line starts with it, and
+ * the columns after it stay aligned. */
+int fmt_json_table(FILE *out, const json_t *rows, size_t from, const fmt_col_t *cols,
+                   size_t ncols, const char *indent) {
+  if (!ncols || ncols > FMT_NCOLS_MAX) return -EINVAL;
+  char c[FMT_NCOLS_MAX][FMT_CELL_MAX];
+  const char *row[FMT_NCOLS_MAX];
+  size_t lead = indent ? strlen(indent) : 0;
+  if (lead >= FMT_CELL_MAX / 2) return -EINVAL;
+  for (size_t i = 0; i < ncols; i++) {
+    snprintf(c[i], sizeof(c[i]), "%s%s", i ? "" : indent ? indent : "", cols[i].label);
+    row[i] = c[i];
+  }
+  fmt_table_t t;
+  int rc = fmt_table_init(&t, ncols, row);
+  for (size_t r = from; !rc && r < json_array_size(rows); r++) {
+    const json_t *o = json_array_get(rows, r);
+    for (size_t i = 0; i < ncols; i++) {
+      size_t skip = i ? 0 : lead;
+      cell(o, &cols[i], c[i] + skip, sizeof(c[i]) - skip);
+      if (skip) memcpy(c[i], indent, skip);
+    }
+    rc = fmt_table_add(&t, row);
+  }
+  if (!rc) fmt_table_print(&t, out);
+  fmt_table_release(&t);
+  return rc;
+}
+
+void fmt_json_fields(FILE *out, const json_t *o, const fmt_col_t *cols, size_t ncols,
+                     int width) {
+  char v[4096];
+  for (size_t i = 0; i < ncols; i++) {
+    cell(o, &cols[i], v, sizeof(v));
+    fprintf(out, "%-*s %s\n", width, cols[i].label, v[0] ? v : "-");
+  }
 }

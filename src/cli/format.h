@@ -1,12 +1,15 @@
-/* What the client sub-commands print: times in local time and plain-text
- * tables.
+/* What the client sub-commands print: times in local time, an API
+ * object's members as text, plain-text tables, and the one printer of an
+ * API list as a table (fmt_json_table) or of an object as "label value"
+ * lines (fmt_json_fields) that every command uses.
  *
  * Ownership: a fmt_table_t owns copies of every cell it is given;
- * fmt_table_release() frees them.
+ * fmt_table_release() frees them. The printers keep nothing.
  */
 #ifndef SPIDERD_CLI_FORMAT_H
 #define SPIDERD_CLI_FORMAT_H
 
+#include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,5 +45,47 @@ int fmt_table_add(fmt_table_t *t, const char *const *cells);
 void fmt_table_print(const fmt_table_t *t, FILE *out);
 
 void fmt_table_release(fmt_table_t *t);
+
+/* ---- an API object's members as text; each writes "" (printed "-") when
+ * the member is absent or null, and truncates to n bytes ---- */
+
+/* A cell made from member key of o. */
+typedef void (*fmt_cell_fn)(const json_t *o, const char *key, char *buf, size_t n);
+
+/* Strings as they are, numbers without a useless ".0", true/false as
+ * yes/no, anything else as compact JSON. */
+void fmt_field(const json_t *o, const char *key, char *buf, size_t n);
+/* Milliseconds since the epoch, in local time. */
+void fmt_ms_field(const json_t *o, const char *key, char *buf, size_t n);
+/* An ISO 8601 time, in local time (as sent if unreadable). */
+void fmt_iso_field(const json_t *o, const char *key, char *buf, size_t n);
+/* An object of strings as "k=v, k=v". */
+void fmt_pairs_field(const json_t *o, const char *key, char *buf, size_t n);
+/* By the member: "*_ms" as fmt_ms_field, "*_at" as fmt_iso_field, an
+ * object as fmt_pairs_field, an empty array as "", else fmt_field. */
+void fmt_auto_field(const json_t *o, const char *key, char *buf, size_t n);
+
+/* ---- the printers ---- */
+
+typedef struct fmt_col {
+  const char *label; /* the column's header, or the line's label */
+  const char *key;   /* the member shown (passed to cell; may be NULL for it) */
+  fmt_cell_fn cell;  /* NULL: fmt_auto_field */
+} fmt_col_t;
+
+#define FMT_NCOLS_MAX 16
+#define FMT_CELL_MAX 1024 /* bytes of one cell, its NUL included */
+
+/* Prints the objects rows[from...] (a JSON array) as a table of ncols
+ * (at most FMT_NCOLS_MAX) columns under their labels, as fmt_table_print
+ * does; indent goes before every line. Returns 0, -EINVAL or -ENOMEM
+ * (then nothing is printed). */
+int fmt_json_table(FILE *out, const json_t *rows, size_t from, const fmt_col_t *cols,
+                   size_t ncols, const char *indent);
+
+/* Prints one line per column for the object o: its label padded to width
+ * characters, a space, and the cell ("-" when empty). */
+void fmt_json_fields(FILE *out, const json_t *o, const fmt_col_t *cols, size_t ncols,
+                     int width);
 
 #endif

@@ -640,23 +640,23 @@ static void test_fields(void **state) {
   char b[128];
   json_t *o = json_pack("{s:s,s:i,s:f,s:f,s:b,s:n,s:{s:s,s:s},s:[i]}", "s", "x", "i", 7, "r", 2.5,
                         "whole", 3.0, "t", 1, "null", "pairs", "a", "1", "b", "2", "arr", 1);
-  cli_field(o, "s", b, sizeof(b));
+  fmt_field(o, "s", b, sizeof(b));
   assert_string_equal(b, "x");
-  cli_field(o, "i", b, sizeof(b));
+  fmt_field(o, "i", b, sizeof(b));
   assert_string_equal(b, "7");
-  cli_field(o, "r", b, sizeof(b));
+  fmt_field(o, "r", b, sizeof(b));
   assert_string_equal(b, "2.5");
-  cli_field(o, "whole", b, sizeof(b));
+  fmt_field(o, "whole", b, sizeof(b));
   assert_string_equal(b, "3");
-  cli_field(o, "t", b, sizeof(b));
+  fmt_field(o, "t", b, sizeof(b));
   assert_string_equal(b, "yes");
-  cli_field(o, "null", b, sizeof(b));
+  fmt_field(o, "null", b, sizeof(b));
   assert_string_equal(b, "");
-  cli_field(o, "absent", b, sizeof(b));
+  fmt_field(o, "absent", b, sizeof(b));
   assert_string_equal(b, "");
-  cli_field(o, "arr", b, sizeof(b));
+  fmt_field(o, "arr", b, sizeof(b));
   assert_string_equal(b, "[1]");
-  cli_pairs_field(o, "pairs", b, sizeof(b));
+  fmt_pairs_field(o, "pairs", b, sizeof(b));
   assert_string_equal(b, "a=1, b=2");
   json_decref(o);
 }
