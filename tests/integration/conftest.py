@@ -788,3 +788,97 @@ def need(ok, why):
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true and this machine cannot run the test: {why}", pytrace=False)
     pytest.skip(why)
+
+
+# ---- the native API, as the test modules call it ----------------------------
+
+API = "/api/v1"
+
+
+def req(d, method, path, **kw):
+    """A request to the native API (path after /api/v1) of daemon d."""
+    return d.request(method, API + path, **kw)
+
+
+def ok(r, status=200):
+    """A native API success: the status, the CORS header every reply has,
+    JSON (none for 204); returns the body."""
+    assert r.status_code == status, f"{r.status_code}: {r.text[:500]}"
+    assert r.headers.get("Access-Control-Allow-Origin") == "*"
+    if status == 204:
+        assert r.content == b""
+        return None
+    assert r.headers.get("Content-Type") == "application/json"
+    return r.json()
+
+
+def err(r, status, code, field=None):
+    """The native API's one error shape, {"error": {code, message, details}},
+    with this status and code (and details.field when given); returns the
+    message."""
+    assert r.status_code == status, f"{r.status_code}: {r.text[:500]}"
+    assert r.headers.get("Content-Type") == "application/json"
+    assert r.headers.get("Access-Control-Allow-Origin") == "*"
+    body = r.json()
+    assert list(body) == ["error"], body
+    e = body["error"]
+    assert list(e) == ["code", "message", "details"], e
+    assert e["code"] == code, e
+    assert isinstance(e["message"], str) and e["message"]
+    assert isinstance(e["details"], dict)
+    if field is not None:
+        assert e["details"].get("field") == field, e
+    return e["message"]
+
+
+def rest(d, method, path, status=200, **kw):
+    """A native API call that must answer status; its JSON body, or None
+    when it has none."""
+    r = d.request(method, API + path, **kw)
+    assert r.status_code == status, f"{r.status_code}: {r.text[:500]}"
+    return r.json() if r.content else None
+
+
+def get_job(d, ident):
+    return ok(req(d, "GET", f"/jobs/{ident}"))
+
+
+def cursor_pages(d, path, **params):
+    """Every page of a cursor-paged list (GET path with params, then its
+    next_cursor until there is none), as the bodies, in order."""
+    cursor = None
+    while True:
+        p = dict(params)
+        if cursor:
+            p["cursor"] = cursor
+        body = ok(req(d, "GET", path, params=p))
+        yield body
+        cursor = body["next_cursor"]
+        if not cursor:
+            return
+
+
+def all_pages(d, path, key, **params):
+    """The elements (body[key]) of every page of a cursor-paged list."""
+    return [x for page in cursor_pages(d, path, **params) for x in page[key]]
+
+
+def bearer(token):
+    return {"Authorization": "Bearer " + token}
+
+
+def make_token(d, role, headers=None, auth=None, **kw):
+    """POST /tokens (as the admin, or with headers or auth); the new token."""
+    r = d.request("POST", API + "/tokens", json=dict(kw, role=role), headers=headers or {},
+                  **({"auth": auth} if auth else {}))
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+def read_json_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -15,19 +15,9 @@ import time
 import pytest
 import requests
 
-from conftest import BIN, timeout, unique, wait_for
+from conftest import BIN, bearer, make_token, timeout, unique, wait_for
 
 API = "/api/v1"
-
-
-def bearer(token):
-    return {"Authorization": "Bearer " + token}
-
-
-def make_token(d, role, headers=None, **kw):
-    r = d.request("POST", API + "/tokens", json=dict(kw, role=role), headers=headers or {})
-    assert r.status_code == 201, r.text
-    return r.json()
 
 
 def upload(d, headers, project, egg):

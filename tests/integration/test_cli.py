@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BIN, NODE, SANITIZER_MARKERS, free_port, timeout, unique, wait_for
+from conftest import BIN, NODE, SANITIZER_MARKERS, free_port, rest, timeout, unique, wait_for
 
 API = "/api/v1"
 
@@ -45,12 +45,6 @@ def ok(d, *args, **kw):
     p = cli(d, *args, **kw)
     assert p.returncode == 0, f"spiderd {' '.join(args)} -> {p.returncode}\n{p.stdout}\n{p.stderr}"
     return p.stdout
-
-
-def rest(d, method, path, status=200, **kw):
-    r = d.request(method, API + path, **kw)
-    assert r.status_code == status, r.text
-    return r.json() if r.content else None
 
 
 def local(ms):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import SHARED_STORE, SLOW, STORE_TMPL, store_url, timeout, unique, wait_for
+from conftest import SHARED_STORE, SLOW, STORE_TMPL, all_pages, store_url, timeout, unique, wait_for
 
 API = "/api/v1"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -33,18 +33,7 @@ def nodes(d):
 
 
 def all_jobs(d, **params):
-    out, cursor = [], None
-    while True:
-        p = dict(params, limit=1000)
-        if cursor:
-            p["cursor"] = cursor
-        r = d.request("GET", API + "/jobs", params=p)
-        assert r.status_code == 200, r.text
-        body = r.json()
-        out += body["jobs"]
-        cursor = body["next_cursor"]
-        if not cursor:
-            return out
+    return all_pages(d, "/jobs", "jobs", **dict(params, limit=1000))
 
 
 def cluster(factory, n, tmp_path, fake=False, scrapyd=None, spiderd=None, env=None,

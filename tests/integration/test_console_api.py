@@ -7,12 +7,11 @@ import datetime
 import json
 import os
 import stat
-import time
 import urllib.parse
 
 import pytest
 
-from conftest import timeout, unique, wait_for
+from conftest import all_pages, err, get_job, now_ms, ok, req, timeout, unique, wait_for
 
 API = "/api/v1"
 
@@ -42,30 +41,6 @@ sys.exit(0 if stats["finish_reason"] == "finished" else 1)
 '''
 
 
-def req(d, method, path, **kw):
-    return d.request(method, API + path, **kw)
-
-
-def ok(r, status=200):
-    assert r.status_code == status, f"{r.status_code}: {r.text[:500]}"
-    assert r.headers.get("Content-Type") == "application/json"
-    return r.json()
-
-
-def err(r, status, code, field=None):
-    """Checks the one error shape; returns the message."""
-    assert r.status_code == status, f"{r.status_code}: {r.text[:500]}"
-    body = r.json()
-    assert list(body) == ["error"], body
-    e = body["error"]
-    assert list(e) == ["code", "message", "details"], e
-    assert e["code"] == code, e
-    assert isinstance(e["message"], str) and e["message"]
-    if field is not None:
-        assert e["details"].get("field") == field, e
-    return e["message"]
-
-
 def make_fake(tmp_path_factory):
     path = tmp_path_factory.mktemp("fake") / "fakepython"
     path.write_text(FAKE)
@@ -90,10 +65,6 @@ def create(d, spider="quick", project="cp", **fields):
     return ok(req(d, "POST", "/jobs", json={"project": project, "spider": spider, **fields}), 201)
 
 
-def get_job(d, ident):
-    return ok(req(d, "GET", f"/jobs/{ident}"))
-
-
 ENDED = ("finished", "failed", "cancelled", "lost")
 
 
@@ -106,16 +77,7 @@ def wait_ended(d, ident, seconds=30):
 
 def list_all(d, **params):
     """Every page of /jobs with these filters, as ids (newest first)."""
-    out, cursor = [], None
-    while True:
-        p = dict(params)
-        if cursor:
-            p["cursor"] = cursor
-        body = ok(req(d, "GET", "/jobs", params=p))
-        out += [j["id"] for j in body["jobs"]]
-        cursor = body["next_cursor"]
-        if not cursor:
-            return out
+    return [j["id"] for j in all_pages(d, "/jobs", "jobs", **params)]
 
 
 # ---- jobs.list: node and q ------------------------------------------------
@@ -195,10 +157,6 @@ def deploy(d, egg_bytes, project):
     r = req(d, "POST", f"/projects/{project}/versions", params={"version": "1.0"},
             data=egg_bytes("testproj"), headers={"Content-Type": "application/octet-stream"})
     assert r.status_code == 201, r.text
-
-
-def now_ms():
-    return int(time.time() * 1000)
 
 
 def iso(ms):
@@ -524,16 +482,7 @@ def test_queue_keys_show_each_keys_politeness_state(d):
     assert stats["keys"] == 3 and stats["inflight"] == 2
 
     # Pages of one, in key order, by cursor.
-    seen, cursor = [], None
-    while True:
-        params = {"limit": 1}
-        if cursor:
-            params["cursor"] = cursor
-        page = ok(req(d, "GET", f"/queues/{name}/keys", params=params))
-        seen += [k["key"] for k in page["keys"]]
-        cursor = page["next_cursor"]
-        if not cursor:
-            break
+    seen = [k["key"] for k in all_pages(d, f"/queues/{name}/keys", "keys", limit=1)]
     assert seen == ["a.example", "b.example", "c"]
     # JSON-RPC.
     r = ok(req(d, "POST", "/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "queues.keys",

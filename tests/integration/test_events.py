@@ -3,7 +3,7 @@
 import threading
 import time
 
-from conftest import timeout, unique, wait_for
+from conftest import rest, timeout, unique, wait_for
 
 API = "/api/v1"
 
@@ -91,9 +91,7 @@ def test_stream_open_while_daemon_stops(spiderd):
 
 
 def events(d, **params):
-    r = d.request("GET", API + "/events", params=params)
-    assert r.status_code == 200, r.text
-    return r.json()
+    return rest(d, "GET", "/events", params=params)
 
 
 def test_events_newest_first_paged_back_with_before(spiderd, egg):

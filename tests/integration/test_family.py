@@ -1,7 +1,7 @@
 """Parent and child jobs through the native API: fan-out, listing children,
 the parent's summary, and cancel reaching the whole family."""
 
-from conftest import wait_for
+from conftest import get_job, wait_for
 
 API = "/api/v1"
 
@@ -10,12 +10,6 @@ def create(d, spider="slow", **fields):
     body = {"project": "testproj", "spider": spider, "args": {"seconds": "30"}, **fields}
     r = d.request("POST", API + "/jobs", json=body)
     assert r.status_code == 201, r.text
-    return r.json()
-
-
-def get(d, job_id):
-    r = d.request("GET", f"{API}/jobs/{job_id}")
-    assert r.status_code == 200, r.text
     return r.json()
 
 
@@ -31,12 +25,12 @@ def test_children_summary_and_cascading_cancel(spiderd, egg):
     assert sorted(j["id"] for j in listed) == sorted(k["id"] for k in kids)
 
     # Two slots: the parent and the first child run, the rest wait.
-    wait_for(lambda: get(d, kids[0]["id"])["state"] == "running", 30, "the first child running")
-    p = get(d, parent["id"])
+    wait_for(lambda: get_job(d, kids[0]["id"])["state"] == "running", 30, "the first child running")
+    p = get_job(d, parent["id"])
     assert p["children"]["total"] == 2
     assert p["children"]["running"] == 1 and p["children"]["pending"] == 1
     assert p["family_state"] == "running"
-    assert "children" not in get(d, grandchild["id"])
+    assert "children" not in get_job(d, grandchild["id"])
 
     r = d.request("POST", f"{API}/jobs/{parent['id']}/cancel", json={"signal": "KILL"})
     assert r.status_code == 200, r.text
@@ -44,13 +38,14 @@ def test_children_summary_and_cascading_cancel(spiderd, egg):
     # they start (and, as in Scrapyd, such jobs leave the history with the
     # next trim), each with its event.
     for j in [parent, kids[0]]:
-        wait_for(lambda j=j: get(d, j["id"])["state"] == "cancelled", 30, f"job {j['id']} cancelled")
+        wait_for(lambda j=j: get_job(d, j["id"])["state"] == "cancelled", 30,
+                 f"job {j['id']} cancelled")
     cancelled = d.request("GET", API + "/events", params={"type": "job.cancelled"}).json()
     assert {e["job_id"] for e in cancelled["events"]} >= {
         parent["id"], kids[0]["id"], kids[1]["id"], grandchild["id"]}
     pending = d.request("GET", API + "/jobs", params={"state": "pending"}).json()["jobs"]
     assert pending == []
-    assert get(d, parent["id"])["family_state"] == "cancelled"
+    assert get_job(d, parent["id"])["family_state"] == "cancelled"
 
 
 def test_parent_must_exist(spiderd, egg):

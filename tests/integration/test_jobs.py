@@ -11,7 +11,7 @@ import zoneinfo
 
 import pytest
 
-from conftest import SLOW, TIME_RE, parse_time, pid_alive, wait_for
+from conftest import SLOW, TIME_RE, parse_time, pid_alive, read_json_lines, wait_for
 
 TZ = "Asia/Kolkata"  # the daemon's local zone: listjobs times must be in it
 
@@ -52,11 +52,6 @@ def blocked(d, project):
     finally:
         d.cancel(project, job, "KILL")
         d.wait_finished(job, 15)
-
-
-def read_json_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def status(d, job, project=None):

@@ -14,21 +14,10 @@ import subprocess
 import threading
 import time
 
-from conftest import BIN, timeout, unique, wait_for
+from conftest import BIN, bearer, make_token, timeout, unique, wait_for
 from test_cluster import cluster, shared
 
 API = "/api/v1"
-
-
-def bearer(token):
-    return {"Authorization": "Bearer " + token}
-
-
-def make_token(d, role, headers=None, auth=None, **kw):
-    r = d.request("POST", API + "/tokens", json=dict(kw, role=role), headers=headers or {},
-                  **({"auth": auth} if auth else {}))
-    assert r.status_code == 201, r.text
-    return r.json()
 
 
 def make_user(d, name, password, role, headers=None):

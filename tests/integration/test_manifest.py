@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from conftest import TESTPROJ_SPIDERS, wait_for
+from conftest import TESTPROJ_SPIDERS, get_job, wait_for
 
 API = "/api/v1"
 
@@ -107,12 +107,6 @@ def d(module_spiderd, egg_bytes):
     obj = upload_bytes(daemon, "eggproj", "1.0", egg_bytes("testproj"))
     assert obj["status"] == "ok", obj
     return daemon
-
-
-def get_job(d, ident):
-    r = d.request("GET", f"{API}/jobs/{ident}")
-    assert r.status_code == 200, r.text
-    return r.json()
 
 
 def items(d, project, spider, job):

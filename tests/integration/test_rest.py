@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from conftest import TESTPROJ_SPIDERS, timeout, unique, wait_for
+from conftest import (
+    TESTPROJ_SPIDERS, cursor_pages, err, get_job, ok, req, timeout, unique, wait_for)
 
 API = "/api/v1"
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src")
@@ -27,42 +28,9 @@ def d(module_spiderd, egg_bytes):
     return daemon
 
 
-def req(d, method, path, **kw):
-    return d.request(method, API + path, **kw)
-
-
-def ok(r, status=200):
-    assert r.status_code == status, f"{r.status_code}: {r.text[:500]}"
-    assert r.headers.get("Access-Control-Allow-Origin") == "*"
-    if status == 204:
-        assert r.content == b""
-        return None
-    assert r.headers.get("Content-Type") == "application/json"
-    return r.json()
-
-
-def err(r, status, code):
-    """Checks the one error shape and returns its message."""
-    assert r.status_code == status, f"{r.status_code}: {r.text[:500]}"
-    assert r.headers.get("Content-Type") == "application/json"
-    assert r.headers.get("Access-Control-Allow-Origin") == "*"
-    body = r.json()
-    assert list(body) == ["error"], body
-    e = body["error"]
-    assert list(e) == ["code", "message", "details"], e
-    assert e["code"] == code, e
-    assert isinstance(e["message"], str) and e["message"]
-    assert isinstance(e["details"], dict)
-    return e["message"]
-
-
 def create(d, spider="quick", project="rp", **fields):
     r = req(d, "POST", "/jobs", json={"project": project, "spider": spider, **fields})
     return ok(r, 201)
-
-
-def get_job(d, ident):
-    return ok(req(d, "GET", f"/jobs/{ident}"))
 
 
 def wait_state(d, ident, states, seconds=60):
@@ -347,18 +315,9 @@ def test_pagination_has_no_duplicates_or_gaps(spiderd, egg_bytes):
     blocker = create(d, "slow", project="pg", args={"seconds": "60"})
     made = [create(d, "quick", project="pg")["id"] for _ in range(11)]
     made.append(blocker["id"])
-    seen, cursor, pages = [], None, 0
-    while True:
-        params = {"limit": 4, "project": "pg"}
-        if cursor:
-            params["cursor"] = cursor
-        page = ok(req(d, "GET", "/jobs", params=params))
-        seen += [j["id"] for j in page["jobs"]]
-        pages += 1
-        cursor = page["next_cursor"]
-        if cursor is None:
-            break
-    assert pages == 3
+    pages = list(cursor_pages(d, "/jobs", limit=4, project="pg"))
+    seen = [j["id"] for page in pages for j in page["jobs"]]
+    assert len(pages) == 3
     assert seen == sorted(made, reverse=True)
     # Filters: state (comma list or repeated), spider.
     pend = ok(req(d, "GET", "/jobs", params={"state": "pending", "limit": 1000}))["jobs"]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import timeout, unique, wait_for
+from conftest import rest, timeout, unique, wait_for
 
 API = "/api/v1"
 
@@ -39,9 +39,7 @@ def sched_jobs(d, sid):
 
 
 def events(d, **params):
-    r = d.request("GET", API + "/events", params=params)
-    assert r.status_code == 200, r.text
-    return r.json()["events"]
+    return rest(d, "GET", "/events", params=params)["events"]
 
 
 def deployed(factory, egg, **kw):

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from conftest import BIN, SLOW, timeout, unique, wait_for
+from conftest import BIN, SLOW, rest, timeout, unique, wait_for
 
 API = "/api/v1"
 
@@ -24,12 +24,6 @@ def ud(module_spiderd, egg):
     d.upload("p", "1.0", egg("testproj"))
     d.upload("q", "1.0", egg("testproj"))
     return d
-
-
-def rest(d, method, path, status, **kw):
-    r = d.request(method, API + path, **kw)
-    assert r.status_code == status, f"{r.status_code}: {r.text[:500]}"
-    return r.json()
 
 
 def create(d, status, **fields):

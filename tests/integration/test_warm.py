@@ -27,7 +27,7 @@ import time
 
 import pytest
 
-from conftest import SHARED_STORE, SLOW, pid_alive, timeout, wait_for
+from conftest import SHARED_STORE, SLOW, pid_alive, read_json_lines, timeout, wait_for
 
 API = "/api/v1"
 P = "w"  # the project every comparison runs (projects/warmproj)
@@ -250,11 +250,6 @@ def assert_same_log_shape(pair, spider, jobid, project=P):
     cold, warm = (log_shape(d, spider, jobid, project) for d in pair)
     assert cold == warm, "the logs of a cold and a warm run differ:\n" + "\n".join(
         difflib.unified_diff(cold, warm, "cold", "warm", lineterm=""))
-
-
-def read_json_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 # ---- the two daemons ------------------------------------------------------

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from conftest import timeout, wait_for
+from conftest import now_ms, timeout, wait_for
 
 SECRET = "s3cret-for-tests"
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -124,10 +124,6 @@ def wait_cursor(d):
     """Events inserted before the deliverer stored its first cursor would be
     history (not replayed), so tests wait for it."""
     return int(wait_for(lambda: meta(d, "webhooks.cursor"), 10, "the webhooks cursor"))
-
-
-def now_ms():
-    return int(time.time() * 1000)
 
 
 def add_event(d, type_, schedule_id=0, job_id=0, data=None):
