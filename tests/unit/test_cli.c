@@ -661,8 +661,44 @@ static void test_fields(void **state) {
   json_decref(o);
 }
 
+/* "x!" for a cell of its own making */
+static void shout(const json_t *o, const char *key, char *buf, size_t n) {
+  snprintf(buf, n, "%s!", json_string_value(json_object_get(o, key)));
+}
+
+/* The one printer of a list: columns from their cells, from an offset,
+ * indented, "-" for what is empty; and of an object, as labelled lines. */
+static void test_json_table_and_fields(void **state) {
+  (void)state;
+  char *out = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&out, &len);
+  json_t *rows = json_pack("[{s:s,s:i,s:I},{s:s,s:n},{s:s,s:i,s:{s:s}}]", "name", "skip", "n", 1,
+                           "t_ms", (json_int_t)0, "name", "ñandú", "n", "name", "b", "n", 22,
+                           "kv", "a", "1");
+  static const fmt_col_t cols[] = {{"NAME", "name", shout}, {"N", "n", fmt_field},
+                                   {"KV", "kv", fmt_auto_field}};
+  assert_int_equal(fmt_json_table(f, rows, 1, cols, 3, "  "), 0);
+  static const fmt_col_t many[FMT_NCOLS_MAX + 1] = {{"X", "x", NULL}};
+  assert_int_equal(fmt_json_table(f, rows, 0, many, FMT_NCOLS_MAX + 1, NULL), -EINVAL);
+  static const fmt_col_t rows2[] = {{"name:", "name", NULL}, {"none:", "none", NULL},
+                                    {"kv:", "kv", NULL}};
+  fmt_json_fields(f, json_array_get(rows, 2), rows2, 3, 6);
+  fclose(f);
+  assert_string_equal(out,
+                      "  NAME    N   KV\n"
+                      "  ñandú!  -   -\n"
+                      "  b!      22  a=1\n"
+                      "name:  b\n"
+                      "none:  -\n"
+                      "kv:    a=1\n");
+  free(out);
+  json_decref(rows);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_json_table_and_fields),
       cmocka_unit_test(test_args_forms),
       cmocka_unit_test(test_args_errors),
       cmocka_unit_test(test_numbers),
