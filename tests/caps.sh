@@ -59,7 +59,8 @@ long=$(find . -type f -name '*.[ch]' | sed 's#^\./##' | sort | xargs awk -v max=
         depth--
         if (depth == 0) {
           if (fn && FNR - fn + 1 > max)
-            printf "caps: %s:%d: %s is %d lines (at most %d)\n", FILENAME, fn, fname, FNR - fn + 1, max
+            printf "caps: %s:%d: %s is %d lines (at most %d)\n",
+                   FILENAME, fn, fname, FNR - fn + 1, max
           fn = 0
           sig = 0
         }
