@@ -134,8 +134,6 @@ app_t *fuzz_daemon(int basic) {
       .bind_address = app->cfg.bind_address,
       .port = 0,
       .unix_socket_path = sock_path,
-      .username = app->cfg.username,
-      .password = app->cfg.password,
       .realm = "Scrapyd",
       .max_body = app->cfg.max_upload,
   };

@@ -1,4 +1,4 @@
-/* The configuration loader (config.c): an INI file as scrapyd.conf (every
+/* The configuration loader (config*.c): an INI file as scrapyd.conf (every
  * section: [scrapyd], [spiderd], [services], [settings], [retention],
  * [concurrency]), then, after a line "%%", command-line arguments one per
  * line ("--set spiderd.max_proc=4", "--port", "6801", ...); a line

@@ -1,4 +1,4 @@
-/* HTTP requests through the whole server (http/server.c: request line,
+/* HTTP requests through the whole server (http/: request line,
  * query string, headers, url-encoded and multipart bodies, credentials,
  * routing) into every face (Scrapyd's endpoints, REST and JSON-RPC under
  * /api/v1, the pages, /logs/ and /items/, the console's files, metrics)

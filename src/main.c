@@ -399,8 +399,6 @@ static int start_http(app_t *app, char *err, size_t errlen) {
       .bind_address = cfg->bind_address,
       .port = cfg->http_port,
       .unix_socket_path = cfg->unix_socket_path,
-      .username = cfg->username,
-      .password = cfg->password,
       .realm = "Scrapyd",
       .max_body = cfg->max_upload,
       .timeout = cfg->http_timeout,

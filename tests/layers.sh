@@ -26,7 +26,7 @@ layer() { # path relative to src/ -> "name rank"
   cli/*) echo "cli 4" ;;
   flow/*) echo "flow 3" ;;
   store/*) echo "store 2" ;;
-  config.[ch]) echo "config 2" ;;
+  config.[ch] | config_*.[ch]) echo "config 2" ;;
   core/*) echo "core 1" ;;
   http/*) echo "http 1" ;;
   net/*) echo "net 1" ;;

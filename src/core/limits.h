@@ -1,8 +1,8 @@
 /* Per-job resource limits: memory, CPU time, processes, log size and items
  * size. The pure part: parsing a job's own values, merging them with the
  * daemon's defaults, the rlimit wrapper's arguments, and what an end under
- * limits means. Enforcement (cgroup or rlimits, the size sweep) is in
- * run/limits.c and run/supervise.c.
+ * limits means. Enforcement is in run/jobres.c (a cgroup or rlimits) and
+ * run/supervise.c (the log and items size sweep).
  *
  * A job carries its own limits as underscored spider arguments
  * (`_memory_limit=512M`, `_cpu_limit=600`, `_max_procs=64`,

@@ -28,9 +28,7 @@ typedef struct http_options {
   const char *bind_address;     /* TCP address ("127.0.0.1", "0.0.0.0", "::") */
   int port;                     /* 0 = no TCP listener */
   const char *unix_socket_path; /* NULL or "" = none; created with mode 0660 */
-  const char *username;         /* basic auth on every path when both */
-  const char *password;         /*   username and password are non-empty */
-  const char *realm;            /* "Scrapyd" */
+  const char *realm;            /* "Scrapyd": the default 401's WWW-Authenticate */
   long long max_body;           /* larger bodies get 413 (Content-Length checked
                                    before reading; streamed bodies as they come) */
   int timeout;                  /* seconds: a connection idle this long, or one
@@ -76,11 +74,10 @@ int http_route_prefix(http_server_t *s, const char *prefix, http_handler_fn fn, 
 /* Unmatched paths go here; default: Twisted's 404 "No Such Resource" page. */
 void http_set_fallback(http_server_t *s, http_handler_fn fn, void *ud);
 /* ---- who sends a request ----
- * Without an authenticator, basic auth with http_options' username and
- * password guards every route that is not public. With one, it alone
- * decides: the server decodes the Authorization header into credentials
- * and asks it, on the loop, at the request's headers (before the body is
- * read): */
+ * Without an authenticator every route is served to anyone. With one, it
+ * alone decides for every route that is not public: the server decodes
+ * the Authorization header into credentials and asks it, on the loop, at
+ * the request's headers (before the body is read): */
 enum http_cred_scheme {
   HTTP_CRED_NONE = 0, /* no Authorization header */
   HTTP_CRED_BASIC,    /* user and secret (the password) */

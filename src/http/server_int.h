@@ -1,6 +1,10 @@
-/* The HTTP server's private side, shared by server.c (connections,
- * requests, routing, replies) and stream.c (streamed replies). Loop thread
- * only; ownership as in http.h.
+/* The HTTP server's private side, shared by its files: server.c (a
+ * request's life and its replies), body.c (parameters and bodies),
+ * router.c (routes and hooks), credentials.c (the Authorization header),
+ * listen.c (sockets, TLS, the loop), conn.c (header deadlines), stream.c
+ * (streamed replies), watch.c (clients leaving), gzip.c (compression),
+ * client.c (the client's address). Loop thread only; ownership as in
+ * http.h.
  */
 #ifndef SPIDERD_HTTP_SERVER_INT_H
 #define SPIDERD_HTTP_SERVER_INT_H
@@ -14,6 +18,10 @@
 
 #define MAX_BOUNDARY 200      /* RFC 2046 says 70; be lenient */
 #define TAIL_SLACK 64         /* trailing whitespace tolerated after "--b--" */
+#define MAX_PARAMS 10000      /* fields in one request */
+/* Past max_body a streamed body is read and dropped so the client still gets
+ * its 413; beyond this much more, it is cut off instead. */
+#define DISCARD_MAX (64ULL << 20)
 
 /* ---- data structures ---- */
 
@@ -144,8 +152,6 @@ struct http_server {
   http_auth_deny_fn auth_deny;
   void *auth_ud;
 
-  char *cred; /* "user:password" when basic auth is on */
-  size_t cred_len;
   char *www_auth;
   long long max_body;
   int timeout_s;            /* idle and header deadline */
@@ -158,6 +164,40 @@ struct http_server {
   http_req_t *suspended;
 };
 
+/* ---- a request (server.c) ---- */
+/* n bytes (a NUL-terminated copy of s's n bytes) in r's arena, which lives
+ * until the request is reset; NULL without memory. */
+char *http_arena_alloc(http_req_t *r, size_t n);
+char *http_arena_strndup(http_req_t *r, const char *s, size_t n);
+/* libmicrohttpd's callbacks for every listener (cls: the listener). */
+void *http_on_uri(void *cls, const char *uri, struct MHD_Connection *c);
+enum MHD_Result http_on_access(void *cls, struct MHD_Connection *c, const char *url,
+                               const char *method, const char *version, const char *upload,
+                               size_t *upload_size, void **con_cls);
+void http_on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                       enum MHD_RequestTerminationCode toe);
+/* ---- its parameters and body (body.c) ---- */
+/* Collects the query string's parameters. 0 or -ENOMEM (r->failed). */
+int http_query_args(http_req_t *r);
+/* Chooses how the body is read from its Content-Type (ct may be NULL). */
+enum MHD_Result http_body_begin(http_req_t *r, const char *ct);
+/* One chunk of the body, as libmicrohttpd hands it over. */
+enum MHD_Result http_body_feed(http_req_t *r, const char *data, size_t n);
+/* The body is all in: parses a url-encoded one, checks a form's end. */
+void http_body_finish(http_req_t *r);
+/* Over a limit: frees what the body took and reads the rest unkept. */
+void http_body_shed(http_req_t *r);
+/* ---- who sends it (credentials.c) ---- */
+/* The authenticator's verdict on r (HTTP_AUTH_*), from its Authorization
+ * header; only when the server has an authenticator. */
+int http_authenticate(http_req_t *r);
+/* ---- routes (router.c) ---- */
+/* The route for path (exact, else the longest prefix), or NULL. */
+route *http_route_find(http_server_t *s, const char *path);
+/* Calls r's route, or the fallback. */
+void http_route_request(http_req_t *r);
+/* Frees the route tables. */
+void http_routes_release(http_server_t *s);
 /* The client's address at its headers (client.c): the peer, or behind a
  * trusted proxy the client it forwards for; in the arena, NULL without memory. */
 const char *http_client_of(http_req_t *r);
@@ -168,7 +208,7 @@ void http_suspended_link(http_req_t *r);
 void http_suspended_unlink(http_req_t *r);
 /* Content-Type and the handler's headers on a response. 0 or -EINVAL. */
 int http_add_headers(http_req_t *r, struct MHD_Response *resp, const char *ct);
-/* Makes the next loop iteration run MHD for a resumed connection. */
+/* Makes the next loop iteration run MHD for a resumed connection (listen.c). */
 void http_kick(struct listener *l);
 /* Takes resp: queues it now inside the handler, else resumes the
  * connection to send it. */

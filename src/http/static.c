@@ -4,6 +4,7 @@
  * Scrapyd 1.6.0 (its DirectoryLister adds a "Last modified" column). */
 #include "http/http.h"
 #include "http/server_int.h"
+#include "strbuf.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -19,68 +20,43 @@
 #include <time.h>
 #include <unistd.h>
 
-/* ---- a growable string ---- */
+/* ---- HTML and URL text ---- */
 
-typedef struct sbuf {
-  char *p;
-  size_t len, cap;
-  bool oom;
-} sbuf;
-
-static void sb_add(sbuf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap * 2 : 1024;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-      b->oom = true;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->len, s, n);
-  b->len += n;
-  b->p[b->len] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
-static void sb_escape(sbuf *b, const char *s) {
+/* Appends s with &, <, >, " and ' as HTML entities (Python's html.escape). */
+static void add_escaped(strbuf_t *b, const char *s) {
   for (; *s; s++) {
     switch (*s) {
-    case '&': sb_str(b, "&amp;"); break;
-    case '<': sb_str(b, "&lt;"); break;
-    case '>': sb_str(b, "&gt;"); break;
-    case '"': sb_str(b, "&quot;"); break;
-    case '\'': sb_str(b, "&#x27;"); break;
-    default: sb_add(b, s, 1);
+    case '&': strbuf_adds(b, "&amp;"); break;
+    case '<': strbuf_adds(b, "&lt;"); break;
+    case '>': strbuf_adds(b, "&gt;"); break;
+    case '"': strbuf_adds(b, "&quot;"); break;
+    case '\'': strbuf_adds(b, "&#x27;"); break;
+    default: strbuf_add(b, s, 1);
     }
   }
 }
 
-/* Python's urllib.parse.quote(s, safe="/"). */
-static void sb_quote(sbuf *b, const char *s) {
+/* Appends s as Python's urllib.parse.quote(s, safe="/") writes it. */
+static void add_quoted(strbuf_t *b, const char *s) {
   static const char hex[] = "0123456789ABCDEF";
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
         c == '.' || c == '-' || c == '~' || c == '/') {
-      sb_add(b, s, 1);
+      strbuf_add(b, s, 1);
     } else {
       char e[3] = {'%', hex[c >> 4], hex[c & 15]};
-      sb_add(b, e, 3);
+      strbuf_add(b, e, 3);
     }
   }
 }
 
 char *http_html_escape(const char *s) {
-  sbuf b = {0};
-  sb_add(&b, "", 0);
-  sb_escape(&b, s ? s : "");
-  if (b.oom) {
-    free(b.p);
+  strbuf_t b = {0};
+  strbuf_add(&b, "", 0);
+  add_escaped(&b, s ? s : "");
+  if (b.failed) {
+    strbuf_release(&b);
     return NULL;
   }
   return b.p;
@@ -136,42 +112,42 @@ static const char *type_and_encoding(const char *name, const char **encoding) {
 /* ---- small replies ---- */
 
 static void error_page(http_req_t *r, int status, const char *brief, const char *detail) {
-  sbuf b = {0};
+  strbuf_t b = {0};
   char code[16];
   snprintf(code, sizeof(code), "%d", status);
-  sb_str(&b, "\n<html>\n  <head><title>");
-  sb_str(&b, code);
-  sb_str(&b, " - ");
-  sb_str(&b, brief);
-  sb_str(&b, "</title></head>\n  <body>\n    <h1>");
-  sb_str(&b, brief);
-  sb_str(&b, "</h1>\n    <p>");
-  sb_str(&b, detail);
-  sb_str(&b, "</p>\n  </body>\n</html>\n");
-  if (b.oom) http_reply(r, 500, NULL, NULL, 0);
+  strbuf_adds(&b, "\n<html>\n  <head><title>");
+  strbuf_adds(&b, code);
+  strbuf_adds(&b, " - ");
+  strbuf_adds(&b, brief);
+  strbuf_adds(&b, "</title></head>\n  <body>\n    <h1>");
+  strbuf_adds(&b, brief);
+  strbuf_adds(&b, "</h1>\n    <p>");
+  strbuf_adds(&b, detail);
+  strbuf_adds(&b, "</p>\n  </body>\n</html>\n");
+  if (b.failed) http_reply(r, 500, NULL, NULL, 0);
   else http_reply(r, status, "text/html; charset=utf-8", b.p, b.len);
-  free(b.p);
+  strbuf_release(&b);
 }
 
 static void not_found(http_req_t *r) { error_page(r, 404, "No Such Resource", "File not found."); }
 
 static void redirect_slash(http_req_t *r, const char *url_path) {
-  sbuf loc = {0}, body = {0};
-  sb_quote(&loc, url_path);
-  sb_str(&loc, "/");
-  sb_str(&body, "\n<html>\n    <head>\n        <meta http-equiv=\"refresh\" content=\"0;URL=");
-  sb_escape(&body, loc.p ? loc.p : "");
-  sb_str(&body, "\">\n    </head>\n    <body bgcolor=\"#FFFFFF\" text=\"#000000\">\n    <a href=\"");
-  sb_escape(&body, loc.p ? loc.p : "");
-  sb_str(&body, "\">click here</a>\n    </body>\n</html>\n");
-  if (loc.oom || body.oom) {
+  strbuf_t loc = {0}, body = {0};
+  add_quoted(&loc, url_path);
+  strbuf_adds(&loc, "/");
+  strbuf_adds(&body, "\n<html>\n    <head>\n        <meta http-equiv=\"refresh\" content=\"0;URL=");
+  add_escaped(&body, loc.p ? loc.p : "");
+  strbuf_adds(&body, "\">\n    </head>\n    <body bgcolor=\"#FFFFFF\" text=\"#000000\">\n    <a href=\"");
+  add_escaped(&body, loc.p ? loc.p : "");
+  strbuf_adds(&body, "\">click here</a>\n    </body>\n</html>\n");
+  if (loc.failed || body.failed) {
     http_reply(r, 500, NULL, NULL, 0);
   } else {
     http_reply_header(r, "Location", loc.p);
     http_reply(r, 302, "text/html; charset=utf-8", body.p, body.len);
   }
-  free(loc.p);
-  free(body.p);
+  strbuf_release(&loc);
+  strbuf_release(&body);
 }
 
 /* ---- dates ---- */
@@ -402,7 +378,7 @@ static int read_entries(const char *dir, const char *root, entry **out, size_t *
 }
 
 /* One entry's row; i counts from 0 (odd and even rows alternate). */
-static void listing_row(sbuf *b, const entry *e, size_t i) {
+static void listing_row(strbuf_t *b, const entry *e, size_t i) {
   char size[32] = "", mtime[32];
   struct tm tm;
   localtime_r(&e->mtime, &tm);
@@ -410,31 +386,31 @@ static void listing_row(sbuf *b, const entry *e, size_t i) {
   const char *encoding = NULL;
   const char *type = e->dir ? NULL : type_and_encoding(e->name, &encoding);
   if (!e->dir) format_size(e->size, size, sizeof(size));
-  sb_str(b, i % 2 ? "<tr class=\"even\">\n    <td><a href=\"" : "<tr class=\"odd\">\n    <td><a href=\"");
-  sb_quote(b, e->name);
-  if (e->dir) sb_str(b, "/");
-  sb_str(b, "\">");
-  sb_escape(b, e->name);
-  if (e->dir) sb_str(b, "/");
-  sb_str(b, "</a></td>\n    <td>");
-  sb_str(b, size);
-  sb_str(b, "</td>\n    <td>");
-  sb_str(b, mtime);
-  sb_str(b, "</td>\n    <td>");
+  strbuf_adds(b, i % 2 ? "<tr class=\"even\">\n    <td><a href=\"" : "<tr class=\"odd\">\n    <td><a href=\"");
+  add_quoted(b, e->name);
+  if (e->dir) strbuf_adds(b, "/");
+  strbuf_adds(b, "\">");
+  add_escaped(b, e->name);
+  if (e->dir) strbuf_adds(b, "/");
+  strbuf_adds(b, "</a></td>\n    <td>");
+  strbuf_adds(b, size);
+  strbuf_adds(b, "</td>\n    <td>");
+  strbuf_adds(b, mtime);
+  strbuf_adds(b, "</td>\n    <td>");
   if (e->dir) {
-    sb_str(b, "[Directory]");
+    strbuf_adds(b, "[Directory]");
   } else {
-    sb_str(b, "[");
-    sb_str(b, type);
-    sb_str(b, "]");
+    strbuf_adds(b, "[");
+    strbuf_adds(b, type);
+    strbuf_adds(b, "]");
   }
-  sb_str(b, "</td>\n    <td>");
+  strbuf_adds(b, "</td>\n    <td>");
   if (encoding) {
-    sb_str(b, "[");
-    sb_str(b, encoding);
-    sb_str(b, "]");
+    strbuf_adds(b, "[");
+    strbuf_adds(b, encoding);
+    strbuf_adds(b, "]");
   }
-  sb_str(b, "</td>\n</tr>\n");
+  strbuf_adds(b, "</td>\n</tr>\n");
 }
 
 /* A directory listing: the directory is read and sorted on libuv's thread
@@ -468,10 +444,10 @@ static void dl_work(uv_work_t *w) {
 }
 
 /* The rows from l->next, at most LISTING_ROWS, and the foot after the last. */
-static void dl_rows(dir_listing *l, sbuf *b) {
+static void dl_rows(dir_listing *l, strbuf_t *b) {
   size_t end = l->n - l->next > LISTING_ROWS ? l->next + LISTING_ROWS : l->n;
   for (; l->next < end; l->next++) listing_row(b, &l->v[l->next], l->next);
-  if (l->next == l->n) sb_str(b, listing_foot);
+  if (l->next == l->n) strbuf_adds(b, listing_foot);
 }
 
 static void dl_more(void *ud) {
@@ -480,32 +456,21 @@ static void dl_more(void *ud) {
     http_stream_end(l->st);
     return;
   }
-  sbuf b = {0};
+  strbuf_t b = {0};
   dl_rows(l, &b);
-  if (b.oom || http_stream_write(l->st, b.p, b.len)) http_stream_fail(l->st);
-  free(b.p);
+  if (b.failed || http_stream_write(l->st, b.p, b.len)) http_stream_fail(l->st);
+  strbuf_release(&b);
 }
 
 static void dl_gone(void *ud) { dl_free(ud); }
 
-static void dl_head(dir_listing *l, sbuf *b) {
-  sbuf title = {0};
-  sb_str(&title, "Directory listing for ");
-  sb_escape(&title, l->url_path);
-  if (!title.oom) {
-    size_t need = sizeof(listing_head) + 2 * title.len;
-    char *head = malloc(need);
-    if (head) {
-      int len = snprintf(head, need, listing_head, title.p, title.p);
-      sb_add(b, head, (size_t)len);
-      free(head);
-    } else {
-      b->oom = true;
-    }
-  } else {
-    b->oom = true;
-  }
-  free(title.p);
+static void dl_head(dir_listing *l, strbuf_t *b) {
+  strbuf_t title = {0};
+  strbuf_adds(&title, "Directory listing for ");
+  add_escaped(&title, l->url_path);
+  if (title.failed) b->failed = 1;
+  else strbuf_addf(b, listing_head, title.p, title.p);
+  strbuf_release(&title);
 }
 
 static void dl_done(uv_work_t *w, int status) {
@@ -517,21 +482,21 @@ static void dl_done(uv_work_t *w, int status) {
     dl_free(l);
     return;
   }
-  sbuf b = {0};
+  strbuf_t b = {0};
   dl_head(l, &b);
   /* One reply, with its length, when it is short, and for HEAD: a streamed
    * reply to HEAD ends with a stray last chunk (libmicrohttpd 0.9.75). */
   if (l->n <= LISTING_ROWS || r->is_head) {
-    while (l->next < l->n && !b.oom) dl_rows(l, &b);
+    while (l->next < l->n && !b.failed) dl_rows(l, &b);
     if (l->n == 0) dl_rows(l, &b);
-    if (b.oom) http_reply(r, 500, NULL, NULL, 0);
+    if (b.failed) http_reply(r, 500, NULL, NULL, 0);
     else http_reply(r, 200, "text/html; charset=utf-8", b.p, b.len);
-    free(b.p);
+    strbuf_release(&b);
     dl_free(l);
     return;
   }
-  if (b.oom) {
-    free(b.p);
+  if (b.failed) {
+    strbuf_release(&b);
     http_reply(r, 500, NULL, NULL, 0);
     dl_free(l);
     return;
@@ -542,7 +507,7 @@ static void dl_done(uv_work_t *w, int status) {
     l->st = st;
     if (http_stream_write(st, b.p, b.len)) http_stream_fail(st);
   }
-  free(b.p);
+  strbuf_release(&b);
 }
 
 static void listing(http_req_t *r, const char *dir, const char *root, const char *url_path) {
@@ -566,23 +531,23 @@ static void listing(http_req_t *r, const char *dir, const char *root, const char
 /* Joins root and the clean segments of rel; NULL for a ".." segment, which
  * Twisted refuses (InsecurePath) before touching the file system. */
 static char *join_clean(const char *root, const char *rel) {
-  sbuf b = {0};
-  sb_str(&b, root);
+  strbuf_t b = {0};
+  strbuf_adds(&b, root);
   for (const char *p = rel; *p;) {
     while (*p == '/') p++;
     size_t n = strcspn(p, "/");
     if (n == 2 && p[0] == '.' && p[1] == '.') {
-      free(b.p);
+      strbuf_release(&b);
       return NULL;
     }
     if (n && !(n == 1 && p[0] == '.')) {
-      sb_str(&b, "/");
-      sb_add(&b, p, n);
+      strbuf_adds(&b, "/");
+      strbuf_add(&b, p, n);
     }
     p += n;
   }
-  if (b.oom) {
-    free(b.p);
+  if (b.failed) {
+    strbuf_release(&b);
     return NULL;
   }
   return b.p;

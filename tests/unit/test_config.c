@@ -1,7 +1,8 @@
-/* Unit tests for config.c: sources and their order, validation messages,
- * [services] and [settings], derived values. Every test works in its own
- * temporary directory and reads only the files it names, through
- * SPIDERD_CONFIG_FILES, except the one that walks the default file list. */
+/* Unit tests for config.h (config.c, config_load.c, config_secret.c):
+ * sources and their order, validation messages, [services] and [settings],
+ * derived values. Every test works in its own temporary directory and reads
+ * only the files it names, through SPIDERD_CONFIG_FILES, except the one
+ * that walks the default file list. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
