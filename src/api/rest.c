@@ -254,29 +254,27 @@ static void append_method(char *allow, size_t cap, const char *m) {
   snprintf(allow + n, cap - n, "%s%s", n ? ", " : "", m);
 }
 
-static void on_rest(http_req_t *req, void *ud) {
-  app_t *app = ud;
-  const char *full = http_req_path(req);
-  char path[1024];
-  snprintf(path, sizeof(path), "%s", full + strlen(PREFIX));
-  size_t n = strlen(path);
-  if (n > 1 && path[n - 1] == '/') path[n - 1] = '\0'; /* "/jobs/" is "/jobs" */
-  if (!path[0]) snprintf(path, sizeof(path), "/");
-  const char *m = http_req_is_head(req) ? "GET" : http_req_method(req);
+/* Which route answers path for method m, and which methods the path has
+ * (for Allow). */
+typedef struct rest_match {
+  char allow[64];
+  const op_def_t *def; /* the op that answers; NULL = none */
+  int special;         /* or the special route's kind; 0 = none */
+  route_capture_t caps[ROUTE_MAX_CAPTURES];
+  size_t ncaps;
+  const char *pattern; /* the matched route's template (metrics label); NULL = none */
+} rest_match_t;
 
-  /* Which route answers, and which methods the path has (for Allow). */
-  char allow[64] = "OPTIONS";
-  const op_def_t *def = NULL;
-  int special = 0;
-  route_capture_t caps[ROUTE_MAX_CAPTURES], tmp[ROUTE_MAX_CAPTURES];
-  size_t ncaps = 0, ntmp;
-  const char *pattern = NULL; /* the matched route's template (metrics label) */
+static void match_route(const char *path, const char *m, rest_match_t *r) {
+  route_capture_t tmp[ROUTE_MAX_CAPTURES];
+  size_t ntmp;
+  snprintf(r->allow, sizeof(r->allow), "OPTIONS");
   for (size_t i = 0; i < NSPECIALS; i++) {
     if (strcmp(specials[i].path, path)) continue;
-    pattern = specials[i].path;
-    if (!strcmp(specials[i].method, "GET")) append_method(allow, sizeof(allow), "HEAD");
-    append_method(allow, sizeof(allow), specials[i].method);
-    if (!strcmp(specials[i].method, m)) special = specials[i].kind;
+    r->pattern = specials[i].path;
+    if (!strcmp(specials[i].method, "GET")) append_method(r->allow, sizeof(r->allow), "HEAD");
+    append_method(r->allow, sizeof(r->allow), specials[i].method);
+    if (!strcmp(specials[i].method, m)) r->special = specials[i].kind;
   }
   /* A literal segment beats a capture: /schedules/preview is its own
    * route, not the schedule named "preview" (reached by its id), so only
@@ -287,15 +285,32 @@ static void on_rest(http_req_t *req, void *ud) {
     if (route_match(op_table[i].path, path, tmp, &ntmp) && ntmp < fewest) fewest = ntmp;
   for (size_t i = 0; i < op_count; i++) {
     if (!route_match(op_table[i].path, path, tmp, &ntmp) || ntmp != fewest) continue;
-    if (!pattern) pattern = op_table[i].path;
-    if (!strcmp(op_table[i].method, "GET")) append_method(allow, sizeof(allow), "HEAD");
-    append_method(allow, sizeof(allow), op_table[i].method);
-    if (!def && !strcmp(op_table[i].method, m)) {
-      def = &op_table[i];
-      memcpy(caps, tmp, sizeof(tmp));
-      ncaps = ntmp;
+    if (!r->pattern) r->pattern = op_table[i].path;
+    if (!strcmp(op_table[i].method, "GET")) append_method(r->allow, sizeof(r->allow), "HEAD");
+    append_method(r->allow, sizeof(r->allow), op_table[i].method);
+    if (!r->def && !strcmp(op_table[i].method, m)) {
+      r->def = &op_table[i];
+      memcpy(r->caps, tmp, sizeof(tmp));
+      r->ncaps = ntmp;
     }
   }
+}
+
+static void on_rest(http_req_t *req, void *ud) {
+  app_t *app = ud;
+  const char *full = http_req_path(req);
+  char path[1024];
+  snprintf(path, sizeof(path), "%s", full + strlen(PREFIX));
+  size_t n = strlen(path);
+  if (n > 1 && path[n - 1] == '/') path[n - 1] = '\0'; /* "/jobs/" is "/jobs" */
+  if (!path[0]) snprintf(path, sizeof(path), "/");
+  const char *m = http_req_is_head(req) ? "GET" : http_req_method(req);
+
+  rest_match_t r = {0};
+  match_route(path, m, &r);
+  const char *allow = r.allow, *pattern = r.pattern;
+  const op_def_t *def = r.def;
+  int special = r.special;
   if (pattern) {
     char label[256];
     snprintf(label, sizeof(label), "%s%s", PREFIX, pattern);
@@ -357,7 +372,7 @@ static void on_rest(http_req_t *req, void *ud) {
   rc->req = req;
   rc->def = def;
   snprintf(rc->allow, sizeof(rc->allow), "%s", allow);
-  run_op(rc, caps, ncaps);
+  run_op(rc, r.caps, r.ncaps);
 }
 
 int api_rest_register(app_t *app) {
