@@ -3,6 +3,8 @@
 # Ceph (one monitor, one OSD keeping its objects in memory).
 #   tests/s3server.sh start DIR [BUCKET]  -> prints the settings to use; DIR is created
 #   tests/s3server.sh stop DIR
+#   tests/s3server.sh cut DIR     -> the S3 endpoint goes away (connections refused)
+#   tests/s3server.sh resume DIR  -> it answers again on the same port, objects kept
 # start prints NAME=value lines (also kept in DIR/env, for `. DIR/env`):
 #   S3_ENDPOINT            http://127.0.0.1:PORT (path-style requests)
 #   S3_BUCKET              a bucket that exists already (default "spiderd")
@@ -135,5 +137,19 @@ stop)
   stop_daemons
   rm -rf "$dir"
   ;;
-*) echo "usage: $0 start|stop DIR [BUCKET]" >&2; exit 2 ;;
+cut)  # radosgw only: the objects stay in the OSD, which runs on
+  pid=$(cat "$dir/run/client.rgw.pid")
+  kill -9 "$pid"
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  ;;
+resume)
+  port=$(cat "$dir/port")
+  radosgw -c "$dir/ceph.conf" -n client.rgw >>"$dir/log/start.log" 2>&1 || fail "radosgw did not start"
+  for _ in $(seq 300); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/" && exit 0
+    sleep 0.1
+  done
+  fail "radosgw does not answer on port $port"
+  ;;
+*) echo "usage: $0 start|stop|cut|resume DIR [BUCKET]" >&2; exit 2 ;;
 esac

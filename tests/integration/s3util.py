@@ -41,6 +41,17 @@ def stop_server(srv):
     subprocess.run([SERVER, "stop", srv["dir"]], check=False)
 
 
+def cut_server(srv):
+    """The endpoint goes away: connections are refused until resume_server.
+    The objects are kept."""
+    subprocess.run([SERVER, "cut", srv["dir"]], check=True)
+
+
+def resume_server(srv):
+    """The endpoint answers again, on the same port, over the same objects."""
+    subprocess.run([SERVER, "resume", srv["dir"]], check=True)
+
+
 @pytest.fixture
 def s3_server():
     """A server of the test's own: its settings dict (see start_server)."""
