@@ -688,7 +688,6 @@ def test_k8s_config_runs():
             conf = configparser.ConfigParser()
             conf.read_string(conf_text)
             bucket = re.match(r"s3://([^/]+)", conf.get("spiderd", "object_store")).group(1)
-            os.chmod(tmp, 0o755)
             r = subprocess.run([s3server, "start", s3dir, bucket], capture_output=True, text=True)
             s3_started = r.returncode == 0
             if not check(s3_started, f"tests/s3server.sh starts with bucket {bucket} " + r.stderr[-500:]):
