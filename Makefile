@@ -13,7 +13,7 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	wrk zip unzip curl redis-server postgresql python3-psycopg2 \
 	chromium chromium-driver python3-selenium python3-jsonschema \
 	debhelper dpkg-dev fakeroot lintian python3-yaml python3-prometheus-client \
-	nginx-light python3-pytest-xdist \
+	nginx-light python3-pytest-xdist awscli radosgw ceph-mon ceph-osd docker-compose \
 	qemu-system-x86 busybox-static
 # Only for `make fuzz` (building and testing replay the corpora without them).
 FUZZ_PKGS := clang libclang-rt-14-dev
