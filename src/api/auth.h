@@ -107,6 +107,13 @@ int auth_event_visible(const auth_who_t *who, const event_t *e);
  * and forget: a failure is logged. */
 void auth_audit(app_t *app, const auth_who_t *who, const char *type, json_t *data);
 
+/* For a change of one principal (flow/auth.h's principals_write_t): a copy
+ * of the principal of kind and name as this node knows it (*out zeroed when
+ * it knows none) and the auth generation that knowledge is of (*gen,
+ * malloc'd; NULL, and *out zeroed, before auth_init). 0 or -ENOMEM. */
+int auth_cached(const app_t *app, principal_kind_t kind, const char *name, principal_t *out,
+                char **gen);
+
 /* The principals changed on this node: read them again now; cb(ud) (may
  * be NULL) runs once they are read (or could not be), so that an answer
  * sent from it is followed by requests that see the change. */
