@@ -683,37 +683,6 @@ int auth_cached(const app_t *app, principal_kind_t kind, const char *name, princ
   return rc;
 }
 
-/* ---- the audit trail ---- */
-
-typedef struct audit {
-  event_t e;
-} audit_t;
-
-static int audit_fn(store_t *s, void *arg) {
-  audit_t *a = arg;
-  return principals_audit(s, a->e.type, a->e.data, clock_wall_ms());
-}
-
-static void audit_done(void *arg, int rc) {
-  audit_t *a = arg;
-  if (rc) log_warn("auth", "cannot record event %s: %s", a->e.type, spd_strerror(rc));
-  event_release(&a->e);
-  free(a);
-}
-
-void auth_audit(app_t *app, const auth_who_t *who, const char *type, json_t *data) {
-  audit_t *a = calloc(1, sizeof(*a));
-  if (!a || !(a->e.type = strdup(type))) {
-    free(a);
-    json_decref(data);
-    return;
-  }
-  a->e.data = data;
-  if (store_submit_as(app->store, STORE_WRITE, audit_fn, a, audit_done, who ? who->actor : NULL,
-                      who ? who->addr : NULL))
-    audit_done(a, SPD_ESHUTDOWN);
-}
-
 /* ---- keeping the principals fresh ---- */
 
 typedef struct waiter {

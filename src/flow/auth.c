@@ -20,14 +20,10 @@ static int audit(store_t *s, const char *type, const principal_t *p, const char 
                   : json_pack("{s:s, s:s, s:s, s:s}", "token", p->name, "name", p->label,
                               "role", role_name(p->role), "projects", p->projects);
   if (d && reason) json_object_set_new(d, "reason", json_string(reason));
-  int rc = principals_audit(s, type, d, clock_wall_ms());
+  event_t e = {.type = (char *)type, .ts_ms = clock_wall_ms(), .data = d};
+  int rc = store_event_add(s, &e);
   json_decref(d);
   return rc;
-}
-
-int principals_audit(store_t *s, const char *type, json_t *data, int64_t now_ms) {
-  event_t e = {.type = (char *)type, .ts_ms = now_ms, .data = data};
-  return store_event_add(s, &e);
 }
 
 /* The store refused the write (SPD_ECONFLICT): it would take the last admin

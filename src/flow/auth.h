@@ -2,8 +2,7 @@
  * revoked, a user made, changed or deleted, each with its audit event
  * (token.created, token.revoked, user.created, user.updated, user.deleted),
  * and the last admin's guard with its refusals (token.revoke_refused,
- * user.update_refused, user.delete_refused); besides, the audit trail of
- * writes that leave no other event (principals_audit).
+ * user.update_refused, user.delete_refused).
  *
  * The last admin: on a node that serves beyond loopback with nothing else
  * to let an admin in (no --insecure, no [scrapyd] login: the caller decides,
@@ -33,7 +32,6 @@
 #ifndef SPIDERD_FLOW_AUTH_H
 #define SPIDERD_FLOW_AUTH_H
 
-#include <jansson.h>
 #include <stdint.h>
 
 #include "core/principal.h"
@@ -74,9 +72,5 @@ int principals_user_delete(store_t *s, principals_write_t *w);
 /* A deep copy of from into *to (the caller's: principal_release). 0 or
  * -ENOMEM (then *to holds nothing). */
 int principals_copy(const principal_t *from, principal_t *to);
-
-/* Records an event of type with data (borrowed; an object or NULL) at
- * now_ms: the audit trail of a write that leaves no other event. */
-int principals_audit(store_t *s, const char *type, json_t *data, int64_t now_ms);
 
 #endif
