@@ -5,7 +5,6 @@
  * (flow_apply: the scheduler ticks at once). */
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
