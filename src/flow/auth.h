@@ -19,7 +19,11 @@
  * the auth generation of that cache (w->gen). When the store's generation is
  * still that one, nothing changed since (every put and delete changes it),
  * and the cached copy is the row: one value is read, not the table. Else
- * the principals are read from the store.
+ * the principals are read from the store. (Redis writes a row and the
+ * generation in two steps: a put or delete that failed between them left
+ * the row changed under the old generation, and its retry, which bumps it,
+ * works from the copy as it was before the failed attempt, as that attempt
+ * did.)
  *
  * Each runs on a store thread inside the caller's store op (store_submit),
  * so a change and its event commit together. Nothing of the loop's state

@@ -9,6 +9,9 @@
  * changed something: the caller hands ch to flow_apply on the loop, which
  * makes the scheduler tick at once (the upcoming runs were cleared).
  *
+ * Running a schedule now changes no schedule: it is a job queued from the
+ * schedule's template (schedule_job, then flow/jobs.h's jobs_enqueue).
+ *
  * A schedule is named by key: its row id (digits) or its name. A schedule of
  * a project the caller may not see (projects: core/principal.h's list, ""
  * = every project) is none to it: SPD_ENOSCHEDULE, as an unknown one.
