@@ -12,6 +12,7 @@
 #include "core/job.h"
 #include "core/names.h"
 #include "error.h"
+#include "flow/auth.h"
 #include "flow/jobtoken.h"
 #include "http/trust.h"
 #include "log.h"
@@ -286,16 +287,15 @@ static int by_token(auth_t *a, http_req_t *r, auth_req_t *ar, const char *text, 
   return who_of(r, &ar->who, p) ? HTTP_AUTH_DENY : HTTP_AUTH_ALLOW;
 }
 
-static void checked_mac(const auth_t *a, const char *user, const char *password,
-                        unsigned char mac[32]) {
-  size_t nu = strlen(user), np = strlen(password);
-  char *msg = malloc(nu + np + 2);
-  memset(mac, 0, 32);
-  if (!msg) return;
-  memcpy(msg, user, nu + 1);
-  memcpy(msg + nu + 1, password, np + 1);
-  curl_lazy_hmac_sha256(a->key, sizeof(a->key), msg, nu + np + 1, mac);
-  free(msg);
+/* The MAC a checked password is remembered by: HMAC(HMAC(key, user),
+ * password), so neither needs copying next to the other, whatever their
+ * length. 0, or -ENOENT (no libcrypto: nothing is remembered). */
+static int checked_mac(const auth_t *a, const char *user, const char *password,
+                       unsigned char mac[32]) {
+  unsigned char k[32];
+  int rc = curl_lazy_hmac_sha256(a->key, sizeof(a->key), user, strlen(user), k);
+  if (!rc) rc = curl_lazy_hmac_sha256(k, sizeof(k), password, strlen(password), mac);
+  return rc;
 }
 
 static int was_checked(const auth_t *a, const unsigned char mac[32]) {
@@ -324,8 +324,7 @@ static int by_password(auth_t *a, http_req_t *r, auth_req_t *ar, const char *use
   }
   if (who_of(r, &ar->who, p)) return HTTP_AUTH_DENY;
   unsigned char mac[32];
-  checked_mac(a, user, password, mac);
-  if (was_checked(a, mac)) return HTTP_AUTH_ALLOW;
+  if (!checked_mac(a, user, password, mac) && was_checked(a, mac)) return HTTP_AUTH_ALLOW;
   ar->kept = req_strdup(r, p->secret);
   ar->user = user;
   ar->password = password;
@@ -456,9 +455,10 @@ static void pw_done(uv_work_t *w, int status) {
   auth_req_t *ar = http_req_auth(r);
   int ok = status == 0 && pc->ok;
   int64_t now = clock_wall_ms();
-  if (ok && !a->closing && ar->epoch == a->epoch) {
+  unsigned char mac[32];
+  if (ok && !a->closing && ar->epoch == a->epoch && !checked_mac(a, ar->user, ar->password, mac)) {
     checked_t *c = &a->checked[a->checked_next++ % CHECKED_MAX];
-    checked_mac(a, ar->user, ar->password, c->mac);
+    memcpy(c->mac, mac, sizeof(mac));
     c->epoch = a->epoch;
   }
   if (!ok) {
@@ -667,36 +667,20 @@ int auth_event_visible(const auth_who_t *who, const event_t *e) {
   return queue && principal_queue_ok(who->projects, queue);
 }
 
-/* ---- the audit trail ---- */
-
-typedef struct audit {
-  event_t e;
-} audit_t;
-
-static int audit_fn(store_t *s, void *arg) {
-  audit_t *a = arg;
-  a->e.ts_ms = clock_wall_ms();
-  return store_event_add(s, &a->e);
-}
-
-static void audit_done(void *arg, int rc) {
-  audit_t *a = arg;
-  if (rc) log_warn("auth", "cannot record event %s: %s", a->e.type, spd_strerror(rc));
-  event_release(&a->e);
-  free(a);
-}
-
-void auth_audit(app_t *app, const auth_who_t *who, const char *type, json_t *data) {
-  audit_t *a = calloc(1, sizeof(*a));
-  if (!a || !(a->e.type = strdup(type))) {
-    free(a);
-    json_decref(data);
-    return;
+int auth_cached(const app_t *app, principal_kind_t kind, const char *name, principal_t *out,
+                char **gen) {
+  const auth_t *a = app->auth;
+  memset(out, 0, sizeof(*out));
+  *gen = NULL;
+  if (!a) return 0;
+  if (!(*gen = strdup(a->gen ? a->gen : ""))) return -ENOMEM;
+  const principal_t *p = find(a, kind, name);
+  int rc = p ? principals_copy(p, out) : 0;
+  if (rc) {
+    free(*gen);
+    *gen = NULL;
   }
-  a->e.data = data;
-  if (store_submit_as(app->store, STORE_WRITE, audit_fn, a, audit_done, who ? who->actor : NULL,
-                      who ? who->addr : NULL))
-    audit_done(a, SPD_ESHUTDOWN);
+  return rc;
 }
 
 /* ---- keeping the principals fresh ---- */

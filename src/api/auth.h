@@ -73,7 +73,7 @@ int auth_enabled(const app_t *app);
 
 /* Does this node serve beyond loopback (a TCP listener on an address other
  * than loopback) without --insecure? Decided once, at auth_init: then it
- * must never be open to everyone (main.c, the last admin in ops_auth.c,
+ * must never be open to everyone (main.c, the last admin's guard (flow/auth.h),
  * anonymous callers in on_auth). */
 int auth_exposed(const app_t *app);
 
@@ -101,11 +101,12 @@ int auth_job_queue(const app_t *app, const auth_who_t *who, const char *queue, c
  * one of their queues ("queue"). */
 int auth_event_visible(const auth_who_t *who, const event_t *e);
 
-/* Records an event of type with data (taken; an object or NULL) as done
- * by who (NULL: nobody in particular): the audit trail of writes that
- * leave no other event (deploys, queue settings, users and tokens). Fire
- * and forget: a failure is logged. */
-void auth_audit(app_t *app, const auth_who_t *who, const char *type, json_t *data);
+/* For a change of one principal (flow/auth.h's principals_write_t): a copy
+ * of the principal of kind and name as this node knows it (*out zeroed when
+ * it knows none) and the auth generation that knowledge is of (*gen,
+ * malloc'd; NULL, and *out zeroed, before auth_init). 0 or -ENOMEM. */
+int auth_cached(const app_t *app, principal_kind_t kind, const char *name, principal_t *out,
+                char **gen);
 
 /* The principals changed on this node: read them again now; cb(ud) (may
  * be NULL) runs once they are read (or could not be), so that an answer

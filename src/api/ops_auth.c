@@ -6,16 +6,11 @@
  * within its projects); another token may not make tokens unless it is an
  * admin's, so one leaked token cannot mint more.
  *
- * On a node that serves beyond loopback, without --insecure or a
- * configured [scrapyd] login, the last usable admin credential in the
- * store stays: revoking, deleting or demoting it would turn authentication
- * off (no principal left: every caller an anonymous admin, which main.c
- * refuses at start) or leave nobody to manage users and tokens. The store
- * checks and writes in one atomic step (store_principal_*_keep_admin), so
- * two nodes removing the last two admins at once cannot both succeed. A
- * refusal is 409 (SPD_ECONFLICT, details.reason "last_admin"), an event
- * (token.revoke_refused, user.delete_refused, user.update_refused) and a
- * line in the log. */
+ * Each change is made by flow/auth.h in one store op, with its audit event
+ * and the last admin's guard; this file decides whether the guard is on
+ * (this node serves beyond loopback, without --insecure or a configured
+ * [scrapyd] login), answers a refusal with 409 (SPD_ECONFLICT,
+ * details.reason "last_admin") and logs it. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +21,7 @@
 #include "clock.h"
 #include "core/names.h"
 #include "error.h"
+#include "flow/auth.h"
 #include "log.h"
 
 #define PASSWORD_MIN 8
@@ -117,10 +113,38 @@ void op_auth_whoami(op_call_t *c) {
 
 /* ---- the store side, shared ---- */
 
-/* c->priv: the principal to write (tokens.create, users.*); c->text: the
- * token shown once; c->num[1]: 1 when the last admin's write was refused
- * (refuse()); c->result: the answer. */
+/* c->priv of a change: what flow/auth.h is asked, and what it holds. */
+typedef struct auth_call {
+  principals_write_t w;
+  principal_t p;     /* the principal to write (tokens.create, users.*) */
+  principal_t known; /* the cache's copy of the one changed */
+  char *gen;         /* the cache's generation */
+  char listen[128];
+} auth_call_t;
 
+static void auth_call_free(void *arg) {
+  auth_call_t *a = arg;
+  principal_release(&a->p);
+  principal_release(&a->known);
+  free(a->gen);
+  free(a);
+}
+
+/* The call's auth_call_t, made on first use; NULL after failing the call. */
+static auth_call_t *auth_call(op_call_t *c) {
+  if (c->priv) return c->priv;
+  auth_call_t *a = calloc(1, sizeof(*a));
+  if (!a) {
+    op_fail(c, -ENOMEM, NULL, "out of memory");
+    return NULL;
+  }
+  c->priv = a;
+  c->priv_free = auth_call_free;
+  a->w.p = &a->p;
+  return a;
+}
+
+/* c->result: the list. */
 static int list_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   principal_list_t l = {0};
@@ -144,25 +168,27 @@ static void reloaded(void *arg) { op_ok_result(arg); }
 
 /* The last admin's refusal, from the loop: logged, and answered. */
 static void refused(op_call_t *c) {
+  const auth_call_t *a = c->priv;
   const char *what = !strcmp(c->def->name, "tokens.delete")  ? "revoke token"
                      : !strcmp(c->def->name, "users.delete") ? "delete user"
                                                              : "change user";
   const char *name = op_str(c, strstr(what, "token") ? "id" : "name");
   log_warn("auth", "refused to %s %.64s asked by %s from %s: %s", what, name ? name : "",
-           c->who->actor, c->who->addr ? c->who->addr : "-", c->err);
-  op_fail(c, SPD_ECONFLICT, json_pack("{s:s}", "reason", "last_admin"), "%s", c->err);
+           c->who->actor, c->who->addr ? c->who->addr : "-", a->w.err);
+  op_fail(c, SPD_ECONFLICT, json_pack("{s:s}", "reason", "last_admin"), "%s", a->w.err);
 }
 
 /* Answered once this node reads the change: a user made, then logging in
  * at once, must find it. */
 static void written(void *arg, int rc) {
   op_call_t *c = arg;
-  if (c->num[1]) { /* the last admin: nothing but (unless rc) the refusal written */
+  const auth_call_t *a = c->priv;
+  if (a->w.refused) { /* the last admin: nothing but (unless rc) the refusal written */
     refused(c);
     return;
   }
   if (rc) {
-    op_fail(c, c->err_code ? c->err_code : rc, NULL, "%s", c->err[0] ? c->err : spd_strerror(rc));
+    op_fail(c, rc, NULL, "%s", a->w.err[0] ? a->w.err : spd_strerror(rc));
     return;
   }
   auth_reload(c->app, reloaded, c);
@@ -173,56 +199,27 @@ static void listed(void *arg, int rc) {
   if (!op_store_failed(c, rc)) op_ok_result(c);
 }
 
-/* A write of p as an event of type; reason (NULL: none): why it was
- * refused. */
-static int audit(store_t *s, const char *type, const principal_t *p, const char *reason) {
-  json_t *d = p->kind == PRINCIPAL_USER
-                  ? json_pack("{s:s, s:s, s:s}", "user", p->name, "role", role_name(p->role),
-                              "projects", p->projects ? p->projects : "")
-                  : json_pack("{s:s, s:s, s:s, s:s}", "token", p->name, "name", p->label,
-                              "role", role_name(p->role), "projects", p->projects);
-  if (d && reason) json_object_set_new(d, "reason", json_string(reason));
-  event_t e = {.type = (char *)type, .ts_ms = clock_wall_ms(), .data = d};
-  int rc = store_event_add(s, &e);
-  json_decref(d);
-  return rc;
-}
-
-/* ---- the last admin ---- */
-
-/* Must a write keep an admin here? The time to judge expiry by when it
- * must (the node serves beyond loopback, with nothing else to let an
- * admin in: no --insecure, no [scrapyd] login), else 0. Read on the
- * store thread: cfg does not change while the daemon runs. */
-static int64_t keep_admin_at(const app_t *app) {
-  const config_t *cfg = &app->cfg;
-  if (!auth_exposed(app) || (cfg->username[0] && cfg->password[0])) return 0;
-  return clock_wall_ms();
-}
-
-/* The write was refused (SPD_ECONFLICT from the store): says why in c->err
- * and records the refusal as type, with the principal p as asked. The
- * store function then returns 0, so the event commits though nothing else
- * was written, and written() answers 409 (c->num[1]). */
-static int refuse(store_t *s, op_call_t *c, const char *type, const principal_t *p) {
+/* Fills what a change of principal kind/name needs besides: whether the
+ * last admin is kept (this node serves beyond loopback, with nothing else
+ * to let an admin in: no --insecure, no [scrapyd] login), where it listens
+ * (for the refusal), and this node's copy of the principal. Then submits
+ * fn. */
+static void submit_change(op_call_t *c, auth_call_t *a, principal_kind_t kind, const char *name,
+                          int (*fn)(store_t *, void *)) {
   const config_t *cfg = &c->app->cfg;
   const char *b = cfg->bind_address;
   int bracket = strchr(b, ':') && b[0] != '[';
-  snprintf(c->err, sizeof(c->err),
-           "%s %.64s is the last admin credential and spiderd listens on %s%.64s%s:%d: "
-           "without an admin nobody can manage users and tokens, and without any user or "
-           "token every caller is an admin. Create another admin user or token first (or "
-           "set [scrapyd] username and password), or run with --insecure",
-           p->kind == PRINCIPAL_USER ? "user" : "token", p->name, bracket ? "[" : "", b,
+  snprintf(a->listen, sizeof(a->listen), "%s%.64s%s:%d", bracket ? "[" : "", b,
            bracket ? "]" : "", cfg->http_port);
-  c->err_code = SPD_ECONFLICT;
-  c->num[1] = 1;
-  return audit(s, type, p, c->err);
-}
-
-static void principal_free(void *p) {
-  principal_release(p);
-  free(p);
+  a->w.listen = a->listen;
+  a->w.keep_admin = auth_exposed(c->app) && !(cfg->username[0] && cfg->password[0]);
+  if (name && auth_cached(c->app, kind, name, &a->known, &a->gen)) {
+    op_fail(c, -ENOMEM, NULL, "out of memory");
+    return;
+  }
+  a->w.known = a->known.name ? &a->known : NULL;
+  a->w.gen = a->gen;
+  op_store(c, STORE_WRITE, fn, written);
 }
 
 /* ---- tokens ---- */
@@ -231,11 +228,10 @@ void op_tokens_list(op_call_t *c) { op_store(c, STORE_READ, list_fn, listed); }
 
 static int token_create_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
-  principal_t *p = c->priv;
-  int rc = store_principal_put(s, p);
-  if (!rc) rc = audit(s, "token.created", p, NULL);
+  auth_call_t *a = c->priv;
+  int rc = principals_token_create(s, &a->w);
   if (rc) return rc;
-  c->result = render_principal(p);
+  c->result = render_principal(&a->p);
   json_object_set_new(c->result, "token", json_string(c->text));
   return 0;
 }
@@ -245,14 +241,12 @@ void op_tokens_create(op_call_t *c) {
   role_t role;
   char *projects = NULL;
   if (role_param(c, &role) || projects_param(c, &projects)) return;
-  principal_t *p = calloc(1, sizeof(*p));
-  c->priv = p;
-  c->priv_free = principal_free;
-  if (!p) {
+  auth_call_t *a = auth_call(c);
+  if (!a) {
     free(projects);
-    op_fail(c, -ENOMEM, NULL, "out of memory");
     return;
   }
+  principal_t *p = &a->p;
   p->projects = projects;
   if (w->role < ROLE_ADMIN) {
     if (w->kind != AUTH_USER) {
@@ -298,37 +292,22 @@ void op_tokens_create(op_call_t *c) {
     op_fail(c, -ENOMEM, NULL, "out of memory");
     return;
   }
-  op_store(c, STORE_WRITE, token_create_fn, written);
+  submit_change(c, a, PRINCIPAL_TOKEN, NULL, token_create_fn);
 }
 
 static int token_delete_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
-  principal_list_t l = {0};
-  int rc = store_principals_list(s, &l);
-  const principal_t *p = NULL;
-  for (size_t i = 0; !rc && i < l.n; i++)
-    if (l.v[i].kind == PRINCIPAL_TOKEN && !strcmp(l.v[i].name, op_str(c, "id"))) p = &l.v[i];
-  /* another's token is none of one's business: not found */
-  if (!rc && (!p || (c->who->role < ROLE_ADMIN && strcmp(p->owner, c->who->name)))) {
-    c->err_code = SPD_ENOPRINCIPAL;
-    snprintf(c->err, sizeof(c->err), "no token '%.64s'", op_str(c, "id"));
-    rc = c->err_code;
-  }
-  int count = 0;
-  int64_t keep = rc ? 0 : keep_admin_at(c->app);
-  if (!rc && keep)
-    rc = store_principal_delete_keep_admin(s, PRINCIPAL_TOKEN, p->name, keep, &count);
-  else if (!rc)
-    rc = store_principal_delete(s, PRINCIPAL_TOKEN, p->name, &count);
-  if (rc == SPD_ECONFLICT && keep)
-    rc = refuse(s, c, "token.revoke_refused", p);
-  else if (!rc)
-    rc = audit(s, "token.revoked", p, NULL);
-  principal_list_release(&l);
-  return rc;
+  return principals_token_revoke(s, &((auth_call_t *)c->priv)->w);
 }
 
-void op_tokens_delete(op_call_t *c) { op_store(c, STORE_WRITE, token_delete_fn, written); }
+void op_tokens_delete(op_call_t *c) {
+  auth_call_t *a = auth_call(c);
+  if (!a) return;
+  a->w.name = op_str(c, "id");
+  a->w.caller = c->who->name;
+  a->w.admin = c->who->role >= ROLE_ADMIN;
+  submit_change(c, a, PRINCIPAL_TOKEN, a->w.name, token_delete_fn);
+}
 
 /* ---- users ---- */
 
@@ -338,56 +317,31 @@ void op_users_list(op_call_t *c) { op_store(c, STORE_READ, list_fn, listed); }
  * thread pool (slow on purpose), then the row is written. */
 static int user_write_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
-  principal_t *p = c->priv;
-  int create = !strcmp(c->def->name, "users.create");
-  principal_list_t l = {0};
-  int rc = store_principals_list(s, &l);
-  const principal_t *old = NULL;
-  for (size_t i = 0; !rc && i < l.n; i++)
-    if (l.v[i].kind == PRINCIPAL_USER && !strcmp(l.v[i].name, p->name)) old = &l.v[i];
-  if (!rc && create && old) {
-    c->err_code = SPD_ECONFLICT;
-    snprintf(c->err, sizeof(c->err), "user '%s' exists already", p->name);
-    rc = c->err_code;
-  } else if (!rc && !create && !old) {
-    c->err_code = SPD_ENOPRINCIPAL;
-    snprintf(c->err, sizeof(c->err), "no user '%s'", p->name);
-    rc = c->err_code;
-  } else if (!rc && old) { /* update: what was not given stays */
-    p->created_ms = old->created_ms;
-    if (!p->secret) p->secret = strdup(old->secret);
-    if (p->role == ROLE_NONE) p->role = old->role;
-    if (!p->projects) p->projects = strdup(old->projects);
-    if (!p->secret || !p->projects) rc = -ENOMEM;
-  }
-  /* a new user takes no admin away; a changed one may */
-  int64_t keep = rc || create ? 0 : keep_admin_at(c->app);
-  if (!rc) rc = keep ? store_principal_put_keep_admin(s, p, keep) : store_principal_put(s, p);
-  if (rc == SPD_ECONFLICT && keep) {
-    rc = refuse(s, c, "user.update_refused", p);
-    principal_list_release(&l);
-    return rc;
-  }
-  if (!rc) rc = audit(s, create ? "user.created" : "user.updated", p, NULL);
-  if (!rc) c->result = render_principal(p);
-  principal_list_release(&l);
+  auth_call_t *a = c->priv;
+  int rc = principals_user_put(s, &a->w, !strcmp(c->def->name, "users.create"));
+  if (!rc && !a->w.refused) c->result = render_principal(&a->p);
   return rc;
+}
+
+static void user_submit(op_call_t *c) {
+  auth_call_t *a = c->priv;
+  submit_change(c, a, PRINCIPAL_USER, a->p.name, user_write_fn);
 }
 
 static void hash_work(uv_work_t *w) {
   op_call_t *c = w->data;
-  principal_t *p = c->priv;
+  principal_t *p = &((auth_call_t *)c->priv)->p;
   p->secret = auth_password_hash(op_str(c, "password"));
 }
 
 static void hash_after(uv_work_t *w, int status) {
   op_call_t *c = w->data;
-  principal_t *p = c->priv;
+  principal_t *p = &((auth_call_t *)c->priv)->p;
   if (status || !p->secret) {
     op_fail(c, SPD_ECONFIG, NULL, "cannot hash the password (is libcrypto installed?)");
     return;
   }
-  op_store(c, STORE_WRITE, user_write_fn, written);
+  user_submit(c);
 }
 
 static void user_write(op_call_t *c) {
@@ -412,10 +366,13 @@ static void user_write(op_call_t *c) {
   }
   if (role_param(c, &role)) return;
   if (op_json(c, "projects") && projects_param(c, &projects)) return;
-  principal_t *p = calloc(1, sizeof(*p));
-  c->priv = p;
-  c->priv_free = principal_free;
-  if (!p || !(p->name = strdup(name)) || !(p->label = strdup("")) || !(p->owner = strdup(""))) {
+  auth_call_t *a = auth_call(c);
+  if (!a) {
+    free(projects);
+    return;
+  }
+  principal_t *p = &a->p;
+  if (!(p->name = strdup(name)) || !(p->label = strdup("")) || !(p->owner = strdup(""))) {
     free(projects);
     op_fail(c, -ENOMEM, NULL, "out of memory");
     return;
@@ -425,7 +382,7 @@ static void user_write(op_call_t *c) {
   p->projects = create && !projects ? strdup("") : projects;
   p->created_ms = clock_wall_ms();
   if (!password) {
-    op_store(c, STORE_WRITE, user_write_fn, written);
+    user_submit(c);
     return;
   }
   c->work.data = c;
@@ -438,22 +395,7 @@ void op_users_update(op_call_t *c) { user_write(c); }
 
 static int user_delete_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
-  int count = 0;
-  const char *name = op_str(c, "name");
-  int64_t keep = keep_admin_at(c->app);
-  int rc = keep ? store_principal_delete_keep_admin(s, PRINCIPAL_USER, name, keep, &count)
-                : store_principal_delete(s, PRINCIPAL_USER, name, &count);
-  principal_t p = {.kind = PRINCIPAL_USER, .name = (char *)name, .projects = ""};
-  if (rc == SPD_ECONFLICT && keep) {
-    p.role = ROLE_ADMIN; /* what made it the last */
-    return refuse(s, c, "user.delete_refused", &p);
-  }
-  if (!rc && !count) {
-    c->err_code = SPD_ENOPRINCIPAL;
-    snprintf(c->err, sizeof(c->err), "no user '%.64s'", name);
-    return c->err_code;
-  }
-  return rc ? rc : audit(s, "user.deleted", &p, NULL);
+  return principals_user_delete(s, &((auth_call_t *)c->priv)->w);
 }
 
 void op_users_delete(op_call_t *c) {
@@ -462,5 +404,8 @@ void op_users_delete(op_call_t *c) {
     op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "name"), "%s", why);
     return;
   }
-  op_store(c, STORE_WRITE, user_delete_fn, written);
+  auth_call_t *a = auth_call(c);
+  if (!a) return;
+  a->w.name = op_str(c, "name");
+  submit_change(c, a, PRINCIPAL_USER, NULL, user_delete_fn);
 }

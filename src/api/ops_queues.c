@@ -1,7 +1,9 @@
 /* Task queue operations (docs/queues.md): queues and their settings, put,
  * take (with a long-poll wait), ack / nack / extend, listing, requeue and
- * purge. Input is checked here, on the loop; each op is one store call (or
- * a read-modify-write in one store op) on a store thread.
+ * purge. Input is checked here, on the loop. An element's traffic (put,
+ * take, ack, nack, extend) is one store call on a store thread; a change of
+ * a queue's policy (settings, pause, resume, delete, requeue, purge) is
+ * made with its event by flow/queues.h in one store op.
  *
  * A take that finds nothing and may wait parks its call on the daemon's
  * list of waiting takers (struct api_queues). It is taken again when a put,
@@ -26,6 +28,7 @@
 #include "core/names.h"
 #include "core/queue.h"
 #include "error.h"
+#include "flow/queues.h"
 #include "log.h"
 
 #define WAIT_MAX_S 30
@@ -954,50 +957,41 @@ static int list_fn(store_t *s, void *arg) {
   return rc;
 }
 
-/* The audit trail of a change to a queue (its elements' traffic is counted
- * by /metrics, not recorded). data is taken. */
-static int queue_event(store_t *s, op_call_t *c, const char *type, json_t *data) {
-  if (!data) data = json_object();
-  json_object_set_new(data, "queue", json_string(qname(c)));
-  event_t e = {.type = (char *)type, .ts_ms = clock_wall_ms(), .data = data};
-  int rc = store_event_add(s, &e);
-  json_decref(data);
-  return rc;
-}
-
 void op_queues_list(op_call_t *c) { op_store(c, STORE_READ, list_fn, queue_done); }
 
-/* The settings of params applied to q; checked on the loop first (with
- * q = NULL) so that bad input fails before any store op. */
-static int apply_settings(op_call_t *c, queue_conf_t *q) {
+/* The settings params give, checked, into *set; 1 after failing the call. */
+static int parse_settings(op_call_t *c, queues_settings_t *set) {
   const json_t *v;
   double d;
-  queue_conf_t tmp;
-  if (!q) {
-    memset(&tmp, 0, sizeof(tmp));
-    queue_conf_defaults(&tmp);
-    q = &tmp;
-  }
-#define SECS(field, member, positive)                                        \
+  queue_conf_t *q = &set->v;
+#define SECS(field, member, positive, bit)                                   \
   if ((v = op_json(c, field))) {                                             \
     if (seconds_of(c, v, field, positive, &d)) return 1;                     \
     q->member = secs_ms(d) ? secs_ms(d) : (d > 0 ? 1 : 0);                   \
+    set->given |= bit;                                                       \
   }
-  SECS("visibility", visibility_ms, 1);
-  SECS("backoff", backoff_ms, 0);
-  SECS("backoff_max", backoff_max_ms, 0);
+  SECS("visibility", visibility_ms, 1, QUEUES_VISIBILITY);
+  SECS("backoff", backoff_ms, 0, QUEUES_BACKOFF);
+  SECS("backoff_max", backoff_max_ms, 0, QUEUES_BACKOFF_MAX);
 #undef SECS
-  if ((v = op_json(c, "paused"))) q->paused = json_is_true(v);
-  if ((v = op_json(c, "keep_done"))) q->keep_done = json_is_true(v);
-  if ((v = op_json(c, "max_deliveries"))) q->max_deliveries = (int)json_integer_value(v);
-  if ((v = op_json(c, "max_inflight"))) q->max_inflight = (int)json_integer_value(v);
-  if ((v = op_json(c, "key_inflight"))) q->key_inflight = (int)json_integer_value(v);
+#define FLAG(field, member, bit, value)                                      \
+  if ((v = op_json(c, field))) {                                             \
+    q->member = value;                                                       \
+    set->given |= bit;                                                       \
+  }
+  FLAG("paused", paused, QUEUES_PAUSED, json_is_true(v));
+  FLAG("keep_done", keep_done, QUEUES_KEEP_DONE, json_is_true(v));
+  FLAG("max_deliveries", max_deliveries, QUEUES_MAX_DELIVERIES, (int)json_integer_value(v));
+  FLAG("max_inflight", max_inflight, QUEUES_MAX_INFLIGHT, (int)json_integer_value(v));
+  FLAG("key_inflight", key_inflight, QUEUES_KEY_INFLIGHT, (int)json_integer_value(v));
+#undef FLAG
   const char *s = op_str(c, "key_mode");
   if (s && queue_key_mode_parse(s, &q->key_mode)) {
     op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "key_mode"),
             "'key_mode' must be none or host, not '%.64s'", s);
     return 1;
   }
+  if (s) set->given |= QUEUES_KEY_MODE;
   if ((v = op_json(c, "key_rate"))) {
     d = json_number_value(v);
     if (d < 0 || d > 1e9) {
@@ -1006,6 +1000,7 @@ static int apply_settings(op_call_t *c, queue_conf_t *q) {
       return 1;
     }
     q->key_rate = d;
+    set->given |= QUEUES_KEY_RATE;
   }
   if ((v = op_json(c, "key_burst"))) {
     d = json_number_value(v);
@@ -1015,38 +1010,32 @@ static int apply_settings(op_call_t *c, queue_conf_t *q) {
       return 1;
     }
     q->key_burst = d;
+    set->given |= QUEUES_KEY_BURST;
   }
   return 0;
 }
 
+/* c->priv: the queues_settings_t parsed. */
 static int set_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   queue_conf_t q;
-  memset(&q, 0, sizeof(q));
-  int rc = store_queue_get(s, qname(c), &q);
-  if (rc == -ENOENT) {
-    queue_conf_release(&q);
-    memset(&q, 0, sizeof(q));
-    queue_conf_defaults(&q);
-    q.name = strdup(qname(c));
-    rc = q.name ? 0 : -ENOMEM;
-  }
-  int pausing = !strcmp(c->def->name, "queues.pause"), resuming = !strcmp(c->def->name, "queues.resume");
-  if (!rc) {
-    if (pausing || resuming) q.paused = pausing;
-    else apply_settings(c, &q); /* checked on the loop already */
-    rc = store_queue_set(s, &q);
-  }
-  if (!rc)
-    rc = queue_event(s, c, pausing ? "queue.paused" : resuming ? "queue.resumed" : "queue.updated",
-                     NULL);
-  if (!rc) rc = render_from_store(s, c, &q);
+  int rc = queues_set(s, qname(c), c->priv, &q);
+  if (rc) return rc;
+  rc = render_from_store(s, c, &q);
   queue_conf_release(&q);
   return rc;
 }
 
 void op_queues_set(op_call_t *c) {
-  if (bad_name(c) || apply_settings(c, NULL)) return;
+  if (bad_name(c)) return;
+  queues_settings_t *set = calloc(1, sizeof(*set));
+  if (!set) {
+    op_fail(c, -ENOMEM, NULL, "out of memory");
+    return;
+  }
+  c->priv = set;
+  c->priv_free = free;
+  if (parse_settings(c, set)) return;
   c->num[6] = -1; /* new limits may let more through */
   op_store(c, STORE_WRITE, set_fn, queue_done);
 }
@@ -1055,10 +1044,11 @@ void op_queues_set(op_call_t *c) {
 static int pause_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   queue_conf_t q;
-  memset(&q, 0, sizeof(q));
-  int rc = store_queue_get(s, qname(c), &q);
+  int rc = queues_pause(s, qname(c), !strcmp(c->def->name, "queues.pause"), &q);
+  if (rc) return rc;
+  rc = render_from_store(s, c, &q);
   queue_conf_release(&q);
-  return rc ? rc : set_fn(s, arg);
+  return rc;
 }
 
 void op_queues_pause(op_call_t *c) {
@@ -1069,8 +1059,7 @@ void op_queues_pause(op_call_t *c) {
 
 static int delete_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
-  int rc = store_queue_delete(s, qname(c));
-  if (!rc) rc = queue_event(s, c, "queue.deleted", NULL);
+  int rc = queues_delete(s, qname(c));
   if (!rc) c->result = json_pack("{s:b}", "deleted", 1);
   return rc;
 }
@@ -1210,11 +1199,8 @@ static int requeue_fn(store_t *s, void *arg) {
   filter_t *f = c->priv;
   int64_t count = 0, now = clock_wall_ms();
   int purge = !strcmp(c->def->name, "queues.purge");
-  int rc = purge ? store_queue_purge(s, qname(c), &f->f, now, &count)
-                 : store_queue_requeue(s, qname(c), &f->f, now + c->num[0], now, &count);
-  if (!rc)
-    rc = queue_event(s, c, purge ? "queue.purged" : "queue.requeued",
-                     json_pack("{s:I}", "count", (json_int_t)count));
+  int rc = purge ? queues_purge(s, qname(c), &f->f, now, &count)
+                 : queues_requeue(s, qname(c), &f->f, now + c->num[0], now, &count);
   if (!rc) c->result = json_pack("{s:I}", purge ? "purged" : "requeued", (json_int_t)count);
   if (!rc && !purge) c->num[6] = count;
   return rc;

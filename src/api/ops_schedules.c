@@ -1,11 +1,10 @@
 /* Schedule operations (create, get, list, update, delete, pause, resume,
- * run now, their runs) and the event log. A change of a schedule is read,
- * checked and written in one store op, so two concurrent updates cannot
- * lose each other's fields, and it appends its event in the same
- * transaction. */
+ * run now, their runs) and the event log: parameters are checked here, each
+ * change is made by flow/schedules.h in one store op (read, checked,
+ * written, with its event), and what it did is applied on the loop
+ * (flow_apply: the scheduler ticks at once). */
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +19,7 @@
 #include "core/limits.h"
 #include "core/schedule.h"
 #include "error.h"
+#include "flow/schedules.h"
 
 #define NEXT_RUNS 5
 #define PAGE_DEFAULT 100
@@ -96,137 +96,12 @@ static json_t *render_event(const event_t *e) {
                    e->data ? json_incref(e->data) : json_null());
 }
 
-/* ---- reading the fields of a create or an update ---- */
-
-static int set_str(char **dst, const char *v) {
-  char *copy = v ? strdup(v) : NULL;
-  if (v && !copy) return -ENOMEM;
-  free(*dst);
-  *dst = copy;
-  return 0;
-}
-
-static void set_json(json_t **dst, const json_t *v) {
-  json_decref(*dst);
-  *dst = v && !json_is_null(v) ? json_deep_copy(v) : NULL;
-}
-
-/* Seconds (a number >= 0) as ms; -1 with a message when negative. */
-static int seconds_field(const json_t *p, const char *key, int64_t *out, char *err, size_t len) {
-  const json_t *v = json_object_get(p, key);
-  if (!v || json_is_null(v)) return 0;
-  double d = json_number_value(v);
-  if (!isfinite(d) || d < 0 || d > 1e12) {
-    snprintf(err, len, "'%s' must be a number of seconds >= 0", key);
-    return SPD_EBADPARAM;
-  }
-  *out = (int64_t)llround(d * 1000.0);
-  return 0;
-}
-
-static int time_field(const json_t *p, const char *key, const char *tz, int64_t *out, char *err,
-                      size_t len) {
-  const json_t *v = json_object_get(p, key);
-  if (!v || json_is_null(v)) return 0;
-  char why[200] = "";
-  if (cron_parse_iso(json_string_value(v), tz, out, why, sizeof(why))) {
-    snprintf(err, len, "'%s': %s", key, why);
-    return SPD_EBADPARAM;
-  }
-  return 0;
-}
-
-/* Applies the fields present in params p to sc (a new schedule when
- * creating), then checks the result as a whole. 0, or SPD_EBADPARAM /
- * -ENOMEM with a message in err. Pure: runs on a store thread. */
-static int apply_fields(schedule_t *sc, const json_t *p, char *err, size_t len) {
-  const char *s;
-  int rc = 0;
-#define STR(key, field) \
-  if (json_object_get(p, key) && (rc = set_str(&sc->field, json_string_value(json_object_get(p, key))))) return rc
-  STR("name", name);
-  STR("project", project);
-  STR("spider", spider);
-  STR("version", version);
-#undef STR
-  if ((s = json_string_value(json_object_get(p, "tz")))) {
-    char canon[CRON_ZONE_MAX];
-    if ((rc = cron_zone_check(s, canon, sizeof(canon), err, len))) return rc;
-    if ((rc = set_str(&sc->tz, s))) return rc;
-  }
-  int timings = !!json_object_get(p, "cron") + !!json_object_get(p, "interval") +
-                !!json_object_get(p, "at");
-  if (timings > 1 || (!sc->id && timings == 0)) {
-    snprintf(err, len, "give exactly one of 'cron', 'interval' (seconds) or 'at' (a time)");
-    return SPD_EBADPARAM;
-  }
-  if ((s = json_string_value(json_object_get(p, "cron")))) {
-    sc->kind = SCHED_CRON;
-    if ((rc = set_str(&sc->expr, s))) return rc;
-  } else if (json_object_get(p, "interval")) {
-    double d = json_number_value(json_object_get(p, "interval"));
-    if (!isfinite(d) || d < 0.001 || d > 1e10) {
-      snprintf(err, len, "'interval' must be a number of seconds > 0");
-      return SPD_EBADPARAM;
-    }
-    sc->kind = SCHED_INTERVAL;
-    sc->interval_ms = (int64_t)llround(d * 1000.0);
-    set_str(&sc->expr, NULL);
-  } else if ((s = json_string_value(json_object_get(p, "at")))) {
-    sc->kind = SCHED_ONCE;
-    if ((rc = time_field(p, "at", sc->tz, &sc->once_ms, err, len))) return rc;
-    set_str(&sc->expr, NULL);
-  }
-  if ((rc = time_field(p, "start", sc->tz, &sc->start_ms, err, len)) ||
-      (rc = time_field(p, "end", sc->tz, &sc->end_ms, err, len)) ||
-      (rc = seconds_field(p, "jitter", &sc->jitter_ms, err, len)) ||
-      (rc = seconds_field(p, "timeout", &sc->timeout_ms, err, len)) ||
-      (rc = seconds_field(p, "retry_backoff", &sc->retry_backoff_ms, err, len)))
-    return rc;
-  if ((s = json_string_value(json_object_get(p, "overlap"))) &&
-      sched_overlap_parse(s, &sc->overlap)) {
-    snprintf(err, len, "'overlap' must be allow, skip, queue or replace, not '%s'", s);
-    return SPD_EBADPARAM;
-  }
-  if ((s = json_string_value(json_object_get(p, "missed"))) && sched_missed_parse(s, &sc->missed)) {
-    snprintf(err, len, "'missed' must be skip, once or catchup, not '%s'", s);
-    return SPD_EBADPARAM;
-  }
-  const json_t *v;
-  if ((v = json_object_get(p, "catchup_max"))) sc->catchup_max = (int)json_integer_value(v);
-  if ((v = json_object_get(p, "paused"))) sc->paused = json_is_true(v);
-  if ((v = json_object_get(p, "priority"))) sc->priority = json_number_value(v);
-  if ((v = json_object_get(p, "retries"))) sc->max_retries = (int)json_integer_value(v);
-  if ((v = json_object_get(p, "args"))) set_json(&sc->args, v);
-  if ((v = json_object_get(p, "settings"))) set_json(&sc->settings, v);
-  if ((v = json_object_get(p, "webhooks"))) {
-    size_t i;
-    const json_t *u;
-    json_array_foreach(v, i, u) {
-      const char *url = json_string_value(u);
-      if (!url || strlen(url) > 2048 ||
-          (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)) || strpbrk(url, " \r\n")) {
-        snprintf(err, len, "'webhooks' must be http:// or https:// URLs ('%.80s' is not)",
-                 url ? url : "");
-        return SPD_EBADPARAM;
-      }
-    }
-    set_json(&sc->webhooks, v);
-  }
-  if (!sc->tz && (rc = set_str(&sc->tz, "UTC"))) return rc;
-  /* The whole definition must compute, whatever part changed. */
-  cron_spec_t spec;
-  if ((rc = schedule_compile(sc, &spec, err, len))) return rc;
-  cron_spec_release(&spec);
-  return 0;
-}
-
 /* ---- schedules.preview ---- */
 
 #define PREVIEW_DEFAULT 10
 #define PREVIEW_MAX 100
 
-/* Which parameter a message of apply_fields is about. */
+/* Which parameter a message of schedules_apply_fields is about. */
 static const char *preview_field(const op_call_t *c, const char *msg) {
   static const char *const order[] = {"start", "end", "tz", NULL};
   for (int i = 0; order[i]; i++) {
@@ -243,8 +118,8 @@ static const char *preview_field(const op_call_t *c, const char *msg) {
 }
 
 /* The next fire times of a timing not yet stored, in its own zone: the
- * same fields and checks as schedules.create (apply_fields), so what a
- * preview accepts, a create accepts. Pure computation: on the loop. */
+ * same fields and checks as schedules.create (schedules_apply_fields), so
+ * what a preview accepts, a create accepts. Pure computation: on the loop. */
 void op_schedules_preview(op_call_t *c) {
   schedule_t sc;
   schedule_init(&sc);
@@ -255,7 +130,7 @@ void op_schedules_preview(op_call_t *c) {
   static const char *const keys[] = {"cron", "interval", "at", "tz", "start", "end", NULL};
   for (int i = 0; keys[i]; i++)
     if (op_json(c, keys[i])) json_object_set(p, keys[i], (json_t *)op_json(c, keys[i]));
-  int rc = apply_fields(&sc, p, err, sizeof(err));
+  int rc = schedules_apply_fields(&sc, p, err, sizeof(err));
   json_decref(p);
   cron_spec_t spec;
   cron_spec_init(&spec);
@@ -290,6 +165,7 @@ void op_schedules_preview(op_call_t *c) {
 static int create_fn(store_t *s, void *arg);
 static int update_fn(store_t *s, void *arg);
 static void done_schedule(void *arg, int rc);
+static void write_schedule(op_call_t *c, int (*fn)(store_t *, void *));
 
 static void target_listed(void *ud, int rc, char *const *names, size_t n, const char *error) {
   op_call_t *c = ud;
@@ -307,7 +183,7 @@ static void target_listed(void *ud, int rc, char *const *names, size_t n, const 
     return;
   }
   int create = !strcmp(c->def->name, "schedules.create");
-  op_store(c, STORE_WRITE, create ? create_fn : update_fn, done_schedule);
+  write_schedule(c, create ? create_fn : update_fn);
 }
 
 /* Checks, on the loop, that the project, version and spider the schedule
@@ -341,66 +217,48 @@ static int copy_target(op_call_t *c, const char *project, const char *spider,
 /* ---- the store side ---- */
 
 /* c->num[0]: the schedule's id once known; c->result: the rendered
- * schedule; c->err_code/c->err: why it failed. */
+ * schedule; c->err: why it failed; c->priv: the flow_change_t of a write. */
 static int find_schedule(store_t *s, op_call_t *c, schedule_t *sc) {
-  const char *key = op_str(c, "schedule");
-  int rc = -ENOENT;
-  schedule_init(sc);
-  if (key[0] >= '0' && key[0] <= '9' && strlen(key) <= 18 &&
-      strspn(key, "0123456789") == strlen(key))
-    rc = store_schedule_get(s, strtoll(key, NULL, 10), sc);
-  if (rc == -ENOENT) rc = store_schedule_find(s, key, sc);
-  /* a schedule of a project the caller may not see is none to it */
-  if (!rc && !principal_project_ok(c->who->projects, sc->project)) {
-    schedule_release(sc);
-    schedule_init(sc);
-    rc = -ENOENT;
-  }
-  if (rc == -ENOENT) {
-    c->err_code = SPD_ENOSCHEDULE;
-    snprintf(c->err, sizeof(c->err), "schedule '%s' not found", key);
-    return SPD_ENOSCHEDULE;
-  }
+  int rc = schedules_find(s, op_str(c, "schedule"), c->who->projects, sc, c->err,
+                          sizeof(c->err));
   if (!rc) c->num[0] = sc->id;
   return rc;
-}
-
-static void schedule_event(store_t *s, const char *type, const schedule_t *sc) {
-  event_t e = {.type = (char *)type, .schedule_id = sc->id,
-               .data = json_pack("{s:s, s:s, s:s}", "name", sc->name, "project", sc->project,
-                                 "spider", sc->spider)};
-  store_event_add(s, &e);
-  json_decref(e.data);
 }
 
 static void done_schedule(void *arg, int rc) {
   op_call_t *c = arg;
   if (rc) {
-    int code = c->err_code ? c->err_code : rc;
-    op_fail(c, code, NULL, "%s", c->err[0] ? c->err : spd_strerror(rc));
+    op_fail(c, rc, NULL, "%s", c->err[0] ? c->err : spd_strerror(rc));
     return;
   }
-  flow_schedules_changed(&c->app->flow);
+  if (c->priv) flow_apply(&c->app->flow, c->priv);
   op_ok_result(c);
+}
+
+/* Submits the change fn makes (a flow/schedules.h call), with a
+ * flow_change_t for it in c->priv. */
+static void write_schedule(op_call_t *c, int (*fn)(store_t *, void *)) {
+  if (!c->priv && !(c->priv = calloc(1, sizeof(flow_change_t)))) {
+    op_fail(c, -ENOMEM, NULL, "out of memory");
+    return;
+  }
+  c->priv_free = free;
+  op_store(c, STORE_WRITE, fn, done_schedule);
+}
+
+/* Renders the schedule a change left (taken) into c->result. */
+static int rendered(op_call_t *c, schedule_t *sc) {
+  c->num[0] = sc->id;
+  c->result = render_schedule(sc);
+  schedule_release(sc);
+  return c->result ? 0 : -ENOMEM;
 }
 
 static int create_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   schedule_t sc;
-  schedule_init(&sc);
-  int rc = apply_fields(&sc, c->params, c->err, sizeof(c->err));
-  if (!rc) {
-    rc = store_schedule_insert(s, &sc);
-    if (rc == SPD_ECONFLICT)
-      snprintf(c->err, sizeof(c->err), "a schedule named '%s' exists already", sc.name);
-  }
-  if (!rc) {
-    schedule_event(s, "schedule.created", &sc);
-    c->result = render_schedule(&sc);
-  }
-  c->err_code = rc;
-  schedule_release(&sc);
-  return rc;
+  int rc = schedules_create(s, c->params, &sc, c->err, sizeof(c->err), c->priv);
+  return rc ? rc : rendered(c, &sc);
 }
 
 /* A schedule's args carry its jobs' resource limits (_memory_limit, ...):
@@ -425,29 +283,9 @@ void op_schedules_create(op_call_t *c) {
 static int update_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   schedule_t sc;
-  int rc = find_schedule(s, c, &sc);
-  if (rc) goto out;
-  json_t *p = json_deep_copy(c->params);
-  json_object_del(p, "schedule");
-  rc = apply_fields(&sc, p, c->err, sizeof(c->err));
-  json_decref(p);
-  c->err_code = rc;
-  if (rc) goto out;
-  sc.updated_ms = clock_wall_ms();
-  if ((rc = store_schedule_update(s, &sc)) == SPD_ECONFLICT) {
-    c->err_code = rc;
-    snprintf(c->err, sizeof(c->err), "a schedule named '%s' exists already", sc.name);
-  }
-  /* Upcoming runs are recomputed from now: the old definition's are gone. */
-  if (!rc) rc = store_runs_clear(s, sc.id, sc.updated_ms);
-  if (!rc) {
-    schedule_event(s, "schedule.updated", &sc);
-    sc.horizon_ms = sc.updated_ms;
-    c->result = render_schedule(&sc);
-  }
-out:
-  schedule_release(&sc);
-  return rc;
+  int rc = schedules_update(s, op_str(c, "schedule"), c->who->projects, c->params,
+                            clock_wall_ms(), &sc, c->err, sizeof(c->err), c->priv);
+  return rc ? rc : rendered(c, &sc);
 }
 
 /* The project, spider and version an update leaves the schedule with. */
@@ -473,41 +311,27 @@ void op_schedules_update(op_call_t *c) {
   if (op_str(c, "project") || op_str(c, "spider") || op_str(c, "version"))
     op_store(c, STORE_READ, target_fn, target_done);
   else
-    op_store(c, STORE_WRITE, update_fn, done_schedule);
+    write_schedule(c, update_fn);
 }
 
 static int pause_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   schedule_t sc;
-  int rc = find_schedule(s, c, &sc);
-  int pause = !strcmp(c->def->name, "schedules.pause");
-  if (!rc && sc.paused != pause) {
-    sc.paused = pause;
-    sc.updated_ms = clock_wall_ms();
-    rc = store_schedule_update(s, &sc);
-    /* Paused: no upcoming runs. Resumed: runs from now on; the time it
-     * was paused is not a downtime, so nothing in it counts as missed. */
-    if (!rc) rc = store_runs_clear(s, sc.id, sc.updated_ms);
-    if (!rc) schedule_event(s, pause ? "schedule.paused" : "schedule.resumed", &sc);
-  }
-  if (!rc) c->result = render_schedule(&sc);
-  schedule_release(&sc);
-  return rc;
+  int rc = schedules_pause(s, op_str(c, "schedule"), c->who->projects,
+                           !strcmp(c->def->name, "schedules.pause"), clock_wall_ms(), &sc,
+                           c->err, sizeof(c->err), c->priv);
+  return rc ? rc : rendered(c, &sc);
 }
 
-void op_schedules_pause(op_call_t *c) { op_store(c, STORE_WRITE, pause_fn, done_schedule); }
+void op_schedules_pause(op_call_t *c) { write_schedule(c, pause_fn); }
 
 static int delete_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
-  schedule_t sc;
-  int rc = find_schedule(s, c, &sc);
-  if (!rc) rc = store_schedule_delete(s, sc.id);
-  if (!rc) schedule_event(s, "schedule.deleted", &sc);
-  schedule_release(&sc);
-  return rc;
+  return schedules_delete(s, op_str(c, "schedule"), c->who->projects, c->err, sizeof(c->err),
+                          c->priv);
 }
 
-void op_schedules_delete(op_call_t *c) { op_store(c, STORE_WRITE, delete_fn, done_schedule); }
+void op_schedules_delete(op_call_t *c) { write_schedule(c, delete_fn); }
 
 static int get_fn(store_t *s, void *arg) {
   op_call_t *c = arg;

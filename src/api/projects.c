@@ -14,7 +14,7 @@
 #include "core/names.h"
 #include "error.h"
 #include "log.h"
-#include "flow/eggsync.h"
+#include "flow/projects.h"
 #include "store/eggs.h"
 #include "store/marchive.h"
 
@@ -188,6 +188,58 @@ int api_parse_signal(const char *s, int *sig) {
   return -EINVAL;
 }
 
+/* ---- the events of a change, once done on this node ---- */
+
+typedef struct egg_event {
+  char *project, *version;
+  int nspiders;
+  int deleted; /* version.deleted / project.deleted, else version.added */
+} egg_event_t;
+
+static void egg_event_free(egg_event_t *e) {
+  free(e->project);
+  free(e->version);
+  free(e);
+}
+
+static int egg_event_fn(store_t *s, void *arg) {
+  egg_event_t *e = arg;
+  int64_t now = clock_wall_ms();
+  return e->deleted ? projects_deleted(s, e->project, e->version, now)
+                    : projects_version_added(s, e->project, e->version, e->nspiders, now);
+}
+
+static void egg_event_done(void *arg, int rc) {
+  egg_event_t *e = arg;
+  if (rc)
+    log_warn("webservice", "cannot record that %s%s%s of project '%s' was %s: %s",
+             e->version ? "version '" : "", e->version ? e->version : "the eggs",
+             e->version ? "'" : "", e->project, e->deleted ? "deleted" : "added",
+             spd_strerror(rc));
+  egg_event_free(e);
+}
+
+/* Records the change as done by who (may be NULL), fire and forget: a
+ * failure is logged. version NULL: the whole project (deleted only). */
+static void egg_event(app_t *app, const struct auth_who *who, const char *project,
+                      const char *version, int deleted, int nspiders) {
+  egg_event_t *e = calloc(1, sizeof(*e));
+  if (e) {
+    e->project = strdup(project);
+    e->version = version ? strdup(version) : NULL;
+    e->deleted = deleted;
+    e->nspiders = nspiders;
+  }
+  if (!e || !e->project || (version && !e->version)) {
+    log_warn("webservice", "cannot record the change of project '%s': out of memory", project);
+    if (e) egg_event_free(e);
+    return;
+  }
+  if (store_submit_as(app->store, STORE_WRITE, egg_event_fn, e, egg_event_done,
+                      who ? who->actor : NULL, who ? who->addr : NULL))
+    egg_event_done(e, SPD_ESHUTDOWN);
+}
+
 /* ---- adding an egg ---- */
 
 typedef struct egg_add {
@@ -215,7 +267,7 @@ static void egg_listed(void *ud, int rc, char *const *names, size_t n, const cha
 
 static int egg_store_fn(store_t *s, void *arg) {
   egg_add_t *a = arg;
-  return eggsync_put_file(s, a->project, a->version, a->tmp_path, clock_wall_ms());
+  return projects_egg_put(s, a->project, a->version, a->tmp_path, clock_wall_ms());
 }
 
 static void egg_stored(void *arg, int rc) {
@@ -268,9 +320,7 @@ static void egg_listed(void *ud, int rc, char *const *names, size_t n, const cha
   free(final_path);
   log_info("webservice", "Added version '%s' of project '%s' (%zu spiders)", a->version,
            a->project, n);
-  auth_audit(app, a->who, "version.added",
-             json_pack("{s:s, s:s, s:i}", "project", a->project, "version", a->version,
-                       "spiders", (int)n));
+  egg_event(app, a->who, a->project, a->version, 0, (int)n);
   a->cb(a->ud, 0, 0, NULL, names, n);
   egg_add_free(a);
 }
@@ -361,16 +411,13 @@ static int local_delete(app_t *app, const char *project, const char *version,
                         const struct auth_who *who) {
   int rc = version ? eggs_delete_version(app->cfg.eggs_dir, project, version)
                    : eggs_delete_project(app->cfg.eggs_dir, project);
-  if (!rc)
-    auth_audit(app, who, version ? "version.deleted" : "project.deleted",
-               version ? json_pack("{s:s, s:s}", "project", project, "version", version)
-                       : json_pack("{s:s}", "project", project));
+  if (!rc) egg_event(app, who, project, version, 1, 0);
   return rc;
 }
 
 static int egg_del_fn(store_t *s, void *arg) {
   egg_del_t *d = arg;
-  return store_egg_delete(s, d->project, d->stem, &d->count);
+  return projects_eggs_delete(s, d->project, d->stem, &d->count);
 }
 
 /* The store's delete is committed: no node's copy can bring the egg back

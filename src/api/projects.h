@@ -64,7 +64,7 @@ typedef void (*api_egg_cb)(void *ud, int rc, int stage, const char *error_text,
  * 0 (cb runs, possibly before the return) or a code with *stage and a
  * reason in err. Names must have passed name_valid(). Both record who
  * (may be NULL) did it as an event: version.added, version.deleted,
- * project.deleted (the audit trail, api/auth.h). */
+ * project.deleted (flow/projects.h). */
 /* Deletes a project's eggs (version NULL) or one version (raw or
  * sanitized) from eggs_dir, and on a shared store from the store first
  * (so from every node). cb(ud, rc) runs once with the result of the

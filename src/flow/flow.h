@@ -5,6 +5,17 @@
  *
  * Loop thread only. A hook that is not set (before start-up, in a tool that
  * runs no launcher) does nothing and answers 0.
+ *
+ * What goes through flow/: every change of the state of spiderd's objects --
+ * a job (flow/jobs.h), a schedule (flow/schedules.h), a queue's settings
+ * and an operator's bulk moves of its elements (flow/queues.h), users and
+ * tokens (flow/auth.h), a project's versions (flow/projects.h) -- is one
+ * flow function per transition, run on a store thread inside the caller's
+ * store op with the event that records it; api/ and run/ parse, call it,
+ * then hand what it did (flow_change_t) to flow_apply. What may stay a
+ * direct store call: reads, and a queue's data path (an element put,
+ * taken, acked, nacked, extended or given back), which records no event
+ * and changes no setting, so there is no transition to write once.
  */
 #ifndef SPIDERD_FLOW_FLOW_H
 #define SPIDERD_FLOW_FLOW_H
