@@ -10,6 +10,7 @@
 
 #include "error.h"
 #include "flow/jobs.h"
+#include "metrics.h"
 #include "store_fx.h"
 
 static job_t new_job(const char *jobid, const char *unique_key) {
@@ -249,12 +250,41 @@ static void test_paths(void **state) {
   assert_null(jobs_log_path(&cfg, "p", "s", "j1"));
 }
 
+/* flow_apply: deltas never take a count below 0, the store's own count
+ * replaces the loop's, the queued metric counts only what was queued. */
+static void test_apply(void **state) {
+  (void)state;
+  job_counters_t n = {.pending = 2, .finished = 1};
+  metrics_t *m = metrics_new();
+  assert_non_null(m);
+  flow_hooks_t h = {.counters = &n, .metrics = m};
+  flow_change_t c = {.queued = 1, .unqueued = 5, .finished = -3};
+  flow_apply(&h, &c);
+  assert_int_equal(n.pending, 0);
+  assert_int_equal(n.finished, 0);
+  assert_int_equal(m->jobs_queued, 1);
+  c = (flow_change_t){.unqueued = 1, .has_pending = 1, .pending_count = 7,
+                      .finished = 1, .has_finished = 1, .finished_count = 4};
+  flow_apply(&h, &c);
+  assert_int_equal(n.pending, 7);
+  assert_int_equal(n.finished, 4);
+  assert_int_equal(m->jobs_queued, 1);
+  flow_running(&h, 3);
+  assert_int_equal(n.running, 3);
+  assert_int_equal(flow_pending(&h), 7);
+  flow_hooks_t none = {0}; /* no counts kept: nothing to change, nothing to wake */
+  flow_apply(&none, &c);
+  assert_int_equal(flow_pending(&none), 0);
+  metrics_free(m);
+}
+
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
   const struct CMUnitTest tests[] = {
       T(test_enqueue), T(test_cancel_family), T(test_cancel_claimed_here),
       T(test_end_and_retry), T(test_reaped),
       cmocka_unit_test(test_paths),
+      cmocka_unit_test(test_apply),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
