@@ -71,6 +71,22 @@ int jobs_enqueue(store_t *s, job_t *job, json_t *extra, flow_change_t *c) {
   return rc ? rc : enqueue_event(s, job, extra, c);
 }
 
+int jobs_rerun(job_t *src, const char *jobid, job_t *out) {
+  job_init(out);
+  out->jobid = strdup(jobid);
+  out->project = src->project;
+  out->spider = src->spider;
+  out->version = src->version;
+  out->args = src->args ? src->args : json_object();
+  out->settings = src->settings ? src->settings : json_object();
+  out->priority = src->priority;
+  out->state = JOB_PENDING;
+  src->project = src->spider = src->version = NULL;
+  src->args = src->settings = NULL;
+  job_release(src);
+  return out->jobid && out->args && out->settings ? 0 : -ENOMEM;
+}
+
 static void random_jobid(char out[33]) {
   uint8_t b[16];
   if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
