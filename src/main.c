@@ -16,7 +16,6 @@
 #include "run/janitor.h"
 #include "run/launcher.h"
 #include "run/scheduler.h"
-#include "run/supervise.h"
 #include "run/webhooks.h"
 #include "cli/cli.h"
 #include "error.h"
@@ -366,21 +365,20 @@ static int start_modules(app_t *app, char *err, size_t errlen) {
     snprintf(err, errlen, "cannot start the spider lister: %s", spd_strerror(rc));
     return rc;
   }
-  if ((rc = launcher_init(&app->launcher, app->loop, cfg, app->store, &app->counters))) {
+  if ((rc = launcher_init(&app->launcher, app->loop, cfg, app->store, &app->flow))) {
     snprintf(err, errlen, "cannot start the launcher: %s", spd_strerror(rc));
     return rc;
   }
-  if ((rc = janitor_init(&app->janitor, app->loop, cfg, app->store, &app->counters))) {
+  if ((rc = janitor_init(&app->janitor, app->loop, cfg, app->store, &app->flow))) {
     snprintf(err, errlen, "cannot start the janitor: %s", spd_strerror(rc));
     return rc;
   }
-  if ((rc = scheduler_init(&app->scheduler, app->loop, cfg, app->store, app->launcher,
-                           &app->counters))) {
+  if ((rc = scheduler_init(&app->scheduler, app->loop, cfg, app->store, &app->flow))) {
     snprintf(err, errlen, "cannot start the scheduler: %s", spd_strerror(rc));
     return rc;
   }
   if ((rc = webhooks_init(&app->webhooks, app->loop, cfg, app->store, err, errlen))) return rc;
-  cluster_hooks_t hooks = {.queues = queues_noted, .ud = app};
+  cluster_hooks_t hooks = {.queues = queues_noted, .ud = app, .flow = &app->flow};
   if ((rc = cluster_init(&app->cluster, app->loop, cfg, app->store, app->launcher,
                          store_pool_shared(app->store), &hooks, err, errlen)))
     return rc;
@@ -588,7 +586,6 @@ static int serve(int argc, char **argv) {
   announce(cfg);
   notify_ready(&srv);
   app->started_ms = clock_wall_ms();
-  supervise_find_unrecorded(app->launcher, &running);
   launcher_adopt(app->launcher, &running);
   launcher_dispatch(app->launcher);
   uv_run(app->loop, UV_RUN_DEFAULT);

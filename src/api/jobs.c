@@ -20,6 +20,7 @@ typedef struct enqueue {
   void *ud;
   int existing; /* the job's unique_key was held: e->job is now the holder */
   const struct auth_who *who;
+  flow_change_t change;
 } enqueue_t;
 
 /* The job and its job.queued event in one transaction; or, when its
@@ -27,7 +28,8 @@ typedef struct enqueue {
  * end in between) in place of the job. */
 static int enqueue_fn(store_t *s, void *arg) {
   enqueue_t *e = arg;
-  int rc = jobs_enqueue(s, e->job, NULL);
+  e->change = (flow_change_t){0};
+  int rc = jobs_enqueue(s, e->job, NULL, &e->change);
   if (rc == SPD_ECONFLICT && e->job->unique_key) {
     job_t held;
     rc = store_job_get(s, e->job->id, &held);
@@ -45,11 +47,7 @@ static int enqueue_fn(store_t *s, void *arg) {
 
 static void enqueue_done(void *arg, int rc) {
   enqueue_t *e = arg;
-  if (!rc && !e->existing) {
-    e->app->counters.pending++;
-    if (e->app->metrics) metrics_inc(e->app->metrics, &e->app->metrics->jobs_queued, 1);
-    flow_dispatch(&e->app->flow);
-  }
+  if (!rc) flow_apply(&e->app->flow, &e->change);
   e->cb(e->ud, rc, rc ? API_JOB_STORE : e->existing ? API_JOB_EXISTING : 0, NULL);
   free(e);
 }
@@ -80,7 +78,7 @@ int api_job_enqueue(app_t *app, job_t *job, const char *egg_path, api_job_cb cb,
                     const struct auth_who *who) {
   enqueue_t *e = calloc(1, sizeof(*e));
   if (!e) return -ENOMEM;
-  *e = (enqueue_t){app, job, cb, ud, 0, who};
+  *e = (enqueue_t){.app = app, .job = job, .cb = cb, .ud = ud, .who = who};
   int rc = spiders_list(app->spiders, job->project, egg_path, job->version, enqueue_listed, e);
   if (rc) free(e);
   return rc;
@@ -110,6 +108,7 @@ static int cancel_fn(store_t *s, void *arg) {
   /* jobs_cancel adds to these: a run the store pool repeats after a
    * collision starts from zero. */
   c->op.count = c->op.family = c->op.remote = c->op.here = 0;
+  c->op.change = (flow_change_t){0};
   job_list_release(&c->op.running);
   memset(&c->op.running, 0, sizeof(c->op.running));
   return jobs_cancel(s, &c->op, clock_wall_ms());
@@ -118,12 +117,11 @@ static int cancel_fn(store_t *s, void *arg) {
 static void cancel_done(void *arg, int rc) {
   cancel_t *c = arg;
   if (!rc) {
-    c->app->counters.pending -= c->op.count + c->op.family;
+    flow_apply(&c->app->flow, &c->op.change);
     /* pending jobs end here, cancelled; running ones when their process exits */
     if (c->app->metrics && c->op.count + c->op.family > 0)
       metrics_inc(c->app->metrics, &c->app->metrics->jobs_ended[METRICS_END_CANCELLED],
                   (uint64_t)(c->op.count + c->op.family));
-    if (c->app->counters.pending < 0) c->app->counters.pending = 0;
     /* Claimed by this node when the cancel began, its process not yet
      * started: the claim's callback has started it by now (callbacks come
      * in submission order), so it is signalled here, once. */

@@ -1,6 +1,6 @@
 /* Queueing and cancelling a job as every API face does it: the loop side of
- * flow/jobs.h's transitions (checking the spider, counting, waking the
- * launcher and signalling this node's processes through app->flow).
+ * flow/jobs.h's transitions (checking the spider, applying what they changed
+ * with flow_apply, signalling this node's processes through app->flow).
  *
  * Loop thread only. Ownership: pointers passed in are borrowed until the
  * callback (or the return when no callback will run). Callbacks never run

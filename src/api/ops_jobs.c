@@ -458,10 +458,8 @@ void op_jobs_create(op_call_t *c) {
 
 /* ---- jobs.rerun ---- */
 
-/* An ended job's template, queued again as a new job: same project,
- * spider, version (NULL stays "the latest"), args, settings and priority;
- * a new Scrapyd job id; no parent, schedule, retry lineage or unique key,
- * and the daemon's current timeout and retry policy. */
+/* An ended job's template (flow's jobs_rerun), queued again as a new job
+ * with a new Scrapyd job id. */
 static void rerun_found(void *arg, int rc) {
   op_call_t *c = arg;
   if (rc) {
@@ -496,20 +494,9 @@ static void rerun_found(void *arg, int rc) {
   char generated[33];
   api_uuid1_hex(c->app, generated);
   job_t j;
-  job_init(&j);
-  j.jobid = strdup(generated);
-  j.project = src->project;
-  j.spider = src->spider;
-  j.version = src->version;
-  j.args = src->args ? src->args : json_object();
-  j.settings = src->settings ? src->settings : json_object();
-  j.priority = src->priority;
-  j.state = JOB_PENDING;
-  src->project = src->spider = src->version = NULL;
-  src->args = src->settings = NULL;
-  job_release(src);
+  rc = jobs_rerun(src, generated, &j);
   *src = j;
-  if (!j.jobid || !j.args || !j.settings) {
+  if (rc) {
     op_fail(c, -ENOMEM, NULL, "out of memory");
     return;
   }

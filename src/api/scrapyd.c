@@ -414,6 +414,110 @@ static int is_own_param(const char *key) {
   return 0;
 }
 
+/* _timeout, _retries, _retry_backoff and the unique key (unique_key or
+ * _unique_key) into c->job. 1 = error replied. */
+static int schedule_policy(call_t *c) {
+  int ok;
+  const char *timeout_s = text_param(c, "_timeout", 0, &ok);
+  if (!ok) return 1;
+  const char *retries_s = text_param(c, "_retries", 0, &ok);
+  if (!ok) return 1;
+  const char *backoff_s = text_param(c, "_retry_backoff", 0, &ok);
+  if (!ok) return 1;
+  if (schedule_seconds(c, "_timeout", timeout_s, &c->job.timeout_ms) ||
+      schedule_seconds(c, "_retry_backoff", backoff_s, &c->job.retry_backoff_ms))
+    return 1;
+  /* unique_key, or _unique_key (underscored like the other spiderd
+   * parameters); both are kept from the spider. */
+  const char *ukey_plain = text_param(c, "unique_key", 0, &ok);
+  if (!ok) return 1;
+  const char *ukey_under = text_param(c, "_unique_key", 0, &ok);
+  if (!ok) return 1;
+  if (ukey_plain && ukey_under && strcmp(ukey_plain, ukey_under)) {
+    reply_error(c, "unique_key and _unique_key differ: give one of them");
+    return 1;
+  }
+  const char *ukey = ukey_under ? ukey_under : ukey_plain;
+  if (ukey) {
+    char kwhy[256];
+    if (!job_unique_key_valid(ukey, kwhy, sizeof(kwhy))) {
+      reply_error(c, "%s is invalid: %s", ukey_under ? "_unique_key" : "unique_key", kwhy);
+      return 1;
+    }
+    if (!(c->job.unique_key = strdup(ukey))) {
+      reply_error(c, "MemoryError: out of memory");
+      return 1;
+    }
+  }
+  if (retries_s) {
+    char *end = NULL;
+    errno = 0;
+    long n = strtol(retries_s, &end, 10);
+    if (!*retries_s || *end || errno || n < 0 || n > 100) {
+      reply_error(c, "_retries is invalid: it must be an integer from 0 to 100");
+      return 1;
+    }
+    c->job.max_retries = (int)n;
+  }
+  return 0;
+}
+
+/* Settings (every value) and spider arguments (first value of every other
+ * key, in first-appearance order) into c->job, as Scrapyd reads
+ * request.args. 1 = error replied. */
+static int schedule_args(call_t *c) {
+  size_t np = 0;
+  const http_param_t *ps = http_req_params(c->req, &np);
+  json_t *settings = json_object(), *args = json_object();
+  c->job.settings = settings;
+  c->job.args = args;
+  int setting_index = 0;
+  char why[256];
+  for (size_t i = 0; i < np; i++) {
+    const http_param_t *p = &ps[i];
+    if (!utf8_valid(p->value, p->len, why, sizeof(why))) {
+      reply_error(c, "%s is invalid: %s", p->key, why);
+      return 1;
+    }
+    if (!strcmp(p->key, "setting")) {
+      /* Twisted's args.update: body values replace the query's. */
+      const http_param_t *first = http_req_param(c->req, "setting");
+      if (first && first->from_body != p->from_body) continue;
+      const char *eq = strchr(p->value, '=');
+      if (!eq) {
+        reply_error(c,
+                    "ValueError: dictionary update sequence element #%d has length 1; 2 is "
+                    "required",
+                    setting_index);
+        return 1;
+      }
+      char *name = strndup(p->value, (size_t)(eq - p->value));
+      json_object_set_new(settings, name ? name : "", json_string(eq + 1));
+      free(name);
+      setting_index++;
+      continue;
+    }
+    if (is_own_param(p->key) || json_object_get(args, p->key)) continue;
+    if (!strcmp(p->key, "settings") || !strcmp(p->key, "_job") || !strcmp(p->key, "name")) {
+      reply_error(c, "TypeError: add() got multiple values for keyword argument '%s'", p->key);
+      return 1;
+    }
+    const http_param_t *v = http_req_param(c->req, p->key);
+    if (limits_is_arg(p->key)) {
+      /* Resource limits stay in the job's args (stored and copied with
+       * them, kept from the spider at launch): checked here, where the
+       * client can still be told. */
+      int64_t n;
+      if (limits_parse_arg(p->key, v->value, &n, why, sizeof(why))) {
+        reply_error(c, "%s", why);
+        return 1;
+      }
+    }
+    json_object_set_new(args, p->key, json_string(v->value));
+  }
+  return 0;
+}
+
 static void ep_schedule_json(call_t *c) {
   PARAM(project, "project", 1);
   PARAM(spider, "spider", 1);
@@ -431,94 +535,8 @@ static void ep_schedule_json(call_t *c) {
     reply_error(c, "priority is invalid: it must be a finite number");
     return;
   }
-  PARAM(timeout_s, "_timeout", 0);
-  PARAM(retries_s, "_retries", 0);
-  PARAM(backoff_s, "_retry_backoff", 0);
-  if (schedule_seconds(c, "_timeout", timeout_s, &c->job.timeout_ms) ||
-      schedule_seconds(c, "_retry_backoff", backoff_s, &c->job.retry_backoff_ms))
-    return;
-  /* unique_key, or _unique_key (underscored like the other spiderd
-   * parameters); both are kept from the spider. */
-  PARAM(ukey_plain, "unique_key", 0);
-  PARAM(ukey_under, "_unique_key", 0);
-  if (ukey_plain && ukey_under && strcmp(ukey_plain, ukey_under)) {
-    reply_error(c, "unique_key and _unique_key differ: give one of them");
-    return;
-  }
-  const char *ukey = ukey_under ? ukey_under : ukey_plain;
-  if (ukey) {
-    char kwhy[256];
-    if (!job_unique_key_valid(ukey, kwhy, sizeof(kwhy))) {
-      reply_error(c, "%s is invalid: %s", ukey_under ? "_unique_key" : "unique_key", kwhy);
-      return;
-    }
-    if (!(c->job.unique_key = strdup(ukey))) {
-      reply_error(c, "MemoryError: out of memory");
-      return;
-    }
-  }
-  if (retries_s) {
-    char *end = NULL;
-    errno = 0;
-    long n = strtol(retries_s, &end, 10);
-    if (!*retries_s || *end || errno || n < 0 || n > 100) {
-      reply_error(c, "_retries is invalid: it must be an integer from 0 to 100");
-      return;
-    }
-    c->job.max_retries = (int)n;
-  }
-  /* Settings (every value) and spider arguments (first value of every other
-   * key, in first-appearance order), as Scrapyd reads request.args. */
-  size_t np = 0;
-  const http_param_t *ps = http_req_params(c->req, &np);
-  json_t *settings = json_object(), *args = json_object();
-  c->job.settings = settings;
-  c->job.args = args;
-  int setting_index = 0;
+  if (schedule_policy(c) || schedule_args(c) || resolve_egg(c, project, version)) return;
   char why[256];
-  for (size_t i = 0; i < np; i++) {
-    const http_param_t *p = &ps[i];
-    if (!utf8_valid(p->value, p->len, why, sizeof(why))) {
-      reply_error(c, "%s is invalid: %s", p->key, why);
-      return;
-    }
-    if (!strcmp(p->key, "setting")) {
-      /* Twisted's args.update: body values replace the query's. */
-      const http_param_t *first = http_req_param(c->req, "setting");
-      if (first && first->from_body != p->from_body) continue;
-      const char *eq = strchr(p->value, '=');
-      if (!eq) {
-        reply_error(c,
-                    "ValueError: dictionary update sequence element #%d has length 1; 2 is "
-                    "required",
-                    setting_index);
-        return;
-      }
-      char *name = strndup(p->value, (size_t)(eq - p->value));
-      json_object_set_new(settings, name ? name : "", json_string(eq + 1));
-      free(name);
-      setting_index++;
-      continue;
-    }
-    if (is_own_param(p->key) || json_object_get(args, p->key)) continue;
-    if (!strcmp(p->key, "settings") || !strcmp(p->key, "_job") || !strcmp(p->key, "name")) {
-      reply_error(c, "TypeError: add() got multiple values for keyword argument '%s'", p->key);
-      return;
-    }
-    const http_param_t *v = http_req_param(c->req, p->key);
-    if (limits_is_arg(p->key)) {
-      /* Resource limits stay in the job's args (stored and copied with
-       * them, kept from the spider at launch): checked here, where the
-       * client can still be told. */
-      int64_t n;
-      if (limits_parse_arg(p->key, v->value, &n, why, sizeof(why))) {
-        reply_error(c, "%s", why);
-        return;
-      }
-    }
-    json_object_set_new(args, p->key, json_string(v->value));
-  }
-  if (resolve_egg(c, project, version)) return;
   if (!name_valid("spider", spider, why, sizeof(why))) {
     reply_error(c, "spider '%s' not found", spider);
     return;

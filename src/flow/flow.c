@@ -37,8 +37,16 @@ void flow_apply(const flow_hooks_t *h, const flow_change_t *c) {
     if (n->pending < 0) n->pending = 0;
     n->finished += c->finished;
     if (n->finished < 0) n->finished = 0;
+    if (c->has_pending) n->pending = c->pending_count;
+    if (c->has_finished) n->finished = c->finished_count;
   }
   if (c->queued > 0 && h->metrics) metrics_inc(h->metrics, &h->metrics->jobs_queued, (uint64_t)c->queued);
   if (c->schedules) flow_schedules_changed(h);
   if (c->dispatch) flow_dispatch(h);
 }
+
+void flow_running(const flow_hooks_t *h, int64_t n) {
+  if (h->counters) h->counters->running = n;
+}
+
+int64_t flow_pending(const flow_hooks_t *h) { return h->counters ? h->counters->pending : 0; }

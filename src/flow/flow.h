@@ -61,12 +61,20 @@ typedef struct flow_hooks {
 /* What one state change did, as the loop must learn it. A flow function
  * fills one on its store thread (beside the store writes and events it made,
  * in the same transaction); the caller hands it to flow_apply on the loop
- * once the op has committed, and nothing else touches the counters, the
- * jobs_queued metric or the wake-ups. Zero = nothing changed. */
+ * once the op has committed (never after a failed op: it was rolled back),
+ * and nothing else touches the counters, the jobs_queued metric or the
+ * wake-ups. Zero = nothing changed. */
 typedef struct flow_change {
   int64_t queued;    /* jobs put in the queue: pending += n, jobs_queued += n */
   int64_t unqueued;  /* pending jobs that left it (claimed, cancelled): pending -= n */
   int64_t finished;  /* started jobs that reached a final state (+) or left history (-) */
+  /* The store's own count, read in the same transaction, replaces the
+   * loop's after the deltas above (which it includes): */
+  int64_t pending_count;  /* when has_pending: pending = this */
+  int64_t finished_count; /* when has_finished: finished = this (the caller adds
+                             the ends it counted ahead of the store first) */
+  unsigned has_pending : 1;
+  unsigned has_finished : 1;
   unsigned dispatch : 1;  /* jobs may be claimable now: wake this node's launcher */
   unsigned schedules : 1; /* a schedule changed: the scheduler ticks now */
 } flow_change_t;
@@ -74,6 +82,15 @@ typedef struct flow_change {
 /* Applies c on the loop: counters (never below 0), metrics, then the
  * wake-ups. */
 void flow_apply(const flow_hooks_t *h, const flow_change_t *c);
+
+/* The pending jobs this node knows of (0 when no counts are kept): the
+ * launcher claims only when some may be claimable. */
+int64_t flow_pending(const flow_hooks_t *h);
+
+/* The crawls this node runs now (its launcher's processes, and the claimed
+ * jobs holding a slot before theirs starts): running is theirs, not the
+ * store's. */
+void flow_running(const flow_hooks_t *h, int64_t n);
 
 void flow_dispatch(const flow_hooks_t *h);
 int flow_signal(const flow_hooks_t *h, const char *project, const char *jobid, int sig,

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "clock.h"
 #include "error.h"
@@ -42,17 +43,76 @@ static int add_event(store_t *s, const char *type, const job_t *j, int64_t ts_ms
 
 /* ---- queued ---- */
 
-int jobs_enqueue(store_t *s, job_t *job, json_t *extra) {
+/* The job's row and its job.queued event apart, so that a retry records
+ * its job.retried between them (it names the new row's id). */
+static int enqueue_insert(store_t *s, job_t *job, json_t *extra) {
   int rc = store_job_insert(s, job);
-  if (rc) {
-    json_decref(extra);
-    return rc;
-  }
+  if (rc) json_decref(extra);
+  return rc;
+}
+
+static int enqueue_event(store_t *s, job_t *job, json_t *extra, flow_change_t *c) {
   json_t *d = json_pack("{s:s, s:s, s:s}", "project", job->project, "spider", job->spider,
                         "jobid", job->jobid);
   if (d && extra) json_object_update(d, extra);
   json_decref(extra);
-  return d ? add_event(s, "job.queued", job, job->created_ms, d) : -ENOMEM;
+  int rc = d ? add_event(s, "job.queued", job, job->created_ms, d) : -ENOMEM;
+  if (!rc && c) {
+    c->queued++;
+    /* A job waiting out its backoff is claimed when its time comes (the
+     * launcher's due timer), not now. */
+    if (job->not_before_ms <= job->created_ms) c->dispatch = 1;
+  }
+  return rc;
+}
+
+int jobs_enqueue(store_t *s, job_t *job, json_t *extra, flow_change_t *c) {
+  int rc = enqueue_insert(s, job, extra);
+  return rc ? rc : enqueue_event(s, job, extra, c);
+}
+
+int jobs_rerun(job_t *src, const char *jobid, job_t *out) {
+  job_init(out);
+  out->jobid = strdup(jobid);
+  out->project = src->project;
+  out->spider = src->spider;
+  out->version = src->version;
+  out->args = src->args ? src->args : json_object();
+  out->settings = src->settings ? src->settings : json_object();
+  out->priority = src->priority;
+  out->state = JOB_PENDING;
+  src->project = src->spider = src->version = NULL;
+  src->args = src->settings = NULL;
+  job_release(src);
+  return out->jobid && out->args && out->settings ? 0 : -ENOMEM;
+}
+
+static void random_jobid(char out[33]) {
+  uint8_t b[16];
+  if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
+    uint64_t x = (uint64_t)clock_wall_ms() ^ ((uint64_t)(uintptr_t)out << 16);
+    memcpy(b, &x, 8);
+    memcpy(b + 8, &x, 8);
+  }
+  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
+}
+
+int jobs_fire(store_t *s, const schedule_t *sc, const sched_run_t *r, const char *why,
+              int64_t now_ms, int64_t *job_id, flow_change_t *c) {
+  job_t j;
+  char jobid[33];
+  random_jobid(jobid);
+  int rc = schedule_job(sc, jobid, now_ms, &j);
+  if (!rc)
+    rc = jobs_enqueue(s, &j,
+                      json_pack("{s:I, s:I, s:I, s:s?}", "run_id", (json_int_t)r->id, "due_ms",
+                                (json_int_t)r->due_ms, "late_ms",
+                                (json_int_t)(now_ms - r->fire_ms), "reason", why),
+                      c);
+  if (!rc) rc = store_run_end(s, r->id, RUN_FIRED, j.id, why, now_ms);
+  if (!rc && job_id) *job_id = j.id;
+  job_release(&j);
+  return rc;
 }
 
 /* ---- cancelled ---- */
@@ -60,7 +120,7 @@ int jobs_enqueue(store_t *s, job_t *job, json_t *extra) {
 #define CANCEL_FAMILY_MAX 10000 /* descendants reached by one cancel */
 
 int jobs_cancel_pending(store_t *s, const char *project, const char *jobid, int64_t now_ms,
-                        int *count) {
+                        int *count, flow_change_t *c) {
   job_list_t l = {0};
   job_filter_t f = {.project = project, .jobid = jobid, .states = 1u << JOB_PENDING};
   int n = 0, rc = store_jobs_list(s, &f, &l);
@@ -71,6 +131,7 @@ int jobs_cancel_pending(store_t *s, const char *project, const char *jobid, int6
                              l.v[i].spider, "jobid", l.v[i].jobid, "started", 0));
   job_list_release(&l);
   *count += n;
+  if (!rc && c) c->unqueued += n;
   return rc;
 }
 
@@ -86,7 +147,7 @@ int jobs_cancel(store_t *s, jobs_cancel_t *c, int64_t now_ms) {
   job_list_t family = {0};
   job_filter_t f = {.project = c->project, .jobid = c->jobid};
   int rc = store_jobs_list(s, &f, &family);
-  if (!rc) rc = jobs_cancel_pending(s, c->project, c->jobid, now_ms, &c->count);
+  if (!rc) rc = jobs_cancel_pending(s, c->project, c->jobid, now_ms, &c->count, &c->change);
   /* Running on another node (a shared store): that node stops it. */
   for (size_t i = 0; i < family.n && !rc; i++) {
     const job_t *j = &family.v[i];
@@ -106,7 +167,7 @@ int jobs_cancel(store_t *s, jobs_cancel_t *c, int64_t now_ms) {
     for (size_t k = 0; k < kids.n && !rc; k++) {
       job_t *kid = &kids.v[k];
       if (kid->state == JOB_PENDING) {
-        rc = jobs_cancel_pending(s, kid->project, kid->jobid, now_ms, &c->family);
+        rc = jobs_cancel_pending(s, kid->project, kid->jobid, now_ms, &c->family, &c->change);
       } else if ((rc = cancel_remote(s, c, kid, now_ms)) == 1) {
         rc = 0;
       } else if (!rc) {
@@ -135,6 +196,10 @@ int jobs_started(store_t *s, const job_t *j, int pid, int64_t pid_start, int war
   return add_event(s, "job.started", j, 0, d);
 }
 
+int jobs_adopted(store_t *s, int64_t id, int pid, int64_t pid_start) {
+  return store_job_started(s, id, pid, pid_start);
+}
+
 /* ---- ended, and retried ---- */
 
 static const char *end_event(job_state_t st) {
@@ -147,7 +212,7 @@ static const char *end_event(job_state_t st) {
 }
 
 int jobs_retry(store_t *s, const job_t *t, int64_t end_ms, int exit_code, int term_signal,
-               uint32_t rnd, int64_t *retry_id, int64_t *not_before) {
+               uint32_t rnd, int64_t *retry_id, int64_t *not_before, flow_change_t *c) {
   char jobid[256];
   *retry_id = 0;
   int rc = job_retry_jobid(t->jobid, t->attempt + 1, jobid, sizeof(jobid));
@@ -180,7 +245,7 @@ int jobs_retry(store_t *s, const job_t *t, int64_t end_ms, int exit_code, int te
   r.timeout_ms = t->timeout_ms;
   int64_t delay = job_retry_delay_ms(t->retry_backoff_ms, t->attempt, rnd);
   r.not_before_ms = end_ms + delay;
-  rc = store_job_insert(s, &r);
+  rc = enqueue_insert(s, &r, NULL);
   if (rc == SPD_ECONFLICT) {
     /* Another live job holds the key (it cannot, unless the attempt
      * was not holding it): that job does the work; the failure stands
@@ -200,16 +265,31 @@ int jobs_retry(store_t *s, const job_t *t, int64_t end_ms, int exit_code, int te
     rc = add_event(s, "job.retried", t, 0, d);
   }
   if (rc == 0) /* every job's timeline starts with its job.queued */
-    rc = add_event(s, "job.queued", &r, 0,
-                   json_pack("{s:s, s:s, s:s, s:I, s:i}", "project", r.project, "spider",
-                             r.spider, "jobid", r.jobid, "retry_of", (json_int_t)t->id,
-                             "attempt", r.attempt));
+    rc = enqueue_event(s, &r, json_pack("{s:I, s:i}", "retry_of", (json_int_t)t->id, "attempt",
+                                        r.attempt),
+                       c);
   if (rc == 0) {
     *retry_id = r.id;
     if (not_before) *not_before = r.not_before_ms;
   }
   job_release(&r);
   return rc;
+}
+
+/* finished_to_keep: the history trimmed after an end, and the store's
+ * count of ended jobs then, for the loop's (has_finished). */
+static int end_trim(store_t *s, jobs_end_t *e) {
+  int deleted = 0;
+  if (e->keep <= 0) return 0;
+  int rc = store_trim_finished(s, e->keep, &deleted);
+  if (rc || deleted <= 0) return rc;
+  int64_t counts[JOB_NSTATES];
+  rc = store_job_counts(s, NULL, counts);
+  if (rc) return rc;
+  e->change.has_finished = 1;
+  e->change.finished_count =
+      counts[JOB_FINISHED] + counts[JOB_FAILED] + counts[JOB_CANCELLED] + counts[JOB_LOST];
+  return 0;
 }
 
 int jobs_end(store_t *s, jobs_end_t *e) {
@@ -230,12 +310,24 @@ int jobs_end(store_t *s, jobs_end_t *e) {
   if ((rc = add_event(s, end_event(e->state), j, 0, d))) return rc;
   if ((e->state == JOB_FAILED || e->state == JOB_LOST) && j->attempt <= j->max_retries)
     rc = jobs_retry(s, j, e->end_ms, e->exit_code, e->term_signal, e->rnd, &e->retry_id,
-                    &e->retry_not_before);
-  return rc;
+                    &e->retry_not_before, &e->change);
+  return rc ? rc : end_trim(s, e);
+}
+
+flow_change_t jobs_end_submitted(void) { return (flow_change_t){.finished = 1}; }
+
+flow_change_t jobs_end_dropped(void) { return (flow_change_t){.finished = -1}; }
+
+int jobs_still_ours(store_t *s, int64_t id, const char *node, int *ours) {
+  job_t cur;
+  int rc = store_job_get(s, id, &cur);
+  *ours = !rc && cur.state == JOB_RUNNING && cur.node && !strcmp(cur.node, node);
+  job_release(&cur);
+  return rc == -ENOENT ? 0 : rc;
 }
 
 int jobs_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms, uint32_t rnd,
-                int64_t *retry_id) {
+                int64_t *retry_id, flow_change_t *c) {
   int64_t id = 0;
   jobs_resolve(cfg, job);
   /* Its node died, not the crawl: it runs again at once, and once even
@@ -247,9 +339,21 @@ int jobs_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms, uin
     if (job->node) json_object_set_new(d, "node", json_string(job->node));
   }
   int rc = add_event(s, "job.lost", job, 0, d);
+  if (!rc && c) c->finished++;
   if (!rc && job->attempt <= (job->max_retries > 0 ? job->max_retries : 1))
-    rc = jobs_retry(s, job, now_ms, -1, 0, rnd, &id, NULL);
+    rc = jobs_retry(s, job, now_ms, -1, 0, rnd, &id, NULL, c);
   if (retry_id) *retry_id = rc ? 0 : id;
+  return rc;
+}
+
+int jobs_prune(store_t *s, const prune_rule_t *rules, size_t nrules, int keep_default,
+               int64_t ended_before_ms, size_t max, job_list_t *deleted, flow_change_t *c) {
+  size_t from = deleted->n;
+  int rc = store_jobs_prune(s, rules, nrules, keep_default, ended_before_ms, max, deleted);
+  for (size_t i = from; !rc && i < deleted->n; i++) {
+    const job_t *d = &deleted->v[i];
+    if (d->start_ms && job_state_final(d->state)) c->finished--;
+  }
   return rc;
 }
 

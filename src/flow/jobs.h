@@ -1,13 +1,25 @@
 /* A job's life in one place: the transitions that the API, the scheduler,
- * the supervisor and the cluster's reaper all make, written once.
+ * the launcher, the supervisor, the janitor and the cluster's reaper all
+ * make, written once. Read with flow/claim.h (pending -> running).
+ *
+ *   queued     jobs_enqueue (the API, a schedule's run: jobs_fire, a retry)
+ *   running    jobs_claim (flow/claim.h), then jobs_started once its
+ *              process runs (jobs_adopted after a restart)
+ *   ended      jobs_end: finished, failed, cancelled, lost, timed out;
+ *              jobs_retry queues the next attempt of a failed or lost one
+ *   cancelled  jobs_cancel (and its family), jobs_cancel_pending
+ *   lost       jobs_reaped: its node was declared dead
+ *   gone       jobs_prune: history beyond its bounds
  *
  * Each jobs_* transition runs on a store thread, inside the caller's store
  * op (store_submit), and does the whole change with the event that records
- * it, so both commit or neither does: queued (job.queued), started
- * (job.started), cancelled (job.cancelled), ended (job.finished, job.failed,
- * job.cancelled, job.lost, job.timeout) and retried (job.retried and the
- * retry's job.queued). What happens on the loop afterwards (waking the
- * launcher, signalling a process) is the caller's, through flow/flow.h.
+ * it, so both commit or neither does. It adds what the loop must learn to a
+ * flow_change_t (flow/flow.h), which the caller zeroes at the start of its
+ * op (a run the store pool repeats starts afresh) and hands to flow_apply
+ * on the loop once the op has committed: that is the only way the job
+ * counts, the jobs_queued metric and the launcher's wake-ups change. What
+ * else happens on the loop (signalling a process, arming a timer) is the
+ * caller's.
  *
  * Ownership: inputs are borrowed; lists filled here are the caller's
  * (job_list_release). Errors as store.h's.
@@ -20,6 +32,8 @@
 
 #include "config.h"
 #include "core/job.h"
+#include "core/schedule.h"
+#include "flow/flow.h"
 #include "store/store.h"
 
 /* Fills a job's 0 timeout / retries / backoff with the daemon's defaults,
@@ -29,13 +43,31 @@ void jobs_resolve(const config_t *cfg, job_t *j);
 /* Inserts job (sets id and created_ms) and its job.queued event, stamped
  * with created_ms; the event's data is {project, spider, jobid} plus the
  * members of extra (taken; may be NULL). When job->unique_key is held,
- * nothing is written: SPD_ECONFLICT with job->id the holder's id. */
-int jobs_enqueue(store_t *s, job_t *job, json_t *extra);
+ * nothing is written: SPD_ECONFLICT with job->id the holder's id.
+ * c (may be NULL): queued + 1, and dispatch unless the job waits for its
+ * not_before. */
+int jobs_enqueue(store_t *s, job_t *job, json_t *extra, flow_change_t *c);
+
+/* The job that runs ended job src again (jobs.rerun), to be queued with
+ * jobs_enqueue: the same project, spider, version (NULL stays "the
+ * latest"), args, settings and priority, with jobid; no parent, schedule,
+ * retry lineage or unique key, and the daemon's policy of the day. src's
+ * contents are taken (src is left released). 0 or -ENOMEM. */
+int jobs_rerun(job_t *src, const char *jobid, job_t *out);
+
+/* Queues the job of schedule sc for its run r, fired at now_ms (why: the
+ * reason the run fires late or in another's place, NULL when on time),
+ * with a new random job id: the job and its job.queued event (run_id,
+ * due_ms, late_ms, reason), and r ended as fired. *job_id (may be NULL) =
+ * the job's id. c as jobs_enqueue's. */
+int jobs_fire(store_t *s, const schedule_t *sc, const sched_run_t *r, const char *why,
+              int64_t now_ms, int64_t *job_id, flow_change_t *c);
 
 /* Cancels the pending entries of project + jobid (state cancelled, end_ms =
- * now_ms), a job.cancelled event each; adds how many to *count. */
+ * now_ms), a job.cancelled event each; adds how many to *count and to
+ * c->unqueued (c may be NULL). */
 int jobs_cancel_pending(store_t *s, const char *project, const char *jobid, int64_t now_ms,
-                        int *count);
+                        int *count, flow_change_t *c);
 
 /* A cancel of project + jobid and its whole family: a parent's cancel is its
  * children's. */
@@ -49,6 +81,7 @@ typedef struct jobs_cancel {
                          (claimed: its process may not have been seen yet) */
   job_list_t running; /* out: running descendants on this node, for its launcher
                          (project and jobid filled) */
+  flow_change_t change; /* out: the pending entries cancelled (count + family) */
 } jobs_cancel_t;
 
 /* Cancels the job's pending entries and every pending descendant, asks the
@@ -57,8 +90,15 @@ typedef struct jobs_cancel {
  * can stop. At most 10,000 descendants are reached by one call. */
 int jobs_cancel(store_t *s, jobs_cancel_t *c, int64_t now_ms);
 
-/* A process of j runs: records its pid and the job.started event. */
+/* A process of j runs: records its pid and the job.started event. The
+ * counts do not change: the job left the queue when it was claimed, and
+ * running is the launcher's (flow_running). */
 int jobs_started(store_t *s, const job_t *j, int pid, int64_t pid_start, int warm);
+
+/* A crawl a previous daemon started was adopted: its pid is written again
+ * (one that daemon never recorded is found by its environment), without
+ * an event: it started once. */
+int jobs_adopted(store_t *s, int64_t id, int pid, int64_t pid_start);
 
 /* How a running job ended. */
 typedef struct jobs_end {
@@ -71,30 +111,56 @@ typedef struct jobs_end {
   const char *end_reason; /* in: "timeout", "heartbeat" or NULL */
   uint32_t rnd;           /* in: the retry's jitter */
   int notify;             /* in: tell other nodes a slot is free ([concurrency]) */
+  int keep;               /* in: finished_to_keep (0 = no trim) */
   int64_t retry_id;       /* out: the retry queued, 0 = none */
   int64_t retry_not_before; /* out: when it may start */
+  /* out: the retry queued (jobs_enqueue's); after a trim of the history,
+   * the store's count of ended jobs (has_finished). The end itself is
+   * counted when it is submitted (jobs_end_submitted). */
+  flow_change_t change;
 } jobs_end_t;
 
 /* Ends e->job: store_job_finish, job.timeout when it timed out, its end
  * event, and, when it failed or was lost with attempts left, its retry
- * (jobs_retry). */
+ * (jobs_retry); then trims the history to e->keep ended jobs. */
 int jobs_end(store_t *s, jobs_end_t *e);
+
+/* The loop's side of an end around its commit: a job counts as finished
+ * from the moment its end is submitted, so pending + running + finished
+ * never dips while it commits (jobs_end_submitted: finished + 1); and no
+ * more when its end was not recorded after all: an error, a store closed,
+ * an end another node recorded first (jobs_end_dropped: finished - 1). */
+flow_change_t jobs_end_submitted(void);
+flow_change_t jobs_end_dropped(void);
+
+/* On a shared store: is job id still running on node? A node declared dead
+ * has had its jobs ended as lost by another node, which queued their
+ * retries: its own late end must not record them twice (*ours = 0). */
+int jobs_still_ours(store_t *s, int64_t id, const char *node, int *ours);
 
 /* Queues the next attempt of t, which ended at end_ms: a copy of its
  * template with a new job id (job_retry_jobid), due after the backoff
  * (job_retry_delay_ms with rnd), taking over its unique key, with
  * job.retried and the retry's job.queued. *retry_id = the new job (0 when
  * none could be made: no valid job id, or its key is held elsewhere);
- * not_before (may be NULL) = when it may start. */
+ * not_before (may be NULL) = when it may start; c as jobs_enqueue's. */
 int jobs_retry(store_t *s, const job_t *t, int64_t end_ms, int exit_code, int term_signal,
-               uint32_t rnd, int64_t *retry_id, int64_t *not_before);
+               uint32_t rnd, int64_t *retry_id, int64_t *not_before, flow_change_t *c);
 
 /* `job` ran on a node declared dead and the store ended it as lost
  * (store_nodes_reap). Records its job.lost event and, while attempts
  * remain (at least one retry, whatever max_retries says: the crawl did not
- * fail), queues its retry with no delay (*retry_id, 0 when none). */
+ * fail), queues its retry with no delay (*retry_id, 0 when none).
+ * c (may be NULL): finished + 1 (it started, and ended lost), and the
+ * retry as jobs_enqueue's. */
 int jobs_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms, uint32_t rnd,
-                int64_t *retry_id);
+                int64_t *retry_id, flow_change_t *c);
+
+/* Deletes ended jobs beyond the history's bounds (store_jobs_prune: at most
+ * max, listed in *deleted for their files); c->finished - the started ones
+ * among them (finished counts started jobs in a final state). */
+int jobs_prune(store_t *s, const prune_rule_t *rules, size_t nrules, int keep_default,
+               int64_t ended_before_ms, size_t max, job_list_t *deleted, flow_change_t *c);
 
 /* Paths of a job's files as Scrapyd lays them out; malloc'd, NULL when the
  * directory setting is empty (or, for items, a URL). */

@@ -13,7 +13,6 @@
 #include "log.h"
 #include "flow/eggsync.h"
 #include "flow/jobs.h"
-#include "run/supervise.h"
 
 #define CANCELS_SEEN 64   /* jobs whose cancel request was acted on (once each: the
                            * crawl's own cancel_grace escalates to KILL) */
@@ -186,6 +185,7 @@ typedef struct beat_op {
   uint32_t rnd;
   job_list_t lost;
   int retried;
+  flow_change_t change; /* the lost jobs ended and their retries queued */
 } beat_op_t;
 
 static int beat_fn(store_t *s, void *arg) {
@@ -194,6 +194,7 @@ static int beat_fn(store_t *s, void *arg) {
   /* A run the store pool repeats after a collision starts afresh. */
   op->was_dead = 0;
   op->retried = 0;
+  op->change = (flow_change_t){0};
   job_list_release(&op->lost);
   memset(&op->lost, 0, sizeof(op->lost));
   int rc = store_node_beat(s, &op->node, op->now, &op->was_dead);
@@ -202,7 +203,8 @@ static int beat_fn(store_t *s, void *arg) {
                         &op->lost);
   for (size_t i = 0; i < op->lost.n && !rc; i++) {
     int64_t retry = 0;
-    rc = jobs_reaped(s, c->cfg, &op->lost.v[i], op->now, op->rnd + (uint32_t)i, &retry);
+    rc = jobs_reaped(s, c->cfg, &op->lost.v[i], op->now, op->rnd + (uint32_t)i, &retry,
+                     &op->change);
     if (!rc && retry) op->retried++;
   }
   return rc;
@@ -245,6 +247,7 @@ static void beat_done(void *arg, int rc) {
   cluster_t *c = op->c;
   c->ops--;
   c->beating = 0;
+  if (!rc && c->hooks.flow) flow_apply(c->hooks.flow, &op->change);
   if (rc) {
     log_error("cluster", "heartbeat failed: %s", spd_strerror(rc));
   } else if (!c->stopping) {

@@ -5,7 +5,7 @@
  * Every node_heartbeat seconds the node writes its row (url, slots,
  * running) and, on a shared store, declares dead the nodes silent for
  * node_timeout: their running jobs end as lost and are retried here or
- * elsewhere (supervise_reaped). A node that finds itself declared dead
+ * elsewhere (flow's jobs_reaped). A node that finds itself declared dead
  * kills its crawls, whose jobs already belong to others.
  *
  * Notices (store_watch) make a job queued on any node start on a free node
@@ -21,6 +21,7 @@
 #include <uv.h>
 
 #include "config.h"
+#include "flow/flow.h"
 #include "run/launcher.h"
 #include "store/async.h"
 
@@ -30,6 +31,7 @@ typedef struct cluster_hooks {
   void (*queues)(void *ud); /* another node put queue elements */
   void (*eggs)(void *ud);   /* eggs_dir changed (a copy or a removal) */
   void *ud;
+  const flow_hooks_t *flow; /* what a reap changed is applied there; NULL = nowhere */
 } cluster_hooks_t;
 
 /* shared: store_shared() of the daemon's store (eggs, reaping, notices). */

@@ -1,6 +1,7 @@
 /* The janitor (janitor.h). The store thread decides what goes, one bounded
- * batch per op; the loop thread chains the batches, keeps the job counters
- * right and hands file removal to the thread pool. */
+ * batch per op; the loop thread chains the batches, applies what each
+ * changed (flow_apply: the count of ended jobs) and hands file removal to
+ * the thread pool. */
 #include "clock.h"
 #include "run/janitor.h"
 
@@ -26,7 +27,7 @@ struct janitor {
   uv_loop_t *loop;
   const config_t *cfg;
   store_pool_t *store;
-  job_counters_t *counters;
+  const flow_hooks_t *flow; /* borrowed */
   uv_timer_t timer;
   /* [retention] resolved once: spider entries without DAYS take their
    * project's, then history_days. ended_before_ms is filled per pass. */
@@ -57,6 +58,7 @@ typedef struct batch {
   int leader;        /* out */
   job_list_t jobs;   /* out: deleted */
   int events;        /* out: events and runs deleted */
+  flow_change_t change; /* out: jobs_prune's */
 } batch_t;
 
 typedef struct unlink_work {
@@ -81,6 +83,7 @@ static int batch_fn(store_t *s, void *arg) {
   /* A run the store pool repeats after a collision starts afresh. */
   b->leader = 0;
   b->events = 0;
+  b->change = (flow_change_t){0};
   job_list_release(&b->jobs);
   memset(&b->jobs, 0, sizeof(b->jobs));
   /* Taken in the batch's own transaction: a node whose lease passed to
@@ -89,8 +92,8 @@ static int batch_fn(store_t *s, void *arg) {
   if (rc == -EBUSY) return 0;
   if (rc) return rc;
   b->leader = 1;
-  rc = store_jobs_prune(s, b->rules, b->nrules, b->keep_default, b->before_default,
-                        JANITOR_BATCH, &b->jobs);
+  rc = jobs_prune(s, b->rules, b->nrules, b->keep_default, b->before_default, JANITOR_BATCH,
+                  &b->jobs, &b->change);
   if (!rc) rc = store_events_prune(s, b->events_before, JANITOR_BATCH, &b->events);
   return rc;
 }
@@ -194,12 +197,7 @@ static void batch_done(void *arg, int rc) {
   if (rc) {
     log_error("janitor", "pruning history failed: %s", spd_strerror(rc));
   } else if (b->leader) {
-    for (size_t i = 0; i < b->jobs.n; i++) {
-      const job_t *d = &b->jobs.v[i];
-      /* counters.finished counts started jobs in a final state. */
-      if (d->start_ms && job_state_final(d->state) && j->counters->finished > 0)
-        j->counters->finished--;
-    }
+    flow_apply(j->flow, &b->change);
     j->pass_jobs += (int64_t)b->jobs.n;
     j->pass_events += b->events;
     if (b->jobs.n) remove_files(j, &b->jobs);
@@ -281,14 +279,14 @@ static double rule_days(const config_t *cfg, const config_retention_t *e) {
 }
 
 int janitor_init(janitor_t **out, uv_loop_t *loop, const config_t *cfg,
-                 store_pool_t *store, job_counters_t *counters) {
+                 store_pool_t *store, const flow_hooks_t *flow) {
   int rc = -ENOMEM;
   janitor_t *j = calloc(1, sizeof(*j));
   if (!j) return rc;
   j->loop = loop;
   j->cfg = cfg;
   j->store = store;
-  j->counters = counters;
+  j->flow = flow;
   j->nrules = cfg->nretention;
   j->rules = calloc(j->nrules ? j->nrules : 1, sizeof(*j->rules));
   j->rule_days = calloc(j->nrules ? j->nrules : 1, sizeof(*j->rule_days));

@@ -16,7 +16,10 @@
  * lost the lease cannot delete). Files are removed by the node that deleted
  * the rows, where they exist.
  *
- * Ownership: borrows cfg, store and counters for its whole life. Runs on
+ * Jobs go through flow/jobs.h (jobs_prune), and what a batch changed
+ * reaches the job counts through flow_apply.
+ *
+ * Ownership: borrows cfg, store and flow for its whole life. Runs on
  * the loop thread only.
  */
 #ifndef SPIDERD_RUN_JANITOR_H
@@ -25,7 +28,7 @@
 #include <uv.h>
 
 #include "config.h"
-#include "run/launcher.h"
+#include "flow/flow.h"
 #include "store/async.h"
 
 /* Rows deleted per store op. */
@@ -36,7 +39,7 @@ typedef struct janitor janitor_t;
 /* Starts the timer (when anything is to be bounded at all). 0 or -ENOMEM,
  * or a libuv error. */
 int janitor_init(janitor_t **out, uv_loop_t *loop, const config_t *cfg,
-                 store_pool_t *store, job_counters_t *counters);
+                 store_pool_t *store, const flow_hooks_t *flow);
 
 /* Jobs ended: prune soon (within a few seconds), not at once. */
 void janitor_kick(janitor_t *j);

@@ -18,7 +18,7 @@
 #include "error.h"
 #include "log.h"
 #include "metrics.h"
-#include "flow/eggsync.h"
+#include "flow/claim.h"
 #include "flow/env.h"
 #include "flow/jobs.h"
 #include "flow/jobtoken.h"
@@ -33,24 +33,42 @@
 /* How often an adopted process (not our child: no exit callback) is checked. */
 #define ADOPT_POLL_MS 500
 
-int64_t proc_start_time(int pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  char *p = strrchr(buf, ')');
-  if (!p) return 0;
-  p++;
-  /* After the command name: field 3 (state) is token 0, field 22 token 19. */
-  char *save = NULL;
-  char *tok = strtok_r(p, " ", &save);
-  for (int i = 0; tok && i < 19; i++) tok = strtok_r(NULL, " ", &save);
-  return tok ? strtoll(tok, NULL, 10) : 0;
-}
+struct launcher {
+  uv_loop_t *loop;
+  const config_t *cfg;
+  store_pool_t *store;
+  const flow_hooks_t *flow; /* every job's state change is applied there */
+  supervisor_t sv;    /* watches the crawls: sv.procs is the list of them */
+  /* Claimed jobs whose command project is being extracted on libuv's
+   * thread pool, or that a template forks: they hold a slot but are not
+   * processes yet. */
+  struct prep *preps;
+  unsigned npreps;
+  unsigned max_proc;
+  int claiming;       /* a claim is in flight */
+  int dispatch_again; /* a kick arrived while claiming */
+  int stopping;
+  int draining;       /* claims nothing (launcher_drain) */
+  void (*drained)(void *ud); /* once nothing runs while draining; then NULL */
+  void *drained_ud;
+  int open_handles;   /* launcher timers still to close */
+  uv_timer_t stop_timer;
+  void (*stop_done)(void *ud);
+  void *stop_ud;
+  char *cwd;
+  char *stats_dir;
+  char *work_dir;     /* <dbs_dir>/spiders: command projects, extracted */
+  const char *job_secret; /* borrowed: signs each job's SPIDERD_TOKEN (NULL: none) */
+  int shared;         /* the store is shared with other nodes (run/cluster.c) */
+  struct metrics *metrics; /* borrowed; NULL = none (launcher_set_metrics) */
+  struct warm *warm;  /* templates for warm starts; NULL = cold starts only */
+  jobres_t res;       /* how memory, CPU and process limits are enforced */
+  job_limits_t limit_defaults; /* [spiderd] job_memory_limit, ... */
+};
+
+static void launcher_maybe_stopped(launcher_t *l);
+static void sv_wake(void *l) { launcher_dispatch(l); }
+static void sv_settled(void *l) { launcher_maybe_stopped(l); }
 
 static char *abs_path(const launcher_t *l, const char *path) {
   char *out = NULL;
@@ -60,13 +78,13 @@ static char *abs_path(const launcher_t *l, const char *path) {
 }
 
 int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
-                  store_pool_t *store, job_counters_t *counters) {
+                  store_pool_t *store, const flow_hooks_t *flow) {
   launcher_t *l = calloc(1, sizeof(*l));
   if (!l) return -ENOMEM;
   l->loop = loop;
   l->cfg = cfg;
   l->store = store;
-  l->counters = counters;
+  l->flow = flow;
   l->max_proc = (unsigned)config_max_proc(cfg);
   l->cwd = getcwd(NULL, 0);
   if (!l->cwd || asprintf(&l->stats_dir, "%s/%s/run", l->cwd, cfg->dbs_dir) < 0) {
@@ -110,8 +128,10 @@ int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
   if (warm_init(&l->warm, loop, cfg)) l->warm = NULL;
   uv_timer_init(loop, &l->stop_timer);
   l->stop_timer.data = l;
-  l->open_handles = 1;
-  supervise_init(l);
+  l->sv = (supervisor_t){.loop = loop, .cfg = cfg, .store = store, .flow = flow, .res = &l->res,
+                         .stats_dir = l->stats_dir, .wake = sv_wake, .settled = sv_settled,
+                         .ud = l};
+  l->open_handles = 1 + supervise_init(&l->sv);
   if (cfg->heartbeat_timeout > 0 && cfg->heartbeat_timeout < 2 * cfg->heartbeat_interval)
     log_warn("launcher", "heartbeat_timeout (%g s) is under two heartbeat_interval (%g s): "
              "one late beat will kill a healthy crawl", cfg->heartbeat_timeout,
@@ -121,14 +141,15 @@ int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
 }
 
 void launcher_on_end(launcher_t *l, void (*fn)(void *ud, const job_t *job), void *ud) {
-  l->on_end = fn;
-  l->on_end_ud = ud;
+  l->sv.on_end = fn;
+  l->sv.on_end_ud = ud;
 }
 
-unsigned launcher_running(const launcher_t *l) { return l->nprocs; }
+unsigned launcher_running(const launcher_t *l) { return l->sv.nprocs; }
 
 void launcher_set_metrics(launcher_t *l, struct metrics *m) {
   l->metrics = m;
+  l->sv.metrics = m;
   if (m) warm_set_gauge(l->warm, &m->warm_templates);
 }
 
@@ -148,7 +169,7 @@ typedef struct prep {
 } prep_t;
 
 int launcher_job_running(const launcher_t *l, int64_t job_id) {
-  for (const proc_t *p = l->procs; p; p = p->next)
+  for (const proc_t *p = l->sv.procs; p; p = p->next)
     if (p->job.id == job_id && !p->ended) return 1;
   for (const prep_t *pr = l->preps; pr; pr = pr->next)
     if (pr->job.id == job_id) return 1;
@@ -178,13 +199,13 @@ static void proc_close_cb(uv_handle_t *h) {
 /* daemonstatus.json's running: the crawls, and the claimed jobs holding a
  * slot while their project is extracted or a template forks them (the
  * store has them running; they are no longer pending). */
-static void running_changed(launcher_t *l) { l->counters->running = l->nprocs + l->npreps; }
+static void running_changed(launcher_t *l) { flow_running(l->flow, l->sv.nprocs + l->npreps); }
 
 static void proc_unlink(launcher_t *l, proc_t *p) {
-  for (proc_t **pp = &l->procs; *pp; pp = &(*pp)->next)
+  for (proc_t **pp = &l->sv.procs; *pp; pp = &(*pp)->next)
     if (*pp == p) {
       *pp = p->next;
-      l->nprocs--;
+      l->sv.nprocs--;
       break;
     }
   running_changed(l);
@@ -242,7 +263,7 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
   }
   supervise_usage_t usage = {.mech = p->cgroup ? LIMITS_CGROUP : l->res.mech,
                              .limits = p->limits, .usage = p->usage, .log_path = p->log_path};
-  supervise_end(l, j, state, from_stats,
+  supervise_end(&l->sv, j, state, from_stats,
                 p->adopted ? -1 : (term_signal ? -1 : (int)exit_status), term_signal,
                 p->stats_path, p->hb_path, reason, &usage);
   proc_unlink(l, p);
@@ -270,23 +291,12 @@ static void on_warm_exit(uv_poll_t *h, int status, int events) {
     proc_ended(p, WIFEXITED(ws) ? WEXITSTATUS(ws) : 0, WIFSIGNALED(ws) ? WTERMSIG(ws) : 0);
 }
 
-void launcher_signal(proc_t *p, int sig) {
-  if (p->group_signals && kill(-p->pid, sig) == 0) return;
-  kill(p->pid, sig);
-}
-
-void launcher_kill_group(proc_t *p) {
-  /* The crawl leads its own session (UV_PROCESS_DETACHED): -pid reaches
-   * everything it started too. */
-  if (kill(-p->pid, SIGKILL) != 0) kill(p->pid, SIGKILL);
-}
-
 static void grace_expired(uv_timer_t *t) {
   proc_t *p = t->data;
   if (p->ended) return;
   log_warn("launcher", "job '%s' did not stop within the grace period: killing pid %d",
            p->job.jobid, p->pid);
-  launcher_kill_group(p);
+  supervise_kill_group(p);
 }
 
 /* A user's cancel: sig to the crawl (SIGKILL to its group), and its group
@@ -295,10 +305,10 @@ static void proc_cancel(launcher_t *l, proc_t *p, int sig) {
   p->cancels++;
   log_info("launcher", "Cancelling job '%s' (pid %d) with signal %d", p->job.jobid, p->pid, sig);
   if (sig == SIGKILL) {
-    launcher_kill_group(p);
+    supervise_kill_group(p);
     return;
   }
-  launcher_signal(p, sig);
+  supervise_signal(p, sig);
   if (p->cancels == 1 && l->cfg->cancel_grace > 0 && !uv_is_active((uv_handle_t *)&p->timer))
     uv_timer_start(&p->timer, grace_expired, (uint64_t)(l->cfg->cancel_grace * 1000), 0);
 }
@@ -518,7 +528,7 @@ static int start_nomem(start_t *st) {
 /* Is a crawl still running in dir? (marchive_prune) */
 static int workdir_in_use(void *ud, const char *dir) {
   const launcher_t *l = ud;
-  for (const proc_t *p = l->procs; p; p = p->next)
+  for (const proc_t *p = l->sv.procs; p; p = p->next)
     if (p->workdir && !strcmp(p->workdir, dir)) return 1;
   return 0;
 }
@@ -676,7 +686,7 @@ static int start_command(launcher_t *l, const job_t *j, start_t *st) {
        * is declared dead its job runs elsewhere (no adoption either). */
       (l->shared && strv_pushf(x, "SPIDERD_DIE_WITH_NODE=%d", (int)getpid())) ||
       /* The variables Scrapyd set before 1.5: old projects still read them. */
-      strv_pushf(x, "SCRAPYD_SLOT=%u", l->nprocs) ||
+      strv_pushf(x, "SCRAPYD_SLOT=%u", l->sv.nprocs) ||
       strv_pushf(x, "SCRAPYD_SPIDER=%s", j->spider) ||
       strv_pushf(x, "SCRAPYD_JOB=%s", j->jobid) ||
       (st->log_file && strv_pushf(x, "SCRAPYD_LOG_FILE=%s", st->log_file)) ||
@@ -713,9 +723,9 @@ static void proc_track(launcher_t *l, proc_t *p, job_t *j, start_t *st) {
   st->workdir = NULL;
   uv_timer_init(l->loop, &p->timer);
   p->timer.data = p;
-  p->next = l->procs;
-  l->procs = p;
-  l->nprocs++;
+  p->next = l->sv.procs;
+  l->sv.procs = p;
+  l->sv.nprocs++;
   running_changed(l);
   if (l->metrics) metrics_inc(l->metrics, &l->metrics->jobs_started, 1);
 }
@@ -815,13 +825,13 @@ static void start_release(start_t *st) {
 static void start_failed(launcher_t *l, job_t *j, const start_t *st) {
   log_error("launcher", "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
             j->project, j->spider, st->why);
-  supervise_end(l, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL, NULL);
+  supervise_end(&l->sv, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL, NULL);
 }
 
 /* The crawl runs: Scrapyd's log line, the start recorded, the watch on. */
 static void start_done(launcher_t *l, proc_t *p, const start_t *st) {
   start_log(p, &st->argv);
-  supervise_started(l, p);
+  supervise_started(&l->sv, p);
 }
 
 static int warm_begin(launcher_t *l, job_t *j, start_t *st);
@@ -845,114 +855,13 @@ static void start_job(launcher_t *l, job_t *j) {
 
 typedef struct claim_op {
   launcher_t *l;
-  size_t max;
-  int64_t now;
-  const char *node;
-  job_list_t jobs;
-  int64_t next_due; /* a short claim: the earliest delayed job, 0 = none */
-  int limited;      /* claimed jobs given back: their limit was full */
-  int64_t delayed;  /* and how many wait */
-  uint64_t t0;      /* uv_hrtime at submit (metrics) */
+  jobs_claim_t c; /* flow/claim.h: the claim and what it changed */
+  uint64_t t0;    /* uv_hrtime at submit (metrics) */
 } claim_op_t;
 
-/* Does limit l cover job j? */
-static int limit_covers(const config_limit_t *l, const job_t *j) {
-  return !strcmp(l->project, j->project) && (!l->spider || !strcmp(l->spider, j->spider));
-}
+static int claim_fn(store_t *s, void *arg) { return jobs_claim(s, &((claim_op_t *)arg)->c); }
 
-/* A claim under [concurrency] limits: under the store's claim lock (held
- * to the commit, so every node's claims take turns), count what each limit
- * has running, skip the pending jobs of limits at their maximum, and give
- * back any claimed job that would go over one (several jobs of one limit
- * can come in one claim). Every node and every restart counts the same
- * rows, so a limit holds across the cluster. */
-static int claim_limited(store_t *s, claim_op_t *op) {
-  const config_t *cfg = op->l->cfg;
-  int64_t *running = calloc(cfg->nlimits, sizeof(*running));
-  job_key_t skip[STORE_CLAIM_SKIP_MAX];
-  size_t nskip = 0;
-  int rc = running ? store_claim_lock(s) : -ENOMEM;
-  for (size_t i = 0; !rc && i < cfg->nlimits; i++) {
-    job_list_t r = {0};
-    job_filter_t f = {.project = cfg->limits[i].project, .spider = cfg->limits[i].spider,
-                      .states = 1u << JOB_RUNNING};
-    /* spider NULL would list the project's jobs in the other order: fine. */
-    rc = store_jobs_list(s, &f, &r);
-    running[i] = (int64_t)r.n;
-    job_list_release(&r);
-    if (!rc && running[i] >= cfg->limits[i].max && nskip < STORE_CLAIM_SKIP_MAX)
-      skip[nskip++] = (job_key_t){cfg->limits[i].project, cfg->limits[i].spider};
-  }
-  if (!rc) rc = store_job_claim_skip(s, op->node, op->max, op->now, skip, nskip, &op->jobs);
-  size_t kept = 0;
-  for (size_t k = 0; !rc && k < op->jobs.n; k++) {
-    job_t *j = &op->jobs.v[k];
-    int over = 0;
-    for (size_t i = 0; i < cfg->nlimits && !over; i++)
-      over = limit_covers(&cfg->limits[i], j) && running[i] >= cfg->limits[i].max;
-    if (over) {
-      rc = store_job_requeue(s, j->id);
-      job_release(j);
-      op->limited++;
-      continue;
-    }
-    for (size_t i = 0; i < cfg->nlimits; i++)
-      if (limit_covers(&cfg->limits[i], j)) running[i]++;
-    if (kept != k) {
-      op->jobs.v[kept] = *j;
-      job_init(j);
-    }
-    kept++;
-  }
-  if (!rc) op->jobs.n = kept;
-  free(running);
-  return rc;
-}
-
-static int claim_fn(store_t *s, void *arg) {
-  claim_op_t *op = arg;
-  /* A run the store pool repeats after a collision starts afresh. */
-  job_list_release(&op->jobs);
-  memset(&op->jobs, 0, sizeof(op->jobs));
-  op->next_due = 0;
-  op->limited = 0;
-  op->delayed = 0;
-  int rc = op->l->cfg->nlimits ? claim_limited(s, op)
-                               : store_job_claim(s, op->node, op->max, op->now, &op->jobs);
-  if (!rc && op->l->shared) {
-    /* An egg added on another node a moment ago may not be here yet (the
-     * notice's copy is under way): copy the project's eggs first, but only
-     * then; a claim of an egg already here reads no list. Newer versions
-     * of an egg that is here arrive with the notice. */
-    for (size_t i = 0; i < op->jobs.n; i++) {
-      const job_t *j = &op->jobs.v[i];
-      char *egg = NULL;
-      int missing = eggs_path(op->l->cfg->eggs_dir, j->project, j->version, &egg) == -ENOENT;
-      free(egg);
-      if (missing && eggsync_pull(s, op->l->cfg->eggs_dir, j->project, NULL))
-        log_warn("launcher", "could not copy the eggs of project '%s' from the store",
-                 j->project);
-    }
-  }
-  if (rc || op->jobs.n >= op->max) return rc;
-  /* Fewer than asked: every pending job left waits for its not_before, so
-   * this scans only those, and only when a claim comes back short. */
-  rc = store_job_next_due(s, op->now, &op->next_due);
-  if (rc || !op->next_due) return rc;
-  int64_t counts[JOB_NSTATES];
-  rc = store_job_counts(s, NULL, counts);
-  if (rc == 0) op->delayed = counts[JOB_PENDING];
-  return rc;
-}
-
-static int requeue_fn(store_t *s, void *arg) {
-  job_list_t *jobs = arg;
-  for (size_t i = 0; i < jobs->n; i++) {
-    int rc = store_job_requeue(s, jobs->v[i].id);
-    if (rc && rc != -ENOENT) return rc;
-  }
-  return 0;
-}
+static int requeue_fn(store_t *s, void *arg) { return jobs_requeue(s, arg); }
 
 static void requeue_done(void *arg, int rc) {
   job_list_t *jobs = arg;
@@ -962,11 +871,27 @@ static void requeue_done(void *arg, int rc) {
   free(jobs);
 }
 
+/* Claimed jobs (taken) that will not run here go back to pending, for
+ * another node or the next start (the store pool drains this write before
+ * it stops). */
+static void requeue(launcher_t *l, job_list_t *jobs) {
+  job_list_t *back = malloc(sizeof(*back));
+  if (back) {
+    *back = *jobs;
+    memset(jobs, 0, sizeof(*jobs));
+    if (store_submit(l->store, STORE_WRITE, requeue_fn, back, requeue_done)) {
+      job_list_release(back);
+      free(back);
+    }
+  }
+}
+
 static int prep_start(launcher_t *l, job_t *j);
 
 static void claim_done(void *arg, int rc) {
   claim_op_t *op = arg;
   launcher_t *l = op->l;
+  jobs_claim_t *c = &op->c;
   l->claiming = 0;
   if (l->metrics)
     metrics_hist_observe(&l->metrics->claim, (double)(uv_hrtime() - op->t0) / 1e9);
@@ -977,36 +902,21 @@ static void claim_done(void *arg, int rc) {
      * pending, and a retry that fell due meanwhile has nothing else to
      * wake a claim. */
     if (rc == -ENOSPC || rc == SPD_ESTORE || rc == -EAGAIN)
-      supervise_claimed(l, clock_wall_ms() + 1000, l->delayed);
-  } else if ((l->stopping || l->draining) && op->jobs.n) {
-    /* Claimed as the daemon began to stop or to drain: they never ran, so
-     * they go back to pending for another node or the next start (the
-     * store pool drains this write before it stops). */
-    job_list_t *back = malloc(sizeof(*back));
-    if (back) {
-      *back = op->jobs;
-      memset(&op->jobs, 0, sizeof(op->jobs));
-      if (store_submit(l->store, STORE_WRITE, requeue_fn, back, requeue_done)) {
-        job_list_release(back);
-        free(back);
-      }
-    }
+      supervise_claimed(&l->sv, clock_wall_ms() + 1000, l->sv.delayed);
+  } else if ((l->stopping || l->draining) && c->jobs.n) {
+    /* Claimed as the daemon began to stop or to drain: they never ran. */
+    requeue(l, &c->jobs);
   } else {
-    l->counters->pending -= (int64_t)op->jobs.n;
-    if (l->counters->pending < 0) l->counters->pending = 0;
-    if (op->jobs.n < op->max) { /* the store has no more that are due */
-      l->counters->pending = op->delayed;
-      supervise_claimed(l, op->next_due, op->delayed);
-    }
-    for (size_t i = 0; i < op->jobs.n; i++) {
-      jobs_resolve(l->cfg, &op->jobs.v[i]);
-      if (!prep_start(l, &op->jobs.v[i])) start_job(l, &op->jobs.v[i]);
-    }
+    flow_apply(l->flow, &c->change);
+    if (c->jobs.n < c->max) /* the store has no more that are due */
+      supervise_claimed(&l->sv, c->next_due, c->change.pending_count);
+    for (size_t i = 0; i < c->jobs.n; i++)
+      if (!prep_start(l, &c->jobs.v[i])) start_job(l, &c->jobs.v[i]);
   }
   /* A full claim may leave more behind; a short one found all there was
    * (a new job kicks again, dispatch_again). */
-  int full = op->jobs.n >= op->max && !op->limited;
-  job_list_release(&op->jobs);
+  int full = c->jobs.n >= c->max && !c->limited;
+  job_list_release(&c->jobs);
   free(op);
   if (l->stopping || l->draining) {
     launcher_maybe_stopped(l);
@@ -1021,18 +931,9 @@ static void claim_done(void *arg, int rc) {
 /* As a claim that lands while the daemon stops or drains: j (taken) goes
  * back to pending, for another node or the next start. */
 static void requeue_one(launcher_t *l, job_t *j) {
-  job_list_t *back = calloc(1, sizeof(*back));
-  if (back && (back->v = malloc(sizeof(*back->v)))) {
-    back->v[0] = *j;
-    back->n = 1;
-    job_init(j);
-    if (store_submit(l->store, STORE_WRITE, requeue_fn, back, requeue_done)) {
-      job_list_release(back);
-      free(back);
-    }
-  } else {
-    free(back);
-  }
+  job_list_t one = {0};
+  if (job_list_append(&one, j, 1) == 0) requeue(l, &one);
+  job_list_release(&one);
 }
 
 static void prep_unlink(launcher_t *l, prep_t *pr) {
@@ -1065,11 +966,11 @@ static void prep_done(uv_work_t *req, int status) {
   if (pr->cancelled) {
     log_info("launcher", "job '%s' was cancelled while its project was being extracted",
              j->jobid);
-    supervise_end(l, j, JOB_CANCELLED, 0, -1, 0, NULL, NULL, NULL, NULL);
+    supervise_end(&l->sv, j, JOB_CANCELLED, 0, -1, 0, NULL, NULL, NULL, NULL);
   } else if (status || pr->rc) {
     log_error("launcher", "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
               j->project, j->spider, status ? uv_strerror(status) : pr->err);
-    supervise_end(l, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL, NULL);
+    supervise_end(&l->sv, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL, NULL);
   } else if (l->stopping || l->draining) {
     requeue_one(l, j);
   } else {
@@ -1164,13 +1065,13 @@ static void warm_started(void *ud, int pid, const char *why) {
     start_done(l, p, st);
     if (l->stopping) {
       p->stopped = 1;
-      launcher_signal(p, SIGTERM);
+      supervise_signal(p, SIGTERM);
     } else if (pr->cancelled) {
       proc_cancel(l, p, pr->cancel_sig ? pr->cancel_sig : SIGTERM);
     }
   } else if (pr->cancelled) {
     log_info("launcher", "job '%s' was cancelled before it started", j->jobid);
-    supervise_end(l, j, JOB_CANCELLED, 0, -1, 0, NULL, NULL, NULL, NULL);
+    supervise_end(&l->sv, j, JOB_CANCELLED, 0, -1, 0, NULL, NULL, NULL, NULL);
   } else if (l->stopping || l->draining) {
     requeue_one(l, j);
   } else if (start_spawn(l, j, st, &p)) {
@@ -1233,15 +1134,15 @@ void launcher_dispatch(launcher_t *l) {
    * (due_check) claims when every pending job is a delayed one. */
   /* Under [concurrency] limits pending jobs may wait for a slot of their
    * limit, which no counter shows: every free slot then claims. */
-  if ((l->counters->pending - l->delayed <= 0 && !l->due_check && !l->cfg->nlimits) ||
-      l->nprocs + l->npreps >= l->max_proc)
+  if ((flow_pending(l->flow) - l->sv.delayed <= 0 && !l->sv.due_check && !l->cfg->nlimits) ||
+      l->sv.nprocs + l->npreps >= l->max_proc)
     return;
   claim_op_t *op = calloc(1, sizeof(*op));
   if (!op) return;
   op->l = l;
-  op->max = l->max_proc - l->nprocs - l->npreps;
-  op->now = clock_wall_ms();
-  op->node = l->cfg->node_name;
+  op->c = (jobs_claim_t){.cfg = l->cfg, .node = l->cfg->node_name,
+                         .max = l->max_proc - l->sv.nprocs - l->npreps,
+                         .now = clock_wall_ms(), .shared = l->shared};
   l->claiming = 1;
   op->t0 = uv_hrtime();
   if (store_submit(l->store, STORE_WRITE, claim_fn, op, claim_done)) {
@@ -1251,15 +1152,18 @@ void launcher_dispatch(launcher_t *l) {
 }
 
 void launcher_dispatch_blind(launcher_t *l) {
-  l->due_check = 1;
+  l->sv.due_check = 1;
   launcher_dispatch(l);
 }
 
-void launcher_set_shared(launcher_t *l, int shared) { l->shared = shared; }
+void launcher_set_shared(launcher_t *l, int shared) {
+  l->shared = shared;
+  l->sv.shared = shared;
+}
 
 void launcher_kill_all(launcher_t *l) {
-  for (proc_t *p = l->procs; p; p = p->next)
-    if (!p->ended) launcher_kill_group(p);
+  for (proc_t *p = l->sv.procs; p; p = p->next)
+    if (!p->ended) supervise_kill_group(p);
   for (prep_t *pr = l->preps; pr; pr = pr->next) {
     pr->cancelled = 1;
     pr->cancel_sig = SIGKILL;
@@ -1269,6 +1173,7 @@ void launcher_kill_all(launcher_t *l) {
 /* ---- adoption after a crash ---- */
 
 void launcher_adopt(launcher_t *l, job_list_t *running) {
+  supervise_find_unrecorded(&l->sv, running);
   for (size_t i = 0; i < running->n; i++) {
     job_t *j = &running->v[i];
     char *stats_path = NULL, *hb_path = NULL;
@@ -1312,18 +1217,18 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
       uv_timer_init(l->loop, &p->timer);
       p->timer.data = p;
       uv_timer_start(&p->timer, adopt_watch, ADOPT_POLL_MS, ADOPT_POLL_MS);
-      p->next = l->procs;
-      l->procs = p;
-      l->nprocs++;
+      p->next = l->sv.procs;
+      l->sv.procs = p;
+      l->sv.nprocs++;
       log_info("launcher", "Adopted running process: project='%s' spider='%s' job='%s' pid=%d",
                p->job.project, p->job.spider, p->job.jobid, p->pid);
-      supervise_started(l, p);
+      supervise_started(&l->sv, p);
     } else {
       log_warn("launcher",
                "job '%s' (project '%s') was running when the daemon stopped and its process "
                "is gone: recording how it ended",
                j->jobid, j->project);
-      supervise_end(l, j, JOB_LOST, 1, -1, 0, stats_path, hb_path, NULL, NULL);
+      supervise_end(&l->sv, j, JOB_LOST, 1, -1, 0, stats_path, hb_path, NULL, NULL);
       free(stats_path);
       free(hb_path);
     }
@@ -1344,7 +1249,7 @@ int launcher_cancel(launcher_t *l, const char *project, const char *jobid, int s
       if (!pr->cancel_sig || sig == SIGKILL) pr->cancel_sig = sig;
       (*found)++;
     }
-  for (proc_t *p = l->procs; p; p = p->next) {
+  for (proc_t *p = l->sv.procs; p; p = p->next) {
     if (p->ended || strcmp(p->job.project, project) || strcmp(p->job.jobid, jobid)) continue;
     (*found)++;
     proc_cancel(l, p, sig);
@@ -1354,15 +1259,15 @@ int launcher_cancel(launcher_t *l, const char *project, const char *jobid, int s
 
 static void stop_expired(uv_timer_t *t) {
   launcher_t *l = t->data;
-  for (proc_t *p = l->procs; p; p = p->next) {
+  for (proc_t *p = l->sv.procs; p; p = p->next) {
     log_warn("launcher", "job '%s' still running after shutdown_grace: killing pid %d",
              p->job.jobid, p->pid);
-    launcher_kill_group(p);
+    supervise_kill_group(p);
   }
 }
 
-void launcher_maybe_stopped(launcher_t *l) {
-  if (l->procs || l->preps || l->claiming || l->ends_in_flight) return;
+static void launcher_maybe_stopped(launcher_t *l) {
+  if (l->sv.procs || l->preps || l->claiming || l->sv.ends_in_flight) return;
   if (l->draining && l->drained) {
     void (*drained)(void *) = l->drained;
     l->drained = NULL;
@@ -1398,15 +1303,15 @@ int launcher_draining(const launcher_t *l) { return l->draining; }
 void launcher_stop(launcher_t *l, void (*done)(void *ud), void *ud) {
   l->stopping = 1;
   l->drained = NULL; /* the stop's done says it all */
-  supervise_stop(l);
+  supervise_stop(&l->sv);
   l->stop_done = done;
   l->stop_ud = ud;
-  for (proc_t *p = l->procs; p; p = p->next) {
+  for (proc_t *p = l->sv.procs; p; p = p->next) {
     p->stopped = 1;
-    launcher_signal(p, SIGTERM);
+    supervise_signal(p, SIGTERM);
   }
-  if (l->procs) {
-    log_info("launcher", "stopping %u running crawl(s) (SIGTERM, KILL after %.0f s)", l->nprocs,
+  if (l->sv.procs) {
+    log_info("launcher", "stopping %u running crawl(s) (SIGTERM, KILL after %.0f s)", l->sv.nprocs,
              l->cfg->shutdown_grace);
     uv_timer_start(&l->stop_timer, stop_expired, (uint64_t)(l->cfg->shutdown_grace * 1000), 0);
   }
@@ -1427,5 +1332,5 @@ void launcher_free(launcher_t *l) {
   if (!l) return;
   warm_close(l->warm);
   uv_close((uv_handle_t *)&l->stop_timer, launcher_close_cb);
-  supervise_close(l, launcher_close_cb);
+  supervise_close(&l->sv, launcher_close_cb);
 }

@@ -21,10 +21,13 @@
  * child all the same, watched through a pidfd instead of libuv's process
  * handle; the job holds its slot while the template forks it.
  *
- * Timeouts, heartbeats (SPIDERD_HEARTBEAT_FILE), retries and job events are
- * the supervision policy in run/supervise.c.
+ * A job's state changes (claim, start, end, retry, give back) are flow's
+ * (flow/claim.h, flow/jobs.h), applied on the loop through flow_apply;
+ * timeouts, heartbeats (SPIDERD_HEARTBEAT_FILE) and the recording of
+ * starts and ends are the supervisor's (run/supervise.h), which sits below
+ * the launcher and never calls it.
  *
- * Ownership: the launcher borrows cfg, the store pool and counters for its
+ * Ownership: the launcher borrows cfg, the store pool and flow for its
  * whole life; launcher_free() frees it once its handles are closed.
  */
 #ifndef SPIDERD_RUN_LAUNCHER_H
@@ -41,10 +44,12 @@
 typedef struct launcher launcher_t;
 
 int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
-                  store_pool_t *store, job_counters_t *counters);
+                  store_pool_t *store, const flow_hooks_t *flow);
 
 /* Takes over jobs a previous daemon left running (list from
- * store_jobs_list, state running): a process that still lives with the same
+ * store_jobs_list, state running; a job without a recorded pid whose crawl
+ * still runs is found first, supervise_find_unrecorded): a process that
+ * still lives with the same
  * start time is adopted and watched until it exits; any other is ended at
  * once as finished (when its stats file shows it finished) or lost. Takes
  * ownership of the list's jobs. */

@@ -1,6 +1,6 @@
 /* The scheduler (scheduler.h). The store thread does the thinking, in one
- * transaction per tick; the loop thread only arms the timer and hands what a
- * tick queued to the launcher. */
+ * transaction per tick; the loop thread only arms the timer and applies what a
+ * tick changed (flow_apply: the counts, the launcher's wake-up). */
 #include "clock.h"
 #include "run/scheduler.h"
 
@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
 #include "core/cron.h"
@@ -32,8 +31,7 @@ struct scheduler {
   uv_loop_t *loop;
   const config_t *cfg;
   store_pool_t *store;
-  launcher_t *launcher;
-  job_counters_t *counters;
+  const flow_hooks_t *flow; /* borrowed: the loop's side of what ticks change */
   uv_timer_t timer;
   int busy;     /* a tick is in flight */
   int again;    /* kicked while busy */
@@ -53,7 +51,7 @@ typedef struct tick {
   int64_t token;     /* in: for release; out: this tenure's token */
   int leader;        /* out */
   int64_t next_ms;   /* out: the earliest upcoming fire time, 0 = none */
-  int64_t queued;    /* out: jobs inserted */
+  flow_change_t change; /* out: jobs queued, and pending ones the replace policy cancelled */
   double *lags;      /* out: each fired run's lag (s), observed once committed */
   size_t nlags, clags;
   job_list_t cancel; /* out: running jobs the replace policy stops */
@@ -154,37 +152,16 @@ static int refill_all(store_t *s, const tick_t *t, int64_t now, int *more) {
 
 /* ---- firing (store thread) ---- */
 
-static void random_jobid(char out[33]) {
-  uint8_t b[16];
-  if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
-    uint64_t x = (uint64_t)clock_wall_ms() ^ ((uint64_t)(uintptr_t)out << 16);
-    memcpy(b, &x, 8);
-    memcpy(b + 8, &x, 8);
-  }
-  for (int i = 0; i < 16; i++) snprintf(out + 2 * i, 3, "%02x", b[i]);
-}
-
-/* Queues the schedule's job template for run r and ends r as fired. */
+/* Fires run r (flow's jobs_fire) and keeps its lag for the metrics. */
 static int fire_run(store_t *s, tick_t *t, const schedule_t *sc, const sched_run_t *r,
                     const char *why, int64_t now) {
-  job_t j;
-  char jobid[33];
-  random_jobid(jobid);
-  int rc = schedule_job(sc, jobid, now, &j);
-  if (!rc)
-    rc = jobs_enqueue(s, &j,
-                      json_pack("{s:I, s:I, s:I, s:s?}", "run_id", (json_int_t)r->id, "due_ms",
-                                (json_int_t)r->due_ms, "late_ms",
-                                (json_int_t)(now - r->fire_ms), "reason", why));
-  if (!rc) rc = store_run_end(s, r->id, RUN_FIRED, j.id, why, now);
-  if (!rc) t->queued++;
+  int rc = jobs_fire(s, sc, r, why, now, NULL, &t->change);
   if (!rc && t->sch && t->sch->metrics && t->nlags == t->clags) {
     size_t cap = t->clags ? t->clags * 2 : 16;
     double *v = realloc(t->lags, cap * sizeof(*v));
     if (v) t->lags = v, t->clags = cap;
   }
   if (!rc && t->nlags < t->clags) t->lags[t->nlags++] = (double)(now - r->due_ms) / 1000.0;
-  job_release(&j);
   return rc;
 }
 
@@ -247,8 +224,7 @@ static int fire_or_hold(store_t *s, tick_t *t, const schedule_t *sc, const sched
       job_t *a = &active.v[i];
       if (a->state == JOB_PENDING) {
         int n = 0;
-        rc = jobs_cancel_pending(s, a->project, a->jobid, now, &n);
-        t->queued -= n;
+        rc = jobs_cancel_pending(s, a->project, a->jobid, now, &n, &t->change);
       } else {
         /* Running ones are stopped by the launcher, on the loop. */
         rc = job_list_append(&t->cancel, a, 1);
@@ -342,7 +318,7 @@ static int tick_fn(store_t *s, void *arg) {
   /* A run the store pool repeats after a collision starts afresh. */
   t->leader = 0;
   t->next_ms = 0;
-  t->queued = 0;
+  t->change = (flow_change_t){0};
   t->nlags = 0;
   job_list_release(&t->cancel);
   memset(&t->cancel, 0, sizeof(t->cancel));
@@ -421,20 +397,14 @@ static void tick_done(void *arg, int rc) {
   }
   s->leader = t->leader;
   if (t->leader) s->token = t->token;
-  if (!rc && t->queued > 0 && s->metrics)
-    metrics_inc(s->metrics, &s->metrics->jobs_queued, (uint64_t)t->queued);
   for (size_t i = 0; !rc && s->metrics && i < t->nlags; i++)
     metrics_hist_observe(&s->metrics->schedule_lag, t->lags[i]);
   free(t->lags);
   /* A failed tick was rolled back: nothing it queued or stopped happened. */
-  if (!rc && t->queued) {
-    s->counters->pending += t->queued;
-    if (s->counters->pending < 0) s->counters->pending = 0;
-    launcher_dispatch(s->launcher);
-  }
+  if (!rc) flow_apply(s->flow, &t->change);
   for (size_t i = 0; !rc && i < t->cancel.n; i++) {
     int found = 0;
-    launcher_cancel(s->launcher, t->cancel.v[i].project, t->cancel.v[i].jobid, SIGTERM, &found);
+    flow_signal(s->flow, t->cancel.v[i].project, t->cancel.v[i].jobid, SIGTERM, &found);
   }
   job_list_release(&t->cancel);
   int64_t next = t->next_ms;
@@ -477,14 +447,13 @@ static void tick_start(scheduler_t *s) {
 }
 
 int scheduler_init(scheduler_t **out, uv_loop_t *loop, const config_t *cfg,
-                   store_pool_t *store, launcher_t *launcher, job_counters_t *counters) {
+                   store_pool_t *store, const flow_hooks_t *flow) {
   scheduler_t *s = calloc(1, sizeof(*s));
   if (!s) return -ENOMEM;
   s->loop = loop;
   s->cfg = cfg;
   s->store = store;
-  s->launcher = launcher;
-  s->counters = counters;
+  s->flow = flow;
   int rc = uv_timer_init(loop, &s->timer);
   if (rc) {
     free(s);

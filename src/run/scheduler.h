@@ -14,7 +14,10 @@
  * within milliseconds of it), and at least every second so the lease is
  * renewed and queued runs are looked at again.
  *
- * Ownership: borrows cfg, store, launcher and counters for its whole life.
+ * A run fires through flow/jobs.h (jobs_fire); what a tick changed reaches
+ * the launcher and the job counts through flow (flow_apply, flow_signal).
+ *
+ * Ownership: borrows cfg, store and flow for its whole life.
  * Runs on the loop thread only.
  */
 #ifndef SPIDERD_RUN_SCHEDULER_H
@@ -23,13 +26,13 @@
 #include <uv.h>
 
 #include "config.h"
-#include "run/launcher.h"
+#include "flow/flow.h"
 #include "store/async.h"
 
 typedef struct scheduler scheduler_t;
 
 int scheduler_init(scheduler_t **out, uv_loop_t *loop, const config_t *cfg,
-                   store_pool_t *store, launcher_t *launcher, job_counters_t *counters);
+                   store_pool_t *store, const flow_hooks_t *flow);
 
 /* Look again soon: a schedule changed, or a job of a schedule ended. */
 void scheduler_kick(scheduler_t *s);

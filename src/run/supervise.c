@@ -24,43 +24,77 @@
 #define SWEEP_MIN_MS 50
 #define SWEEP_MAX_MS 1000
 
-static uint32_t next_rand(launcher_t *l) {
+static uint32_t next_rand(supervisor_t *sv) {
   /* xorshift64*: jitter needs spread, not secrecy. */
-  uint64_t x = l->rng ? l->rng : 0x9E3779B97F4A7C15ull;
+  uint64_t x = sv->rng ? sv->rng : 0x9E3779B97F4A7C15ull;
   x ^= x >> 12;
   x ^= x << 25;
   x ^= x >> 27;
-  l->rng = x;
+  sv->rng = x;
   return (uint32_t)((x * 0x2545F4914F6CDD1Dull) >> 32);
 }
 
 static void due_fire(uv_timer_t *t);
 static void watch_fire(uv_timer_t *t);
-static void ends_give_up(launcher_t *l);
+static void ends_give_up(supervisor_t *sv);
 
-void supervise_init(launcher_t *l) {
-  uv_timer_init(l->loop, &l->due_timer);
-  l->due_timer.data = l;
-  uv_timer_init(l->loop, &l->watch_timer);
-  l->watch_timer.data = l;
-  uv_timer_init(l->loop, &l->end_timer);
-  l->end_timer.data = l;
-  l->open_handles += 3;
-  l->rng = (uint64_t)clock_wall_ms() * 6364136223846793005ull ^ (uint64_t)getpid();
+int supervise_init(supervisor_t *sv) {
+  uv_timer_init(sv->loop, &sv->due_timer);
+  sv->due_timer.data = sv;
+  uv_timer_init(sv->loop, &sv->watch_timer);
+  sv->watch_timer.data = sv;
+  uv_timer_init(sv->loop, &sv->end_timer);
+  sv->end_timer.data = sv;
+  sv->rng = (uint64_t)clock_wall_ms() * 6364136223846793005ull ^ (uint64_t)getpid();
+  return 3;
 }
 
-void supervise_stop(launcher_t *l) {
-  uv_timer_stop(&l->due_timer);
-  uv_timer_stop(&l->watch_timer);
-  uv_timer_stop(&l->end_timer);
-  l->due_at = 0;
-  ends_give_up(l);
+void supervise_stop(supervisor_t *sv) {
+  sv->stopping = 1;
+  uv_timer_stop(&sv->due_timer);
+  uv_timer_stop(&sv->watch_timer);
+  uv_timer_stop(&sv->end_timer);
+  sv->due_at = 0;
+  ends_give_up(sv);
 }
 
-void supervise_close(launcher_t *l, uv_close_cb cb) {
-  uv_close((uv_handle_t *)&l->due_timer, cb);
-  uv_close((uv_handle_t *)&l->watch_timer, cb);
-  uv_close((uv_handle_t *)&l->end_timer, cb);
+void supervise_close(supervisor_t *sv, uv_close_cb cb) {
+  sv->due_timer.data = sv->watch_timer.data = sv->end_timer.data = sv->ud;
+  uv_close((uv_handle_t *)&sv->due_timer, cb);
+  uv_close((uv_handle_t *)&sv->watch_timer, cb);
+  uv_close((uv_handle_t *)&sv->end_timer, cb);
+}
+
+/* ---- signals ---- */
+
+void supervise_signal(proc_t *p, int sig) {
+  if (p->group_signals && kill(-p->pid, sig) == 0) return;
+  kill(p->pid, sig);
+}
+
+void supervise_kill_group(proc_t *p) {
+  /* The crawl leads its own session (UV_PROCESS_DETACHED): -pid reaches
+   * everything it started too. */
+  if (kill(-p->pid, SIGKILL) != 0) kill(p->pid, SIGKILL);
+}
+
+int64_t proc_start_time(int pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  if (!p) return 0;
+  p++;
+  /* After the command name: field 3 (state) is token 0, field 22 token 19. */
+  char *save = NULL;
+  char *tok = strtok_r(p, " ", &save);
+  for (int i = 0; tok && i < 19; i++) tok = strtok_r(NULL, " ", &save);
+  return tok ? strtoll(tok, NULL, 10) : 0;
 }
 
 /* ---- crawls whose pid was never recorded ---- */
@@ -94,8 +128,8 @@ static int environ_has(int pid, const char *want) {
   return found;
 }
 
-void supervise_find_unrecorded(launcher_t *l, job_list_t *running) {
-  if (l->shared) return;
+void supervise_find_unrecorded(supervisor_t *sv, job_list_t *running) {
+  if (sv->shared) return;
   size_t missing = 0;
   for (size_t i = 0; i < running->n; i++) missing += running->v[i].pid <= 0;
   if (!missing) return;
@@ -110,7 +144,7 @@ void supervise_find_unrecorded(launcher_t *l, job_list_t *running) {
     for (size_t i = 0; i < running->n; i++) {
       job_t *j = &running->v[i];
       if (j->pid > 0) continue;
-      snprintf(want, sizeof(want), "SPIDERD_STATS_FILE=%s/%lld.json", l->stats_dir,
+      snprintf(want, sizeof(want), "SPIDERD_STATS_FILE=%s/%lld.json", sv->stats_dir,
                (long long)j->id);
       if (!environ_has((int)pid, want)) continue;
       int64_t started = proc_start_time((int)pid);
@@ -138,7 +172,7 @@ typedef struct started_op {
 
 static int started_fn(store_t *s, void *arg) {
   started_op_t *op = arg;
-  if (!op->record_event) return store_job_started(s, op->job.id, op->pid, op->pid_start);
+  if (!op->record_event) return jobs_adopted(s, op->job.id, op->pid, op->pid_start);
   return jobs_started(s, &op->job, op->pid, op->pid_start, op->warm);
 }
 
@@ -151,17 +185,17 @@ static void started_done(void *arg, int rc) {
   free(op);
 }
 
-static void watch_arm(launcher_t *l);
+static void watch_arm(supervisor_t *sv);
 
-void supervise_started(launcher_t *l, proc_t *p) {
-  int64_t now = (int64_t)uv_now(l->loop);
+void supervise_started(supervisor_t *sv, proc_t *p) {
+  int64_t now = (int64_t)uv_now(sv->loop);
   if (p->job.timeout_ms > 0) {
     /* From the claim's start time, so an adopted crawl keeps its deadline. */
     int64_t left = p->job.start_ms + p->job.timeout_ms - clock_wall_ms();
     p->timeout_at = now + (left > 0 ? left : 0);
     if (p->timeout_at == 0) p->timeout_at = 1;
   }
-  watch_arm(l);
+  watch_arm(sv);
   /* An adopted crawl has its pid written again, without an event: one
    * found by supervise_find_unrecorded had none in the store. */
   started_op_t *op = calloc(1, sizeof(*op));
@@ -177,7 +211,7 @@ void supervise_started(launcher_t *l, proc_t *p) {
   op->pid_start = p->job.pid_start;
   op->warm = p->warm;
   op->record_event = !p->adopted && op->job.jobid && op->job.project && op->job.spider;
-  if (store_submit(l->store, STORE_WRITE, started_fn, op, started_done)) {
+  if (store_submit(sv->store, STORE_WRITE, started_fn, op, started_done)) {
     job_release(&op->job);
     free(op);
   }
@@ -186,8 +220,8 @@ void supervise_started(launcher_t *l, proc_t *p) {
 /* ---- end, and the retry it may queue ---- */
 
 typedef struct end_op {
-  struct end_op *next; /* in l->ends_waiting */
-  launcher_t *l;
+  struct end_op *next; /* in sv->ends_waiting */
+  supervisor_t *sv;
   job_t job;          /* the attempt that ended: also the retry's template */
   job_state_t state;
   int from_stats;
@@ -201,7 +235,7 @@ typedef struct end_op {
   supervise_usage_t usage; /* usage.log_path is log_path */
   char *log_path;
   uint32_t rnd;
-  int finished_count; /* -1 unless the history was trimmed */
+  flow_change_t change; /* jobs_end's: the retry, the count after a trim */
   int ended_elsewhere; /* the store had ended it already (its node was reaped) */
   json_t *stats;      /* the runner's stats, read once: a retried write reuses them */
   int stats_read;
@@ -242,32 +276,16 @@ static json_t *usage_stats(end_op_t *op, json_t *stats) {
   return stats;
 }
 
-static int end_fn(store_t *s, void *arg) {
-  end_op_t *op = arg;
-  json_t *stats = NULL;
-  if (op->l->shared) {
-    /* On a shared store a node declared dead has had its jobs ended as
-     * lost by another node, which queued their retries: its own late end
-     * must not record them twice. */
-    job_t cur;
-    int rc = store_job_get(s, op->job.id, &cur);
-    int gone = rc == -ENOENT || (!rc && (cur.state != JOB_RUNNING || !cur.node ||
-                                         strcmp(cur.node, op->l->cfg->node_name)));
-    job_release(&cur);
-    if (rc && rc != -ENOENT) return rc;
-    if (gone) {
-      if (op->stats_path) unlink(op->stats_path);
-      if (op->hb_path) unlink(op->hb_path);
-      op->ended_elsewhere = 1;
-      return 0;
-    }
-  }
+/* The stats the end records: the runner's (read once: a retried write
+ * reuses them), what the crawl used, and why it was stopped; decides the
+ * state of an end judged by its stats file. Returns a new reference. */
+static json_t *end_stats(end_op_t *op) {
   if (op->stats_path && !op->stats_read) {
     op->stats = json_load_file(op->stats_path, 0, NULL);
     op->stats_read = 1;
     unlink(op->stats_path);
   }
-  stats = op->stats ? json_deep_copy(op->stats) : NULL;
+  json_t *stats = op->stats ? json_deep_copy(op->stats) : NULL;
   if (op->hb_path) unlink(op->hb_path);
   if (op->from_stats) {
     const char *reason = json_string_value(json_object_get(stats, "finish_reason"));
@@ -285,30 +303,39 @@ static int end_fn(store_t *s, void *arg) {
     }
     json_object_set_new(stats, "end_reason", json_string(op->end_reason));
   }
+  return stats;
+}
+
+static int end_fn(store_t *s, void *arg) {
+  end_op_t *op = arg;
+  /* A run the store pool repeats after a collision starts afresh. */
+  op->change = (flow_change_t){0};
+  op->retry_id = 0;
+  if (op->sv->shared) {
+    int ours = 0, rc = jobs_still_ours(s, op->job.id, op->sv->cfg->node_name, &ours);
+    if (rc) return rc;
+    if (!ours) {
+      if (op->stats_path) unlink(op->stats_path);
+      if (op->hb_path) unlink(op->hb_path);
+      op->ended_elsewhere = 1;
+      return 0;
+    }
+  }
+  json_t *stats = end_stats(op);
   jobs_end_t e = {.job = &op->job, .state = op->state, .end_ms = op->end_ms,
                   .exit_code = op->exit_code, .term_signal = op->term_signal,
                   .stats = stats, .end_reason = op->end_reason, .rnd = op->rnd,
-                  .notify = op->l->cfg->nlimits > 0};
+                  .notify = op->sv->cfg->nlimits > 0, .keep = op->sv->cfg->finished_to_keep};
   int rc = jobs_end(s, &e);
   json_decref(stats);
   if (rc) return rc;
   op->retry_id = e.retry_id;
   op->retry_not_before = e.retry_not_before;
-  int keep = op->l->cfg->finished_to_keep, deleted = 0;
-  if (keep > 0) {
-    rc = store_trim_finished(s, keep, &deleted);
-    if (rc == 0 && deleted > 0) {
-      int64_t counts[JOB_NSTATES];
-      rc = store_job_counts(s, NULL, counts);
-      if (rc == 0)
-        op->finished_count = (int)(counts[JOB_FINISHED] + counts[JOB_FAILED] +
-                                   counts[JOB_CANCELLED] + counts[JOB_LOST]);
-    }
-  }
-  return rc;
+  op->change = e.change;
+  return 0;
 }
 
-static void due_arm(launcher_t *l, int64_t at);
+static void due_arm(supervisor_t *sv, int64_t at);
 
 static void end_op_free(end_op_t *op) {
   json_decref(op->stats);
@@ -327,22 +354,22 @@ static void end_done(void *arg, int rc);
 
 /* Writes the waiting ends again: the disk may have space by now. */
 static void ends_retry(uv_timer_t *t) {
-  launcher_t *l = t->data;
-  end_op_t *op = l->ends_waiting;
-  l->ends_waiting = NULL;
+  supervisor_t *sv = t->data;
+  end_op_t *op = sv->ends_waiting;
+  sv->ends_waiting = NULL;
   while (op) {
     end_op_t *next = op->next;
     op->next = NULL;
-    if (store_submit(l->store, STORE_WRITE, end_fn, op, end_done) != 0)
+    if (store_submit(sv->store, STORE_WRITE, end_fn, op, end_done) != 0)
       end_done(op, SPD_ESHUTDOWN);
     op = next;
   }
 }
 
 /* The daemon stops with ends still waiting: they are not recorded here. */
-static void ends_give_up(launcher_t *l) {
-  end_op_t *op = l->ends_waiting;
-  l->ends_waiting = NULL;
+static void ends_give_up(supervisor_t *sv) {
+  end_op_t *op = sv->ends_waiting;
+  sv->ends_waiting = NULL;
   while (op) {
     end_op_t *next = op->next;
     op->next = NULL;
@@ -351,9 +378,28 @@ static void ends_give_up(launcher_t *l) {
   }
 }
 
+/* The end is in the store: its counts, and its retry's wake-up (at once,
+ * or when its backoff is over). */
+static void end_recorded(supervisor_t *sv, end_op_t *op) {
+  if (sv->metrics) metrics_job_ended(sv->metrics, job_state_name(op->state));
+  /* The store's count after a trim, plus the ends submitted after this
+   * one: they are counted already but not yet committed. */
+  if (op->change.has_finished) op->change.finished_count += sv->ends_in_flight;
+  flow_apply(sv->flow, &op->change);
+  if (!op->retry_id) return;
+  log_info("launcher", "job '%s' (attempt %d) will be retried after %lld ms", op->job.jobid,
+           op->job.attempt, (long long)(op->retry_not_before - clock_wall_ms()));
+  if (op->retry_not_before > clock_wall_ms()) {
+    sv->delayed++;
+    due_arm(sv, op->retry_not_before);
+  } else if (!op->change.dispatch) {
+    sv->wake(sv->ud);
+  }
+}
+
 static void end_done(void *arg, int rc) {
   end_op_t *op = arg;
-  launcher_t *l = op->l;
+  supervisor_t *sv = op->sv;
   /* A full disk rolled it back, the store cannot be reached (down,
    * restarting, cut off), or collisions with other nodes' writes outlasted
    * the store pool's own retries (-EAGAIN: it ran the write again already):
@@ -362,16 +408,16 @@ static void end_done(void *arg, int rc) {
    * queued, until the next start. Not at a stop, which must not wait on the
    * store. On a shared store the write checks first that the job is still
    * this node's. */
-  if ((rc == -ENOSPC || rc == SPD_ESTORE || rc == -EAGAIN) && !l->stopping) {
+  if ((rc == -ENOSPC || rc == SPD_ESTORE || rc == -EAGAIN) && !sv->stopping) {
     if (!op->waited++)
       log_error("launcher", "could not record the end of job #%lld ('%s'): %s; trying again "
                 "every %d ms", (long long)op->job.id, op->job.jobid, spd_strerror(rc),
                 END_RETRY_MS);
     op->wait_rc = rc;
-    op->next = l->ends_waiting;
-    l->ends_waiting = op;
-    if (!uv_is_active((uv_handle_t *)&l->end_timer))
-      uv_timer_start(&l->end_timer, ends_retry, END_RETRY_MS, 0);
+    op->next = sv->ends_waiting;
+    sv->ends_waiting = op;
+    if (!uv_is_active((uv_handle_t *)&sv->end_timer))
+      uv_timer_start(&sv->end_timer, ends_retry, END_RETRY_MS, 0);
     return;
   }
   int kick = 0;
@@ -380,44 +426,29 @@ static void end_done(void *arg, int rc) {
              (long long)op->job.id, op->job.jobid);
     /* A claim that met the same full disk or store left its jobs pending,
      * and nothing else may come to claim them. */
-    kick = !l->stopping;
+    kick = !sv->stopping;
   }
-  l->ends_in_flight--;
+  sv->ends_in_flight--;
   if (rc) {
     log_error("launcher", "could not record the end of job #%lld: %s", (long long)op->job.id,
               spd_strerror(rc));
-    l->counters->finished--;
+    flow_change_t undo = jobs_end_dropped();
+    flow_apply(sv->flow, &undo);
   } else if (op->ended_elsewhere) {
     log_warn("launcher", "job #%lld ('%s') was ended as lost while this node was declared "
              "dead; its end here is not recorded", (long long)op->job.id, op->job.jobid);
-    l->counters->finished--;
+    flow_change_t undo = jobs_end_dropped();
+    flow_apply(sv->flow, &undo);
   } else {
-    if (l->metrics) metrics_job_ended(l->metrics, job_state_name(op->state));
-    if (op->finished_count >= 0) {
-      /* The store's count after the trim, plus the ends submitted after this
-       * one: they are counted already but not yet committed. */
-      l->counters->finished = op->finished_count + l->ends_in_flight;
-    }
-    if (op->retry_id) {
-      log_info("launcher", "job '%s' (attempt %d) will be retried after %lld ms", op->job.jobid,
-               op->job.attempt, (long long)(op->retry_not_before - clock_wall_ms()));
-      l->counters->pending++;
-      if (l->metrics) metrics_inc(l->metrics, &l->metrics->jobs_queued, 1);
-      if (op->retry_not_before > clock_wall_ms()) {
-        l->delayed++;
-        due_arm(l, op->retry_not_before);
-      } else {
-        launcher_dispatch(l);
-      }
-    }
+    end_recorded(sv, op);
   }
-  if (!rc && l->on_end) l->on_end(l->on_end_ud, &op->job);
+  if (!rc && sv->on_end) sv->on_end(sv->on_end_ud, &op->job);
   end_op_free(op);
-  if (kick) launcher_dispatch(l);
-  launcher_maybe_stopped(l);
+  if (kick) sv->wake(sv->ud);
+  sv->settled(sv->ud);
 }
 
-void supervise_end(launcher_t *l, job_t *job, job_state_t state, int from_stats,
+void supervise_end(supervisor_t *sv, job_t *job, job_state_t state, int from_stats,
                    int exit_code, int term_signal, const char *stats_path,
                    const char *hb_path, const char *end_reason,
                    const supervise_usage_t *usage) {
@@ -427,7 +458,7 @@ void supervise_end(launcher_t *l, job_t *job, job_state_t state, int from_stats,
     job_release(job);
     return;
   }
-  op->l = l;
+  op->sv = sv;
   op->job = *job;
   job_init(job);
   op->state = state;
@@ -444,19 +475,20 @@ void supervise_end(launcher_t *l, job_t *job, job_state_t state, int from_stats,
     op->log_path = usage->log_path ? strdup(usage->log_path) : NULL;
     op->usage.log_path = NULL;
   }
-  op->rnd = next_rand(l);
-  op->finished_count = -1;
+  op->rnd = next_rand(sv);
   /* A job cgroup whose killed processes had not exited yet waits for a
    * sweep, even when no crawl is left to need one. */
-  if (l->res.ngraves) watch_arm(l);
+  if (sv->res->ngraves) watch_arm(sv);
   /* Slots are counted by live processes, so the caller kicks dispatch at
    * once rather than after the commit; the job counts as finished from now
    * on too, so pending + running + finished never dips. */
-  l->ends_in_flight++;
-  l->counters->finished++;
-  if (store_submit(l->store, STORE_WRITE, end_fn, op, end_done) != 0) {
-    l->ends_in_flight--;
-    l->counters->finished--;
+  sv->ends_in_flight++;
+  flow_change_t counted = jobs_end_submitted();
+  flow_apply(sv->flow, &counted);
+  if (store_submit(sv->store, STORE_WRITE, end_fn, op, end_done) != 0) {
+    sv->ends_in_flight--;
+    flow_change_t undo = jobs_end_dropped();
+    flow_apply(sv->flow, &undo);
     log_error("launcher", "store closed: end of job #%lld not recorded", (long long)op->job.id);
     end_op_free(op);
   }
@@ -465,38 +497,38 @@ void supervise_end(launcher_t *l, job_t *job, job_state_t state, int from_stats,
 /* ---- waking for delayed jobs ---- */
 
 static void due_fire(uv_timer_t *t) {
-  launcher_t *l = t->data;
-  l->due_at = 0;
-  l->due_check = 1;
-  launcher_dispatch(l);
+  supervisor_t *sv = t->data;
+  sv->due_at = 0;
+  sv->due_check = 1;
+  sv->wake(sv->ud);
 }
 
 /* Arms the one due timer for `at` (wall ms) unless it is armed earlier
  * already: a later time is found again by the claim that the earlier wake
  * makes. */
-static void due_arm(launcher_t *l, int64_t at) {
-  if (at <= 0 || l->stopping) return;
-  if (l->due_at && l->due_at <= at) return;
-  l->due_at = at;
+static void due_arm(supervisor_t *sv, int64_t at) {
+  if (at <= 0 || sv->stopping) return;
+  if (sv->due_at && sv->due_at <= at) return;
+  sv->due_at = at;
   int64_t wait = at - clock_wall_ms();
-  uv_timer_start(&l->due_timer, due_fire, wait > 0 ? (uint64_t)wait : 0, 0);
+  uv_timer_start(&sv->due_timer, due_fire, wait > 0 ? (uint64_t)wait : 0, 0);
 }
 
-void supervise_claimed(launcher_t *l, int64_t next_due, int64_t delayed) {
-  l->due_check = 0;
-  l->delayed = delayed;
+void supervise_claimed(supervisor_t *sv, int64_t next_due, int64_t delayed) {
+  sv->due_check = 0;
+  sv->delayed = delayed;
   if (next_due) {
     /* The claim saw the truth: drop an armed wake that may be stale. */
-    uv_timer_stop(&l->due_timer);
-    l->due_at = 0;
-    due_arm(l, next_due);
+    uv_timer_stop(&sv->due_timer);
+    sv->due_at = 0;
+    due_arm(sv, next_due);
   }
 }
 
 /* ---- the sweep: timeouts and heartbeats ---- */
 
-static int64_t sweep_period(const launcher_t *l) {
-  int64_t ms = clock_secs_ms(l->cfg->heartbeat_interval);
+static int64_t sweep_period(const supervisor_t *sv) {
+  int64_t ms = clock_secs_ms(sv->cfg->heartbeat_interval);
   if (ms < SWEEP_MIN_MS) ms = SWEEP_MIN_MS;
   if (ms > SWEEP_MAX_MS) ms = SWEEP_MAX_MS;
   return ms;
@@ -505,45 +537,45 @@ static int64_t sweep_period(const launcher_t *l) {
 /* Restarts the sweep timer for the earliest thing it must do: the next
  * periodic heartbeat check (also while killed job cgroups wait to be
  * removed), or a timeout or kill deadline before it. */
-static void watch_arm(launcher_t *l) {
-  if (l->stopping) return;
-  int64_t now = (int64_t)uv_now(l->loop), next = 0;
-  for (proc_t *p = l->procs; p; p = p->next) {
+static void watch_arm(supervisor_t *sv) {
+  if (sv->stopping) return;
+  int64_t now = (int64_t)uv_now(sv->loop), next = 0;
+  for (proc_t *p = sv->procs; p; p = p->next) {
     if (p->ended) continue;
-    if (!l->next_sweep || l->next_sweep < now) l->next_sweep = now + sweep_period(l);
-    if (!next || l->next_sweep < next) next = l->next_sweep;
+    if (!sv->next_sweep || sv->next_sweep < now) sv->next_sweep = now + sweep_period(sv);
+    if (!next || sv->next_sweep < next) next = sv->next_sweep;
     if (p->timeout_at && !p->timed_out && p->timeout_at < next) next = p->timeout_at;
     if (p->kill_at && p->kill_at < next) next = p->kill_at;
   }
-  if (l->res.ngraves) { /* job cgroups to remove (jobres_reap) */
-    if (!l->next_sweep || l->next_sweep < now) l->next_sweep = now + sweep_period(l);
-    if (!next || l->next_sweep < next) next = l->next_sweep;
+  if (sv->res->ngraves) { /* job cgroups to remove (jobres_reap) */
+    if (!sv->next_sweep || sv->next_sweep < now) sv->next_sweep = now + sweep_period(sv);
+    if (!next || sv->next_sweep < next) next = sv->next_sweep;
   }
   if (!next) {
-    uv_timer_stop(&l->watch_timer);
-    l->next_sweep = 0;
+    uv_timer_stop(&sv->watch_timer);
+    sv->next_sweep = 0;
     return;
   }
-  uv_timer_start(&l->watch_timer, watch_fire, next > now ? (uint64_t)(next - now) : 0, 0);
+  uv_timer_start(&sv->watch_timer, watch_fire, next > now ? (uint64_t)(next - now) : 0, 0);
 }
 
 /* TERM first, as a cancel: Scrapy closes the spider and its stats and
  * feeds are written; the group is KILLed if it does not exit in time. */
-static void stop_crawl(launcher_t *l, proc_t *p, int64_t now) {
-  launcher_signal(p, SIGTERM);
-  int64_t grace = clock_secs_ms(l->cfg->cancel_grace);
+static void stop_crawl(supervisor_t *sv, proc_t *p, int64_t now) {
+  supervise_signal(p, SIGTERM);
+  int64_t grace = clock_secs_ms(sv->cfg->cancel_grace);
   if (grace > 0) {
     p->kill_at = now + grace;
   } else {
-    launcher_kill_group(p);
+    supervise_kill_group(p);
   }
 }
 
-static void time_out(launcher_t *l, proc_t *p, int64_t now) {
+static void time_out(supervisor_t *sv, proc_t *p, int64_t now) {
   p->timed_out = 1;
   log_warn("launcher", "job '%s' (pid %d) ran longer than its timeout of %lld ms: stopping it",
            p->job.jobid, p->pid, (long long)p->job.timeout_ms);
-  stop_crawl(l, p, now);
+  stop_crawl(sv, p, now);
 }
 
 static int64_t file_size(const char *path) {
@@ -556,7 +588,7 @@ static int64_t file_size(const char *path) {
  * limits only the daemon can hold (file sizes; CPU under a cgroup, which
  * has no CPU-seconds limit of its own). The first one over stops the crawl
  * as a timeout does; the reason is recorded at its end. */
-static void limits_check(launcher_t *l, proc_t *p, int64_t now) {
+static void limits_check(supervisor_t *sv, proc_t *p, int64_t now) {
   if (p->cgroup) jobres_sample_cgroup(p->cgroup, &p->usage);
   else jobres_sample_pid(p->pid, &p->usage);
   if (p->over || p->timed_out || p->cancels || p->stopped) return;
@@ -576,7 +608,7 @@ static void limits_check(launcher_t *l, proc_t *p, int64_t now) {
   if (!p->over) return;
   log_warn("launcher", "job '%s' (pid %d) went over its %s (%lld > %lld): stopping it",
            p->job.jobid, p->pid, p->over, (long long)size, (long long)limit);
-  stop_crawl(l, p, now);
+  stop_crawl(sv, p, now);
 }
 
 static int64_t file_mtime_ms(const char *path) {
@@ -606,31 +638,31 @@ static void hb_done(void *arg, int rc) {
 }
 
 static void watch_fire(uv_timer_t *t) {
-  launcher_t *l = t->data;
-  int64_t now = (int64_t)uv_now(l->loop), wall = clock_wall_ms();
-  int64_t hb_timeout = clock_secs_ms(l->cfg->heartbeat_timeout);
-  int sweep = l->next_sweep && now >= l->next_sweep;
-  if (sweep) l->next_sweep = now + sweep_period(l);
-  if (sweep) jobres_reap(&l->res);
+  supervisor_t *sv = t->data;
+  int64_t now = (int64_t)uv_now(sv->loop), wall = clock_wall_ms();
+  int64_t hb_timeout = clock_secs_ms(sv->cfg->heartbeat_timeout);
+  int sweep = sv->next_sweep && now >= sv->next_sweep;
+  if (sweep) sv->next_sweep = now + sweep_period(sv);
+  if (sweep) jobres_reap(sv->res);
   hb_op_t *batch = NULL;
   size_t nb = 0;
-  if (sweep && l->nprocs) {
-    batch = malloc(sizeof(*batch) + 2 * l->nprocs * sizeof(int64_t));
-    if (batch) batch->n = l->nprocs;
+  if (sweep && sv->nprocs) {
+    batch = malloc(sizeof(*batch) + 2 * sv->nprocs * sizeof(int64_t));
+    if (batch) batch->n = sv->nprocs;
   }
-  for (proc_t *p = l->procs; p; p = p->next) {
+  for (proc_t *p = sv->procs; p; p = p->next) {
     if (p->ended) continue;
     if (p->kill_at && now >= p->kill_at) {
       p->kill_at = 0;
       log_warn("launcher", "job '%s' did not stop within cancel_grace after its %s: "
                "killing pid %d", p->job.jobid, p->over ? p->over : "timeout", p->pid);
-      launcher_kill_group(p);
+      supervise_kill_group(p);
     }
     if (p->timeout_at && !p->timed_out && !p->over && !p->cancels && !p->stopped &&
         now >= p->timeout_at)
-      time_out(l, p, now);
+      time_out(sv, p, now);
     if (!sweep) continue;
-    limits_check(l, p, now);
+    limits_check(sv, p, now);
     int64_t beat = file_mtime_ms(p->hb_path);
     if (beat > p->hb_seen) p->hb_seen = beat;
     /* Only a crawl that has beaten once is held to it: a command that
@@ -641,7 +673,7 @@ static void watch_fire(uv_timer_t *t) {
       log_error("launcher", "job '%s' (pid %d) sent no heartbeat for %lld ms: killing it as lost",
                 p->job.jobid, p->pid, (long long)(wall - p->hb_seen));
       /* No TERM: a wedged reactor would never act on it. */
-      launcher_kill_group(p);
+      supervise_kill_group(p);
     }
     if (batch && p->hb_seen > p->hb_stored && nb < batch->n &&
         (!p->hb_stored_at || now - p->hb_stored_at >= HB_RECORD_MS)) {
@@ -656,9 +688,9 @@ static void watch_fire(uv_timer_t *t) {
     /* Compact: beats move down next to the ids actually used. */
     memmove(&batch->ids[nb], &batch->ids[batch->n], nb * sizeof(int64_t));
     batch->n = nb;
-    if (store_submit(l->store, STORE_WRITE, hb_fn, batch, hb_done)) free(batch);
+    if (store_submit(sv->store, STORE_WRITE, hb_fn, batch, hb_done)) free(batch);
   } else {
     free(batch);
   }
-  watch_arm(l);
+  watch_arm(sv);
 }

@@ -1,15 +1,17 @@
-/* Supervision policy of the launcher: per-job timeouts, crawl heartbeats,
- * retries with exponential backoff, the wake-up for delayed jobs, and the
- * store writes (with their events) that record a job starting and ending.
+/* The supervisor: watches the launcher's crawls while they run (per-job
+ * timeouts, crawl heartbeats, resource limits), records their starts and
+ * ends through flow/jobs.h (each end with its retry, in one store op), and
+ * wakes the launcher when a delayed retry comes due.
  *
- * This is the launcher's private half: launcher.c spawns, reaps, cancels
- * and adopts processes; this file decides what their ends mean and watches
- * them while they run. Both run on the loop thread only and share the
- * structures below, which nothing outside src/run/launcher.c and
- * src/run/supervise.c may touch.
+ * It sits below the launcher: launcher.c spawns, reaps, cancels and adopts
+ * processes and hands them here (supervise_started, supervise_end); this
+ * file never calls the launcher, and reaches it only through the two
+ * up-calls of supervisor_t (wake, settled). Both run on the loop thread
+ * only. What an end changed reaches the job counts through flow_apply.
  *
  * Ownership: a proc_t owns its job and paths; supervise_end() takes the
- * job's contents it is given.
+ * job's contents it is given. The supervisor borrows everything it points
+ * at for its whole life.
  */
 #ifndef SPIDERD_RUN_SUPERVISE_H
 #define SPIDERD_RUN_SUPERVISE_H
@@ -17,13 +19,15 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "config.h"
 #include "core/limits.h"
+#include "flow/flow.h"
 #include "run/jobres.h"
-#include "run/launcher.h"
+#include "store/async.h"
 
 typedef struct proc {
   struct proc *next;
-  launcher_t *l;
+  struct launcher *l;   /* the launcher that spawned or adopted it */
   uv_process_t process; /* our child; unused when adopted or warm */
   int warm;             /* forked by a template (run/warm.h): watched by pidfd */
   int pidfd;
@@ -60,32 +64,28 @@ typedef struct proc {
   char *workdir;        /* a command spider's directory (owned), else NULL */
 } proc_t;
 
-struct launcher {
+typedef struct supervisor {
   uv_loop_t *loop;
   const config_t *cfg;
   store_pool_t *store;
-  job_counters_t *counters;
+  const flow_hooks_t *flow; /* where what an end changed is applied */
+  jobres_t *res;            /* the launcher's: how limits are enforced */
+  const char *stats_dir;    /* <dbs_dir>/run: each crawl's stats file */
+  struct metrics *metrics;  /* NULL = none */
+  /* The launcher's crawls (its list, which it links and unlinks). */
   proc_t *procs;
   unsigned nprocs;
-  /* Claimed jobs whose command project is being extracted on libuv's
-   * thread pool (launcher.c): they hold a slot but are not processes yet. */
-  struct prep *preps;
-  unsigned npreps;
-  unsigned max_proc;
-  int claiming;       /* a claim is in flight */
-  int dispatch_again;     /* a kick arrived while claiming */
+  int shared;         /* the store is shared with other nodes */
+  int stopping;       /* supervise_stop ran */
+  /* Up-calls to the launcher (the only ones): wake claims pending jobs
+   * (launcher_dispatch); settled runs after every commit that may finish
+   * the daemon's stop or a drain. */
+  void (*wake)(void *ud);
+  void (*settled)(void *ud);
+  void *ud;
+  void (*on_end)(void *ud, const job_t *job); /* after a job's end is committed */
+  void *on_end_ud;
   unsigned ends_in_flight;
-  int stopping;
-  int draining;       /* claims nothing (launcher_drain) */
-  void (*drained)(void *ud); /* once nothing runs while draining; then NULL */
-  void *drained_ud;
-  int open_handles;   /* launcher timers still to close */
-  uv_timer_t stop_timer;
-  void (*stop_done)(void *ud);
-  void *stop_ud;
-  char *cwd;
-  char *stats_dir;
-  char *work_dir;     /* <dbs_dir>/spiders: command projects, extracted */
   /* Delayed jobs (retries waiting out their backoff): they are pending but
    * not claimable, so the counters alone cannot tell dispatch to claim. */
   int64_t delayed;    /* pending jobs known to be not yet due */
@@ -94,36 +94,28 @@ struct launcher {
   uv_timer_t due_timer;
   uv_timer_t watch_timer; /* one sweep for every job's timeout and heartbeat */
   /* Ends the store could not record for a full disk, written again every
-   * END_RETRY_MS until they are (supervise.c); counted in ends_in_flight. */
+   * END_RETRY_MS until they are; counted in ends_in_flight. */
   struct end_op *ends_waiting;
   uv_timer_t end_timer;
   int64_t next_sweep; /* mono */
   uint64_t rng;       /* retry jitter */
-  void (*on_end)(void *ud, const job_t *job); /* after a job's end is committed */
-  void *on_end_ud;
-  const char *job_secret; /* borrowed: signs each job's SPIDERD_TOKEN (NULL: none) */
-  int shared;         /* the store is shared with other nodes (run/cluster.c) */
-  struct metrics *metrics; /* borrowed; NULL = none (launcher_set_metrics) */
-  struct warm *warm;  /* templates for warm starts; NULL = cold starts only */
-  jobres_t res;       /* how memory, CPU and process limits are enforced */
-  job_limits_t limit_defaults; /* [spiderd] job_memory_limit, ... */
-};
+} supervisor_t;
 
 /* KILLs the crawl's whole process group. */
-void launcher_kill_group(proc_t *p);
+void supervise_kill_group(proc_t *p);
 /* Sends sig to the crawl: to its process, or to its group when
  * p->group_signals. */
-void launcher_signal(proc_t *p, int sig);
-/* After every commit that may finish the daemon's stop or a drain. */
-void launcher_maybe_stopped(launcher_t *l);
+void supervise_signal(proc_t *p, int sig);
 
-/* Opens the supervision timers (3 handles, counted in l->open_handles). */
-void supervise_init(launcher_t *l);
+/* Opens the supervision timers of sv, whose other fields the launcher
+ * filled; returns how many handles (supervise_close closes them). */
+int supervise_init(supervisor_t *sv);
 /* Stops them (daemon stop); ends still waiting for disk space are given up
  * (the next start finds their jobs running without a process). */
-void supervise_stop(launcher_t *l);
-/* Closes them; cb runs once per handle. */
-void supervise_close(launcher_t *l, uv_close_cb cb);
+void supervise_stop(supervisor_t *sv);
+/* Closes them; cb runs once per handle, with the handle's data set to
+ * sv->ud (the owner: the timers' own callbacks will not run again). */
+void supervise_close(supervisor_t *sv, uv_close_cb cb);
 
 /* Jobs of `running` (a previous daemon's, before launcher_adopt) without
  * a recorded pid: that daemon was killed between spawning the crawl and
@@ -132,11 +124,11 @@ void supervise_close(launcher_t *l, uv_close_cb cb);
  * beside itself. Found by the stats file its environment names (this
  * daemon's and the job's own); single-node stores only (on a shared store
  * a crawl dies with its node). */
-void supervise_find_unrecorded(launcher_t *l, job_list_t *running);
+void supervise_find_unrecorded(supervisor_t *sv, job_list_t *running);
 
 /* A process of p->job is running (spawned or adopted): records the pid and
  * the job.started event (spawned only) and starts watching it. */
-void supervise_started(launcher_t *l, proc_t *p);
+void supervise_started(supervisor_t *sv, proc_t *p);
 
 /* A crawl's resources at its end, for its stats and its end reason. */
 typedef struct supervise_usage {
@@ -154,14 +146,14 @@ typedef struct supervise_usage {
  * is recorded in the stats as "end_reason". hb_path may be NULL. usage
  * (NULL = unknown) adds peak memory and CPU time to the stats, and a failed
  * crawl's end reason when one of its limits explains it (limits_end_reason). */
-void supervise_end(launcher_t *l, job_t *job, job_state_t state, int from_stats,
+void supervise_end(supervisor_t *sv, job_t *job, job_state_t state, int from_stats,
                    int exit_code, int term_signal, const char *stats_path,
                    const char *hb_path, const char *end_reason,
                    const supervise_usage_t *usage);
 
 /* A claim came back short: next_due is the earliest not_before of the
  * pending jobs left (0 = none), delayed how many there are. */
-void supervise_claimed(launcher_t *l, int64_t next_due, int64_t delayed);
+void supervise_claimed(supervisor_t *sv, int64_t next_due, int64_t delayed);
 
 /* Process start time in clock ticks since boot (/proc/PID/stat field 22):
  * with the pid it names one process for good, so a recycled pid is never

@@ -28,7 +28,7 @@ static int64_t running_on(store_t *s, const char *node, const char *jobid, int64
   j.jobid = strdup(jobid);
   j.project = strdup("p");
   j.spider = strdup("s");
-  assert_int_equal(jobs_enqueue(s, &j, NULL), 0);
+  assert_int_equal(jobs_enqueue(s, &j, NULL, NULL), 0);
   job_list_t l = {0};
   assert_int_equal(store_job_claim(s, node, 1, now, &l), 0);
   assert_int_equal(l.n, 1);

@@ -96,6 +96,7 @@ static void test_batch_leader_prunes(void **state) {
     assert_string_equal(b.jobs.v[i].project, "p");
   }
   assert_int_equal(b.events, 2);
+  assert_int_equal(b.change.finished, -2); /* both started and ended: no longer counted */
   assert_int_equal(jobs_left(s), 2);
   assert_int_equal(events_left(s), 1);
   job_list_release(&b.jobs);

@@ -124,10 +124,10 @@ static int64_t add_job(store_t *s, const char *spider, job_state_t st, int64_t n
   return id;
 }
 
-/* claim_fn in a write transaction, as the store thread runs it. */
-static int claim_in_tx(store_t *s, claim_op_t *op) {
+/* jobs_claim in a write transaction, as the launcher's op runs it. */
+static int claim_in_tx(store_t *s, jobs_claim_t *op) {
   assert_int_equal(store_tx_begin(s), 0);
-  int rc = claim_fn(s, op);
+  int rc = jobs_claim(s, op);
   if (rc) store_tx_rollback(s);
   else assert_int_equal(store_tx_commit(s), 0);
   return rc;
@@ -154,12 +154,11 @@ static void test_claim_limited(void **state) {
   cfg.limits = limits;
   cfg.nlimits = 2;
   cfg.eggs_dir = "/nonexistent";
-  launcher_t l = {.cfg = &cfg};
   int64_t running = add_job(s, "a", JOB_RUNNING, now);
   int64_t a1 = add_job(s, "a", JOB_PENDING, now);
   int64_t b[3];
   for (int i = 0; i < 3; i++) b[i] = add_job(s, "b", JOB_PENDING, now);
-  claim_op_t op = {.l = &l, .max = 10, .now = now, .node = "n1"};
+  jobs_claim_t op = {.cfg = &cfg, .max = 10, .now = now, .node = "n1"};
   int rc = claim_in_tx(s, &op);
   if (rc == -ENOTSUP) { /* Redis: no claim under limits (refused at start-up) */
     job_list_release(&op.jobs);
@@ -169,6 +168,10 @@ static void test_claim_limited(void **state) {
   /* One running (a) + two of b = the project's three. */
   assert_int_equal(op.jobs.n, 2);
   for (size_t i = 0; i < op.jobs.n; i++) assert_string_equal(op.jobs.v[i].spider, "b");
+  /* Two left the queue; short of max, so the store's pending count comes
+   * along for the loop's. */
+  assert_int_equal(op.change.unqueued, 2);
+  assert_true(op.change.has_pending);
   assert_int_equal(state_of(s, a1), JOB_PENDING);
   assert_int_equal(state_of(s, b[2]), JOB_PENDING);
   job_list_release(&op.jobs);
@@ -177,7 +180,7 @@ static void test_claim_limited(void **state) {
    * could take both; the project is full again with b's two. */
   assert_int_equal(store_job_finish(s, running, JOB_FINISHED, now, 0, 0, NULL), 0);
   int64_t a2 = add_job(s, "a", JOB_PENDING, now);
-  claim_op_t op2 = {.l = &l, .max = 10, .now = now, .node = "n1"};
+  jobs_claim_t op2 = {.cfg = &cfg, .max = 10, .now = now, .node = "n1"};
   assert_int_equal(claim_in_tx(s, &op2), 0);
   assert_int_equal(op2.jobs.n, 1);
   assert_string_equal(op2.jobs.v[0].spider, "a");
@@ -197,8 +200,10 @@ static void test_drain(void **state) {
   config_t cfg;
   memset(&cfg, 0, sizeof(cfg));
   job_counters_t counters = {.pending = 5};
+  flow_hooks_t flow = {.counters = &counters};
   proc_t p = {0};
-  launcher_t l = {.cfg = &cfg, .counters = &counters, .max_proc = 4, .procs = &p, .nprocs = 1};
+  launcher_t l = {.cfg = &cfg, .flow = &flow, .max_proc = 4,
+                  .sv = {.procs = &p, .nprocs = 1, .wake = sv_wake, .settled = sv_settled}};
   drained_calls = 0;
   launcher_drain(&l, on_drained, &drained_calls);
   assert_true(launcher_draining(&l));
@@ -206,12 +211,12 @@ static void test_drain(void **state) {
   launcher_dispatch_blind(&l);
   assert_int_equal(l.claiming, 0);
   assert_int_equal(drained_calls, 0); /* a crawl runs */
-  l.procs = NULL;
-  l.nprocs = 0;
-  l.ends_in_flight = 1; /* its end is not committed yet */
+  l.sv.procs = NULL;
+  l.sv.nprocs = 0;
+  l.sv.ends_in_flight = 1; /* its end is not committed yet */
   launcher_maybe_stopped(&l);
   assert_int_equal(drained_calls, 0);
-  l.ends_in_flight = 0;
+  l.sv.ends_in_flight = 0;
   launcher_maybe_stopped(&l);
   launcher_maybe_stopped(&l);
   assert_int_equal(drained_calls, 1);
@@ -222,14 +227,14 @@ static void test_drain(void **state) {
    * claims again (all slots taken here, so it stops short of the store). */
   launcher_drain(&l, on_drained, &drained_calls);
   assert_int_equal(drained_calls, 2);
-  l.procs = &p;
-  l.nprocs = 4;
+  l.sv.procs = &p;
+  l.sv.nprocs = 4;
   launcher_drain(&l, on_drained, &drained_calls);
   launcher_undrain(&l);
   assert_false(launcher_draining(&l));
-  assert_int_equal(l.due_check, 1); /* a blind claim: jobs queued elsewhere count */
-  l.procs = NULL;
-  l.nprocs = 4;
+  assert_int_equal(l.sv.due_check, 1); /* a blind claim: jobs queued elsewhere count */
+  l.sv.procs = NULL;
+  l.sv.nprocs = 4;
   launcher_maybe_stopped(&l);
   assert_int_equal(drained_calls, 2);
 }

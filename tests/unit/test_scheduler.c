@@ -67,14 +67,14 @@ static void test_due_run_fires_once(void **state) {
   tick_t t = tick_as("a");
   assert_int_equal(tick_fn(s, &t), 0);
   assert_true(t.leader);
-  assert_int_equal(t.queued, 1);
+  assert_int_equal(t.change.queued, 1);
   assert_int_equal(t.next_ms, due[1]); /* the timer is armed for the next run */
   assert_int_equal(runs_in(s, id, RUN_FIRED), 1);
   assert_int_equal(jobs_of(s, id), 1);
   /* Again: nothing more is due, nothing fires twice. */
   tick_t again = tick_as("a");
   assert_int_equal(tick_fn(s, &again), 0);
-  assert_int_equal(again.queued, 0);
+  assert_int_equal(again.change.queued, 0);
   assert_int_equal(jobs_of(s, id), 1);
   job_list_release(&t.cancel);
   job_list_release(&again.cancel);
@@ -89,7 +89,7 @@ static void test_lease_fences(void **state) {
   tick_t t = tick_as("a");
   assert_int_equal(tick_fn(s, &t), 0);
   assert_false(t.leader);
-  assert_int_equal(t.queued, 0);
+  assert_int_equal(t.change.queued, 0);
   assert_int_equal(runs_in(s, id, RUN_UPCOMING), 1);
   assert_int_equal(jobs_of(s, id), 0);
   /* The holder gives it up: the other node fires. */

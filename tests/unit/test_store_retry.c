@@ -326,7 +326,7 @@ static int64_t insert_job(struct fx *f, const char *jobid, job_state_t st) {
 /* ---- the kinds of write ---- */
 
 /* schedule.json, the REST enqueue: the job and its job.queued. */
-static int enqueue_body(store_t *s, top_t *o) { return jobs_enqueue(s, &o->job, NULL); }
+static int enqueue_body(store_t *s, top_t *o) { return jobs_enqueue(s, &o->job, NULL, NULL); }
 
 static void test_job_insert(void **state) {
   struct fx *f = *state;
@@ -430,7 +430,7 @@ static void test_job_end(void **state) {
  * job a due run fires. */
 static int tick_body(store_t *s, top_t *o) {
   int rc = store_lease_acquire(s, "scheduler", "n1", clock_wall_ms(), 30000, &o->token);
-  return rc ? rc : jobs_enqueue(s, &o->job, json_pack("{s:s}", "schedule", "every-minute"));
+  return rc ? rc : jobs_enqueue(s, &o->job, json_pack("{s:s}", "schedule", "every-minute"), NULL);
 }
 
 static void test_scheduler_tick(void **state) {

@@ -20,9 +20,8 @@ static int64_t add_running(store_t *s, const char *jobid, const char *node) {
 static job_t get(store_t *s, int64_t id) { return fx_get(s, id); }
 
 /* An end as supervise_end fills it, for job id (its identity fields). */
-static end_op_t end_of(launcher_t *l, store_t *s, int64_t id) {
-  end_op_t op = {.l = l, .state = JOB_FINISHED, .end_ms = clock_wall_ms(),
-                 .finished_count = -1};
+static end_op_t end_of(supervisor_t *l, store_t *s, int64_t id) {
+  end_op_t op = {.sv = l, .state = JOB_FINISHED, .end_ms = clock_wall_ms()};
   op.job = get(s, id);
   return op;
 }
@@ -52,7 +51,7 @@ static void test_state_from_stats(void **state) {
   config_t cfg;
   memset(&cfg, 0, sizeof(cfg));
   cfg.node_name = "n1";
-  launcher_t l = {.cfg = &cfg};
+  supervisor_t l = {.cfg = &cfg};
   struct {
     const char *stats; /* NULL: no file (the runner died before writing it) */
     job_state_t want;
@@ -87,7 +86,7 @@ static void test_end_reason(void **state) {
   config_t cfg;
   memset(&cfg, 0, sizeof(cfg));
   cfg.node_name = "n1";
-  launcher_t l = {.cfg = &cfg};
+  supervisor_t l = {.cfg = &cfg};
   int64_t id = add_running(f->s, "slow", "n1");
   end_op_t op = end_of(&l, f->s, id);
   op.state = JOB_FAILED;
@@ -112,7 +111,7 @@ static void test_limit_end(void **state) {
   config_t cfg;
   memset(&cfg, 0, sizeof(cfg));
   cfg.node_name = "n1";
-  launcher_t l = {.cfg = &cfg};
+  supervisor_t l = {.cfg = &cfg};
   int64_t id = add_running(f->s, "hog", "n1");
   end_op_t op = end_of(&l, f->s, id);
   op.state = JOB_FAILED;
@@ -168,7 +167,7 @@ static void test_ended_elsewhere(void **state) {
   config_t cfg;
   memset(&cfg, 0, sizeof(cfg));
   cfg.node_name = "n1";
-  launcher_t l = {.cfg = &cfg, .shared = 1};
+  supervisor_t l = {.cfg = &cfg, .shared = 1};
   int64_t id = add_running(f->s, "moved", "n1");
   end_op_t first = end_of(&l, f->s, id);
   first.state = JOB_LOST;
@@ -201,7 +200,7 @@ static void test_finished_to_keep(void **state) {
   memset(&cfg, 0, sizeof(cfg));
   cfg.node_name = "n1";
   cfg.finished_to_keep = 2;
-  launcher_t l = {.cfg = &cfg};
+  supervisor_t l = {.cfg = &cfg};
   int64_t ids[4];
   for (int i = 0; i < 4; i++) {
     char jobid[16];
@@ -210,7 +209,8 @@ static void test_finished_to_keep(void **state) {
     end_op_t op = end_of(&l, f->s, ids[i]);
     op.end_ms = clock_wall_ms() + i; /* in order */
     assert_int_equal(end_fn(f->s, &op), 0);
-    assert_int_equal(op.finished_count, i < 2 ? -1 : 2);
+    assert_int_equal(op.change.has_finished, i >= 2);
+    if (i >= 2) assert_int_equal(op.change.finished_count, 2);
     end_release(&op);
   }
   job_t j;
