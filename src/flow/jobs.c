@@ -346,6 +346,18 @@ int jobs_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms, uin
   return rc;
 }
 
+int jobs_reap_nodes(store_t *s, const config_t *cfg, int64_t now_ms, int64_t timeout_ms,
+                    uint32_t rnd, job_list_t *lost, int *retried, flow_change_t *c) {
+  size_t from = lost->n;
+  int rc = store_nodes_reap(s, cfg->node_name, now_ms, timeout_ms, lost);
+  for (size_t i = from; i < lost->n && !rc; i++) {
+    int64_t retry = 0;
+    rc = jobs_reaped(s, cfg, &lost->v[i], now_ms, rnd + (uint32_t)i, &retry, c);
+    if (!rc && retry) (*retried)++;
+  }
+  return rc;
+}
+
 int jobs_prune(store_t *s, const prune_rule_t *rules, size_t nrules, int keep_default,
                int64_t ended_before_ms, size_t max, job_list_t *deleted, flow_change_t *c) {
   size_t from = deleted->n;

@@ -156,6 +156,14 @@ int jobs_retry(store_t *s, const job_t *t, int64_t end_ms, int exit_code, int te
 int jobs_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms, uint32_t rnd,
                 int64_t *retry_id, flow_change_t *c);
 
+/* Declares dead the nodes (other than cfg's) whose last beat is older than
+ * timeout_ms at now_ms (store_nodes_reap) and ends their running jobs as
+ * lost, each through jobs_reaped (its retry's jitter rnd + its index).
+ * lost (the caller's, appended to) lists them; *retried += the retries
+ * queued; c as jobs_reaped's. */
+int jobs_reap_nodes(store_t *s, const config_t *cfg, int64_t now_ms, int64_t timeout_ms,
+                    uint32_t rnd, job_list_t *lost, int *retried, flow_change_t *c);
+
 /* Deletes ended jobs beyond the history's bounds (store_jobs_prune: at most
  * max, listed in *deleted for their files); c->finished - the started ones
  * among them (finished counts started jobs in a final state). */

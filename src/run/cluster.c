@@ -199,15 +199,8 @@ static int beat_fn(store_t *s, void *arg) {
   memset(&op->lost, 0, sizeof(op->lost));
   int rc = store_node_beat(s, &op->node, op->now, &op->was_dead);
   if (rc || !c->shared || !op->reap) return rc;
-  rc = store_nodes_reap(s, c->cfg->node_name, op->now, clock_secs_ms(c->cfg->node_timeout),
-                        &op->lost);
-  for (size_t i = 0; i < op->lost.n && !rc; i++) {
-    int64_t retry = 0;
-    rc = jobs_reaped(s, c->cfg, &op->lost.v[i], op->now, op->rnd + (uint32_t)i, &retry,
-                     &op->change);
-    if (!rc && retry) op->retried++;
-  }
-  return rc;
+  return jobs_reap_nodes(s, c->cfg, op->now, clock_secs_ms(c->cfg->node_timeout), op->rnd,
+                         &op->lost, &op->retried, &op->change);
 }
 
 static void beat(cluster_t *c);

@@ -5,7 +5,7 @@
  * Every node_heartbeat seconds the node writes its row (url, slots,
  * running) and, on a shared store, declares dead the nodes silent for
  * node_timeout: their running jobs end as lost and are retried here or
- * elsewhere (flow's jobs_reaped). A node that finds itself declared dead
+ * elsewhere (flow's jobs_reap_nodes). A node that finds itself declared dead
  * kills its crawls, whose jobs already belong to others.
  *
  * Notices (store_watch) make a job queued on any node start on a free node
