@@ -243,8 +243,10 @@ int redis_decode(const redisReply *r, const struct redis_field *f, size_t nf, vo
 /* ---- scripts ---- */
 
 /* The Lua files (src/store/redis/lua/), embedded at build time. */
-extern const unsigned char redis_lua_prelude[], redis_lua_core[], redis_lua_jobs[],
-    redis_lua_sched[], redis_lua_queue[], redis_lua_auth[];
+extern const unsigned char redis_lua_prelude[];
+#define X(file) extern const unsigned char redis_lua_##file[];
+REDIS_LUA_FILES(X)
+#undef X
 
 static const char *const redis_script_names[RS_COUNT] = {
 #define X(name) #name,
@@ -307,11 +309,11 @@ static int redis_split(const char *file, const char *text) {
 }
 
 static void redis_text_build(void) {
-  redis_text_ok = !redis_split("core", (const char *)redis_lua_core) &&
-                  !redis_split("jobs", (const char *)redis_lua_jobs) &&
-                  !redis_split("sched", (const char *)redis_lua_sched) &&
-                  !redis_split("queue", (const char *)redis_lua_queue) &&
-                  !redis_split("auth", (const char *)redis_lua_auth);
+  redis_text_ok = 1;
+#define X(file) \
+  if (redis_text_ok && redis_split(#file, (const char *)redis_lua_##file)) redis_text_ok = 0;
+  REDIS_LUA_FILES(X)
+#undef X
   for (int i = 0; i < RS_COUNT; i++) {
     if (!redis_text[i]) {
       log_error("store", "redis: script %s has no source", redis_script_names[i]);
