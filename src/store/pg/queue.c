@@ -659,11 +659,11 @@ static int rows_put(queue_call_t *e, const queue_put_t *p, uint64_t hash, const 
 
 /* ---- take ---- */
 
-static int queue_times(struct pg_store *q, int64_t queue_id, int64_t t[QUEUE_NEXT_N]) {
+static int rows_times(queue_call_t *x, int64_t t[QUEUE_NEXT_N]) {
   pg_params_t p = {0};
   int rc;
-  pg_p_i64(&p, queue_id);
-  PGresult *r = qrun(q, QS_TIMES, &p, &rc, "queue times");
+  pg_p_i64(&p, x->c.id);
+  PGresult *r = qrun(QX(x), QS_TIMES, &p, &rc, "queue times");
   if (!r) return rc;
   for (int i = 0; i < QUEUE_NEXT_N; i++) t[i] = PQntuples(r) ? bi64(r, 0, i) : 0;
   PQclear(r);
@@ -791,17 +791,12 @@ static int rows_pick(queue_call_t *e, const queue_key_t *k, size_t room, int has
   return rc;
 }
 
-static int rows_times(queue_call_t *x, int64_t t[QUEUE_NEXT_N]) {
-  return queue_times(QX(x), x->c.id, t);
-}
-
-static int rows_best_key(queue_call_t *e, queue_key_t **k, int *has2, int64_t *p2,
+static int rows_best_key(queue_call_t *x, queue_key_t **k, int *has2, int64_t *p2,
                          int64_t *d2) {
-  queue_call_t *x = e;
   pg_params_t p = {0};
   int rc;
   char *key;
-  pg_p_i64(&p, e->c.id);
+  pg_p_i64(&p, x->c.id);
   PGresult *r = qrun(QX(x), QS_KEY_BEST, &p, &rc, "queue best key");
   if (!r) return rc;
   if (PQntuples(r) == 0) {

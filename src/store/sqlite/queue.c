@@ -450,11 +450,12 @@ static int rows_put(queue_call_t *e, const queue_put_t *p, uint64_t hash, const 
 
 /* ---- take ---- */
 
-/* QS_TIMES of queue_id: 0 where there is none. */
-static int queue_times(struct sqlite_store *q, int64_t queue_id, int64_t t[QUEUE_NEXT_N]) {
+/* QS_TIMES of queue x->c.id: 0 where there is none. */
+static int rows_times(queue_call_t *x, int64_t t[QUEUE_NEXT_N]) {
+  struct sqlite_store *q = QX(x);
   sqlite3_stmt *st = qstmt(q, QS_TIMES);
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, queue_id);
+  sqlite3_bind_int64(st, 1, x->c.id);
   int src = sqlite3_step(st);
   for (int i = 0; i < QUEUE_NEXT_N; i++) t[i] = src == SQLITE_ROW ? sqlite3_column_int64(st, i) : 0;
   sqlite3_reset(st);
@@ -629,16 +630,11 @@ static int rows_pick(queue_call_t *e, const queue_key_t *k, size_t room, int has
   return rc;
 }
 
-static int rows_times(queue_call_t *x, int64_t t[QUEUE_NEXT_N]) {
-  return queue_times(QX(x), x->c.id, t);
-}
-
-static int rows_best_key(queue_call_t *e, queue_key_t **k, int *has2, int64_t *p2,
+static int rows_best_key(queue_call_t *x, queue_key_t **k, int *has2, int64_t *p2,
                          int64_t *d2) {
-  queue_call_t *x = e;
   sqlite3_stmt *st = qstmt(QX(x), QS_KEY_BEST);
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, e->c.id);
+  sqlite3_bind_int64(st, 1, x->c.id);
   int rc = 0, src = sqlite3_step(st);
   if (src != SQLITE_ROW) {
     sqlite3_reset(st);
@@ -783,8 +779,9 @@ static int one_int64(struct sqlite_store *q, int id, int64_t a, int64_t b, int64
 static int rows_stats(queue_call_t *x, const char *name, queue_stats_row_t *out) {
   struct sqlite_store *q = QX(x);
   int rc = queue_load(q, name, &out->c, &out->ready, NULL);
+  x->c.id = out->c.id;
   if (rc || (rc = one_int64(q, QS_PASTDUE, out->c.id, x->now, &out->delayed_due)) ||
-      (rc = queue_times(q, out->c.id, out->t)))
+      (rc = rows_times(x, out->t)))
     return rc;
   return one_int64(q, QS_KEY_COUNT, out->c.id, 0, &out->keys);
 }
