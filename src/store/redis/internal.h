@@ -107,6 +107,11 @@ void ra_release(redis_args_t *a);
 int redis_eval(struct redis_store *q, int id, redis_args_t *a, redisReply **out,
                const char *what);
 
+/* Runs script id (no arguments) and hands each element of its array reply
+ * to item(e, out), which appends it to out; stops at the first error. */
+int redis_list(struct redis_store *q, int id, const char *what,
+               int (*item)(const redisReply *e, void *out), void *out);
+
 /* Queues notices to publish when the current transaction commits (at once
  * outside one). */
 void redis_note(struct redis_store *q, unsigned what);
@@ -128,6 +133,11 @@ struct redis_field {
   size_t off;
 };
 int redis_decode(const redisReply *r, const struct redis_field *f, size_t nf, void *obj);
+/* Each record of array reply r decoded (redis_decode) onto the end of the
+ * array *v of *n elements of elem bytes; a record that fails is released
+ * (release) and ends it. */
+int redis_decode_rows(const redisReply *r, const struct redis_field *f, size_t nf, void **v,
+                      size_t *n, size_t elem, void (*release)(void *obj));
 
 /* redis/jobs.c: a job from a flat [field, value, ...] array. */
 int redis_row_job(const redisReply *r, job_t *j);

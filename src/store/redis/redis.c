@@ -199,6 +199,16 @@ int rr_json(const redisReply *r, json_t **out) {
   return 0;
 }
 
+int redis_list(struct redis_store *q, int id, const char *what,
+               int (*item)(const redisReply *e, void *out), void *out) {
+  redis_args_t a = {0};
+  redisReply *r = NULL;
+  int rc = redis_eval(q, id, &a, &r, what);
+  for (size_t i = 0; !rc && i < r->elements; i++) rc = item(r->element[i], out);
+  if (r) freeReplyObject(r);
+  return rc;
+}
+
 const redisReply *rr_field(const redisReply *r, const char *name) {
   if (!r || r->type != REDIS_REPLY_ARRAY) return NULL;
   for (size_t i = 0; i + 1 < r->elements; i += 2) {
@@ -236,6 +246,26 @@ int redis_decode(const redisReply *r, const struct redis_field *f, size_t nf, vo
       if (rc) return rc;
       break;
     }
+  }
+  return 0;
+}
+
+int redis_decode_rows(const redisReply *r, const struct redis_field *f, size_t nf, void **v,
+                      size_t *n, size_t elem, void (*release)(void *obj)) {
+  if (r->type != REDIS_REPLY_ARRAY) return SPD_ESTORE;
+  if (!r->elements) return 0;
+  void *nv = realloc(*v, (*n + r->elements) * elem);
+  if (!nv) return -ENOMEM;
+  *v = nv;
+  for (size_t i = 0; i < r->elements; i++) {
+    void *obj = (char *)*v + *n * elem;
+    memset(obj, 0, elem);
+    int rc = redis_decode(r->element[i], f, nf, obj);
+    if (rc) {
+      release(obj);
+      return rc;
+    }
+    (*n)++;
   }
   return 0;
 }
