@@ -1,7 +1,7 @@
 /* Task queues on PostgreSQL (store.h, core/queue.h, docs/queues.md): a port
  * of sqlite/queue.c, whose comments explain the model. Same tables, same
- * states, the same policy (queue_engine.c, given this file's statements
- * through queue_rows_t); what differs:
+ * states, the same ops and policy (queue_engine.c, given this file's row
+ * reads and writes through queue_rows_t); what differs:
  *
  *   - Nodes share the store: every operation that changes a queue first
  *     locks its row in `queues` (SELECT ... FOR UPDATE), so one queue's

@@ -27,9 +27,10 @@
  * Every operation keeps a per-call cache of the keys it touches and writes
  * each back once (settled: open or closed, and until when).
  *
- * The policy (puts, leases, backoff, dead letters, keys, the take order,
- * counters) is queue_engine.c's, shared with pg/queue.c; this file gives it
- * SQLite's statements (queue_rows_t) and runs each op's transaction.
+ * The ops and their policy (puts, leases, backoff, dead letters, keys, the
+ * take order, counters) are queue_engine.c's, shared with pg/queue.c; this
+ * file gives it SQLite's row reads and writes (queue_rows_t) and has only
+ * store_queue_extend and store_queues_list of its own.
  */
 #include <errno.h>
 #include <stdio.h>
