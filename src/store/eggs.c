@@ -95,7 +95,7 @@ static int is_zip(const void *data, size_t len) {
   return 1;
 }
 
-static int write_all(int fd, const void *data, size_t len) {
+int eggs_write_all(int fd, const void *data, size_t len) {
   const char *p = data;
   while (len) {
     ssize_t w = write(fd, p, len);
@@ -146,7 +146,7 @@ int eggs_stage(const char *eggs_dir, const void *data, size_t len, char **tmp_pa
     rc = -errno;
     goto out;
   }
-  rc = write_all(fd, data, len);
+  rc = eggs_write_all(fd, data, len);
   if (rc) goto out;
   /* Before the rename in eggs_commit, so a crash never exposes a short egg. */
   if (fsync(fd)) {

@@ -57,4 +57,8 @@ int eggs_delete_project(const char *eggs_dir, const char *project);
 /* Frees an array of n strings and the array. */
 void strv_free(char **v, size_t n);
 
+/* Writes all len bytes of data to fd (again after EINTR and short
+ * writes). 0 or -errno. */
+int eggs_write_all(int fd, const void *data, size_t len);
+
 #endif

@@ -14,6 +14,7 @@
 #include "error.h"
 #include "fsutil.h"
 #include "store/archive_lazy.h"
+#include "store/eggs.h"
 
 #define EGG_SUFFIX ".egg"
 #define COPY_CHUNK (64 * 1024)
@@ -102,19 +103,6 @@ static int reader_new(struct archive **out, char *err, size_t errlen) {
   return 0;
 }
 
-static int write_all(int fd, const char *p, size_t len) {
-  while (len) {
-    ssize_t n = write(fd, p, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -errno;
-    }
-    p += n;
-    len -= (size_t)n;
-  }
-  return 0;
-}
-
 /* Reads the current member's data: into w->manifest (want_manifest), or
  * to w->fd; counts every byte against the limit. */
 static int member_data(struct archive *a, walk_t *w, const char *name, int want_manifest,
@@ -153,7 +141,7 @@ static int member_data(struct archive *a, walk_t *w, const char *name, int want_
       memcpy(w->manifest + w->manifest_len, buf, (size_t)n);
       w->manifest_len += (size_t)n;
     }
-    if (w->fd >= 0 && (rc = write_all(w->fd, buf, (size_t)n))) {
+    if (w->fd >= 0 && (rc = eggs_write_all(w->fd, buf, (size_t)n))) {
       rc = bad(err, errlen, "cannot extract '%s': %s", name, strerror(-rc));
       break;
     }

@@ -7,8 +7,13 @@
  * (STORE_BACKEND_TABLE). The contract of each op is its store_<name>
  * function in store.h; store.c checks the arguments before it calls one.
  *
- * A new op: its contract in store.h, a line here, a wrapper in store.c, an
- * implementation in each backend, a test. Nothing else.
+ * A new op touches these files and no others: its contract in store.h, a
+ * line here, its argument checks in store.c (the store_<name> wrapper), one
+ * implementation per backend (sqlite/, pg/, and redis/: its C and the Lua
+ * script it runs, "-- @script name" in redis/lua/FILE.lua, which the build
+ * reads into the Redis script table) and a test. No other list of ops is
+ * kept by hand: not the struct, the prototypes, the backends' tables, nor
+ * Redis's scripts.
  *
  * No include guard: included once per use. */
 

@@ -1,5 +1,6 @@
-/* The task queues' bookkeeping that does not touch a database
- * (queue_engine.h); sqlite/queue.c explains the model. */
+/* The task queues' engine (queue_engine.h): their policy and bookkeeping,
+ * and every queue op's frame, over a backend's row reads and writes;
+ * sqlite/queue.c explains the model. */
 #include "store/queue_engine.h"
 
 #include <errno.h>
@@ -9,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 
 int queue_take_before(int64_t p1, int64_t d1, int64_t p2, int64_t d2) {
@@ -671,4 +673,245 @@ int queue_limits_changed(const queue_conf_t *a, const queue_conf_t *b) {
          a->key_burst != b->key_burst;
 }
 
-void queue_call_release(queue_call_t *x) { queue_key_cache_release(&x->kc); }
+int queue_call_key_info(queue_call_t *x, queue_key_list_t *out, const char *key, size_t len,
+                        const queue_key_t *k) {
+  queue_key_info_t *e = queue_key_list_add(out);
+  if (!e || !(e->key = strndup(key ? key : "", len))) return -ENOMEM;
+  queue_key_info_fill(e, k, &x->c, x->now);
+  return 0;
+}
+
+void queue_call_release(queue_call_t *x) {
+  queue_key_cache_release(&x->kc);
+  if (x->rows->release) x->rows->release(x);
+}
+
+/* ---- the queue ops: one frame for every backend ---- */
+
+/* Starts call x on connection s at now: its transaction begun (*began). */
+static int op_begin(queue_call_t *x, const queue_rows_t *r, store_t *s, int64_t now,
+                    int *began) {
+  memset(x, 0, sizeof(*x));
+  x->rows = r;
+  x->s = s;
+  x->now = now;
+  return r->begin(x, began);
+}
+
+/* Loads queue name's row for the call (QUEUE_LOAD_*). */
+static int op_load(queue_call_t *x, const char *name, int how) {
+  int rc = x->rows->load(x, name, how);
+  x->lease_seq0 = x->lease_seq;
+  x->c.name = (char *)name;
+  return rc;
+}
+
+/* queue_call_finish, then the wake-up of takers elsewhere when elements
+ * became takeable. */
+static int op_finish(queue_call_t *x) {
+  int rc = queue_call_finish(x);
+  if (!rc && x->woke && x->rows->woken) rc = x->rows->woken(x);
+  return rc;
+}
+
+/* Ends the call: released, its transaction committed or rolled back by rc. */
+static int op_end(queue_call_t *x, int began, int rc) {
+  queue_call_release(x);
+  return x->rows->end(x, began, rc);
+}
+
+int queue_op_put(const queue_rows_t *r, store_t *s, const char *name, queue_put_t *items,
+                 size_t n, int64_t now_ms) {
+  queue_call_t x;
+  int began, rc = op_begin(&x, r, s, now_ms, &began);
+  if (rc) return rc;
+  rc = op_load(&x, name, QUEUE_LOAD_OPEN);
+  for (size_t i = 0; !rc && i < n; i++) rc = queue_call_put(&x, &items[i]);
+  if (!rc) rc = op_finish(&x);
+  return op_end(&x, began, rc);
+}
+
+int queue_op_take(const queue_rows_t *r, store_t *s, const char *name, size_t max,
+                  int64_t visibility_ms, int64_t now_ms, queue_item_list_t *out,
+                  int64_t *next_ms) {
+  queue_call_t x;
+  size_t taken = 0, first = out->n;
+  int began, rc = op_begin(&x, r, s, now_ms, &began);
+  if (rc) return rc;
+  rc = op_load(&x, name, QUEUE_LOAD_LOCK);
+  if (rc == -ENOENT) { /* no queue: nothing to take, nothing to wait for */
+    rc = 0;
+    goto out;
+  }
+  if (rc || x.c.paused) goto out;
+  rc = queue_call_take(&x, max, visibility_ms, out, &taken);
+  if (!rc) rc = op_finish(&x);
+  if (!rc && taken < max) rc = queue_call_next(&x, next_ms);
+out:
+  rc = op_end(&x, began, rc);
+  if (rc) queue_items_drop(out, first);
+  return rc;
+}
+
+/* Was lease i of l ended earlier in this call (the same id and token,
+ * held)? A lease ends once. */
+static int lease_repeated(const queue_lease_t *l, const queue_elem_t *h, size_t i) {
+  for (size_t j = 0; j < i; j++)
+    if (h[j].id && l[j].id == l[i].id && l[j].token == l[i].token) return 1;
+  return 0;
+}
+
+int queue_op_leases(const queue_rows_t *r, store_t *s, const char *name, int ack,
+                    queue_lease_t *leases, size_t n, int64_t now_ms) {
+  queue_call_t x;
+  queue_elem_t *h = NULL;
+  int began, rc = op_begin(&x, r, s, now_ms, &began);
+  if (rc) return rc;
+  rc = op_load(&x, name, QUEUE_LOAD_LOCK);
+  if (!rc && !(h = calloc(n ? n : 1, sizeof(*h)))) rc = -ENOMEM;
+  if (!rc) rc = r->leases(&x, leases, n, h);
+  for (size_t i = 0; !rc && i < n; i++) {
+    queue_lease_t *l = &leases[i];
+    l->result = 0;
+    l->dead = 0;
+    if (!h[i].id || lease_repeated(leases, h, i)) {
+      h[i].id = 0;
+      l->result = -ENOENT;
+      continue;
+    }
+    rc = queue_call_lease_end(&x, ack, l, &h[i]);
+  }
+  if (!rc && r->flush) rc = r->flush(&x);
+  if (!rc) rc = op_finish(&x);
+  free(h);
+  return op_end(&x, began, rc);
+}
+
+/* Writes settings c: a new queue's, or over the stored ones (*cur as they
+ * were; *created tells which). */
+static int set_write(queue_call_t *x, const queue_conf_t *c, queue_conf_t *cur, int *created) {
+  const queue_rows_t *r = x->rows;
+  int rc = op_load(x, c->name, QUEUE_LOAD_LOCK);
+  *cur = x->c;
+  *created = 0;
+  if (rc == -ENOENT) {
+    rc = r->conf_write(x, c, 1);
+    if (rc == -EEXIST) { /* made by another connection since: change it */
+      rc = op_load(x, c->name, QUEUE_LOAD_LOCK);
+      *cur = x->c;
+    } else {
+      *created = !rc;
+    }
+  }
+  if (!rc && !*created) rc = r->conf_write(x, c, 0);
+  x->lease_seq0 = x->lease_seq;
+  x->c.name = c->name;
+  return rc;
+}
+
+int queue_op_set(const queue_rows_t *r, store_t *s, queue_conf_t *c) {
+  queue_call_t x;
+  queue_conf_t cur;
+  int created;
+  int began, rc = op_begin(&x, r, s, clock_wall_ms(), &began);
+  if (rc) return rc;
+  if ((rc = set_write(&x, c, &cur, &created)) || created) goto done;
+  /* Limits may have changed: every key decides again whether it is open. */
+  if (queue_limits_changed(&cur, &x.c)) {
+    if (!(rc = r->keys_touch(&x))) rc = queue_call_flush_keys(&x);
+    x.woke = 1;
+  }
+  /* Resumed: waiting takers may go on. */
+  if (cur.paused && !x.c.paused) x.woke = 1;
+  if (!rc && x.woke && !x.c.paused && r->woken) rc = r->woken(&x);
+done:
+  if (!rc) {
+    char *name = c->name;
+    *c = x.c;
+    c->name = name;
+  }
+  return op_end(&x, began, rc);
+}
+
+int queue_op_get(const queue_rows_t *r, store_t *s, const char *name, queue_conf_t *out) {
+  queue_call_t x = {.rows = r, .s = s};
+  int rc = r->load(&x, name, QUEUE_LOAD_READ);
+  if (!rc) {
+    *out = x.c;
+    if (!(out->name = strdup(name))) rc = -ENOMEM;
+  }
+  return rc;
+}
+
+int queue_op_delete(const queue_rows_t *r, store_t *s, const char *name) {
+  queue_call_t x;
+  int began, rc = op_begin(&x, r, s, 0, &began);
+  if (rc) return rc;
+  rc = op_load(&x, name, QUEUE_LOAD_LOCK);
+  if (!rc) rc = r->drop(&x);
+  return op_end(&x, began, rc);
+}
+
+int queue_op_stats(const queue_rows_t *r, store_t *s, const char *name, int64_t now_ms,
+                   queue_stats_t *out) {
+  queue_call_t x = {.rows = r, .s = s, .now = now_ms};
+  queue_stats_row_t row;
+  memset(&row, 0, sizeof(row));
+  int rc = r->stats(&x, name, &row);
+  if (rc) return rc;
+  out->keys = row.keys;
+  queue_stats_fill(out, &row.c, row.ready + row.delayed_due, row.t[QUEUE_NEXT_DELAYED],
+                   row.t[QUEUE_NEXT_READY]);
+  return 0;
+}
+
+int queue_op_keys(const queue_rows_t *r, store_t *s, const char *name, const char *after,
+                  size_t limit, int64_t now_ms, queue_key_list_t *out) {
+  queue_call_t x = {.rows = r, .s = s, .now = now_ms};
+  size_t first = out->n;
+  int rc = r->load(&x, name, QUEUE_LOAD_READ);
+  if (!rc) rc = r->key_page(&x, after, limit, out);
+  if (rc) { /* all or nothing */
+    for (size_t i = first; i < out->n; i++) free(out->v[i].key);
+    out->n = first;
+  }
+  return rc;
+}
+
+int queue_op_items(const queue_rows_t *r, store_t *s, const char *name,
+                   const queue_filter_t *f, queue_item_list_t *out) {
+  queue_call_t x = {.rows = r, .s = s};
+  int rc = r->load(&x, name, QUEUE_LOAD_READ);
+  return rc ? rc : r->items(&x, f, out);
+}
+
+/* Requeue (waiting again from due_ms, a fresh start) or purge, a chunk at a
+ * time, each chunk's keys and counters kept as it goes. */
+int queue_op_bulk(const queue_rows_t *r, store_t *s, const char *name, const queue_filter_t *f,
+                  int requeue, int64_t due_ms, int64_t now_ms, int64_t *count) {
+  queue_call_t x;
+  queue_elem_t *v = NULL;
+  int64_t after = f->after_id, total = 0;
+  int state = qitem_waiting_state(due_ms, now_ms);
+  int began, rc = op_begin(&x, r, s, now_ms, &began);
+  if (rc) return rc;
+  rc = op_load(&x, name, QUEUE_LOAD_LOCK);
+  if (!rc && !(v = calloc(r->bulk_chunk, sizeof(*v)))) rc = -ENOMEM;
+  while (!rc) {
+    size_t n = 0;
+    int applied = 0;
+    rc = r->bulk(&x, f, requeue, state, due_ms, after, v, &n, &applied);
+    for (size_t i = 0; !rc && i < n; i++) {
+      rc = applied ? queue_call_moved(&x, v[i].key, v[i].state, requeue ? state : -1,
+                                      v[i].pri, due_ms)
+                   : queue_call_requeue(&x, requeue, &v[i], due_ms);
+      if (v[i].id > after) after = v[i].id;
+    }
+    total += (int64_t)n;
+    if (n < r->bulk_chunk) break;
+  }
+  free(v);
+  if (!rc) rc = op_finish(&x);
+  if (!rc) *count = total;
+  return op_end(&x, began, rc);
+}

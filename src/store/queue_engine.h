@@ -1,12 +1,18 @@
 /* One queue engine for the stores that speak SQL (sqlite/queue.c,
- * pg/queue.c): the task queues' policy — what a put does to an element
- * already stored, what an ack or nack does to a lease (done, due again,
- * backoff with jitter, dead letters, Retry-After), politeness keys (ready
- * count and best ready element, leases in flight, token bucket, block), the
- * take order and the counters — over a small row interface each backend
- * fills with its statements (queue_rows_t). redis/queue.c's Lua scripts,
- * which run inside Redis, keep their own copy of the policy over the same
- * stored states. Store-private (not part of store.h).
+ * pg/queue.c): every queue op's orchestration — its transaction, which
+ * rows it reads and in what order — and the task queues' policy — what a
+ * put does to an element already stored, what an ack or nack does to a
+ * lease (done, due again, backoff with jitter, dead letters, Retry-After),
+ * politeness keys (ready count and best ready element, leases in flight,
+ * token bucket, block), the take order and the counters — over a small
+ * table of row reads and writes each backend fills with its statements
+ * (queue_rows_t). A backend's queue ops are the engine's (QUEUE_ENGINE_OPS)
+ * but for store_queue_extend and store_queues_list, plain row writes and
+ * reads. Redis's scripts (redis/lua/queue.lua, called by redis/queue.c),
+ * which run inside Redis to be atomic, keep their own copy of the policy
+ * over the same stored states; the same contract tests
+ * (tests/unit/test_store_queue.c, tests/integration/test_queue*.py) hold
+ * all three stores to it. Store-private (not part of store.h).
  *
  * Ownership as in store.h: a call's key cache owns its entries and their
  * key strings (queue_call_release frees them); every other pointer is
@@ -100,8 +106,8 @@ void queue_key_info_fill(queue_key_info_t *out, const queue_key_t *k, const queu
 void queue_items_drop(queue_item_list_t *out, size_t first);
 
 /* ---- one call on one queue ----
- * A backend's op opens a queue_call_t on the queue's row (its settings, its
- * lease sequence), moves elements with its own SQL while the engine keeps
+ * An op opens a queue_call_t on the queue's row (its settings, its lease
+ * sequence), moves elements with the backend's SQL while the engine keeps
  * the keys and counters they touch, and ends with queue_call_finish, which
  * writes each touched key and the counters back once. */
 
@@ -136,10 +142,47 @@ typedef struct queue_write {
 /* The error an element that went dead by its lease running out records. */
 #define QUEUE_EXPIRED_ERROR "lease expired after the last delivery"
 
+/* How rows->load reads a queue's row: as it stands; locked for the call
+ * (where connections share rows); locked, and created with the defaults
+ * when there is none (a put). */
+enum { QUEUE_LOAD_READ, QUEUE_LOAD_LOCK, QUEUE_LOAD_OPEN };
+
+/* What store_queue_stats is made of, as a backend reads it. */
+typedef struct queue_stats_row {
+  queue_conf_t c;          /* the queue's row (name not set) */
+  int64_t ready;           /* its ready counter */
+  int64_t delayed_due;     /* elements not yet promoted whose time has come */
+  int64_t t[QUEUE_NEXT_N]; /* as rows->times */
+  int64_t keys;            /* stored key rows */
+} queue_stats_row_t;
+
 /* Row access a backend gives the engine, each inside the call's
- * transaction; x is the backend's own context (queue_call_t is its first
- * member). 0 or the store's error codes. */
+ * transaction; x->s is the backend's connection. 0 or the store's error
+ * codes. Optional entries may be NULL. */
 typedef struct queue_rows {
+  /* ---- a call's frame ---- */
+  /* The call's transaction: begun unless the caller holds one (*began);
+   * end commits or rolls back by rc and answers the call's result. */
+  int (*begin)(queue_call_t *x, int *began);
+  int (*end)(queue_call_t *x, int began, int rc);
+  /* Reads queue name's row into x->c (but c.name) and x->lease_seq
+   * (QUEUE_LOAD_*); -ENOENT when there is none. */
+  int (*load)(queue_call_t *x, const char *name, int how);
+  /* Writes settings c (and c->name): a new queue when create (-EEXIST when
+   * another connection made it first), else queue x->c.id's; x->c and
+   * x->lease_seq then hold the stored row. */
+  int (*conf_write)(queue_call_t *x, const queue_conf_t *c, int create);
+  /* Deletes queue x->c.id with its elements and keys. */
+  int (*drop)(queue_call_t *x);
+  /* Marks every key of the queue for settling again (queue_call_key'd,
+   * dirty). */
+  int (*keys_touch)(queue_call_t *x);
+  /* Optional: at the end of a call after which elements may be taken
+   * (x->woke), so that takers elsewhere look. */
+  int (*woken)(queue_call_t *x);
+  /* Optional: frees x->own at the end of a call. */
+  void (*release)(queue_call_t *x);
+
   /* Reads key's stored row into k's state fields (n_ready .. wake_ms) and
    * sets k->exists; -ENOENT when none is stored. */
   int (*key_get)(queue_call_t *x, const char *key, queue_key_t *k);
@@ -178,22 +221,50 @@ typedef struct queue_rows {
   int (*put)(queue_call_t *x, const queue_put_t *p, uint64_t hash, const char *key, int state,
              queue_elem_t *e);
   /* Applies w. A backend may hold writes to leased elements until the end
-   * of the call (an ack or nack reads no element it wrote). */
+   * of the call (an ack or nack reads no element it wrote): flush. */
   int (*write)(queue_call_t *x, const queue_write_t *w);
+  /* Looks up leases l[0..n): h[i] filled as an element held by l[i], or
+   * left with id 0 when l[i] is not held. May give the engine the leases'
+   * key rows (queue_call_key). */
+  int (*leases)(queue_call_t *x, const queue_lease_t *l, size_t n, queue_elem_t *h);
+  /* Optional: applies the writes held by write. */
+  int (*flush)(queue_call_t *x);
+  /* Up to bulk_chunk elements of selection f with ids after `after`, in id
+   * order, into v[0..*n) as they were (id, state, key, pri). *applied: the
+   * backend changed them itself, to `state` from due_ms with a fresh start
+   * (requeue) or deleted; else the engine writes each. */
+  int (*bulk)(queue_call_t *x, const queue_filter_t *f, int requeue, int state, int64_t due_ms,
+              int64_t after, queue_elem_t *v, size_t *n, int *applied);
+  size_t bulk_chunk;
+
+  /* ---- reads ---- */
+  /* Queue name's statistics (x->now is the time); -ENOENT. */
+  int (*stats)(queue_call_t *x, const char *name, queue_stats_row_t *out);
+  /* Up to limit (0: all) key rows of queue x->c.id after `after`, in byte
+   * order, each appended with queue_call_key_info. */
+  int (*key_page)(queue_call_t *x, const char *after, size_t limit, queue_key_list_t *out);
+  /* Selection f of queue x->c.id appended to out (store_queue_items). */
+  int (*items)(queue_call_t *x, const queue_filter_t *f, queue_item_list_t *out);
 } queue_rows_t;
 
-/* A queue_rows_t of the functions PREFIXkey_get, PREFIXkey_head, ... */
-#define QUEUE_ROWS(prefix)                                                          \
-  {                                                                                 \
-    .key_get = prefix##key_get, .key_head = prefix##key_head,                       \
-    .key_put = prefix##key_put, .key_delete = prefix##key_delete,                   \
-    .counters = prefix##counters, .times = prefix##times, .expire = prefix##expire, \
-    .promote = prefix##promote, .wake = prefix##wake, .best_key = prefix##best_key, \
-    .pick = prefix##pick, .put = prefix##put, .write = prefix##write                \
-  }
+/* The entries of a queue_rows_t named PREFIXbegin, PREFIXend, ...; a
+ * backend adds its optional ones and bulk_chunk. */
+#define QUEUE_ROWS(prefix)                                                            \
+  .begin = prefix##begin, .end = prefix##end, .load = prefix##load,                   \
+  .conf_write = prefix##conf_write, .drop = prefix##drop,                             \
+  .keys_touch = prefix##keys_touch, .key_get = prefix##key_get,                       \
+  .key_head = prefix##key_head, .key_put = prefix##key_put,                           \
+  .key_delete = prefix##key_delete, .counters = prefix##counters,                     \
+  .times = prefix##times, .expire = prefix##expire, .promote = prefix##promote,       \
+  .wake = prefix##wake, .best_key = prefix##best_key, .pick = prefix##pick,           \
+  .put = prefix##put, .write = prefix##write, .leases = prefix##leases,               \
+  .bulk = prefix##bulk, .stats = prefix##stats, .key_page = prefix##key_page,         \
+  .items = prefix##items
 
 struct queue_call {
   const queue_rows_t *rows;
+  store_t *s;          /* the backend's connection */
+  void *own;           /* the backend's own state for this call (rows->release) */
   queue_conf_t c;      /* the queue's row (c.id, settings, counters) */
   int64_t lease_seq;   /* the queue's lease sequence, as this call moves it */
   int64_t lease_seq0;  /* as it was read */
@@ -264,7 +335,79 @@ int queue_limits_changed(const queue_conf_t *a, const queue_conf_t *b);
  * or key wake-up (0: nothing pending). */
 int queue_call_next(queue_call_t *x, int64_t *next_ms);
 
-/* Frees the call's key cache. */
+/* Appends key's entry to out, filled from its stored row k as it stands at
+ * x->now (rows->key_page). */
+int queue_call_key_info(queue_call_t *x, queue_key_list_t *out, const char *key, size_t len,
+                        const queue_key_t *k);
+
+/* Frees the call's key cache (and the backend's state: rows->release). */
 void queue_call_release(queue_call_t *x);
+
+/* ---- the queue ops of store.h, over a backend's rows ----
+ * Each as its store_queue_* (store.c has checked the arguments). */
+int queue_op_put(const queue_rows_t *r, store_t *s, const char *name, queue_put_t *items,
+                 size_t n, int64_t now_ms);
+int queue_op_take(const queue_rows_t *r, store_t *s, const char *name, size_t max,
+                  int64_t visibility_ms, int64_t now_ms, queue_item_list_t *out,
+                  int64_t *next_ms);
+int queue_op_leases(const queue_rows_t *r, store_t *s, const char *name, int ack,
+                    queue_lease_t *leases, size_t n, int64_t now_ms);
+int queue_op_set(const queue_rows_t *r, store_t *s, queue_conf_t *c);
+int queue_op_get(const queue_rows_t *r, store_t *s, const char *name, queue_conf_t *out);
+int queue_op_delete(const queue_rows_t *r, store_t *s, const char *name);
+int queue_op_stats(const queue_rows_t *r, store_t *s, const char *name, int64_t now_ms,
+                   queue_stats_t *out);
+int queue_op_keys(const queue_rows_t *r, store_t *s, const char *name, const char *after,
+                  size_t limit, int64_t now_ms, queue_key_list_t *out);
+int queue_op_items(const queue_rows_t *r, store_t *s, const char *name,
+                   const queue_filter_t *f, queue_item_list_t *out);
+int queue_op_bulk(const queue_rows_t *r, store_t *s, const char *name, const queue_filter_t *f,
+                  int requeue, int64_t due_ms, int64_t now_ms, int64_t *count);
+
+/* Defines a backend's store ops PREFIXqueue_put, ... (those of ops.h but
+ * queue_extend and queues_list) as the engine's over rows. */
+#define QUEUE_ENGINE_OPS(prefix, rows)                                                      \
+  int prefix##queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,         \
+                        int64_t now_ms) {                                                   \
+    return queue_op_put(&rows, s, name, items, n, now_ms);                                  \
+  }                                                                                         \
+  int prefix##queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,   \
+                         int64_t now_ms, queue_item_list_t *out, int64_t *next_ms) {        \
+    return queue_op_take(&rows, s, name, max, visibility_ms, now_ms, out, next_ms);         \
+  }                                                                                         \
+  int prefix##queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,      \
+                        int64_t now_ms) {                                                   \
+    return queue_op_leases(&rows, s, name, 1, leases, n, now_ms);                           \
+  }                                                                                         \
+  int prefix##queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,     \
+                         int64_t now_ms) {                                                  \
+    return queue_op_leases(&rows, s, name, 0, leases, n, now_ms);                           \
+  }                                                                                         \
+  int prefix##queue_set(store_t *s, queue_conf_t *c) { return queue_op_set(&rows, s, c); }  \
+  int prefix##queue_get(store_t *s, const char *name, queue_conf_t *out) {                  \
+    return queue_op_get(&rows, s, name, out);                                               \
+  }                                                                                         \
+  int prefix##queue_delete(store_t *s, const char *name) {                                  \
+    return queue_op_delete(&rows, s, name);                                                 \
+  }                                                                                         \
+  int prefix##queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out) { \
+    return queue_op_stats(&rows, s, name, now_ms, out);                                     \
+  }                                                                                         \
+  int prefix##queue_keys(store_t *s, const char *name, const char *after, size_t limit,     \
+                         int64_t now_ms, queue_key_list_t *out) {                           \
+    return queue_op_keys(&rows, s, name, after, limit, now_ms, out);                        \
+  }                                                                                         \
+  int prefix##queue_items(store_t *s, const char *name, const queue_filter_t *f,            \
+                          queue_item_list_t *out) {                                         \
+    return queue_op_items(&rows, s, name, f, out);                                          \
+  }                                                                                         \
+  int prefix##queue_requeue(store_t *s, const char *name, const queue_filter_t *f,          \
+                            int64_t due_ms, int64_t now_ms, int64_t *count) {               \
+    return queue_op_bulk(&rows, s, name, f, 1, due_ms, now_ms, count);                      \
+  }                                                                                         \
+  int prefix##queue_purge(store_t *s, const char *name, const queue_filter_t *f,            \
+                          int64_t now_ms, int64_t *count) {                                 \
+    return queue_op_bulk(&rows, s, name, f, 0, 0, now_ms, count);                           \
+  }
 
 #endif

@@ -402,6 +402,23 @@ int store_events_prune(store_t *s, int64_t before_ms, size_t max, int *deleted) 
   return rc;
 }
 
+int store_jobs_page_parts(store_t *s, store_page_part_fn part, int group, const char *project,
+                          size_t limit, job_page_key_t *after, job_list_t *out, int *more) {
+  size_t n0 = out->n;
+  int rc;
+  if (!after->id) {
+    rc = part(s, group, 0, project, after, limit, out);
+  } else {
+    rc = part(s, group, 1, project, after, limit, out);
+    if (!rc && out->n - n0 < limit)
+      rc = part(s, group, 2, project, after, limit - (out->n - n0), out);
+  }
+  if (rc) return rc;
+  if (out->n > n0) job_page_key_of(after, group, &out->v[out->n - 1]);
+  *more = out->n - n0 == limit;
+  return 0;
+}
+
 void store_prune_limits(const prune_rule_t *rules, size_t nrules, int keep_default,
                         int64_t ended_before_default_ms, const char *project,
                         const char *spider, int *keep, int64_t *ended_before_ms) {

@@ -61,6 +61,17 @@ int egg_list_push(egg_list_t *l, egg_ref_t *v);
 int principal_list_push(principal_list_t *l, principal_t *v);
 
 
+/* One part of a page of jobs (store_jobs_page): part 0 from the start of
+ * the group's order, 1 the rest of after's time, 2 what comes after it
+ * (backends' *_page_part). */
+typedef int (*store_page_part_fn)(store_t *s, int group, int part, const char *project,
+                                  const job_page_key_t *after, size_t limit, job_list_t *out);
+
+/* store_jobs_page over a backend's parts: the page and *more, after moved
+ * to its last job. */
+int store_jobs_page_parts(store_t *s, store_page_part_fn part, int group, const char *project,
+                          size_t limit, job_page_key_t *after, job_list_t *out, int *more);
+
 /* The limits that apply to a project/spider pair under store_jobs_prune's
  * rules (the most specific rule wins), for every backend alike. */
 void store_prune_limits(const prune_rule_t *rules, size_t nrules, int keep_default,

@@ -171,26 +171,25 @@ int pg_principal_delete(store_t *s, principal_kind_t kind, const char *name,
   return pa_tx_end(s, began, pa_delete(s, kind, name, keep_admin_ms, count));
 }
 
-int pg_principals_list(store_t *s, principal_list_t *out) {
+static int principal_row(const PGresult *r, int i, void *out) {
+  principal_t pr = {.kind = (principal_kind_t)pg_i64(r, i, 0)};
   int rc;
-  PGresult *r = pg_run(PGQ(s), PA_LIST,
-                       "SELECT kind, name, label, secret, owner, role, projects, created_ms, "
-                       "expires_ms FROM principals ORDER BY kind, name",
-                       NULL, 0, &rc, "list principals");
-  if (!r) return rc;
-  for (int i = 0; i < PQntuples(r) && !rc; i++) {
-    principal_t pr = {.kind = (principal_kind_t)pg_i64(r, i, 0)};
-    if ((rc = pg_str(r, i, 1, &pr.name)) || (rc = pg_str(r, i, 2, &pr.label)) ||
-        (rc = pg_str(r, i, 3, &pr.secret)) || (rc = pg_str(r, i, 4, &pr.owner)) ||
-        (rc = pg_str(r, i, 6, &pr.projects))) {
-      principal_release(&pr);
-      break;
-    }
-    pr.role = (role_t)pg_i64(r, i, 5);
-    pr.created_ms = pg_i64(r, i, 7);
-    pr.expires_ms = pg_i64(r, i, 8);
-    if ((rc = principal_list_push(out, &pr))) principal_release(&pr);
+  if ((rc = pg_str(r, i, 1, &pr.name)) || (rc = pg_str(r, i, 2, &pr.label)) ||
+      (rc = pg_str(r, i, 3, &pr.secret)) || (rc = pg_str(r, i, 4, &pr.owner)) ||
+      (rc = pg_str(r, i, 6, &pr.projects))) {
+    principal_release(&pr);
+    return rc;
   }
-  PQclear(r);
+  pr.role = (role_t)pg_i64(r, i, 5);
+  pr.created_ms = pg_i64(r, i, 7);
+  pr.expires_ms = pg_i64(r, i, 8);
+  if ((rc = principal_list_push(out, &pr))) principal_release(&pr);
   return rc;
+}
+
+int pg_principals_list(store_t *s, principal_list_t *out) {
+  return pg_list(PGQ(s), PA_LIST,
+                 "SELECT kind, name, label, secret, owner, role, projects, created_ms, "
+                 "expires_ms FROM principals ORDER BY kind, name",
+                 "list principals", principal_row, out);
 }

@@ -78,6 +78,11 @@ int pg_cmd(struct pg_store *q, int slot, const char *sql, pg_params_t *p, int mu
 /* Runs one-off SQL text (not prepared; several statements allowed). */
 int pg_exec(struct pg_store *q, const char *sql, const char *what);
 
+/* Runs statement `slot` (sql, no parameters) and hands each row to
+ * row(r, i, out), which appends it to out; stops at the first error. */
+int pg_list(struct pg_store *q, int slot, const char *sql, const char *what,
+            int (*row)(const PGresult *r, int i, void *out), void *out);
+
 /* A transaction of its own unless the caller opened one. */
 int pg_auto_begin(struct pg_store *q, int *began);
 int pg_auto_end(struct pg_store *q, int began, int rc);

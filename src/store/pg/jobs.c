@@ -634,8 +634,9 @@ static const struct page_group {
  * parts, not one (key, id) comparison: pending's key runs DESC and its id
  * ASC, which no row value says, and an OR of both walks every tie of the
  * key from the first (a million pending jobs share priority 0). */
-static int pg_page_part(struct pg_store *q, int group, int part, const char *project,
+static int pg_page_part(store_t *s, int group, int part, const char *project,
                         const job_page_key_t *after, size_t limit, job_list_t *out) {
+  struct pg_store *q = PGQ(s);
   const struct page_group *g = &page_groups[group];
   struct sqlbuf b = {.n = 0};
   pg_params_t p = {0};
@@ -656,20 +657,7 @@ static int pg_page_part(struct pg_store *q, int group, int part, const char *pro
 
 int pg_jobs_page(store_t *s, int group, const char *project, size_t limit,
                  job_page_key_t *after, job_list_t *out, int *more) {
-  struct pg_store *q = PGQ(s);
-  size_t n0 = out->n;
-  int rc;
-  if (!after->id) {
-    rc = pg_page_part(q, group, 0, project, after, limit, out);
-  } else {
-    rc = pg_page_part(q, group, 1, project, after, limit, out);
-    if (!rc && out->n - n0 < limit)
-      rc = pg_page_part(q, group, 2, project, after, limit - (out->n - n0), out);
-  }
-  if (rc) return rc;
-  if (out->n > n0) job_page_key_of(after, group, &out->v[out->n - 1]);
-  *more = out->n - n0 == limit;
-  return 0;
+  return store_jobs_page_parts(s, pg_page_part, group, project, limit, after, out, more);
 }
 
 int pg_job_counts(store_t *s, const char *project, int64_t ended_since_ms,
@@ -951,30 +939,29 @@ int pg_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead
   return pg_auto_end(q, began, rc);
 }
 
-int pg_nodes_list(store_t *s, node_list_t *out) {
+static int node_row(const PGresult *r, int i, void *out) {
+  node_info_t n = {0};
   int rc;
-  PGresult *r = pg_run(PGQ(s), PN_LIST,
-                       "SELECT name, url, slots, running, started_ms, heartbeat_ms, dead, "
-                       "version, draining FROM nodes ORDER BY name",
-                       NULL, 0, &rc, "list nodes");
-  if (!r) return rc;
-  for (int i = 0; i < PQntuples(r) && !rc; i++) {
-    node_info_t n = {0};
-    if ((rc = pg_str(r, i, 0, &n.name)) || (rc = pg_str(r, i, 1, &n.url)) ||
-        (rc = pg_str(r, i, 7, &n.version))) {
-      node_info_release(&n);
-      break;
-    }
-    n.slots = (int)pg_i64(r, i, 2);
-    n.running = (int)pg_i64(r, i, 3);
-    n.started_ms = pg_i64(r, i, 4);
-    n.heartbeat_ms = pg_i64(r, i, 5);
-    n.dead = (int)pg_i64(r, i, 6);
-    n.draining = (int)pg_i64(r, i, 8);
-    if ((rc = node_list_push(out, &n))) node_info_release(&n);
+  if ((rc = pg_str(r, i, 0, &n.name)) || (rc = pg_str(r, i, 1, &n.url)) ||
+      (rc = pg_str(r, i, 7, &n.version))) {
+    node_info_release(&n);
+    return rc;
   }
-  PQclear(r);
+  n.slots = (int)pg_i64(r, i, 2);
+  n.running = (int)pg_i64(r, i, 3);
+  n.started_ms = pg_i64(r, i, 4);
+  n.heartbeat_ms = pg_i64(r, i, 5);
+  n.dead = (int)pg_i64(r, i, 6);
+  n.draining = (int)pg_i64(r, i, 8);
+  if ((rc = node_list_push(out, &n))) node_info_release(&n);
   return rc;
+}
+
+int pg_nodes_list(store_t *s, node_list_t *out) {
+  return pg_list(PGQ(s), PN_LIST,
+                 "SELECT name, url, slots, running, started_ms, heartbeat_ms, dead, "
+                 "version, draining FROM nodes ORDER BY name",
+                 "list nodes", node_row, out);
 }
 
 int pg_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeout_ms,
@@ -1090,27 +1077,25 @@ int pg_egg_get(store_t *s, const char *project, const char *version, void **data
   return 0;
 }
 
-int pg_eggs_list(store_t *s, egg_list_t *out) {
+static int egg_row(const PGresult *r, int i, void *out) {
+  egg_ref_t e = {0};
   int rc;
-  PGresult *r = pg_run(PGQ(s), PE_LIST,
-                       "SELECT project, version, size, created_ms FROM eggs "
-                       "ORDER BY project, version",
-                       NULL, 0, &rc, "list eggs");
-  if (!r) return rc;
-  for (int i = 0; i < PQntuples(r) && !rc; i++) {
-    egg_ref_t e = {0};
-    if (!(rc = pg_str(r, i, 0, &e.project)) && !(rc = pg_str(r, i, 1, &e.version))) {
-      e.size = pg_i64(r, i, 2);
-      e.created_ms = pg_i64(r, i, 3);
-      rc = egg_list_push(out, &e);
-    }
-    if (rc) {
-      free(e.project);
-      free(e.version);
-    }
+  if (!(rc = pg_str(r, i, 0, &e.project)) && !(rc = pg_str(r, i, 1, &e.version))) {
+    e.size = pg_i64(r, i, 2);
+    e.created_ms = pg_i64(r, i, 3);
+    rc = egg_list_push(out, &e);
   }
-  PQclear(r);
+  if (rc) {
+    free(e.project);
+    free(e.version);
+  }
   return rc;
+}
+
+int pg_eggs_list(store_t *s, egg_list_t *out) {
+  return pg_list(PGQ(s), PE_LIST,
+                 "SELECT project, version, size, created_ms FROM eggs ORDER BY project, version",
+                 "list eggs", egg_row, out);
 }
 
 int pg_egg_delete(store_t *s, const char *project, const char *version, int *count) {

@@ -249,6 +249,16 @@ PGresult *pg_run(struct pg_store *q, int slot, const char *sql, pg_params_t *p,
   return r;
 }
 
+int pg_list(struct pg_store *q, int slot, const char *sql, const char *what,
+            int (*row)(const PGresult *r, int i, void *out), void *out) {
+  int rc;
+  PGresult *r = pg_run(q, slot, sql, NULL, 0, &rc, what);
+  if (!r) return rc;
+  for (int i = 0; i < PQntuples(r) && !rc; i++) rc = row(r, i, out);
+  PQclear(r);
+  return rc;
+}
+
 int pg_cmd(struct pg_store *q, int slot, const char *sql, pg_params_t *p, int must_change,
            const char *what) {
   int rc;

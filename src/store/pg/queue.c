@@ -1,7 +1,7 @@
 /* Task queues on PostgreSQL (store.h, core/queue.h, docs/queues.md): a port
  * of sqlite/queue.c, whose comments explain the model. Same tables, same
- * states, the same policy (queue_engine.c, given this file's statements
- * through queue_rows_t); what differs:
+ * states, the same ops and policy (queue_engine.c, given this file's row
+ * reads and writes through queue_rows_t); what differs:
  *
  *   - Nodes share the store: every operation that changes a queue first
  *     locks its row in `queues` (SELECT ... FOR UPDATE), so one queue's
@@ -476,23 +476,11 @@ static int queue_open(struct pg_store *q, const char *name, int64_t now_ms, queu
 
 /* ---- one call's working state: the engine's, and the connection ---- */
 
+/* An ack or nack's writes to leased elements, held to its end (x->own). */
 typedef struct lease_writes lease_writes_t;
 
-typedef struct qctx {
-  queue_call_t e; /* first: the engine's row ops get it back */
-  struct pg_store *q;
-  lease_writes_t *batch; /* an ack or nack: leased elements' writes, held to its end */
-} qctx_t;
-
-#define QX(x) ((qctx_t *)(x))
-
-/* Loads queue `name` for this call, its row locked (SELECT ... FOR UPDATE). */
-static int ctx_load(qctx_t *x, const char *name) {
-  int rc = queue_load(x->q, name, 1, &x->e.c, &x->e.lease_seq);
-  x->e.lease_seq0 = x->e.lease_seq;
-  x->e.c.name = (char *)name;
-  return rc;
-}
+/* The connection of an engine call. */
+#define QX(x) PGQ((x)->s)
 
 /* Reads a key row's state from r's columns col.. (KEY_COLS' order). */
 static void key_row(queue_key_t *e, const PGresult *r, int row, int col) {
@@ -515,7 +503,7 @@ static PGresult *key_run(queue_call_t *x, int id, const char *key, int *rc, cons
   pg_params_t p = {0};
   pg_p_i64(&p, x->c.id);
   p_key(&p, key);
-  return qrun(QX(x)->q, id, &p, rc, what);
+  return qrun(QX(x), id, &p, rc, what);
 }
 
 static int rows_key_get(queue_call_t *x, const char *key, queue_key_t *k) {
@@ -554,14 +542,14 @@ static int rows_key_put(queue_call_t *x, const queue_key_t *k) {
   pg_p_i64(&p, k->head_due);
   pg_p_i64(&p, k->open);
   pg_p_i64(&p, k->wake_ms);
-  return qcmd(QX(x)->q, QS_KEY_PUT, &p, "queue key put");
+  return qcmd(QX(x), QS_KEY_PUT, &p, "queue key put");
 }
 
 static int rows_key_delete(queue_call_t *x, const char *key) {
   pg_params_t p = {0};
   pg_p_i64(&p, x->c.id);
   p_key(&p, key);
-  return qcmd(QX(x)->q, QS_KEY_DEL, &p, "queue key delete");
+  return qcmd(QX(x), QS_KEY_DEL, &p, "queue key delete");
 }
 
 static int rows_counters(queue_call_t *x) {
@@ -575,32 +563,26 @@ static int rows_counters(queue_call_t *x) {
   pg_p_i64(&p, x->d.put);
   pg_p_i64(&p, x->d.acked);
   pg_p_i64(&p, x->lease_seq);
-  return qcmd(QX(x)->q, QS_COUNTERS, &p, "queue counters");
+  return qcmd(QX(x), QS_COUNTERS, &p, "queue counters");
 }
-
-static const queue_rows_t pg_rows;
 
 /* The cached state of key k: on first use, from r's row (columns from col
  * on; all NULL = no stored row) when r is given, else read from the store. */
-static int ctx_key_at(qctx_t *x, const char *k, const PGresult *r, int row, int col,
+static int ctx_key_at(queue_call_t *x, const char *k, const PGresult *r, int row, int col,
                       queue_key_t **out) {
   queue_key_t stored;
-  if (!r) return queue_call_key(&x->e, k, QUEUE_KEY_READ, out);
-  if (row >= PQntuples(r) || PQgetisnull(r, row, col))
-    return queue_call_key(&x->e, k, NULL, out);
+  if (!r) return queue_call_key(x, k, QUEUE_KEY_READ, out);
+  if (row >= PQntuples(r) || PQgetisnull(r, row, col)) return queue_call_key(x, k, NULL, out);
   key_row(&stored, r, row, col);
-  return queue_call_key(&x->e, k, &stored, out);
+  return queue_call_key(x, k, &stored, out);
 }
 
-static int ctx_key(qctx_t *x, const char *k, queue_key_t **out) {
-  return queue_call_key(&x->e, k, QUEUE_KEY_READ, out);
+static int ctx_key(queue_call_t *x, const char *k, queue_key_t **out) {
+  return queue_call_key(x, k, QUEUE_KEY_READ, out);
 }
 
-static int ctx_finish(qctx_t *x) {
-  int rc = queue_call_finish(&x->e);
-  if (!rc && x->e.woke) rc = pg_note(x->q, STORE_NOTE_QUEUES);
-  return rc;
-}
+/* Elements may be taken: every node's takers look (LISTEN/NOTIFY). */
+static int rows_woken(queue_call_t *x) { return pg_note(QX(x), STORE_NOTE_QUEUES); }
 
 /* Copies the bytes of r's column (row, col) into key (QUEUE_KEY_MAX at most). */
 static void col_key(const PGresult *r, int row, int col, char key[QUEUE_KEY_MAX + 1]) {
@@ -612,16 +594,15 @@ static void col_key(const PGresult *r, int row, int col, char key[QUEUE_KEY_MAX 
 
 static int batch_add(lease_writes_t *w, const queue_write_t *qw);
 
-static int rows_write(queue_call_t *e, const queue_write_t *w) {
-  qctx_t *x = QX(e);
+static int rows_write(queue_call_t *x, const queue_write_t *w) {
   pg_params_t p = {0};
-  if (x->batch && w->kind != QWRITE_REDUE) return batch_add(x->batch, w);
+  if (x->own && w->kind != QWRITE_REDUE) return batch_add(x->own, w);
   pg_p_i64(&p, w->id);
   switch (w->kind) {
   case QWRITE_REDUE:
     pg_p_i64(&p, w->due);
     pg_p_i64(&p, w->pri);
-    return qcmd(x->q, QS_REDUE, &p, "queue put redue");
+    return qcmd(QX(x), QS_REDUE, &p, "queue put redue");
   case QWRITE_STATE:
     pg_p_i64(&p, w->state);
     pg_p_i64(&p, w->due);
@@ -629,7 +610,7 @@ static int rows_write(queue_call_t *e, const queue_write_t *w) {
     pg_p_str(&p, w->error);
     pg_p_i64(&p, w->reset ? 1 : 0);
     pg_p_i64(&p, w->uncount ? 1 : 0);
-    return qcmd(x->q, QS_STATE, &p, "queue item state");
+    return qcmd(QX(x), QS_STATE, &p, "queue item state");
   case QWRITE_DELETE:
     break;
   }
@@ -637,7 +618,7 @@ static int rows_write(queue_call_t *e, const queue_write_t *w) {
   snprintf(ids, sizeof(ids), "{%" PRId64 "}", w->id);
   pg_params_release(&p);
   pg_p_str(&p, ids);
-  return qcmd(x->q, QS_DELETE_IDS, &p, "queue delete");
+  return qcmd(QX(x), QS_DELETE_IDS, &p, "queue delete");
 }
 
 /* ---- put ---- */
@@ -655,7 +636,7 @@ static int rows_put(queue_call_t *e, const queue_put_t *p, uint64_t hash, const 
   p_key(&pp, key);
   pg_p_i64(&pp, e->now);
   pg_p_bin(&pp, p->element, p->len);
-  PGresult *r = qrun(QX(e)->q, QS_PUT, &pp, &rc, "queue put");
+  PGresult *r = qrun(QX(e), QS_PUT, &pp, &rc, "queue put");
   if (!r) return rc;
   if (PQntuples(r) != 1) {
     PQclear(r);
@@ -676,27 +657,13 @@ static int rows_put(queue_call_t *e, const queue_put_t *p, uint64_t hash, const 
   return 0;
 }
 
-int pg_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n, int64_t now_ms) {
-  struct pg_store *q = PGQ(s);
-  qctx_t x = {.e = {.rows = &pg_rows, .now = now_ms}, .q = q};
-  int began, rc = pg_auto_begin(q, &began);
-  if (rc) return rc;
-  rc = queue_open(q, name, now_ms, &x.e.c, &x.e.lease_seq);
-  x.e.lease_seq0 = x.e.lease_seq;
-  x.e.c.name = (char *)name;
-  for (size_t i = 0; !rc && i < n; i++) rc = queue_call_put(&x.e, &items[i]);
-  if (!rc) rc = ctx_finish(&x);
-  queue_call_release(&x.e);
-  return pg_auto_end(q, began, rc);
-}
-
 /* ---- take ---- */
 
-static int queue_times(struct pg_store *q, int64_t queue_id, int64_t t[QUEUE_NEXT_N]) {
+static int rows_times(queue_call_t *x, int64_t t[QUEUE_NEXT_N]) {
   pg_params_t p = {0};
   int rc;
-  pg_p_i64(&p, queue_id);
-  PGresult *r = qrun(q, QS_TIMES, &p, &rc, "queue times");
+  pg_p_i64(&p, x->c.id);
+  PGresult *r = qrun(QX(x), QS_TIMES, &p, &rc, "queue times");
   if (!r) return rc;
   for (int i = 0; i < QUEUE_NEXT_N; i++) t[i] = PQntuples(r) ? bi64(r, 0, i) : 0;
   PQclear(r);
@@ -704,13 +671,13 @@ static int queue_times(struct pg_store *q, int64_t queue_id, int64_t t[QUEUE_NEX
 }
 
 /* Elements not yet due whose time has come become ready. */
-static int take_promote(qctx_t *x) {
+static int rows_promote(queue_call_t *x) {
   pg_params_t p = {0};
   int rc;
-  pg_p_i64(&p, x->e.c.id);
-  pg_p_i64(&p, x->e.now);
+  pg_p_i64(&p, x->c.id);
+  pg_p_i64(&p, x->now);
   pg_p_i64(&p, QUEUE_SWEEP_MAX);
-  PGresult *r = qrun(x->q, QS_PROMOTE, &p, &rc, "queue promote");
+  PGresult *r = qrun(QX(x), QS_PROMOTE, &p, &rc, "queue promote");
   if (!r) return rc;
   for (int i = 0; !rc && i < PQntuples(r); i++) {
     queue_key_t *k;
@@ -720,7 +687,7 @@ static int take_promote(qctx_t *x) {
     free(key);
     if (rc) break;
     queue_key_ready_add(k, bi64(r, i, 1), bi64(r, i, 2));
-    x->e.d.ready++;
+    x->d.ready++;
   }
   PQclear(r);
   return rc;
@@ -728,20 +695,20 @@ static int take_promote(qctx_t *x) {
 
 /* Leases that ran out: the element is due again, or dead after its last
  * delivery. */
-static int take_expire(qctx_t *x) {
+static int rows_expire(queue_call_t *x) {
   pg_params_t p = {0};
   int rc;
-  pg_p_i64(&p, x->e.c.id);
-  pg_p_i64(&p, x->e.now);
-  pg_p_i64(&p, x->e.c.max_deliveries);
+  pg_p_i64(&p, x->c.id);
+  pg_p_i64(&p, x->now);
+  pg_p_i64(&p, x->c.max_deliveries);
   pg_p_i64(&p, QUEUE_SWEEP_MAX);
-  PGresult *r = qrun(x->q, QS_EXPIRE, &p, &rc, "queue expire");
+  PGresult *r = qrun(QX(x), QS_EXPIRE, &p, &rc, "queue expire");
   if (!r) return rc;
   for (int i = 0; !rc && i < PQntuples(r); i++) {
     char key[QUEUE_KEY_MAX + 1];
     col_key(r, i, 0, key);
-    rc = queue_call_moved(&x->e, key, QITEM_INFLIGHT, (int)bi64(r, i, 1), bi64(r, i, 2),
-                          x->e.now);
+    rc = queue_call_moved(x, key, QITEM_INFLIGHT, (int)bi64(r, i, 1), bi64(r, i, 2),
+                          x->now);
   }
   PQclear(r);
   return rc;
@@ -749,7 +716,7 @@ static int take_expire(qctx_t *x) {
 
 /* Marks for settling every key of r's rows (key in column 0, its state
  * from column 1 on when withrow). */
-static int touch_keys(qctx_t *x, PGresult *r, int withrow) {
+static int touch_keys(queue_call_t *x, PGresult *r, int withrow) {
   int rc = 0;
   for (int i = 0; !rc && i < PQntuples(r); i++) {
     queue_key_t *k;
@@ -763,13 +730,13 @@ static int touch_keys(qctx_t *x, PGresult *r, int withrow) {
 }
 
 /* Closed keys whose block, bucket or wait has run out are settled again. */
-static int take_wake(qctx_t *x) {
+static int rows_wake(queue_call_t *x) {
   pg_params_t p = {0};
   int rc;
-  pg_p_i64(&p, x->e.c.id);
-  pg_p_i64(&p, x->e.now);
+  pg_p_i64(&p, x->c.id);
+  pg_p_i64(&p, x->now);
   pg_p_i64(&p, QUEUE_SWEEP_MAX);
-  PGresult *r = qrun(x->q, QS_KEY_WAKE, &p, &rc, "queue wake");
+  PGresult *r = qrun(QX(x), QS_KEY_WAKE, &p, &rc, "queue wake");
   if (!r) return rc;
   rc = touch_keys(x, r, 0);
   PQclear(r);
@@ -781,11 +748,11 @@ static int take_wake(qctx_t *x) {
 static int rows_pick(queue_call_t *e, const queue_key_t *k, size_t room, int has2, int64_t p2,
                      int64_t d2, int64_t lease_end, int64_t token, queue_item_list_t *out,
                      int *next, int64_t *next_pri, int64_t *next_due) {
-  qctx_t *x = QX(e);
+  queue_call_t *x = e;
   int rc = 0;
 
   pg_params_t p = {0};
-  pg_p_i64(&p, x->e.c.id);
+  pg_p_i64(&p, x->c.id);
   p_key(&p, k->key);
   pg_p_i64(&p, (int64_t)room);
   pg_p_i64(&p, has2 ? 1 : 0);
@@ -793,7 +760,7 @@ static int rows_pick(queue_call_t *e, const queue_key_t *k, size_t room, int has
   pg_p_i64(&p, d2);
   pg_p_i64(&p, lease_end);
   pg_p_i64(&p, token);
-  PGresult *r = qrun(x->q, QS_TAKE, &p, &rc, "queue take");
+  PGresult *r = qrun(QX(x), QS_TAKE, &p, &rc, "queue take");
   if (!r) return rc;
   for (int i = 0; i < PQntuples(r); i++) {
     if (bi64(r, i, 0) == 0) {
@@ -824,21 +791,13 @@ static int rows_pick(queue_call_t *e, const queue_key_t *k, size_t room, int has
   return rc;
 }
 
-static int rows_times(queue_call_t *x, int64_t t[QUEUE_NEXT_N]) {
-  return queue_times(QX(x)->q, x->c.id, t);
-}
-static int rows_expire(queue_call_t *x) { return take_expire(QX(x)); }
-static int rows_promote(queue_call_t *x) { return take_promote(QX(x)); }
-static int rows_wake(queue_call_t *x) { return take_wake(QX(x)); }
-
-static int rows_best_key(queue_call_t *e, queue_key_t **k, int *has2, int64_t *p2,
+static int rows_best_key(queue_call_t *x, queue_key_t **k, int *has2, int64_t *p2,
                          int64_t *d2) {
-  qctx_t *x = QX(e);
   pg_params_t p = {0};
   int rc;
   char *key;
-  pg_p_i64(&p, e->c.id);
-  PGresult *r = qrun(x->q, QS_KEY_BEST, &p, &rc, "queue best key");
+  pg_p_i64(&p, x->c.id);
+  PGresult *r = qrun(QX(x), QS_KEY_BEST, &p, &rc, "queue best key");
   if (!r) return rc;
   if (PQntuples(r) == 0) {
     PQclear(r);
@@ -856,31 +815,6 @@ static int rows_best_key(queue_call_t *e, queue_key_t **k, int *has2, int64_t *p
     *d2 = bi64(r, 1, 7);
   }
   PQclear(r);
-  return rc;
-}
-
-static const queue_rows_t pg_rows = QUEUE_ROWS(rows_);
-
-int pg_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
-                  int64_t now_ms, queue_item_list_t *out, int64_t *next_ms) {
-  struct pg_store *q = PGQ(s);
-  qctx_t x = {.e = {.rows = &pg_rows, .now = now_ms}, .q = q};
-  size_t taken = 0, first = out->n;
-  int began, rc = pg_auto_begin(q, &began);
-  if (rc) return rc;
-  rc = ctx_load(&x, name);
-  if (rc == -ENOENT) {
-    rc = 0;
-    goto out;
-  }
-  if (rc || x.e.c.paused) goto out;
-  rc = queue_call_take(&x.e, max, visibility_ms, out, &taken);
-  if (!rc) rc = ctx_finish(&x);
-  if (!rc && taken < max) rc = queue_call_next(&x.e, next_ms);
-out:
-  queue_call_release(&x.e);
-  rc = pg_auto_end(q, began, rc);
-  if (rc) queue_items_drop(out, first);
   return rc;
 }
 
@@ -912,22 +846,58 @@ static int batch_add(lease_writes_t *w, const queue_write_t *qw) {
   return 0;
 }
 
-/* Ends lease l, held as row `row` of the lookup r (QS_LEASES' columns). */
-static int lease_one(qctx_t *x, int ack, queue_lease_t *l, const PGresult *r, int row) {
-  queue_elem_t h = {.id = l->id, .state = QITEM_INFLIGHT};
-  queue_key_t *k;
-  col_key(r, row, 2, h.key);
-  h.deliveries = bi64(r, row, 3);
-  h.pri = bi64(r, row, 4);
-  h.redue_ms = bi64(r, row, 5);
-  h.redue_pri = bi64(r, row, 6);
-  /* The key's row came with the lease: no read of its own. */
-  int rc = ctx_key_at(x, h.key, r, row, 7, &k);
-  return rc ? rc : queue_call_lease_end(&x->e, ack, l, &h);
+/* The lookup of every lease in one statement (queue_rows_t.leases), each
+ * with its key's row: the engine reads no key of its own. Its writes are
+ * held to the end of the call (rows_flush). */
+static int rows_leases(queue_call_t *x, const queue_lease_t *l, size_t n, queue_elem_t *h) {
+  PGresult *r = NULL;
+  unsigned char *used = NULL;
+  arr_t ids = {0};
+  pg_params_t p = {0};
+  int rc = 0;
+  if (!(x->own = calloc(1, sizeof(lease_writes_t)))) return -ENOMEM;
+  for (size_t i = 0; i < n; i++) arr_i64(&ids, l[i].id);
+  const char *idv = arr_end(&ids);
+  if (!idv) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  pg_p_i64(&p, x->c.id);
+  pg_p_str(&p, idv);
+  if (!(r = qrun(QX(x), QS_LEASES, &p, &rc, "queue leases"))) goto out;
+  int nrows = PQntuples(r);
+  if (!(used = calloc((size_t)nrows + 1, 1))) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  for (size_t i = 0; !rc && i < n; i++) {
+    int row = -1;
+    for (int j = 0; j < nrows && row < 0; j++)
+      if (!used[j] && bi64(r, j, 0) == l[i].id && bi64(r, j, 1) == l[i].token) row = j;
+    if (row < 0) continue; /* not held (or repeated in this call) */
+    used[row] = 1;
+    h[i].id = l[i].id;
+    h[i].state = QITEM_INFLIGHT;
+    col_key(r, row, 2, h[i].key);
+    h[i].deliveries = bi64(r, row, 3);
+    h[i].pri = bi64(r, row, 4);
+    h[i].redue_ms = bi64(r, row, 5);
+    h[i].redue_pri = bi64(r, row, 6);
+    queue_key_t *k;
+    rc = ctx_key_at(x, h[i].key, r, row, 7, &k);
+  }
+out:
+  PQclear(r);
+  free(used);
+  strbuf_release(&ids.b);
+  return rc;
 }
 
-static int writes_apply(qctx_t *x, lease_writes_t *w) {
+/* The held writes of an ack or nack: one UPDATE from arrays, one DELETE. */
+static int rows_flush(queue_call_t *x) {
+  lease_writes_t *w = x->own;
   int rc = 0;
+  if (!w) return 0;
   if (w->id.n) {
     arr_t *a[] = {&w->id, &w->state, &w->due, &w->pri, &w->err, &w->reset, &w->unc};
     pg_params_t p = {0};
@@ -940,79 +910,23 @@ static int writes_apply(qctx_t *x, lease_writes_t *w) {
       pg_params_release(&p);
       return rc;
     }
-    if ((rc = qcmd(x->q, QS_APPLY, &p, "queue lease end"))) return rc;
+    if ((rc = qcmd(QX(x), QS_APPLY, &p, "queue lease end"))) return rc;
   }
   if (w->del.n) {
     const char *v = arr_end(&w->del);
     if (!v) return -ENOMEM;
     pg_params_t p = {0};
     pg_p_str(&p, v);
-    rc = qcmd(x->q, QS_DELETE_IDS, &p, "queue delete");
+    rc = qcmd(QX(x), QS_DELETE_IDS, &p, "queue delete");
   }
   return rc;
 }
 
-static int leases_run(store_t *s, const char *name, int ack, queue_lease_t *leases,
-                      size_t n, int64_t now_ms) {
-  struct pg_store *q = PGQ(s);
-  qctx_t x = {.e = {.rows = &pg_rows, .now = now_ms}, .q = q};
-  lease_writes_t w;
-  PGresult *r = NULL;
-  unsigned char *used = NULL;
-  arr_t ids = {0};
-  memset(&w, 0, sizeof(w));
-  x.batch = &w;
-  int began, rc = pg_auto_begin(q, &began);
-  if (rc) return rc;
-  if ((rc = ctx_load(&x, name))) goto out;
-  for (size_t i = 0; i < n; i++) arr_i64(&ids, leases[i].id);
-  const char *idv = arr_end(&ids);
-  if (!idv) {
-    rc = -ENOMEM;
-    goto out;
-  }
-  pg_params_t p = {0};
-  pg_p_i64(&p, x.e.c.id);
-  pg_p_str(&p, idv);
-  if (!(r = qrun(q, QS_LEASES, &p, &rc, "queue leases"))) goto out;
-  int nrows = PQntuples(r);
-  if (!(used = calloc((size_t)nrows + 1, 1))) {
-    rc = -ENOMEM;
-    goto out;
-  }
-  for (size_t i = 0; !rc && i < n; i++) {
-    queue_lease_t *l = &leases[i];
-    int row = -1;
-    l->result = 0;
-    l->dead = 0;
-    for (int j = 0; j < nrows && row < 0; j++)
-      if (!used[j] && bi64(r, j, 0) == l->id && bi64(r, j, 1) == l->token) row = j;
-    if (row < 0) { /* not held (or ended earlier in this call) */
-      l->result = -ENOENT;
-      continue;
-    }
-    used[row] = 1;
-    rc = lease_one(&x, ack, l, r, row);
-  }
-  if (!rc) rc = writes_apply(&x, &w);
-  if (!rc) rc = ctx_finish(&x);
-out:
-  PQclear(r);
-  free(used);
-  strbuf_release(&ids.b);
-  writes_release(&w);
-  queue_call_release(&x.e);
-  return pg_auto_end(q, began, rc);
-}
-
-int pg_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                 int64_t now_ms) {
-  return leases_run(s, name, 1, leases, n, now_ms);
-}
-
-int pg_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                  int64_t now_ms) {
-  return leases_run(s, name, 0, leases, n, now_ms);
+static void rows_release(queue_call_t *x) {
+  if (!x->own) return;
+  writes_release(x->own);
+  free(x->own);
+  x->own = NULL;
 }
 
 int pg_queue_extend(store_t *s, const char *name, queue_lease_t *leases, size_t n,
@@ -1057,60 +971,41 @@ out:
 
 /* ---- settings, listing, stats ---- */
 
-int pg_queue_set(store_t *s, queue_conf_t *c) {
-  struct pg_store *q = PGQ(s);
-  qctx_t x = {.e = {.rows = &pg_rows}, .q = q};
-  queue_conf_t cur;
-  int created = 0;
-  memset(&cur, 0, sizeof(cur));
-  int began, rc = pg_auto_begin(q, &began);
-  if (rc) return rc;
-  x.e.now = clock_wall_ms();
-  rc = queue_load(q, c->name, 1, &cur, NULL);
-  if (rc == -ENOENT) {
-    rc = queue_create(q, c->name, x.e.now, c, &x.e.c, &x.e.lease_seq);
-    if (rc == -EEXIST) rc = queue_load(q, c->name, 1, &cur, NULL);
-    else created = 1;
-  }
-  if (!rc && !created) {
-    pg_params_t p = {0};
-    pg_p_i64(&p, cur.id);
-    p_settings(&p, c);
-    PGresult *r = qrun(q, QS_SET, &p, &rc, "queue set");
-    if (r && PQntuples(r) == 1) row_queue(r, 0, &x.e.c, &x.e.lease_seq, NULL);
-    else if (r) rc = -ENOENT;
-    PQclear(r);
-  }
-  if (rc) goto out;
-  x.e.lease_seq0 = x.e.lease_seq;
-  x.e.c.name = c->name;
-  /* Limits may have changed: every key decides again whether it is open. */
-  if (!created && queue_limits_changed(&cur, &x.e.c)) {
-    pg_params_t p = {0};
-    pg_p_i64(&p, x.e.c.id);
-    PGresult *r = qrun(q, QS_KEY_ALL, &p, &rc, "queue keys");
-    if (!r) goto out;
-    rc = touch_keys(&x, r, 1);
-    PQclear(r);
-    if (!rc) rc = queue_call_flush_keys(&x.e);
-    x.e.woke = 1;
-  }
-  /* Resumed: waiting takers may go on. */
-  if (!created && cur.paused && !x.e.c.paused) x.e.woke = 1;
-  if (!rc && x.e.woke && !x.e.c.paused) rc = pg_note(q, STORE_NOTE_QUEUES);
-  if (!rc) {
-    char *name = c->name;
-    *c = x.e.c;
-    c->name = name;
-  }
-out:
-  queue_call_release(&x.e);
-  return pg_auto_end(q, began, rc);
+static int rows_begin(queue_call_t *x, int *began) { return pg_auto_begin(QX(x), began); }
+static int rows_end(queue_call_t *x, int began, int rc) { return pg_auto_end(QX(x), began, rc); }
+
+/* Locked: SELECT ... FOR UPDATE serializes one queue's changes across
+ * connections. */
+static int rows_load(queue_call_t *x, const char *name, int how) {
+  if (how == QUEUE_LOAD_OPEN) return queue_open(QX(x), name, x->now, &x->c, &x->lease_seq);
+  return queue_load(QX(x), name, how == QUEUE_LOAD_LOCK, &x->c, &x->lease_seq);
 }
 
-int pg_queue_get(store_t *s, const char *name, queue_conf_t *out) {
-  int rc = queue_load(PGQ(s), name, 0, out, NULL);
-  if (!rc && !(out->name = strdup(name))) rc = -ENOMEM;
+static int rows_conf_write(queue_call_t *x, const queue_conf_t *c, int create) {
+  pg_params_t p = {0};
+  int rc;
+  if (create) return queue_create(QX(x), c->name, x->now, c, &x->c, &x->lease_seq);
+  pg_p_i64(&p, x->c.id);
+  p_settings(&p, c);
+  PGresult *r = qrun(QX(x), QS_SET, &p, &rc, "queue set");
+  if (!r) return rc;
+  if (PQntuples(r) == 1)
+    row_queue(r, 0, &x->c, &x->lease_seq, NULL);
+  else
+    rc = -ENOENT;
+  PQclear(r);
+  return rc;
+}
+
+/* The key rows come with their state: no read of their own. */
+static int rows_keys_touch(queue_call_t *x) {
+  pg_params_t p = {0};
+  int rc;
+  pg_p_i64(&p, x->c.id);
+  PGresult *r = qrun(QX(x), QS_KEY_ALL, &p, &rc, "queue keys");
+  if (!r) return rc;
+  rc = touch_keys(x, r, 1);
+  PQclear(r);
   return rc;
 }
 
@@ -1138,87 +1033,48 @@ int pg_queues_list(store_t *s, const char *after, size_t limit, queue_conf_list_
   return rc;
 }
 
-int pg_queue_delete(store_t *s, const char *name) {
-  struct pg_store *q = PGQ(s);
-  queue_conf_t c;
-  memset(&c, 0, sizeof(c));
-  int began, rc = pg_auto_begin(q, &began);
-  if (rc) return rc;
-  rc = queue_load(q, name, 1, &c, NULL);
-  if (!rc) {
-    pg_params_t p = {0};
-    pg_p_i64(&p, c.id);
-    rc = qcmd(q, QS_DEL_ALL, &p, "queue delete");
-  }
-  return pg_auto_end(q, began, rc);
+static int rows_drop(queue_call_t *x) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, x->c.id);
+  return qcmd(QX(x), QS_DEL_ALL, &p, "queue delete");
 }
 
-int pg_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out) {
-  struct pg_store *q = PGQ(s);
-  queue_conf_t c;
+/* One statement: the queue's row and every count. */
+static int rows_stats(queue_call_t *x, const char *name, queue_stats_row_t *out) {
   pg_params_t p = {0};
-  int64_t ready;
   int rc;
-  memset(&c, 0, sizeof(c));
   pg_p_str(&p, name);
-  pg_p_i64(&p, now_ms);
-  PGresult *r = qrun(q, QS_STATS, &p, &rc, "queue stats");
+  pg_p_i64(&p, x->now);
+  PGresult *r = qrun(QX(x), QS_STATS, &p, &rc, "queue stats");
   if (!r) return rc;
   if (PQntuples(r) != 1) {
     PQclear(r);
     return -ENOENT;
   }
-  row_queue(r, 0, &c, NULL, &ready);
+  row_queue(r, 0, &out->c, NULL, &out->ready);
   int col = QUEUE_NCOLS;
-  int64_t delayed_due = bi64(r, 0, col);
-  int64_t first_delayed = bi64(r, 0, col + 1 + QUEUE_NEXT_DELAYED);
-  int64_t first_ready = bi64(r, 0, col + 1 + QUEUE_NEXT_READY);
+  out->delayed_due = bi64(r, 0, col);
+  for (int i = 0; i < QUEUE_NEXT_N; i++) out->t[i] = bi64(r, 0, col + 1 + i);
   out->keys = bi64(r, 0, col + 1 + QUEUE_NEXT_N);
   PQclear(r);
-  queue_stats_fill(out, &c, ready + delayed_due, first_delayed, first_ready);
   return 0;
 }
 
-int pg_queue_keys(store_t *s, const char *name, const char *after, size_t limit,
-                  int64_t now_ms, queue_key_list_t *out) {
-  struct pg_store *q = PGQ(s);
-  queue_conf_t c;
+static int rows_key_page(queue_call_t *x, const char *after, size_t limit,
+                         queue_key_list_t *out) {
   pg_params_t p = {0};
   int rc;
-  memset(&c, 0, sizeof(c));
-  pg_p_str(&p, name);
-  PGresult *r = qrun(q, QS_GET, &p, &rc, "queue get");
-  if (!r) return rc;
-  if (PQntuples(r) != 1) {
-    PQclear(r);
-    return -ENOENT;
-  }
-  row_queue(r, 0, &c, NULL, NULL);
-  PQclear(r);
-  pg_params_release(&p);
-  pg_p_i64(&p, c.id);
+  pg_p_i64(&p, x->c.id);
   p_key(&p, after);
   pg_p_i64(&p, limit && limit < (size_t)INT64_MAX ? (int64_t)limit : INT64_MAX);
-  r = qrun(q, QS_KEY_LIST, &p, &rc, "queue keys");
+  PGresult *r = qrun(QX(x), QS_KEY_LIST, &p, &rc, "queue keys");
   if (!r) return rc;
-  size_t first = out->n;
-  for (int i = 0; i < PQntuples(r); i++) {
+  for (int i = 0; !rc && i < PQntuples(r); i++) {
     queue_key_t k = {0};
-    char key[QUEUE_KEY_MAX + 1];
     key_row(&k, r, i, 1);
-    col_key(r, i, 0, key);
-    queue_key_info_t *e = queue_key_list_add(out);
-    if (!e || !(e->key = strdup(key))) {
-      rc = -ENOMEM;
-      break;
-    }
-    queue_key_info_fill(e, &k, &c, now_ms);
+    rc = queue_call_key_info(x, out, PQgetvalue(r, i, 0), (size_t)PQgetlength(r, i, 0), &k);
   }
   PQclear(r);
-  if (rc) {
-    for (size_t i = first; i < out->n; i++) free(out->v[i].key);
-    out->n = first;
-  }
   return rc;
 }
 
@@ -1264,19 +1120,15 @@ static int filter_sql(strbuf_t *b, pg_params_t *p, int64_t queue_id, const queue
   return b->failed ? -ENOMEM : 0;
 }
 
-int pg_queue_items(store_t *s, const char *name, const queue_filter_t *f,
-                   queue_item_list_t *out) {
-  struct pg_store *q = PGQ(s);
-  queue_conf_t c;
+static int rows_items(queue_call_t *x, const queue_filter_t *f, queue_item_list_t *out) {
+  struct pg_store *q = QX(x);
   strbuf_t b = {0};
   arr_t ids = {0};
   pg_params_t p = {0};
   PGresult *r = NULL;
-  memset(&c, 0, sizeof(c));
-  int rc = queue_load(q, name, 0, &c, NULL);
-  if (rc) return rc;
+  int rc;
   strbuf_adds(&b, "SELECT " ITEM_COLS " FROM queue_items WHERE ");
-  if ((rc = filter_sql(&b, &p, c.id, f, f->after_id, &ids))) goto out;
+  if ((rc = filter_sql(&b, &p, x->c.id, f, f->after_id, &ids))) goto out;
   strbuf_adds(&b, " ORDER BY id");
   if (f->limit)
     strbuf_addf(&b, " LIMIT %" PRId64,
@@ -1313,79 +1165,57 @@ out:
   return rc;
 }
 
-typedef enum { BULK_REQUEUE, BULK_PURGE } bulk_op_t;
-
-/* Requeue or purge, a chunk per statement: each returns the rows it
- * changed (id, old state, key, priority), whose keys and counters are then
- * kept here. */
-static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, bulk_op_t op,
-                    int64_t due_ms, int64_t now_ms, int64_t *count) {
-  struct pg_store *q = PGQ(s);
-  qctx_t x = {.e = {.rows = &pg_rows, .now = now_ms}, .q = q};
-  int64_t after = f->after_id, total = 0;
-  int nstate = qitem_waiting_state(due_ms, now_ms);
-  int began, rc = pg_auto_begin(q, &began);
-  if (rc) return rc;
-  rc = ctx_load(&x, name);
-  while (!rc) {
-    strbuf_t b = {0}, w = {0};
-    arr_t ids = {0};
-    pg_params_t p = {0};
-    PGresult *r = NULL;
-    int n = 0;
-    if ((rc = filter_sql(&w, &p, x.e.c.id, f, after, &ids))) goto chunk_out;
-    if (op == BULK_PURGE) {
-      strbuf_addf(&b,
-                  "DELETE FROM queue_items WHERE id IN (SELECT id FROM queue_items WHERE %s "
-                  "ORDER BY id LIMIT %d) RETURNING id, state, key, priority",
-                  w.p, BULK_CHUNK);
-    } else {
-      pg_p_i64(&p, nstate);
-      pg_p_i64(&p, due_ms);
-      strbuf_addf(&b,
-                  "UPDATE queue_items i SET state = $%d::smallint, due_ms = $%d::bigint, "
-                  "token = 0, deliveries = 0, redue_ms = 0, redue_pri = 0 FROM (SELECT id, "
-                  "state FROM queue_items WHERE %s ORDER BY id LIMIT %d) o WHERE i.id = o.id "
-                  "RETURNING i.id, o.state, i.key, i.priority",
-                  p.n - 1, p.n, w.p, BULK_CHUNK);
-    }
-    if (b.failed || w.failed) {
-      rc = -ENOMEM;
-      goto chunk_out;
-    }
-    if (!(r = pg_run(q, -1, b.p, &p, 1, &rc,
-                     op == BULK_PURGE ? "queue purge" : "queue requeue")))
-      goto chunk_out;
-    n = PQntuples(r);
-    for (int i = 0; !rc && i < n; i++) {
-      int64_t id = bi64(r, i, 0);
-      char key[QUEUE_KEY_MAX + 1];
-      col_key(r, i, 2, key);
-      rc = queue_call_moved(&x.e, key, (int)bi64(r, i, 1), op == BULK_REQUEUE ? nstate : -1,
-                            bi64(r, i, 3), due_ms);
-      if (id > after) after = id;
-    }
-    total += n;
-  chunk_out:
-    PQclear(r);
-    pg_params_release(&p);
-    strbuf_release(&b);
-    strbuf_release(&w);
-    strbuf_release(&ids.b);
-    if (n < BULK_CHUNK) break;
+/* Requeue or purge a chunk in one statement, which returns the rows it
+ * changed (id, old state, key, priority) for the engine's bookkeeping
+ * (queue_rows_t.bulk). */
+static int rows_bulk(queue_call_t *x, const queue_filter_t *f, int requeue, int state,
+                     int64_t due_ms, int64_t after, queue_elem_t *v, size_t *n, int *applied) {
+  strbuf_t b = {0}, w = {0};
+  arr_t ids = {0};
+  pg_params_t p = {0};
+  PGresult *r = NULL;
+  int rc;
+  *applied = 1;
+  if ((rc = filter_sql(&w, &p, x->c.id, f, after, &ids))) goto out;
+  if (!requeue) {
+    strbuf_addf(&b,
+                "DELETE FROM queue_items WHERE id IN (SELECT id FROM queue_items WHERE %s "
+                "ORDER BY id LIMIT %d) RETURNING id, state, key, priority",
+                w.p, BULK_CHUNK);
+  } else {
+    pg_p_i64(&p, state);
+    pg_p_i64(&p, due_ms);
+    strbuf_addf(&b,
+                "UPDATE queue_items i SET state = $%d::smallint, due_ms = $%d::bigint, "
+                "token = 0, deliveries = 0, redue_ms = 0, redue_pri = 0 FROM (SELECT id, "
+                "state FROM queue_items WHERE %s ORDER BY id LIMIT %d) o WHERE i.id = o.id "
+                "RETURNING i.id, o.state, i.key, i.priority",
+                p.n - 1, p.n, w.p, BULK_CHUNK);
   }
-  if (!rc) rc = ctx_finish(&x);
-  if (!rc) *count = total;
-  queue_call_release(&x.e);
-  return pg_auto_end(q, began, rc);
+  if (b.failed || w.failed) {
+    rc = -ENOMEM;
+    goto out;
+  }
+  if (!(r = pg_run(QX(x), -1, b.p, &p, 1, &rc, requeue ? "queue requeue" : "queue purge")))
+    goto out;
+  for (int i = 0; i < PQntuples(r); i++) {
+    queue_elem_t *e = &v[(*n)++];
+    e->id = bi64(r, i, 0);
+    e->state = (int)bi64(r, i, 1);
+    col_key(r, i, 2, e->key);
+    e->pri = bi64(r, i, 3);
+  }
+out:
+  PQclear(r);
+  pg_params_release(&p);
+  strbuf_release(&b);
+  strbuf_release(&w);
+  strbuf_release(&ids.b);
+  return rc;
 }
 
-int pg_queue_requeue(store_t *s, const char *name, const queue_filter_t *f, int64_t due_ms,
-                     int64_t now_ms, int64_t *count) {
-  return bulk_run(s, name, f, BULK_REQUEUE, due_ms, now_ms, count);
-}
+static const queue_rows_t pg_rows = {QUEUE_ROWS(rows_), .woken = rows_woken,
+                                     .flush = rows_flush, .release = rows_release,
+                                     .bulk_chunk = BULK_CHUNK};
 
-int pg_queue_purge(store_t *s, const char *name, const queue_filter_t *f, int64_t now_ms,
-                   int64_t *count) {
-  return bulk_run(s, name, f, BULK_PURGE, 0, now_ms, count);
-}
+QUEUE_ENGINE_OPS(pg_, pg_rows)

@@ -70,18 +70,16 @@ static int redis_principal_fill(principal_t *p) {
   return 0;
 }
 
-int redis_principals_list(store_t *s, principal_list_t *out) {
-  redis_args_t a = {0};
-  redisReply *r = NULL;
-  int rc = redis_eval(RQ(s), RS_PRINCIPALS_LIST, &a, &r, "list principals");
-  for (size_t i = 0; !rc && i < r->elements; i++) {
-    principal_t p = {0};
-    rc = redis_decode(r->element[i], principal_fields,
-                      sizeof(principal_fields) / sizeof(principal_fields[0]), &p);
-    if (!rc) rc = redis_principal_fill(&p);
-    if (!rc) rc = principal_list_push(out, &p);
-    principal_release(&p);
-  }
-  if (r) freeReplyObject(r);
+static int principal_item(const redisReply *r, void *out) {
+  principal_t p = {0};
+  int rc = redis_decode(r, principal_fields,
+                        sizeof(principal_fields) / sizeof(principal_fields[0]), &p);
+  if (!rc) rc = redis_principal_fill(&p);
+  if (!rc) rc = principal_list_push(out, &p);
+  principal_release(&p);
   return rc;
+}
+
+int redis_principals_list(store_t *s, principal_list_t *out) {
+  return redis_list(RQ(s), RS_PRINCIPALS_LIST, "list principals", principal_item, out);
 }

@@ -3,7 +3,7 @@
  * jobs.c (jobs, nodes, eggs, history retention), sched.c
  * (schedules, runs, events, leases), queue.c (task queues) and auth.c
  * (users and API tokens); their Lua is in lua/NAME.lua, one file per C
- * file (REDIS_SCRIPTS below).
+ * file (REDIS_SCRIPTS below, read from the Lua at build time).
  *
  * Every store op is one Lua script run with EVALSHA: Redis runs a script
  * alone, so each op is atomic, and each script checks everything before it
@@ -32,85 +32,15 @@
 
 #include "store/store_impl.h"
 
-/* The scripts, one per op (some ops have two), in the order of the files
- * they live in: src/store/redis/lua/NAME.lua, where "-- @script name" starts
- * the script of X(NAME). The files are embedded at build time
- * (CMakeLists.txt); redis.c puts lua/prelude.lua and the file's helpers (what
- * comes before its first script) before each script. */
-#define REDIS_SCRIPTS(X) \
-  /* lua/core.lua */ \
-  X(OPEN) \
-  X(META_GET) \
-  X(META_SET) \
-  X(TX_COMMIT) \
-  X(TX_ROLLBACK) \
-  X(TX_MARK) \
-  X(TX_BREAK) \
-  /* lua/jobs.lua */ \
-  X(JOB_INSERT) \
-  X(JOB_CLAIM) \
-  X(JOB_STARTED) \
-  X(JOB_REQUEUE) \
-  X(JOB_FINISH) \
-  X(JOB_CANCEL_PENDING) \
-  X(JOB_GET) \
-  X(JOB_STATUS) \
-  X(JOBS_LIST) \
-  X(JOBS_PAGE) \
-  X(JOB_COUNTS) \
-  X(JOB_THROUGHPUT) \
-  X(TRIM_FINISHED) \
-  X(JOB_HEARTBEAT) \
-  X(JOB_NEXT_DUE) \
-  X(JOBS_PRUNE) \
-  X(NODE_BEAT) \
-  X(NODES_LIST) \
-  X(NODES_REAP) \
-  X(JOB_CANCEL_REQUEST) \
-  X(JOBS_CANCEL_REQUESTED) \
-  X(EGG_PUT) \
-  X(EGG_GET) \
-  X(EGGS_LIST) \
-  X(EGG_DELETE) \
-  /* lua/sched.lua */ \
-  X(SCHEDULE_PUT) \
-  X(SCHEDULE_DELETE) \
-  X(SCHEDULE_GET) \
-  X(SCHEDULES_LIST) \
-  X(SCHEDULES_REFILL) \
-  X(RUNS_ADD) \
-  X(RUNS_CLEAR) \
-  X(RUN_DEFER) \
-  X(RUNS_DUE) \
-  X(RUNS_LIST) \
-  X(RUN_END) \
-  X(EVENT_ADD) \
-  X(EVENTS_LIST) \
-  X(EVENTS_HEAD) \
-  X(EVENTS_PRUNE) \
-  X(LEASE_ACQUIRE) \
-  X(LEASE_CHECK) \
-  X(LEASE_RELEASE) \
-  X(LEASE_GET) \
-  /* lua/queue.lua */ \
-  X(QUEUE_PUT) \
-  X(QUEUE_TAKE) \
-  X(QUEUE_ACK) \
-  X(QUEUE_NACK) \
-  X(QUEUE_EXTEND) \
-  X(QUEUE_SET) \
-  X(QUEUE_GET) \
-  X(QUEUES_LIST) \
-  X(QUEUE_DELETE) \
-  X(QUEUE_STATS) \
-  X(QUEUE_KEYS) \
-  X(QUEUE_ITEMS) \
-  X(QUEUE_REQUEUE) \
-  X(QUEUE_PURGE) \
-  /* lua/auth.lua */ \
-  X(PRINCIPAL_PUT) \
-  X(PRINCIPAL_DELETE) \
-  X(PRINCIPALS_LIST)
+/* The scripts, one per op (some ops have two, some none), in the order of
+ * the files they live in: src/store/redis/lua/NAME.lua, where
+ * "-- @script name" starts the script of X(NAME). The build reads those
+ * lines into store/redis/scripts.h (cmake/redis_scripts.cmake): REDIS_SCRIPTS
+ * and REDIS_LUA_FILES, the files that hold scripts. The files themselves are
+ * embedded at build time too (CMakeLists.txt); redis.c puts lua/prelude.lua
+ * and the file's helpers (what comes before its first script) before each
+ * script. */
+#include "store/redis/scripts.h"
 
 enum redis_script {
 #define X(name) RS_##name,
@@ -177,6 +107,11 @@ void ra_release(redis_args_t *a);
 int redis_eval(struct redis_store *q, int id, redis_args_t *a, redisReply **out,
                const char *what);
 
+/* Runs script id (no arguments) and hands each element of its array reply
+ * to item(e, out), which appends it to out; stops at the first error. */
+int redis_list(struct redis_store *q, int id, const char *what,
+               int (*item)(const redisReply *e, void *out), void *out);
+
 /* Queues notices to publish when the current transaction commits (at once
  * outside one). */
 void redis_note(struct redis_store *q, unsigned what);
@@ -198,6 +133,11 @@ struct redis_field {
   size_t off;
 };
 int redis_decode(const redisReply *r, const struct redis_field *f, size_t nf, void *obj);
+/* Each record of array reply r decoded (redis_decode) onto the end of the
+ * array *v of *n elements of elem bytes; a record that fails is released
+ * (release) and ends it. */
+int redis_decode_rows(const redisReply *r, const struct redis_field *f, size_t nf, void **v,
+                      size_t *n, size_t elem, void (*release)(void *obj));
 
 /* redis/jobs.c: a job from a flat [field, value, ...] array. */
 int redis_row_job(const redisReply *r, job_t *j);

@@ -461,27 +461,24 @@ static const struct redis_field node_fields[] = {
 };
 #undef NF
 
-int redis_nodes_list(store_t *s, node_list_t *out) {
-  redis_args_t a = {0};
-  redisReply *r = NULL;
-  int rc = redis_eval(RQ(s), RS_NODES_LIST, &a, &r, "list nodes");
-  for (size_t i = 0; !rc && i < r->elements; i++) {
-    node_info_t n = {0};
-    rc = redis_decode(r->element[i], node_fields, sizeof(node_fields) / sizeof(node_fields[0]),
-                      &n);
-    if (!rc && n.url && !*n.url) {
-      free(n.url);
-      n.url = NULL;
-    }
-    if (!rc && n.version && !*n.version) {
-      free(n.version);
-      n.version = NULL;
-    }
-    if (!rc) rc = node_list_push(out, &n);
-    node_info_release(&n);
+static int node_item(const redisReply *e, void *out) {
+  node_info_t n = {0};
+  int rc = redis_decode(e, node_fields, sizeof(node_fields) / sizeof(node_fields[0]), &n);
+  if (!rc && n.url && !*n.url) {
+    free(n.url);
+    n.url = NULL;
   }
-  if (r) freeReplyObject(r);
+  if (!rc && n.version && !*n.version) {
+    free(n.version);
+    n.version = NULL;
+  }
+  if (!rc) rc = node_list_push(out, &n);
+  node_info_release(&n);
   return rc;
+}
+
+int redis_nodes_list(store_t *s, node_list_t *out) {
+  return redis_list(RQ(s), RS_NODES_LIST, "list nodes", node_item, out);
 }
 
 int redis_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeout_ms,
@@ -567,20 +564,17 @@ static const struct redis_field egg_fields[] = {
 };
 #undef EF
 
-int redis_eggs_list(store_t *s, egg_list_t *out) {
-  redis_args_t a = {0};
-  redisReply *r = NULL;
-  int rc = redis_eval(RQ(s), RS_EGGS_LIST, &a, &r, "list eggs");
-  for (size_t i = 0; !rc && i < r->elements; i++) {
-    egg_ref_t e = {0};
-    rc = redis_decode(r->element[i], egg_fields, sizeof(egg_fields) / sizeof(egg_fields[0]),
-                      &e);
-    if (!rc) rc = egg_list_push(out, &e);
-    free(e.project);
-    free(e.version);
-  }
-  if (r) freeReplyObject(r);
+static int egg_item(const redisReply *r, void *out) {
+  egg_ref_t e = {0};
+  int rc = redis_decode(r, egg_fields, sizeof(egg_fields) / sizeof(egg_fields[0]), &e);
+  if (!rc) rc = egg_list_push(out, &e);
+  free(e.project);
+  free(e.version);
   return rc;
+}
+
+int redis_eggs_list(store_t *s, egg_list_t *out) {
+  return redis_list(RQ(s), RS_EGGS_LIST, "list eggs", egg_item, out);
 }
 
 int redis_egg_delete(store_t *s, const char *project, const char *version, int *count) {

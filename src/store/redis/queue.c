@@ -181,21 +181,28 @@ int redis_queue_take(store_t *s, const char *name, size_t max, int64_t visibilit
   return rc;
 }
 
-int redis_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                    int64_t now_ms) {
-  redis_args_t a = {0};
+/* Runs script id on a's arguments and each lease's id and token; a lease's
+ * result is the script's answer for it (0 held, else not). */
+static int leases_eval(store_t *s, int id, const char *what, redis_args_t *a,
+                       queue_lease_t *leases, size_t n) {
   redisReply *r = NULL;
-  ra_str(&a, name);
-  ra_i64(&a, now_ms);
   for (size_t i = 0; i < n; i++) {
-    ra_i64(&a, leases[i].id);
-    ra_i64(&a, leases[i].token);
+    ra_i64(a, leases[i].id);
+    ra_i64(a, leases[i].token);
   }
-  int rc = redis_eval(RQ(s), RS_QUEUE_ACK, &a, &r, "queue ack");
+  int rc = redis_eval(RQ(s), id, a, &r, what);
   if (!rc && (r->type != REDIS_REPLY_ARRAY || r->elements != n)) rc = SPD_ESTORE;
   for (size_t i = 0; !rc && i < n; i++) leases[i].result = rr_i64(r->element[i]) ? -ENOENT : 0;
   if (r) freeReplyObject(r);
   return rc;
+}
+
+int redis_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
+                    int64_t now_ms) {
+  redis_args_t a = {0};
+  ra_str(&a, name);
+  ra_i64(&a, now_ms);
+  return leases_eval(s, RS_QUEUE_ACK, "queue ack", &a, leases, n);
 }
 
 int redis_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
@@ -232,19 +239,10 @@ int redis_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t
 int redis_queue_extend(store_t *s, const char *name, queue_lease_t *leases, size_t n,
                        int64_t visibility_ms, int64_t now_ms) {
   redis_args_t a = {0};
-  redisReply *r = NULL;
   ra_str(&a, name);
   ra_i64(&a, visibility_ms);
   ra_i64(&a, now_ms);
-  for (size_t i = 0; i < n; i++) {
-    ra_i64(&a, leases[i].id);
-    ra_i64(&a, leases[i].token);
-  }
-  int rc = redis_eval(RQ(s), RS_QUEUE_EXTEND, &a, &r, "queue extend");
-  if (!rc && (r->type != REDIS_REPLY_ARRAY || r->elements != n)) rc = SPD_ESTORE;
-  for (size_t i = 0; !rc && i < n; i++) leases[i].result = rr_i64(r->element[i]) ? -ENOENT : 0;
-  if (r) freeReplyObject(r);
-  return rc;
+  return leases_eval(s, RS_QUEUE_EXTEND, "queue extend", &a, leases, n);
 }
 
 /* ---- settings, listing, stats ---- */

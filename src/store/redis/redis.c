@@ -199,6 +199,16 @@ int rr_json(const redisReply *r, json_t **out) {
   return 0;
 }
 
+int redis_list(struct redis_store *q, int id, const char *what,
+               int (*item)(const redisReply *e, void *out), void *out) {
+  redis_args_t a = {0};
+  redisReply *r = NULL;
+  int rc = redis_eval(q, id, &a, &r, what);
+  for (size_t i = 0; !rc && i < r->elements; i++) rc = item(r->element[i], out);
+  if (r) freeReplyObject(r);
+  return rc;
+}
+
 const redisReply *rr_field(const redisReply *r, const char *name) {
   if (!r || r->type != REDIS_REPLY_ARRAY) return NULL;
   for (size_t i = 0; i + 1 < r->elements; i += 2) {
@@ -240,11 +250,33 @@ int redis_decode(const redisReply *r, const struct redis_field *f, size_t nf, vo
   return 0;
 }
 
+int redis_decode_rows(const redisReply *r, const struct redis_field *f, size_t nf, void **v,
+                      size_t *n, size_t elem, void (*release)(void *obj)) {
+  if (r->type != REDIS_REPLY_ARRAY) return SPD_ESTORE;
+  if (!r->elements) return 0;
+  void *nv = realloc(*v, (*n + r->elements) * elem);
+  if (!nv) return -ENOMEM;
+  *v = nv;
+  for (size_t i = 0; i < r->elements; i++) {
+    void *obj = (char *)*v + *n * elem;
+    memset(obj, 0, elem);
+    int rc = redis_decode(r->element[i], f, nf, obj);
+    if (rc) {
+      release(obj);
+      return rc;
+    }
+    (*n)++;
+  }
+  return 0;
+}
+
 /* ---- scripts ---- */
 
 /* The Lua files (src/store/redis/lua/), embedded at build time. */
-extern const unsigned char redis_lua_prelude[], redis_lua_core[], redis_lua_jobs[],
-    redis_lua_sched[], redis_lua_queue[], redis_lua_auth[];
+extern const unsigned char redis_lua_prelude[];
+#define X(file) extern const unsigned char redis_lua_##file[];
+REDIS_LUA_FILES(X)
+#undef X
 
 static const char *const redis_script_names[RS_COUNT] = {
 #define X(name) #name,
@@ -307,11 +339,11 @@ static int redis_split(const char *file, const char *text) {
 }
 
 static void redis_text_build(void) {
-  redis_text_ok = !redis_split("core", (const char *)redis_lua_core) &&
-                  !redis_split("jobs", (const char *)redis_lua_jobs) &&
-                  !redis_split("sched", (const char *)redis_lua_sched) &&
-                  !redis_split("queue", (const char *)redis_lua_queue) &&
-                  !redis_split("auth", (const char *)redis_lua_auth);
+  redis_text_ok = 1;
+#define X(file) \
+  if (redis_text_ok && redis_split(#file, (const char *)redis_lua_##file)) redis_text_ok = 0;
+  REDIS_LUA_FILES(X)
+#undef X
   for (int i = 0; i < RS_COUNT; i++) {
     if (!redis_text[i]) {
       log_error("store", "redis: script %s has no source", redis_script_names[i]);

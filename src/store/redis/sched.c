@@ -174,27 +174,15 @@ static const struct redis_field run_fields[] = {
 };
 #undef RF
 
+static void run_release(void *r) { sched_run_release(r); }
+
 static int runs_call(struct redis_store *q, int id, redis_args_t *a, sched_run_list_t *out,
                      const char *what) {
   redisReply *r = NULL;
   int rc = redis_eval(q, id, a, &r, what);
-  if (!rc && r->type != REDIS_REPLY_ARRAY) rc = SPD_ESTORE;
-  if (!rc && r->elements) {
-    sched_run_t *v = realloc(out->v, (out->n + r->elements) * sizeof(*v));
-    if (!v) {
-      rc = -ENOMEM;
-    } else {
-      out->v = v;
-      for (size_t i = 0; !rc && i < r->elements; i++) {
-        sched_run_t *run = &out->v[out->n];
-        memset(run, 0, sizeof(*run));
-        rc = redis_decode(r->element[i], run_fields, sizeof(run_fields) / sizeof(run_fields[0]),
-                          run);
-        if (rc) sched_run_release(run);
-        else out->n++;
-      }
-    }
-  }
+  if (!rc)
+    rc = redis_decode_rows(r, run_fields, sizeof(run_fields) / sizeof(run_fields[0]),
+                           (void **)&out->v, &out->n, sizeof(*out->v), run_release);
   if (r) freeReplyObject(r);
   return rc;
 }
@@ -279,6 +267,8 @@ static const struct redis_field event_fields[] = {
 };
 #undef EVF
 
+static void event_free(void *e) { event_release(e); }
+
 int redis_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {
   redis_args_t a = {0};
   redisReply *r = NULL;
@@ -290,23 +280,9 @@ int redis_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {
   ra_i64(&a, f->before_id);
   ra_i64(&a, f->newest_first != 0);
   int rc = redis_eval(RQ(s), RS_EVENTS_LIST, &a, &r, "list events");
-  if (!rc && r->type != REDIS_REPLY_ARRAY) rc = SPD_ESTORE;
-  if (!rc && r->elements) {
-    event_t *v = realloc(out->v, (out->n + r->elements) * sizeof(*v));
-    if (!v) {
-      rc = -ENOMEM;
-    } else {
-      out->v = v;
-      for (size_t i = 0; !rc && i < r->elements; i++) {
-        event_t *e = &out->v[out->n];
-        memset(e, 0, sizeof(*e));
-        rc = redis_decode(r->element[i], event_fields,
-                          sizeof(event_fields) / sizeof(event_fields[0]), e);
-        if (rc) event_release(e);
-        else out->n++;
-      }
-    }
-  }
+  if (!rc)
+    rc = redis_decode_rows(r, event_fields, sizeof(event_fields) / sizeof(event_fields[0]),
+                           (void **)&out->v, &out->n, sizeof(*out->v), event_free);
   if (r) freeReplyObject(r);
   return rc;
 }

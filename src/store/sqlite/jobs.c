@@ -716,8 +716,9 @@ static const struct page_group {
  * with a project, the planner takes jobs_history and sorts every ended job
  * of the project for each page, where the walk down jobs_ended reads each
  * job once over the whole listing. */
-static int sqlite_page_part(struct sqlite_store *q, int group, int part, const char *project,
+static int sqlite_page_part(store_t *s, int group, int part, const char *project,
                             const job_page_key_t *after, size_t limit, job_list_t *out) {
+  struct sqlite_store *q = SQ(s);
   const struct page_group *g = &page_groups[group];
   char sql[2048];
   size_t n = (size_t)snprintf(sql, sizeof(sql),
@@ -745,20 +746,7 @@ static int sqlite_page_part(struct sqlite_store *q, int group, int part, const c
 
 int sqlite_jobs_page(store_t *s, int group, const char *project, size_t limit,
                      job_page_key_t *after, job_list_t *out, int *more) {
-  struct sqlite_store *q = SQ(s);
-  size_t n0 = out->n;
-  int rc;
-  if (!after->id) {
-    rc = sqlite_page_part(q, group, 0, project, after, limit, out);
-  } else {
-    rc = sqlite_page_part(q, group, 1, project, after, limit, out);
-    if (!rc && out->n - n0 < limit)
-      rc = sqlite_page_part(q, group, 2, project, after, limit - (out->n - n0), out);
-  }
-  if (rc) return rc;
-  if (out->n > n0) job_page_key_of(after, group, &out->v[out->n - 1]);
-  *more = out->n - n0 == limit;
-  return 0;
+  return store_jobs_page_parts(s, sqlite_page_part, group, project, limit, after, out, more);
 }
 
 int sqlite_job_counts(store_t *s, const char *project, int64_t ended_since_ms,

@@ -27,9 +27,10 @@
  * Every operation keeps a per-call cache of the keys it touches and writes
  * each back once (settled: open or closed, and until when).
  *
- * The policy (puts, leases, backoff, dead letters, keys, the take order,
- * counters) is queue_engine.c's, shared with pg/queue.c; this file gives it
- * SQLite's statements (queue_rows_t) and runs each op's transaction.
+ * The ops and their policy (puts, leases, backoff, dead letters, keys, the
+ * take order, counters) are queue_engine.c's, shared with pg/queue.c; this
+ * file gives it SQLite's row reads and writes (queue_rows_t) and has only
+ * store_queue_extend and store_queues_list of its own.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -272,14 +273,8 @@ static int queue_open(struct sqlite_store *q, const char *name, int64_t now_ms,
   return 0;
 }
 
-/* ---- one call's working state: the engine's, and the connection ---- */
-
-typedef struct qctx {
-  queue_call_t e; /* first: the engine's row ops get it back */
-  struct sqlite_store *q;
-} qctx_t;
-
-#define QX(x) ((qctx_t *)(x))
+/* The connection of an engine call. */
+#define QX(x) SQ((x)->s)
 
 /* Reads a key row's state from st's columns col.. (QS_KEY_GET's order). */
 static void key_row(queue_key_t *e, sqlite3_stmt *st, int col) {
@@ -310,7 +305,7 @@ static int key_step(struct sqlite_store *q, sqlite3_stmt *st, int64_t qid, const
 }
 
 static int rows_key_get(queue_call_t *x, const char *key, queue_key_t *k) {
-  struct sqlite_store *q = QX(x)->q;
+  struct sqlite_store *q = QX(x);
   sqlite3_stmt *st = qstmt(q, QS_KEY_GET);
   if (!st) return SPD_ESTORE;
   int rc = key_step(q, st, x->c.id, key, "queue key get");
@@ -321,7 +316,7 @@ static int rows_key_get(queue_call_t *x, const char *key, queue_key_t *k) {
 }
 
 static int rows_key_head(queue_call_t *x, const char *key, int64_t *pri, int64_t *due) {
-  struct sqlite_store *q = QX(x)->q;
+  struct sqlite_store *q = QX(x);
   sqlite3_stmt *st = qstmt(q, QS_HEAD);
   if (!st) return SPD_ESTORE;
   int rc = key_step(q, st, x->c.id, key, "queue key head");
@@ -333,7 +328,7 @@ static int rows_key_head(queue_call_t *x, const char *key, int64_t *pri, int64_t
 }
 
 static int rows_key_put(queue_call_t *x, const queue_key_t *k) {
-  struct sqlite_store *q = QX(x)->q;
+  struct sqlite_store *q = QX(x);
   sqlite3_stmt *st = qstmt(q, QS_KEY_PUT);
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, x->c.id);
@@ -351,7 +346,7 @@ static int rows_key_put(queue_call_t *x, const queue_key_t *k) {
 }
 
 static int rows_key_delete(queue_call_t *x, const char *key) {
-  struct sqlite_store *q = QX(x)->q;
+  struct sqlite_store *q = QX(x);
   sqlite3_stmt *st = qstmt(q, QS_KEY_DEL);
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, x->c.id);
@@ -360,7 +355,7 @@ static int rows_key_delete(queue_call_t *x, const char *key) {
 }
 
 static int rows_counters(queue_call_t *x) {
-  struct sqlite_store *q = QX(x)->q;
+  struct sqlite_store *q = QX(x);
   sqlite3_stmt *st = qstmt(q, QS_COUNTERS);
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, x->c.id);
@@ -375,19 +370,18 @@ static int rows_counters(queue_call_t *x) {
   return sqlite_done(q, st, "queue counters");
 }
 
-static const queue_rows_t sqlite_rows;
-
 /* The cached state of key k: from the row under `row` (columns from col
  * on) when given, else read from the store on first use. */
-static int ctx_key_at(qctx_t *x, const char *k, sqlite3_stmt *row, int col, queue_key_t **out) {
+static int ctx_key_at(queue_call_t *x, const char *k, sqlite3_stmt *row, int col,
+                      queue_key_t **out) {
   queue_key_t stored;
-  if (!row) return queue_call_key(&x->e, k, QUEUE_KEY_READ, out);
+  if (!row) return queue_call_key(x, k, QUEUE_KEY_READ, out);
   key_row(&stored, row, col);
-  return queue_call_key(&x->e, k, &stored, out);
+  return queue_call_key(x, k, &stored, out);
 }
 
-static int ctx_key(qctx_t *x, const char *k, queue_key_t **out) {
-  return queue_call_key(&x->e, k, QUEUE_KEY_READ, out);
+static int ctx_key(queue_call_t *x, const char *k, queue_key_t **out) {
+  return queue_call_key(x, k, QUEUE_KEY_READ, out);
 }
 
 /* Copies the text of column i into key (QUEUE_KEY_MAX bytes at most). */
@@ -396,7 +390,7 @@ static void col_key(sqlite3_stmt *st, int i, char key[QUEUE_KEY_MAX + 1]) {
 }
 
 static int rows_write(queue_call_t *e, const queue_write_t *w) {
-  struct sqlite_store *q = QX(e)->q;
+  struct sqlite_store *q = QX(e);
   static const int ids[] = {[QWRITE_STATE] = QS_STATE, [QWRITE_DELETE] = QS_DELETE,
                             [QWRITE_REDUE] = QS_REDUE};
   sqlite3_stmt *st = qstmt(q, ids[w->kind]);
@@ -420,7 +414,7 @@ static int rows_write(queue_call_t *e, const queue_write_t *w) {
 
 static int rows_put(queue_call_t *e, const queue_put_t *p, uint64_t hash, const char *key,
                     int state, queue_elem_t *el) {
-  struct sqlite_store *q = QX(e)->q;
+  struct sqlite_store *q = QX(e);
   sqlite3_stmt *st = qstmt(q, QS_FIND);
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, e->c.id);
@@ -455,28 +449,14 @@ static int rows_put(queue_call_t *e, const queue_put_t *p, uint64_t hash, const 
   return 0;
 }
 
-int sqlite_queue_put(store_t *s, const char *name, queue_put_t *items, size_t n,
-                     int64_t now_ms) {
-  struct sqlite_store *q = SQ(s);
-  qctx_t x = {.e = {.rows = &sqlite_rows, .now = now_ms}, .q = q};
-  int began, rc = sqlite_auto_begin(q, &began);
-  if (rc) return rc;
-  rc = queue_open(q, name, now_ms, &x.e.c, &x.e.lease_seq);
-  x.e.lease_seq0 = x.e.lease_seq;
-  x.e.c.name = (char *)name;
-  for (size_t i = 0; !rc && i < n; i++) rc = queue_call_put(&x.e, &items[i]);
-  if (!rc) rc = queue_call_finish(&x.e);
-  queue_call_release(&x.e);
-  return sqlite_auto_end(q, began, rc);
-}
-
 /* ---- take ---- */
 
-/* QS_TIMES of queue_id: 0 where there is none. */
-static int queue_times(struct sqlite_store *q, int64_t queue_id, int64_t t[QUEUE_NEXT_N]) {
+/* QS_TIMES of queue x->c.id: 0 where there is none. */
+static int rows_times(queue_call_t *x, int64_t t[QUEUE_NEXT_N]) {
+  struct sqlite_store *q = QX(x);
   sqlite3_stmt *st = qstmt(q, QS_TIMES);
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, queue_id);
+  sqlite3_bind_int64(st, 1, x->c.id);
   int src = sqlite3_step(st);
   for (int i = 0; i < QUEUE_NEXT_N; i++) t[i] = src == SQLITE_ROW ? sqlite3_column_int64(st, i) : 0;
   sqlite3_reset(st);
@@ -484,20 +464,20 @@ static int queue_times(struct sqlite_store *q, int64_t queue_id, int64_t t[QUEUE
 }
 
 /* Elements not yet due whose time has come become ready. */
-static int take_promote(qctx_t *x) {
+static int rows_promote(queue_call_t *x) {
   int rc = 0, src;
-  sqlite3_stmt *st = qstmt(x->q, QS_PROMOTE);
+  sqlite3_stmt *st = qstmt(QX(x), QS_PROMOTE);
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, x->e.c.id);
-  sqlite3_bind_int64(st, 2, x->e.now);
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_int64(st, 2, x->now);
   sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     queue_key_t *k;
     if ((rc = ctx_key(x, (const char *)sqlite3_column_text(st, 0), &k))) break;
     queue_key_ready_add(k, sqlite3_column_int64(st, 1), sqlite3_column_int64(st, 2));
-    x->e.d.ready++;
+    x->d.ready++;
   }
-  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue promote");
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(QX(x), "queue promote");
   sqlite3_reset(st);
   return rc;
 }
@@ -509,14 +489,14 @@ typedef struct {
 
 /* Leases that ran out: the element is due again, or dead after its last
  * delivery. Read first, then changed (no writes under a live cursor). */
-static int take_expire(qctx_t *x) {
-  sqlite3_stmt *st = qstmt(x->q, QS_EXPIRED);
+static int rows_expire(queue_call_t *x) {
+  sqlite3_stmt *st = qstmt(QX(x), QS_EXPIRED);
   expired_t *v = NULL;
   size_t n = 0, cap = 0;
   int rc = 0, src;
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, x->e.c.id);
-  sqlite3_bind_int64(st, 2, x->e.now);
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_int64(st, 2, x->now);
   sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     if (n == cap) {
@@ -539,10 +519,10 @@ static int take_expire(qctx_t *x) {
     }
     n++;
   }
-  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, "queue expired");
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(QX(x), "queue expired");
   sqlite3_reset(st);
   for (size_t i = 0; !rc && i < n; i++)
-    rc = queue_call_expired(&x->e, v[i].id, v[i].key, v[i].deliveries, v[i].priority);
+    rc = queue_call_expired(x, v[i].id, v[i].key, v[i].deliveries, v[i].priority);
   for (size_t i = 0; i < n; i++) free(v[i].key);
   free(v);
   return rc;
@@ -551,7 +531,7 @@ static int take_expire(qctx_t *x) {
 /* Marks for settling every key named by column 0 of the rows of st (bound
  * by the caller): read first, then loaded (no other statement runs under a
  * live cursor). */
-static int touch_keys(qctx_t *x, sqlite3_stmt *st, const char *what) {
+static int touch_keys(queue_call_t *x, sqlite3_stmt *st, const char *what) {
   char **keys = NULL;
   size_t n = 0, cap = 0;
   int rc = 0, src;
@@ -572,7 +552,7 @@ static int touch_keys(qctx_t *x, sqlite3_stmt *st, const char *what) {
     }
     n++;
   }
-  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(x->q, what);
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(QX(x), what);
   sqlite3_reset(st);
   for (size_t i = 0; !rc && i < n; i++) {
     queue_key_t *k;
@@ -584,11 +564,11 @@ static int touch_keys(qctx_t *x, sqlite3_stmt *st, const char *what) {
 }
 
 /* Closed keys whose block, bucket or wait has run out are settled again. */
-static int take_wake(qctx_t *x) {
-  sqlite3_stmt *st = qstmt(x->q, QS_KEY_WAKE);
+static int rows_wake(queue_call_t *x) {
+  sqlite3_stmt *st = qstmt(QX(x), QS_KEY_WAKE);
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, x->e.c.id);
-  sqlite3_bind_int64(st, 2, x->e.now);
+  sqlite3_bind_int64(st, 1, x->c.id);
+  sqlite3_bind_int64(st, 2, x->now);
   sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
   return touch_keys(x, st, "queue wake");
 }
@@ -597,15 +577,15 @@ static int take_wake(qctx_t *x) {
 static int rows_pick(queue_call_t *e, const queue_key_t *k, size_t room, int has2, int64_t p2,
                      int64_t d2, int64_t lease_end, int64_t token, queue_item_list_t *out,
                      int *next, int64_t *next_pri, int64_t *next_due) {
-  qctx_t *x = QX(e);
-  struct sqlite_store *q = x->q;
+  queue_call_t *x = e;
+  struct sqlite_store *q = QX(x);
   const char *key = k->key;
   size_t first = out->n;
   int rc = 0, src;
 
   sqlite3_stmt *st = qstmt(q, QS_PICK);
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, x->e.c.id);
+  sqlite3_bind_int64(st, 1, x->c.id);
   sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
   /* One row more than room: the first one left is the key's next head. */
   sqlite3_bind_int64(st, 3, (int64_t)room + 1);
@@ -651,23 +631,15 @@ static int rows_pick(queue_call_t *e, const queue_key_t *k, size_t room, int has
   return rc;
 }
 
-static int rows_times(queue_call_t *x, int64_t t[QUEUE_NEXT_N]) {
-  return queue_times(QX(x)->q, x->c.id, t);
-}
-static int rows_expire(queue_call_t *x) { return take_expire(QX(x)); }
-static int rows_promote(queue_call_t *x) { return take_promote(QX(x)); }
-static int rows_wake(queue_call_t *x) { return take_wake(QX(x)); }
-
-static int rows_best_key(queue_call_t *e, queue_key_t **k, int *has2, int64_t *p2,
+static int rows_best_key(queue_call_t *x, queue_key_t **k, int *has2, int64_t *p2,
                          int64_t *d2) {
-  qctx_t *x = QX(e);
-  sqlite3_stmt *st = qstmt(x->q, QS_KEY_BEST);
+  sqlite3_stmt *st = qstmt(QX(x), QS_KEY_BEST);
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, e->c.id);
+  sqlite3_bind_int64(st, 1, x->c.id);
   int rc = 0, src = sqlite3_step(st);
   if (src != SQLITE_ROW) {
     sqlite3_reset(st);
-    return src == SQLITE_DONE ? 0 : sqlite_fail(x->q, "queue best key");
+    return src == SQLITE_DONE ? 0 : sqlite_fail(QX(x), "queue best key");
   }
   if (!(rc = ctx_key_at(x, (const char *)sqlite3_column_text(st, 0), st, 1, k)) &&
       sqlite3_step(st) == SQLITE_ROW) {
@@ -679,93 +651,31 @@ static int rows_best_key(queue_call_t *e, queue_key_t **k, int *has2, int64_t *p
   return rc;
 }
 
-static const queue_rows_t sqlite_rows = QUEUE_ROWS(rows_);
-
-int sqlite_queue_take(store_t *s, const char *name, size_t max, int64_t visibility_ms,
-                      int64_t now_ms, queue_item_list_t *out, int64_t *next_ms) {
-  struct sqlite_store *q = SQ(s);
-  qctx_t x = {.e = {.rows = &sqlite_rows, .now = now_ms}, .q = q};
-  size_t taken = 0, first = out->n;
-  int began, rc = sqlite_auto_begin(q, &began);
-  if (rc) return rc;
-  rc = queue_load(q, name, &x.e.c, NULL, &x.e.lease_seq);
-  x.e.lease_seq0 = x.e.lease_seq;
-  x.e.c.name = (char *)name;
-  if (rc == -ENOENT) {
-    rc = 0;
-    goto out;
-  }
-  if (rc || x.e.c.paused) goto out;
-  rc = queue_call_take(&x.e, max, visibility_ms, out, &taken);
-  if (!rc) rc = queue_call_finish(&x.e);
-  if (!rc && taken < max) rc = queue_call_next(&x.e, next_ms);
-out:
-  queue_call_release(&x.e);
-  rc = sqlite_auto_end(q, began, rc);
-  if (rc) queue_items_drop(out, first);
-  return rc;
-}
-
 /* ---- ack, nack, extend ---- */
 
-/* Is lease l held? Fills h. -ENOENT when not. */
-static int lease_held(qctx_t *x, const queue_lease_t *l, queue_elem_t *h) {
-  sqlite3_stmt *st = qstmt(x->q, QS_LEASE);
-  if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, l->id);
-  sqlite3_bind_int64(st, 2, x->e.c.id);
-  sqlite3_bind_int64(st, 3, l->token);
-  int src = sqlite3_step(st), rc = 0;
-  if (src == SQLITE_ROW) {
-    h->id = l->id;
-    h->state = QITEM_INFLIGHT;
-    col_key(st, 0, h->key);
-    h->deliveries = sqlite3_column_int64(st, 1);
-    h->pri = sqlite3_column_int64(st, 2);
-    h->redue_ms = sqlite3_column_int64(st, 3);
-    h->redue_pri = sqlite3_column_int64(st, 4);
-  } else {
-    rc = src == SQLITE_DONE ? -ENOENT : sqlite_fail(x->q, "queue lease");
+/* Looks up each lease (queue_rows_t.leases). */
+static int rows_leases(queue_call_t *x, const queue_lease_t *l, size_t n, queue_elem_t *h) {
+  struct sqlite_store *q = QX(x);
+  for (size_t i = 0; i < n; i++) {
+    sqlite3_stmt *st = qstmt(q, QS_LEASE);
+    if (!st) return SPD_ESTORE;
+    sqlite3_bind_int64(st, 1, l[i].id);
+    sqlite3_bind_int64(st, 2, x->c.id);
+    sqlite3_bind_int64(st, 3, l[i].token);
+    int src = sqlite3_step(st);
+    if (src == SQLITE_ROW) {
+      h[i].id = l[i].id;
+      h[i].state = QITEM_INFLIGHT;
+      col_key(st, 0, h[i].key);
+      h[i].deliveries = sqlite3_column_int64(st, 1);
+      h[i].pri = sqlite3_column_int64(st, 2);
+      h[i].redue_ms = sqlite3_column_int64(st, 3);
+      h[i].redue_pri = sqlite3_column_int64(st, 4);
+    }
+    sqlite3_reset(st);
+    if (src != SQLITE_ROW && src != SQLITE_DONE) return sqlite_fail(q, "queue lease");
   }
-  sqlite3_reset(st);
-  return rc;
-}
-
-/* Ends lease l when it is held (l->result -ENOENT when not). */
-static int lease_one(qctx_t *x, int ack, queue_lease_t *l) {
-  queue_elem_t h;
-  int rc = lease_held(x, l, &h);
-  if (rc == -ENOENT) {
-    l->result = -ENOENT;
-    l->dead = 0;
-    return 0;
-  }
-  return rc ? rc : queue_call_lease_end(&x->e, ack, l, &h);
-}
-
-static int leases_run(store_t *s, const char *name, int ack, queue_lease_t *leases,
-                      size_t n, int64_t now_ms) {
-  struct sqlite_store *q = SQ(s);
-  qctx_t x = {.e = {.rows = &sqlite_rows, .now = now_ms}, .q = q};
-  int began, rc = sqlite_auto_begin(q, &began);
-  if (rc) return rc;
-  rc = queue_load(q, name, &x.e.c, NULL, &x.e.lease_seq);
-  x.e.lease_seq0 = x.e.lease_seq;
-  x.e.c.name = (char *)name;
-  for (size_t i = 0; !rc && i < n; i++) rc = lease_one(&x, ack, &leases[i]);
-  if (!rc) rc = queue_call_finish(&x.e);
-  queue_call_release(&x.e);
-  return sqlite_auto_end(q, began, rc);
-}
-
-int sqlite_queue_ack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                     int64_t now_ms) {
-  return leases_run(s, name, 1, leases, n, now_ms);
-}
-
-int sqlite_queue_nack(store_t *s, const char *name, queue_lease_t *leases, size_t n,
-                      int64_t now_ms) {
-  return leases_run(s, name, 0, leases, n, now_ms);
+  return 0;
 }
 
 int sqlite_queue_extend(store_t *s, const char *name, queue_lease_t *leases, size_t n,
@@ -794,59 +704,30 @@ int sqlite_queue_extend(store_t *s, const char *name, queue_lease_t *leases, siz
 
 /* ---- settings, listing, stats ---- */
 
-int sqlite_queue_set(store_t *s, queue_conf_t *c) {
-  struct sqlite_store *q = SQ(s);
-  qctx_t x = {.e = {.rows = &sqlite_rows}, .q = q};
-  queue_conf_t cur = {0};
-  int began, rc = sqlite_auto_begin(q, &began);
-  if (rc) return rc;
-  x.e.now = clock_wall_ms();
-  rc = queue_load(q, c->name, &cur, NULL, NULL);
-  if (rc == -ENOENT) {
-    sqlite3_stmt *st = qstmt(q, QS_CREATE);
-    if (!st) {
-      rc = SPD_ESTORE;
-      goto out;
-    }
-    bind_settings(st, c->name, x.e.now, c);
-    rc = sqlite_done(q, st, "queue create");
-  } else if (!rc) {
-    sqlite3_stmt *st = qstmt(q, QS_SET);
-    if (!st) {
-      rc = SPD_ESTORE;
-      goto out;
-    }
-    bind_settings(st, c->name, 0, c);
-    rc = sqlite_done(q, st, "queue set");
-  }
-  if (rc || (rc = queue_load(q, c->name, &x.e.c, NULL, &x.e.lease_seq))) goto out;
-  x.e.lease_seq0 = x.e.lease_seq;
-  x.e.c.name = c->name;
-  /* Limits may have changed: every key decides again whether it is open. */
-  if (queue_limits_changed(&cur, &x.e.c)) {
-    sqlite3_stmt *st = qstmt(q, QS_KEY_ALL);
-    if (!st) {
-      rc = SPD_ESTORE;
-      goto out;
-    }
-    sqlite3_bind_int64(st, 1, x.e.c.id);
-    rc = touch_keys(&x, st, "queue keys");
-    if (!rc) rc = queue_call_flush_keys(&x.e);
-  }
-  if (!rc) {
-    char *name = c->name;
-    *c = x.e.c;
-    c->name = name;
-  }
-out:
-  queue_call_release(&x.e);
-  return sqlite_auto_end(q, began, rc);
+static int rows_begin(queue_call_t *x, int *began) { return sqlite_auto_begin(QX(x), began); }
+static int rows_end(queue_call_t *x, int began, int rc) { return sqlite_auto_end(QX(x), began, rc); }
+
+/* One connection writes at a time (BEGIN IMMEDIATE): no row lock to take. */
+static int rows_load(queue_call_t *x, const char *name, int how) {
+  if (how == QUEUE_LOAD_OPEN) return queue_open(QX(x), name, x->now, &x->c, &x->lease_seq);
+  return queue_load(QX(x), name, &x->c, NULL, &x->lease_seq);
 }
 
-int sqlite_queue_get(store_t *s, const char *name, queue_conf_t *out) {
-  int rc = queue_load(SQ(s), name, out, NULL, NULL);
-  if (!rc && !(out->name = strdup(name))) rc = -ENOMEM;
-  return rc;
+static int rows_conf_write(queue_call_t *x, const queue_conf_t *c, int create) {
+  struct sqlite_store *q = QX(x);
+  sqlite3_stmt *st = qstmt(q, create ? QS_CREATE : QS_SET);
+  int rc;
+  if (!st) return SPD_ESTORE;
+  bind_settings(st, c->name, create ? x->now : 0, c);
+  if ((rc = sqlite_done(q, st, create ? "queue create" : "queue set"))) return rc;
+  return queue_load(q, c->name, &x->c, NULL, &x->lease_seq);
+}
+
+static int rows_keys_touch(queue_call_t *x) {
+  sqlite3_stmt *st = qstmt(QX(x), QS_KEY_ALL);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, x->c.id);
+  return touch_keys(x, st, "queue keys");
 }
 
 int sqlite_queues_list(store_t *s, const char *after, size_t limit,
@@ -871,23 +752,16 @@ int sqlite_queues_list(store_t *s, const char *after, size_t limit,
   return rc;
 }
 
-int sqlite_queue_delete(store_t *s, const char *name) {
-  struct sqlite_store *q = SQ(s);
-  queue_conf_t c = {0};
+static int rows_drop(queue_call_t *x) {
   static const int steps[] = {QS_DEL_ITEMS, QS_DEL_KEYS, QS_DEL};
-  int began, rc = sqlite_auto_begin(q, &began);
-  if (rc) return rc;
-  rc = queue_load(q, name, &c, NULL, NULL);
+  int rc = 0;
   for (size_t i = 0; !rc && i < sizeof(steps) / sizeof(steps[0]); i++) {
-    sqlite3_stmt *st = qstmt(q, steps[i]);
-    if (!st) {
-      rc = SPD_ESTORE;
-      break;
-    }
-    sqlite3_bind_int64(st, 1, c.id);
-    rc = sqlite_done(q, st, "queue delete");
+    sqlite3_stmt *st = qstmt(QX(x), steps[i]);
+    if (!st) return SPD_ESTORE;
+    sqlite3_bind_int64(st, 1, x->c.id);
+    rc = sqlite_done(QX(x), st, "queue delete");
   }
-  return sqlite_auto_end(q, began, rc);
+  return rc;
 }
 
 /* The first column of statement id's one row (?1 = a, and ?2 = b when it
@@ -903,50 +777,34 @@ static int one_int64(struct sqlite_store *q, int id, int64_t a, int64_t b, int64
   return src == SQLITE_ROW || src == SQLITE_DONE ? 0 : sqlite_fail(q, queue_sql[id]);
 }
 
-int sqlite_queue_stats(store_t *s, const char *name, int64_t now_ms, queue_stats_t *out) {
-  struct sqlite_store *q = SQ(s);
-  queue_conf_t c = {0};
-  int64_t ready = 0, delayed_due = 0, t[QUEUE_NEXT_N];
-  int rc = queue_load(q, name, &c, &ready, NULL);
-  if (rc) return rc;
-  if ((rc = one_int64(q, QS_PASTDUE, c.id, now_ms, &delayed_due)) ||
-      (rc = queue_times(q, c.id, t)) ||
-      (rc = one_int64(q, QS_KEY_COUNT, c.id, 0, &out->keys)))
+static int rows_stats(queue_call_t *x, const char *name, queue_stats_row_t *out) {
+  struct sqlite_store *q = QX(x);
+  int rc = queue_load(q, name, &out->c, &out->ready, NULL);
+  x->c.id = out->c.id;
+  if (rc || (rc = one_int64(q, QS_PASTDUE, out->c.id, x->now, &out->delayed_due)) ||
+      (rc = rows_times(x, out->t)))
     return rc;
-  queue_stats_fill(out, &c, ready + delayed_due, t[QUEUE_NEXT_DELAYED], t[QUEUE_NEXT_READY]);
-  return 0;
+  return one_int64(q, QS_KEY_COUNT, out->c.id, 0, &out->keys);
 }
 
-int sqlite_queue_keys(store_t *s, const char *name, const char *after, size_t limit,
-                      int64_t now_ms, queue_key_list_t *out) {
-  struct sqlite_store *q = SQ(s);
-  queue_conf_t c = {0};
-  int rc = queue_load(q, name, &c, NULL, NULL);
-  if (rc) return rc;
+static int rows_key_page(queue_call_t *x, const char *after, size_t limit,
+                         queue_key_list_t *out) {
+  struct sqlite_store *q = QX(x);
   sqlite3_stmt *st = qstmt(q, QS_KEY_LIST);
+  int rc = 0, src;
   if (!st) return SPD_ESTORE;
-  sqlite3_bind_int64(st, 1, c.id);
+  sqlite3_bind_int64(st, 1, x->c.id);
   sqlite3_bind_text(st, 2, after, -1, SQLITE_STATIC);
   sqlite3_bind_int64(st, 3, limit ? sqlite_clamp(limit) : -1);
-  size_t first = out->n;
-  int src;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     queue_key_t k = {0};
     key_row(&k, st, 1);
-    queue_key_info_t *e = queue_key_list_add(out);
-    const char *key = (const char *)sqlite3_column_text(st, 0);
-    if (!e || !(e->key = strndup(key ? key : "", (size_t)sqlite3_column_bytes(st, 0)))) {
-      rc = -ENOMEM;
+    if ((rc = queue_call_key_info(x, out, (const char *)sqlite3_column_text(st, 0),
+                                  (size_t)sqlite3_column_bytes(st, 0), &k)))
       break;
-    }
-    queue_key_info_fill(e, &k, &c, now_ms);
   }
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "queue keys");
   sqlite3_reset(st);
-  if (rc) {
-    for (size_t i = first; i < out->n; i++) free(out->v[i].key);
-    out->n = first;
-  }
   return rc;
 }
 
@@ -1035,14 +893,11 @@ out:
   return rc;
 }
 
-int sqlite_queue_items(store_t *s, const char *name, const queue_filter_t *f,
-                       queue_item_list_t *out) {
-  struct sqlite_store *q = SQ(s);
-  queue_conf_t c = {0};
+static int rows_items(queue_call_t *x, const queue_filter_t *f, queue_item_list_t *out) {
+  struct sqlite_store *q = QX(x);
   sqlite3_stmt *st;
-  int src, rc = queue_load(q, name, &c, NULL, NULL);
-  if (rc || (rc = filter_prepare(q, c.id, f, ITEM_COLS, f->after_id, f->limit, &st)))
-    return rc;
+  int src, rc = filter_prepare(q, x->c.id, f, ITEM_COLS, f->after_id, f->limit, &st);
+  if (rc) return rc;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
     queue_item_t *it = queue_item_list_add(out);
     if (!it) {
@@ -1069,53 +924,28 @@ int sqlite_queue_items(store_t *s, const char *name, const queue_filter_t *f,
 
 #define BULK_CHUNK 2000
 
-/* Requeue or purge, in chunks read before they are changed. */
-static int bulk_run(store_t *s, const char *name, const queue_filter_t *f, int requeue,
-                    int64_t due_ms, int64_t now_ms, int64_t *count) {
-  struct sqlite_store *q = SQ(s);
-  qctx_t x = {.e = {.rows = &sqlite_rows, .now = now_ms}, .q = q};
-  queue_elem_t *v = NULL;
-  int64_t after = f->after_id, total = 0;
-  int began, rc = sqlite_auto_begin(q, &began);
+/* A chunk read, for the engine to change (queue_rows_t.bulk). */
+static int rows_bulk(queue_call_t *x, const queue_filter_t *f, int requeue, int state,
+                     int64_t due_ms, int64_t after, queue_elem_t *v, size_t *n, int *applied) {
+  struct sqlite_store *q = QX(x);
+  sqlite3_stmt *st;
+  int src, rc = filter_prepare(q, x->c.id, f, "id, state, key, priority", after, BULK_CHUNK,
+                               &st);
+  (void)requeue, (void)state, (void)due_ms;
+  *applied = 0;
   if (rc) return rc;
-  rc = queue_load(q, name, &x.e.c, NULL, &x.e.lease_seq);
-  x.e.lease_seq0 = x.e.lease_seq;
-  x.e.c.name = (char *)name;
-  if (!rc && !(v = calloc(BULK_CHUNK, sizeof(*v)))) rc = -ENOMEM;
-  while (!rc) {
-    sqlite3_stmt *st;
-    size_t n = 0;
-    int src;
-    if ((rc = filter_prepare(q, x.e.c.id, f, "id, state, key, priority", after,
-                             BULK_CHUNK, &st)))
-      break;
-    while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-      v[n].id = sqlite3_column_int64(st, 0);
-      v[n].state = sqlite3_column_int(st, 1);
-      col_key(st, 2, v[n].key);
-      v[n].pri = sqlite3_column_int64(st, 3);
-      n++;
-    }
-    if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "queue select");
-    sqlite3_finalize(st);
-    for (size_t i = 0; !rc && i < n; i++) rc = queue_call_requeue(&x.e, requeue, &v[i], due_ms);
-    total += (int64_t)n;
-    if (n > 0) after = v[n - 1].id;
-    if (n < BULK_CHUNK) break;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    queue_elem_t *e = &v[(*n)++];
+    e->id = sqlite3_column_int64(st, 0);
+    e->state = sqlite3_column_int(st, 1);
+    col_key(st, 2, e->key);
+    e->pri = sqlite3_column_int64(st, 3);
   }
-  free(v);
-  if (!rc) rc = queue_call_finish(&x.e);
-  if (!rc) *count = total;
-  queue_call_release(&x.e);
-  return sqlite_auto_end(q, began, rc);
+  if (src != SQLITE_DONE) rc = sqlite_fail(q, "queue select");
+  sqlite3_finalize(st);
+  return rc;
 }
 
-int sqlite_queue_requeue(store_t *s, const char *name, const queue_filter_t *f,
-                         int64_t due_ms, int64_t now_ms, int64_t *count) {
-  return bulk_run(s, name, f, 1, due_ms, now_ms, count);
-}
+static const queue_rows_t sqlite_rows = {QUEUE_ROWS(rows_), .bulk_chunk = BULK_CHUNK};
 
-int sqlite_queue_purge(store_t *s, const char *name, const queue_filter_t *f,
-                       int64_t now_ms, int64_t *count) {
-  return bulk_run(s, name, f, 0, 0, now_ms, count);
-}
+QUEUE_ENGINE_OPS(sqlite_, sqlite_rows)

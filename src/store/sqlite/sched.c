@@ -110,6 +110,29 @@ static void *list_grow(void **v, size_t *n, size_t *cap, size_t elem) {
   return slot;
 }
 
+/* Steps st (bound) to its end, each row decoded by row into a new element
+ * of the array *v of *n (elem bytes each, zeroed); a row that fails to
+ * decode is dropped (row releases what it took). Resets st. */
+static int read_rows(struct sqlite_store *q, sqlite3_stmt *st, void **v, size_t *n, size_t elem,
+                     int (*row)(sqlite3_stmt *st, void *e), const char *what) {
+  size_t cap = *n;
+  int rc = 0, src;
+  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+    void *e = list_grow(v, n, &cap, elem);
+    if (!e) {
+      rc = -ENOMEM;
+      break;
+    }
+    if ((rc = row(st, e))) {
+      (*n)--;
+      break;
+    }
+  }
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, what);
+  sqlite3_reset(st);
+  return rc;
+}
+
 /* ---- schedules ---- */
 
 static int bind_schedule(sqlite3_stmt *st, const schedule_t *sc) {
@@ -145,7 +168,8 @@ static int bind_schedule(sqlite3_stmt *st, const schedule_t *sc) {
   return b;
 }
 
-static int row_schedule(sqlite3_stmt *st, schedule_t *sc) {
+static int row_schedule(sqlite3_stmt *st, void *e) {
+  schedule_t *sc = e;
   int rc;
   schedule_init(sc);
   sc->id = sqlite3_column_int64(st, 0);
@@ -247,22 +271,8 @@ static int read_schedules(struct sqlite_store *q, sqlite3_stmt *st, int64_t key,
                           size_t limit, schedule_list_t *out) {
   sqlite3_bind_int64(st, 1, key);
   sqlite3_bind_int64(st, 2, limit ? sqlite_clamp(limit) : -1);
-  size_t cap = out->n;
-  int rc = 0, src;
-  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    schedule_t *sc = list_grow((void **)&out->v, &out->n, &cap, sizeof(*sc));
-    if (!sc) {
-      rc = -ENOMEM;
-      break;
-    }
-    if ((rc = row_schedule(st, sc))) {
-      out->n--;
-      break;
-    }
-  }
-  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "list schedules");
-  sqlite3_reset(st);
-  return rc;
+  return read_rows(q, st, (void **)&out->v, &out->n, sizeof(*out->v), row_schedule,
+                   "list schedules");
 }
 
 int sqlite_schedules_list(store_t *s, int64_t after_id, size_t limit,
@@ -290,7 +300,8 @@ int sqlite_run_defer(store_t *s, int64_t run_id, const char *reason) {
 
 /* ---- runs ---- */
 
-static int row_run(sqlite3_stmt *st, sched_run_t *r) {
+static int row_run(sqlite3_stmt *st, void *e) {
+  sched_run_t *r = e;
   memset(r, 0, sizeof(*r));
   r->id = sqlite3_column_int64(st, 0);
   r->schedule_id = sqlite3_column_int64(st, 1);
@@ -303,22 +314,7 @@ static int row_run(sqlite3_stmt *st, sched_run_t *r) {
 }
 
 static int read_runs(struct sqlite_store *q, sqlite3_stmt *st, sched_run_list_t *out) {
-  size_t cap = out->n;
-  int rc = 0, src;
-  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    sched_run_t *r = list_grow((void **)&out->v, &out->n, &cap, sizeof(*r));
-    if (!r) {
-      rc = -ENOMEM;
-      break;
-    }
-    if ((rc = row_run(st, r))) {
-      out->n--;
-      break;
-    }
-  }
-  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "list runs");
-  sqlite3_reset(st);
-  return rc;
+  return read_rows(q, st, (void **)&out->v, &out->n, sizeof(*out->v), row_run, "list runs");
 }
 
 static int set_horizon(struct sqlite_store *q, int64_t schedule_id, int64_t horizon_ms,
@@ -461,6 +457,18 @@ int sqlite_event_add(store_t *s, event_t *e) {
   return rc;
 }
 
+static int row_event(sqlite3_stmt *st, void *v) {
+  event_t *e = v;
+  int rc;
+  e->id = sqlite3_column_int64(st, 0);
+  e->ts_ms = sqlite3_column_int64(st, 1);
+  e->schedule_id = sqlite3_column_int64(st, 3);
+  e->job_id = sqlite3_column_int64(st, 4);
+  if ((rc = sqlite_col_str(st, 2, &e->type)) || (rc = sqlite_col_json(st, 5, &e->data)))
+    event_release(e);
+  return rc;
+}
+
 int sqlite_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {
   struct sqlite_store *q = SQ(s);
   char sql[512];
@@ -484,25 +492,8 @@ int sqlite_events_list(store_t *s, const event_filter_t *f, event_list_t *out) {
   sqlite3_bind_int64(st, 4, f->job_id);
   sqlite3_bind_int64(st, 5, f->limit ? sqlite_clamp(f->limit) : -1);
   sqlite3_bind_int64(st, 6, f->before_id);
-  size_t cap = out->n;
-  int rc = 0, src;
-  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    event_t *e = list_grow((void **)&out->v, &out->n, &cap, sizeof(*e));
-    if (!e) {
-      rc = -ENOMEM;
-      break;
-    }
-    e->id = sqlite3_column_int64(st, 0);
-    e->ts_ms = sqlite3_column_int64(st, 1);
-    e->schedule_id = sqlite3_column_int64(st, 3);
-    e->job_id = sqlite3_column_int64(st, 4);
-    if ((rc = sqlite_col_str(st, 2, &e->type)) || (rc = sqlite_col_json(st, 5, &e->data))) {
-      event_release(e);
-      out->n--;
-      break;
-    }
-  }
-  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "list events");
+  int rc = read_rows(q, st, (void **)&out->v, &out->n, sizeof(*out->v), row_event,
+                     "list events");
   sqlite3_finalize(st);
   return rc;
 }
