@@ -43,7 +43,10 @@ const char SEC_RETENTION[] = "retention";
 const char SEC_CONCURRENCY[] = "concurrency";
 const char SEC_DEFAULT[] = "DEFAULT";
 
-enum ktype { T_STR, T_USER, T_LEVEL, T_MECH, T_NETS, T_INT, T_PORT, T_BOOL, T_REAL, T_SIZE };
+enum ktype {
+  T_STR, T_USER, T_LEVEL, T_MECH, T_NETS, T_LOGFMT, T_UNKNOWN, T_INT, T_PORT, T_BOOL, T_REAL,
+  T_SIZE
+};
 enum kmin { M_NONE, M_GE0, M_GE1, M_GT0, M_GE1024 };
 
 struct key {
@@ -111,6 +114,8 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, list_page, T_INT, M_GE1, "1000", NULL),
     KEY(SEC_SPIDERD, log_file, T_STR, M_NONE, "", "--log-file"),
     KEY(SEC_SPIDERD, log_level, T_LEVEL, M_NONE, "info", "--log-level"),
+    KEY(SEC_SPIDERD, log_format, T_LOGFMT, M_NONE, "text", "--log-format"),
+    KEY(SEC_SPIDERD, unknown_scrapyd_classes, T_UNKNOWN, M_NONE, "refuse", NULL),
     KEY(SEC_SPIDERD, pidfile, T_STR, M_NONE, "", "--pidfile"),
     KEY(SEC_SPIDERD, scheduler, T_BOOL, M_NONE, "on", NULL),
     KEY(SEC_SPIDERD, scheduler_lease, T_REAL, M_GT0, "10", NULL),
@@ -138,9 +143,10 @@ static const struct key keys[] = {
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
-/* Keys of Scrapyd's default_scrapyd.conf that name Python classes. spiderd
- * ignores them, but a file may refer to them with %(name)s. */
-static const char *const scrapyd_class_keys[][2] = {
+/* Keys of Scrapyd's default_scrapyd.conf that name Python classes, with
+ * their defaults: a file may refer to them with %(name)s, and
+ * config_scrapyd.c says what spiderd makes of each. */
+const char *const config_scrapyd_class_keys[][2] = {
     {"application", "scrapyd.app.application"},
     {"launcher", "scrapyd.launcher.Launcher"},
     {"webroot", "scrapyd.website.Root"},
@@ -149,8 +155,9 @@ static const char *const scrapyd_class_keys[][2] = {
     {"eggstorage", "scrapyd.eggstorage.FilesystemEggStorage"},
     {"jobstorage", "scrapyd.jobstorage.MemoryJobStorage"},
 };
+const size_t config_nscrapyd_class_keys = COUNT(config_scrapyd_class_keys);
 
-static const char *const default_services[][2] = {
+const char *const config_default_services[][2] = {
     {"daemonstatus.json", "scrapyd.webservice.DaemonStatus"},
     {"addversion.json", "scrapyd.webservice.AddVersion"},
     {"schedule.json", "scrapyd.webservice.Schedule"},
@@ -163,6 +170,7 @@ static const char *const default_services[][2] = {
     {"delversion.json", "scrapyd.webservice.DeleteVersion"},
     {"listjobs.json", "scrapyd.webservice.ListJobs"},
 };
+const size_t config_ndefault_services = COUNT(config_default_services);
 
 static const char *const scrapyd_env[][2] = {
     {"SCRAPYD_BIND_ADDRESS", "bind_address"},
@@ -173,6 +181,8 @@ static const char *const scrapyd_env[][2] = {
 };
 
 static const char *const log_levels[] = {"debug", "info", "warning", "error"};
+static const char *const log_formats[] = {"text", "json"};
+static const char *const unknown_modes[] = {"refuse", "warn"};
 /* How job resource limits are enforced (run/jobres.c). */
 static const char *const limit_mechs[] = {"auto", "cgroup", "rlimit", "off"};
 
@@ -245,17 +255,20 @@ const char *config_key_flag(const struct key *k) { return k->flag; }
 int config_key_is_bool(const struct key *k) { return k->type == T_BOOL; }
                        
 
-/* [scrapyd] also holds Scrapyd's class names, which spiderd does not use;
+/* [scrapyd] also holds Scrapyd's class names and keys of Scrapyd's plugins:
+ * noted, for the daemon to say at start what it makes of each;
  * [spiderd] is ours, so an unknown key there is a typo. A key of the other
  * section is an error either way: silently ignoring a misplaced store URL
  * would put a cluster node on a private SQLite file. */
 int config_unknown_key(struct loader *L, const struct src *s, const char *section,
-                       const char *name) {
+                       const char *name, const char *value) {
   const char *other_sec = section == SEC_SCRAPYD ? SEC_SPIDERD : SEC_SCRAPYD;
   const struct key *other = config_key_find(other_sec, name);
   if (other) return config_bad(L, s, section, name, "belongs in [%s]", other->section);
   if (section == SEC_SPIDERD) return config_bad(L, s, section, name, "unknown key");
-  return 0;
+  int is_class = config_is_class_key(name);
+  return config_class_note(L, s, is_class ? CONFIG_CLASS_KEY : CONFIG_CLASS_OTHER, name,
+                           is_class ? value : NULL);
 }
 
 /* ---- pairs ([services], [settings]) ---- */
@@ -427,6 +440,15 @@ static int nets_check(struct loader *L, const struct key *k, const char *v, cons
   return config_set_string(L, (char **)((char *)L->c + k->off), v);
 }
 
+/* V, case-insensitively one of CHOICES (n of them), stored lower-case. */
+static int choice(struct loader *L, const struct key *k, const char *v, const struct src *s,
+                  const char *const *choices, size_t n, const char *listed) {
+  for (size_t i = 0; i < n; i++)
+    if (strcasecmp(v, choices[i]) == 0)
+      return config_set_string(L, (char **)((char *)L->c + k->off), choices[i]);
+  return config_bad(L, s, k->section, k->name, "'%s' is not one of %s", v, listed);
+}
+
 /* Validates V for key K and stores it in the config. */
 int config_apply(struct loader *L, const struct key *k, const char *v, const struct src *s) {
   void *field = (char *)L->c + k->off;
@@ -453,6 +475,10 @@ int config_apply(struct loader *L, const struct key *k, const char *v, const str
     return config_bad(L, s, k->section, k->name, "'%s' is not one of auto, cgroup, rlimit, off", v);
   case T_NETS:
     return nets_check(L, k, v, s);
+  case T_LOGFMT:
+    return choice(L, k, v, s, log_formats, COUNT(log_formats), "text, json");
+  case T_UNKNOWN:
+    return choice(L, k, v, s, unknown_modes, COUNT(unknown_modes), "refuse, warn");
   case T_INT:
     rc = parse_int_n(v, strlen(v), &n);
     if (rc == -EINVAL) return config_bad(L, s, k->section, k->name, "'%s' is not an integer", v);
@@ -661,13 +687,15 @@ int config_set_defaults(struct loader *L) {
     char *name = rc ? NULL : strdup(keys[i].name);
     if (!rc && (!name || config_raw_set(L, keys[i].section, name, keys[i].def))) rc = config_oom(L);
   }
-  for (size_t i = 0; i < COUNT(scrapyd_class_keys) && !rc; i++) {
-    char *name = strdup(scrapyd_class_keys[i][0]);
-    if (!name || config_raw_set(L, SEC_SCRAPYD, name, scrapyd_class_keys[i][1])) rc = config_oom(L);
+  for (size_t i = 0; i < config_nscrapyd_class_keys && !rc; i++) {
+    char *name = strdup(config_scrapyd_class_keys[i][0]);
+    if (!name || config_raw_set(L, SEC_SCRAPYD, name, config_scrapyd_class_keys[i][1]))
+      rc = config_oom(L);
   }
-  for (size_t i = 0; i < COUNT(default_services) && !rc; i++) {
-    char *name = strdup(default_services[i][0]);
-    if (!name || config_raw_set(L, SEC_SERVICES, name, default_services[i][1])) rc = config_oom(L);
+  for (size_t i = 0; i < config_ndefault_services && !rc; i++) {
+    char *name = strdup(config_default_services[i][0]);
+    if (!name || config_raw_set(L, SEC_SERVICES, name, config_default_services[i][1]))
+      rc = config_oom(L);
   }
   if (rc) return rc;
 
@@ -685,7 +713,8 @@ void config_release(config_t *c) {
   if (c->https_key_password) explicit_bzero(c->https_key_password, strlen(c->https_key_password));
   for (size_t i = 0; i < NKEYS; i++) {
     if (keys[i].type == T_STR || keys[i].type == T_USER || keys[i].type == T_LEVEL ||
-        keys[i].type == T_MECH || keys[i].type == T_NETS) {
+        keys[i].type == T_MECH || keys[i].type == T_NETS || keys[i].type == T_LOGFMT ||
+        keys[i].type == T_UNKNOWN) {
       char **field = (char **)((char *)c + keys[i].off);
       free(*field);
     }
@@ -698,6 +727,7 @@ void config_release(config_t *c) {
     free(c->limits[i].spider);
   }
   free(c->limits);
+  config_classes_free(c->classes, c->nclasses);
   for (size_t i = 0; i < c->nsources; i++) free(c->sources[i]);
   free(c->sources);
   memset(c, 0, sizeof(*c));

@@ -49,6 +49,27 @@ typedef struct config_limit {
   int max;
 } config_limit_t;
 
+/* What a source said that names a Scrapyd class, or that spiderd has no key
+ * for: config_scrapyd_class() says what spiderd makes of it. */
+enum config_class_kind {
+  CONFIG_CLASS_KEY,     /* [scrapyd] application, spiderqueue, ..., jobstorage */
+  CONFIG_CLASS_SERVICE, /* a [services] entry */
+  CONFIG_CLASS_OTHER,   /* another [scrapyd] key that neither knows */
+};
+typedef struct config_class {
+  enum config_class_kind kind;
+  char *name;      /* "spiderqueue", "schedule.json", ... */
+  char *value;     /* the class; "" a disabled service; NULL for OTHER */
+  const char *src; /* the file that set it (in sources), or "--set" */
+} config_class_t;
+
+/* What config_scrapyd_class() found. */
+enum config_class_verdict {
+  CONFIG_CLASS_MAPPED,  /* Scrapyd's own class: spiderd does that itself */
+  CONFIG_CLASS_IGNORED, /* a key neither knows: ignored, as Scrapyd would */
+  CONFIG_CLASS_UNKNOWN, /* a class spiderd cannot honour */
+};
+
 typedef struct config {
   /* [scrapyd] — names, defaults and meaning as Scrapyd 1.6 */
   char *bind_address;      /* "127.0.0.1" */
@@ -124,6 +145,9 @@ typedef struct config {
                             * (api/listing.h), at most JOB_PAGE_MAX */
   char *log_file;          /* "" = stderr: the daemon's own log */
   char *log_level;         /* "info": debug|info|warning|error */
+  char *log_format;        /* "text" (twistd's lines) or "json" (one object a line) */
+  char *unknown_scrapyd_classes; /* "refuse": a Scrapyd class spiderd cannot honour
+                                  * stops start-up; "warn": logged, ignored */
   char *pidfile;           /* "" = none */
   int scheduler;           /* on: take part in firing schedules (lease holder fires) */
   double scheduler_lease;  /* 10 s: the scheduler lease's time to live */
@@ -163,6 +187,12 @@ typedef struct config {
   config_limit_t *limits;
   size_t nlimits;
 
+  /* Scrapyd's class keys and [services] entries the sources set, and the
+   * [scrapyd] keys nobody knows, in the order read (a key set again by a
+   * later source replaces its entry). */
+  config_class_t *classes;
+  size_t nclasses;
+
   /* Files actually read, in order (for `spiderd config` and messages). */
   char **sources;
   size_t nsources;
@@ -173,7 +203,8 @@ typedef struct config {
  * Flags: --config FILE (repeatable), --bind ADDR, --port N,
  *        --unix-socket PATH, --store URL, --python PATH, --max-proc N,
  *        --eggs-dir D, --logs-dir D, --items-dir D, --dbs-dir D,
- *        --node-name NAME, --log-file F, --log-level L, --pidfile F, --ui-dir D,
+ *        --node-name NAME, --log-file F, --log-level L, --log-format F,
+ *        --pidfile F, --ui-dir D,
  *        --set SECTION.KEY=VALUE (any key, repeatable).
  * Both "--flag value" and "--flag=value" are accepted.
  * Returns 0, or a negative code with a message in err naming the source
@@ -201,6 +232,20 @@ void config_redact_url(const char *url, char *out, size_t outlen);
 
 /* Frees everything config_load allocated; *c may then be loaded again. */
 void config_release(config_t *c);
+
+/* What spiderd makes of e, with a sentence for the log (or for the refusal)
+ * in msg: CONFIG_CLASS_MAPPED when e names Scrapyd 1.6's own class (or
+ * disables a service), CONFIG_CLASS_UNKNOWN when spiderd cannot do what the
+ * class does (msg says what it offers instead), CONFIG_CLASS_IGNORED for a
+ * key neither knows. */
+enum config_class_verdict config_scrapyd_class(const config_t *c, const config_class_t *e,
+                                               char *msg, size_t msglen);
+
+/* For the daemon: SPD_ECONFIG, with the source, key, class and what spiderd
+ * offers instead in err, when a class is UNKNOWN and unknown_scrapyd_classes
+ * is "refuse"; else 0. (config_load accepts them, so that the command-line
+ * client still finds the daemon's address in such a file.) */
+int config_check_scrapyd_classes(const config_t *c, char *err, size_t errlen);
 
 /* Is the Scrapyd endpoint NAME (e.g. "cancel.json") enabled in [services]? */
 int config_service_enabled(const config_t *c, const char *name);

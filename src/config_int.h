@@ -80,9 +80,10 @@ const struct key *config_key_of_flag(const char *arg, size_t n);
 const char *config_key_flag(const struct key *k);
 int config_key_is_bool(const struct key *k);
 /* A key of [scrapyd] or [spiderd] that is not in the table: an error, or
- * ignored (one of Scrapyd's class names). */
+ * noted in c->classes (one of Scrapyd's class keys, with its VALUE, or a key
+ * of [scrapyd] nobody knows). */
 int config_unknown_key(struct loader *L, const struct src *s, const char *section,
-                       const char *name);
+                       const char *name, const char *value);
 /* Validates V for key K and stores it in the config. */
 int config_apply(struct loader *L, const struct key *k, const char *v, const struct src *s);
 int config_set_string(struct loader *L, char **field, const char *v);
@@ -99,6 +100,22 @@ int config_limit_put(struct loader *L, const struct src *s, const char *name,
 int config_set_defaults(struct loader *L);
 /* SCRAPYD_* and SPIDERD_<KEY> from the environment. */
 int config_apply_env(struct loader *L);
+
+/* Scrapyd 1.6's class keys and [services] entries, {name, default class}. */
+extern const char *const config_scrapyd_class_keys[][2];
+extern const size_t config_nscrapyd_class_keys;
+extern const char *const config_default_services[][2];
+extern const size_t config_ndefault_services;
+
+/* ---- Scrapyd's classes (config_scrapyd.c) ---- */
+
+/* Is NAME one of Scrapyd's class keys (spiderqueue, launcher, ...)? */
+int config_is_class_key(const char *name);
+/* Notes what source S set: a class key or [services] entry with its VALUE
+ * (resolved), or an unknown [scrapyd] key (VALUE NULL). 0 or -ENOMEM. */
+int config_class_note(struct loader *L, const struct src *s, enum config_class_kind kind,
+                      const char *name, const char *value);
+void config_classes_free(config_class_t *v, size_t n);
 
 /* ---- the sources (config_load.c) ---- */
 

@@ -482,6 +482,7 @@ static int apply_files(struct loader *L) {
       rc = resolve(L, &s, r, &v);
       if (!rc && v.len && config_pairs_put(&c->services, &c->nservices, r->name, v.p))
         rc = config_oom(L);
+      if (!rc && r->src) rc = config_class_note(L, &s, CONFIG_CLASS_SERVICE, r->name, v.p);
     } else if (r->section == SEC_SETTINGS) {
       rc = resolve(L, &s, r, &v);
       if (!rc && config_pairs_put(&c->settings, &c->nsettings, r->name, v.p)) rc = config_oom(L);
@@ -494,7 +495,13 @@ static int apply_files(struct loader *L) {
     } else if (r->src && (r->section == SEC_SCRAPYD || r->section == SEC_SPIDERD)) {
       const struct key *k = config_key_find(r->section, r->name);
       if (!k) {
-        rc = config_unknown_key(L, &s, r->section, r->name);
+        /* only a class is resolved: other unknown keys stay ignored, even
+         * with a value ConfigParser could not interpolate */
+        if (r->section == SEC_SCRAPYD && config_is_class_key(r->name) &&
+            (rc = resolve(L, &s, r, &v)))
+          continue;
+        rc = config_unknown_key(L, &s, r->section, r->name,
+                                r->section == SEC_SCRAPYD ? v.p : NULL);
         continue;
       }
       rc = resolve(L, &s, r, &v);
@@ -561,6 +568,7 @@ static int apply_set(struct loader *L, const char *arg) {
   if (sec == SEC_SERVICES) {
     if (!*value) config_pairs_del(c->services, &c->nservices, name);
     else if (config_pairs_put(&c->services, &c->nservices, name, value)) rc = config_oom(L);
+    if (!rc) rc = config_class_note(L, &s, CONFIG_CLASS_SERVICE, name, value);
   } else if (sec == SEC_SETTINGS) {
     if (config_pairs_put(&c->settings, &c->nsettings, name, value)) rc = config_oom(L);
   } else if (sec == SEC_RETENTION) {
@@ -569,7 +577,7 @@ static int apply_set(struct loader *L, const char *arg) {
     rc = config_limit_put(L, &s, name, value);
   } else {
     const struct key *k = config_key_find(sec, name);
-    rc = k ? config_apply(L, k, value, &s) : config_unknown_key(L, &s, sec, name);
+    rc = k ? config_apply(L, k, value, &s) : config_unknown_key(L, &s, sec, name, value);
   }
   free(name);
   return rc;

@@ -58,6 +58,7 @@ static void usage(FILE *out) {
           "  --node-name NAME       node_name in every response\n"
           "  --log-file F           the daemon's log (default stderr)\n"
           "  --log-level L          debug | info | warning | error\n"
+          "  --log-format F         text | json (one JSON object per line)\n"
           "  --pidfile F            write the pid to F\n"
           "  --ui-dir D             built web console, docs and API explorer (ui_dir)\n"
           "  --set SECTION.KEY=VAL  any config key\n"
@@ -548,6 +549,25 @@ static void start_undo(app_t *app) {
   if (app->loop) uv_run(app->loop, UV_RUN_DEFAULT); /* the handles the frees close */
 }
 
+/* One line per Scrapyd class key or [services] entry the files set: what
+ * spiderd does in its place (the unknown ones only get this far with
+ * unknown_scrapyd_classes = warn). */
+static void log_scrapyd_classes(const config_t *cfg) {
+  for (size_t i = 0; i < cfg->nclasses; i++) {
+    const config_class_t *e = &cfg->classes[i];
+    char msg[1024];
+    enum config_class_verdict v = config_scrapyd_class(cfg, e, msg, sizeof(msg));
+    const char *sec = e->kind == CONFIG_CLASS_SERVICE ? "[services] " : "";
+    if (v == CONFIG_CLASS_MAPPED)
+      log_info("config", "%s%s = %s: %s", sec, e->name, e->value[0] ? e->value : "(empty)", msg);
+    else if (v == CONFIG_CLASS_UNKNOWN)
+      log_warn("config", "%s%s = %s: ignored (unknown_scrapyd_classes = warn): %s", sec,
+               e->name, e->value, msg);
+    else
+      log_warn("config", "[scrapyd] %s (%s): %s", e->name, e->src, msg);
+  }
+}
+
 static int serve(int argc, char **argv) {
   server_t srv;
   memset(&srv, 0, sizeof(srv));
@@ -556,6 +576,8 @@ static int serve(int argc, char **argv) {
   job_list_t running = {0};
   int rc = config_load(&app->cfg, argc, argv, err, sizeof(err));
   if (!rc && (rc = config_load_secrets(&app->cfg, err, sizeof(err)))) config_release(&app->cfg);
+  if (!rc && (rc = config_check_scrapyd_classes(&app->cfg, err, sizeof(err))))
+    config_release(&app->cfg);
   if (rc) {
     fprintf(stderr, "spiderd: %s\n", err);
     return 2;
@@ -568,6 +590,9 @@ static int serve(int argc, char **argv) {
     return 2;
   }
   log_set_level(cfg->log_level);
+  log_set_format(cfg->log_format);
+  log_set_node(cfg->node_name);
+  log_scrapyd_classes(cfg);
   signal(SIGPIPE, SIG_IGN);
 
   if ((rc = make_dirs(cfg, err, sizeof(err))) || (rc = recover(app, &running, err, sizeof(err))) ||
