@@ -559,7 +559,8 @@ static void log_scrapyd_classes(const config_t *cfg) {
     enum config_class_verdict v = config_scrapyd_class(cfg, e, msg, sizeof(msg));
     const char *sec = e->kind == CONFIG_CLASS_SERVICE ? "[services] " : "";
     if (v == CONFIG_CLASS_MAPPED)
-      log_info("config", "%s%s = %s: %s", sec, e->name, e->value[0] ? e->value : "(empty)", msg);
+      log_info("config", "%s%s = %s: %s", sec, e->name, e->value[0] ? e->value : "(empty)",
+               msg);
     else if (v == CONFIG_CLASS_UNKNOWN)
       log_warn("config", "%s%s = %s: ignored (unknown_scrapyd_classes = warn): %s", sec,
                e->name, e->value, msg);

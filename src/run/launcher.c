@@ -246,15 +246,16 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
     state = JOB_FINISHED;
   }
   if (p->adopted) {
-    log_info("launcher", "Adopted process ended: project='%s' spider='%s' job='%s' pid=%d",
-             j->project, j->spider, j->jobid, p->pid);
+    log_job(LOG_INFO, "launcher", j,
+            "Adopted process ended: project='%s' spider='%s' job='%s' pid=%d",
+            j->project, j->spider, j->jobid, p->pid);
   } else if (exit_status == 0 && term_signal == 0) {
-    log_info("launcher", "Process finished: project='%s' spider='%s' job='%s' pid=%d",
-             j->project, j->spider, j->jobid, p->pid);
+    log_job(LOG_INFO, "launcher", j, "Process finished: project='%s' spider='%s' job='%s' pid=%d",
+            j->project, j->spider, j->jobid, p->pid);
   } else {
-    log_error("launcher",
-              "Process died: exitstatus=%lld signal=%d project='%s' spider='%s' job='%s' pid=%d",
-              (long long)exit_status, term_signal, j->project, j->spider, j->jobid, p->pid);
+    log_job(LOG_ERROR, "launcher", j,
+            "Process died: exitstatus=%lld signal=%d project='%s' spider='%s' job='%s' pid=%d",
+            (long long)exit_status, term_signal, j->project, j->spider, j->jobid, p->pid);
   }
   if (p->cgroup) {
     /* The cgroup outlives the leader: its counters are whole now. */
@@ -294,8 +295,9 @@ static void on_warm_exit(uv_poll_t *h, int status, int events) {
 static void grace_expired(uv_timer_t *t) {
   proc_t *p = t->data;
   if (p->ended) return;
-  log_warn("launcher", "job '%s' did not stop within the grace period: killing pid %d",
-           p->job.jobid, p->pid);
+  log_job(LOG_WARNING, "launcher", &p->job,
+          "job '%s' did not stop within the grace period: killing pid %d",
+          p->job.jobid, p->pid);
   supervise_kill_group(p);
 }
 
@@ -303,7 +305,8 @@ static void grace_expired(uv_timer_t *t) {
  * KILLed cancel_grace after the first. */
 static void proc_cancel(launcher_t *l, proc_t *p, int sig) {
   p->cancels++;
-  log_info("launcher", "Cancelling job '%s' (pid %d) with signal %d", p->job.jobid, p->pid, sig);
+  log_job(LOG_INFO, "launcher", &p->job, "Cancelling job '%s' (pid %d) with signal %d",
+          p->job.jobid, p->pid, sig);
   if (sig == SIGKILL) {
     supervise_kill_group(p);
     return;
@@ -799,8 +802,9 @@ static void start_log(const proc_t *p, const strv_t *argv) {
     for (size_t i = 1; i < argv->n; i++) w += sprintf(w, "%s'%s'", i > 1 ? ", " : "", argv->v[i]);
     *w = '\0';
   }
-  log_info("launcher", "Process started: project='%s' spider='%s' job='%s' pid=%d args=[%s]",
-           p->job.project, p->job.spider, p->job.jobid, p->pid, shown ? shown : "");
+  log_job(LOG_INFO, "launcher", &p->job,
+          "Process started: project='%s' spider='%s' job='%s' pid=%d args=[%s]",
+          p->job.project, p->job.spider, p->job.jobid, p->pid, shown ? shown : "");
   free(shown);
 }
 
@@ -823,8 +827,9 @@ static void start_release(start_t *st) {
 /* Starts claimed job j (taken): its files, its command, its process; a job
  * that cannot start ends failed at once, with the reason in the log. */
 static void start_failed(launcher_t *l, job_t *j, const start_t *st) {
-  log_error("launcher", "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
-            j->project, j->spider, st->why);
+  log_job(LOG_ERROR, "launcher", j,
+          "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
+          j->project, j->spider, st->why);
   supervise_end(&l->sv, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL, NULL);
 }
 
@@ -964,12 +969,13 @@ static void prep_done(uv_work_t *req, int status) {
   job_t *j = &pr->job;
   prep_unlink(l, pr);
   if (pr->cancelled) {
-    log_info("launcher", "job '%s' was cancelled while its project was being extracted",
-             j->jobid);
+    log_job(LOG_INFO, "launcher", j,
+            "job '%s' was cancelled while its project was being extracted", j->jobid);
     supervise_end(&l->sv, j, JOB_CANCELLED, 0, -1, 0, NULL, NULL, NULL, NULL);
   } else if (status || pr->rc) {
-    log_error("launcher", "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
-              j->project, j->spider, status ? uv_strerror(status) : pr->err);
+    log_job(LOG_ERROR, "launcher", j,
+            "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
+            j->project, j->spider, status ? uv_strerror(status) : pr->err);
     supervise_end(&l->sv, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL, NULL);
   } else if (l->stopping || l->draining) {
     requeue_one(l, j);
@@ -1070,7 +1076,7 @@ static void warm_started(void *ud, int pid, const char *why) {
       proc_cancel(l, p, pr->cancel_sig ? pr->cancel_sig : SIGTERM);
     }
   } else if (pr->cancelled) {
-    log_info("launcher", "job '%s' was cancelled before it started", j->jobid);
+    log_job(LOG_INFO, "launcher", j, "job '%s' was cancelled before it started", j->jobid);
     supervise_end(&l->sv, j, JOB_CANCELLED, 0, -1, 0, NULL, NULL, NULL, NULL);
   } else if (l->stopping || l->draining) {
     requeue_one(l, j);
@@ -1220,14 +1226,15 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
       p->next = l->sv.procs;
       l->sv.procs = p;
       l->sv.nprocs++;
-      log_info("launcher", "Adopted running process: project='%s' spider='%s' job='%s' pid=%d",
-               p->job.project, p->job.spider, p->job.jobid, p->pid);
+      log_job(LOG_INFO, "launcher", &p->job,
+              "Adopted running process: project='%s' spider='%s' job='%s' pid=%d",
+              p->job.project, p->job.spider, p->job.jobid, p->pid);
       supervise_started(&l->sv, p);
     } else {
-      log_warn("launcher",
-               "job '%s' (project '%s') was running when the daemon stopped and its process "
-               "is gone: recording how it ended",
-               j->jobid, j->project);
+      log_job(LOG_WARNING, "launcher", j,
+              "job '%s' (project '%s') was running when the daemon stopped and its process "
+              "is gone: recording how it ended",
+              j->jobid, j->project);
       supervise_end(&l->sv, j, JOB_LOST, 1, -1, 0, stats_path, hb_path, NULL, NULL);
       free(stats_path);
       free(hb_path);

@@ -387,8 +387,9 @@ static void end_recorded(supervisor_t *sv, end_op_t *op) {
   if (op->change.has_finished) op->change.finished_count += sv->ends_in_flight;
   flow_apply(sv->flow, &op->change);
   if (!op->retry_id) return;
-  log_info("launcher", "job '%s' (attempt %d) will be retried after %lld ms", op->job.jobid,
-           op->job.attempt, (long long)(op->retry_not_before - clock_wall_ms()));
+  log_job(LOG_INFO, "launcher", &op->job,
+          "job '%s' (attempt %d) will be retried after %lld ms", op->job.jobid,
+          op->job.attempt, (long long)(op->retry_not_before - clock_wall_ms()));
   if (op->retry_not_before > clock_wall_ms()) {
     sv->delayed++;
     due_arm(sv, op->retry_not_before);
@@ -573,8 +574,9 @@ static void stop_crawl(supervisor_t *sv, proc_t *p, int64_t now) {
 
 static void time_out(supervisor_t *sv, proc_t *p, int64_t now) {
   p->timed_out = 1;
-  log_warn("launcher", "job '%s' (pid %d) ran longer than its timeout of %lld ms: stopping it",
-           p->job.jobid, p->pid, (long long)p->job.timeout_ms);
+  log_job(LOG_WARNING, "launcher", &p->job,
+          "job '%s' (pid %d) ran longer than its timeout of %lld ms: stopping it",
+          p->job.jobid, p->pid, (long long)p->job.timeout_ms);
   stop_crawl(sv, p, now);
 }
 
@@ -606,8 +608,9 @@ static void limits_check(supervisor_t *sv, proc_t *p, int64_t now) {
     limit = lim->cpu_s;
   }
   if (!p->over) return;
-  log_warn("launcher", "job '%s' (pid %d) went over its %s (%lld > %lld): stopping it",
-           p->job.jobid, p->pid, p->over, (long long)size, (long long)limit);
+  log_job(LOG_WARNING, "launcher", &p->job,
+          "job '%s' (pid %d) went over its %s (%lld > %lld): stopping it",
+          p->job.jobid, p->pid, p->over, (long long)size, (long long)limit);
   stop_crawl(sv, p, now);
 }
 
@@ -654,8 +657,9 @@ static void watch_fire(uv_timer_t *t) {
     if (p->ended) continue;
     if (p->kill_at && now >= p->kill_at) {
       p->kill_at = 0;
-      log_warn("launcher", "job '%s' did not stop within cancel_grace after its %s: "
-               "killing pid %d", p->job.jobid, p->over ? p->over : "timeout", p->pid);
+      log_job(LOG_WARNING, "launcher", &p->job,
+              "job '%s' did not stop within cancel_grace after its %s: "
+              "killing pid %d", p->job.jobid, p->over ? p->over : "timeout", p->pid);
       supervise_kill_group(p);
     }
     if (p->timeout_at && !p->timed_out && !p->over && !p->cancels && !p->stopped &&
@@ -670,8 +674,9 @@ static void watch_fire(uv_timer_t *t) {
     if (hb_timeout > 0 && p->hb_seen && !p->hb_lost && !p->cancels && !p->stopped &&
         wall - p->hb_seen > hb_timeout) {
       p->hb_lost = 1;
-      log_error("launcher", "job '%s' (pid %d) sent no heartbeat for %lld ms: killing it as lost",
-                p->job.jobid, p->pid, (long long)(wall - p->hb_seen));
+      log_job(LOG_ERROR, "launcher", &p->job,
+              "job '%s' (pid %d) sent no heartbeat for %lld ms: killing it as lost",
+              p->job.jobid, p->pid, (long long)(wall - p->hb_seen));
       /* No TERM: a wedged reactor would never act on it. */
       supervise_kill_group(p);
     }
