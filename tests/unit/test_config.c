@@ -456,6 +456,175 @@ static void test_unknown_scrapyd_keys_ignored(void **state) {
   assert_int_equal(f->c.max_proc, 6);
 }
 
+/* ---- Scrapyd's class keys ---- */
+
+/* The entry KIND NAME of c->classes, or NULL. */
+static const config_class_t *class_of(const config_t *c, enum config_class_kind kind,
+                                      const char *name) {
+  for (size_t i = 0; i < c->nclasses; i++)
+    if (c->classes[i].kind == kind && !strcmp(c->classes[i].name, name)) return &c->classes[i];
+  return NULL;
+}
+
+/* The verdict on KIND NAME, and its sentence in msg. */
+static enum config_class_verdict verdict(const config_t *c, enum config_class_kind kind,
+                                         const char *name, char *msg, size_t n) {
+  const config_class_t *e = class_of(c, kind, name);
+  if (!e) fail_msg("%s was not noted", name);
+  return config_scrapyd_class(c, e, msg, n);
+}
+
+static void test_scrapyd_classes_mapped(void **state) {
+  struct fx *f = *state;
+  /* every class of Scrapyd 1.6's default_scrapyd.conf, and its second job storage */
+  free(write_file(f, "a.conf",
+                  "[scrapyd]\n"
+                  "application = scrapyd.app.application\n"
+                  "spiderqueue = scrapyd.spiderqueue.SqliteSpiderQueue\n"
+                  "poller = scrapyd.poller.QueuePoller\n"
+                  "launcher = scrapyd.launcher.Launcher\n"
+                  "webroot = scrapyd.website.Root\n"
+                  "eggstorage = scrapyd.eggstorage.FilesystemEggStorage\n"
+                  "jobstorage = scrapyd.jobstorage.MemoryJobStorage\n"
+                  "max_proc = 3\n"
+                  "[services]\n"
+                  "schedule.json = scrapyd.webservice.Schedule\n"
+                  "listjobs.json = scrapyd.webservice.ListJobs\n"
+                  "daemonstatus.json =\n"));
+  free(write_file(f, "b.conf", "[scrapyd]\njobstorage = scrapyd.jobstorage.SqliteJobStorage\n"));
+  use_files(f, "a.conf", "b.conf", NULL);
+  assert_int_equal(load(f, 0, NULL), 0);
+  config_t *c = &f->c;
+  assert_int_equal(config_check_scrapyd_classes(c, f->err, sizeof(f->err)), 0);
+  /* one entry per key, the later file's value */
+  assert_int_equal(c->nclasses, 10);
+  assert_string_equal(class_of(c, CONFIG_CLASS_KEY, "jobstorage")->value,
+                      "scrapyd.jobstorage.SqliteJobStorage");
+  for (size_t i = 0; i < c->nclasses; i++) {
+    char msg[1024];
+    assert_int_equal(config_scrapyd_class(c, &c->classes[i], msg, sizeof(msg)),
+                     CONFIG_CLASS_MAPPED);
+    assert_true(strlen(msg) > 10);
+  }
+  char msg[1024];
+  verdict(c, CONFIG_CLASS_KEY, "spiderqueue", msg, sizeof(msg));
+  assert_string_equal(msg, "spiderd keeps its queue in its store (store = sqlite:dbs/spiderd.db)");
+  verdict(c, CONFIG_CLASS_KEY, "launcher", msg, sizeof(msg));
+  assert_non_null(strstr(msg, "at most 3 at once"));
+  verdict(c, CONFIG_CLASS_KEY, "eggstorage", msg, sizeof(msg));
+  assert_string_equal(msg, "spiderd keeps eggs in eggs_dir (eggs)");
+  verdict(c, CONFIG_CLASS_SERVICE, "daemonstatus.json", msg, sizeof(msg));
+  assert_string_equal(msg, "disabled: spiderd does not serve /daemonstatus.json");
+  verdict(c, CONFIG_CLASS_SERVICE, "schedule.json", msg, sizeof(msg));
+  assert_string_equal(msg, "spiderd serves /schedule.json itself");
+  assert_false(config_service_enabled(c, "daemonstatus.json"));
+}
+
+/* One file setting SECTION's KEY = CLASS is refused with a message holding
+ * every string of WANT (NULL-terminated). */
+static void expect_refused(struct fx *f, const char *section, const char *key, const char *cls,
+                           const char *const *want) {
+  char text[512], head[1024];
+  snprintf(text, sizeof(text), "[%s]\n%s = %s\n", section, key, cls);
+  char *p = write_file(f, "x.conf", text);
+  use_files(f, "x.conf", NULL);
+  assert_int_equal(load(f, 0, NULL), 0); /* the command-line client still reads it */
+  assert_int_equal(config_check_scrapyd_classes(&f->c, f->err, sizeof(f->err)), SPD_ECONFIG);
+  snprintf(head, sizeof(head), "%s: [%s] %s = %s: ", p, section, key, cls);
+  if (strncmp(f->err, head, strlen(head))) fail_msg("'%s' does not start '%s'", f->err, head);
+  assert_non_null(strstr(f->err, "set unknown_scrapyd_classes = warn in [spiderd]"));
+  for (; *want; want++)
+    if (!strstr(f->err, *want)) fail_msg("'%s' does not say '%s'", f->err, *want);
+  config_release(&f->c);
+  /* the override starts it, the class still noted as unknown */
+  snprintf(text, sizeof(text), "[%s]\n%s = %s\n[spiderd]\nunknown_scrapyd_classes = WARN\n",
+           section, key, cls);
+  free(write_file(f, "x.conf", text));
+  assert_int_equal(load(f, 0, NULL), 0);
+  assert_string_equal(f->c.unknown_scrapyd_classes, "warn");
+  assert_int_equal(config_check_scrapyd_classes(&f->c, f->err, sizeof(f->err)), 0);
+  assert_int_equal(f->c.nclasses, 1);
+  char msg[1024];
+  assert_int_equal(config_scrapyd_class(&f->c, &f->c.classes[0], msg, sizeof(msg)),
+                   CONFIG_CLASS_UNKNOWN);
+  config_release(&f->c);
+  free(p);
+}
+
+static void test_scrapyd_classes_refused(void **state) {
+  struct fx *f = *state;
+  expect_refused(f, "scrapyd", "spiderqueue", "scrapyd_pg.queue.PostgresSpiderQueue",
+                 (const char *const[]){"store = postgresql://", "every node", NULL});
+  expect_refused(f, "scrapyd", "launcher", "mycompany.launcher.DockerLauncher",
+                 (const char *const[]){"[hooks]", "max_proc", "[concurrency]", NULL});
+  expect_refused(f, "scrapyd", "jobstorage", "scrapyd_mongo.MongoJobStorage",
+                 (const char *const[]){"finished_to_keep", "jobs_to_keep", "[retention]", NULL});
+  expect_refused(f, "scrapyd", "eggstorage", "s3eggs.S3EggStorage",
+                 (const char *const[]){"eggs_dir", NULL});
+  expect_refused(f, "scrapyd", "poller", "my.Poller", (const char *const[]){"priority", NULL});
+  expect_refused(f, "scrapyd", "webroot", "my.Root", (const char *const[]){"/api/v1/", NULL});
+  expect_refused(f, "scrapyd", "application", "my.app",
+                 (const char *const[]){"not a Twisted application", NULL});
+  expect_refused(f, "services", "mywebservice.json", "amodule.MyWebService",
+                 (const char *const[]){"no endpoint /mywebservice.json", "schedule.json",
+                                       "listjobs.json", "/api/v1/", NULL});
+  expect_refused(f, "services", "schedule.json", "mine.Schedule",
+                 (const char *const[]){"serves its own /schedule.json", NULL});
+}
+
+static void test_scrapyd_classes_sources(void **state) {
+  struct fx *f = *state;
+  /* a later file's default class replaces an earlier plugin */
+  free(write_file(f, "a.conf", "[scrapyd]\nspiderqueue = plugin.Queue\nsomething_new = 1\n"
+                               "jobstorage = %(js)s\njs = scrapyd.jobstorage.SqliteJobStorage\n"));
+  free(write_file(f, "b.conf", "[scrapyd]\nspiderqueue = scrapyd.spiderqueue.SqliteSpiderQueue\n"
+                               "[spiderd]\nstore = postgresql://u:hunter2@db/spiders\n"));
+  use_files(f, "a.conf", "b.conf", NULL);
+  assert_int_equal(load(f, 0, NULL), 0);
+  assert_int_equal(config_check_scrapyd_classes(&f->c, f->err, sizeof(f->err)), 0);
+  char msg[1024];
+  assert_int_equal(verdict(&f->c, CONFIG_CLASS_KEY, "spiderqueue", msg, sizeof(msg)),
+                   CONFIG_CLASS_MAPPED);
+  assert_non_null(strstr(msg, "postgresql://u:***@db/spiders"));
+  assert_null(strstr(msg, "hunter2"));
+  /* interpolated like any key */
+  assert_string_equal(class_of(&f->c, CONFIG_CLASS_KEY, "jobstorage")->value,
+                      "scrapyd.jobstorage.SqliteJobStorage");
+  /* a key nobody knows is ignored, as Scrapyd would, and said so */
+  assert_int_equal(verdict(&f->c, CONFIG_CLASS_OTHER, "something_new", msg, sizeof(msg)),
+                   CONFIG_CLASS_IGNORED);
+  assert_null(class_of(&f->c, CONFIG_CLASS_OTHER, "js") ? NULL : "js noted");
+  config_release(&f->c);
+
+  /* --set names a class too */
+  char *argv[] = {"--set", "scrapyd.launcher=my.Launcher", "--set", "services.x.json=a.X"};
+  assert_int_equal(load(f, 4, argv), 0);
+  assert_int_equal(config_check_scrapyd_classes(&f->c, f->err, sizeof(f->err)), SPD_ECONFIG);
+  assert_non_null(strstr(f->err, "--set: [scrapyd] launcher = my.Launcher: "));
+  assert_string_equal(class_of(&f->c, CONFIG_CLASS_SERVICE, "x.json")->src, "--set");
+}
+
+static void test_log_format_key(void **state) {
+  struct fx *f = *state;
+  assert_int_equal(load(f, 0, NULL), 0);
+  assert_string_equal(f->c.log_format, "text");
+  assert_string_equal(f->c.unknown_scrapyd_classes, "refuse");
+  assert_int_equal(f->c.nclasses, 0); /* built-in defaults are not noted */
+  config_release(&f->c);
+  char *argv[] = {"--log-format", "JSON"};
+  assert_int_equal(load(f, 2, argv), 0);
+  assert_string_equal(f->c.log_format, "json");
+  config_release(&f->c);
+  setenv("SPIDERD_LOG_FORMAT", "json", 1);
+  assert_int_equal(load(f, 0, NULL), 0);
+  assert_string_equal(f->c.log_format, "json");
+  config_release(&f->c);
+  unsetenv("SPIDERD_LOG_FORMAT");
+  expect_file_error(f, "spiderd", "log_format", "xml", "'xml' is not one of text, json");
+  expect_file_error(f, "spiderd", "unknown_scrapyd_classes", "ignore",
+                    "'ignore' is not one of refuse, warn");
+}
+
 static void test_booleans(void **state) {
   struct fx *f = *state;
   static const struct {
@@ -1191,6 +1360,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_default_list_and_scrapy_cfg, setup, teardown),
       cmocka_unit_test_setup_teardown(test_multiline_interpolation_case, setup, teardown),
       cmocka_unit_test_setup_teardown(test_unknown_scrapyd_keys_ignored, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_scrapyd_classes_mapped, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_scrapyd_classes_refused, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_scrapyd_classes_sources, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_log_format_key, setup, teardown),
       cmocka_unit_test_setup_teardown(test_booleans, setup, teardown),
       cmocka_unit_test_setup_teardown(test_numbers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_env_overrides, setup, teardown),
