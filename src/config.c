@@ -255,8 +255,8 @@ const char *config_key_flag(const struct key *k) { return k->flag; }
 int config_key_is_bool(const struct key *k) { return k->type == T_BOOL; }
                        
 
-/* [scrapyd] also holds Scrapyd's class names and keys of Scrapyd's plugins:
- * noted, for the daemon to say at start what it makes of each;
+/* [scrapyd] also holds Scrapyd's class names, noted for the daemon to say
+ * at start what it makes of each, and keys of Scrapyd's plugins;
  * [spiderd] is ours, so an unknown key there is a typo. A key of the other
  * section is an error either way: silently ignoring a misplaced store URL
  * would put a cluster node on a private SQLite file. */
@@ -266,9 +266,8 @@ int config_unknown_key(struct loader *L, const struct src *s, const char *sectio
   const struct key *other = config_key_find(other_sec, name);
   if (other) return config_bad(L, s, section, name, "belongs in [%s]", other->section);
   if (section == SEC_SPIDERD) return config_bad(L, s, section, name, "unknown key");
-  int is_class = config_is_class_key(name);
-  return config_class_note(L, s, is_class ? CONFIG_CLASS_KEY : CONFIG_CLASS_OTHER, name,
-                           is_class ? value : NULL);
+  if (!config_is_class_key(name)) return 0; /* the caller notes it, or not */
+  return config_class_note(L, s, CONFIG_CLASS_KEY, name, value);
 }
 
 /* ---- pairs ([services], [settings]) ---- */

@@ -80,8 +80,8 @@ const struct key *config_key_of_flag(const char *arg, size_t n);
 const char *config_key_flag(const struct key *k);
 int config_key_is_bool(const struct key *k);
 /* A key of [scrapyd] or [spiderd] that is not in the table: an error, or
- * noted in c->classes (one of Scrapyd's class keys, with its VALUE, or a key
- * of [scrapyd] nobody knows). */
+ * noted in c->classes when one of Scrapyd's class keys (with its VALUE), or
+ * 0 for a [scrapyd] key nobody knows (which the caller may note). */
 int config_unknown_key(struct loader *L, const struct src *s, const char *section,
                        const char *name, const char *value);
 /* Validates V for key K and stores it in the config. */

@@ -43,6 +43,7 @@ struct raw {
   const char *src;     /* the file (owned by config_t.sources); NULL: built in */
   int file;            /* which file set it, to catch a key set twice in one */
   int line;
+  int used;            /* another key's value refers to it with %(name)s */
 };
 
 /* ---- the merged raw view ---- */
@@ -79,6 +80,7 @@ int config_raw_set(struct loader *L, const char *section, char *name, const char
     r = &L->raw[L->nraw++];
     r->section = section;
     r->name = name;
+    r->used = 0;
   }
   r->value = v;
   r->src = L->path;
@@ -129,6 +131,7 @@ static int interpolate(struct loader *L, const struct src *s, const char *sectio
         return rc;
       }
       free(name);
+      r->used = 1;
       int rc = interpolate(L, s, section, key, r->value, out, depth + 1);
       if (rc) return rc;
       p = close + 2;
@@ -469,6 +472,23 @@ static int resolve(struct loader *L, const struct src *s, const struct raw *r, s
   return interpolate(L, s, r->section, r->name, r->value, v, 1);
 }
 
+/* The [scrapyd] keys of files that neither Scrapyd nor spiderd knows, for a
+ * warning at start: a plugin's setting is lost on spiderd. A key only other
+ * values refer to (ConfigParser's way of naming a common part) is left out:
+ * it did its work. */
+static int note_unknown(struct loader *L) {
+  int rc = 0;
+  for (size_t i = 0; i < L->nraw && !rc; i++) {
+    const struct raw *r = &L->raw[i];
+    if (r->section != SEC_SCRAPYD || !r->src || r->used || config_is_class_key(r->name) ||
+        config_key_find(SEC_SCRAPYD, r->name))
+      continue;
+    struct src s = {SRC_FILE, r->src};
+    rc = config_class_note(L, &s, CONFIG_CLASS_OTHER, r->name, NULL);
+  }
+  return rc;
+}
+
 static int apply_files(struct loader *L) {
   config_t *c = L->c;
   strbuf_t v = {0};
@@ -509,7 +529,7 @@ static int apply_files(struct loader *L) {
     }
   }
   strbuf_release(&v);
-  return rc;
+  return rc ? rc : note_unknown(L);
 }
 
 /* ---- flags ---- */
@@ -578,6 +598,8 @@ static int apply_set(struct loader *L, const char *arg) {
   } else {
     const struct key *k = config_key_find(sec, name);
     rc = k ? config_apply(L, k, value, &s) : config_unknown_key(L, &s, sec, name, value);
+    if (!rc && !k && sec == SEC_SCRAPYD && !config_is_class_key(name))
+      rc = config_class_note(L, &s, CONFIG_CLASS_OTHER, name, NULL);
   }
   free(name);
   return rc;
