@@ -58,7 +58,8 @@ static void test_escape_control(void **state) {
 static void test_escape_utf8(void **state) {
   (void)state;
   /* valid sequences of 2, 3 and 4 bytes pass unchanged */
-  expect_escape("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  expect_escape("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+                "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
   expect_escape("\xed\x9f\xbf", "\xed\x9f\xbf");         /* U+D7FF, below the surrogates */
   expect_escape("\xf4\x8f\xbf\xbf", "\xf4\x8f\xbf\xbf"); /* U+10FFFF, the last */
   /* every byte of an invalid sequence becomes U+FFFD, then reading resumes */
