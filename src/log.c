@@ -11,6 +11,7 @@
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *log_fp;
 static char *log_path;
+/* Set once at start, before any other thread logs: read without the lock. */
 static int log_level = LOG_INFO;
 static int log_json; /* log_format = json */
 static char *log_node;
