@@ -546,3 +546,57 @@ out:
   free(xml);
   return rc;
 }
+
+/* ---- a job's file, whole or still in parts ---- */
+
+static int part_order(const void *a, const void *b) {
+  return strcmp(((const s3_obj_t *)a)->key, ((const s3_obj_t *)b)->key);
+}
+
+/* The parts key.part-NNNNNN in order, and their total size. */
+static int list_parts(const s3_t *s, const char *key, s3_list_t *parts, int64_t *total,
+                      s3_res_t *r) {
+  char *pre = NULL;
+  if (asprintf(&pre, "%s.part-", key) < 0) return -ENOMEM;
+  int rc = s3_list(s, pre, parts, r);
+  free(pre);
+  if (rc) return rc;
+  qsort(parts->v, parts->n, sizeof(*parts->v), part_order);
+  *total = 0;
+  for (size_t i = 0; i < parts->n; i++) *total += parts->v[i].size;
+  return parts->n ? 0 : -ENOENT;
+}
+
+int s3_read_joined(const s3_t *s, const char *key, int64_t off, int64_t len, int outfd,
+                   int64_t *total, s3_res_t *r) {
+  int rc = s3_get_fd(s, key, off, len, outfd, r);
+  if (!rc) {
+    *total = r->length;
+    return 0;
+  }
+  if (rc != -ENOENT) return rc;
+  s3_list_t parts = {0};
+  rc = list_parts(s, key, &parts, total, r);
+  int64_t at = 0, end = len < 0 ? *total : off + len;
+  for (size_t i = 0; !rc && i < parts.n && at < end; i++) {
+    int64_t ps = parts.v[i].size, from = off > at ? off - at : 0;
+    if (at + ps > off && ps > 0) {
+      int64_t want = (end < at + ps ? end : at + ps) - (at + from);
+      rc = s3_get_fd(s, parts.v[i].key, from, want, outfd, r);
+    }
+    at += ps;
+  }
+  s3_list_release(&parts);
+  return rc;
+}
+
+int s3_delete_joined(const s3_t *s, const char *key, s3_res_t *r) {
+  s3_list_t parts = {0};
+  int64_t total;
+  int rc = s3_delete(s, key, r);
+  int lr = rc ? rc : list_parts(s, key, &parts, &total, r);
+  if (!rc && lr && lr != -ENOENT) rc = lr;
+  for (size_t i = 0; !rc && i < parts.n; i++) rc = s3_delete(s, parts.v[i].key, r);
+  s3_list_release(&parts);
+  return rc;
+}

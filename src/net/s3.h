@@ -53,6 +53,7 @@ typedef struct s3_res {
 typedef struct s3_obj {
   char *key; /* without the s3_t's prefix */
   int64_t size;
+  char mtime[32]; /* LastModified, ISO 8601 (sorts as time) */
 } s3_obj_t;
 
 typedef struct s3_list {
@@ -87,6 +88,16 @@ int s3_delete(const s3_t *s, const char *key, s3_res_t *r);
 /* Every object whose key starts with prefix, in key order. */
 int s3_list(const s3_t *s, const char *prefix, s3_list_t *out, s3_res_t *r);
 void s3_list_release(s3_list_t *l);
+
+/* A job's file as the uploader leaves it: the object key when whole, else
+ * (a crawl still running, or its node gone before the end) the parts
+ * key.part-000001, key.part-000002, ... joined. Writes bytes [off, off+len)
+ * (len < 0: to the end) to outfd and sets *total to the whole size.
+ * -ENOENT when there is neither. */
+int s3_read_joined(const s3_t *s, const char *key, int64_t off, int64_t len, int outfd,
+                   int64_t *total, s3_res_t *r);
+/* Deletes the object key and its parts (absent ones are no error). */
+int s3_delete_joined(const s3_t *s, const char *key, s3_res_t *r);
 
 /* ---- pure helpers, thread-safe (tests/unit/test_s3.c) ---- */
 

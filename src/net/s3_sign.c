@@ -144,9 +144,11 @@ int s3_parse_list(const char *xml, size_t strip, s3_list_t *out, int *truncated,
     char *one = strndup(c, len);
     if (!one) return -ENOMEM;
     char *key = s3_xml_tag(one, "Key", NULL), *size = s3_xml_tag(one, "Size", NULL);
+    char *mt = s3_xml_tag(one, "LastModified", NULL);
     free(one);
     s3_obj_t *v = key ? realloc(out->v, (out->n + 1) * sizeof(*v)) : NULL;
     if (!v || strlen(key) < strip) {
+      free(mt);
       free(key);
       free(size);
       return v ? -EINVAL : key ? -ENOMEM : -EINVAL;
@@ -155,6 +157,8 @@ int s3_parse_list(const char *xml, size_t strip, s3_list_t *out, int *truncated,
     memmove(key, key + strip, strlen(key) - strip + 1);
     v[out->n].key = key;
     v[out->n].size = size ? strtoll(size, NULL, 10) : 0;
+    snprintf(v[out->n].mtime, sizeof(v[out->n].mtime), "%s", mt ? mt : "");
+    free(mt);
     out->n++;
     free(size);
     p = end + 11;

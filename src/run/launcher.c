@@ -125,6 +125,10 @@ void launcher_on_end(launcher_t *l, void (*fn)(void *ud, const job_t *job), void
   l->on_end_ud = ud;
 }
 
+void launcher_on_start(launcher_t *l, void (*fn)(void *ud, const job_t *job)) {
+  l->on_start = fn;
+}
+
 unsigned launcher_running(const launcher_t *l) { return l->nprocs; }
 
 void launcher_set_metrics(launcher_t *l, struct metrics *m) {

@@ -162,6 +162,7 @@ void supervise_started(launcher_t *l, proc_t *p) {
     if (p->timeout_at == 0) p->timeout_at = 1;
   }
   watch_arm(l);
+  if (l->on_start) l->on_start(l->on_end_ud, &p->job);
   /* An adopted crawl has its pid written again, without an event: one
    * found by supervise_find_unrecorded had none in the store. */
   started_op_t *op = calloc(1, sizeof(*op));

@@ -101,6 +101,7 @@ struct launcher {
   uint64_t rng;       /* retry jitter */
   void (*on_end)(void *ud, const job_t *job); /* after a job's end is committed */
   void *on_end_ud;
+  void (*on_start)(void *ud, const job_t *job); /* a crawl started or was adopted */
   const char *job_secret; /* borrowed: signs each job's SPIDERD_TOKEN (NULL: none) */
   int shared;         /* the store is shared with other nodes (run/cluster.c) */
   struct metrics *metrics; /* borrowed; NULL = none (launcher_set_metrics) */

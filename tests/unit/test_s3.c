@@ -104,6 +104,8 @@ static void test_xml(void **state) {
   assert_string_equal(l.v[0].key, "logs/p/s/j.log.part-000001");
   assert_int_equal(l.v[0].size, 10);
   assert_string_equal(l.v[1].key, "logs/p/s/j.log.part-000002");
+  assert_string_equal(l.v[1].mtime, "2026-01-01T00:00:00.000Z");
+  assert_string_equal(l.v[0].mtime, "");
   assert_int_equal(l.v[1].size, 7);
   assert_true(truncated);
   assert_string_equal(next, "t/1=");
