@@ -236,7 +236,7 @@ def test_store_down_30s_during_a_crawl_loses_nothing(deployed, s3_server):  # no
         s3_resume(srv)
     fin = d.wait_finished(job, timeout(120))
     # The crawl was not slowed: it took what its lines take, near enough.
-    took = (fin_time(fin["end_time"]) - fin_time(fin["start_time"]))
+    took = (fin_time(fin["end_time"]) - fin_time(fin["start_time"])).total_seconds()
     assert took < lines * every * 1.5 + 5, took
     wait_for(lambda: whole_uploaded(srv, job), timeout(90), "the whole objects after the outage")
     assert s3util.get(srv, key("logs", job)) == read(d.log_path("testproj", "quick", job))
