@@ -561,7 +561,7 @@ static int list_parts(const s3_t *s, const char *key, s3_list_t *parts, int64_t 
   int rc = s3_list(s, pre, parts, r);
   free(pre);
   if (rc) return rc;
-  qsort(parts->v, parts->n, sizeof(*parts->v), part_order);
+  if (parts->n) qsort(parts->v, parts->n, sizeof(*parts->v), part_order);
   *total = 0;
   for (size_t i = 0; i < parts->n; i++) *total += parts->v[i].size;
   return parts->n ? 0 : -ENOENT;

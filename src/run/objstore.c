@@ -314,7 +314,7 @@ static void keep_newest(objstore_t *o, const char *top, const ojob_t *j) {
     if (!strstr(l.v[i].key, ".part-")) l.v[n++] = l.v[i];
     else free(l.v[i].key);
   l.n = n;
-  qsort(l.v, l.n, sizeof(*l.v), cmp_mtime_desc);
+  if (l.n) qsort(l.v, l.n, sizeof(*l.v), cmp_mtime_desc);
   for (size_t i = (size_t)keep; i < l.n; i++) s3_delete(o->s3, l.v[i].key, &r);
   s3_list_release(&l);
 }
