@@ -13,7 +13,7 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config \
 	wrk zip unzip curl redis-server postgresql python3-psycopg2 \
 	chromium chromium-driver python3-selenium python3-jsonschema \
 	debhelper dpkg-dev fakeroot lintian python3-yaml python3-prometheus-client \
-	nginx-light python3-pytest-xdist awscli \
+	nginx-light python3-pytest-xdist awscli radosgw ceph-mon ceph-osd \
 	qemu-system-x86 busybox-static
 # Only for `make fuzz` (building and testing replay the corpora without them).
 FUZZ_PKGS := clang libclang-rt-14-dev
@@ -35,9 +35,6 @@ deps:
 		export DEBIAN_FRONTEND=noninteractive; \
 		apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
-	@# the tests' S3 server (tests/s3server.sh), from its lockfile, when that changed
-	@[ tests/s3/node_modules/.package-lock.json -nt tests/s3/package-lock.json ] || \
-		(cd tests/s3 && npm ci --no-audit --no-fund)
 
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo
