@@ -83,6 +83,13 @@ static void note_push(objstore_t *o, enum note_kind kind, const char *project,
     return;
   }
   n->kind = kind;
+  if (kind == NOTE_END) {
+    /* Counted as waiting at once: a preStop hook that sees no crawl
+     * running must not see an empty backlog before the thread wakes. */
+    pthread_mutex_lock(&o->s3->status.mu);
+    o->s3->status.backlog_objects++;
+    pthread_mutex_unlock(&o->s3->status.mu);
+  }
   pthread_mutex_lock(&o->mu);
   *o->notes_tail = n;
   o->notes_tail = &n->next;
@@ -375,7 +382,7 @@ static void backlog_publish(objstore_t *o) {
       stream_t *st = &j->s[i];
       if (!st->path || st->done < 0) continue;
       int64_t wait = j->ended ? st->size : st->size - st->done;
-      if (wait <= 0 && !(j->ended && st->nparts)) continue;
+      if (wait <= 0 && !j->ended) continue;
       bytes += wait > 0 ? wait : 0;
       objects++;
       if (st->pending_ms && (!oldest || st->pending_ms < oldest)) oldest = st->pending_ms;
@@ -389,6 +396,7 @@ static void backlog_publish(objstore_t *o) {
 
 static void round_run(objstore_t *o) {
   int64_t now = clock_wall_ms();
+  backlog_publish(o); /* ended jobs count from their note on */
   for (ojob_t *j = o->jobs, *next; j; j = next) {
     next = j->next;
     if (job_turn(o, j, now)) job_unlink(o, j);

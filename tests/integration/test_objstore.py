@@ -252,26 +252,19 @@ def fin_time(text):
 
 
 def s3_cut(srv):
-    """Stops the server (connections are refused), keeping its objects."""
-    pid = int(open(os.path.join(srv["dir"], "s3rver.pid")).read())
+    """Stops the S3 front (radosgw: connections are refused from then on);
+    the objects stay in the cluster behind it (tests/s3server.sh)."""
+    pid = int(open(os.path.join(srv["dir"], "run", "client.rgw.pid")).read())
     os.kill(pid, signal.SIGKILL)
-    wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
-             open(f"/proc/{pid}/stat").read().split()[2] == "Z", 10, "s3rver to stop")
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 10, "radosgw to stop")
 
 
 def s3_resume(srv):
-    """Starts it again on the same port over the same objects."""
-    port = srv["S3_ENDPOINT"].rsplit(":", 1)[1]
-    js = os.path.join(HERE, "..", "s3", "node_modules", "s3rver", "bin", "s3rver.js")
-    with open(os.path.join(srv["dir"], "s3rver.log"), "ab") as log:
-        p = subprocess.Popen(["node", js, "-d", os.path.join(srv["dir"], "data"),
-                              "-a", "127.0.0.1", "-p", port, "--silent", "--no-vhost-buckets"],
-                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                             start_new_session=True)
-    with open(os.path.join(srv["dir"], "s3rver.pid"), "w") as f:
-        f.write(str(p.pid))
+    """Starts it again on the same port, over the same objects."""
+    subprocess.run(["radosgw", "-c", os.path.join(srv["dir"], "ceph.conf"), "-n", "client.rgw"],
+                   check=True, stdin=subprocess.DEVNULL, capture_output=True)
     wait_for(lambda: s3util.aws(srv, "s3api", "list-buckets", check=False).returncode == 0,
-             timeout(20), "s3rver to answer again")
+             timeout(30), "radosgw to answer again")
 
 
 def test_a_restarted_node_uploads_what_its_spool_kept(deployed, s3_server):  # noqa: F811
@@ -328,14 +321,16 @@ def test_jobs_to_keep_applies_in_the_store(deployed, s3_server):  # noqa: F811
              sorted(key("logs", j) for j in jobs[1:]), timeout(20), "the oldest log to go")
 
 
-@pytest.mark.parametrize("what", ["bucket", "key"])
+@pytest.mark.parametrize("what", ["bucket", "key", "secret"])
 def test_a_bad_bucket_or_refused_credentials_stop_the_start(spiderd, s3_server, what):  # noqa: F811
     srv = dict(s3_server)
     extra = {}
     if what == "bucket":
         extra["object_store"] = "s3://no-such-bucket-here/x"
-    else:
+    elif what == "key":
         srv["AWS_ACCESS_KEY_ID"] = "NOT-A-KEY"
+    else:  # the server checks signatures: a wrong secret signs wrong
+        srv["AWS_SECRET_ACCESS_KEY"] = "not-the-secret"
     d = node(spiderd, srv, start=False, **extra)
     d.spawn()
     rc = d.proc.wait(timeout(20))
