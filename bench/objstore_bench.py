@@ -1,5 +1,5 @@
 """Object storage of logs and items ([spiderd] object_store), against a local
-S3 server (tests/s3server.sh):
+S3 server (tests/s3server.sh: Ceph's radosgw, objects in memory):
 
   crawl   a crawl's own time (the daemon's start and end stamps) writing
           LINES log lines and as many items of ITEM_BYTES, with and without
@@ -12,7 +12,9 @@ S3 server (tests/s3server.sh):
           time from the job's end to its whole object in the bucket is the
           upload (a multipart upload of 16 MB parts)
 
-usage: /usr/bin/python3 bench/objstore_bench.py BINARY [crawl] [loss] [big]
+  paced   the same with a crawl that writes 500 lines and items a second
+
+usage: /usr/bin/python3 bench/objstore_bench.py BINARY [crawl] [paced] [loss] [big]
 """
 import datetime
 import os
@@ -110,22 +112,31 @@ def stamp(text):
     return datetime.datetime.strptime(text, fmt).timestamp()
 
 
-def bench_crawl(binary, srv, egg, top, lines=200000, item_bytes=200, runs=3):
+def empty_bucket(srv):
+    s3util.aws(srv, "s3", "rm", "--recursive", "--only-show-errors",
+               f"s3://{srv['S3_BUCKET']}/bench/")
+
+
+def bench_crawl(binary, srv, egg, top, lines, every, item_bytes, runs=5):
+    """A crawl's own time, alternately without and with the store."""
     out = {False: [], True: []}
     for run in range(runs):
         for store in (False, True):
             n = Node(binary, os.path.join(top, f"crawl-{run}-{store}"), srv, store=store)
             n.deploy(egg)
-            job = n.schedule(lines=lines, every=0, item_bytes=item_bytes)
+            job = n.schedule(lines=lines, every=every, item_bytes=item_bytes)
             e = n.wait(job)
             out[store].append(stamp(e["end_time"]) - stamp(e["start_time"]))
             n.stop()
             shutil.rmtree(n.base)
+            if store:
+                empty_bucket(srv)
     mb = lines * (item_bytes + 50 + 29) / 1e6
     for store in (False, True):
         v = sorted(out[store])
-        print(f"crawl of {lines} lines + items (~{mb:.0f} MB) {'with' if store else 'without'} "
-              f"the object store: {', '.join(f'{x:.2f}' for x in out[store])} s (median {v[len(v)//2]:.2f} s)")
+        print(f"crawl of {lines} lines + items (~{mb:.0f} MB), every {every} s, "
+              f"{'with' if store else 'without'} the object store: "
+              f"{', '.join(f'{x:.2f}' for x in out[store])} s (median {v[len(v)//2]:.2f} s)")
     a, b = sorted(out[False])[runs // 2], sorted(out[True])[runs // 2]
     print(f"difference of the medians: {100 * (b - a) / a:+.1f}%")
 
@@ -162,7 +173,9 @@ def bench_loss(binary, srv, egg, top, tries=5):
 
 
 def bench_big(binary, srv, egg, top):
-    n = Node(binary, os.path.join(top, "big"), srv)
+    # No parts while it is written (flush 3600 s): the server keeps its
+    # objects in memory, and the figure is the whole object's upload.
+    n = Node(binary, os.path.join(top, "big"), srv, flush=3600)
     n.deploy(egg)
     # 1 GB of items: 250,000 items of 4,000 bytes, written as fast as it can.
     job = n.schedule(lines=250000, every=0, item_bytes=4000)
@@ -179,6 +192,7 @@ def bench_big(binary, srv, egg, top):
     print(f"1 GB items file ({size / 1e9:.2f} GB) whole in the store {t_up:.1f} s after the "
           f"job's end: {size / 1e6 / t_up:.0f} MB/s (parts deleted included)")
     path = os.path.join(n.base, "items", "testproj", "quick", f"{job}.jl")
+    empty_bucket(srv)
     t = time.time()
     s3util.upload(srv, path, "bench/awscli-copy.jl")
     dt = time.time() - t
@@ -190,13 +204,15 @@ def bench_big(binary, srv, egg, top):
 
 def main():
     binary = os.path.abspath(sys.argv[1])
-    which = sys.argv[2:] or ["crawl", "loss", "big"]
+    which = sys.argv[2:] or ["crawl", "paced", "loss", "big"]
     top = tempfile.mkdtemp(prefix="spiderd-objbench-")
     srv = s3util.start_server(os.path.join(top, "s3"))
     try:
         egg = eggs.build_egg("testproj", os.path.join(top, "eggs"))
-        if "crawl" in which:
-            bench_crawl(binary, srv, egg, top)
+        if "crawl" in which:  # as fast as Python writes: CPU-bound, the worst case
+            bench_crawl(binary, srv, egg, top, lines=300000, every=0, item_bytes=200)
+        if "paced" in which:  # 500 lines and items a second for 20 s
+            bench_crawl(binary, srv, egg, top, lines=10000, every=0.002, item_bytes=1000)
         if "loss" in which:
             bench_loss(binary, srv, egg, top)
         if "big" in which:
