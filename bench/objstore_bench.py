@@ -210,7 +210,7 @@ def main():
     try:
         egg = eggs.build_egg("testproj", os.path.join(top, "eggs"))
         if "crawl" in which:  # as fast as Python writes: CPU-bound, the worst case
-            bench_crawl(binary, srv, egg, top, lines=300000, every=0, item_bytes=200)
+            bench_crawl(binary, srv, egg, top, lines=2000000, every=0, item_bytes=50)
         if "paced" in which:  # 500 lines and items a second for 20 s
             bench_crawl(binary, srv, egg, top, lines=10000, every=0.002, item_bytes=1000)
         if "loss" in which:

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #define BACKOFF_MIN_MS 1000
 #define BACKOFF_MAX_MS 60000
 #define STOP_BUDGET_MS 5000
+#define UPLOADER_NICE 10
 
 enum note_kind { NOTE_START, NOTE_END, NOTE_FORGET };
 
@@ -113,7 +115,7 @@ void objstore_forget(objstore_t *o, const char *project, const char *spider, con
 
 static char *marker_path(const objstore_t *o, const ojob_t *j) {
   char *p = NULL;
-  if (asprintf(&p, "%s/%s.spool", o->spool_dir, j->jobid) < 0) return NULL;
+  if (asprintf(&p, "%s/%s.%s.spool", o->spool_dir, j->project, j->jobid) < 0) return NULL;
   return p;
 }
 
@@ -228,6 +230,8 @@ static void apply_note(objstore_t *o, note_t *n) {
     log_error("objstore", "out of memory: job %s is not uploaded", n->jobid);
   } else if (n->kind == NOTE_START) {
     j->ended = 0;
+    for (int i = 0; i < 2; i++) /* whole already (a restart's finish): parts again */
+      if (j->s[i].done < 0) j->s[i].done = j->s[i].nparts = 0;
     marker_save(o, j);
   } else {
     j->ended = 1;
@@ -450,6 +454,9 @@ static void final_rounds(objstore_t *o) {
 
 static void *thread_main(void *arg) {
   objstore_t *o = arg;
+  /* Uploads yield the CPU to crawls (Linux nices threads one by one). */
+  if (setpriority(PRIO_PROCESS, (id_t)gettid(), UPLOADER_NICE))
+    log_debug("objstore", "cannot lower the uploader's priority: %s", strerror(errno));
   int64_t flush_ms = (int64_t)(o->cfg->object_store_flush * 1000.0);
   /* The first round waits a flush interval: crawls adopted at the start
    * are noted by then, and their spool goes on in parts. */

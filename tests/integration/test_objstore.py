@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import BIN, timeout, unique, wait_for
+from conftest import BIN, need, timeout, unique, wait_for
 import s3util
 from s3util import s3_server  # noqa: F401  (a fixture)
 
@@ -31,8 +31,14 @@ API = "/api/v1"
 FLUSH = 1.0
 PREFIX = "pre"
 
-pytestmark = pytest.mark.skipif(not os.path.exists("/usr/bin/aws"),
-                                reason="needs Debian's awscli (make deps)")
+
+
+@pytest.fixture(autouse=True)
+def _tools():
+    """Before the server starts: its programs and awscli are here (else a
+    skip, or a failure under CI=true)."""
+    need(os.path.exists(s3util.AWS) and shutil.which("radosgw") is not None,
+         "needs radosgw and awscli (make deps)")
 
 
 def creds(srv):
