@@ -150,12 +150,23 @@ def test_store_metrics_and_readyz_while_healthy(deployed):
 
 
 def cluster_pair(spiderd, srv, pg_url, egg):
-    """Two nodes on one PostgreSQL store and one bucket; a gets the job."""
+    """Two nodes on one PostgreSQL store and one bucket."""
     fast = {"node_heartbeat": 0.3, "node_timeout": 3, "store": pg_url}
     a = node(spiderd, srv, name="a", scrapyd={"node_name": "a"}, **fast)
     a.upload("testproj", "1", egg("testproj"))
-    b = node(spiderd, srv, name="b", scrapyd={"node_name": "b", "max_proc": 0}, **fast)
+    b = node(spiderd, srv, name="b", scrapyd={"node_name": "b"}, **fast)
     return a, b
+
+
+def runner_of(nodes, job):
+    """(the node whose disk has the job's log, the other one)."""
+    def which():
+        for i, d in enumerate(nodes):
+            if os.path.exists(d.log_path("testproj", "quick", job)):
+                return i + 1
+        return 0
+    i = wait_for(which, timeout(30), f"job {job} to start on a node") - 1
+    return nodes[i], nodes[1 - i]
 
 
 def lines_of(data):
@@ -169,8 +180,9 @@ def stamp(line):
 def test_node_killed_mid_crawl_its_log_and_items_served_by_another(spiderd, egg, s3_server,  # noqa: F811
                                                                     own_pg):
     srv = s3_server
-    a, b = cluster_pair(spiderd, srv, own_pg[0], egg)
-    job = a.schedule("testproj", "quick", lines=2000, every=0.01)
+    job = cluster_pair(spiderd, srv, own_pg[0], egg)[0].schedule(
+        "testproj", "quick", lines=2000, every=0.01)
+    a, b = runner_of(spiderd.daemons, job)
     a.wait_running(job)
     a.wait_log("testproj", "quick", job, "line 000400", timeout(30))
     # Parts while it runs, readable from the other node (here: through a).
