@@ -134,6 +134,7 @@ typedef struct req {
   const char *body; /* POST body from memory */
   size_t body_len;
   int out_fd; /* GET body to a file (2xx only); -1: into buf */
+  long timeout_ms; /* the whole request; 0: none (only a stall ends it) */
   CURL *h;
   char *buf;
   size_t len, cap;
@@ -321,6 +322,7 @@ static void setup(req_t *q, const char *url, struct curl_slist *hdrs, char *cerr
   curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 5000L);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
   curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 30L);
+  if (q->timeout_ms) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, q->timeout_ms);
   curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, wr_header);
   curl_easy_setopt(h, CURLOPT_HEADERDATA, q);
@@ -376,6 +378,7 @@ out:
 int s3_check_bucket(const s3_t *s, s3_res_t *r) {
   req_t q = REQ(s, "GET", NULL);
   q.query = "list-type=2&max-keys=1";
+  q.timeout_ms = 10000; /* at start-up: a silent store must not hold the start */
   int rc = perform(&q, r);
   free(q.buf);
   return rc;
