@@ -605,7 +605,7 @@ static void tail_work(uv_work_t *w) {
   op_call_t *c = w->data;
   c->err_code = 0;
   int fd = open(c->path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0 && c->app->s3) fd = tail_objstore(c);
+  if (fd < 0 && c->app->s3 && c->job.start_ms) fd = tail_objstore(c); /* never started: none */
   if (fd < 0) { /* not written yet (pending), or removed */
     c->num[2] = 0;
     c->num[3] = c->num[0] < 0 ? 0 : c->num[0];
