@@ -45,6 +45,8 @@ typedef struct app {
   char job_secret[JOBTOKEN_SECRET_HEX + 1]; /* signs job tokens (flow/jobtoken.h) */
   struct metrics *metrics;       /* metrics.h: what /metrics reports; NULL = none */
   struct auth *auth;             /* api/auth.c: users, tokens, who sent a request */
+  struct s3 *s3;                 /* net/s3.h: the object store; NULL = none */
+  struct objstore *objstore;     /* run/objstore.c: uploads logs and items there */
 } app_t;
 
 typedef struct api_common api_common_t;

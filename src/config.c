@@ -140,6 +140,11 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, node_url, T_STR, M_NONE, "", "--node-url"),
     KEY(SEC_SPIDERD, node_heartbeat, T_REAL, M_GT0, "3", NULL),
     KEY(SEC_SPIDERD, node_timeout, T_REAL, M_GT0, "15", NULL),
+    KEY(SEC_SPIDERD, object_store, T_STR, M_NONE, "", NULL),
+    KEY(SEC_SPIDERD, object_store_endpoint, T_STR, M_NONE, "", NULL),
+    KEY(SEC_SPIDERD, object_store_region, T_STR, M_NONE, "us-east-1", NULL),
+    KEY(SEC_SPIDERD, object_store_credentials, T_STR, M_NONE, "", NULL),
+    KEY(SEC_SPIDERD, object_store_flush, T_REAL, M_GT0, "5", NULL),
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 

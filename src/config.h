@@ -170,6 +170,12 @@ typedef struct config {
   double history_days;     /* 0 = forever: ended jobs older than this go */
   double events_days;      /* 30; 0 = forever: events and ended runs older go */
   double janitor_interval; /* 60 s between retention passes */
+  /* S3-compatible object storage of logs and items (run/objstore.c). */
+  char *object_store;      /* "": s3://BUCKET/PREFIX */
+  char *object_store_endpoint; /* "": AWS; else http(s)://host:port, path-style */
+  char *object_store_region;   /* "us-east-1" */
+  char *object_store_credentials; /* "": AWS shared-credentials file, else env */
+  double object_store_flush;   /* 5 s between uploads of a running job's log */
   /* Nodes sharing a store (run/cluster.c). */
   char *node_url;          /* "": where other nodes reach this one; default
                             * http://<bind_address or hostname>:<http_port> */

@@ -17,6 +17,8 @@
 #include "run/launcher.h"
 #include "run/scheduler.h"
 #include "run/webhooks.h"
+#include "run/objstore.h"
+#include "net/s3.h"
 #include "cli/cli.h"
 #include "error.h"
 #include "fsutil.h"
@@ -230,8 +232,41 @@ static void begin_exit(server_t *srv) {
 static void job_ended(void *ud, const job_t *job) {
   app_t *app = ud;
   if (app->webhooks) webhooks_kick(app->webhooks);
+  objstore_job_ended(app->objstore, job);
   if (app->janitor) janitor_kick(app->janitor);
   if (job->schedule_id) scheduler_kick(app->scheduler);
+}
+
+/* A crawl started (or was adopted): its log and items go up as they grow. */
+static void job_started(void *ud, const job_t *job) {
+  app_t *app = ud;
+  objstore_job_started(app->objstore, job);
+}
+
+/* [spiderd] object_store: the client, the bucket check and the uploader. */
+static int start_objstore(app_t *app, char *err, size_t errlen) {
+  const config_t *cfg = &app->cfg;
+  if (!cfg->object_store[0]) return 0;
+  if (!(app->s3 = calloc(1, sizeof(*app->s3)))) return -ENOMEM;
+  int rc = s3_init(app->s3, cfg->object_store, cfg->object_store_endpoint,
+                   cfg->object_store_region, cfg->object_store_credentials, err, errlen);
+  if (rc) {
+    free(app->s3);
+    app->s3 = NULL;
+    return rc;
+  }
+  if ((rc = objstore_start(&app->objstore, app->s3, cfg, err, errlen))) return rc;
+  janitor_set_objstore(app->janitor, app->objstore);
+  launcher_on_start(app->launcher, job_started);
+  return 0;
+}
+
+static void stop_objstore(app_t *app) {
+  objstore_stop(app->objstore);
+  app->objstore = NULL;
+  if (app->s3) s3_release(app->s3);
+  free(app->s3);
+  app->s3 = NULL;
 }
 
 /* Another node put queue elements: waiting takers here try again. */
@@ -385,6 +420,7 @@ static int start_modules(app_t *app, char *err, size_t errlen) {
     return rc;
   wire_flow(app);
   launcher_on_end(app->launcher, job_ended, app);
+  if ((rc = start_objstore(app, err, errlen))) return rc;
   launcher_set_job_secret(app->launcher, app->job_secret);
   launcher_set_metrics(app->launcher, app->metrics);
   scheduler_set_metrics(app->scheduler, app->metrics);
@@ -626,6 +662,7 @@ fail:
 out:
   if (app->loop) uv_loop_close(app->loop);
   if (cfg->pidfile[0] && rc == 0) unlink(cfg->pidfile);
+  stop_objstore(app);
   api_scrapyd_free(app);
   api_common_free(app);
   metrics_free(app->metrics);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/objserve.h"
 #include "app.h"
 #include "clock.h"
 #include "core/job.h"
@@ -144,6 +145,7 @@ static void scrape_done(void *arg, int rc) {
                  "Crawl processes this node runs now (its launcher's children).");
   metrics_sample(&b, "spiderd_jobs_running_here", NULL, 0, (double)app->counters.running);
   if (app->metrics) metrics_render(app->metrics, &b);
+  if (app->s3) api_objstore_metrics(app->s3, &b);
   render_process(&b);
   if (b.failed) http_reply(sc->req, 500, "text/plain; charset=utf-8", "out of memory\n", 14);
   else http_reply(sc->req, 200, CT_METRICS, b.p ? b.p : "", b.len);
@@ -195,8 +197,9 @@ static void ready_timer_closed(uv_handle_t *h) {
 
 static void ready_answer(ready_t *r, int ok, const char *why) {
   if (!r->req) return;
-  char msg[256];
-  if (ok) snprintf(msg, sizeof(msg), "ready\n");
+  char msg[1024], os[600] = "";
+  if (r->app->s3) api_objstore_problem(r->app->s3, os, sizeof(os));
+  if (ok) snprintf(msg, sizeof(msg), "ready%s%s\n", os[0] ? "; object store: " : "", os);
   else snprintf(msg, sizeof(msg), "not ready: %s\n", why);
   http_reply(r->req, ok ? 200 : 503, "text/plain; charset=utf-8", msg, strlen(msg));
   r->req = NULL;

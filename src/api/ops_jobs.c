@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "api/proxy.h"
+#include "api/objserve.h"
 #include "api/jobs.h"
 #include "api/projects.h"
 #include "api/auth.h"
@@ -576,12 +577,22 @@ void op_jobs_cancel(op_call_t *c) {
 
 /* ---- jobs.log / jobs.items ---- */
 
+/* Not on this disk: the object store's copy (api/objserve.h). */
+static int tail_objstore(op_call_t *c) {
+  char key[1024];
+  int items = !strcmp(c->def->name, "jobs.items");
+  snprintf(key, sizeof(key), "%s/%s/%s/%s.%s", items ? "items" : "logs", c->job.project,
+           c->job.spider, c->job.jobid, items ? "jl" : "log");
+  return api_objstore_fetch(c->app->s3, key, c->num[0], c->num[1]);
+}
+
 /* num[0] offset asked, num[1] limit, num[2] file size, num[3] start,
  * num[4] bytes used, num[5] 1 = the job still runs (or waits). */
 static void tail_work(uv_work_t *w) {
   op_call_t *c = w->data;
   c->err_code = 0;
   int fd = open(c->path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0 && c->app->s3 && c->job.start_ms) fd = tail_objstore(c); /* never started: none */
   if (fd < 0) { /* not written yet (pending), or removed */
     c->num[2] = 0;
     c->num[3] = c->num[0] < 0 ? 0 : c->num[0];
@@ -647,12 +658,20 @@ static void tail_after(uv_work_t *w, int status) {
   op_ok(c, o);
 }
 
+static void tail_local(op_call_t *c);
+
 /* The node that ran the job answered (api_proxy_get): its answer is ours. */
 static void tail_remote(void *ud, int rc, long status, const char *body, size_t len) {
   op_call_t *c = ud;
   const char *what = !strcmp(c->def->name, "jobs.items") ? "items" : "log";
   json_t *o = rc ? NULL : json_loadb(body, len, 0, NULL);
   json_t *details = json_pack("{s:I,s:s}", "id", (json_int_t)c->job.id, "node", c->job.node);
+  if ((!o || status != 200) && c->app->s3) { /* gone or emptied: the object store */
+    json_decref(details);
+    json_decref(o);
+    tail_local(c);
+    return;
+  }
   if (!o) {
     op_fail(c, SPD_ENOFILE, details, "the job's %s is on node '%s', which did not answer",
             what, c->job.node);
@@ -690,6 +709,13 @@ static void tail_found(void *arg, int rc) {
     if (rc) op_fail(c, rc, NULL, "%s", spd_strerror(rc));
     return;
   }
+  tail_local(c);
+}
+
+/* This node's file, else (api/objserve.h) the object store's. */
+static void tail_local(op_call_t *c) {
+  const job_t *j = &c->job;
+  int items = !strcmp(c->def->name, "jobs.items"), rc;
   c->path = items ? jobs_items_path(&c->app->cfg, j->project, j->spider, j->jobid)
                   : jobs_log_path(&c->app->cfg, j->project, j->spider, j->jobid);
   if (!c->path) {

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "api/auth.h"
+#include "api/objserve.h"
 #include "clock.h"
 #include "error.h"
 #include "net/curl_lazy.h"
@@ -239,6 +240,18 @@ static int job_of(const char *rel, char **project, char **jobid) {
 
 void api_proxy_serve(app_t *app, http_req_t *req, const char *root, const char *rel,
                      const char *url_path) {
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/%s", root, rel);
+  struct stat st;
+  if (app->s3 && !http_req_header(req, PROXY_HEADER) && stat(path, &st) != 0) {
+    api_objstore_serve(app, req, root, rel, url_path); /* then api_proxy_node */
+    return;
+  }
+  api_proxy_node(app, req, root, rel, url_path);
+}
+
+void api_proxy_node(app_t *app, http_req_t *req, const char *root, const char *rel,
+                    const char *url_path) {
   char path[4096];
   snprintf(path, sizeof(path), "%s/%s", root, rel);
   struct stat st;

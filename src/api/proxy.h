@@ -11,6 +11,10 @@
 void api_proxy_serve(app_t *app, http_req_t *req, const char *root, const char *rel,
                      const char *url_path);
 
+/* api_proxy_serve without the object store: local, else the job's node. */
+void api_proxy_node(app_t *app, http_req_t *req, const char *root, const char *rel,
+                    const char *url_path);
+
 /* GETs path (with its query) from another node of the shared store: looks
  * its url up, fetches with this node's credentials on the thread pool,
  * and calls cb(ud, rc, http_status, body, len) once on the loop (rc

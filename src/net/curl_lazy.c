@@ -15,7 +15,7 @@ static dynlib_t curl_lib = DYNLIB_INIT("libcurl.so.4", NULL, curl_names, curl_sl
 
 int curl_lazy_load(char *err, size_t errlen) { return dynlib_load(&curl_lib, err, errlen); }
 
-#define CRYPTO_FUNCS(X) X(HMAC) X(EVP_sha256) X(PKCS5_PBKDF2_HMAC)
+#define CRYPTO_FUNCS(X) X(HMAC) X(EVP_sha256) X(PKCS5_PBKDF2_HMAC) X(EVP_Digest)
 #define CRYPTO_PTR(fn) static __typeof__(fn) *lazy_##fn;
 CRYPTO_FUNCS(CRYPTO_PTR)
 static const char *const crypto_names[] = {CRYPTO_FUNCS(DYNLIB_NAME)};
@@ -37,5 +37,12 @@ int curl_lazy_hmac_sha256(const void *key, size_t keylen, const void *data, size
   unsigned int n = 0;
   if (!lazy_HMAC(lazy_EVP_sha256(), key, (int)keylen, data, len, md, &n) || n != 32)
     return -EINVAL;
+  return 0;
+}
+
+int curl_lazy_sha256(const void *data, size_t len, unsigned char md[32]) {
+  if (dynlib_load(&crypto_lib, NULL, 0)) return -ENOENT;
+  unsigned int n = 0;
+  if (!lazy_EVP_Digest(data, len, md, &n, lazy_EVP_sha256(), NULL) || n != 32) return -EINVAL;
   return 0;
 }

@@ -58,6 +58,9 @@ int curl_lazy_load(char *err, size_t errlen);
  * first use. 0, or -ENOENT when libcrypto cannot be loaded. Thread-safe. */
 int curl_lazy_hmac_sha256(const void *key, size_t keylen, const void *data, size_t len,
                           unsigned char md[32]);
+/* SHA-256 of data into md, from libcrypto opened on first use. 0, or
+ * -ENOENT when libcrypto cannot be loaded. Thread-safe. */
+int curl_lazy_sha256(const void *data, size_t len, unsigned char md[32]);
 /* PBKDF2-HMAC-SHA256 of pass with salt, iter rounds, into out (outlen
  * bytes), from libcrypto opened on first use. 0, or -ENOENT when libcrypto
  * cannot be loaded. Thread-safe; slow on purpose (run it off the loop). */

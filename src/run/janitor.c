@@ -4,6 +4,7 @@
  * the thread pool. */
 #include "clock.h"
 #include "run/janitor.h"
+#include "run/objstore.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -45,7 +46,10 @@ struct janitor {
   int pass_open;
   void (*stopped)(void *ud);
   void *stopped_ud;
+  struct objstore *objstore; /* NULL: none */
 };
+
+void janitor_set_objstore(janitor_t *j, struct objstore *o) { j->objstore = o; }
 
 typedef struct batch {
   janitor_t *jan;
@@ -137,6 +141,7 @@ static void remove_files(janitor_t *j, const job_list_t *jobs) {
     const job_t *d = &jobs->v[i];
     char *p = d->start_ms ? jobs_log_path(j->cfg, d->project, d->spider, d->jobid) : NULL;
     if (p) w->paths[w->n++] = p;
+    if (d->start_ms) objstore_forget(j->objstore, d->project, d->spider, d->jobid);
   }
   w->nlogs = w->n;
   for (size_t i = 0; i < jobs->n; i++) {

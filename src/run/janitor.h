@@ -48,6 +48,10 @@ void janitor_kick(janitor_t *j);
  * flight (a batch under way finishes, later ones are not started). */
 void janitor_stop(janitor_t *j, void (*done)(void *ud), void *ud);
 
+/* The history it deletes loses its objects in the object store too. */
+struct objstore;
+void janitor_set_objstore(janitor_t *j, struct objstore *o);
+
 /* Frees it after janitor_stop completed (its handle closes async). */
 void janitor_free(janitor_t *j);
 

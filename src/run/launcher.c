@@ -145,6 +145,10 @@ void launcher_on_end(launcher_t *l, void (*fn)(void *ud, const job_t *job), void
   l->sv.on_end_ud = ud;
 }
 
+void launcher_on_start(launcher_t *l, void (*fn)(void *ud, const job_t *job)) {
+  l->sv.on_start = fn;
+}
+
 unsigned launcher_running(const launcher_t *l) { return l->sv.nprocs; }
 
 void launcher_set_metrics(launcher_t *l, struct metrics *m) {

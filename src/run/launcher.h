@@ -81,6 +81,9 @@ int launcher_cancel(launcher_t *l, const char *project, const char *jobid,
  * spawned) is committed, e.g. to wake modules that act on job events. */
 void launcher_on_end(launcher_t *l, void (*fn)(void *ud, const job_t *job), void *ud);
 
+/* fn(on_end's ud, job) runs on the loop when a crawl started or was adopted. */
+void launcher_on_start(launcher_t *l, void (*fn)(void *ud, const job_t *job));
+
 /* Number of crawl processes alive. */
 unsigned launcher_running(const launcher_t *l);
 

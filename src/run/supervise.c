@@ -196,6 +196,7 @@ void supervise_started(supervisor_t *sv, proc_t *p) {
     if (p->timeout_at == 0) p->timeout_at = 1;
   }
   watch_arm(sv);
+  if (sv->on_start) sv->on_start(sv->on_end_ud, &p->job);
   /* An adopted crawl has its pid written again, without an event: one
    * found by supervise_find_unrecorded had none in the store. */
   started_op_t *op = calloc(1, sizeof(*op));

@@ -85,6 +85,7 @@ typedef struct supervisor {
   void *ud;
   void (*on_end)(void *ud, const job_t *job); /* after a job's end is committed */
   void *on_end_ud;
+  void (*on_start)(void *ud, const job_t *job); /* a crawl started or was adopted */
   unsigned ends_in_flight;
   /* Delayed jobs (retries waiting out their backoff): they are pending but
    * not claimable, so the counters alone cannot tell dispatch to claim. */
