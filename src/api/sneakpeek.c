@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "api/auth.h"
 #include "api/jobs.h"
@@ -20,7 +21,9 @@
 #include "core/principal.h"
 #include "core/schedule.h"
 #include "error.h"
+#include "flow/jobtoken.h"
 #include "flow/schedules.h"
+#include "http/http.h"
 
 #define SP_EPHEMERAL "ephemeral_scraper"
 #define SP_SCRAPER "scraper"
@@ -691,8 +694,18 @@ static void sp_run_ephemeral(op_call_t *c) {
  * job's token; the next run starts from it. */
 static int sp_set_state_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
-  return schedules_state_from_job(s, c->who->job_id, c->text, &c->num[0], c->err,
-                                  sizeof(c->err));
+  return schedules_state_from_job(s, c->num[1], c->text, &c->num[0], c->err, sizeof(c->err));
+}
+
+/* The running job whose token came with the call: the authenticated one
+ * when the daemon requires credentials, else the Bearer token itself
+ * (without auth nothing else checks it). 0 when none. */
+static int64_t sp_job_of(op_call_t *c) {
+  if (c->who->kind == AUTH_JOB) return c->who->job_id;
+  const char *h = c->req ? http_req_header(c->req, "Authorization") : NULL;
+  if (!h || strncasecmp(h, "Bearer ", 7) || !c->app->job_secret[0]) return 0;
+  int64_t id = jobtoken_check(c->app->job_secret, h + 7);
+  return id > 0 && flow_running_here(&c->app->flow, id) ? id : 0;
 }
 
 static void sp_set_state_done(void *arg, int rc) {
@@ -708,7 +721,7 @@ static void sp_set_state_done(void *arg, int rc) {
 
 static void sp_set_scraper_state(op_call_t *c) {
   const json_t *state = op_json(c, "state");
-  if (c->who->kind != AUTH_JOB) {
+  if (!(c->num[1] = sp_job_of(c))) {
     op_fail(c, SPD_EFORBIDDEN, NULL,
             "set_scraper_state is a running crawl's, with its job's token (SPIDERD_TOKEN); "
             "update_scraper sets a scraper's state");

@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, parse_obj_as
 
 from conftest import req, wait_for
 
@@ -108,7 +108,12 @@ class Priority(BaseModel):
 
 
 def parse(model, value):
-    return TypeAdapter(model).validate_python(value)
+    return parse_obj_as(model, value)
+
+
+def dump(m):
+    """A model as its JSON sends it (pydantic 1, as Sneakpeek 0.2 uses)."""
+    return json.loads(m.json())
 
 
 # ---- a client --------------------------------------------------------------
@@ -154,7 +159,7 @@ def create(d, name, handler=f"{PROJECT}/quick", schedule=TaskSchedule.INACTIVE, 
     request = CreateScraperRequest(name=name, handler=handler, schedule=schedule,
                                    schedule_crontab=kw.pop("schedule_crontab", None),
                                    config=kw.pop("config", ScraperConfig()), **kw)
-    return result(d, "create_scraper", Scraper, scraper=request.model_dump(mode="json"))
+    return result(d, "create_scraper", Scraper, scraper=dump(request))
 
 
 def wait_task(d, task_id, statuses=(TaskStatus.SUCCEEDED, TaskStatus.FAILED,
@@ -207,16 +212,16 @@ def test_scraper_create_get_update_delete(d):
     assert native["interval"] == 3600 and native["overlap"] == "skip"
     assert native["priority"] == 1 and native["args"] == {"count": "2"}
 
-    changed = s.model_copy(update={"schedule": TaskSchedule.CRONTAB,
+    changed = s.copy(update={"schedule": TaskSchedule.CRONTAB,
                                    "schedule_crontab": "*/5 * * * *",
                                    "priority": TaskPriority.UTMOST, "state": "s0",
                                    "timeout": timedelta(seconds=90)})
-    u = result(d, "update_scraper", Scraper, scraper=changed.model_dump(mode="json"))
+    u = result(d, "update_scraper", Scraper, scraper=dump(changed))
     assert u == changed
     assert result(d, "get_scraper", Scraper, id=s.id) == changed
     for schedule in (TaskSchedule.EVERY_MONTH, TaskSchedule.EVERY_SECOND, TaskSchedule.INACTIVE):
-        u = result(d, "update_scraper", Scraper, scraper=changed.model_copy(update={
-            "schedule": schedule, "schedule_crontab": None}).model_dump(mode="json"))
+        u = result(d, "update_scraper", Scraper, scraper=dump(changed.copy(update={
+            "schedule": schedule, "schedule_crontab": None})))
         assert u.schedule == schedule and u.state == "s0"
     assert result(d, "schedules.get", schedule=s.id)["paused"] is True
 
@@ -238,12 +243,12 @@ def test_sneakpeek_error_codes(d):
     missing = Scraper(id="987654321", name="ghost", handler=f"{PROJECT}/quick",
                       schedule=TaskSchedule.INACTIVE, schedule_crontab=None,
                       config=ScraperConfig())
-    assert error(d, "update_scraper", scraper=missing.model_dump(mode="json"))["code"] == 5000
+    assert error(d, "update_scraper", scraper=dump(missing))["code"] == 5000
     for handler in (f"{PROJECT}/nope", "nope/quick", "no-slash"):
         request = CreateScraperRequest(name="bad-handler", handler=handler,
                                        schedule=TaskSchedule.INACTIVE, schedule_crontab=None,
                                        config=ScraperConfig())
-        e = error(d, "create_scraper", scraper=request.model_dump(mode="json"))
+        e = error(d, "create_scraper", scraper=dump(request))
         assert e["code"] == 10004, e
         e = error(d, "run_ephemeral", task={"scraper_handler": handler,
                                              "scraper_config": {"params": None}})
@@ -290,8 +295,8 @@ def test_state_round_trip_through_real_crawls(d):
     assert json.loads(result(d, "get_scraper", Scraper, id=s.id).state)["runs"] == 2
 
     # A user sets the state too (update_scraper); the next crawl starts there.
-    seeded = after1.model_copy(update={"state": json.dumps({"runs": 40, "mark": "m1"})})
-    result(d, "update_scraper", Scraper, scraper=seeded.model_dump(mode="json"))
+    seeded = after1.copy(update={"state": json.dumps({"runs": 40, "mark": "m1"})})
+    result(d, "update_scraper", Scraper, scraper=dump(seeded))
     t3 = wait_task(d, result(d, "enqueue_scraper", Task, scraper_id=s.id,
                              priority=TaskPriority.UTMOST.value).id)
     assert t3.status == TaskStatus.SUCCEEDED and t3.priority == TaskPriority.UTMOST
@@ -313,10 +318,10 @@ def test_run_ephemeral(d):
     task = EphemeralScraperTask(scraper_handler=f"{PROJECT}/stateful",
                                 scraper_config=ScraperConfig(params={"mark": "eph"}),
                                 scraper_state=json.dumps({"runs": 7, "mark": "eph"}))
-    t = result(d, "run_ephemeral", Task, task=task.model_dump(mode="json"),
+    t = result(d, "run_ephemeral", Task, task=dump(task),
                priority=TaskPriority.NORMAL.value)
     assert t.task_handler == "ephemeral_scraper" and t.task_name == "ephemeral_scraper"
-    assert EphemeralScraperTask.model_validate_json(t.payload) == task
+    assert EphemeralScraperTask.parse_raw(t.payload) == task
     t = wait_task(d, t.id)
     # No scraper keeps an ephemeral task's state: the crawl is told so.
     text = "\n".join(line.data["message"] for line in all_log_lines(d, t.id))
