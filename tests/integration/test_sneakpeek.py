@@ -369,3 +369,27 @@ def test_cors_preflight_and_answer_for_another_origin(d):
     assert r.status_code == 200
     assert r.headers.get("Access-Control-Allow-Origin") in ("*", UI_ORIGIN)
     parse(list[Priority], r.json()["result"])
+
+
+# ---- with credentials required ---------------------------------------------
+
+def test_job_token_sets_state_when_credentials_are_required(spiderd, egg_bytes):
+    """The crawl's job token passes the daemon's authentication for
+    set_scraper_state only; the state still reaches the next run."""
+    d = spiderd(scrapyd={"username": "op", "password": "secret"})
+    r = d.request("POST", f"{API}/projects/{PROJECT}/versions", params={"version": "1.0"},
+                  data=egg_bytes("sneakproj"),
+                  headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 201, r.text
+    s = create(d, "sp-auth", handler=f"{PROJECT}/stateful")
+    for mark in ("first", "second"):
+        t = wait_task(d, result(d, "enqueue_scraper", Task, scraper_id=s.id,
+                                priority=TaskPriority.NORMAL.value).id)
+        assert t.status == TaskStatus.SUCCEEDED, t
+        text = "\n".join(line.data["message"] for line in all_log_lines(d, t.id))
+        assert '"scraper_id": "%s"' % s.id in text, text[-2000:]
+    assert json.loads(result(d, "get_scraper", Scraper, id=s.id).state)["runs"] == 2
+    # Without credentials: refused by the server, as any other method.
+    body = {"jsonrpc": "2.0", "id": 1, "method": "get_scrapers", "params": {}}
+    r = d.request("POST", f"{API}/jsonrpc", json=body, auth=("op", "wrong"))
+    assert r.status_code == 401
