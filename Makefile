@@ -5,7 +5,7 @@ ASAN_BUILD ?= build-asan
 JOBS ?= $(shell nproc)
 
 # Debian packages needed to build, run, test and benchmark spiderd.
-DEB_PKGS := build-essential cmake ninja-build pkg-config \
+DEB_PKGS := build-essential cmake ninja-build pkg-config python3-pydantic \
 	libuv1-dev libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev \
 	libzip-dev libarchive-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
 	libcurl4-openssl-dev libssl-dev libgnutls28-dev zlib1g-dev openssl \

@@ -2,6 +2,8 @@
  * api/ops.h: single calls, batches (at most JSONRPC_BATCH_MAX calls) and
  * notifications. Every error carries spiderd's registry code in
  * error.data.code (e.g. "SPD_ENOJOB") and the details in error.data.details.
+ * Sneakpeek's method names go to its face (api/sneakpeek.h), which answers
+ * in Sneakpeek's shapes and error codes; the dotted names to api/ops.h.
  *
  * Loop thread only.
  */

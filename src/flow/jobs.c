@@ -1,5 +1,6 @@
 /* A job's transitions and their events (flow/jobs.h). */
 #include "flow/jobs.h"
+#include "flow/schedules.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -103,6 +104,7 @@ int jobs_fire(store_t *s, const schedule_t *sc, const sched_run_t *r, const char
   char jobid[33];
   random_jobid(jobid);
   int rc = schedule_job(sc, jobid, now_ms, &j);
+  if (!rc) rc = schedules_job_state(s, &j); /* the crawl starts from the last run's state */
   if (!rc)
     rc = jobs_enqueue(s, &j,
                       json_pack("{s:I, s:I, s:I, s:s?}", "run_id", (json_int_t)r->id, "due_ms",

@@ -268,3 +268,51 @@ int schedules_delete(store_t *s, const char *key, const char *projects, char *er
   schedule_release(&sc);
   return rc;
 }
+
+/* ---- state handed from one run to the next ---- */
+
+int schedules_state_set(store_t *s, int64_t id, const char *state, char *err, size_t len) {
+  if (state && strlen(state) > SCHEDULES_STATE_MAX) {
+    snprintf(err, len, "a scraper's state holds at most %d bytes", SCHEDULES_STATE_MAX);
+    return SPD_EBADPARAM;
+  }
+  int rc = store_schedule_state_set(s, id, state);
+  if (rc == -ENOENT) {
+    snprintf(err, len, "schedule %lld not found", (long long)id);
+    rc = SPD_ENOSCHEDULE;
+  }
+  return rc;
+}
+
+int schedules_state_from_job(store_t *s, int64_t job_id, const char *state, int64_t *schedule_id,
+                             char *err, size_t len) {
+  job_t j;
+  int rc = store_job_get(s, job_id, &j);
+  if (rc == -ENOENT) {
+    snprintf(err, len, "job %lld not found", (long long)job_id);
+    return SPD_ENOJOB;
+  }
+  if (rc) return rc;
+  *schedule_id = j.schedule_id;
+  if (!j.schedule_id) {
+    snprintf(err, len, "job %lld was not started by a scraper: it has no state to keep",
+             (long long)job_id);
+    rc = SPD_EBADPARAM;
+  } else {
+    rc = schedules_state_set(s, j.schedule_id, state, err, len);
+  }
+  job_release(&j);
+  return rc;
+}
+
+int schedules_job_state(store_t *s, job_t *j) {
+  char *state = NULL;
+  if (!j->schedule_id) return 0;
+  int rc = store_schedule_state_get(s, j->schedule_id, &state);
+  if (rc == -ENOENT) return 0; /* deleted meanwhile: the job starts from nothing */
+  if (rc || !state) return rc;
+  if (!j->args) j->args = json_object();
+  rc = j->args ? json_object_set_new(j->args, SCHEDULES_STATE_ARG, json_string(state)) : -1;
+  free(state);
+  return rc ? -ENOMEM : 0;
+}

@@ -68,4 +68,25 @@ int schedules_pause(store_t *s, const char *key, const char *projects, int pause
 int schedules_delete(store_t *s, const char *key, const char *projects, char *err, size_t len,
                      flow_change_t *ch);
 
+/* A schedule's state: a text its crawls hand on from one run to the next
+ * (the Sneakpeek face's scraper state). A job of the schedule gets it as
+ * the spider argument SCHEDULES_STATE_ARG; the crawl replaces it through its
+ * job's token. */
+#define SCHEDULES_STATE_MAX (64 * 1024)
+#define SCHEDULES_STATE_ARG "scraper_state"
+
+/* Sets the state of schedule id (NULL clears it). SPD_ENOSCHEDULE,
+ * SPD_EBADPARAM (longer than SCHEDULES_STATE_MAX). */
+int schedules_state_set(store_t *s, int64_t id, const char *state, char *err, size_t len);
+
+/* Sets the state of the schedule that started job job_id (*schedule_id =
+ * its id, 0 when none). SPD_ENOJOB; SPD_EBADPARAM when the job has no
+ * schedule. */
+int schedules_state_from_job(store_t *s, int64_t job_id, const char *state, int64_t *schedule_id,
+                             char *err, size_t len);
+
+/* Adds j's schedule's state to j's args (SCHEDULES_STATE_ARG), when it
+ * has one. A read. 0 or -ENOMEM / a store error. */
+int schedules_job_state(store_t *s, job_t *j);
+
 #endif

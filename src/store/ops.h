@@ -62,6 +62,8 @@ STORE_OP(schedule_delete, (store_t *s, int64_t id))
 STORE_OP(schedule_get, (store_t *s, int64_t id, const char *name, schedule_t *out))
 STORE_OP(schedules_list, (store_t *s, int64_t after_id, size_t limit,
                           schedule_list_t *out))
+STORE_OP(schedule_state_get, (store_t *s, int64_t id, char **state))
+STORE_OP(schedule_state_set, (store_t *s, int64_t id, const char *state))
 STORE_OP(runs_add, (store_t *s, int64_t schedule_id, const int64_t *due,
                     const int64_t *fire, size_t n, int64_t horizon_ms, int64_t refill_ms))
 STORE_OP(runs_clear, (store_t *s, int64_t schedule_id, int64_t from_ms))

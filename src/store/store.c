@@ -276,6 +276,17 @@ int store_schedules_list(store_t *s, int64_t after_id, size_t limit,
   return s->ops->schedules_list(s, after_id, limit, out);
 }
 
+int store_schedule_state_get(store_t *s, int64_t id, char **state) {
+  if (!s || !state || id <= 0) return -EINVAL;
+  *state = NULL;
+  return s->ops->schedule_state_get(s, id, state);
+}
+
+int store_schedule_state_set(store_t *s, int64_t id, const char *state) {
+  if (!s || id <= 0) return -EINVAL;
+  return s->ops->schedule_state_set(s, id, state);
+}
+
 int store_runs_add(store_t *s, int64_t schedule_id, const int64_t *due,
                    const int64_t *fire, size_t n, int64_t horizon_ms, int64_t refill_ms) {
   if (!s || (n && (!due || !fire))) return -EINVAL;

@@ -250,6 +250,13 @@ int store_schedule_find(store_t *s, const char *name, schedule_t *out);   /* -EN
 /* Schedules with id > after_id in id order, at most limit (0 = all). */
 int store_schedules_list(store_t *s, int64_t after_id, size_t limit,
                          schedule_list_t *out);
+/* A schedule's state: an opaque text its crawls hand on from one run to
+ * the next (the Sneakpeek face's scraper state), kept apart from the
+ * definition so an update of the schedule leaves it alone. *state is
+ * malloc'd, NULL when none was set. -ENOENT when no such schedule. */
+int store_schedule_state_get(store_t *s, int64_t id, char **state);
+/* Sets it (NULL clears it). -ENOENT when no such schedule. */
+int store_schedule_state_set(store_t *s, int64_t id, const char *state);
 
 /* ---- runs: a schedule's due times, materialised ---- */
 

@@ -424,23 +424,23 @@ def test_jsonrpc_single_and_aliases(d):
     r = rpc(d, {"jsonrpc": "2.0", "method": "jobs.create", "id": 2,
                 "params": {"project": "rp", "spider": "quick"}})
     job = r["result"]
-    r = rpc(d, {"jsonrpc": "2.0", "method": "get_task_instance", "id": 3, "params": {"id": job["id"]}})
+    r = rpc(d, {"jsonrpc": "2.0", "method": "jobs.get", "id": 3, "params": {"id": job["id"]}})
     assert r["result"]["job"] == job["job"]
     wait_state(d, job["id"], ENDED)
-    r = rpc(d, {"jsonrpc": "2.0", "method": "get_task_logs", "id": 4, "params": {"id": job["job"]}})
+    r = rpc(d, {"jsonrpc": "2.0", "method": "jobs.log", "id": 4, "params": {"id": job["job"]}})
     assert "Spider closed" in r["result"]["text"]
-    r = rpc(d, {"jsonrpc": "2.0", "method": "get_task_instances", "id": 5,
+    r = rpc(d, {"jsonrpc": "2.0", "method": "jobs.list", "id": 5,
                 "params": {"project": "rp", "state": ["finished"], "limit": 1}})
     assert len(r["result"]["jobs"]) == 1
     r = rpc(d, {"jsonrpc": "2.0", "method": "scrapers.list", "id": 6})
     assert {"id": "rp/quick", "project": "rp", "spider": "quick"} in r["result"]["scrapers"]
-    r = rpc(d, {"jsonrpc": "2.0", "method": "create_scraper", "id": 8,
+    r = rpc(d, {"jsonrpc": "2.0", "method": "schedules.create", "id": 8,
                 "params": {"name": "nightly", "project": "rp", "spider": "quick",
                            "cron": "0 3 * * *", "tz": "Europe/Paris"}})
     assert r["result"]["tz"] == "Europe/Paris"
-    r = rpc(d, {"jsonrpc": "2.0", "method": "enqueue_scraper", "id": 9,
+    r = rpc(d, {"jsonrpc": "2.0", "method": "schedules.run", "id": 9,
                 "params": {"schedule": "nightly"}})
-    assert r["result"]["schedule_id"] == rpc(d, {"jsonrpc": "2.0", "method": "get_scrapers",
+    assert r["result"]["schedule_id"] == rpc(d, {"jsonrpc": "2.0", "method": "schedules.list",
                                                  "id": 10})["result"]["schedules"][0]["id"]
     r = rpc(d, {"jsonrpc": "2.0", "method": "kill_task", "id": 7, "params": {"id": job["id"]}})
     assert r["error"]["code"] == -32012 and r["error"]["data"]["code"] == "SPD_ECONFLICT"

@@ -1500,6 +1500,7 @@ static void test_migration_node_version(void **state) {
                                 "ALTER TABLE nodes DROP COLUMN version;"
                                 "DROP TABLE principals;" /* from schema 7 */
                                 "ALTER TABLE nodes DROP COLUMN draining;" /* from schema 8 */
+                                "ALTER TABLE schedules DROP COLUMN state;" /* from schema 9 */
                                 "PRAGMA user_version = 5;",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
@@ -1535,7 +1536,8 @@ static void test_migration_principals(void **state) {
   sqlite3 *db;
   snprintf(path, sizeof(path), "%s/main.db", f->dir);
   assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  assert_int_equal(sqlite3_exec(db, "ALTER TABLE nodes DROP COLUMN draining; DROP TABLE principals; PRAGMA user_version = 6;", NULL,
+  assert_int_equal(sqlite3_exec(db, "ALTER TABLE nodes DROP COLUMN draining; ALTER TABLE schedules DROP COLUMN state; "
+                                    "DROP TABLE principals; PRAGMA user_version = 6;", NULL,
                                 NULL, NULL),
                    SQLITE_OK);
   sqlite3_close(db);
@@ -1553,7 +1555,7 @@ static void test_migration_principals(void **state) {
   sqlite3_stmt *st;
   assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-  assert_int_equal(sqlite3_column_int(st, 0), 8); /* and on to the newest */
+  assert_int_equal(sqlite3_column_int(st, 0), 9); /* and on to the newest */
   sqlite3_finalize(st);
   sqlite3_close(db);
 }

@@ -111,6 +111,37 @@ static void test_schedule_crud(void **state) {
   schedule_release(&b);
 }
 
+/* A schedule's state: none at first, set, kept across an update of the
+ * definition, cleared, gone with its schedule. */
+static void test_schedule_state(void **state) {
+  struct fx *f = *state;
+  schedule_t a;
+  char *st = (char *)"unset";
+  mksched(&a, "stateful");
+  assert_int_equal(store_schedule_insert(f->s, &a), 0);
+  assert_int_equal(store_schedule_state_get(f->s, a.id, &st), 0);
+  assert_null(st);
+  assert_int_equal(store_schedule_state_set(f->s, a.id, "{\"page\": 3}"), 0);
+  a.paused = 1;
+  assert_int_equal(store_schedule_update(f->s, &a), 0);
+  assert_int_equal(store_schedule_state_get(f->s, a.id, &st), 0);
+  assert_string_equal(st, "{\"page\": 3}");
+  free(st);
+  assert_int_equal(store_schedule_state_set(f->s, a.id, ""), 0);
+  assert_int_equal(store_schedule_state_get(f->s, a.id, &st), 0);
+  assert_string_equal(st, "");
+  free(st);
+  assert_int_equal(store_schedule_state_set(f->s, a.id, NULL), 0);
+  assert_int_equal(store_schedule_state_get(f->s, a.id, &st), 0);
+  assert_null(st);
+  assert_int_equal(store_schedule_state_set(f->s, a.id, "x"), 0);
+  assert_int_equal(store_schedule_delete(f->s, a.id), 0);
+  assert_int_equal(store_schedule_state_get(f->s, a.id, &st), -ENOENT);
+  assert_int_equal(store_schedule_state_set(f->s, a.id, "y"), -ENOENT);
+  assert_int_equal(store_schedule_state_set(f->s, 0, "y"), -EINVAL);
+  schedule_release(&a);
+}
+
 static void test_runs(void **state) {
   struct fx *f = *state;
   schedule_t a;
@@ -488,7 +519,7 @@ static void test_job_native_list(void **state) {
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
   const struct CMUnitTest tests[] = {
-      T(test_schedule_crud), T(test_runs),       T(test_events), T(test_events_newest_first),
+      T(test_schedule_crud), T(test_schedule_state), T(test_runs),       T(test_events), T(test_events_newest_first),
       T(test_leases),        T(test_job_fields), T(test_job_native_list),
   };
 #undef T

@@ -494,6 +494,9 @@ static const char *const *pg_migrations[] = {
      * its beat, so the cluster and /api/v1/nodes see it takes no jobs. */
     (const char *const[]){"ALTER TABLE nodes ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;",
                           NULL},
+    /* 5: a schedule's state, handed from one run to the next (the
+     * Sneakpeek face's scraper state); NULL until a crawl or a user sets it. */
+    (const char *const[]){"ALTER TABLE schedules ADD COLUMN state TEXT;", NULL},
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
 

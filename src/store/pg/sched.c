@@ -136,6 +136,8 @@ enum {
   PS_LEASE_CHECK,
   PS_LEASE_RELEASE,
   PS_LEASE_GET,
+  PS_STATE_GET,
+  PS_STATE_SET,
   PS_END
 };
 
@@ -378,6 +380,27 @@ int pg_schedule_get(store_t *s, int64_t id, const char *name, schedule_t *out) {
   rc = PQntuples(r) ? row_schedule(r, 0, out) : -ENOENT;
   PQclear(r);
   return rc;
+}
+
+static const char sql_state_get[] = "SELECT state FROM schedules WHERE id = $1";
+static const char sql_state_set[] = "UPDATE schedules SET state = $2 WHERE id = $1";
+
+int pg_schedule_state_get(store_t *s, int64_t id, char **state) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, id);
+  int rc;
+  PGresult *r = pg_run(PGQ(s), PS_STATE_GET, sql_state_get, &p, 0, &rc, "get schedule state");
+  if (!r) return rc;
+  rc = PQntuples(r) ? pg_str(r, 0, 0, state) : -ENOENT;
+  PQclear(r);
+  return rc;
+}
+
+int pg_schedule_state_set(store_t *s, int64_t id, const char *state) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, id);
+  pg_p_str(&p, state);
+  return pg_cmd(PGQ(s), PS_STATE_SET, sql_state_set, &p, 1, "set schedule state");
 }
 
 /* Appends every row of r to out. */

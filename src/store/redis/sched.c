@@ -132,6 +132,24 @@ int redis_schedule_get(store_t *s, int64_t id, const char *name, schedule_t *out
   return rc;
 }
 
+int redis_schedule_state_get(store_t *s, int64_t id, char **state) {
+  redis_args_t a = {0};
+  redisReply *r = NULL;
+  ra_i64(&a, id);
+  int rc = redis_eval(RQ(s), RS_SCHEDULE_STATE_GET, &a, &r, "get schedule state");
+  if (!rc) rc = rr_strz(r, state);
+  if (r) freeReplyObject(r);
+  return rc;
+}
+
+int redis_schedule_state_set(store_t *s, int64_t id, const char *state) {
+  redis_args_t a = {0};
+  ra_i64(&a, id);
+  ra_str(&a, state ? "1" : "0");
+  ra_str(&a, state);
+  return redis_eval(RQ(s), RS_SCHEDULE_STATE_SET, &a, NULL, "set schedule state");
+}
+
 static int schedules_call(struct redis_store *q, int id, redis_args_t *a,
                           schedule_list_t *out, const char *what) {
   redisReply *r = NULL;

@@ -43,6 +43,8 @@ enum {
   SS_LEASE_CHECK,
   SS_LEASE_RELEASE,
   SS_LEASE_GET,
+  SS_STATE_GET,
+  SS_STATE_SET,
   SS_COUNT
 };
 
@@ -58,6 +60,8 @@ static const char *const sched_sql[SS_COUNT] = {
     [SS_SCHED_LIST] =
         "SELECT " SCHED_COLS " FROM schedules WHERE id > ?1 ORDER BY id LIMIT ?2",
     [SS_SCHED_HORIZON] = "UPDATE schedules SET horizon_ms = ?2, refill_ms = ?3 WHERE id = ?1",
+    [SS_STATE_GET] = "SELECT state FROM schedules WHERE id = ?1",
+    [SS_STATE_SET] = "UPDATE schedules SET state = ?2 WHERE id = ?1",
     [SS_SCHED_REFILL] = "SELECT " SCHED_COLS " FROM schedules WHERE paused = 0 "
                         "AND refill_ms <= ?1 ORDER BY refill_ms LIMIT ?2",
     [SS_RUN_DEFER] = "UPDATE runs SET reason = ?2 WHERE id = ?1 AND state = 0",
@@ -265,6 +269,31 @@ int sqlite_schedule_get(store_t *s, int64_t id, const char *name, schedule_t *ou
     rc = src == SQLITE_DONE ? -ENOENT : sqlite_fail(q, "get schedule");
   sqlite3_reset(st);
   return rc;
+}
+
+int sqlite_schedule_state_get(store_t *s, int64_t id, char **state) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sched_stmt(q, SS_STATE_GET);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  int rc = 0, src = sqlite3_step(st);
+  if (src == SQLITE_ROW) {
+    const char *v = (const char *)sqlite3_column_text(st, 0);
+    if (v && !(*state = strdup(v))) rc = -ENOMEM;
+  } else {
+    rc = src == SQLITE_DONE ? -ENOENT : sqlite_fail(q, "get schedule state");
+  }
+  sqlite3_reset(st);
+  return rc;
+}
+
+int sqlite_schedule_state_set(store_t *s, int64_t id, const char *state) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = sched_stmt(q, SS_STATE_SET);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite_bind_str(st, 2, state);
+  return sqlite_changed(q, sqlite_done(q, st, "set schedule state"));
 }
 
 static int read_schedules(struct sqlite_store *q, sqlite3_stmt *st, int64_t key,

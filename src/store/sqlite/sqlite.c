@@ -268,6 +268,9 @@ static const char *const sqlite_migrations[] = {
     /* 8: a node draining (spiderd drain, or a SIGTERM's drain) says so with
      * its beat, so the cluster and /api/v1/nodes see it takes no jobs. */
     "ALTER TABLE nodes ADD COLUMN draining INTEGER NOT NULL DEFAULT 0;",
+    /* 9: a schedule's state, handed from one run to the next (the
+     * Sneakpeek face's scraper state); NULL until a crawl or a user sets it. */
+    "ALTER TABLE schedules ADD COLUMN state TEXT;",
 };
 
 #define SQLITE_SCHEMA_VERSION \

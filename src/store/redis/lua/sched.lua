@@ -81,6 +81,7 @@ for _, m in ipairs(redis.call('ZRANGE', P .. 'runs:sched:' .. I(id), 0, -1)) do
 end
 redis.call('DEL', P .. 'runs:sched:' .. I(id), P .. 'runs:dues:' .. I(id), SK(id))
 redis.call('HDEL', P .. 'sched:names', name)
+redis.call('HDEL', P .. 'sched:state', I(id))
 redis.call('ZREM', P .. 'scheds', I(id))
 redis.call('ZREM', P .. 'sched:refill', I(id))
 return 0
@@ -94,6 +95,22 @@ end
 local r = redis.call('HGETALL', SK(id))
 if #r == 0 then return E('ENOENT') end
 return r
+-- @script schedule_state_get
+-- ARGV: P, id. A schedule's state lives in its own hash: schedule_put
+-- rewrites the schedule's hash whole and must not drop it.
+local id = N(ARGV[2])
+if redis.call('EXISTS', SK(id)) == 0 then return E('ENOENT') end
+return redis.call('HGET', P .. 'sched:state', I(id))
+-- @script schedule_state_set
+-- ARGV: P, id, has ('1': set, '0': clear), state
+local id = N(ARGV[2])
+if redis.call('EXISTS', SK(id)) == 0 then return E('ENOENT') end
+if ARGV[3] == '1' then
+  redis.call('HSET', P .. 'sched:state', I(id), ARGV[4])
+else
+  redis.call('HDEL', P .. 'sched:state', I(id))
+end
+return 0
 -- @script schedules_list
 -- ARGV: P, after_id, limit (0 = all)
 local ids
