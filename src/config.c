@@ -42,6 +42,7 @@ const char SEC_SETTINGS[] = "settings";
 const char SEC_RETENTION[] = "retention";
 const char SEC_CONCURRENCY[] = "concurrency";
 const char SEC_DEFAULT[] = "DEFAULT";
+const char SEC_HOOKS[] = "hooks";
 
 enum ktype { T_STR, T_USER, T_LEVEL, T_MECH, T_NETS, T_INT, T_PORT, T_BOOL, T_REAL, T_SIZE };
 enum kmin { M_NONE, M_GE0, M_GE1, M_GT0, M_GE1024 };
@@ -58,6 +59,9 @@ struct key {
 
 #define KEY(sec, field, type, min, def, flag) \
   {sec, #field, type, min, offsetof(config_t, field), def, flag}
+/* A [hooks] key: its field is named hook_<key> in config_t. */
+#define HOOK_KEY(name, type, min, def) \
+  {SEC_HOOKS, #name, type, min, offsetof(config_t, hook_##name), def, NULL}
 
 static const struct key keys[] = {
     KEY(SEC_SCRAPYD, bind_address, T_STR, M_NONE, "127.0.0.1", "--bind"),
@@ -135,6 +139,15 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, node_url, T_STR, M_NONE, "", "--node-url"),
     KEY(SEC_SPIDERD, node_heartbeat, T_REAL, M_GT0, "3", NULL),
     KEY(SEC_SPIDERD, node_timeout, T_REAL, M_GT0, "15", NULL),
+    HOOK_KEY(job_queued, T_STR, M_NONE, ""),
+    HOOK_KEY(job_started, T_STR, M_NONE, ""),
+    HOOK_KEY(job_finished, T_STR, M_NONE, ""),
+    HOOK_KEY(job_failed, T_STR, M_NONE, ""),
+    HOOK_KEY(job_cancelled, T_STR, M_NONE, ""),
+    HOOK_KEY(job_lost, T_STR, M_NONE, ""),
+    HOOK_KEY(job_ended, T_STR, M_NONE, ""),
+    HOOK_KEY(timeout, T_REAL, M_GT0, "30"),
+    HOOK_KEY(concurrency, T_INT, M_GE1, "4"),
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -255,6 +268,10 @@ int config_unknown_key(struct loader *L, const struct src *s, const char *sectio
   const struct key *other = config_key_find(other_sec, name);
   if (other) return config_bad(L, s, section, name, "belongs in [%s]", other->section);
   if (section == SEC_SPIDERD) return config_bad(L, s, section, name, "unknown key");
+  if (section == SEC_HOOKS)
+    return config_bad(L, s, section, name,
+                      "unknown key (job_queued, job_started, job_finished, job_failed, "
+                      "job_cancelled, job_lost, job_ended, timeout or concurrency)");
   return 0;
 }
 
@@ -641,7 +658,8 @@ int config_apply_env(struct loader *L) {
   }
   for (size_t i = 0; i < NKEYS && !rc; i++) {
     char var[64];
-    size_t n = (size_t)snprintf(var, sizeof(var), "SPIDERD_%s", keys[i].name);
+    size_t n = (size_t)snprintf(var, sizeof(var), "SPIDERD_%s%s",
+                                keys[i].section == SEC_HOOKS ? "HOOKS_" : "", keys[i].name);
     for (size_t j = 0; j < n && j < sizeof(var); j++)
       var[j] = (char)toupper((unsigned char)var[j]);
     const char *v = getenv(var);
