@@ -84,7 +84,8 @@ struct hooks {
   void (*stopped)(void *ud);
   void *stopped_ud;
 
-  int64_t cursor; /* -1 until the first read found the log's head */
+  int64_t since;  /* wall clock at the start: events older run no hook */
+  int64_t cursor; /* -1 until the first read found where to start */
   int64_t token;
   int leader;
 
@@ -96,6 +97,7 @@ struct hooks {
 
 typedef struct op {
   hooks_t *h;
+  int64_t since; /* the first read starts at the first event this recent */
   int64_t after, last_id, token;
   int leader, full;
   run_t *head, *tail; /* rendered runs, in event order */
@@ -561,6 +563,7 @@ static void tick_start(hooks_t *h) {
   }
   o->h = h;
   o->after = h->cursor;
+  o->since = h->since;
   h->again = 0;
   if (h->stopping) h->final_read++;
   h->busy = 1;
@@ -595,6 +598,7 @@ int hooks_init(hooks_t **out, uv_loop_t *loop, const config_t *cfg, store_pool_t
   if (h->timeout_ms < 1) h->timeout_ms = 1;
   h->concurrency = cfg->hook_concurrency > 0 ? (unsigned)cfg->hook_concurrency : 1;
   h->cursor = -1;
+  h->since = clock_wall_ms();
   uv_timer_init(loop, &h->tick);
   uv_timer_init(loop, &h->deadline);
   h->tick.data = h->deadline.data = h;
