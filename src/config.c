@@ -266,6 +266,7 @@ int config_unknown_key(struct loader *L, const struct src *s, const char *sectio
                        const char *name) {
   const char *other_sec = section == SEC_SCRAPYD ? SEC_SPIDERD : SEC_SCRAPYD;
   const struct key *other = config_key_find(other_sec, name);
+  if (!other && section != SEC_HOOKS) other = config_key_find(SEC_HOOKS, name);
   if (other) return config_bad(L, s, section, name, "belongs in [%s]", other->section);
   if (section == SEC_SPIDERD) return config_bad(L, s, section, name, "unknown key");
   if (section == SEC_HOOKS)
