@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import pid_alive, timeout, wait_for
+from conftest import SHARED_STORE, pid_alive, store_url, timeout, unique, wait_for
 
 RECORDER = r'''
 import json, os, sys, time
@@ -196,7 +196,8 @@ def test_concurrency_limit_holds_and_all_run_in_order(spiderd, rec, egg):
     by_id = sorted(runs, key=lambda r: r["stdin"]["id"])
     for k in range(1, len(by_id)):
         assert by_id[k]["t0"] + 0.5 >= by_id[k - 1]["t0"], by_id
-    assert hook_metrics(d).get(("job_queued", "ok")) == 5
+    # Counted when the process is reaped, just after its record is written.
+    wait_for(lambda: hook_metrics(d).get(("job_queued", "ok")) == 5, 10, "5 runs counted")
 
 
 def test_stop_kills_hooks_at_the_shutdown_deadline(spiderd, tmp_path, egg):
@@ -216,6 +217,60 @@ def test_stop_kills_hooks_at_the_shutdown_deadline(spiderd, tmp_path, egg):
     log = d.stderr_text()
     assert "waiting for 1 running and 0 waiting hook(s)" in log
     assert "killed after" in log and "the daemon stops" in log
+
+
+def test_cancelled_running_and_pending(spiderd, rec, egg):
+    d = spiderd(scrapyd={"max_proc": 1},
+                extra_conf=hooks_conf(job_cancelled=rec("cancelled"), job_ended=rec("ended")))
+    d.upload("testproj", "1", egg("testproj"))
+    running = d.schedule("testproj", "slow", seconds="60")
+    d.wait_running(running)
+    pending = d.schedule("testproj", "quick")
+    d.cancel("testproj", pending)
+    d.cancel("testproj", running)
+    d.wait_finished(running)
+    got = wait_runs(rec, "cancelled", 2)
+    wait_runs(rec, "ended", 2)
+    time.sleep(1.5)
+    assert len(rec.runs("cancelled")) == 2 and len(rec.runs("ended")) == 2
+    by_job = {r["env"]["SPIDERD_JOB"]: r for r in got}
+    assert set(by_job) == {running, pending}
+    assert by_job[pending]["stdin"]["data"]["started"] is False
+    assert by_job[running]["stdin"]["job"]["state"] == "cancelled"
+    assert all(r["env"]["SPIDERD_EVENT"] == "job.cancelled" for r in rec.runs("ended"))
+
+
+@pytest.mark.skipif(not SHARED_STORE, reason="needs a shared store (make test-pg)")
+def test_cluster_runs_each_event_once_on_its_node(spiderd, rec, egg):
+    """Two nodes on one store, both with hooks: a job's start and end run
+    on the node that ran it, its queue on one node, each exactly once."""
+    key = unique("hooks")
+    conf = hooks_conf(job_queued=rec("queued"), job_started=rec("started"),
+                      job_finished=rec("finished"))
+    a, b = (spiderd(name=f"n{i}", scrapyd={"node_name": f"n{i}", "max_proc": 2},
+                    spiderd={"store": store_url(key), "node_heartbeat": 0.3},
+                    extra_conf=conf) for i in range(2))
+    a.upload("testproj", "1", egg("testproj"))
+    wait_for(lambda: "testproj" in b.api("listprojects.json")["projects"], 10,
+             "the project on the other node")
+    jobs = [(a if i % 2 else b).schedule("testproj", "quick") for i in range(6)]
+    for j in jobs:
+        a.wait_finished(j, seconds=60)
+    for name in ("queued", "started", "finished"):
+        wait_runs(rec, name, len(jobs), seconds=30)
+    time.sleep(2.5)
+    ran_on = {}
+    for name in ("queued", "started", "finished"):
+        runs = rec.runs(name)
+        assert sorted(r["env"]["SPIDERD_JOB"] for r in runs) == sorted(jobs), name
+        for r in runs:
+            assert r["env"]["SPIDERD_NODE"] == r["stdin"]["node"]
+            if name != "queued":
+                ran_on.setdefault(r["env"]["SPIDERD_JOB"], set()).add(r["env"]["SPIDERD_NODE"])
+                assert r["env"]["SPIDERD_NODE"] == r["stdin"]["job"]["node"]
+    assert all(len(nodes) == 1 for nodes in ran_on.values()), ran_on
+    # job_queued ran on the lease holder: one node for all of them.
+    assert len({r["env"]["SPIDERD_NODE"] for r in rec.runs("queued")}) == 1
 
 
 @pytest.mark.parametrize("key,value,why", [
