@@ -620,8 +620,6 @@ void hooks_kick(hooks_t *h) {
   else uv_timer_start(&h->tick, on_tick, 0, 0);
 }
 
-unsigned hooks_running(const hooks_t *h) { return h ? h->nrunning : 0; }
-
 static void maybe_stopped(hooks_t *h) {
   if (h->deadline_passed) drop_waiting(h, "the daemon stops ([spiderd] shutdown_grace is over)");
   if (!h->stopping || h->busy || h->final_read >= 0 || h->nrunning || h->nwaiting) return;

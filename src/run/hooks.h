@@ -47,9 +47,6 @@ void hooks_kick(hooks_t *h);
  * [spiderd] shutdown_grace, then calls done(ud). */
 void hooks_stop(hooks_t *h, void (*done)(void *ud), void *ud);
 
-/* Hook processes running now (for tests and the stop). */
-unsigned hooks_running(const hooks_t *h);
-
 /* Frees it after hooks_stop completed (the loop must run to close its
  * handles). */
 void hooks_free(hooks_t *h);

@@ -121,6 +121,9 @@ def test_queued_started_finished_run_once_with_the_job(spiderd, rec, egg):
     m = hook_metrics(d)
     for hook in ("job_queued", "job_started", "job_finished", "job_ended"):
         assert m.get((hook, "ok")) == 1, m
+    from prometheus_client.parser import text_string_to_metric_families
+    fams = {f.name: f for f in text_string_to_metric_families(d.get("/metrics").text)}
+    assert fams["spiderd_hooks"].type == "counter"
     log = d.stderr_text()
     assert "[hooks] running job_queued, job_started, job_finished, job_ended" in log or \
         "running job_queued, job_started, job_finished, job_ended" in log
