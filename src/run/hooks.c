@@ -280,9 +280,12 @@ static void run_closed(uv_handle_t *hd) {
   maybe_stopped(h);
 }
 
+/* One log line: the output's line breaks and other control bytes become
+ * spaces, its trailing ones go. */
 static void output_tidy(run_t *r) {
-  while (r->outlen && (r->output[r->outlen - 1] == '\n' || r->output[r->outlen - 1] == '\r'))
-    r->outlen--;
+  while (r->outlen && (unsigned char)r->output[r->outlen - 1] <= ' ') r->outlen--;
+  for (size_t i = 0; i < r->outlen; i++)
+    if ((unsigned char)r->output[i] < ' ' || r->output[i] == 0x7f) r->output[i] = ' ';
   r->output[r->outlen] = '\0';
 }
 
@@ -384,25 +387,31 @@ static void on_written(uv_write_t *w, int status) {
   if (!uv_is_closing((uv_handle_t *)&r->in)) uv_close((uv_handle_t *)&r->in, run_closed);
 }
 
-/* SPIDERD_* of this run over the daemon's environment. */
+static char *env_pair(const char *name, const char *value) {
+  size_t n = strlen(name) + strlen(value) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%s=%s", name, value);
+  return p;
+}
+
+/* SPIDERD_* of this run over the daemon's environment, whose own SPIDERD_*
+ * (its configuration, a store URL) stay with the daemon. */
 static char **run_env(const run_t *r, const char *node) {
   size_t n = 0;
   while (environ[n]) n++;
   char **env = calloc(n + 7, sizeof(*env));
   if (!env) return NULL;
+  const char *ours[6][2] = {
+      {"SPIDERD_EVENT", r->type},      {"SPIDERD_HOOK", hooks_name(r->hook)},
+      {"SPIDERD_PROJECT", r->project}, {"SPIDERD_SPIDER", r->spider},
+      {"SPIDERD_JOB", r->jobid},       {"SPIDERD_NODE", node}};
   size_t k = 0;
-  int bad = 0;
-  bad |= asprintf(&env[k++], "SPIDERD_EVENT=%s", r->type) < 0;
-  bad |= asprintf(&env[k++], "SPIDERD_HOOK=%s", hooks_name(r->hook)) < 0;
-  bad |= asprintf(&env[k++], "SPIDERD_PROJECT=%s", r->project) < 0;
-  bad |= asprintf(&env[k++], "SPIDERD_SPIDER=%s", r->spider) < 0;
-  bad |= asprintf(&env[k++], "SPIDERD_JOB=%s", r->jobid) < 0;
-  bad |= asprintf(&env[k++], "SPIDERD_NODE=%s", node) < 0;
-  if (bad) {
-    for (size_t i = 0; i < k; i++) free(env[i]);
-    free(env);
-    return NULL;
-  }
+  for (; k < 6; k++)
+    if (!(env[k] = env_pair(ours[k][0], ours[k][1]))) {
+      while (k) free(env[--k]);
+      free(env);
+      return NULL;
+    }
   for (size_t i = 0; i < n; i++)
     if (strncmp(environ[i], "SPIDERD_", 8)) env[k++] = environ[i];
   return env;
