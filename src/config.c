@@ -42,6 +42,7 @@ const char SEC_SETTINGS[] = "settings";
 const char SEC_RETENTION[] = "retention";
 const char SEC_CONCURRENCY[] = "concurrency";
 const char SEC_DEFAULT[] = "DEFAULT";
+const char SEC_HOOKS[] = "hooks";
 
 enum ktype {
   T_STR, T_USER, T_LEVEL, T_MECH, T_NETS, T_LOGFMT, T_UNKNOWN, T_INT, T_PORT, T_BOOL, T_REAL,
@@ -61,6 +62,9 @@ struct key {
 
 #define KEY(sec, field, type, min, def, flag) \
   {sec, #field, type, min, offsetof(config_t, field), def, flag}
+/* A [hooks] key: its field is named hook_<key> in config_t. */
+#define HOOK_KEY(name, type, min, def) \
+  {SEC_HOOKS, #name, type, min, offsetof(config_t, hook_##name), def, NULL}
 
 static const struct key keys[] = {
     KEY(SEC_SCRAPYD, bind_address, T_STR, M_NONE, "127.0.0.1", "--bind"),
@@ -145,6 +149,15 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, object_store_region, T_STR, M_NONE, "us-east-1", NULL),
     KEY(SEC_SPIDERD, object_store_credentials, T_STR, M_NONE, "", NULL),
     KEY(SEC_SPIDERD, object_store_flush, T_REAL, M_GT0, "5", NULL),
+    HOOK_KEY(job_queued, T_STR, M_NONE, ""),
+    HOOK_KEY(job_started, T_STR, M_NONE, ""),
+    HOOK_KEY(job_finished, T_STR, M_NONE, ""),
+    HOOK_KEY(job_failed, T_STR, M_NONE, ""),
+    HOOK_KEY(job_cancelled, T_STR, M_NONE, ""),
+    HOOK_KEY(job_lost, T_STR, M_NONE, ""),
+    HOOK_KEY(job_ended, T_STR, M_NONE, ""),
+    HOOK_KEY(timeout, T_REAL, M_GT0, "30"),
+    HOOK_KEY(concurrency, T_INT, M_GE1, "4"),
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -258,7 +271,7 @@ const struct key *config_key_of_flag(const char *arg, size_t n) {
 const char *config_key_flag(const struct key *k) { return k->flag; }
 
 int config_key_is_bool(const struct key *k) { return k->type == T_BOOL; }
-                       
+
 
 /* [scrapyd] also holds Scrapyd's class names, noted for the daemon to say
  * at start what it makes of each, and keys of Scrapyd's plugins;
@@ -269,8 +282,13 @@ int config_unknown_key(struct loader *L, const struct src *s, const char *sectio
                        const char *name, const char *value) {
   const char *other_sec = section == SEC_SCRAPYD ? SEC_SPIDERD : SEC_SCRAPYD;
   const struct key *other = config_key_find(other_sec, name);
+  if (!other && section != SEC_HOOKS) other = config_key_find(SEC_HOOKS, name);
   if (other) return config_bad(L, s, section, name, "belongs in [%s]", other->section);
   if (section == SEC_SPIDERD) return config_bad(L, s, section, name, "unknown key");
+  if (section == SEC_HOOKS)
+    return config_bad(L, s, section, name,
+                      "unknown key (job_queued, job_started, job_finished, job_failed, "
+                      "job_cancelled, job_lost, job_ended, timeout or concurrency)");
   if (!config_is_class_key(name)) return 0; /* the caller notes it, or not */
   return config_class_note(L, s, CONFIG_CLASS_KEY, name, value);
 }
@@ -671,7 +689,8 @@ int config_apply_env(struct loader *L) {
   }
   for (size_t i = 0; i < NKEYS && !rc; i++) {
     char var[64];
-    size_t n = (size_t)snprintf(var, sizeof(var), "SPIDERD_%s", keys[i].name);
+    size_t n = (size_t)snprintf(var, sizeof(var), "SPIDERD_%s%s",
+                                keys[i].section == SEC_HOOKS ? "HOOKS_" : "", keys[i].name);
     for (size_t j = 0; j < n && j < sizeof(var); j++)
       var[j] = (char)toupper((unsigned char)var[j]);
     const char *v = getenv(var);

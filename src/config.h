@@ -17,8 +17,9 @@
  *      (upper-cased, e.g. SPIDERD_STORE, SPIDERD_MAX_PROC)
  *   9. command-line flags
  * In every INI file keys are read from [scrapyd], [spiderd], [services],
- * [settings] and [retention] (whose keys, project and spider names, keep
- * their case). The set of files can be replaced for tests by the environment
+ * [settings], [retention] and [concurrency] (whose keys, project and spider
+ * names, keep their case) and [hooks] (SPIDERD_HOOKS_<KEY> in the
+ * environment, e.g. SPIDERD_HOOKS_JOB_FINISHED). The set of files can be replaced for tests by the environment
  * variable SPIDERD_CONFIG_FILES (':'-separated; an empty value reads no file).
  */
 #ifndef SPIDERD_CONFIG_H
@@ -181,6 +182,18 @@ typedef struct config {
                             * http://<bind_address or hostname>:<http_port> */
   double node_heartbeat;   /* 3 s between this node's heartbeats */
   double node_timeout;     /* 15 s: a node silent this long is dead, its jobs lost */
+
+  /* [hooks]: commands run (/bin/sh -c) on a job's events (run/hooks.h);
+   * "" = none. */
+  char *hook_job_queued;
+  char *hook_job_started;
+  char *hook_job_finished;
+  char *hook_job_failed;
+  char *hook_job_cancelled;
+  char *hook_job_lost;
+  char *hook_job_ended;    /* every final state: finished, failed, cancelled, lost */
+  double hook_timeout;     /* 30 s: a hook still running then is killed */
+  int hook_concurrency;    /* 4 hook processes at once; the rest wait in order */
 
   /* Filled by config_load_secrets(), not by config_load(). */
   char *store_password;    /* NULL: none given apart from the URL */

@@ -18,7 +18,7 @@
  * (defined in config.c as SEC_*). */
 extern const char config_sec_scrapyd[], config_sec_spiderd[], config_sec_services[],
     config_sec_settings[], config_sec_retention[], config_sec_concurrency[],
-    config_sec_default[];
+    config_sec_default[], config_sec_hooks[];
 #define SEC_SCRAPYD config_sec_scrapyd
 #define SEC_SPIDERD config_sec_spiderd
 #define SEC_SERVICES config_sec_services
@@ -26,6 +26,7 @@ extern const char config_sec_scrapyd[], config_sec_spiderd[], config_sec_service
 #define SEC_RETENTION config_sec_retention
 #define SEC_CONCURRENCY config_sec_concurrency
 #define SEC_DEFAULT config_sec_default
+#define SEC_HOOKS config_sec_hooks
 
 struct key; /* one key of [scrapyd] or [spiderd] (config.c's table) */
 

@@ -147,7 +147,7 @@ static int interpolate(struct loader *L, const struct src *s, const char *sectio
 
 static const char *tracked_section(const char *section) {
   static const char *const all[] = {SEC_SCRAPYD, SEC_SPIDERD, SEC_SERVICES, SEC_SETTINGS,
-                                    SEC_RETENTION, SEC_CONCURRENCY, SEC_DEFAULT};
+                                    SEC_RETENTION, SEC_CONCURRENCY, SEC_DEFAULT, SEC_HOOKS};
   for (size_t i = 0; i < COUNT(all); i++)
     if (strcmp(section, all[i]) == 0) return all[i];
   return NULL;
@@ -512,7 +512,8 @@ static int apply_files(struct loader *L) {
     } else if (r->section == SEC_CONCURRENCY) {
       rc = resolve(L, &s, r, &v);
       if (!rc) rc = config_limit_put(L, &s, r->name, v.p);
-    } else if (r->src && (r->section == SEC_SCRAPYD || r->section == SEC_SPIDERD)) {
+    } else if (r->src &&
+               (r->section == SEC_SCRAPYD || r->section == SEC_SPIDERD || r->section == SEC_HOOKS)) {
       const struct key *k = config_key_find(r->section, r->name);
       if (!k) {
         /* only a class is resolved: other unknown keys stay ignored, even
@@ -575,7 +576,7 @@ static int apply_set(struct loader *L, const char *arg) {
   if (!sec || sec == SEC_DEFAULT)
     return config_report(L, SPD_ECONFIG,
                          "flag --set: unknown section '%.*s' (scrapyd, spiderd, services, "
-                         "settings, retention or concurrency)",
+                         "settings, retention, concurrency or hooks)",
                          (int)sn, arg);
   size_t nn = (size_t)(eq - dot - 1);
   char *name = sec == SEC_RETENTION || sec == SEC_CONCURRENCY

@@ -13,6 +13,7 @@
 #include "api/projects.h"
 #include "app.h"
 #include "run/cluster.h"
+#include "run/hooks.h"
 #include "run/janitor.h"
 #include "run/launcher.h"
 #include "run/scheduler.h"
@@ -38,6 +39,7 @@ typedef struct server {
   int watchdog_open;
   uv_timer_t drain_timer; /* a signal's drain: drain_grace, or 0 once drained */
   int exiting;            /* a signal's drain is under way: it ends in the stop */
+  hooks_t *hooks;         /* [hooks]; NULL when none is set */
 } server_t;
 
 static void usage(FILE *out) {
@@ -77,6 +79,8 @@ static void cluster_stopped(void *ud) {
   app->cluster = NULL;
   janitor_free(app->janitor);
   app->janitor = NULL;
+  hooks_free(srv->hooks);
+  srv->hooks = NULL;
   webhooks_free(app->webhooks);
   app->webhooks = NULL;
   spiders_free(app->spiders);
@@ -123,9 +127,16 @@ static void webhooks_stopped(void *ud) {
 /* Webhooks stop after the launcher (its last job events stay after the
  * cursor and go out at the next start) and before the store, which keeps
  * their cursor. */
-static void launcher_stopped(void *ud) {
+static void hooks_stopped(void *ud) {
   server_t *srv = ud;
   webhooks_stop(srv->app.webhooks, webhooks_stopped, srv);
+}
+
+/* Hooks stop after the launcher too, so the last crawls' ends run theirs
+ * (within shutdown_grace). */
+static void launcher_stopped(void *ud) {
+  server_t *srv = ud;
+  hooks_stop(srv->hooks, hooks_stopped, srv);
 }
 
 /* The scheduler stops first (and gives its lease up, so another node
@@ -231,6 +242,8 @@ static void begin_exit(server_t *srv) {
  * schedule whose next run waits for this job (overlap queue) fires it. */
 static void job_ended(void *ud, const job_t *job) {
   app_t *app = ud;
+  server_t *srv = (server_t *)((char *)app - offsetof(server_t, app));
+  hooks_kick(srv->hooks);
   if (app->webhooks) webhooks_kick(app->webhooks);
   objstore_job_ended(app->objstore, job);
   if (app->janitor) janitor_kick(app->janitor);
@@ -642,6 +655,11 @@ static int serve(int argc, char **argv) {
   if ((rc = start_modules(app, err, sizeof(err))) || (rc = start_http(app, err, sizeof(err))) ||
       (rc = auth_start(app)) || (rc = write_pidfile(cfg->pidfile, err, sizeof(err))))
     goto fail;
+  /* Last: nothing after it can fail, so start_undo never meets it. */
+  if ((rc = hooks_init(&srv.hooks, app->loop, cfg, app->store, app->metrics))) {
+    snprintf(err, sizeof(err), "cannot start the hooks: %s", spd_strerror(rc));
+    goto fail;
+  }
   start_signals(&srv);
   app->flow.node = &srv;
   app->flow.drain = drain_hook;

@@ -71,6 +71,26 @@ void metrics_job_ended(metrics_t *m, const char *state) {
     if (!strcmp(state, names[i])) metrics_inc(m, &m->jobs_ended[i], 1);
 }
 
+static const char *const hook_names[METRICS_NHOOKS] = {
+    "job_queued", "job_started", "job_finished", "job_failed",
+    "job_cancelled", "job_lost", "job_ended"};
+static const char *const hook_results[METRICS_NHOOK_RESULTS] = {"ok", "failed", "timeout",
+                                                                "error", "dropped"};
+
+const char *metrics_hook_name(int hook) {
+  return hook >= 0 && hook < METRICS_NHOOKS ? hook_names[hook] : "";
+}
+
+const char *metrics_hook_result(int result) {
+  return result >= 0 && result < METRICS_NHOOK_RESULTS ? hook_results[result] : "";
+}
+
+void metrics_hook(metrics_t *m, int hook, int result) {
+  if (!m || hook < 0 || hook >= METRICS_NHOOKS || result < 0 || result >= METRICS_NHOOK_RESULTS)
+    return;
+  metrics_inc(m, &m->hooks[hook][result], 1);
+}
+
 void metrics_hist_init(metrics_hist_t *h, const double *bounds, size_t nb) {
   memset(h, 0, sizeof(*h));
   h->bounds = bounds;
@@ -238,6 +258,15 @@ void metrics_render(const metrics_t *m, strbuf_t *b) {
   metrics_family(b, "spiderd_jobs_queued_total", "counter",
                  "Jobs this node queued (API calls and schedules) since it started.");
   metrics_sample(b, "spiderd_jobs_queued_total", NULL, 0, load(&m->jobs_queued));
+  /* Only the series that happened: most nodes run no hook at all. */
+  metrics_family(b, "spiderd_hooks_total", "counter",
+                 "[hooks] commands this node ran since it started, by hook and how they ended.");
+  for (int e = 0; e < METRICS_NHOOKS; e++)
+    for (int r = 0; r < METRICS_NHOOK_RESULTS; r++) {
+      double v = load(&m->hooks[e][r]);
+      const char *l[] = {"event", hook_names[e], "result", hook_results[r]};
+      if (v > 0) metrics_sample(b, "spiderd_hooks_total", l, 2, v);
+    }
 
   metrics_family(b, "spiderd_schedule_lag_seconds", "histogram",
                  "Delay between a scheduled run's due time and its job being queued.");

@@ -30,6 +30,13 @@ typedef struct metrics_hist {
 enum { METRICS_END_FINISHED, METRICS_END_FAILED, METRICS_END_CANCELLED, METRICS_END_LOST,
        METRICS_NENDS };
 
+/* The [hooks] keys (run/hooks.h), and how a hook's run ended
+ * (spiderd_hooks_total{event,result}). */
+enum { METRICS_HOOK_QUEUED, METRICS_HOOK_STARTED, METRICS_HOOK_FINISHED, METRICS_HOOK_FAILED,
+       METRICS_HOOK_CANCELLED, METRICS_HOOK_LOST, METRICS_HOOK_ENDED, METRICS_NHOOKS };
+enum { METRICS_HOOK_OK, METRICS_HOOK_NONZERO, METRICS_HOOK_TIMEOUT, METRICS_HOOK_ERROR,
+       METRICS_HOOK_DROPPED, METRICS_NHOOK_RESULTS };
+
 typedef struct metrics_http metrics_http_t;
 
 typedef struct metrics {
@@ -38,6 +45,7 @@ typedef struct metrics {
   uint64_t jobs_started_warm; /* of which forked from a warm start template */
   uint64_t warm_templates;    /* gauge: templates alive (run/warm.c) */
   uint64_t jobs_queued;
+  uint64_t hooks[METRICS_NHOOKS][METRICS_NHOOK_RESULTS];
   metrics_hist_t schedule_lag;  /* seconds */
   metrics_hist_t claim;         /* seconds */
   metrics_hist_t store_op[2];   /* [0] read, [1] write (STORE_READ, STORE_WRITE) */
@@ -54,6 +62,13 @@ void metrics_inc(metrics_t *m, uint64_t *counter, uint64_t by);
 /* A job ended here; state is a job_state name ("finished", "failed",
  * "cancelled", "lost"); others are ignored. */
 void metrics_job_ended(metrics_t *m, const char *state);
+/* A hook (METRICS_HOOK_QUEUED...) ran, with result METRICS_HOOK_OK...;
+ * out-of-range values are ignored. */
+void metrics_hook(metrics_t *m, int hook, int result);
+/* The [hooks] key of a hook, and a result's label ("ok", "failed",
+ * "timeout", "error", "dropped"); "" when out of range. */
+const char *metrics_hook_name(int hook);
+const char *metrics_hook_result(int result);
 
 /* Sets up h with bounds (static storage; at most METRICS_MAX_BUCKETS). */
 void metrics_hist_init(metrics_hist_t *h, const double *bounds, size_t nb);

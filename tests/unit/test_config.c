@@ -983,6 +983,63 @@ static void test_concurrency(void **state) {
   }
 }
 
+/* [hooks]: defaults, a file, a multi-line command, --set, the environment
+ * (SPIDERD_HOOKS_<KEY>, apart from spiderd's own keys), and refusals. */
+static void test_hooks(void **state) {
+  struct fx *f = *state;
+  use_files(f, NULL);
+  assert_int_equal(load(f, 0, NULL), 0);
+  config_t *c = &f->c;
+  assert_string_equal(c->hook_job_queued, "");
+  assert_string_equal(c->hook_job_ended, "");
+  assert_true(c->hook_timeout == 30.0);
+  assert_int_equal(c->hook_concurrency, 4);
+  config_release(c);
+
+  free(write_file(f, "a.conf",
+                  "[hooks]\n"
+                  "JOB_QUEUED = /usr/local/bin/notify-queued\n"
+                  "job_started = logger started $SPIDERD_JOB\n"
+                  "job_finished = echo one\n"
+                  "  echo two\n"
+                  "job_failed = %(job_queued)s --failed\n"
+                  "timeout = 2.5\n"
+                  "concurrency = 1\n"));
+  free(write_file(f, "b.conf", "[hooks]\njob_lost = page-oncall\n"));
+  use_files(f, "a.conf", "b.conf", NULL);
+  setenv("SPIDERD_HOOKS_CONCURRENCY", "2", 1);
+  setenv("SPIDERD_HOOKS_JOB_CANCELLED", "echo cancelled", 1);
+  setenv("SPIDERD_TIMEOUT", "99", 1); /* not a key: the hooks' have HOOKS_ */
+  char *argv[] = {"--set", "hooks.job_ended=echo ended"};
+  assert_int_equal(load(f, 2, argv), 0);
+  assert_string_equal(c->hook_job_queued, "/usr/local/bin/notify-queued");
+  assert_string_equal(c->hook_job_started, "logger started $SPIDERD_JOB");
+  assert_string_equal(c->hook_job_finished, "echo one\necho two");
+  assert_string_equal(c->hook_job_failed, "/usr/local/bin/notify-queued --failed");
+  assert_string_equal(c->hook_job_lost, "page-oncall");
+  assert_string_equal(c->hook_job_cancelled, "echo cancelled");
+  assert_string_equal(c->hook_job_ended, "echo ended");
+  assert_true(c->hook_timeout == 2.5);
+  assert_int_equal(c->hook_concurrency, 2);
+  config_release(c);
+  unsetenv("SPIDERD_HOOKS_CONCURRENCY");
+  unsetenv("SPIDERD_HOOKS_JOB_CANCELLED");
+  unsetenv("SPIDERD_TIMEOUT");
+
+  expect_file_error(f, "hooks", "timeout", "0", "'0' is out of range (must be > 0)");
+  expect_file_error(f, "hooks", "timeout", "soon", "'soon' is not a number");
+  expect_file_error(f, "hooks", "concurrency", "0", "'0' is out of range (must be >= 1)");
+  expect_file_error(f, "hooks", "concurrency", "1.5", "'1.5' is not an integer");
+  expect_file_error(f, "hooks", "on_spider_closed", "x",
+                    "unknown key (job_queued, job_started, job_finished, job_failed, "
+                    "job_cancelled, job_lost, job_ended, timeout or concurrency)");
+  expect_file_error(f, "spiderd", "job_finished", "x", "belongs in [hooks]");
+  expect_file_error(f, "hooks", "max_proc", "4", "belongs in [scrapyd]");
+  use_files(f, NULL);
+  char *bad[] = {"--set", "hooks.concurrency=-1"};
+  expect_error(f, 2, bad, "flag --set: [hooks] concurrency: '-1' is out of range (must be >= 1)");
+}
+
 static void test_store_follows_dbs_dir(void **state) {
   struct fx *f = *state;
   config_t *c = &f->c;
@@ -1192,7 +1249,7 @@ static void test_error_env_and_flags(void **state) {
   char *a12[] = {"--set", "deploy.url=x"};
   expect_error(f, 2, a12,
                "flag --set: unknown section 'deploy' (scrapyd, spiderd, services, settings, "
-                   "retention or concurrency)");
+                   "retention, concurrency or hooks)");
   char *a13[] = {"--log-level", "loud"};
   expect_error(f, 2, a13, "flag --log-level: 'loud' is not one of debug, info, warning, error");
   char *missing = path_in(f, "nope.conf");
@@ -1386,6 +1443,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_settings, setup, teardown),
       cmocka_unit_test_setup_teardown(test_retention, setup, teardown),
       cmocka_unit_test_setup_teardown(test_concurrency, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_hooks, setup, teardown),
       cmocka_unit_test_setup_teardown(test_store_follows_dbs_dir, setup, teardown),
       cmocka_unit_test_setup_teardown(test_max_proc, setup, teardown),
       cmocka_unit_test_setup_teardown(test_items_remote, setup, teardown),
