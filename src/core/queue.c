@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/names.h"
 
 static const char *const state_names[QSTATE_N] = {"waiting", "inflight", "dead", "done"};
@@ -54,26 +55,12 @@ void queue_item_list_release(queue_item_list_t *l) {
   memset(l, 0, sizeof(*l));
 }
 
-/* Grows an array of `size`-byte records by one zeroed record. */
-static void *list_add(void **v, size_t *n, size_t *cap, size_t size) {
-  if (*n == *cap) {
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *nv = realloc(*v, ncap * size);
-    if (!nv) return NULL;
-    *v = nv;
-    *cap = ncap;
-  }
-  void *at = (char *)*v + (*n)++ * size;
-  memset(at, 0, size);
-  return at;
-}
-
 queue_item_t *queue_item_list_add(queue_item_list_t *l) {
-  return list_add((void **)&l->v, &l->n, &l->cap, sizeof(*l->v));
+  return array_push((void **)&l->v, &l->n, &l->cap, sizeof(*l->v));
 }
 
 queue_conf_t *queue_conf_list_add(queue_conf_list_t *l) {
-  return list_add((void **)&l->v, &l->n, &l->cap, sizeof(*l->v));
+  return array_push((void **)&l->v, &l->n, &l->cap, sizeof(*l->v));
 }
 
 static int parse_name(const char *s, const char *const *names, int n, int *out) {
