@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/enum.h"
 
 static const char *const state_names[JOB_NSTATES] = {
@@ -30,13 +31,7 @@ void job_release(job_t *j) {
   job_init(j);
 }
 
-void job_list_release(job_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) job_release(&l->v[i]);
-  free(l->v);
-  l->v = NULL;
-  l->n = 0;
-}
+ARRAY_LIST_RELEASE(job_list_release, job_list_t, job_release)
 
 int job_list_append(job_list_t *out, job_t *v, size_t n) {
   if (n == 0) return 0;

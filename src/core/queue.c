@@ -34,12 +34,7 @@ void queue_conf_release(queue_conf_t *c) {
   c->name = NULL;
 }
 
-void queue_conf_list_release(queue_conf_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) queue_conf_release(&l->v[i]);
-  free(l->v);
-  memset(l, 0, sizeof(*l));
-}
+ARRAY_LIST_RELEASE(queue_conf_list_release, queue_conf_list_t, queue_conf_release)
 
 void queue_item_release(queue_item_t *it) {
   if (!it) return;
@@ -49,12 +44,7 @@ void queue_item_release(queue_item_t *it) {
   memset(it, 0, sizeof(*it));
 }
 
-void queue_item_list_release(queue_item_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) queue_item_release(&l->v[i]);
-  free(l->v);
-  memset(l, 0, sizeof(*l));
-}
+ARRAY_LIST_RELEASE(queue_item_list_release, queue_item_list_t, queue_item_release)
 
 queue_item_t *queue_item_list_add(queue_item_list_t *l) {
   return array_push((void **)&l->v, &l->n, &l->cap, sizeof(*l->v));

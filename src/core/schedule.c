@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
 #include "core/enum.h"
 #include "error.h"
 
@@ -32,13 +33,7 @@ void schedule_release(schedule_t *s) {
   schedule_init(s);
 }
 
-void schedule_list_release(schedule_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) schedule_release(&l->v[i]);
-  free(l->v);
-  l->v = NULL;
-  l->n = 0;
-}
+ARRAY_LIST_RELEASE(schedule_list_release, schedule_list_t, schedule_release)
 
 void sched_run_release(sched_run_t *r) {
   if (!r) return;
@@ -46,13 +41,7 @@ void sched_run_release(sched_run_t *r) {
   memset(r, 0, sizeof(*r));
 }
 
-void sched_run_list_release(sched_run_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) sched_run_release(&l->v[i]);
-  free(l->v);
-  l->v = NULL;
-  l->n = 0;
-}
+ARRAY_LIST_RELEASE(sched_run_list_release, sched_run_list_t, sched_run_release)
 
 ENUM_NAMES(sched_kind, sched_kind_t, kind_names, SCHED_NKINDS)
 ENUM_NAMES(sched_overlap, sched_overlap_t, overlap_names, OVERLAP_N)

@@ -697,12 +697,7 @@ void node_info_release(node_info_t *n) {
   memset(n, 0, sizeof(*n));
 }
 
-void node_list_release(node_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) node_info_release(&l->v[i]);
-  free(l->v);
-  memset(l, 0, sizeof(*l));
-}
+ARRAY_LIST_RELEASE(node_list_release, node_list_t, node_info_release)
 
 /* Moves *item (size bytes) to the end of a growable array and clears it. */
 static int list_push(void **v, size_t *n, size_t *cap, void *item, size_t size) {
