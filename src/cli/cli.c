@@ -117,6 +117,16 @@ int cli_pairs_option(const cli_args_t *a, int id, const char *flag, json_t *obj,
   return 0;
 }
 
+int cli_body_done(json_t *b, int rc, json_t **body, char *err, size_t errlen) {
+  if (rc == -ENOMEM) snprintf(err, errlen, "out of memory");
+  if (rc) {
+    json_decref(b);
+    b = NULL;
+  }
+  *body = b;
+  return rc;
+}
+
 /* ---- finding the daemon ---- */
 
 /* --url, $SPIDERD_URL, or the config `serve` would read; credentials
@@ -352,12 +362,7 @@ int cli_job_body(const cli_args_t *a, json_t **body, char *err, size_t errlen) {
   }
   if (!rc) rc = cli_pairs_option(a, O_ARG, "--arg", b, "args", err, errlen);
   if (!rc) rc = cli_pairs_option(a, O_SET, "--set", b, "settings", err, errlen);
-  if (rc) {
-    json_decref(b);
-    b = NULL;
-  }
-  *body = b;
-  return rc;
+  return cli_body_done(b, rc, body, err, errlen);
 }
 
 /* The new job's id alone, for scripts: ID=$(spiderd run ...). */

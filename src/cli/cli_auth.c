@@ -227,13 +227,7 @@ int cli_token_body(const cli_args_t *a, json_t **body, char *err, size_t errlen)
     rc = -ENOMEM;
   if (!rc) rc = projects_option(a, b, 0, err, errlen);
   if (!rc && exp && json_object_set_new(b, "expires_in", json_integer(secs))) rc = -ENOMEM;
-  if (rc == -ENOMEM) snprintf(err, errlen, "out of memory");
-  if (rc) {
-    json_decref(b);
-    b = NULL;
-  }
-  *body = b;
-  return rc;
+  return cli_body_done(b, rc, body, err, errlen);
 }
 
 int cli_user_body(const cli_args_t *a, int edit, const char *password, json_t **body, char *err,
@@ -255,13 +249,7 @@ int cli_user_body(const cli_args_t *a, int edit, const char *password, json_t **
     snprintf(err, errlen, "nothing to change: give --role, --project or --all-projects");
     rc = -EINVAL;
   }
-  if (rc == -ENOMEM) snprintf(err, errlen, "out of memory");
-  if (rc) {
-    json_decref(b);
-    b = NULL;
-  }
-  *body = b;
-  return rc;
+  return cli_body_done(b, rc, body, err, errlen);
 }
 
 /* ---- reading a password ---- */

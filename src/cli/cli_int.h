@@ -78,6 +78,11 @@ int cli_pairs_option(const cli_args_t *a, int id, const char *flag, json_t *obj,
 
 /* ---- request builders (pure; unit-tested) ---- */
 
+/* The end of every builder below: on success hands b over in *body; on
+ * failure frees it, *body = NULL, and an out-of-memory rc gets its message
+ * in err (the others wrote theirs). Returns rc. */
+int cli_body_done(json_t *b, int rc, json_t **body, char *err, size_t errlen);
+
 /* The body of POST /schedules (edit = 0; the name is a.pos[0]) or of
  * PATCH /schedules/{s} (edit = 1; only what is given). Returns 0 with
  * *body, or -EINVAL with a message in err. */
