@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
+#include "run/done.h"
 #include "flow/eggsync.h"
 #include "flow/jobs.h"
 
@@ -38,8 +39,7 @@ struct cluster {
   int pushed_once;        /* this node's own eggs went into the store */
   int sync_again, cancel_again;
   int stopping, handles;
-  void (*stop_done)(void *ud);
-  void *stop_ud;
+  run_done_t stopped;
   uint64_t rng;
   int64_t cancels[CANCELS_SEEN];
   unsigned cancel_next;
@@ -52,9 +52,7 @@ struct cluster {
 
 static void maybe_stopped(cluster_t *c) {
   if (!c->stopping || c->ops || c->handles) return;
-  void (*done)(void *) = c->stop_done;
-  c->stop_done = NULL;
-  if (done) done(c->stop_ud);
+  run_done_fire(&c->stopped);
 }
 
 /* ---- cancels asked on another node ---- */
@@ -443,8 +441,7 @@ static void timer_closed(uv_handle_t *h) {
 void cluster_stop(cluster_t *c, void (*done)(void *ud), void *ud) {
   if (!c || c->stopping) return;
   c->stopping = 1;
-  c->stop_done = done;
-  c->stop_ud = ud;
+  run_done_set(&c->stopped, done, ud);
   c->handles += 2;
   uv_close((uv_handle_t *)&c->beat_timer, timer_closed);
   uv_close((uv_handle_t *)&c->watch_timer, timer_closed);

@@ -23,6 +23,7 @@
 #include "error.h"
 #include "net/curl_lazy.h"
 #include "log.h"
+#include "run/done.h"
 
 #define SYS "webhooks"
 #define LEASE_NAME "webhooks"
@@ -304,8 +305,7 @@ struct webhooks {
   sock_t *socks;
 
   int busy, again, stopping;
-  void (*stopped)(void *ud);
-  void *stopped_ud;
+  run_done_t stopped;
 
   int leader;
   int64_t token;
@@ -997,12 +997,6 @@ static void tick_later(webhooks_t *w, uint64_t ms) {
   uv_timer_start(&w->tick, on_tick, ms, 0);
 }
 
-static void finish_stop(webhooks_t *w) {
-  void (*done)(void *) = w->stopped;
-  w->stopped = NULL;
-  if (done) done(w->stopped_ud);
-}
-
 static void release_done(void *arg, int rc) {
   op_t *o = arg;
   webhooks_t *w = o->w;
@@ -1013,7 +1007,7 @@ static void release_done(void *arg, int rc) {
   w->scan_from = -1;
   w->work_seen = 0;
   op_free(o);
-  if (w->stopping) finish_stop(w);
+  if (w->stopping) run_done_fire(&w->stopped);
   else tick_later(w, TICK_MS);
 }
 
@@ -1021,7 +1015,7 @@ static void release_lease(webhooks_t *w) {
   op_t *o = calloc(1, sizeof(*o));
   if (!o || !w->leader) {
     free(o);
-    if (w->stopping) finish_stop(w);
+    if (w->stopping) run_done_fire(&w->stopped);
     return;
   }
   o->w = w;
@@ -1032,7 +1026,7 @@ static void release_lease(webhooks_t *w) {
   if (store_submit(w->store, STORE_WRITE, lease_fn, o, release_done)) {
     w->busy = 0;
     free(o);
-    if (w->stopping) finish_stop(w);
+    if (w->stopping) run_done_fire(&w->stopped);
   }
 }
 
@@ -1234,8 +1228,7 @@ void webhooks_stop(webhooks_t *w, void (*done)(void *ud), void *ud) {
     return;
   }
   w->stopping = 1;
-  w->stopped = done;
-  w->stopped_ud = ud;
+  run_done_set(&w->stopped, done, ud);
   uv_timer_stop(&w->tick);
   uv_timer_stop(&w->pump);
   if (w->whead)
