@@ -373,6 +373,15 @@ static void out_events_free(out_event_t *v, size_t n) {
   free(v);
 }
 
+static op_t *op_new(webhooks_t *w, int kind) {
+  op_t *o = calloc(1, sizeof(*o));
+  if (o) {
+    o->w = w;
+    o->kind = kind;
+  }
+  return o;
+}
+
 static void op_free(op_t *o) {
   if (!o) return;
   out_events_free(o->ev, o->nev);
@@ -1012,14 +1021,11 @@ static void release_done(void *arg, int rc) {
 }
 
 static void release_lease(webhooks_t *w) {
-  op_t *o = calloc(1, sizeof(*o));
-  if (!o || !w->leader) {
-    free(o);
+  op_t *o = w->leader ? op_new(w, OP_RELEASE) : NULL;
+  if (!o) {
     if (w->stopping) run_done_fire(&w->stopped);
     return;
   }
-  o->w = w;
-  o->kind = OP_RELEASE;
   o->token = w->token;
   o->save_cursor = w->cursor;
   w->busy = 1;
@@ -1064,13 +1070,11 @@ static void read_done(void *arg, int rc) {
 }
 
 static void read_start(webhooks_t *w, int kind) {
-  op_t *o = calloc(1, sizeof(*o));
+  op_t *o = op_new(w, kind);
   if (!o) {
     tick_later(w, TICK_MS);
     return;
   }
-  o->w = w;
-  o->kind = kind;
   o->after = kind == OP_SCAN ? w->scan_from : w->read_upto;
   w->busy = 1;
   if (store_submit(w->store, STORE_READ, read_fn, o, read_done)) {
@@ -1137,13 +1141,11 @@ static void tick_start(webhooks_t *w) {
     release_lease(w);
     return;
   }
-  op_t *o = calloc(1, sizeof(*o));
+  op_t *o = op_new(w, OP_LEASE);
   if (!o) {
     tick_later(w, TICK_MS);
     return;
   }
-  o->w = w;
-  o->kind = OP_LEASE;
   o->held = o->token = w->token;
   o->was_leader = w->leader;
   o->save_cursor = w->leader && w->cursor != w->saved ? w->cursor : -1;
