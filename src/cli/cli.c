@@ -89,6 +89,13 @@ int cli_answer(cli_ctx_t *ctx, json_t *r, void (*print)(const json_t *r)) {
   return CLI_OK;
 }
 
+int cli_show(cli_ctx_t *ctx, const char *const *segs, size_t nsegs, const char *const *q,
+             void (*print)(const json_t *r)) {
+  json_t *r = NULL;
+  int rc = cli_call(ctx, "GET", segs, nsegs, q, NULL, &r);
+  return rc ? rc : cli_answer(ctx, r, print);
+}
+
 int cli_delete(cli_ctx_t *ctx, const char *const *segs, size_t nsegs, const char *done) {
   json_t *r = NULL;
   int rc = cli_call(ctx, "DELETE", segs, nsegs, NULL, NULL, &r);
@@ -302,9 +309,7 @@ static int cmd_jobs(cli_ctx_t *ctx, const cli_args_t *a) {
   char states[512], err[256];
   if (cli_jobs_query(a, q, states, sizeof(states), err, sizeof(err)))
     return cli_usage_error(ctx, "%s", err);
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "GET", (const char *[]){"jobs"}, 1, q, NULL, &r);
-  return rc ? rc : cli_answer(ctx, r, print_jobs);
+  return cli_show(ctx, (const char *[]){"jobs"}, 1, q, print_jobs);
 }
 
 static void print_job(const json_t *r) {
@@ -338,9 +343,7 @@ static void print_job(const json_t *r) {
 }
 
 static int cmd_job_show(cli_ctx_t *ctx, const cli_args_t *a) {
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "GET", (const char *[]){"jobs", a->pos[0]}, 2, NULL, NULL, &r);
-  return rc ? rc : cli_answer(ctx, r, print_job);
+  return cli_show(ctx, (const char *[]){"jobs", a->pos[0]}, 2, NULL, print_job);
 }
 
 int cli_job_body(const cli_args_t *a, json_t **body, char *err, size_t errlen) {

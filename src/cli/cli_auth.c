@@ -397,9 +397,7 @@ static void print_whoami(const json_t *r) {
 
 static int cmd_whoami(cli_ctx_t *ctx, const cli_args_t *a) {
   (void)a;
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "GET", (const char *[]){"auth", "whoami"}, 2, NULL, NULL, &r);
-  return rc ? rc : cli_answer(ctx, r, print_whoami);
+  return cli_show(ctx, (const char *[]){"auth", "whoami"}, 2, NULL, print_whoami);
 }
 
 /* ---- tokens ---- */
@@ -451,9 +449,7 @@ static void print_tokens(const json_t *r) {
 
 static int cmd_token_list(cli_ctx_t *ctx, const cli_args_t *a) {
   (void)a;
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "GET", (const char *[]){"tokens"}, 1, NULL, NULL, &r);
-  return rc ? rc : cli_answer(ctx, r, print_tokens);
+  return cli_show(ctx, (const char *[]){"tokens"}, 1, NULL, print_tokens);
 }
 
 static int cmd_token_revoke(cli_ctx_t *ctx, const cli_args_t *a) {
@@ -475,9 +471,7 @@ static void print_users(const json_t *r) {
 
 static int cmd_user_list(cli_ctx_t *ctx, const cli_args_t *a) {
   (void)a;
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "GET", (const char *[]){"users"}, 1, NULL, NULL, &r);
-  return rc ? rc : cli_answer(ctx, r, print_users);
+  return cli_show(ctx, (const char *[]){"users"}, 1, NULL, print_users);
 }
 
 /* "created|updated user NAME (role R, projects P)" */

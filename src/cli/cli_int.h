@@ -67,6 +67,11 @@ void cli_print_json(const json_t *j);
  * of it; takes r (json_decref). Returns CLI_OK. */
 int cli_answer(cli_ctx_t *ctx, json_t *r, void (*print)(const json_t *r));
 
+/* GET segs (with query q, may be NULL) and cli_answer with print. Returns
+ * what cli_call or cli_answer returns. */
+int cli_show(cli_ctx_t *ctx, const char *const *segs, size_t nsegs, const char *const *q,
+             void (*print)(const json_t *r));
+
 /* DELETE segs; unless --json, prints done (one line) when it worked.
  * Returns what cli_call returns. */
 int cli_delete(cli_ctx_t *ctx, const char *const *segs, size_t nsegs, const char *done);
