@@ -83,28 +83,26 @@ int sqlite_principal_delete(store_t *s, principal_kind_t kind, const char *name,
   return *count == 0 && keep_admin_ms ? sa_refused(q, kind, name) : 0;
 }
 
+/* Appends the principal of SA_LIST's row to the principal_list_t out. */
+static int principal_row(sqlite3_stmt *st, void *out) {
+  principal_t p = {.kind = (principal_kind_t)sqlite3_column_int(st, 0)};
+  int rc;
+  if ((rc = sqlite_col_str(st, 1, &p.name)) || (rc = sqlite_col_str(st, 2, &p.label)) ||
+      (rc = sqlite_col_str(st, 3, &p.secret)) || (rc = sqlite_col_str(st, 4, &p.owner)) ||
+      (rc = sqlite_col_str(st, 6, &p.projects))) {
+    principal_release(&p);
+    return rc;
+  }
+  p.role = (role_t)sqlite3_column_int(st, 5);
+  p.created_ms = sqlite3_column_int64(st, 7);
+  p.expires_ms = sqlite3_column_int64(st, 8);
+  if ((rc = principal_list_push(out, &p))) principal_release(&p);
+  return rc;
+}
+
 int sqlite_principals_list(store_t *s, principal_list_t *out) {
   struct sqlite_store *q = SQ(s);
   sqlite3_stmt *st = sa_stmt(q, SA_LIST);
   if (!st) return SPD_ESTORE;
-  int rc = 0, src;
-  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    principal_t p = {.kind = (principal_kind_t)sqlite3_column_int(st, 0)};
-    if ((rc = sqlite_col_str(st, 1, &p.name)) || (rc = sqlite_col_str(st, 2, &p.label)) ||
-        (rc = sqlite_col_str(st, 3, &p.secret)) || (rc = sqlite_col_str(st, 4, &p.owner)) ||
-        (rc = sqlite_col_str(st, 6, &p.projects))) {
-      principal_release(&p);
-      break;
-    }
-    p.role = (role_t)sqlite3_column_int(st, 5);
-    p.created_ms = sqlite3_column_int64(st, 7);
-    p.expires_ms = sqlite3_column_int64(st, 8);
-    if ((rc = principal_list_push(out, &p))) {
-      principal_release(&p);
-      break;
-    }
-  }
-  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "list principals");
-  sqlite3_reset(st);
-  return rc;
+  return sqlite_each_row(q, st, principal_row, out, "list principals");
 }
