@@ -14,7 +14,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/array.h"
 #include "http/server_int.h"
 
 #define SMALL_VALUE 512       /* longer body values get their own buffer */
@@ -24,8 +23,13 @@
 
 static http_param_t *param_add(http_req_t *r, const char *key, size_t klen, const char *filename,
                                int from_body) {
-  if (array_reserve((void **)&r->params, &r->pcap, r->nparams + 1, sizeof(*r->params)))
-    return NULL;
+  if (r->nparams == r->pcap) {
+    size_t cap = r->pcap ? r->pcap * 2 : 16;
+    http_param_t *p = realloc(r->params, cap * sizeof(*p));
+    if (!p) return NULL;
+    r->params = p;
+    r->pcap = cap;
+  }
   const char *k = http_arena_strndup(r, key ? key : "", key ? klen : 0);
   const char *f = filename ? http_arena_strndup(r, filename, strlen(filename)) : NULL;
   if (!k || (filename && !f)) return NULL;

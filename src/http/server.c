@@ -26,7 +26,6 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "core/array.h"
 #include "http/server_int.h"
 #include "log.h"
 
@@ -288,8 +287,13 @@ void http_reply_fd(http_req_t *r, int status, const char *content_type, int fd, 
 }
 
 int http_reply_header(http_req_t *r, const char *name, const char *value) {
-  if (array_reserve((void **)&r->hdrs, &r->hcap, r->nhdrs + 1, sizeof(*r->hdrs)))
-    return -ENOMEM;
+  if (r->nhdrs == r->hcap) {
+    size_t cap = r->hcap ? r->hcap * 2 : 8;
+    reply_header *h = realloc(r->hdrs, cap * sizeof(*h));
+    if (!h) return -ENOMEM;
+    r->hdrs = h;
+    r->hcap = cap;
+  }
   const char *n = http_arena_strndup(r, name, strlen(name));
   const char *v = http_arena_strndup(r, value, strlen(value));
   if (!n || !v) return -ENOMEM;
