@@ -238,6 +238,13 @@ void metrics_hist_render(strbuf_t *b, const char *name, const char *const *label
 
 static double load(const uint64_t *c) { return (double)__atomic_load_n(c, __ATOMIC_RELAXED); }
 
+/* A family of a single sample without labels: its name written once. */
+static void one_sample(strbuf_t *b, const char *name, const char *type, const char *help,
+                       double v) {
+  metrics_family(b, name, type, help);
+  metrics_sample(b, name, NULL, 0, v);
+}
+
 void metrics_render(const metrics_t *m, strbuf_t *b) {
   static const char *const ends[METRICS_NENDS] = {"finished", "failed", "cancelled", "lost"};
   metrics_family(b, "spiderd_jobs_total", "counter",
@@ -246,18 +253,16 @@ void metrics_render(const metrics_t *m, strbuf_t *b) {
     const char *l[] = {"state", ends[i]};
     metrics_sample(b, "spiderd_jobs_total", l, 1, load(&m->jobs_ended[i]));
   }
-  metrics_family(b, "spiderd_jobs_started_total", "counter",
-                 "Jobs this node started (spawned) since it started.");
-  metrics_sample(b, "spiderd_jobs_started_total", NULL, 0, load(&m->jobs_started));
-  metrics_family(b, "spiderd_jobs_started_warm_total", "counter",
-                 "Of those, crawls forked from a warm start template.");
-  metrics_sample(b, "spiderd_jobs_started_warm_total", NULL, 0, load(&m->jobs_started_warm));
-  metrics_family(b, "spiderd_warm_templates", "gauge",
-                 "Warm start templates this node keeps now (starting or ready).");
-  metrics_sample(b, "spiderd_warm_templates", NULL, 0, load(&m->warm_templates));
-  metrics_family(b, "spiderd_jobs_queued_total", "counter",
-                 "Jobs this node queued (API calls and schedules) since it started.");
-  metrics_sample(b, "spiderd_jobs_queued_total", NULL, 0, load(&m->jobs_queued));
+  one_sample(b, "spiderd_jobs_started_total", "counter",
+             "Jobs this node started (spawned) since it started.", load(&m->jobs_started));
+  one_sample(b, "spiderd_jobs_started_warm_total", "counter",
+             "Of those, crawls forked from a warm start template.", load(&m->jobs_started_warm));
+  one_sample(b, "spiderd_warm_templates", "gauge",
+             "Warm start templates this node keeps now (starting or ready).",
+             load(&m->warm_templates));
+  one_sample(b, "spiderd_jobs_queued_total", "counter",
+             "Jobs this node queued (API calls and schedules) since it started.",
+             load(&m->jobs_queued));
   /* Only the series that happened: most nodes run no hook at all. */
   metrics_family(b, "spiderd_hooks_total", "counter",
                  "[hooks] commands this node ran since it started, by hook and how they ended.");

@@ -89,6 +89,13 @@ int cli_answer(cli_ctx_t *ctx, json_t *r, void (*print)(const json_t *r)) {
   return CLI_OK;
 }
 
+int cli_show(cli_ctx_t *ctx, const char *const *segs, size_t nsegs, const char *const *q,
+             void (*print)(const json_t *r)) {
+  json_t *r = NULL;
+  int rc = cli_call(ctx, "GET", segs, nsegs, q, NULL, &r);
+  return rc ? rc : cli_answer(ctx, r, print);
+}
+
 int cli_delete(cli_ctx_t *ctx, const char *const *segs, size_t nsegs, const char *done) {
   json_t *r = NULL;
   int rc = cli_call(ctx, "DELETE", segs, nsegs, NULL, NULL, &r);
@@ -115,6 +122,16 @@ int cli_pairs_option(const cli_args_t *a, int id, const char *flag, json_t *obj,
   }
   if (pairs) json_object_set_new(obj, key, pairs);
   return 0;
+}
+
+int cli_body_done(json_t *b, int rc, json_t **body, char *err, size_t errlen) {
+  if (rc == -ENOMEM) snprintf(err, errlen, "out of memory");
+  if (rc) {
+    json_decref(b);
+    b = NULL;
+  }
+  *body = b;
+  return rc;
 }
 
 /* ---- finding the daemon ---- */
@@ -292,9 +309,7 @@ static int cmd_jobs(cli_ctx_t *ctx, const cli_args_t *a) {
   char states[512], err[256];
   if (cli_jobs_query(a, q, states, sizeof(states), err, sizeof(err)))
     return cli_usage_error(ctx, "%s", err);
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "GET", (const char *[]){"jobs"}, 1, q, NULL, &r);
-  return rc ? rc : cli_answer(ctx, r, print_jobs);
+  return cli_show(ctx, (const char *[]){"jobs"}, 1, q, print_jobs);
 }
 
 static void print_job(const json_t *r) {
@@ -328,9 +343,7 @@ static void print_job(const json_t *r) {
 }
 
 static int cmd_job_show(cli_ctx_t *ctx, const cli_args_t *a) {
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "GET", (const char *[]){"jobs", a->pos[0]}, 2, NULL, NULL, &r);
-  return rc ? rc : cli_answer(ctx, r, print_job);
+  return cli_show(ctx, (const char *[]){"jobs", a->pos[0]}, 2, NULL, print_job);
 }
 
 int cli_job_body(const cli_args_t *a, json_t **body, char *err, size_t errlen) {
@@ -352,12 +365,7 @@ int cli_job_body(const cli_args_t *a, json_t **body, char *err, size_t errlen) {
   }
   if (!rc) rc = cli_pairs_option(a, O_ARG, "--arg", b, "args", err, errlen);
   if (!rc) rc = cli_pairs_option(a, O_SET, "--set", b, "settings", err, errlen);
-  if (rc) {
-    json_decref(b);
-    b = NULL;
-  }
-  *body = b;
-  return rc;
+  return cli_body_done(b, rc, body, err, errlen);
 }
 
 /* The new job's id alone, for scripts: ID=$(spiderd run ...). */

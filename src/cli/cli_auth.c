@@ -227,13 +227,7 @@ int cli_token_body(const cli_args_t *a, json_t **body, char *err, size_t errlen)
     rc = -ENOMEM;
   if (!rc) rc = projects_option(a, b, 0, err, errlen);
   if (!rc && exp && json_object_set_new(b, "expires_in", json_integer(secs))) rc = -ENOMEM;
-  if (rc == -ENOMEM) snprintf(err, errlen, "out of memory");
-  if (rc) {
-    json_decref(b);
-    b = NULL;
-  }
-  *body = b;
-  return rc;
+  return cli_body_done(b, rc, body, err, errlen);
 }
 
 int cli_user_body(const cli_args_t *a, int edit, const char *password, json_t **body, char *err,
@@ -255,13 +249,7 @@ int cli_user_body(const cli_args_t *a, int edit, const char *password, json_t **
     snprintf(err, errlen, "nothing to change: give --role, --project or --all-projects");
     rc = -EINVAL;
   }
-  if (rc == -ENOMEM) snprintf(err, errlen, "out of memory");
-  if (rc) {
-    json_decref(b);
-    b = NULL;
-  }
-  *body = b;
-  return rc;
+  return cli_body_done(b, rc, body, err, errlen);
 }
 
 /* ---- reading a password ---- */
@@ -409,9 +397,7 @@ static void print_whoami(const json_t *r) {
 
 static int cmd_whoami(cli_ctx_t *ctx, const cli_args_t *a) {
   (void)a;
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "GET", (const char *[]){"auth", "whoami"}, 2, NULL, NULL, &r);
-  return rc ? rc : cli_answer(ctx, r, print_whoami);
+  return cli_show(ctx, (const char *[]){"auth", "whoami"}, 2, NULL, print_whoami);
 }
 
 /* ---- tokens ---- */
@@ -463,9 +449,7 @@ static void print_tokens(const json_t *r) {
 
 static int cmd_token_list(cli_ctx_t *ctx, const cli_args_t *a) {
   (void)a;
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "GET", (const char *[]){"tokens"}, 1, NULL, NULL, &r);
-  return rc ? rc : cli_answer(ctx, r, print_tokens);
+  return cli_show(ctx, (const char *[]){"tokens"}, 1, NULL, print_tokens);
 }
 
 static int cmd_token_revoke(cli_ctx_t *ctx, const cli_args_t *a) {
@@ -487,9 +471,7 @@ static void print_users(const json_t *r) {
 
 static int cmd_user_list(cli_ctx_t *ctx, const cli_args_t *a) {
   (void)a;
-  json_t *r = NULL;
-  int rc = cli_call(ctx, "GET", (const char *[]){"users"}, 1, NULL, NULL, &r);
-  return rc ? rc : cli_answer(ctx, r, print_users);
+  return cli_show(ctx, (const char *[]){"users"}, 1, NULL, print_users);
 }
 
 /* "created|updated user NAME (role R, projects P)" */

@@ -67,6 +67,11 @@ void cli_print_json(const json_t *j);
  * of it; takes r (json_decref). Returns CLI_OK. */
 int cli_answer(cli_ctx_t *ctx, json_t *r, void (*print)(const json_t *r));
 
+/* GET segs (with query q, may be NULL) and cli_answer with print. Returns
+ * what cli_call or cli_answer returns. */
+int cli_show(cli_ctx_t *ctx, const char *const *segs, size_t nsegs, const char *const *q,
+             void (*print)(const json_t *r));
+
 /* DELETE segs; unless --json, prints done (one line) when it worked.
  * Returns what cli_call returns. */
 int cli_delete(cli_ctx_t *ctx, const char *const *segs, size_t nsegs, const char *done);
@@ -77,6 +82,11 @@ int cli_pairs_option(const cli_args_t *a, int id, const char *flag, json_t *obj,
                      char *err, size_t errlen);
 
 /* ---- request builders (pure; unit-tested) ---- */
+
+/* The end of every builder below: on success hands b over in *body; on
+ * failure frees it, *body = NULL, and an out-of-memory rc gets its message
+ * in err (the others wrote theirs). Returns rc. */
+int cli_body_done(json_t *b, int rc, json_t **body, char *err, size_t errlen);
 
 /* The body of POST /schedules (edit = 0; the name is a.pos[0]) or of
  * PATCH /schedules/{s} (edit = 1; only what is given). Returns 0 with

@@ -99,13 +99,7 @@ int cli_schedule_body(const cli_args_t *a, int edit, json_t **body, char *err, s
       rc = -EINVAL;
     }
   }
-  if (rc == -ENOMEM) snprintf(err, errlen, "out of memory");
-  if (rc) {
-    json_decref(b);
-    b = NULL;
-  }
-  *body = b;
-  return rc;
+  return cli_body_done(b, rc, body, err, errlen);
 }
 
 /* One cell for every kind: "cron EXPR", "every 300s", "at LOCAL-TIME". */

@@ -422,31 +422,29 @@ void cron_spec_release(cron_spec_t *spec) {
   cron_spec_init(spec);
 }
 
-/* Validates zone and hands back the string the spec will own (NULL = UTC). */
-static int zone_dup(const char *zone, char **out, char *err, size_t errlen) {
-  *out = NULL;
+/* Validates zone, then makes spec one of `kind` in that zone (a copy;
+ * NULL = UTC); spec is unchanged on failure. The caller fills the kind's
+ * fields. */
+static int spec_begin(cron_spec_t *spec, cron_kind_t kind, const char *zone, char *err,
+                      size_t errlen) {
+  char *z = NULL;
   int rc = cron_zone_check(zone, NULL, 0, err, errlen);
-  if (rc || !zone || !*zone) return rc;
-  if (!(*out = strdup(zone))) return -ENOMEM;
-  return 0;
-}
-
-static void set_zone(cron_spec_t *spec, char *zone) {
+  if (rc) return rc;
+  if (zone && *zone && !(z = strdup(zone))) return -ENOMEM;
   free(spec->zone);
-  spec->zone = zone;
+  spec->zone = z;
+  spec->kind = kind;
+  return 0;
 }
 
 int cron_spec_interval(cron_spec_t *spec, int64_t interval_ms, int64_t anchor_ms,
                        const char *zone, char *err, size_t errlen) {
-  char *z;
   if (interval_ms <= 0 || interval_ms > CRON_MS_MAX)
     return fail(err, errlen, "interval must be a positive number of milliseconds");
   if (anchor_ms != CRON_NO_START && (anchor_ms < CRON_MS_MIN || anchor_ms > CRON_MS_MAX))
     return fail(err, errlen, "interval anchor is out of range (years 1-9999)");
-  int rc = zone_dup(zone, &z, err, errlen);
+  int rc = spec_begin(spec, CRON_KIND_INTERVAL, zone, err, errlen);
   if (rc) return rc;
-  set_zone(spec, z);
-  spec->kind = CRON_KIND_INTERVAL;
   spec->interval_ms = interval_ms;
   spec->anchor_ms = anchor_ms;
   return 0;
@@ -454,13 +452,10 @@ int cron_spec_interval(cron_spec_t *spec, int64_t interval_ms, int64_t anchor_ms
 
 int cron_spec_once(cron_spec_t *spec, int64_t at_ms, const char *zone, char *err,
                    size_t errlen) {
-  char *z;
   if (at_ms < CRON_MS_MIN || at_ms > CRON_MS_MAX)
     return fail(err, errlen, "one-off time is out of range (years 1-9999)");
-  int rc = zone_dup(zone, &z, err, errlen);
+  int rc = spec_begin(spec, CRON_KIND_ONCE, zone, err, errlen);
   if (rc) return rc;
-  set_zone(spec, z);
-  spec->kind = CRON_KIND_ONCE;
   spec->once_ms = at_ms;
   return 0;
 }
@@ -633,11 +628,8 @@ int cron_spec_parse(cron_spec_t *spec, const char *expr, const char *zone, char 
     int rc = parse_field(&FIELDS[first + i], tok[i], toklen[i], &bits[first + i], err, errlen);
     if (rc) return rc;
   }
-  char *z;
-  int rc = zone_dup(zone, &z, err, errlen);
+  int rc = spec_begin(spec, CRON_KIND_CRON, zone, err, errlen);
   if (rc) return rc;
-  set_zone(spec, z);
-  spec->kind = CRON_KIND_CRON;
   spec->seconds = bits[0];
   spec->minutes = bits[1];
   spec->hours = (uint32_t)bits[2];

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
+
 #define EVENT_DEFINE_(id, name, meaning) const char EV_##id[] = name;
 EVENT_TYPES(EVENT_DEFINE_)
 #undef EVENT_DEFINE_
@@ -31,10 +33,4 @@ void event_release(event_t *e) {
   memset(e, 0, sizeof(*e));
 }
 
-void event_list_release(event_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) event_release(&l->v[i]);
-  free(l->v);
-  l->v = NULL;
-  l->n = 0;
-}
+ARRAY_LIST_RELEASE(event_list_release, event_list_t, event_release)

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
+#include "core/enum.h"
+
 static const char *const state_names[JOB_NSTATES] = {
     "pending", "running", "finished", "failed", "cancelled", "lost"};
 
@@ -28,13 +31,7 @@ void job_release(job_t *j) {
   job_init(j);
 }
 
-void job_list_release(job_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) job_release(&l->v[i]);
-  free(l->v);
-  l->v = NULL;
-  l->n = 0;
-}
+ARRAY_LIST_RELEASE(job_list_release, job_list_t, job_release)
 
 int job_list_append(job_list_t *out, job_t *v, size_t n) {
   if (n == 0) return 0;
@@ -47,18 +44,7 @@ int job_list_append(job_list_t *out, job_t *v, size_t n) {
   return 0;
 }
 
-const char *job_state_name(job_state_t s) {
-  return (s >= 0 && s < JOB_NSTATES) ? state_names[s] : "unknown";
-}
-
-int job_state_parse(const char *name, job_state_t *out) {
-  for (int i = 0; i < JOB_NSTATES; i++)
-    if (name && strcmp(name, state_names[i]) == 0) {
-      *out = (job_state_t)i;
-      return 0;
-    }
-  return -EINVAL;
-}
+ENUM_NAMES(job_state, job_state_t, state_names, JOB_NSTATES)
 
 int job_state_final(job_state_t s) { return s >= JOB_FINISHED && s < JOB_NSTATES; }
 

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
+
 void principal_release(principal_t *p) {
   if (!p) return;
   free(p->name);
@@ -15,12 +17,7 @@ void principal_release(principal_t *p) {
   memset(p, 0, sizeof(*p));
 }
 
-void principal_list_release(principal_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) principal_release(&l->v[i]);
-  free(l->v);
-  memset(l, 0, sizeof(*l));
-}
+ARRAY_LIST_RELEASE(principal_list_release, principal_list_t, principal_release)
 
 static const char *const role_names[] = {"none", "read", "run", "deploy", "admin"};
 

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
+#include "core/enum.h"
 #include "core/names.h"
 
 static const char *const state_names[QSTATE_N] = {"waiting", "inflight", "dead", "done"};
@@ -32,12 +34,7 @@ void queue_conf_release(queue_conf_t *c) {
   c->name = NULL;
 }
 
-void queue_conf_list_release(queue_conf_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) queue_conf_release(&l->v[i]);
-  free(l->v);
-  memset(l, 0, sizeof(*l));
-}
+ARRAY_LIST_RELEASE(queue_conf_list_release, queue_conf_list_t, queue_conf_release)
 
 void queue_item_release(queue_item_t *it) {
   if (!it) return;
@@ -47,73 +44,19 @@ void queue_item_release(queue_item_t *it) {
   memset(it, 0, sizeof(*it));
 }
 
-void queue_item_list_release(queue_item_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) queue_item_release(&l->v[i]);
-  free(l->v);
-  memset(l, 0, sizeof(*l));
-}
-
-/* Grows an array of `size`-byte records by one zeroed record. */
-static void *list_add(void **v, size_t *n, size_t *cap, size_t size) {
-  if (*n == *cap) {
-    size_t ncap = *cap ? *cap * 2 : 16;
-    void *nv = realloc(*v, ncap * size);
-    if (!nv) return NULL;
-    *v = nv;
-    *cap = ncap;
-  }
-  void *at = (char *)*v + (*n)++ * size;
-  memset(at, 0, size);
-  return at;
-}
+ARRAY_LIST_RELEASE(queue_item_list_release, queue_item_list_t, queue_item_release)
 
 queue_item_t *queue_item_list_add(queue_item_list_t *l) {
-  return list_add((void **)&l->v, &l->n, &l->cap, sizeof(*l->v));
+  return array_push((void **)&l->v, &l->n, &l->cap, sizeof(*l->v));
 }
 
 queue_conf_t *queue_conf_list_add(queue_conf_list_t *l) {
-  return list_add((void **)&l->v, &l->n, &l->cap, sizeof(*l->v));
+  return array_push((void **)&l->v, &l->n, &l->cap, sizeof(*l->v));
 }
 
-static int parse_name(const char *s, const char *const *names, int n, int *out) {
-  for (int i = 0; s && i < n; i++)
-    if (strcmp(s, names[i]) == 0) {
-      *out = i;
-      return 0;
-    }
-  return -EINVAL;
-}
-
-const char *queue_state_name(queue_state_t s) {
-  return s >= 0 && s < QSTATE_N ? state_names[s] : "unknown";
-}
-
-int queue_state_parse(const char *s, queue_state_t *out) {
-  int v, rc = parse_name(s, state_names, QSTATE_N, &v);
-  if (!rc) *out = (queue_state_t)v;
-  return rc;
-}
-
-const char *queue_policy_name(queue_policy_t p) {
-  return p >= 0 && p < QPOLICY_N ? policy_names[p] : "unknown";
-}
-
-int queue_policy_parse(const char *s, queue_policy_t *out) {
-  int v, rc = parse_name(s, policy_names, QPOLICY_N, &v);
-  if (!rc) *out = (queue_policy_t)v;
-  return rc;
-}
-
-const char *queue_key_mode_name(queue_key_mode_t m) {
-  return m >= 0 && m < QKEY_N ? key_mode_names[m] : "unknown";
-}
-
-int queue_key_mode_parse(const char *s, queue_key_mode_t *out) {
-  int v, rc = parse_name(s, key_mode_names, QKEY_N, &v);
-  if (!rc) *out = (queue_key_mode_t)v;
-  return rc;
-}
+ENUM_NAMES(queue_state, queue_state_t, state_names, QSTATE_N)
+ENUM_NAMES(queue_policy, queue_policy_t, policy_names, QPOLICY_N)
+ENUM_NAMES(queue_key_mode, queue_key_mode_t, key_mode_names, QKEY_N)
 
 int queue_name_valid(const char *name) {
   return name_valid("queue", name, NULL, 0) ? 0 : -EINVAL;

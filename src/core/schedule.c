@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/array.h"
+#include "core/enum.h"
 #include "error.h"
 
 static const char *const kind_names[SCHED_NKINDS] = {"cron", "interval", "once"};
@@ -31,13 +33,7 @@ void schedule_release(schedule_t *s) {
   schedule_init(s);
 }
 
-void schedule_list_release(schedule_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) schedule_release(&l->v[i]);
-  free(l->v);
-  l->v = NULL;
-  l->n = 0;
-}
+ARRAY_LIST_RELEASE(schedule_list_release, schedule_list_t, schedule_release)
 
 void sched_run_release(sched_run_t *r) {
   if (!r) return;
@@ -45,39 +41,12 @@ void sched_run_release(sched_run_t *r) {
   memset(r, 0, sizeof(*r));
 }
 
-void sched_run_list_release(sched_run_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) sched_run_release(&l->v[i]);
-  free(l->v);
-  l->v = NULL;
-  l->n = 0;
-}
+ARRAY_LIST_RELEASE(sched_run_list_release, sched_run_list_t, sched_run_release)
 
-static const char *name_of(const char *const *names, int n, int v) {
-  return v >= 0 && v < n ? names[v] : "unknown";
-}
-
-static int parse_name(const char *const *names, int n, const char *s, int *out) {
-  for (int i = 0; s && i < n; i++)
-    if (strcmp(s, names[i]) == 0) {
-      *out = i;
-      return 0;
-    }
-  return -EINVAL;
-}
-
-#define SCHED_NAMES(fn, type, names, count)                             \
-  const char *fn##_name(type v) { return name_of(names, count, (int)v); } \
-  int fn##_parse(const char *s, type *out) {                            \
-    int v = 0, rc = parse_name(names, count, s, &v);                    \
-    if (!rc) *out = (type)v;                                            \
-    return rc;                                                          \
-  }
-
-SCHED_NAMES(sched_kind, sched_kind_t, kind_names, SCHED_NKINDS)
-SCHED_NAMES(sched_overlap, sched_overlap_t, overlap_names, OVERLAP_N)
-SCHED_NAMES(sched_missed, sched_missed_t, missed_names, MISSED_N)
-SCHED_NAMES(run_state, run_state_t, run_names, RUN_NSTATES)
+ENUM_NAMES(sched_kind, sched_kind_t, kind_names, SCHED_NKINDS)
+ENUM_NAMES(sched_overlap, sched_overlap_t, overlap_names, OVERLAP_N)
+ENUM_NAMES(sched_missed, sched_missed_t, missed_names, MISSED_N)
+ENUM_NAMES(run_state, run_state_t, run_names, RUN_NSTATES)
 
 int schedule_compile(const schedule_t *sc, cron_spec_t *spec, char *err, size_t errlen) {
   int rc;

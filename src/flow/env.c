@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h> /* environ (_GNU_SOURCE) */
 
+#include "core/array.h"
+
 typedef struct {
   char **v;
   size_t n, cap;
@@ -46,15 +48,9 @@ static int envv_put(envv_t *e, char *kv) {
     return 0;
   }
   /* One slot always stays free for the terminating NULL. */
-  if (e->n + 1 >= e->cap) {
-    size_t ncap = e->cap ? e->cap * 2 : 32;
-    char **nv = realloc(e->v, ncap * sizeof(*nv));
-    if (!nv) {
-      free(kv);
-      return -1;
-    }
-    e->v = nv;
-    e->cap = ncap;
+  if (array_reserve((void **)&e->v, &e->cap, e->n + 2, sizeof(*e->v))) {
+    free(kv);
+    return -1;
   }
   e->v[e->n++] = kv;
   e->v[e->n] = NULL;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "core/array.h"
 #include "core/cron.h"
 #include "core/schedule.h"
 #include "error.h"
@@ -118,11 +119,9 @@ static int refill_all(store_t *s, const schedules_tick_t *t, int64_t now, int *m
 static int fire_run(store_t *s, schedules_tick_t *t, const schedule_t *sc, const sched_run_t *r,
                     const char *why, int64_t now) {
   int rc = jobs_fire(s, sc, r, why, now, NULL, &t->change);
-  if (!rc && t->want_lags && t->nlags == t->clags) {
-    size_t cap = t->clags ? t->clags * 2 : 16;
-    double *v = realloc(t->lags, cap * sizeof(*v));
-    if (v) t->lags = v, t->clags = cap;
-  }
+  /* A lag that finds no memory is not kept: the metrics are best effort. */
+  if (!rc && t->want_lags)
+    (void)array_reserve((void **)&t->lags, &t->clags, t->nlags + 1, sizeof(*t->lags));
   if (!rc && t->nlags < t->clags) t->lags[t->nlags++] = (double)(now - r->due_ms) / 1000.0;
   return rc;
 }

@@ -212,10 +212,15 @@ static void gz_free(void *cls) {
   free(g);
 }
 
-static gz_stream *gz_stream_new(void) {
+/* A stream with an input buffer of in_size bytes; NULL when out of memory. */
+static gz_stream *gz_stream_new(size_t in_size) {
   gz_stream *g = calloc(1, sizeof(*g));
   if (g && gz_init(&g->z)) {
     free(g);
+    return NULL;
+  }
+  if (g && !(g->in = malloc(in_size))) {
+    gz_free(g);
     return NULL;
   }
   return g;
@@ -243,13 +248,8 @@ struct MHD_Response *http_response_from_buffer(http_req_t *r, int status, const 
    * (a body a HEAD must not have): a HEAD is deflated at once, and its
    * Content-Length is what the GET sends */
   if (len <= GZ_ONESHOT_MAX || r->is_head) return gz_oneshot(body, len);
-  gz_stream *g = gz_stream_new();
+  gz_stream *g = gz_stream_new(len);
   if (!g) return NULL;
-  g->in = malloc(len);
-  if (!g->in) {
-    gz_free(g);
-    return NULL;
-  }
   memcpy(g->in, body, len);
   g->z.next_in = g->in;
   g->z.avail_in = (uInt)len;
@@ -262,13 +262,8 @@ struct MHD_Response *http_response_from_callback(http_req_t *r, int status, cons
                                                  void *cls, MHD_ContentReaderFreeCallback crfc) {
   if (http_gzip_plan(r, status, ct, MHD_SIZE_UNKNOWN) != HTTP_GZ_YES)
     return MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, block, crc, cls, crfc);
-  gz_stream *g = gz_stream_new();
+  gz_stream *g = gz_stream_new(GZ_IN);
   if (!g) return NULL;
-  g->in = malloc(GZ_IN);
-  if (!g->in) {
-    gz_free(g);
-    return NULL;
-  }
   g->crc = crc;
   g->cls = cls;
   g->crfc = crfc;

@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
+#include "run/done.h"
 #include "flow/eggsync.h"
 #include "flow/jobs.h"
 
@@ -18,6 +19,12 @@
                            * crawl's own cancel_grace escalates to KILL) */
 #define WATCH_RETRY_MS 1000
 
+
+/* A kind of store op of which at most one is in flight; asked for again
+ * meanwhile, it runs once more when the one in flight is over. */
+typedef struct flight {
+  int busy, again;
+} flight_t;
 
 struct cluster {
   uv_loop_t *loop;
@@ -34,12 +41,11 @@ struct cluster {
   int poll_fd;            /* the fd `poll` watches; -1 = none */
   store_watch_t *watch;
   int ops;                /* store ops in flight */
-  int beating, syncing, cancel_checking;
+  /* beating.again: the drain state changed while a beat was in flight */
+  flight_t beating, syncing, cancel_checking;
   int pushed_once;        /* this node's own eggs went into the store */
-  int sync_again, cancel_again;
   int stopping, handles;
-  void (*stop_done)(void *ud);
-  void *stop_ud;
+  run_done_t stopped;
   uint64_t rng;
   int64_t cancels[CANCELS_SEEN];
   unsigned cancel_next;
@@ -47,14 +53,46 @@ struct cluster {
   int64_t beating_since_ms; /* the first of this node's beats since which none was
                              * missed for long; 0 = none yet (reaping waits on it) */
   int draining;         /* written with each beat (cluster_set_draining) */
-  int beat_again;       /* the drain state changed while a beat was in flight */
 };
 
 static void maybe_stopped(cluster_t *c) {
   if (!c->stopping || c->ops || c->handles) return;
-  void (*done)(void *) = c->stop_done;
-  c->stop_done = NULL;
-  if (done) done(c->stop_ud);
+  run_done_fire(&c->stopped);
+}
+
+/* Is one of f in flight? Then it is asked for again. */
+static int flight_defer(flight_t *f) {
+  if (f->busy) f->again = 1;
+  return f->busy;
+}
+
+/* Submits f's op; on failure (returned) the caller still owns arg. */
+static int flight_submit(cluster_t *c, flight_t *f, int kind, store_fn fn, void *arg,
+                         store_done_cb done) {
+  f->busy = 1;
+  c->ops++;
+  int rc = store_submit(c->store, kind, fn, arg, done);
+  if (rc) {
+    c->ops--;
+    f->busy = 0;
+  }
+  return rc;
+}
+
+/* First thing in f's done callback. */
+static void flight_landed(cluster_t *c, flight_t *f) {
+  c->ops--;
+  f->busy = 0;
+}
+
+/* Last thing in f's done callback (its op freed): starts f again when it
+ * was asked for meanwhile, or ends a stop that waited on it. */
+static void flight_over(cluster_t *c, flight_t *f, void (*start)(cluster_t *c)) {
+  if (f->again && !c->stopping) {
+    f->again = 0;
+    start(c);
+  }
+  maybe_stopped(c);
 }
 
 /* ---- cancels asked on another node ---- */
@@ -82,8 +120,7 @@ static void check_cancels(cluster_t *c);
 static void cancels_done(void *arg, int rc) {
   cancel_op_t *op = arg;
   cluster_t *c = op->c;
-  c->ops--;
-  c->cancel_checking = 0;
+  flight_landed(c, &c->cancel_checking);
   for (size_t i = 0; !rc && !c->stopping && i < op->jobs.n; i++) {
     job_t *j = &op->jobs.v[i];
     if (!launcher_job_running(c->launcher, j->id) || cancel_seen(c, j->id))
@@ -95,29 +132,17 @@ static void cancels_done(void *arg, int rc) {
   }
   job_list_release(&op->jobs);
   free(op);
-  if (c->cancel_again && !c->stopping) {
-    c->cancel_again = 0;
-    check_cancels(c);
-  }
-  maybe_stopped(c);
+  flight_over(c, &c->cancel_checking, check_cancels);
 }
 
 static void check_cancels(cluster_t *c) {
   if (c->stopping || !launcher_running(c->launcher)) return;
-  if (c->cancel_checking) {
-    c->cancel_again = 1;
-    return;
-  }
+  if (flight_defer(&c->cancel_checking)) return;
   cancel_op_t *op = calloc(1, sizeof(*op));
   if (!op) return;
   op->c = c;
-  c->cancel_checking = 1;
-  c->ops++;
-  if (store_submit(c->store, STORE_READ, cancels_fn, op, cancels_done)) {
-    c->ops--;
-    c->cancel_checking = 0;
+  if (flight_submit(c, &c->cancel_checking, STORE_READ, cancels_fn, op, cancels_done))
     free(op);
-  }
 }
 
 /* ---- egg copies ---- */
@@ -143,35 +168,21 @@ static void sync_eggs(cluster_t *c);
 static void sync_done(void *arg, int rc) {
   sync_op_t *op = arg;
   cluster_t *c = op->c;
-  c->ops--;
-  c->syncing = 0;
+  flight_landed(c, &c->syncing);
   if (!rc) c->pushed_once = 1;
   if (rc) log_error("cluster", "copying eggs from the store failed: %s", spd_strerror(rc));
   else if (op->changed && c->hooks.eggs) c->hooks.eggs(c->hooks.ud);
   free(op);
-  if (c->sync_again && !c->stopping) {
-    c->sync_again = 0;
-    sync_eggs(c);
-  }
-  maybe_stopped(c);
+  flight_over(c, &c->syncing, sync_eggs);
 }
 
 static void sync_eggs(cluster_t *c) {
   if (c->stopping || !c->shared) return;
-  if (c->syncing) {
-    c->sync_again = 1;
-    return;
-  }
+  if (flight_defer(&c->syncing)) return;
   sync_op_t *op = calloc(1, sizeof(*op));
   if (!op) return;
   op->c = c;
-  c->syncing = 1;
-  c->ops++;
-  if (store_submit(c->store, STORE_READ, sync_fn, op, sync_done)) {
-    c->ops--;
-    c->syncing = 0;
-    free(op);
-  }
+  if (flight_submit(c, &c->syncing, STORE_READ, sync_fn, op, sync_done)) free(op);
 }
 
 /* ---- heartbeat and reaping ---- */
@@ -238,8 +249,7 @@ static void beat_written(cluster_t *c, int64_t now_ms) {
 static void beat_done(void *arg, int rc) {
   beat_op_t *op = arg;
   cluster_t *c = op->c;
-  c->ops--;
-  c->beating = 0;
+  flight_landed(c, &c->beating);
   if (!rc && c->hooks.flow) flow_apply(c->hooks.flow, &op->change);
   if (rc) {
     log_error("cluster", "heartbeat failed: %s", spd_strerror(rc));
@@ -264,15 +274,11 @@ static void beat_done(void *arg, int rc) {
   node_info_release(&op->node);
   job_list_release(&op->lost);
   free(op);
-  if (c->beat_again && !c->stopping) {
-    c->beat_again = 0;
-    beat(c);
-  }
-  maybe_stopped(c);
+  flight_over(c, &c->beating, beat);
 }
 
 static void beat(cluster_t *c) {
-  if (c->stopping || c->beating) return;
+  if (c->stopping || c->beating.busy) return;
   beat_op_t *op = calloc(1, sizeof(*op));
   if (!op) return;
   op->c = c;
@@ -292,11 +298,7 @@ static void beat(cluster_t *c) {
     free(op);
     return;
   }
-  c->beating = 1;
-  c->ops++;
-  if (store_submit(c->store, STORE_WRITE, beat_fn, op, beat_done)) {
-    c->ops--;
-    c->beating = 0;
+  if (flight_submit(c, &c->beating, STORE_WRITE, beat_fn, op, beat_done)) {
     node_info_release(&op->node);
     free(op);
   }
@@ -313,8 +315,7 @@ void cluster_set_draining(cluster_t *c, int draining) {
    * the other nodes and /api/v1/nodes see it at once. A timer's beat that
    * finds one in flight is skipped, as before: a slow store is not beaten
    * back to back. */
-  if (c->beating) c->beat_again = 1;
-  else beat(c);
+  if (!flight_defer(&c->beating)) beat(c);
 }
 
 /* ---- notices ---- */
@@ -443,8 +444,7 @@ static void timer_closed(uv_handle_t *h) {
 void cluster_stop(cluster_t *c, void (*done)(void *ud), void *ud) {
   if (!c || c->stopping) return;
   c->stopping = 1;
-  c->stop_done = done;
-  c->stop_ud = ud;
+  run_done_set(&c->stopped, done, ud);
   c->handles += 2;
   uv_close((uv_handle_t *)&c->beat_timer, timer_closed);
   uv_close((uv_handle_t *)&c->watch_timer, timer_closed);

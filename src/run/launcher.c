@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
+#include "run/done.h"
 #include "metrics.h"
 #include "flow/claim.h"
 #include "flow/env.h"
@@ -49,12 +50,10 @@ struct launcher {
   int dispatch_again; /* a kick arrived while claiming */
   int stopping;
   int draining;       /* claims nothing (launcher_drain) */
-  void (*drained)(void *ud); /* once nothing runs while draining; then NULL */
-  void *drained_ud;
+  run_done_t drained; /* once nothing runs while draining; then disarmed */
   int open_handles;   /* launcher timers still to close */
   uv_timer_t stop_timer;
-  void (*stop_done)(void *ud);
-  void *stop_ud;
+  run_done_t stopped;
   char *cwd;
   char *stats_dir;
   char *work_dir;     /* <dbs_dir>/spiders: command projects, extracted */
@@ -1279,31 +1278,24 @@ static void stop_expired(uv_timer_t *t) {
 
 static void launcher_maybe_stopped(launcher_t *l) {
   if (l->sv.procs || l->preps || l->claiming || l->sv.ends_in_flight) return;
-  if (l->draining && l->drained) {
-    void (*drained)(void *) = l->drained;
-    l->drained = NULL;
-    drained(l->drained_ud);
-  }
-  if (!l->stopping || !l->stop_done) return;
-  void (*done)(void *) = l->stop_done;
-  l->stop_done = NULL;
+  if (l->draining) run_done_fire(&l->drained);
+  if (!l->stopping || !l->stopped.fn) return;
   uv_timer_stop(&l->stop_timer);
-  done(l->stop_ud);
+  run_done_fire(&l->stopped);
 }
 
 /* ---- drain ---- */
 
 void launcher_drain(launcher_t *l, void (*done)(void *ud), void *ud) {
   l->draining = 1;
-  l->drained = done;
-  l->drained_ud = ud;
+  run_done_set(&l->drained, done, ud);
   launcher_maybe_stopped(l);
 }
 
 void launcher_undrain(launcher_t *l) {
   if (!l->draining) return;
   l->draining = 0;
-  l->drained = NULL;
+  l->drained.fn = NULL;
   /* Jobs queued meanwhile by other nodes or retries that came due are in
    * no counter of this node's. */
   launcher_dispatch_blind(l);
@@ -1313,10 +1305,9 @@ int launcher_draining(const launcher_t *l) { return l->draining; }
 
 void launcher_stop(launcher_t *l, void (*done)(void *ud), void *ud) {
   l->stopping = 1;
-  l->drained = NULL; /* the stop's done says it all */
+  l->drained.fn = NULL; /* the stop's done says it all */
   supervise_stop(&l->sv);
-  l->stop_done = done;
-  l->stop_ud = ud;
+  run_done_set(&l->stopped, done, ud);
   for (proc_t *p = l->sv.procs; p; p = p->next) {
     p->stopped = 1;
     supervise_signal(p, SIGTERM);

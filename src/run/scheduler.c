@@ -17,6 +17,7 @@
 #include "error.h"
 #include "flow/tick.h"
 #include "log.h"
+#include "run/done.h"
 #include "metrics.h"
 
 #define LEADER_TICK_MS 1000
@@ -32,8 +33,7 @@ struct scheduler {
   int leader;
   int64_t token;
   int stopping;
-  void (*stopped)(void *ud);
-  void *stopped_ud;
+  run_done_t stopped;
   metrics_t *metrics; /* borrowed; NULL = none; observed on the store thread too */
 };
 
@@ -53,26 +53,20 @@ static void tick_start(scheduler_t *s);
 
 static void on_timer(uv_timer_t *h) { tick_start(h->data); }
 
-static void finish_stop(scheduler_t *s) {
-  void (*done)(void *) = s->stopped;
-  s->stopped = NULL;
-  if (done) done(s->stopped_ud);
-}
-
 static void release_done(void *arg, int rc) {
   tick_t *t = arg;
   scheduler_t *s = t->sch;
   free(t);
   s->busy = 0;
   if (rc) log_warn("scheduler", "cannot give the lease up: %s", spd_strerror(rc));
-  finish_stop(s);
+  run_done_fire(&s->stopped);
 }
 
 static void release_lease(scheduler_t *s) {
   tick_t *t = calloc(1, sizeof(*t));
   if (!t || !s->leader) {
     free(t);
-    finish_stop(s);
+    run_done_fire(&s->stopped);
     return;
   }
   t->sch = s;
@@ -84,7 +78,7 @@ static void release_lease(scheduler_t *s) {
   if (store_submit(s->store, STORE_WRITE, tick_fn, t, release_done)) {
     s->busy = 0;
     free(t);
-    finish_stop(s);
+    run_done_fire(&s->stopped);
   }
 }
 
@@ -189,16 +183,14 @@ void scheduler_stop(scheduler_t *s, void (*done)(void *ud), void *ud) {
     /* Stopped again (a drain stopped it, then the daemon stops): done once
      * the first stop has given the lease up; busy until then. */
     if (s->busy) {
-      s->stopped = done;
-      s->stopped_ud = ud;
+      run_done_set(&s->stopped, done, ud);
     } else if (done) {
       done(ud);
     }
     return;
   }
   s->stopping = 1;
-  s->stopped = done;
-  s->stopped_ud = ud;
+  run_done_set(&s->stopped, done, ud);
   uv_timer_stop(&s->timer);
   if (!s->busy) release_lease(s); /* else tick_done releases it */
 }

@@ -23,6 +23,7 @@
 #include "error.h"
 #include "net/curl_lazy.h"
 #include "log.h"
+#include "run/done.h"
 
 #define SYS "webhooks"
 #define LEASE_NAME "webhooks"
@@ -304,8 +305,7 @@ struct webhooks {
   sock_t *socks;
 
   int busy, again, stopping;
-  void (*stopped)(void *ud);
-  void *stopped_ud;
+  run_done_t stopped;
 
   int leader;
   int64_t token;
@@ -371,6 +371,15 @@ static void out_event_clear(out_event_t *e) {
 static void out_events_free(out_event_t *v, size_t n) {
   for (size_t i = 0; i < n; i++) out_event_clear(&v[i]);
   free(v);
+}
+
+static op_t *op_new(webhooks_t *w, int kind) {
+  op_t *o = calloc(1, sizeof(*o));
+  if (o) {
+    o->w = w;
+    o->kind = kind;
+  }
+  return o;
 }
 
 static void op_free(op_t *o) {
@@ -997,12 +1006,6 @@ static void tick_later(webhooks_t *w, uint64_t ms) {
   uv_timer_start(&w->tick, on_tick, ms, 0);
 }
 
-static void finish_stop(webhooks_t *w) {
-  void (*done)(void *) = w->stopped;
-  w->stopped = NULL;
-  if (done) done(w->stopped_ud);
-}
-
 static void release_done(void *arg, int rc) {
   op_t *o = arg;
   webhooks_t *w = o->w;
@@ -1013,26 +1016,23 @@ static void release_done(void *arg, int rc) {
   w->scan_from = -1;
   w->work_seen = 0;
   op_free(o);
-  if (w->stopping) finish_stop(w);
+  if (w->stopping) run_done_fire(&w->stopped);
   else tick_later(w, TICK_MS);
 }
 
 static void release_lease(webhooks_t *w) {
-  op_t *o = calloc(1, sizeof(*o));
-  if (!o || !w->leader) {
-    free(o);
-    if (w->stopping) finish_stop(w);
+  op_t *o = w->leader ? op_new(w, OP_RELEASE) : NULL;
+  if (!o) {
+    if (w->stopping) run_done_fire(&w->stopped);
     return;
   }
-  o->w = w;
-  o->kind = OP_RELEASE;
   o->token = w->token;
   o->save_cursor = w->cursor;
   w->busy = 1;
   if (store_submit(w->store, STORE_WRITE, lease_fn, o, release_done)) {
     w->busy = 0;
     free(o);
-    if (w->stopping) finish_stop(w);
+    if (w->stopping) run_done_fire(&w->stopped);
   }
 }
 
@@ -1070,13 +1070,11 @@ static void read_done(void *arg, int rc) {
 }
 
 static void read_start(webhooks_t *w, int kind) {
-  op_t *o = calloc(1, sizeof(*o));
+  op_t *o = op_new(w, kind);
   if (!o) {
     tick_later(w, TICK_MS);
     return;
   }
-  o->w = w;
-  o->kind = kind;
   o->after = kind == OP_SCAN ? w->scan_from : w->read_upto;
   w->busy = 1;
   if (store_submit(w->store, STORE_READ, read_fn, o, read_done)) {
@@ -1143,13 +1141,11 @@ static void tick_start(webhooks_t *w) {
     release_lease(w);
     return;
   }
-  op_t *o = calloc(1, sizeof(*o));
+  op_t *o = op_new(w, OP_LEASE);
   if (!o) {
     tick_later(w, TICK_MS);
     return;
   }
-  o->w = w;
-  o->kind = OP_LEASE;
   o->held = o->token = w->token;
   o->was_leader = w->leader;
   o->save_cursor = w->leader && w->cursor != w->saved ? w->cursor : -1;
@@ -1234,8 +1230,7 @@ void webhooks_stop(webhooks_t *w, void (*done)(void *ud), void *ud) {
     return;
   }
   w->stopping = 1;
-  w->stopped = done;
-  w->stopped_ud = ud;
+  run_done_set(&w->stopped, done, ud);
   uv_timer_stop(&w->tick);
   uv_timer_stop(&w->pump);
   if (w->whead)

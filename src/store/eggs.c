@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zip.h>
 
+#include "core/array.h"
 #include "core/names.h"
 #include "error.h"
 #include "fsutil.h"
@@ -220,13 +221,7 @@ int eggs_clean_staging(const char *eggs_dir) {
 }
 
 static int strv_push(char ***v, size_t *n, size_t *cap, const char *s, size_t len) {
-  if (*n == *cap) {
-    size_t ncap = *cap ? *cap * 2 : 8;
-    char **nv = realloc(*v, ncap * sizeof(*nv));
-    if (!nv) return -ENOMEM;
-    *v = nv;
-    *cap = ncap;
-  }
+  if (array_reserve((void **)v, cap, *n + 1, sizeof(**v))) return -ENOMEM;
   char *copy = strndup(s, len);
   if (!copy) return -ENOMEM;
   (*v)[(*n)++] = copy;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "clock.h"
+#include "core/array.h"
 #include "log.h"
 
 int queue_take_before(int64_t p1, int64_t d1, int64_t p2, int64_t d2) {
@@ -151,16 +152,7 @@ static void queue_key_decide(queue_key_t *k, const queue_conf_t *c, int64_t now)
 }
 
 queue_key_info_t *queue_key_list_add(queue_key_list_t *l) {
-  if (l->n == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 16;
-    queue_key_info_t *v = realloc(l->v, cap * sizeof(*v));
-    if (!v) return NULL;
-    l->v = v;
-    l->cap = cap;
-  }
-  queue_key_info_t *e = &l->v[l->n++];
-  memset(e, 0, sizeof(*e));
-  return e;
+  return array_push((void **)&l->v, &l->n, &l->cap, sizeof(*l->v));
 }
 
 void queue_key_info_fill(queue_key_info_t *out, const queue_key_t *k, const queue_conf_t *c,
@@ -345,13 +337,8 @@ static queue_key_t *queue_key_cache_find(const queue_key_cache_t *kc, const char
  * then queue_key_cache_commit it, or queue_key_cache_drop it. Valid until the next
  * queue_key_cache_add. -ENOMEM. */
 static int queue_key_cache_add(queue_key_cache_t *kc, const char *k, queue_key_t **out) {
-  if (kc->nkeys == kc->capkeys) {
-    size_t ncap = kc->capkeys ? kc->capkeys * 2 : 8;
-    queue_key_t *nk = realloc(kc->keys, ncap * sizeof(*nk));
-    if (!nk) return -ENOMEM;
-    kc->keys = nk;
-    kc->capkeys = ncap;
-  }
+  if (array_reserve((void **)&kc->keys, &kc->capkeys, kc->nkeys + 1, sizeof(*kc->keys)))
+    return -ENOMEM;
   queue_key_t *e = &kc->keys[kc->nkeys];
   memset(e, 0, sizeof(*e));
   if (!(e->key = strdup(k))) return -ENOMEM;

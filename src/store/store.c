@@ -12,6 +12,7 @@
 #include <sys/random.h>
 
 #include "clock.h"
+#include "core/array.h"
 #include "error.h"
 
 static const struct store_ops *const store_backends[] = {
@@ -707,22 +708,12 @@ void node_info_release(node_info_t *n) {
   memset(n, 0, sizeof(*n));
 }
 
-void node_list_release(node_list_t *l) {
-  if (!l) return;
-  for (size_t i = 0; i < l->n; i++) node_info_release(&l->v[i]);
-  free(l->v);
-  memset(l, 0, sizeof(*l));
-}
+ARRAY_LIST_RELEASE(node_list_release, node_list_t, node_info_release)
 
 /* Moves *item (size bytes) to the end of a growable array and clears it. */
 static int list_push(void **v, size_t *n, size_t *cap, void *item, size_t size) {
-  if (*n == *cap) {
-    size_t ncap = *cap ? *cap * 2 : 8;
-    void *nv = realloc(*v, ncap * size);
-    if (!nv) return -ENOMEM;
-    *v = nv;
-    *cap = ncap;
-  }
+  int rc = array_reserve(v, cap, *n + 1, size);
+  if (rc) return rc;
   memcpy((char *)*v + (*n)++ * size, item, size);
   memset(item, 0, size);
   return 0;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "store/auth_sql.h"
 #include "store/pg/internal.h"
 
 /* Names are COLLATE "C": listed in byte order, as on SQLite and Redis. */
@@ -48,22 +49,6 @@ enum {
 
 _Static_assert(PA_END <= PG_SLOTS, "pg/auth.c's slots overflow its range");
 
-/* Is row T a usable admin credential at $KEEP (store.h)? Admin is 4. */
-#define PA_USABLE(T, KEEP)                                                  \
-  "(" T ".role = 4 AND " T ".secret <> '' AND (" T ".expires_ms = 0 OR " T \
-  ".expires_ms > " KEEP "))"
-/* Some principal other than ($1, $2) is a usable admin credential. */
-#define PA_ANOTHER(KEEP)                                                         \
-  "EXISTS (SELECT 1 FROM principals o WHERE (o.kind <> $1 OR o.name <> $2) AND " \
-  PA_USABLE("o", KEEP) ")"
-
-#define PA_PUT_SQL                                                             \
-  "INSERT INTO principals (kind, name, label, secret, owner, role, projects, " \
-  "created_ms, expires_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) "       \
-  "ON CONFLICT (kind, name) DO UPDATE SET label = excluded.label, "           \
-  "secret = excluded.secret, owner = excluded.owner, role = excluded.role, "  \
-  "projects = excluded.projects, created_ms = excluded.created_ms, "          \
-  "expires_ms = excluded.expires_ms"
 
 static int pa_lock(struct pg_store *q) {
   return pg_exec(q, "LOCK TABLE principals IN SHARE ROW EXCLUSIVE MODE", "lock principals");
@@ -101,13 +86,12 @@ static int pa_put(store_t *s, const principal_t *pr, int64_t keep_admin_ms) {
   pg_p_str(&p, pr->projects);
   pg_p_i64(&p, pr->created_ms);
   pg_p_i64(&p, pr->expires_ms);
-  if (!keep_admin_ms) return pg_cmd(q, PA_PUT, PA_PUT_SQL, &p, 0, "put principal");
+  if (!keep_admin_ms) return pg_cmd(q, PA_PUT, AUTH_SQL_PUT("$"), &p, 0, "put principal");
   pg_p_i64(&p, keep_admin_ms);
   /* store.c calls it only when the new row is no usable admin: the old row
    * may change unless it is one and no other is */
   PGresult *r = pg_run(q, PA_PUT_KEEP,
-                       PA_PUT_SQL " WHERE NOT (" PA_USABLE("principals", "$10") " AND NOT "
-                       PA_ANOTHER("$10") ")",
+                       AUTH_SQL_PUT("$") " WHERE NOT (" AUTH_SQL_LAST_ADMIN("$", "$10") ")",
                        &p, 0, &rc, "put principal");
   if (!r) return rc;
   rc = pa_changed(r) == 0 ? SPD_ECONFLICT : 0;
@@ -128,7 +112,7 @@ static int pa_delete(store_t *s, principal_kind_t kind, const char *name, int64_
     pg_p_i64(&p, keep_admin_ms);
     r = pg_run(q, PA_DELETE_KEEP,
                "DELETE FROM principals WHERE kind = $1 AND name = $2 AND NOT ("
-               PA_USABLE("principals", "$3") " AND NOT " PA_ANOTHER("$3") ")",
+               AUTH_SQL_LAST_ADMIN("$", "$3") ")",
                &p, 0, &rc, "delete principal");
   } else {
     r = pg_run(q, PA_DELETE, "DELETE FROM principals WHERE kind = $1 AND name = $2", &p, 0, &rc,

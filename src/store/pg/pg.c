@@ -396,19 +396,21 @@ int pg_sp_begin(store_t *s) {
   return rc;
 }
 
-int pg_sp_release(store_t *s) {
-  struct pg_store *q = PGQ(s);
+/* Ends the innermost savepoint with sql (a release or a rollback to it). */
+static int pg_sp_end(struct pg_store *q, const char *sql, const char *what) {
   if (!q->in_tx || q->sp_depth <= 0) return -EINVAL;
-  int rc = pg_exec(q, "RELEASE SAVEPOINT sp", "release savepoint");
+  int rc = pg_exec(q, sql, what);
   if (!rc) q->sp_depth--;
   return rc;
 }
 
+int pg_sp_release(store_t *s) {
+  return pg_sp_end(PGQ(s), "RELEASE SAVEPOINT sp", "release savepoint");
+}
+
 int pg_sp_rollback(store_t *s) {
   struct pg_store *q = PGQ(s);
-  if (!q->in_tx || q->sp_depth <= 0) return -EINVAL;
-  int rc = pg_exec(q, "ROLLBACK TO SAVEPOINT sp; RELEASE SAVEPOINT sp", "rollback savepoint");
-  if (!rc) q->sp_depth--;
+  int rc = pg_sp_end(q, "ROLLBACK TO SAVEPOINT sp; RELEASE SAVEPOINT sp", "rollback savepoint");
   if (!rc) q->tx_collided = 0; /* what collided is undone; the rest stands */
   return rc;
 }
@@ -624,32 +626,45 @@ static int pg_conninfo_keepalive(char **conninfo) {
   return rc;
 }
 
-static void pg_close(store_t *s) {
-  struct pg_store *q = PGQ(s);
-  if (!q) return;
+/* The settings of a connection to url (the store's or a watch's): libpq
+ * loaded, conninfo, schema and notice channel, a connect timeout of
+ * connect_timeout seconds and TCP keep-alives. */
+static int pg_conn_setup(struct pg_store *q, const char *url, const char *connect_timeout,
+                         char *err, size_t errlen) {
+  int rc = pq_lazy_load(err, errlen);
+  if (!rc) rc = pg_parse_url(url, &q->conninfo, &q->schema, err, errlen);
+  if (rc) return rc;
+  snprintf(q->channel, sizeof(q->channel), "spiderd%s%s", q->schema ? "_" : "",
+           q->schema ? q->schema : "");
+  rc = pg_conninfo_default(&q->conninfo, "connect_timeout", connect_timeout);
+  if (!rc) rc = pg_conninfo_keepalive(&q->conninfo);
+  return rc;
+}
+
+/* Frees what pg_conn_setup and a connect left in q (not q). */
+static void pg_conn_release(struct pg_store *q) {
   if (q->conn) PQfinish(q->conn);
   free(q->conninfo);
   free(q->schema);
+}
+
+static void pg_close(store_t *s) {
+  struct pg_store *q = PGQ(s);
+  if (!q) return;
+  pg_conn_release(q);
   free(q);
 }
 
 static int pg_open(const char *url, const char *rest, store_t **out, char *err,
                    size_t errlen) {
   (void)rest;
-  int rc = pq_lazy_load(err, errlen);
-  if (rc) return rc;
   struct pg_store *q = calloc(1, sizeof(*q));
   if (!q) return -ENOMEM;
   q->base.ops = &store_pg_ops;
-  rc = pg_parse_url(url, &q->conninfo, &q->schema, err, errlen);
-  if (rc) goto out;
-  snprintf(q->channel, sizeof(q->channel), "spiderd%s%s", q->schema ? "_" : "",
-           q->schema ? q->schema : "");
   /* A store thread reconnecting to a host that accepts and never answers
    * would otherwise wait for good, and every op queued behind it. */
-  if ((rc = pg_conninfo_default(&q->conninfo, "connect_timeout", "5")) ||
-      (rc = pg_conninfo_keepalive(&q->conninfo)))
-    goto out;
+  int rc = pg_conn_setup(q, url, "5", err, errlen);
+  if (rc) goto out;
   if ((rc = pg_connect(q, err, errlen))) goto out;
   if ((rc = pg_migrate(q, err, errlen))) goto out;
   *out = &q->base;
@@ -710,38 +725,25 @@ static int pg_watch_read(store_watch_t *ww, unsigned *what) {
 static void pg_watch_close(store_watch_t *ww) {
   struct pg_watch *w = (struct pg_watch *)ww;
   if (!w) return;
-  if (w->q.conn) PQfinish(w->q.conn);
-  free(w->q.conninfo);
-  free(w->q.schema);
+  pg_conn_release(&w->q);
   free(w);
 }
 
 static int pg_watch_open(const char *url, const char *rest, store_watch_t **out, char *err,
                          size_t errlen) {
   (void)rest;
-  int rc = pq_lazy_load(err, errlen);
-  if (rc) return rc;
   struct pg_watch *w = calloc(1, sizeof(*w));
   if (!w) return -ENOMEM;
   w->base.fd = pg_watch_fd;
   w->base.read = pg_watch_read;
   w->base.close = pg_watch_close;
-  rc = pg_parse_url(url, &w->q.conninfo, &w->q.schema, err, errlen);
   /* The watch reconnects on the loop thread: never wait long for a host
    * that does not answer. */
-  if (!rc) rc = pg_conninfo_default(&w->q.conninfo, "connect_timeout", "2");
-  if (!rc) rc = pg_conninfo_keepalive(&w->q.conninfo);
-  if (!rc) {
-    snprintf(w->q.channel, sizeof(w->q.channel), "spiderd%s%s", w->q.schema ? "_" : "",
-             w->q.schema ? w->q.schema : "");
-    rc = pg_watch_listen(w, err, errlen);
-  }
-  if (rc) {
-    pg_watch_close(&w->base);
-    return rc;
-  }
-  *out = &w->base;
-  return 0;
+  int rc = pg_conn_setup(&w->q, url, "2", err, errlen);
+  if (!rc) rc = pg_watch_listen(w, err, errlen);
+  if (rc) pg_watch_close(&w->base);
+  else *out = &w->base;
+  return rc;
 }
 
 const struct store_ops store_pg_ops = {

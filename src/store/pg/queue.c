@@ -296,12 +296,19 @@ static int qcmd(struct pg_store *q, int id, pg_params_t *p, const char *what) {
 
 /* ---- binary result readers (NULL reads as 0 / NULL) ---- */
 
-static int64_t bi64(const PGresult *r, int row, int col) {
-  if (PQgetisnull(r, row, col)) return 0;
+/* The first (at most 8) bytes of a binary column as a big-endian number,
+ * and in *n how many bytes the column has (0 for NULL). */
+static uint64_t bbe(const PGresult *r, int row, int col, int *n) {
+  *n = PQgetisnull(r, row, col) ? 0 : PQgetlength(r, row, col);
   const unsigned char *v = (const unsigned char *)PQgetvalue(r, row, col);
-  int n = PQgetlength(r, row, col);
   uint64_t u = 0;
-  for (int i = 0; i < n && i < 8; i++) u = (u << 8) | v[i];
+  for (int i = 0; i < *n && i < 8; i++) u = (u << 8) | v[i];
+  return u;
+}
+
+static int64_t bi64(const PGresult *r, int row, int col) {
+  int n;
+  uint64_t u = bbe(r, row, col, &n);
   switch (n) {
   case 1:
     return (int64_t)u;
@@ -317,11 +324,8 @@ static int64_t bi64(const PGresult *r, int row, int col) {
 }
 
 static double bdbl(const PGresult *r, int row, int col) {
-  if (PQgetisnull(r, row, col)) return 0;
-  const unsigned char *v = (const unsigned char *)PQgetvalue(r, row, col);
-  int n = PQgetlength(r, row, col);
-  uint64_t u = 0;
-  for (int i = 0; i < n && i < 8; i++) u = (u << 8) | v[i];
+  int n;
+  uint64_t u = bbe(r, row, col, &n);
   if (n == 8) {
     double d;
     memcpy(&d, &u, sizeof(d));
@@ -410,21 +414,28 @@ static void row_queue(const PGresult *r, int row, queue_conf_t *c, int64_t *leas
   c->n_acked = bi64(r, row, 21);
 }
 
+/* Runs statement id, which returns the queue's row, into c: `none` when it
+ * returns no row. */
+static int queue_row_run(struct pg_store *q, int id, pg_params_t *p, const char *what, int none,
+                         queue_conf_t *c, int64_t *lease_seq) {
+  int rc;
+  PGresult *r = qrun(q, id, p, &rc, what);
+  if (!r) return rc;
+  if (PQntuples(r) == 1)
+    row_queue(r, 0, c, lease_seq, NULL);
+  else
+    rc = none;
+  PQclear(r);
+  return rc;
+}
+
 /* Reads (lock: and locks) queue `name` into c (name not copied). -ENOENT
  * when there is none. */
 static int queue_load(struct pg_store *q, const char *name, int lock, queue_conf_t *c,
                       int64_t *lease_seq) {
   pg_params_t p = {0};
-  int rc;
   pg_p_str(&p, name);
-  PGresult *r = qrun(q, lock ? QS_LOCK : QS_GET, &p, &rc, "queue get");
-  if (!r) return rc;
-  if (PQntuples(r) == 1)
-    row_queue(r, 0, c, lease_seq, NULL);
-  else
-    rc = -ENOENT;
-  PQclear(r);
-  return rc;
+  return queue_row_run(q, lock ? QS_LOCK : QS_GET, &p, "queue get", -ENOENT, c, lease_seq);
 }
 
 /* The 11 settings of c, in QS_CREATE's ($3..$13) and QS_SET's ($2..$12) order. */
@@ -447,18 +458,10 @@ static void p_settings(pg_params_t *p, const queue_conf_t *c) {
 static int queue_create(struct pg_store *q, const char *name, int64_t now_ms,
                         const queue_conf_t *c, queue_conf_t *out, int64_t *lease_seq) {
   pg_params_t p = {0};
-  int rc;
   pg_p_str(&p, name);
   pg_p_i64(&p, now_ms);
   p_settings(&p, c);
-  PGresult *r = qrun(q, QS_CREATE, &p, &rc, "queue create");
-  if (!r) return rc;
-  if (PQntuples(r) == 1)
-    row_queue(r, 0, out, lease_seq, NULL);
-  else
-    rc = -EEXIST;
-  PQclear(r);
-  return rc;
+  return queue_row_run(q, QS_CREATE, &p, "queue create", -EEXIST, out, lease_seq);
 }
 
 /* The queue for a put: locked, or created with the defaults. */
@@ -670,14 +673,20 @@ static int rows_times(queue_call_t *x, int64_t t[QUEUE_NEXT_N]) {
   return 0;
 }
 
-/* Elements not yet due whose time has come become ready. */
-static int rows_promote(queue_call_t *x) {
+/* Runs a sweep of the queue as of now (parameters: queue, now, at most
+ * QUEUE_SWEEP_MAX rows). */
+static PGresult *sweep_run(queue_call_t *x, int id, int *rc, const char *what) {
   pg_params_t p = {0};
-  int rc;
   pg_p_i64(&p, x->c.id);
   pg_p_i64(&p, x->now);
   pg_p_i64(&p, QUEUE_SWEEP_MAX);
-  PGresult *r = qrun(QX(x), QS_PROMOTE, &p, &rc, "queue promote");
+  return qrun(QX(x), id, &p, rc, what);
+}
+
+/* Elements not yet due whose time has come become ready. */
+static int rows_promote(queue_call_t *x) {
+  int rc;
+  PGresult *r = sweep_run(x, QS_PROMOTE, &rc, "queue promote");
   if (!r) return rc;
   for (int i = 0; !rc && i < PQntuples(r); i++) {
     queue_key_t *k;
@@ -731,12 +740,8 @@ static int touch_keys(queue_call_t *x, PGresult *r, int withrow) {
 
 /* Closed keys whose block, bucket or wait has run out are settled again. */
 static int rows_wake(queue_call_t *x) {
-  pg_params_t p = {0};
   int rc;
-  pg_p_i64(&p, x->c.id);
-  pg_p_i64(&p, x->now);
-  pg_p_i64(&p, QUEUE_SWEEP_MAX);
-  PGresult *r = qrun(QX(x), QS_KEY_WAKE, &p, &rc, "queue wake");
+  PGresult *r = sweep_run(x, QS_KEY_WAKE, &rc, "queue wake");
   if (!r) return rc;
   rc = touch_keys(x, r, 0);
   PQclear(r);
@@ -983,18 +988,10 @@ static int rows_load(queue_call_t *x, const char *name, int how) {
 
 static int rows_conf_write(queue_call_t *x, const queue_conf_t *c, int create) {
   pg_params_t p = {0};
-  int rc;
   if (create) return queue_create(QX(x), c->name, x->now, c, &x->c, &x->lease_seq);
   pg_p_i64(&p, x->c.id);
   p_settings(&p, c);
-  PGresult *r = qrun(QX(x), QS_SET, &p, &rc, "queue set");
-  if (!r) return rc;
-  if (PQntuples(r) == 1)
-    row_queue(r, 0, &x->c, &x->lease_seq, NULL);
-  else
-    rc = -ENOENT;
-  PQclear(r);
-  return rc;
+  return queue_row_run(QX(x), QS_SET, &p, "queue set", -ENOENT, &x->c, &x->lease_seq);
 }
 
 /* The key rows come with their state: no read of their own. */

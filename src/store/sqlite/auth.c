@@ -11,41 +11,24 @@
 #include <string.h>
 
 #include "error.h"
+#include "store/auth_sql.h"
 #include "store/sqlite/internal.h"
 
 enum { SA_PUT, SA_DELETE, SA_LIST, SA_PUT_KEEP, SA_DELETE_KEEP, SA_EXISTS, SA_COUNT };
 
 _Static_assert(SA_COUNT <= SQLITE_AUTH_SLOTS, "sqlite/auth.c's statements overflow its slots");
 
-/* Is row T (a table name or alias) a usable admin credential at ?KEEP
- * (store.h)? Roles are core/principal.h's numbers: admin is 4. */
-#define SA_USABLE(T, KEEP)                                                  \
-  "(" T ".role = 4 AND " T ".secret <> '' AND (" T ".expires_ms = 0 OR " T \
-  ".expires_ms > " KEEP "))"
-/* Some principal other than (?1, ?2) is a usable admin credential. */
-#define SA_ANOTHER(KEEP)                                                         \
-  "EXISTS (SELECT 1 FROM principals o WHERE (o.kind <> ?1 OR o.name <> ?2) AND " \
-  SA_USABLE("o", KEEP) ")"
-
-#define SA_PUT_SQL                                                                          \
-  "INSERT INTO principals (kind, name, label, secret, owner, role, projects, "             \
-  "created_ms, expires_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9) "                   \
-  "ON CONFLICT (kind, name) DO UPDATE SET label = excluded.label, "                       \
-  "secret = excluded.secret, owner = excluded.owner, role = excluded.role, "              \
-  "projects = excluded.projects, created_ms = excluded.created_ms, "                      \
-  "expires_ms = excluded.expires_ms"
 
 static const char *const sqlite_auth_sql[SA_COUNT] = {
-    [SA_PUT] = SA_PUT_SQL,
+    [SA_PUT] = AUTH_SQL_PUT("?"),
     [SA_DELETE] = "DELETE FROM principals WHERE kind = ?1 AND name = ?2",
     [SA_LIST] = "SELECT kind, name, label, secret, owner, role, projects, created_ms, "
                 "expires_ms FROM principals ORDER BY kind, name",
     /* store.c calls it only when the new row is no usable admin: the old
      * row may change unless it is one and no other is */
-    [SA_PUT_KEEP] = SA_PUT_SQL " WHERE NOT (" SA_USABLE("principals", "?10") " AND NOT "
-                    SA_ANOTHER("?10") ")",
+    [SA_PUT_KEEP] = AUTH_SQL_PUT("?") " WHERE NOT (" AUTH_SQL_LAST_ADMIN("?", "?10") ")",
     [SA_DELETE_KEEP] = "DELETE FROM principals WHERE kind = ?1 AND name = ?2 AND NOT ("
-                       SA_USABLE("principals", "?3") " AND NOT " SA_ANOTHER("?3") ")",
+                       AUTH_SQL_LAST_ADMIN("?", "?3") ")",
     [SA_EXISTS] = "SELECT 1 FROM principals WHERE kind = ?1 AND name = ?2",
 };
 
@@ -100,28 +83,26 @@ int sqlite_principal_delete(store_t *s, principal_kind_t kind, const char *name,
   return *count == 0 && keep_admin_ms ? sa_refused(q, kind, name) : 0;
 }
 
+/* Appends the principal of SA_LIST's row to the principal_list_t out. */
+static int principal_row(sqlite3_stmt *st, void *out) {
+  principal_t p = {.kind = (principal_kind_t)sqlite3_column_int(st, 0)};
+  int rc;
+  if ((rc = sqlite_col_str(st, 1, &p.name)) || (rc = sqlite_col_str(st, 2, &p.label)) ||
+      (rc = sqlite_col_str(st, 3, &p.secret)) || (rc = sqlite_col_str(st, 4, &p.owner)) ||
+      (rc = sqlite_col_str(st, 6, &p.projects))) {
+    principal_release(&p);
+    return rc;
+  }
+  p.role = (role_t)sqlite3_column_int(st, 5);
+  p.created_ms = sqlite3_column_int64(st, 7);
+  p.expires_ms = sqlite3_column_int64(st, 8);
+  if ((rc = principal_list_push(out, &p))) principal_release(&p);
+  return rc;
+}
+
 int sqlite_principals_list(store_t *s, principal_list_t *out) {
   struct sqlite_store *q = SQ(s);
   sqlite3_stmt *st = sa_stmt(q, SA_LIST);
   if (!st) return SPD_ESTORE;
-  int rc = 0, src;
-  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    principal_t p = {.kind = (principal_kind_t)sqlite3_column_int(st, 0)};
-    if ((rc = sqlite_col_str(st, 1, &p.name)) || (rc = sqlite_col_str(st, 2, &p.label)) ||
-        (rc = sqlite_col_str(st, 3, &p.secret)) || (rc = sqlite_col_str(st, 4, &p.owner)) ||
-        (rc = sqlite_col_str(st, 6, &p.projects))) {
-      principal_release(&p);
-      break;
-    }
-    p.role = (role_t)sqlite3_column_int(st, 5);
-    p.created_ms = sqlite3_column_int64(st, 7);
-    p.expires_ms = sqlite3_column_int64(st, 8);
-    if ((rc = principal_list_push(out, &p))) {
-      principal_release(&p);
-      break;
-    }
-  }
-  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "list principals");
-  sqlite3_reset(st);
-  return rc;
+  return sqlite_each_row(q, st, principal_row, out, "list principals");
 }

@@ -59,6 +59,10 @@ sqlite3_stmt *sqlite_prepare_slot(struct sqlite_store *q, sqlite3_stmt **slot,
                                   const char *sql);
 /* Steps a statement that returns no rows and resets it. */
 int sqlite_done(struct sqlite_store *q, sqlite3_stmt *st, const char *what);
+/* Steps st (bound) to its end, row(st, ud) on each row until one fails;
+ * resets st. 0, row's failure, or a step's (logged as what). */
+int sqlite_each_row(struct sqlite_store *q, sqlite3_stmt *st,
+                    int (*row)(sqlite3_stmt *st, void *ud), void *ud, const char *what);
 /* rc, or -ENOENT when the last statement changed no row. */
 int sqlite_changed(struct sqlite_store *q, int rc);
 int sqlite_bind_str(sqlite3_stmt *st, int i, const char *v);

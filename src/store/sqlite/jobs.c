@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "core/array.h"
 #include "error.h"
 #include "log.h"
 #include "store/sqlite/internal.h"
@@ -206,16 +207,8 @@ int sqlite_read_rows(struct sqlite_store *q, sqlite3_stmt *st,
                             struct sqlite_rows *r, const char *what) {
   int rc = 0, src;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    if (r->n == r->cap) {
-      size_t cap = r->cap ? r->cap * 2 : 16;
-      job_t *v = realloc(r->v, cap * sizeof(*v));
-      if (!v) {
-        rc = -ENOMEM;
-        goto out;
-      }
-      r->v = v;
-      r->cap = cap;
-    }
+    rc = array_reserve((void **)&r->v, &r->cap, r->n + 1, sizeof(*r->v));
+    if (rc) goto out;
     rc = sqlite_row_job(st, &r->v[r->n]);
     if (rc) goto out;
     r->n++;

@@ -69,32 +69,30 @@ int sqlite_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_
   return sqlite_auto_end(q, began, rc);
 }
 
+/* Appends the node of SN_LIST's row to the node_list_t out. */
+static int node_row(sqlite3_stmt *st, void *out) {
+  node_info_t n = {0};
+  int rc;
+  if ((rc = sqlite_col_str(st, 0, &n.name)) || (rc = sqlite_col_str(st, 1, &n.url)) ||
+      (rc = sqlite_col_str(st, 7, &n.version))) {
+    node_info_release(&n);
+    return rc;
+  }
+  n.slots = sqlite3_column_int(st, 2);
+  n.running = sqlite3_column_int(st, 3);
+  n.started_ms = sqlite3_column_int64(st, 4);
+  n.heartbeat_ms = sqlite3_column_int64(st, 5);
+  n.dead = sqlite3_column_int(st, 6);
+  n.draining = sqlite3_column_int(st, 8);
+  if ((rc = node_list_push(out, &n))) node_info_release(&n);
+  return rc;
+}
+
 int sqlite_nodes_list(store_t *s, node_list_t *out) {
   struct sqlite_store *q = SQ(s);
   sqlite3_stmt *st = sn_stmt(q, SN_LIST);
   if (!st) return SPD_ESTORE;
-  int rc = 0, src;
-  while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    node_info_t n = {0};
-    if ((rc = sqlite_col_str(st, 0, &n.name)) || (rc = sqlite_col_str(st, 1, &n.url)) ||
-        (rc = sqlite_col_str(st, 7, &n.version))) {
-      node_info_release(&n);
-      break;
-    }
-    n.slots = sqlite3_column_int(st, 2);
-    n.running = sqlite3_column_int(st, 3);
-    n.started_ms = sqlite3_column_int64(st, 4);
-    n.heartbeat_ms = sqlite3_column_int64(st, 5);
-    n.dead = sqlite3_column_int(st, 6);
-    n.draining = sqlite3_column_int(st, 8);
-    if ((rc = node_list_push(out, &n))) {
-      node_info_release(&n);
-      break;
-    }
-  }
-  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "list nodes");
-  sqlite3_reset(st);
-  return rc;
+  return sqlite_each_row(q, st, node_row, out, "list nodes");
 }
 
 int sqlite_nodes_reap(store_t *s, const char *self, int64_t now_ms, int64_t timeout_ms,

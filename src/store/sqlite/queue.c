@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "core/array.h"
 #include "error.h"
 #include "log.h"
 #include "store/queue_engine.h"
@@ -499,16 +500,7 @@ static int rows_expire(queue_call_t *x) {
   sqlite3_bind_int64(st, 2, x->now);
   sqlite3_bind_int64(st, 3, QUEUE_SWEEP_MAX);
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    if (n == cap) {
-      size_t ncap = cap ? cap * 2 : 16;
-      expired_t *nv = realloc(v, ncap * sizeof(*nv));
-      if (!nv) {
-        rc = -ENOMEM;
-        break;
-      }
-      v = nv;
-      cap = ncap;
-    }
+    if ((rc = array_reserve((void **)&v, &cap, n + 1, sizeof(*v)))) break;
     v[n].id = sqlite3_column_int64(st, 0);
     v[n].key = strdup((const char *)sqlite3_column_text(st, 1));
     v[n].deliveries = sqlite3_column_int64(st, 2);
@@ -536,16 +528,7 @@ static int touch_keys(queue_call_t *x, sqlite3_stmt *st, const char *what) {
   size_t n = 0, cap = 0;
   int rc = 0, src;
   while ((src = sqlite3_step(st)) == SQLITE_ROW) {
-    if (n == cap) {
-      size_t ncap = cap ? cap * 2 : 16;
-      char **nk = realloc(keys, ncap * sizeof(*nk));
-      if (!nk) {
-        rc = -ENOMEM;
-        break;
-      }
-      keys = nk;
-      cap = ncap;
-    }
+    if ((rc = array_reserve((void **)&keys, &cap, n + 1, sizeof(*keys)))) break;
     if (!(keys[n] = strdup((const char *)sqlite3_column_text(st, 0)))) {
       rc = -ENOMEM;
       break;

@@ -337,6 +337,15 @@ int sqlite_done(struct sqlite_store *q, sqlite3_stmt *st, const char *what) {
   return rc;
 }
 
+int sqlite_each_row(struct sqlite_store *q, sqlite3_stmt *st,
+                    int (*row)(sqlite3_stmt *st, void *ud), void *ud, const char *what) {
+  int rc = 0, src;
+  while (!rc && (src = sqlite3_step(st)) == SQLITE_ROW) rc = row(st, ud);
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, what);
+  sqlite3_reset(st);
+  return rc;
+}
+
 static int sqlite_run(struct sqlite_store *q, int id) {
   sqlite3_stmt *st = sqlite_stmt(q, id);
   if (!st) return SPD_ESTORE;
