@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/array.h"
 #include "core/enum.h"
@@ -105,4 +106,47 @@ int job_retry_jobid(const char *jobid, int attempt, char *out, size_t cap) {
   if (n == 0) return -EINVAL;
   snprintf(out, cap, "%.*s%s", (int)n, jobid, suffix);
   return 0;
+}
+
+json_t *job_time_json(int64_t ms) {
+  char buf[40];
+  if (!ms) return json_null();
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  size_t n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
+  snprintf(buf + n, sizeof(buf) - n, ".%03dZ", (int)(ms % 1000));
+  return json_string(buf);
+}
+
+static json_t *copy_or_null(const json_t *v) { return v ? json_deep_copy(v) : json_null(); }
+
+static json_t *str_or_null(const char *s) { return s ? json_string(s) : json_null(); }
+
+json_t *job_event_json(const job_t *j) {
+  json_t *o = json_object();
+  if (!o) return NULL;
+  json_object_set_new(o, "id", json_integer(j->id));
+  json_object_set_new(o, "jobid", json_string(j->jobid));
+  json_object_set_new(o, "project", json_string(j->project));
+  json_object_set_new(o, "spider", json_string(j->spider));
+  json_object_set_new(o, "version", str_or_null(j->version));
+  json_object_set_new(o, "state", json_string(job_state_name(j->state)));
+  json_object_set_new(o, "node", str_or_null(j->node));
+  json_object_set_new(o, "priority", json_real(j->priority));
+  json_object_set_new(o, "attempt", json_integer(j->attempt));
+  json_object_set_new(o, "exit_code", j->exit_code >= 0 ? json_integer(j->exit_code) : json_null());
+  json_object_set_new(o, "signal", j->term_signal ? json_integer(j->term_signal) : json_null());
+  json_object_set_new(o, "created_ms", json_integer(j->created_ms));
+  json_object_set_new(o, "start_ms", j->start_ms ? json_integer(j->start_ms) : json_null());
+  json_object_set_new(o, "end_ms", j->end_ms ? json_integer(j->end_ms) : json_null());
+  json_object_set_new(o, "created_time", job_time_json(j->created_ms));
+  json_object_set_new(o, "start_time", job_time_json(j->start_ms));
+  json_object_set_new(o, "end_time", job_time_json(j->end_ms));
+  json_object_set_new(o, "schedule_id", json_integer(j->schedule_id));
+  json_object_set_new(o, "parent_id", json_integer(j->parent_id));
+  json_object_set_new(o, "args", copy_or_null(j->args));
+  json_object_set_new(o, "settings", copy_or_null(j->settings));
+  json_object_set_new(o, "stats", copy_or_null(j->stats));
+  return o;
 }

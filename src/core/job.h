@@ -107,4 +107,11 @@ int64_t job_retry_delay_ms(int64_t backoff_ms, int attempt, uint32_t rnd);
  * -EINVAL when nothing valid can be made. */
 int job_retry_jobid(const char *jobid, int attempt, char *out, size_t cap);
 
+/* ms as "YYYY-MM-DDTHH:MM:SS.mmmZ" (UTC), or JSON null for 0. */
+json_t *job_time_json(int64_t ms);
+
+/* The job as webhooks' and hooks' bodies give it (docs/api.md, Webhooks):
+ * a new object, NULL on allocation failure. */
+json_t *job_event_json(const job_t *j);
+
 #endif

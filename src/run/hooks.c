@@ -122,48 +122,6 @@ static void runs_free(run_t *r) {
 
 /* ---- the store side ---- */
 
-static json_t *time_or_null(int64_t ms) {
-  char buf[40];
-  if (!ms) return json_null();
-  time_t t = (time_t)(ms / 1000);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  size_t n = strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(buf + n, sizeof(buf) - n, ".%03dZ", (int)(ms % 1000));
-  return json_string(buf);
-}
-
-static json_t *copy_or_null(json_t *v) { return v ? json_deep_copy(v) : json_null(); }
-
-/* The job as a webhook's body gives it (docs/api.md, Webhooks). */
-static json_t *job_json(const job_t *j) {
-  json_t *o = json_object();
-  if (!o) return NULL;
-  json_object_set_new(o, "id", json_integer(j->id));
-  json_object_set_new(o, "jobid", json_string(j->jobid));
-  json_object_set_new(o, "project", json_string(j->project));
-  json_object_set_new(o, "spider", json_string(j->spider));
-  json_object_set_new(o, "version", j->version ? json_string(j->version) : json_null());
-  json_object_set_new(o, "state", json_string(job_state_name(j->state)));
-  json_object_set_new(o, "node", j->node ? json_string(j->node) : json_null());
-  json_object_set_new(o, "priority", json_real(j->priority));
-  json_object_set_new(o, "attempt", json_integer(j->attempt));
-  json_object_set_new(o, "exit_code", j->exit_code >= 0 ? json_integer(j->exit_code) : json_null());
-  json_object_set_new(o, "signal", j->term_signal ? json_integer(j->term_signal) : json_null());
-  json_object_set_new(o, "created_ms", json_integer(j->created_ms));
-  json_object_set_new(o, "start_ms", j->start_ms ? json_integer(j->start_ms) : json_null());
-  json_object_set_new(o, "end_ms", j->end_ms ? json_integer(j->end_ms) : json_null());
-  json_object_set_new(o, "created_time", time_or_null(j->created_ms));
-  json_object_set_new(o, "start_time", time_or_null(j->start_ms));
-  json_object_set_new(o, "end_time", time_or_null(j->end_ms));
-  json_object_set_new(o, "schedule_id", json_integer(j->schedule_id));
-  json_object_set_new(o, "parent_id", json_integer(j->parent_id));
-  json_object_set_new(o, "args", copy_or_null(j->args));
-  json_object_set_new(o, "settings", copy_or_null(j->settings));
-  json_object_set_new(o, "stats", copy_or_null(j->stats));
-  return o;
-}
-
 /* Where an event's hooks run: on the node that ran its job, or, for what
  * no node ran (a job queued, cancelled before it started, lost with its
  * node, or ended without a start), on the lease holder. The type decides
@@ -191,11 +149,11 @@ static const char *data_str(const event_t *e, const job_t *j, const char *key) {
 
 static char *render(const event_t *e, const job_t *j, const char *node) {
   json_t *o = json_pack("{s:I, s:s, s:o, s:I, s:I, s:I, s:o, s:s}", "id", (json_int_t)e->id,
-                        "type", e->type, "ts", time_or_null(e->ts_ms), "ts_ms",
+                        "type", e->type, "ts", job_time_json(e->ts_ms), "ts_ms",
                         (json_int_t)e->ts_ms, "schedule_id", (json_int_t)e->schedule_id,
                         "job_id", (json_int_t)e->job_id, "data",
                         e->data ? json_incref(e->data) : json_object(), "node", node);
-  json_t *job = o && j ? job_json(j) : NULL;
+  json_t *job = o && j ? job_event_json(j) : NULL;
   if (o) json_object_set_new(o, "job", job ? job : json_null());
   char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
   json_decref(o);

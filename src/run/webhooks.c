@@ -398,43 +398,6 @@ static void iso_ms(int64_t ms, char out[32]) {
   snprintf(out + n, 32 - n, ".%03dZ", (int)(ms % 1000));
 }
 
-static json_t *time_or_null(int64_t ms) {
-  char buf[32];
-  if (!ms) return json_null();
-  iso_ms(ms, buf);
-  return json_string(buf);
-}
-
-static json_t *copy_or_null(const json_t *v) { return v ? json_deep_copy(v) : json_null(); }
-
-static json_t *job_json(const job_t *j) {
-  json_t *o = json_object();
-  if (!o) return NULL;
-  json_object_set_new(o, "id", json_integer(j->id));
-  json_object_set_new(o, "jobid", json_string(j->jobid));
-  json_object_set_new(o, "project", json_string(j->project));
-  json_object_set_new(o, "spider", json_string(j->spider));
-  json_object_set_new(o, "version", j->version ? json_string(j->version) : json_null());
-  json_object_set_new(o, "state", json_string(job_state_name(j->state)));
-  json_object_set_new(o, "node", j->node ? json_string(j->node) : json_null());
-  json_object_set_new(o, "priority", json_real(j->priority));
-  json_object_set_new(o, "attempt", json_integer(j->attempt));
-  json_object_set_new(o, "exit_code", j->exit_code >= 0 ? json_integer(j->exit_code) : json_null());
-  json_object_set_new(o, "signal", j->term_signal ? json_integer(j->term_signal) : json_null());
-  json_object_set_new(o, "created_ms", json_integer(j->created_ms));
-  json_object_set_new(o, "start_ms", j->start_ms ? json_integer(j->start_ms) : json_null());
-  json_object_set_new(o, "end_ms", j->end_ms ? json_integer(j->end_ms) : json_null());
-  json_object_set_new(o, "created_time", time_or_null(j->created_ms));
-  json_object_set_new(o, "start_time", time_or_null(j->start_ms));
-  json_object_set_new(o, "end_time", time_or_null(j->end_ms));
-  json_object_set_new(o, "schedule_id", json_integer(j->schedule_id));
-  json_object_set_new(o, "parent_id", json_integer(j->parent_id));
-  json_object_set_new(o, "args", copy_or_null(j->args));
-  json_object_set_new(o, "settings", copy_or_null(j->settings));
-  json_object_set_new(o, "stats", copy_or_null(j->stats));
-  return o;
-}
-
 /* The POST body of an event: the event, and for job events the job as it is
  * now (a job deleted meanwhile is null). */
 static int render(store_t *s, const event_t *e, const char *node, char **body, size_t *len) {
@@ -445,7 +408,7 @@ static int render(store_t *s, const event_t *e, const char *node, char **body, s
     job_t j;
     job_init(&j);
     rc = store_job_get(s, e->job_id, &j);
-    if (!rc) job = job_json(&j);
+    if (!rc) job = job_event_json(&j);
     job_release(&j);
     if (rc == -ENOENT) rc = 0, job = json_null();
     if (rc) return rc;
