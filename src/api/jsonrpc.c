@@ -149,10 +149,15 @@ static void start_call(rpc_req_t *r, size_t index, const json_t *req) {
    * calls are native ops under other names, with their params renamed. */
   const op_def_t *def = s->sneakpeek = sneakpeek_find(call.method);
   json_t *params = NULL;
-  if (!def && grepsr_is(call.method) && (!call.params || json_is_object(call.params))) {
+  if (!def && grepsr_is(call.method)) {
     json_t *d = NULL;
-    params = call.params ? json_deep_copy(call.params) : json_object();
-    rc = grepsr_map(call.method, params, &def, err, sizeof(err), &d);
+    if (json_is_array(call.params)) {
+      rc = SPD_EBADPARAM;
+      snprintf(err, sizeof(err), "params must be an object of named parameters, not an array");
+    } else {
+      params = call.params ? json_deep_copy(call.params) : json_object();
+      rc = grepsr_map(call.method, params, &def, err, sizeof(err), &d);
+    }
     if (rc) {
       slot_set(s, response(call.id, NULL, error_object(rc, err, d)));
       json_decref(d);

@@ -239,6 +239,19 @@ def test_bad_calls_get_the_native_ops_errors(d):
     assert e["data"]["code"] == "SPD_ENOJOB", e
     e = error(d, "StopSchedule", schedule="no-such-schedule")
     assert e["data"]["code"] == "SPD_ENOSCHEDULE", e
+    body = {"jsonrpc": "2.0", "id": 7, "method": "GetTaskStatus", "params": [1]}
+    e = req(d, "POST", "/jsonrpc", json=body, headers=d.admin).json()["error"]
+    assert e["code"] == -32602 and "not an array" in e["message"], e
+    # A batch of Grepsr's calls and native ones, answered in order.
+    j = run(d)
+    batch = [{"jsonrpc": "2.0", "id": 1, "method": "GetTaskInfo", "params": {"id": j["id"]}},
+             {"jsonrpc": "2.0", "id": 2, "method": "jobs.get", "params": {"id": j["id"]}},
+             {"jsonrpc": "2.0", "id": 3, "method": "OneTimeTestRun", "params": {}}]
+    got = req(d, "POST", "/jsonrpc", json=batch, headers=d.admin).json()
+    assert [x["id"] for x in got] == [1, 2, 3], got
+    assert got[0]["result"]["id"] == got[1]["result"]["id"] == j["id"], got
+    assert got[2]["error"]["code"] == -32601, got
+    wait_state(d, j["id"])
 
 
 def test_roles_and_projects_are_the_native_ops(d):
