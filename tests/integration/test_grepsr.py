@@ -144,8 +144,12 @@ def test_meta_and_history_of_a_task(d):
     result(d, "UpdateMetaByJob", id=j["id"], meta={"report": "r1"})
     assert "r1" in json.dumps(result(d, "GetTaskInfo", id=j["id"]))
     result(d, "UpdateTaskHistory", id=j["id"], note="checked")
+    assert "checked" in json.dumps(result(d, "GetTaskInfo", id=j["id"]))
     result(d, "UpdateTaskHistoryByBatch", ids=[j["id"]], note="batch")
-    result(d, "UpdateAllTaskHistoryByStatus", state="finished", note="all")
+    assert "batch" in json.dumps(result(d, "GetTaskInfo", id=j["id"]))
+    result(d, "UpdateAllTaskHistoryByStatus", status="finished", project=PROJECT,
+           spider="quick", note="all")
+    assert '"all"' in json.dumps(result(d, "GetTaskInfo", id=j["id"]))
 
 
 def test_stats(d):
