@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api/auth.h"
+#include "api/grepsr.h"
 #include "api/ops.h"
 #include "api/render.h"
 #include "api/sneakpeek.h"
@@ -144,8 +145,28 @@ static void start_call(rpc_req_t *r, size_t index, const json_t *req) {
     finish(r);
     return;
   }
-  /* Sneakpeek's names first: its methods answer in its shapes. */
+  /* Sneakpeek's names first: its methods answer in its shapes. Grepsr's
+   * calls are native ops under other names, with their params renamed. */
   const op_def_t *def = s->sneakpeek = sneakpeek_find(call.method);
+  json_t *params = NULL;
+  if (!def && grepsr_is(call.method)) {
+    json_t *d = NULL;
+    if (json_is_array(call.params)) {
+      rc = SPD_EBADPARAM;
+      snprintf(err, sizeof(err), "params must be an object of named parameters, not an array");
+    } else {
+      params = call.params ? json_deep_copy(call.params) : json_object();
+      rc = grepsr_map(call.method, params, &def, err, sizeof(err), &d);
+    }
+    if (rc) {
+      slot_set(s, response(call.id, NULL, error_object(rc, err, d)));
+      json_decref(d);
+      json_decref(params);
+      free(s);
+      finish(r);
+      return;
+    }
+  }
   if (!def) def = op_find(call.method);
   if (!def) {
     json_t *d = json_pack("{s:s}", "method", call.method);
@@ -156,15 +177,18 @@ static void start_call(rpc_req_t *r, size_t index, const json_t *req) {
     finish(r);
     return;
   }
+  /* A job's token: queues, its scraper's state and its own child jobs
+   * (jobs.create checks the parent). */
   if (auth_who(r->app, r->req)->kind == AUTH_JOB && strncmp(def->name, "queues.", 7) &&
-      !sneakpeek_for_jobs(def)) {
+      !sneakpeek_for_jobs(def) && strcmp(def->name, "jobs.create")) {
     json_t *d = json_pack("{s:s}", "method", call.method);
     snprintf(err, sizeof(err),
-             "a job's token gives access to the queues.* methods and set_scraper_state only, "
-             "not '%.64s'",
+             "a job's token gives access to the queues.* methods, set_scraper_state and "
+             "jobs.create of its own children only, not '%.64s'",
              call.method);
     slot_set(s, response(call.id, NULL, error_object(SPD_EFORBIDDEN, err, d)));
     json_decref(d);
+    json_decref(params);
     free(s);
     finish(r);
     return;
@@ -179,7 +203,7 @@ static void start_call(rpc_req_t *r, size_t index, const json_t *req) {
     finish(r);
     return;
   }
-  json_t *params = call.params ? json_deep_copy(call.params) : json_object();
+  if (!params) params = call.params ? json_deep_copy(call.params) : json_object();
   op_start(r->app, def, params, NULL, 0, r->req, on_op_reply, s);
 }
 

@@ -404,10 +404,24 @@ static void busy_done(void *arg, int rc) {
   else create_enqueue(c);
 }
 
+/* A crawl fans out with its job's token: children of its own job, in its
+ * own project, and nothing else. 1 after failing c. */
+static int job_token_refused(op_call_t *c, const char *project) {
+  if (c->who->kind != AUTH_JOB) return 0;
+  if (op_int(c, "parent", 0) == c->who->job_id && c->who->job_project &&
+      !strcmp(project, c->who->job_project))
+    return 0;
+  op_fail(c, SPD_EFORBIDDEN, json_pack("{s:I}", "parent", (json_int_t)c->who->job_id),
+          "a job's token creates only children of its own job: parent %lld in project '%s'",
+          (long long)c->who->job_id, c->who->job_project ? c->who->job_project : "?");
+  return 1;
+}
+
 void op_jobs_create(op_call_t *c) {
   const char *project = op_str(c, "project"), *spider = op_str(c, "spider");
   const char *version = op_str(c, "version"), *jobid = op_str(c, "jobid");
   const char *unique_key = op_str(c, "unique_key");
+  if (job_token_refused(c, project)) return;
   if (op_check_pairs(c, "args") || op_check_pairs(c, "settings")) return;
   char why[256];
   if (unique_key && !job_unique_key_valid(unique_key, why, sizeof(why))) {

@@ -337,12 +337,14 @@ static void on_rest(http_req_t *req, void *ud) {
     json_decref(d);
     return;
   }
-  /* A job's token opens the queue operations only (the server let it in
-   * for their paths and the JSON-RPC endpoint, which checks its calls). */
+  /* A job's token opens the queue operations, and job creation for its
+   * own children (jobs.create checks the parent), only; the server let it
+   * in for their paths and the JSON-RPC endpoint, which checks its calls. */
   if (auth_who(app, req)->kind == AUTH_JOB && special != SPECIAL_JSONRPC &&
-      (special || !def || strncmp(def->name, "queues.", 7))) {
+      (special || !def || (strncmp(def->name, "queues.", 7) && strcmp(def->name, "jobs.create")))) {
     send_error(req, allow, SPD_EFORBIDDEN, NULL,
-               "a job's token gives access to the queue API only");
+               "a job's token gives access to the queue API and to creating its own child "
+               "jobs only");
     return;
   }
   if (special == SPECIAL_INDEX) {
