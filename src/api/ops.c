@@ -55,6 +55,13 @@ static const op_param_t p_throughput[] = {{"from", OPT_STR, 0, 0, 0},
                                           {"step", OPT_INT, 0, 1, 366LL * 86400},
                                           {"project", OPT_STR, NAME, 0, 0},
                                           END};
+static const op_param_t p_stats[] = {{"from", OPT_STR, 0, 0, 0},
+                                     {"to", OPT_STR, 0, 0, 0},
+                                     {"by", OPT_STR, 0, 0, 0},
+                                     {"project", OPT_STR, NAME, 0, 0},
+                                     {"spider", OPT_STR, NAME, 0, 0},
+                                     {"schedule", OPT_INT, 0, 1, INT64_MAX},
+                                     END};
 static const op_param_t p_job[] = {{"id", OPT_ID, REQ, 0, 0}, END};
 static const op_param_t p_jobs_create[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
                                            {"spider", OPT_STR, REQ | NAME, 0, 0},
@@ -243,6 +250,8 @@ const op_def_t op_table[] = {
      OP_BODY_NONE, ROLE_READ},
     {"stats.throughput", NULL, op_stats_throughput, p_throughput, 0, "GET",
      "/stats/throughput", 200, OP_BODY_NONE, ROLE_READ},
+    {"jobs.stats", NULL, op_jobs_stats, p_stats, 0, "GET", "/stats", 200, OP_BODY_NONE,
+     ROLE_READ},
     {"jobs.get", NULL, op_jobs_get, p_job, 0, "GET", "/jobs/{id}", 200,
      OP_BODY_NONE, ROLE_READ},
     {"jobs.cancel", "kill_task", op_jobs_cancel, p_cancel, OP_WRITE, "POST", "/jobs/{id}/cancel",

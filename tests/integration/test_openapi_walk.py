@@ -444,6 +444,13 @@ def _throughput(w, ctx):
            code="SPD_EBADPARAM")
 
 
+@case("GET", API + "/stats")
+def _stats(w, ctx):
+    w.ok("GET", API + "/stats", params={"by": "spider", "project": "wp"})
+    w.ok("GET", API + "/stats", params={"by": "schedule"})
+    w.fail("GET", API + "/stats", params={"by": "account"}, status=400, code="SPD_EBADPARAM")
+
+
 @case("GET", J)
 def _jobs_get(w, ctx):
     wait_job(w, ctx["quick"])
@@ -961,6 +968,7 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "jobs.list": lambda c, m: {"project": "rpcp", "state": ["finished", "running"], "limit": 2},
     "jobs.counts": lambda c, m: {"project": "rpcp"},
     "stats.throughput": lambda c, m: {"step": 3600},
+    "jobs.stats": lambda c, m: {"by": "spider"},
     "jobs.get": lambda c, m: {"id": c["quick"]},
     "jobs.cancel": lambda c, m: {"id": _new_job(c), "signal": "KILL"},
     "jobs.rerun": lambda c, m: {"id": c["quick"]},
