@@ -115,6 +115,23 @@ static const op_param_t p_schedule[] = {{"schedule", OPT_STR, REQ, 0, 0}, END};
 static const op_param_t p_schedule_run[] = {{"schedule", OPT_STR, REQ, 0, 0},
                                             {"priority", OPT_NUM, 0, 0, 0},
                                             END};
+static const op_param_t p_sched_next[] = {{"schedule", OPT_STR, REQ, 0, 0},
+                                          {"from", OPT_STR, 0, 0, 0},
+                                          {"limit", OPT_INT, 0, 1, 1000},
+                                          {"cursor", OPT_STR, 0, 0, 0},
+                                          END};
+static const op_param_t p_sched_next_all[] = {{"project", OPT_STR, NAME, 0, 0},
+                                              {"from", OPT_STR, 0, 0, 0},
+                                              {"limit", OPT_INT, 0, 1, 1000},
+                                              {"cursor", OPT_STR, 0, 0, 0},
+                                              END};
+static const op_param_t p_runs_missed[] = {{"schedule", OPT_STR, 0, 0, 0},
+                                           {"project", OPT_STR, NAME, 0, 0},
+                                           {"from", OPT_STR, 0, 0, 0},
+                                           {"to", OPT_STR, 0, 0, 0},
+                                           {"limit", OPT_INT, 0, 1, 1000},
+                                           {"cursor", OPT_STR, 0, 0, 0},
+                                           END};
 static const op_param_t p_page[] = {{"limit", OPT_INT, 0, 1, 1000},
                                     {"cursor", OPT_STR, 0, 0, 0},
                                     END};
@@ -267,6 +284,10 @@ const op_def_t op_table[] = {
      "POST", "/schedules", 201, OP_BODY_JSON, ROLE_RUN},
     {"schedules.preview", NULL, op_schedules_preview, p_schedule_preview, 0, "GET",
      "/schedules/preview", 200, OP_BODY_NONE, ROLE_READ},
+    {"schedules.next_all", NULL, op_schedules_next_all, p_sched_next_all, 0, "GET",
+     "/schedules/next", 200, OP_BODY_NONE, ROLE_READ},
+    {"runs.missed", NULL, op_runs_missed, p_runs_missed, 0, "GET", "/runs/missed", 200,
+     OP_BODY_NONE, ROLE_READ},
     {"schedules.get", NULL, op_schedules_get, p_schedule, 0, "GET",
      "/schedules/{schedule}", 200, OP_BODY_NONE, ROLE_READ},
     {"schedules.update", NULL, op_schedules_update, p_schedule_update, OP_WRITE,
@@ -281,6 +302,8 @@ const op_def_t op_table[] = {
      "/schedules/{schedule}/run", 201, OP_BODY_JSON, ROLE_RUN},
     {"schedules.runs", NULL, op_schedules_runs, p_runs, 0, "GET", "/schedules/{schedule}/runs",
      200, OP_BODY_NONE, ROLE_READ},
+    {"schedules.next", NULL, op_schedules_next, p_sched_next, 0, "GET",
+     "/schedules/{schedule}/next", 200, OP_BODY_NONE, ROLE_READ},
     {"events.list", NULL, op_events_list, p_events, 0, "GET", "/events", 200, OP_BODY_NONE, ROLE_READ},
     {"queues.list", NULL, op_queues_list, p_none, 0, "GET", "/queues", 200, OP_BODY_NONE, ROLE_READ},
     {"queues.get", NULL, op_queues_get, p_queue, 0, "GET", "/queues/{name}", 200, OP_BODY_NONE, ROLE_READ},
