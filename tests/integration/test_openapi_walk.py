@@ -582,6 +582,30 @@ def _schedules_runs(w, ctx):
            code="SPD_EBADPARAM")
 
 
+@case("GET", S + "/next")
+def _schedules_next(w, ctx):
+    w.ok("GET", S + "/next", {"schedule": "walk-cron"}, params={"limit": 3})
+    w.fail("GET", S + "/next", {"schedule": "nosuch"}, status=404, code="SPD_ENOSCHEDULE")
+    w.fail("GET", S + "/next", {"schedule": "walk-cron"}, params={"cursor": "x"}, status=400,
+           code="SPD_EBADPARAM")
+
+
+@case("GET", API + "/schedules/next")
+def _schedules_next_all(w, ctx):
+    w.ok("GET", API + "/schedules/next", params={"limit": 3})
+    w.fail("GET", API + "/schedules/next", params={"cursor": "x"}, status=400,
+           code="SPD_EBADPARAM")
+
+
+@case("GET", API + "/runs/missed")
+def _runs_missed(w, ctx):
+    w.ok("GET", API + "/runs/missed", params={"limit": 3})
+    w.fail("GET", API + "/runs/missed", params={"schedule": "nosuch"}, status=404,
+           code="SPD_ENOSCHEDULE")
+    w.fail("GET", API + "/runs/missed", params={"cursor": "x"}, status=400,
+           code="SPD_EBADPARAM")
+
+
 @case("DELETE", S)
 def _schedules_delete(w, ctx):
     w.ok("DELETE", S, {"schedule": "walk-once"}, status=204)
@@ -984,6 +1008,9 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "schedules.resume": lambda c, m: {"schedule": "r-base"},
     "schedules.run": lambda c, m: {"schedule": "r-base"},
     "schedules.runs": lambda c, m: {"schedule": "r-base", "limit": 5},
+    "schedules.next": lambda c, m: {"schedule": "r-base", "limit": 5},
+    "schedules.next_all": lambda c, m: {"limit": 5},
+    "runs.missed": lambda c, m: {"limit": 5},
     "schedules.delete": lambda c, m: {"schedule": _new_schedule(c, "r-del-" + m)},
     "events.list": lambda c, m: {"limit": 3},
     "queues.set": lambda c, m: {"name": "rq", "visibility": 30, "keep_done": True},
