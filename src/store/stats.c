@@ -7,10 +7,12 @@
 #include <string.h>
 
 #include "store/store.h"
+#include "store/store_impl.h"
 
 #define STATS_PAGE 1000
 
-static int stats_key_cmp(job_stats_by_t by, const job_stats_group_t *g, const job_t *j) {
+static int stats_key_cmp(job_stats_by_t by, const job_stats_group_t *g,
+                         const job_stats_row_t *j) {
   if (by == JOB_STATS_BY_SCHEDULE)
     return g->schedule_id < j->schedule_id ? -1 : g->schedule_id > j->schedule_id;
   int c = strcmp(g->project, j->project);
@@ -20,7 +22,8 @@ static int stats_key_cmp(job_stats_by_t by, const job_stats_group_t *g, const jo
 
 /* The group of j, made when new; groups stay sorted by key, so a lookup
  * is a binary search. NULL when out of memory. */
-static job_stats_group_t *stats_group(job_stats_t *st, job_stats_by_t by, const job_t *j) {
+static job_stats_group_t *stats_group(job_stats_t *st, job_stats_by_t by,
+                                      const job_stats_row_t *j) {
   size_t lo = 0, hi = st->n;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
@@ -65,7 +68,16 @@ static int64_t stats_items(const job_t *j) {
   return 0;
 }
 
-static int stats_add(job_stats_t *st, const job_stats_query_t *q, const job_t *j) {
+struct stats_ctx {
+  job_stats_t *st;
+  const job_stats_query_t *q;
+};
+
+static int stats_add(void *ud, const job_stats_row_t *j) {
+  struct stats_ctx *x = ud;
+  job_stats_t *st = x->st;
+  const job_stats_query_t *q = x->q;
+  st->scanned++;
   if (q->spider && (!j->spider || strcmp(q->spider, j->spider) != 0)) return 0;
   if (q->schedule_id && j->schedule_id != q->schedule_id) return 0;
   if (q->by == JOB_STATS_BY_SCHEDULE && !j->schedule_id) return 0;
@@ -83,7 +95,7 @@ static int stats_add(job_stats_t *st, const job_stats_query_t *q, const job_t *j
   g->durs[g->ndurs++] = dur < 0 ? 0 : dur;
   g->runs[j->state]++;
   g->ended++;
-  g->items += stats_items(j);
+  g->items += j->items;
   if (j->state == JOB_FINISHED && j->end_ms > g->last_success_ms)
     g->last_success_ms = j->end_ms;
   return 0;
@@ -111,27 +123,37 @@ static void stats_finish(job_stats_t *st) {
   }
 }
 
+int store_job_stats_walk(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
+                         job_stats_row_fn fn, void *ud) {
+  /* past the jobs that ended at to_ms (id < 1: none), so end_ms < to_ms */
+  job_page_key_t after = {.id = 1, .t_ms = to_ms};
+  int rc = 0, more = 1, past = 0;
+  while (!rc && more && !past) {
+    job_list_t page = {0};
+    rc = store_jobs_page(s, JOB_GROUP_ENDED, project, STATS_PAGE, &after, &page, &more);
+    for (size_t i = 0; !rc && i < page.n; i++) {
+      const job_t *j = &page.v[i];
+      if (j->end_ms < from_ms) {
+        past = 1;
+        break;
+      }
+      job_stats_row_t row = {.project = j->project, .spider = j->spider,
+                             .schedule_id = j->schedule_id, .state = (int)j->state,
+                             .start_ms = j->start_ms, .end_ms = j->end_ms,
+                             .items = stats_items(j)};
+      rc = fn(ud, &row);
+    }
+    job_list_release(&page);
+  }
+  return rc;
+}
+
 int store_job_stats(store_t *s, const job_stats_query_t *q, job_stats_t *out) {
   if (!s || !q || !out || q->account || q->by < 0 || q->by >= JOB_STATS_NBY ||
       q->from_ms >= q->to_ms)
     return -EINVAL;
-  /* past the jobs that ended at to_ms (id < 1: none), so end_ms < to_ms */
-  job_page_key_t after = {.id = 1, .t_ms = q->to_ms};
-  int rc = 0, more = 1, past = 0;
-  while (!rc && more && !past) {
-    job_list_t page = {0};
-    rc = store_jobs_page(s, JOB_GROUP_ENDED, q->project, STATS_PAGE, &after, &page, &more);
-    for (size_t i = 0; !rc && i < page.n; i++) {
-      const job_t *j = &page.v[i];
-      if (j->end_ms < q->from_ms) {
-        past = 1;
-        break;
-      }
-      out->scanned++;
-      rc = stats_add(out, q, j);
-    }
-    job_list_release(&page);
-  }
+  struct stats_ctx x = {out, q};
+  int rc = s->ops->job_stats_scan(s, q->project, q->from_ms, q->to_ms, stats_add, &x);
   if (!rc) stats_finish(out);
   return rc;
 }

@@ -264,6 +264,16 @@ typedef struct job_stats {
   int64_t scanned; /* jobs read from the window */
 } job_stats_t;
 
+/* One ended job as the stats read it (strings borrowed for the call). */
+typedef struct job_stats_row {
+  const char *project, *spider;
+  int64_t schedule_id;
+  int state;
+  int64_t start_ms, end_ms;
+  int64_t items; /* the stats' "items", else item_scraped_count, else 0 */
+} job_stats_row_t;
+typedef int (*job_stats_row_fn)(void *ud, const job_stats_row_t *row);
+
 /* Adds the figures of the jobs q selects to out (zeroed, or filled by an
  * earlier call with the same by and window over other projects: groups
  * are keyed, so calls over disjoint projects add up). Walks the window
