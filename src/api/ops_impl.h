@@ -113,6 +113,10 @@ void op_jobs_log(op_call_t *c);
 void op_jobs_items(op_call_t *c);
 void op_jobs_counts(op_call_t *c);
 void op_stats_throughput(op_call_t *c);
+void op_jobs_stats(op_call_t *c); /* api/ops_stats.c */
+void op_schedules_next(op_call_t *c);
+void op_schedules_next_all(op_call_t *c);
+void op_runs_missed(op_call_t *c);
 void op_schedules_list(op_call_t *c);
 void op_schedules_create(op_call_t *c);
 void op_schedules_get(op_call_t *c);

@@ -535,3 +535,373 @@ void op_events_list(op_call_t *c) {
   c->num[0] = order && !strcmp(order, "desc");
   op_store(c, STORE_READ, events_fn, done_schedule);
 }
+
+/* ---- upcoming runs over the whole horizon, missed runs ----
+ *
+ * The store keeps at most 50 upcoming runs per schedule (the scheduler's
+ * working set, flow/tick.c); what lies further ahead within
+ * schedule_horizon days is computed from the definition, page by page, so
+ * 10,000 schedules cost no rows. Due times are the cron's own, so a due
+ * time the store has is the same run: it is shown once, with its row. */
+
+#define NEXT_PAGE_MAX 1000
+#define NEXT_SCHEDULES_CHUNK 1000
+
+/* A two-number cursor "A.B" (due time and a tie-breaker). 0 or 1 (failed). */
+static int pair_cursor(op_call_t *c, int64_t *a, int64_t *b) {
+  const char *cur = op_str(c, "cursor");
+  long long x = 0, y = 0;
+  char tail = 0;
+  *a = *b = 0;
+  if (!cur) return 0;
+  if (sscanf(cur, "%lld.%lld%c", &x, &y, &tail) != 2 || x < 0 || y < 0) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "cursor"),
+            "'cursor' is not a cursor of this listing");
+    return 1;
+  }
+  *a = x;
+  *b = y;
+  return 0;
+}
+
+static json_t *pair_cursor_json(int64_t a, int64_t b) {
+  char buf[48];
+  snprintf(buf, sizeof(buf), "%" PRId64 ".%" PRId64, a, b);
+  return json_string(buf);
+}
+
+/* The window's start (num[4]: `from`, default now) and end (num[5]). */
+static int horizon_params(op_call_t *c) {
+  if (op_time_param(c, "from", clock_wall_ms(), &c->num[4])) return 1;
+  c->num[5] = c->num[4] + (int64_t)(c->app->cfg.schedule_horizon * 86400.0 * 1000.0);
+  c->num[2] = op_int(c, "limit", PAGE_DEFAULT);
+  return 0;
+}
+
+static json_t *render_next(const schedule_t *sc, int64_t due, int64_t fire,
+                           const sched_run_t *row) {
+  return json_pack("{s:I, s:s, s:o, s:I, s:o, s:I, s:o, s:o}", "schedule_id",
+                   (json_int_t)sc->id, "schedule", sc->name, "due", iso_in(due, sc->tz),
+                   "due_ms", (json_int_t)due, "fire", iso_in(fire, sc->tz), "fire_ms",
+                   (json_int_t)fire, "run_id", row ? json_integer(row->id) : json_null(),
+                   "reason", row ? op_str_or_null(row->reason) : json_null());
+}
+
+/* The fire time of a computed due time: the scheduler's own jitter. */
+static int64_t next_fire(const schedule_t *sc, const cron_spec_t *spec, int64_t due) {
+  char seed[32];
+  snprintf(seed, sizeof(seed), "%" PRId64, sc->id);
+  return due + cron_jitter(spec->jitter_ms, seed, due);
+}
+
+/* One schedule's runs in (after, end], at most limit, merged with its
+ * materialised upcoming rows; num[1] the cursor (last due shown). */
+static int next_page(store_t *s, op_call_t *c, const schedule_t *sc, json_t *arr,
+                     int64_t *last, int *more) {
+  cron_spec_t spec;
+  int rc = schedule_compile(sc, &spec, c->err, sizeof(c->err));
+  if (rc) return rc;
+  size_t limit = (size_t)c->num[2], n = 0;
+  int64_t *due = malloc(limit * sizeof(*due));
+  int64_t after = c->num[1] ? c->num[1] : c->num[4];
+  sched_run_list_t rows = {0};
+  rc = due ? cron_between(&spec, after, c->num[5], due, limit, &n, more) : -ENOMEM;
+  if (!rc && n) {
+    run_filter_t f = {.schedule_id = sc->id, .states = 1u << RUN_UPCOMING,
+                      .from_ms = due[0], .to_ms = due[n - 1] + 1};
+    rc = store_runs_list(s, &f, &rows);
+  }
+  for (size_t i = 0, k = 0; !rc && i < n; i++) {
+    while (k < rows.n && rows.v[k].due_ms < due[i]) k++;
+    const sched_run_t *row = k < rows.n && rows.v[k].due_ms == due[i] ? &rows.v[k] : NULL;
+    json_array_append_new(arr, render_next(sc, due[i], row ? row->fire_ms
+                                                            : next_fire(sc, &spec, due[i]), row));
+  }
+  if (n) *last = due[n - 1];
+  sched_run_list_release(&rows);
+  free(due);
+  cron_spec_release(&spec);
+  return rc;
+}
+
+static int next_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  schedule_t sc;
+  int rc = find_schedule(s, c, &sc);
+  if (rc) return rc;
+  json_t *arr = json_array();
+  int64_t last = 0;
+  int more = 0;
+  if (!sc.paused) rc = next_page(s, c, &sc, arr, &last, &more);
+  if (rc) {
+    json_decref(arr);
+  } else {
+    char cur[24];
+    op_cursor_encode(last, 0x7e47, cur);
+    c->result = json_pack("{s:I, s:b, s:I, s:I, s:o, s:o, s:o}", "schedule_id",
+                          (json_int_t)sc.id, "paused", sc.paused, "from", (json_int_t)c->num[4],
+                          "to", (json_int_t)c->num[5], "from_time", op_iso_time(c->num[4]),
+                          "runs", arr, "next_cursor", more && last ? json_string(cur) : json_null());
+  }
+  schedule_release(&sc);
+  return rc;
+}
+
+/* A schedule's upcoming runs over the whole horizon, a page at a time. The
+ * cursor carries the last due time shown; `from` pins the window across
+ * pages (default now, so the window's end moves with the clock). */
+void op_schedules_next(op_call_t *c) {
+  if (horizon_params(c)) return;
+  const char *cursor = op_str(c, "cursor");
+  uint32_t fp = 0;
+  if (cursor && (op_cursor_decode(cursor, &c->num[1], &fp) || fp != 0x7e47)) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "cursor"),
+            "'cursor' is not a cursor of this listing");
+    return;
+  }
+  op_store(c, STORE_READ, next_fn, done_schedule);
+}
+
+/* ---- schedules.next_all: every schedule's next runs, in time order ---- */
+
+/* One schedule in the merge: its spec and its next due time. */
+struct next_src {
+  schedule_t sc;
+  cron_spec_t spec;
+  int64_t due;
+};
+
+static int next_before(const struct next_src *a, const struct next_src *b) {
+  return a->due < b->due || (a->due == b->due && a->sc.id < b->sc.id);
+}
+
+static void heap_down(struct next_src **h, size_t n, size_t i) {
+  for (;;) {
+    size_t l = 2 * i + 1, m = i;
+    if (l < n && next_before(h[l], h[m])) m = l;
+    if (l + 1 < n && next_before(h[l + 1], h[m])) m = l + 1;
+    if (m == i) return;
+    struct next_src *t = h[i];
+    h[i] = h[m];
+    h[m] = t;
+    i = m;
+  }
+}
+
+/* Loads the unpaused schedules the caller may see (of `project` when set)
+ * and each one's first due time past the cursor (num[1] due, num[3] id) or
+ * `from`, within the window: the merge's sources, appended to *v. */
+static int next_sources(store_t *s, op_call_t *c, struct next_src **v, size_t *n) {
+  const char *project = op_str(c, "project");
+  int64_t after_id = 0;
+  size_t cap = 0;
+  for (;;) {
+    schedule_list_t l = {0};
+    int rc = store_schedules_list(s, after_id, NEXT_SCHEDULES_CHUNK, &l);
+    for (size_t i = 0; !rc && i < l.n; i++) {
+      schedule_t *sc = &l.v[i];
+      after_id = sc->id;
+      if (sc->paused || (project && strcmp(project, sc->project) != 0) ||
+          !principal_project_ok(c->who->projects, sc->project))
+        continue;
+      struct next_src src = {.sc = *sc};
+      if (schedule_compile(sc, &src.spec, c->err, sizeof(c->err))) continue;
+      /* past the cursor: a later due time, or the same one of a later id */
+      int64_t after = c->num[1] ? (sc->id > c->num[3] ? c->num[1] - 1 : c->num[1]) : c->num[4];
+      if (cron_next(&src.spec, after, &src.due) || src.due > c->num[5]) {
+        cron_spec_release(&src.spec);
+        continue;
+      }
+      if (*n == cap) {
+        cap = cap ? cap * 2 : 64;
+        struct next_src *nv = realloc(*v, cap * sizeof(**v));
+        if (!nv) rc = -ENOMEM;
+        else *v = nv;
+      }
+      if (rc) {
+        cron_spec_release(&src.spec);
+        break;
+      }
+      (*v)[(*n)++] = src;
+      schedule_init(sc); /* now owned by the source */
+    }
+    size_t got = l.n;
+    schedule_list_release(&l);
+    if (rc) return rc;
+    if (got < NEXT_SCHEDULES_CHUNK) return 0;
+  }
+}
+
+static int next_all_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  c->err[0] = 0;
+  struct next_src *v = NULL;
+  size_t n = 0;
+  int rc = next_sources(s, c, &v, &n);
+  struct next_src **h = rc || !n ? NULL : malloc(n * sizeof(*h));
+  if (!rc && n && !h) rc = -ENOMEM;
+  for (size_t i = 0; h && i < n; i++) h[i] = &v[i];
+  for (size_t i = n / 2; h && i-- > 0;) heap_down(h, n, i);
+  json_t *arr = json_array(), *next = json_null();
+  size_t live = h ? n : 0;
+  for (size_t k = 0; !rc && live; k++) {
+    struct next_src *top = h[0];
+    if (k == (size_t)c->num[2]) {
+      next = pair_cursor_json(c->num[1], c->num[3]);
+      break;
+    }
+    json_array_append_new(arr, render_next(&top->sc, top->due, next_fire(&top->sc, &top->spec,
+                                                                         top->due), NULL));
+    c->num[1] = top->due;
+    c->num[3] = top->sc.id;
+    if (cron_next(&top->spec, top->due, &top->due) || top->due > c->num[5]) h[0] = h[--live];
+    heap_down(h, live, 0);
+  }
+  for (size_t i = 0; i < n; i++) {
+    schedule_release(&v[i].sc);
+    cron_spec_release(&v[i].spec);
+  }
+  free(v);
+  free(h);
+  if (rc) {
+    json_decref(arr);
+    json_decref(next);
+    return rc;
+  }
+  c->result = json_pack("{s:I, s:I, s:o, s:o, s:o}", "from", (json_int_t)c->num[4], "to",
+                        (json_int_t)c->num[5], "from_time", op_iso_time(c->num[4]), "runs", arr,
+                        "next_cursor", next);
+  return 0;
+}
+
+/* The next runs of every schedule within the horizon, merged in time order
+ * (then schedule id): a k-way merge over each schedule's cron. A page costs
+ * one read of the schedules and one cron search per schedule, plus one per
+ * run shown. */
+void op_schedules_next_all(op_call_t *c) {
+  if (horizon_params(c) || pair_cursor(c, &c->num[1], &c->num[3])) return;
+  op_store(c, STORE_READ, next_all_fn, done_schedule);
+}
+
+/* ---- runs.missed: missed runs across schedules ---- */
+
+#define MISSED_SCAN_MAX 20000 /* rows one page reads at most (project filters) */
+
+/* The schedules the caller may see (of `project` when set): which runs to
+ * keep. *all = 1 when every schedule is kept (no filter to apply). */
+static int missed_scope(store_t *s, op_call_t *c, int64_t **ids, size_t *n, int *all) {
+  const char *project = op_str(c, "project");
+  *all = !project && !c->who->projects;
+  if (*all) return 0;
+  int64_t after_id = 0;
+  size_t cap = 0;
+  for (;;) {
+    schedule_list_t l = {0};
+    int rc = store_schedules_list(s, after_id, NEXT_SCHEDULES_CHUNK, &l);
+    for (size_t i = 0; !rc && i < l.n; i++) {
+      after_id = l.v[i].id;
+      if ((project && strcmp(project, l.v[i].project) != 0) ||
+          !principal_project_ok(c->who->projects, l.v[i].project))
+        continue;
+      if (*n == cap) {
+        cap = cap ? cap * 2 : 64;
+        int64_t *nv = realloc(*ids, cap * sizeof(**ids));
+        if (!nv) {
+          rc = -ENOMEM;
+          break;
+        }
+        *ids = nv;
+      }
+      (*ids)[(*n)++] = l.v[i].id; /* ascending: the listing's order */
+    }
+    size_t got = l.n;
+    schedule_list_release(&l);
+    if (rc) return rc;
+    if (got < NEXT_SCHEDULES_CHUNK) return 0;
+  }
+}
+
+static int id_cmp(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* Reads missed runs after (num[1] due, num[3] id), in (due, id) order: the
+ * rest of the cursor's due time, then later ones. */
+static int missed_read(store_t *s, op_call_t *c, size_t limit, sched_run_list_t *out) {
+  run_filter_t f = {.schedule_id = c->num[0], .states = 1u << RUN_MISSED,
+                    .limit = limit};
+  int64_t lo = c->num[4], hi = c->num[5];
+  if (c->num[1] || c->num[3]) {
+    run_filter_t tie = f;
+    tie.from_ms = c->num[1];
+    tie.to_ms = c->num[1] + 1;
+    tie.after_id = c->num[3];
+    int rc = store_runs_list(s, &tie, out);
+    if (rc || out->n >= limit) return rc;
+    f.limit = limit - out->n;
+    lo = c->num[1] + 1 > lo ? c->num[1] + 1 : lo;
+  }
+  f.from_ms = lo;
+  f.to_ms = hi;
+  if (hi && lo >= hi) return 0;
+  return store_runs_list(s, &f, out);
+}
+
+static int missed_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  c->num[0] = 0;
+  schedule_t sc;
+  if (op_str(c, "schedule")) {
+    int rc = find_schedule(s, c, &sc);
+    if (rc) return rc;
+    schedule_release(&sc);
+  }
+  int64_t *ids = NULL;
+  size_t nids = 0;
+  int all = 1, rc = c->num[0] ? 0 : missed_scope(s, c, &ids, &nids, &all);
+  size_t limit = (size_t)c->num[2], scanned = 0;
+  json_t *arr = json_array();
+  int done = 0;
+  while (!rc && !done && json_array_size(arr) < limit && scanned < MISSED_SCAN_MAX) {
+    sched_run_list_t l = {0};
+    size_t want = all || c->num[0] ? limit - json_array_size(arr) : 500;
+    rc = missed_read(s, c, want, &l);
+    done = !rc && l.n < want;
+    for (size_t i = 0; !rc && i < l.n && json_array_size(arr) < limit; i++) {
+      c->num[1] = l.v[i].due_ms;
+      c->num[3] = l.v[i].id;
+      scanned++;
+      if (all || c->num[0] || bsearch(&l.v[i].schedule_id, ids, nids, sizeof(*ids), id_cmp))
+        json_array_append_new(arr, render_run(&l.v[i], NULL));
+    }
+    if (!rc && json_array_size(arr) >= limit && l.n) done = 0;
+    sched_run_list_release(&l);
+  }
+  free(ids);
+  if (rc) {
+    json_decref(arr);
+    return rc;
+  }
+  c->result = json_pack("{s:o, s:o}", "runs", arr, "next_cursor",
+                        done ? json_null() : pair_cursor_json(c->num[1], c->num[3]));
+  return 0;
+}
+
+/* Missed runs across every schedule (or one: `schedule`), of a project when
+ * set, by due time in [from, to), a page at a time. With a project, a page
+ * reads at most MISSED_SCAN_MAX runs: it may come back short, with a cursor
+ * to go on. */
+void op_runs_missed(op_call_t *c) {
+  int64_t from = 0, to = 0;
+  if (op_time_param(c, "from", 0, &from) || op_time_param(c, "to", 0, &to)) return;
+  if (to && from >= to) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "from"), "'from' must be before 'to'");
+    return;
+  }
+  c->num[4] = from;
+  c->num[5] = to;
+  c->num[2] = op_int(c, "limit", PAGE_DEFAULT);
+  if (pair_cursor(c, &c->num[1], &c->num[3])) return;
+  op_store(c, STORE_READ, missed_fn, done_schedule);
+}

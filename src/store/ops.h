@@ -50,6 +50,11 @@ STORE_OP(job_counts, (store_t *s, const char *project, int64_t ended_since_ms,
 /* buckets zeroed, their t_ms set, and n checked by store.c */
 STORE_OP(job_throughput, (store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
                           int64_t step_ms, job_bucket_t *buckets, size_t n))
+/* Calls fn with every job that started and ended in [from_ms, to_ms) (end
+ * time), of project when not NULL, read down the end-time index; a non-zero
+ * return of fn stops the walk and is returned (store/stats.c). */
+STORE_OP(job_stats_scan, (store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
+                          job_stats_row_fn fn, void *ud))
 STORE_OP(trim_finished, (store_t *s, int keep, int *deleted))
 STORE_OP(job_heartbeat, (store_t *s, int64_t id, int64_t now_ms))
 STORE_OP(job_next_due, (store_t *s, int64_t now_ms, int64_t *out))

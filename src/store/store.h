@@ -223,6 +223,67 @@ typedef struct job_bucket {
 int store_job_throughput(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
                          int64_t step_ms, job_bucket_t *buckets, size_t n);
 
+/* ---- job statistics (store/stats.c) ---- */
+
+typedef enum {
+  JOB_STATS_BY_PROJECT,
+  JOB_STATS_BY_SPIDER,   /* (project, spider) */
+  JOB_STATS_BY_SCHEDULE, /* schedule_id; jobs no schedule fired are left out */
+  JOB_STATS_NBY
+} job_stats_by_t;
+
+/* Which ended jobs count: those that started and ended in [from_ms, to_ms)
+ * (end time), of project / spider / schedule when set. */
+typedef struct job_stats_query {
+  const char *project;  /* NULL = all */
+  const char *spider;   /* NULL = all */
+  int64_t schedule_id;  /* 0 = all */
+  const char *account;  /* reserved for accounts: must be NULL (-EINVAL) */
+  int64_t from_ms, to_ms;
+  job_stats_by_t by;
+} job_stats_query_t;
+
+/* One group's figures. Durations are end - start of the group's jobs;
+ * percentiles are nearest-rank (the ceil(p * n)-th shortest). */
+typedef struct job_stats_group {
+  char *project;       /* BY_PROJECT, BY_SPIDER */
+  char *spider;        /* BY_SPIDER */
+  int64_t schedule_id; /* BY_SCHEDULE */
+  int64_t runs[JOB_NSTATES]; /* final states only */
+  int64_t ended;             /* the sum of runs */
+  int64_t dur_p50_ms, dur_p95_ms, dur_max_ms;
+  int64_t items;             /* the stats' item_scraped_count, summed */
+  int64_t last_success_ms;   /* end of the newest finished job; 0 = none */
+  int64_t *durs;             /* the durations, sorted (freed by job_stats_release) */
+  size_t ndurs, durcap;
+} job_stats_group_t;
+
+typedef struct job_stats {
+  job_stats_group_t *v;
+  size_t n, cap;
+  int64_t scanned; /* jobs read from the window */
+} job_stats_t;
+
+/* One ended job as the stats read it (strings borrowed for the call). */
+typedef struct job_stats_row {
+  const char *project, *spider;
+  int64_t schedule_id;
+  int state;
+  int64_t start_ms, end_ms;
+  int64_t items; /* the stats' "items", else item_scraped_count, else 0 */
+} job_stats_row_t;
+typedef int (*job_stats_row_fn)(void *ud, const job_stats_row_t *row);
+
+/* Adds the figures of the jobs q selects to out (zeroed, or filled by an
+ * earlier call with the same by and window over other projects: groups
+ * are keyed, so calls over disjoint projects add up). Walks the window
+ * down the end-time index a page at a time (JOB_GROUP_ENDED through
+ * store_jobs_page, so every backend's own index), newest first, and stops
+ * past from_ms: the cost is the window's jobs, not the history's. Groups
+ * come out in key order. -EINVAL for a bad query. */
+int store_job_stats(store_t *s, const job_stats_query_t *q, job_stats_t *out);
+void job_stats_release(job_stats_t *st);
+
 /* Keeps the `keep` most recently ended started jobs (final states) and
  * deletes older ones, along with cancelled-before-start jobs older than the
  * oldest kept. keep 0 = keep all. *deleted = rows removed (may be NULL). */

@@ -55,6 +55,11 @@ extern const struct store_ops store_sqlite_ops;
 extern const struct store_ops store_pg_ops;
 extern const struct store_ops store_redis_ops;
 
+/* job_stats_scan for any backend: the window walked through its
+ * store_jobs_page (store/stats.c). */
+int store_job_stats_walk(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
+                         job_stats_row_fn fn, void *ud);
+
 /* Appends one node / egg / principal (moved: *v is left empty). */
 int node_list_push(node_list_t *l, node_info_t *v);
 int egg_list_push(egg_list_t *l, egg_ref_t *v);

@@ -444,6 +444,13 @@ def _throughput(w, ctx):
            code="SPD_EBADPARAM")
 
 
+@case("GET", API + "/stats")
+def _stats(w, ctx):
+    w.ok("GET", API + "/stats", params={"by": "spider", "project": "wp"})
+    w.ok("GET", API + "/stats", params={"by": "schedule"})
+    w.fail("GET", API + "/stats", params={"by": "account"}, status=400, code="SPD_EBADPARAM")
+
+
 @case("GET", J)
 def _jobs_get(w, ctx):
     wait_job(w, ctx["quick"])
@@ -572,6 +579,30 @@ def _schedules_runs(w, ctx):
                                                                  "limit": 2})
     w.fail("GET", S + "/runs", {"schedule": "nosuch"}, status=404, code="SPD_ENOSCHEDULE")
     w.fail("GET", S + "/runs", {"schedule": "walk-cron"}, params={"limit": "x"}, status=400,
+           code="SPD_EBADPARAM")
+
+
+@case("GET", S + "/next")
+def _schedules_next(w, ctx):
+    w.ok("GET", S + "/next", {"schedule": "walk-cron"}, params={"limit": 3})
+    w.fail("GET", S + "/next", {"schedule": "nosuch"}, status=404, code="SPD_ENOSCHEDULE")
+    w.fail("GET", S + "/next", {"schedule": "walk-cron"}, params={"cursor": "x"}, status=400,
+           code="SPD_EBADPARAM")
+
+
+@case("GET", API + "/schedules/next")
+def _schedules_next_all(w, ctx):
+    w.ok("GET", API + "/schedules/next", params={"limit": 3})
+    w.fail("GET", API + "/schedules/next", params={"cursor": "x"}, status=400,
+           code="SPD_EBADPARAM")
+
+
+@case("GET", API + "/runs/missed")
+def _runs_missed(w, ctx):
+    w.ok("GET", API + "/runs/missed", params={"limit": 3})
+    w.fail("GET", API + "/runs/missed", params={"schedule": "nosuch"}, status=404,
+           code="SPD_ENOSCHEDULE")
+    w.fail("GET", API + "/runs/missed", params={"cursor": "x"}, status=400,
            code="SPD_EBADPARAM")
 
 
@@ -961,6 +992,7 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "jobs.list": lambda c, m: {"project": "rpcp", "state": ["finished", "running"], "limit": 2},
     "jobs.counts": lambda c, m: {"project": "rpcp"},
     "stats.throughput": lambda c, m: {"step": 3600},
+    "jobs.stats": lambda c, m: {"by": "spider"},
     "jobs.get": lambda c, m: {"id": c["quick"]},
     "jobs.cancel": lambda c, m: {"id": _new_job(c), "signal": "KILL"},
     "jobs.rerun": lambda c, m: {"id": c["quick"]},
@@ -976,6 +1008,9 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "schedules.resume": lambda c, m: {"schedule": "r-base"},
     "schedules.run": lambda c, m: {"schedule": "r-base"},
     "schedules.runs": lambda c, m: {"schedule": "r-base", "limit": 5},
+    "schedules.next": lambda c, m: {"schedule": "r-base", "limit": 5},
+    "schedules.next_all": lambda c, m: {"limit": 5},
+    "runs.missed": lambda c, m: {"limit": 5},
     "schedules.delete": lambda c, m: {"schedule": _new_schedule(c, "r-del-" + m)},
     "events.list": lambda c, m: {"limit": 3},
     "queues.set": lambda c, m: {"name": "rq", "visibility": 30, "keep_done": True},

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdio.h>
 
 #include "error.h"
 #include "store_fx.h"
@@ -398,6 +399,79 @@ static void test_queue_keys(void **state) {
   queue_key_list_release(&l);
 }
 
+/* ---- store_job_stats ---- */
+
+static void stat_job(store_t *s, const char *project, const char *spider, job_state_t st,
+                     int64_t start_ms, int64_t end_ms, const char *stats) {
+  int64_t id = fx_job(s, NULL, project, spider, JOB_RUNNING, "n1", start_ms, 0);
+  json_t *js = stats ? json_loads(stats, 0, NULL) : NULL;
+  assert_int_equal(store_job_finish(s, id, st, end_ms, st == JOB_FINISHED ? 0 : 1, 0, js), 0);
+  json_decref(js);
+}
+
+static void test_stats(void **state) {
+  struct fx *f = *state;
+  store_t *s = f->s;
+  const int64_t t0 = 1700000000000LL;
+  /* p/a: durations 1..10 s, items 1..10 (the runner's "items"), 8 finished */
+  for (int i = 1; i <= 10; i++) {
+    char js[64];
+    snprintf(js, sizeof(js), "{\"items\": %d, \"item_scraped_count\": 999}", i);
+    stat_job(s, "p", "a", i <= 8 ? JOB_FINISHED : JOB_FAILED, t0 + i * 1000 - i * 1000,
+             t0 + i * 1000, js);
+  }
+  stat_job(s, "p", "b", JOB_CANCELLED, t0, t0 + 20000, "{\"item_scraped_count\": 4}");
+  stat_job(s, "q", "a", JOB_LOST, t0, t0 + 500, NULL);
+  stat_job(s, "p", "a", JOB_FINISHED, t0 - 5000, t0 - 1, "{\"items\": 100}"); /* before */
+  stat_job(s, "p", "a", JOB_FINISHED, t0, t0 + 60000, "{\"items\": 100}");    /* at to */
+  fx_job(s, NULL, "p", "a", JOB_RUNNING, "n1", t0 + 10, 0);                 /* not ended */
+
+  job_stats_query_t q = {.from_ms = t0, .to_ms = t0 + 60000, .by = JOB_STATS_BY_SPIDER};
+  job_stats_t st = {0};
+  assert_int_equal(store_job_stats(s, &q, &st), 0);
+  assert_int_equal(st.n, 3); /* p/a, p/b, q/a in key order */
+  assert_int_equal(st.scanned, 12);
+  const job_stats_group_t *g = &st.v[0];
+  assert_string_equal(g->project, "p");
+  assert_string_equal(g->spider, "a");
+  assert_int_equal(g->ended, 10);
+  assert_int_equal(g->runs[JOB_FINISHED], 8);
+  assert_int_equal(g->runs[JOB_FAILED], 2);
+  assert_int_equal(g->items, 55);
+  assert_int_equal(g->dur_p50_ms, 5000); /* nearest rank: the 5th of 10 */
+  assert_int_equal(g->dur_p95_ms, 10000);
+  assert_int_equal(g->dur_max_ms, 10000);
+  assert_int_equal(g->last_success_ms, t0 + 8000);
+  assert_string_equal(st.v[1].spider, "b");
+  assert_int_equal(st.v[1].runs[JOB_CANCELLED], 1);
+  assert_int_equal(st.v[1].items, 4); /* item_scraped_count when no "items" */
+  assert_int_equal(st.v[1].last_success_ms, 0);
+  assert_string_equal(st.v[2].project, "q");
+  assert_int_equal(st.v[2].runs[JOB_LOST], 1);
+  assert_int_equal(st.v[2].items, 0);
+  job_stats_release(&st);
+
+  /* One project, by project; a window that holds nothing. */
+  q.project = "p";
+  q.by = JOB_STATS_BY_PROJECT;
+  assert_int_equal(store_job_stats(s, &q, &st), 0);
+  assert_int_equal(st.n, 1);
+  assert_int_equal(st.v[0].ended, 11);
+  job_stats_release(&st);
+  q.from_ms = t0 + 60000;
+  q.to_ms = t0 + 60001;
+  assert_int_equal(store_job_stats(s, &q, &st), 0);
+  assert_int_equal(st.n, 1);
+  assert_int_equal(st.v[0].items, 100);
+  job_stats_release(&st);
+  q.from_ms = q.to_ms;
+  assert_int_equal(store_job_stats(s, &q, &st), -EINVAL);
+  q.from_ms = t0;
+  q.account = "acme";
+  assert_int_equal(store_job_stats(s, &q, &st), -EINVAL);
+  job_stats_release(&st);
+}
+
 int main(void) {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
   const struct CMUnitTest tests[] = {
@@ -407,6 +481,7 @@ int main(void) {
       T(test_throughput),
       T(test_long_windows),
       T(test_queue_keys),
+      T(test_stats),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

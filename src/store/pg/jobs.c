@@ -142,6 +142,7 @@ enum {
   PE_LIST,
   PE_DELETE_ONE,
   PE_DELETE_ALL,
+  PJ_STATS,
   /* The job list's common shapes (see pg_list_slot). */
   PJ_LIST,
   PJ_LIST_END = PJ_LIST + 32,
@@ -1117,4 +1118,40 @@ int pg_egg_delete(store_t *s, const char *project, const char *version, int *cou
   PQclear(r);
   if (*count) pg_note(q, STORE_NOTE_EGGS);
   return 0;
+}
+
+/* The window's ended jobs down jobs_ended, only the columns the stats need
+ * (stats are always JSON text here: written by pg_p_json). */
+int pg_job_stats_scan(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
+                      job_stats_row_fn fn, void *ud) {
+  pg_params_t p = {0};
+  int rc;
+  pg_p_i64(&p, from_ms);
+  pg_p_i64(&p, to_ms);
+  pg_p_str(&p, project);
+  PGresult *r = pg_run(
+      PGQ(s), PJ_STATS,
+      "SELECT project, spider, schedule_id, state, start_ms, end_ms, CASE "
+      "WHEN json_typeof(stats::json) <> 'object' THEN 0 "
+      "WHEN json_typeof(stats::json -> 'items') = 'number' "
+      "THEN trunc((stats::json ->> 'items')::numeric) "
+      "WHEN json_typeof(stats::json -> 'item_scraped_count') = 'number' "
+      "THEN trunc((stats::json ->> 'item_scraped_count')::numeric) ELSE 0 END::bigint "
+      "FROM jobs WHERE state >= 2 AND start_ms <> 0 AND end_ms >= $1 AND end_ms < $2 "
+      "AND ($3::text IS NULL OR project = $3)",
+      &p, 0, &rc, "job stats");
+  if (!r) return rc;
+  rc = 0;
+  for (int i = 0; !rc && i < PQntuples(r); i++) {
+    job_stats_row_t row = {.project = PQgetvalue(r, i, 0),
+                           .spider = PQgetvalue(r, i, 1),
+                           .schedule_id = pg_i64(r, i, 2),
+                           .state = (int)pg_i64(r, i, 3),
+                           .start_ms = pg_i64(r, i, 4),
+                           .end_ms = pg_i64(r, i, 5),
+                           .items = PQgetisnull(r, i, 6) ? 0 : pg_i64(r, i, 6)};
+    rc = fn(ud, &row);
+  }
+  PQclear(r);
+  return rc;
 }

@@ -590,3 +590,11 @@ int redis_egg_delete(store_t *s, const char *project, const char *version, int *
   }
   return rc;
 }
+
+/* The window through the ended jobs' sorted set by end time, a page of
+ * job hashes at a time (store_jobs_page): one round trip per page plus the
+ * window's jobs. */
+int redis_job_stats_scan(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
+                         job_stats_row_fn fn, void *ud) {
+  return store_job_stats_walk(s, project, from_ms, to_ms, fn, ud);
+}

@@ -844,3 +844,41 @@ out:
   if (!rc) *deleted = n;
   return rc;
 }
+
+/* The window's ended jobs down jobs_ended, only the columns the stats
+ * need: no JSON column is parsed but the item count's path. */
+int sqlite_job_stats_scan(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
+                          job_stats_row_fn fn, void *ud) {
+  struct sqlite_store *q = SQ(s);
+  char sql[1024];
+  snprintf(sql, sizeof(sql),
+           "SELECT project, spider, schedule_id, state, start_ms, end_ms, CASE "
+           "WHEN json_valid(stats) AND json_type(stats, '$.items') IN ('integer', 'real') "
+           "THEN CAST(json_extract(stats, '$.items') AS INTEGER) "
+           "WHEN json_valid(stats) AND json_type(stats, '$.item_scraped_count') "
+           "IN ('integer', 'real') "
+           "THEN CAST(json_extract(stats, '$.item_scraped_count') AS INTEGER) ELSE 0 END "
+           "FROM jobs INDEXED BY jobs_ended WHERE state >= 2 AND start_ms != 0 "
+           "AND end_ms >= ?1 AND end_ms < ?2%s",
+           project ? " AND project = ?3" : "");
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK)
+    return sqlite_fail(q, "prepare job stats");
+  sqlite3_bind_int64(st, 1, from_ms);
+  sqlite3_bind_int64(st, 2, to_ms);
+  if (project) sqlite_bind_str(st, 3, project);
+  int rc = 0, src = SQLITE_DONE;
+  while (!rc && (src = sqlite3_step(st)) == SQLITE_ROW) {
+    job_stats_row_t row = {.project = (const char *)sqlite3_column_text(st, 0),
+                           .spider = (const char *)sqlite3_column_text(st, 1),
+                           .schedule_id = sqlite3_column_int64(st, 2),
+                           .state = sqlite3_column_int(st, 3),
+                           .start_ms = sqlite3_column_int64(st, 4),
+                           .end_ms = sqlite3_column_int64(st, 5),
+                           .items = sqlite3_column_int64(st, 6)};
+    rc = fn(ud, &row);
+  }
+  if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "job stats");
+  sqlite3_finalize(st);
+  return rc;
+}
