@@ -69,6 +69,7 @@ static const op_param_t p_jobs_create[] = {{"project", OPT_STR, REQ | NAME, 0, 0
 static const op_param_t p_cancel[] = {{"id", OPT_ID, REQ, 0, 0},
                                       {"signal", OPT_STR, 0, 0, 0},
                                       END};
+static const op_param_t p_jobs_states[] = {{"ids", OPT_ANY, REQ, 0, 0}, END};
 static const op_param_t p_tail[] = {{"id", OPT_ID, REQ, 0, 0},
                                     {"offset", OPT_INT, 0, -(1LL << 52), 1LL << 52},
                                     {"limit", OPT_INT, 0, 1, 1 << 20},
@@ -247,6 +248,10 @@ const op_def_t op_table[] = {
      OP_BODY_NONE, ROLE_READ},
     {"jobs.cancel", "kill_task", op_jobs_cancel, p_cancel, OP_WRITE, "POST", "/jobs/{id}/cancel",
      200, OP_BODY_JSON, ROLE_RUN},
+    {"jobs.cancel_children", NULL, op_jobs_cancel, p_cancel, OP_WRITE, "POST",
+     "/jobs/{id}/cancel-children", 200, OP_BODY_JSON, ROLE_RUN},
+    {"jobs.states", NULL, op_jobs_states, p_jobs_states, 0, "POST", "/jobs/states", 200,
+     OP_BODY_JSON, ROLE_READ},
     {"jobs.rerun", NULL, op_jobs_rerun, p_job, OP_WRITE, "POST", "/jobs/{id}/rerun", 201,
      OP_BODY_JSON, ROLE_RUN},
     {"jobs.log", NULL, op_jobs_log, p_tail, 0, "GET", "/jobs/{id}/log", 200,

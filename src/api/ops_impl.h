@@ -109,6 +109,7 @@ void op_jobs_get(op_call_t *c);
 void op_jobs_create(op_call_t *c);
 void op_jobs_cancel(op_call_t *c);
 void op_jobs_rerun(op_call_t *c);
+void op_jobs_states(op_call_t *c);
 void op_jobs_log(op_call_t *c);
 void op_jobs_items(op_call_t *c);
 void op_jobs_counts(op_call_t *c);

@@ -149,9 +149,12 @@ int jobs_cancel(store_t *s, jobs_cancel_t *c, int64_t now_ms) {
   job_list_t family = {0};
   job_filter_t f = {.project = c->project, .jobid = c->jobid};
   int rc = store_jobs_list(s, &f, &family);
-  if (!rc) rc = jobs_cancel_pending(s, c->project, c->jobid, now_ms, &c->count, &c->change);
-  /* Running on another node (a shared store): that node stops it. */
-  for (size_t i = 0; i < family.n && !rc; i++) {
+  if (!rc && !c->children_only)
+    rc = jobs_cancel_pending(s, c->project, c->jobid, now_ms, &c->count, &c->change);
+  /* Running on another node (a shared store): that node stops it. The job
+   * itself stays as it is when only its children are stopped: it is only
+   * where the walk begins. */
+  for (size_t i = 0; i < family.n && !rc && !c->children_only; i++) {
     const job_t *j = &family.v[i];
     if ((rc = cancel_remote(s, c, j, now_ms)) == 1) {
       c->remote++;
@@ -171,6 +174,7 @@ int jobs_cancel(store_t *s, jobs_cancel_t *c, int64_t now_ms) {
       if (kid->state == JOB_PENDING) {
         rc = jobs_cancel_pending(s, kid->project, kid->jobid, now_ms, &c->family, &c->change);
       } else if ((rc = cancel_remote(s, c, kid, now_ms)) == 1) {
+        c->family_remote++;
         rc = 0;
       } else if (!rc) {
         job_t copy = {.project = strdup(kid->project), .jobid = strdup(kid->jobid)};
