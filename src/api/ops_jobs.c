@@ -39,7 +39,43 @@ static uint32_t list_fingerprint(const op_call_t *c) {
            op_int(c, "schedule", 0), op_int(c, "parent", 0), (long long)c->num[4],
            (long long)c->num[5]);
   uint32_t h = fnv1a(fnv1a(fnv1a(2166136261u, buf), op_str(c, "project")), op_str(c, "spider"));
-  return fnv1a(fnv1a(h, op_str(c, "node")), op_str(c, "q"));
+  h = fnv1a(fnv1a(h, op_str(c, "node")), op_str(c, "q"));
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)op_json(c, "meta"), k, v)
+    h = fnv1a(fnv1a(h, k), json_string_value(v));
+  return h;
+}
+
+/* The meta filters as key, value pairs for job_filter_t (c->names). */
+static int list_meta_pairs(op_call_t *c) {
+  const json_t *m = op_json(c, "meta");
+  size_t n = json_object_size(m), i = 0;
+  if (!n) return 0;
+  if (n > JOB_FILTER_META_MAX) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:i}", "field", "meta", "max", JOB_FILTER_META_MAX),
+            "at most %d meta filters", JOB_FILTER_META_MAX);
+    return 1;
+  }
+  c->names = calloc(2 * n, sizeof(char *));
+  if (!c->names) {
+    op_fail(c, -ENOMEM, NULL, "out of memory");
+    return 1;
+  }
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)m, k, v) {
+    if (!job_meta_key_valid(k)) {
+      op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "meta"),
+              "meta filter key '%.200s' must be 1 to %d bytes, without control characters, "
+              "'\"' or '\\'", k, JOB_META_KEY_MAX);
+      return 1;
+    }
+    c->names[i++] = (char *)k; /* borrowed from params: c->nnames stays 0 */
+    c->names[i++] = (char *)json_string_value(v);
+  }
+  c->num[6] = (int64_t)n;
+  return 0;
 }
 
 /* num[0] states, num[1] cursor id (0 = first page), num[2] limit,
@@ -63,6 +99,8 @@ static int list_fn(store_t *s, void *arg) {
                     .newest_first = 1,
                     .projects = (const char *const *)c->mine,
                     .nprojects = c->nmine,
+                    .meta = (const char *const *)c->names,
+                    .nmeta = (size_t)c->num[6],
                     .limit = (size_t)c->num[2] + 1};
   int rc = store_jobs_list(s, &f, &c->list);
   if (rc) return rc;
@@ -123,6 +161,7 @@ void op_jobs_list(op_call_t *c) {
     op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", from ? "from" : "to"), "%s", err);
     return;
   }
+  if (list_meta_pairs(c)) return;
   const char *cursor = op_str(c, "cursor");
   if (cursor) {
     uint32_t fp = 0;
@@ -134,7 +173,7 @@ void op_jobs_list(op_call_t *c) {
     if (fp != list_fingerprint(c)) {
       op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "cursor"),
               "'cursor' belongs to a listing with other filters (state, project, spider, "
-              "schedule, parent, from, to, node, q)");
+              "schedule, parent, from, to, node, q, meta)");
       return;
     }
   }
@@ -448,6 +487,7 @@ void op_jobs_create(op_call_t *c) {
   j->priority = op_num(c, "priority", 0);
   j->state = JOB_PENDING;
   j->unique_key = unique_key ? strdup(unique_key) : NULL;
+  if (op_meta_param(c, &j->meta)) return;
   if (!j->jobid || !j->project || !j->spider || (version && !j->version) || !j->args ||
       !j->settings || (unique_key && !j->unique_key)) {
     op_fail(c, -ENOMEM, NULL, "out of memory");

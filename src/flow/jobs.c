@@ -81,9 +81,10 @@ int jobs_rerun(job_t *src, const char *jobid, job_t *out) {
   out->args = src->args ? src->args : json_object();
   out->settings = src->settings ? src->settings : json_object();
   out->priority = src->priority;
+  out->meta = src->meta;
   out->state = JOB_PENDING;
   src->project = src->spider = src->version = NULL;
-  src->args = src->settings = NULL;
+  src->args = src->settings = src->meta = NULL;
   job_release(src);
   return out->jobid && out->args && out->settings ? 0 : -ENOMEM;
 }
@@ -231,6 +232,7 @@ int jobs_retry(store_t *s, const job_t *t, int64_t end_ms, int exit_code, int te
   r.version = t->version ? strdup(t->version) : NULL;
   r.args = json_incref(t->args);
   r.settings = json_incref(t->settings);
+  r.meta = json_incref(t->meta); /* the same job, again: the same meta */
   /* The attempt that ended gave its key up in this transaction (jobs_end
    * finished it first), so the retry takes it over: no one can slip a
    * second job with the key in between. */

@@ -50,7 +50,7 @@ int jobs_enqueue(store_t *s, job_t *job, json_t *extra, flow_change_t *c);
 
 /* The job that runs ended job src again (jobs.rerun), to be queued with
  * jobs_enqueue: the same project, spider, version (NULL stays "the
- * latest"), args, settings and priority, with jobid; no parent, schedule,
+ * latest"), args, settings, meta and priority, with jobid; no parent, schedule,
  * retry lineage or unique key, and the daemon's policy of the day. src's
  * contents are taken (src is left released). 0 or -ENOMEM. */
 int jobs_rerun(job_t *src, const char *jobid, job_t *out);
