@@ -465,6 +465,69 @@ def _jobs_cancel(w, ctx):
     w.fail("POST", J + "/cancel", {"id": 424242}, status=404, code="SPD_ENOJOB")
 
 
+@case("POST", J + "/cancel-children")
+def _jobs_cancel_children(w, ctx):
+    r = w.ok("POST", J + "/cancel-children", {"id": ctx["quick"]}, json_body={"signal": "KILL"})
+    assert r["cancelled"] == 0 and r["stopping"] == 0
+    w.fail("POST", J + "/cancel-children", {"id": 424242}, status=404, code="SPD_ENOJOB")
+
+
+@case("PATCH", J + "/meta")
+def _jobs_meta(w, ctx):
+    r = w.ok("PATCH", J + "/meta", {"id": ctx["quick"]}, json_body={"meta": {"walk": "1"}})
+    assert r["meta"] == {"walk": "1"}
+    w.ok("GET", API + "/jobs", params={"meta.walk": "1"})
+    w.fail("PATCH", J + "/meta", {"id": ctx["quick"]}, json_body={"meta": [1]}, status=400,
+           code="SPD_EBADPARAM", body_valid=False)
+    w.fail("PATCH", J + "/meta", {"id": 424242}, json_body={"meta": {}}, status=404,
+           code="SPD_ENOJOB")
+
+
+@case("POST", J + "/history")
+def _jobs_history(w, ctx):
+    r = w.ok("POST", J + "/history", {"id": ctx["quick"]}, json_body={"note": "walk"})
+    assert r["note"] == "walk"
+    w.fail("POST", J + "/history", {"id": ctx["quick"]}, json_body={"state": "running"},
+           status=400, code="SPD_EBADPARAM", body_valid=False)
+    w.fail("POST", J + "/history", {"id": 424242}, json_body={"note": "x"}, status=404,
+           code="SPD_ENOJOB")
+    ctx["live"] = w.ok("POST", API + "/jobs", json_body={
+        "project": "wp", "spider": "slow", "args": {"seconds": "60"}}, status=201)["id"]
+    w.fail("POST", J + "/history", {"id": ctx["live"]}, json_body={"note": "x"},
+           status=409, code="SPD_ECONFLICT")
+
+
+@case("POST", API + "/jobs/history")
+def _jobs_history_batch(w, ctx):
+    r = w.ok("POST", API + "/jobs/history", json_body={"ids": [ctx["quick"]], "note": "batch"})
+    assert r["updated"] == 1
+    w.fail("POST", API + "/jobs/history", json_body={"ids": [], "note": "x"}, status=400,
+           code="SPD_EBADPARAM", body_valid=False)
+    w.fail("POST", API + "/jobs/history", json_body={"ids": [424242], "note": "x"}, status=404,
+           code="SPD_ENOJOB")
+    w.fail("POST", API + "/jobs/history", json_body={"ids": [ctx["live"]], "note": "x"},
+           status=409, code="SPD_ECONFLICT")
+    w.ok("POST", J + "/cancel", {"id": ctx["live"]}, json_body={"signal": "KILL"})
+
+
+@case("POST", API + "/jobs/history/by-status")
+def _jobs_history_by_status(w, ctx):
+    w.ok("POST", API + "/jobs/history/by-status",
+         json_body={"status": "finished", "project": "wp", "note": "by status"})
+    w.fail("POST", API + "/jobs/history/by-status", json_body={"status": "running", "note": "x"},
+           status=409, code="SPD_ECONFLICT")
+    w.fail("POST", API + "/jobs/history/by-status", json_body={"status": "done", "note": "x"},
+           status=400, code="SPD_EBADPARAM")
+
+
+@case("POST", API + "/jobs/states")
+def _jobs_states(w, ctx):
+    r = w.ok("POST", API + "/jobs/states", json_body={"ids": [ctx["quick"], "nosuch"]})
+    assert r["states"]["nosuch"] is None
+    w.fail("POST", API + "/jobs/states", json_body={"ids": []}, status=400,
+           code="SPD_EBADPARAM", body_valid=False)
+
+
 @case("POST", J + "/rerun")
 def _jobs_rerun(w, ctx):
     ctx["rerun"] = w.ok("POST", J + "/rerun", {"id": ctx["quick"]}, json_body={}, status=201)["id"]
