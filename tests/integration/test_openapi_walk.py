@@ -940,6 +940,7 @@ OPEN_OBJECTS = {
     "Error.error.details": "one shape per error code (field, project, ids, stderr, ...)",
     "RpcResponse.error.data.details": "the REST error's details",
     "Job.stats": "what the crawl reported; absent keys where Scrapy had none",
+    "Job.meta": "the user's own fields: any JSON object within 64 KiB",
     "Event.data": "one shape per event type",
 }
 
