@@ -24,6 +24,8 @@ store_job_requeue                  a running job that never got a process goes b
 store_job_finish                   a job ends (final state, exit, stats)
 store_job_cancel_pending           pending jobs become cancelled
 store_job_cancel_request           a running job is asked to stop
+store_job_set_meta                 the meta of a job is replaced
+store_job_set_history              the state or note of an ended job is corrected
 store_nodes_reap                   running jobs of dead nodes end lost
 store_schedule_insert              a new schedule
 store_schedule_update              every field of a schedule

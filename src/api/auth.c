@@ -332,17 +332,29 @@ static int by_password(auth_t *a, http_req_t *r, auth_req_t *ar, const char *use
   return ar->kept ? HTTP_AUTH_LATER : HTTP_AUTH_DENY;
 }
 
+/* The job whose meta path is /jobs/ID/meta (jobs.meta), 0 for any other
+ * path: a job's token may patch its own job's meta only. */
+static int64_t meta_path_job(const char *rest) {
+  if (!rest || strncmp(rest, "/jobs/", 6)) return 0;
+  const char *p = rest + 6;
+  size_t digits = strspn(p, "0123456789");
+  if (!digits || digits > 18 || strcmp(p + digits, "/meta")) return 0;
+  return strtoll(p, NULL, 10);
+}
+
 /* A running job's token opens the queue API, POST /jobs (its own child
- * jobs: jobs.create checks the parent) and JSON-RPC (whose calls are
- * checked one by one) on the node that runs the job. */
+ * jobs: jobs.create checks the parent), its own job's meta, and JSON-RPC
+ * (whose calls are checked one by one) on the node that runs the job. */
 static int by_job(auth_t *a, http_req_t *r, auth_req_t *ar, const char *token) {
   const char *path = http_req_path(r);
   size_t n = strlen(API_PREFIX);
   const char *rest = strncmp(path, API_PREFIX, n) ? NULL : path + n;
+  int64_t meta_of = meta_path_job(rest);
   int ok = rest && ((!strncmp(rest, "/queues", 7) && (rest[7] == '\0' || rest[7] == '/')) ||
-                    !strcmp(rest, "/jsonrpc") || !strcmp(rest, "/jsonrpc/") ||
+                    !strcmp(rest, "/jsonrpc") || !strcmp(rest, "/jsonrpc/") || meta_of ||
                     (!strcmp(rest, "/jobs") && !strcmp(http_req_method(r), "POST")));
   int64_t id = ok ? jobtoken_check(a->app->job_secret, token) : 0;
+  if (meta_of && meta_of != id) id = 0;
   if (id <= 0 || !flow_running_here(&a->app->flow, id)) {
     ar->why = "not a token of a job running on this node, or not for this path";
     return HTTP_AUTH_DENY;

@@ -107,7 +107,7 @@ static int cancel_fn(store_t *s, void *arg) {
   cancel_t *c = arg;
   /* jobs_cancel adds to these: a run the store pool repeats after a
    * collision starts from zero. */
-  c->op.count = c->op.family = c->op.remote = c->op.here = 0;
+  c->op.count = c->op.family = c->op.remote = c->op.here = c->op.family_remote = 0;
   c->op.change = (flow_change_t){0};
   job_list_release(&c->op.running);
   memset(&c->op.running, 0, sizeof(c->op.running));
@@ -136,14 +136,18 @@ static void cancel_done(void *arg, int rc) {
                   &found);
     }
   }
-  c->cb(c->ud, rc, c->found + c->op.remote, c->op.count);
+  if (c->op.children_only)
+    c->cb(c->ud, rc, (int)c->op.running.n + c->op.family_remote, c->op.family);
+  else
+    c->cb(c->ud, rc, c->found + c->op.remote, c->op.count);
   cancel_free(c);
 }
 
-int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
-                   api_cancel_cb cb, void *ud, const struct auth_who *who) {
+static int job_cancel(app_t *app, const char *project, const char *jobid, int sig,
+                      int children_only, api_cancel_cb cb, void *ud,
+                      const struct auth_who *who) {
   int found = 0;
-  flow_signal(&app->flow, project, jobid, sig, &found);
+  if (!children_only) flow_signal(&app->flow, project, jobid, sig, &found);
   cancel_t *c = calloc(1, sizeof(*c));
   if (!c) return -ENOMEM;
   c->app = app;
@@ -160,8 +164,19 @@ int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
   c->op.project = c->project;
   c->op.jobid = c->jobid;
   c->op.node = app->cfg.node_name;
+  c->op.children_only = children_only;
   int rc = store_submit_as(app->store, STORE_WRITE, cancel_fn, c, cancel_done,
                            who ? who->actor : NULL, who ? who->addr : NULL);
   if (rc) cancel_free(c);
   return rc;
+}
+
+int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
+                   api_cancel_cb cb, void *ud, const struct auth_who *who) {
+  return job_cancel(app, project, jobid, sig, 0, cb, ud, who);
+}
+
+int api_job_cancel_children(app_t *app, const char *project, const char *jobid, int sig,
+                            api_cancel_cb cb, void *ud, const struct auth_who *who) {
+  return job_cancel(app, project, jobid, sig, 1, cb, ud, who);
 }

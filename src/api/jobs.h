@@ -46,4 +46,11 @@ typedef void (*api_cancel_cb)(void *ud, int rc, int found, int count);
 int api_job_cancel(app_t *app, const char *project, const char *jobid, int sig,
                    api_cancel_cb cb, void *ud, const struct auth_who *who);
 
+/* Stops the descendants of project + jobid only (jobs.cancel_children),
+ * leaving the job itself as it is: found = the running descendants asked
+ * to stop (signalled here or asked of their node), count = the pending
+ * descendants cancelled. Returns as api_job_cancel. */
+int api_job_cancel_children(app_t *app, const char *project, const char *jobid, int sig,
+                            api_cancel_cb cb, void *ud, const struct auth_who *who);
+
 #endif

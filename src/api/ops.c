@@ -44,6 +44,7 @@ static const op_param_t p_jobs_list[] = {{"state", OPT_STRS, 0, 0, 0},
                                          {"to", OPT_STR, 0, 0, 0},
                                          {"node", OPT_STR, 0, 0, 0},
                                          {"q", OPT_STR, 0, 0, 0},
+                                         {"meta", OPT_OBJ, 0, 0, 0},
                                          {"limit", OPT_INT, 0, 1, 1000},
                                          {"cursor", OPT_STR, 0, 0, 0},
                                          END};
@@ -72,10 +73,32 @@ static const op_param_t p_jobs_create[] = {{"project", OPT_STR, REQ | NAME, 0, 0
                                            {"jobid", OPT_STR, NAME, 0, 0},
                                            {"parent", OPT_INT, 0, 1, INT64_MAX},
                                            {"unique_key", OPT_STR, 0, 0, 0},
+                                           {"meta", OPT_ANY, 0, 0, 0},
                                            END};
 static const op_param_t p_cancel[] = {{"id", OPT_ID, REQ, 0, 0},
                                       {"signal", OPT_STR, 0, 0, 0},
                                       END};
+static const op_param_t p_job_meta[] = {{"id", OPT_ID, REQ, 0, 0},
+                                        {"meta", OPT_ANY, REQ, 0, 0},
+                                        END};
+static const op_param_t p_job_history[] = {{"id", OPT_ID, REQ, 0, 0},
+                                           {"state", OPT_STR, 0, 0, 0},
+                                           {"note", OPT_STR, 0, 0, 0},
+                                           END};
+static const op_param_t p_jobs_history[] = {{"ids", OPT_ANY, REQ, 0, 0},
+                                            {"state", OPT_STR, 0, 0, 0},
+                                            {"note", OPT_STR, 0, 0, 0},
+                                            END};
+static const op_param_t p_jobs_history_by[] = {{"status", OPT_STR, REQ, 0, 0},
+                                               {"project", OPT_STR, NAME, 0, 0},
+                                               {"spider", OPT_STR, NAME, 0, 0},
+                                               {"schedule", OPT_INT, 0, 1, INT64_MAX},
+                                               {"ended_from", OPT_STR, 0, 0, 0},
+                                               {"ended_to", OPT_STR, 0, 0, 0},
+                                               {"state", OPT_STR, 0, 0, 0},
+                                               {"note", OPT_STR, 0, 0, 0},
+                                               END};
+static const op_param_t p_jobs_states[] = {{"ids", OPT_ANY, REQ, 0, 0}, END};
 static const op_param_t p_tail[] = {{"id", OPT_ID, REQ, 0, 0},
                                     {"offset", OPT_INT, 0, -(1LL << 52), 1LL << 52},
                                     {"limit", OPT_INT, 0, 1, 1 << 20},
@@ -273,6 +296,18 @@ const op_def_t op_table[] = {
      OP_BODY_NONE, ROLE_READ},
     {"jobs.cancel", "kill_task", op_jobs_cancel, p_cancel, OP_WRITE, "POST", "/jobs/{id}/cancel",
      200, OP_BODY_JSON, ROLE_RUN},
+    {"jobs.cancel_children", NULL, op_jobs_cancel, p_cancel, OP_WRITE, "POST",
+     "/jobs/{id}/cancel-children", 200, OP_BODY_JSON, ROLE_RUN},
+    {"jobs.meta", NULL, op_jobs_meta, p_job_meta, OP_WRITE, "PATCH", "/jobs/{id}/meta", 200,
+     OP_BODY_JSON, ROLE_RUN},
+    {"jobs.history", NULL, op_jobs_history, p_job_history, OP_WRITE, "POST",
+     "/jobs/{id}/history", 200, OP_BODY_JSON, ROLE_RUN},
+    {"jobs.history_batch", NULL, op_jobs_history_batch, p_jobs_history, OP_WRITE, "POST",
+     "/jobs/history", 200, OP_BODY_JSON, ROLE_RUN},
+    {"jobs.history_by_status", NULL, op_jobs_history_by_status, p_jobs_history_by, OP_WRITE,
+     "POST", "/jobs/history/by-status", 200, OP_BODY_JSON, ROLE_RUN},
+    {"jobs.states", NULL, op_jobs_states, p_jobs_states, 0, "POST", "/jobs/states", 200,
+     OP_BODY_JSON, ROLE_READ},
     {"jobs.rerun", NULL, op_jobs_rerun, p_job, OP_WRITE, "POST", "/jobs/{id}/rerun", 201,
      OP_BODY_JSON, ROLE_RUN},
     {"jobs.log", NULL, op_jobs_log, p_tail, 0, "GET", "/jobs/{id}/log", 200,
@@ -936,6 +971,10 @@ json_t *op_render_job(const job_t *j) {
   json_object_set_new(o, "not_before", op_iso_time(j->not_before_ms));
   json_object_set_new(o, "heartbeat_at", op_iso_time(j->heartbeat_ms));
   json_object_set_new(o, "unique_key", op_str_or_null(j->unique_key));
+  json_object_set_new(o, "meta", j->meta ? json_deep_copy(j->meta) : json_object());
+  json_object_set_new(o, "note", op_str_or_null(j->note));
+  if (j->corrected)
+    json_object_set_new(o, "original_state", json_string(job_state_name(j->original_state)));
   return o;
 }
 

@@ -109,6 +109,14 @@ void op_jobs_get(op_call_t *c);
 void op_jobs_create(op_call_t *c);
 void op_jobs_cancel(op_call_t *c);
 void op_jobs_rerun(op_call_t *c);
+void op_jobs_states(op_call_t *c);
+void op_jobs_meta(op_call_t *c);
+void op_jobs_history(op_call_t *c);
+void op_jobs_history_batch(op_call_t *c);
+void op_jobs_history_by_status(op_call_t *c);
+/* A job's meta as jobs.create and jobs.meta take it (a JSON object, or its
+ * text from a form): 0 and *out (new reference), or 1 after failing c. */
+int op_meta_param(op_call_t *c, json_t **out);
 void op_jobs_log(op_call_t *c);
 void op_jobs_items(op_call_t *c);
 void op_jobs_counts(op_call_t *c);

@@ -15,6 +15,7 @@
 #include "api/projects.h"
 #include "api/auth.h"
 #include "api/ops_impl.h"
+#include "core/principal.h"
 #include "flow/jobs.h"
 #include "core/cron.h"
 #include "core/limits.h"
@@ -38,7 +39,43 @@ static uint32_t list_fingerprint(const op_call_t *c) {
            op_int(c, "schedule", 0), op_int(c, "parent", 0), (long long)c->num[4],
            (long long)c->num[5]);
   uint32_t h = fnv1a(fnv1a(fnv1a(2166136261u, buf), op_str(c, "project")), op_str(c, "spider"));
-  return fnv1a(fnv1a(h, op_str(c, "node")), op_str(c, "q"));
+  h = fnv1a(fnv1a(h, op_str(c, "node")), op_str(c, "q"));
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)op_json(c, "meta"), k, v)
+    h = fnv1a(fnv1a(h, k), json_string_value(v));
+  return h;
+}
+
+/* The meta filters as key, value pairs for job_filter_t (c->names). */
+static int list_meta_pairs(op_call_t *c) {
+  const json_t *m = op_json(c, "meta");
+  size_t n = json_object_size(m), i = 0;
+  if (!n) return 0;
+  if (n > JOB_FILTER_META_MAX) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:i}", "field", "meta", "max", JOB_FILTER_META_MAX),
+            "at most %d meta filters", JOB_FILTER_META_MAX);
+    return 1;
+  }
+  c->names = calloc(2 * n, sizeof(char *));
+  if (!c->names) {
+    op_fail(c, -ENOMEM, NULL, "out of memory");
+    return 1;
+  }
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)m, k, v) {
+    if (!job_meta_key_valid(k)) {
+      op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "meta"),
+              "meta filter key '%.200s' must be 1 to %d bytes, without control characters, "
+              "'\"' or '\\'", k, JOB_META_KEY_MAX);
+      return 1;
+    }
+    c->names[i++] = (char *)k; /* borrowed from params: c->nnames stays 0 */
+    c->names[i++] = (char *)json_string_value(v);
+  }
+  c->num[6] = (int64_t)n;
+  return 0;
 }
 
 /* num[0] states, num[1] cursor id (0 = first page), num[2] limit,
@@ -62,6 +99,8 @@ static int list_fn(store_t *s, void *arg) {
                     .newest_first = 1,
                     .projects = (const char *const *)c->mine,
                     .nprojects = c->nmine,
+                    .meta = (const char *const *)c->names,
+                    .nmeta = (size_t)c->num[6],
                     .limit = (size_t)c->num[2] + 1};
   int rc = store_jobs_list(s, &f, &c->list);
   if (rc) return rc;
@@ -122,6 +161,7 @@ void op_jobs_list(op_call_t *c) {
     op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", from ? "from" : "to"), "%s", err);
     return;
   }
+  if (list_meta_pairs(c)) return;
   const char *cursor = op_str(c, "cursor");
   if (cursor) {
     uint32_t fp = 0;
@@ -133,7 +173,7 @@ void op_jobs_list(op_call_t *c) {
     if (fp != list_fingerprint(c)) {
       op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "cursor"),
               "'cursor' belongs to a listing with other filters (state, project, spider, "
-              "schedule, parent, from, to, node, q)");
+              "schedule, parent, from, to, node, q, meta)");
       return;
     }
   }
@@ -461,6 +501,7 @@ void op_jobs_create(op_call_t *c) {
   j->priority = op_num(c, "priority", 0);
   j->state = JOB_PENDING;
   j->unique_key = unique_key ? strdup(unique_key) : NULL;
+  if (op_meta_param(c, &j->meta)) return;
   if (!j->jobid || !j->project || !j->spider || (version && !j->version) || !j->args ||
       !j->settings || (unique_key && !j->unique_key)) {
     op_fail(c, -ENOMEM, NULL, "out of memory");
@@ -528,6 +569,11 @@ static void cancel_reread(void *arg, int rc) {
     op_fail_resolve(c, rc);
     return;
   }
+  if (c->num[3]) { /* jobs.cancel_children */
+    op_ok(c, json_pack("{s:I,s:I,s:o}", "cancelled", (json_int_t)c->num[1], "stopping",
+                       (json_int_t)c->num[0], "job", op_render_job(&c->job)));
+    return;
+  }
   const char *prev = c->num[0] ? "running" : c->num[1] ? "pending" : NULL;
   op_ok(c, json_pack("{s:o,s:o}", "prevstate", prev ? json_string(prev) : json_null(), "job",
                      op_render_job(&c->job)));
@@ -561,7 +607,9 @@ static void cancel_found(void *arg, int rc) {
     op_fail_resolve(c, rc);
     return;
   }
-  if (job_state_final(c->job.state)) {
+  /* A parent that ended may still have children queued or running: those
+   * are stopped whatever the parent's state. */
+  if (job_state_final(c->job.state) && !c->num[3]) {
     op_fail(c, SPD_ECONFLICT,
             json_pack("{s:I,s:s}", "id", (json_int_t)c->job.id, "state",
                       job_state_name(c->job.state)),
@@ -572,7 +620,11 @@ static void cancel_found(void *arg, int rc) {
   int sig = (int)c->num[2];
   /* The launcher and the store know a job by project and Scrapyd job id:
    * the row id cannot be more precise until the store can cancel one row. */
-  rc = api_job_cancel(c->app, c->job.project, c->job.jobid, sig, cancel_done, c, c->who);
+  if (c->num[3])
+    rc = api_job_cancel_children(c->app, c->job.project, c->job.jobid, sig, cancel_done, c,
+                                 c->who);
+  else
+    rc = api_job_cancel(c->app, c->job.project, c->job.jobid, sig, cancel_done, c, c->who);
   if (rc == SPD_ESHUTDOWN) op_fail(c, rc, NULL, "the daemon is shutting down");
   else if (rc) op_fail(c, rc, NULL, "%s", spd_strerror(rc));
 }
@@ -586,6 +638,7 @@ void op_jobs_cancel(op_call_t *c) {
     return;
   }
   c->num[2] = sig;
+  c->num[3] = !strcmp(c->def->name, "jobs.cancel_children");
   op_store(c, STORE_READ, resolve_fn, cancel_found);
 }
 
@@ -752,3 +805,93 @@ static void tail_start(op_call_t *c) {
 
 void op_jobs_log(op_call_t *c) { tail_start(c); }
 void op_jobs_items(op_call_t *c) { tail_start(c); }
+
+/* ---- jobs.states ---- */
+
+#define STATES_MAX 1000
+
+/* The state of one id as the caller gave it: the store's id, else a Scrapyd
+ * job id (its newest job when several projects share it); NULL when none
+ * the caller may see. */
+static int state_of(store_t *s, op_call_t *c, const char *id, const char **state) {
+  const char *mine = c->who ? c->who->projects : "";
+  job_t j;
+  job_init(&j);
+  *state = NULL;
+  int rc = -ENOENT;
+  if (*id && strlen(id) <= 18 && strspn(id, "0123456789") == strlen(id)) rc = store_job_get(s, strtoll(id, NULL, 10), &j);
+  if (rc == 0 && principal_project_ok(mine, j.project)) *state = job_state_name(j.state);
+  job_release(&j);
+  if (rc && rc != -ENOENT) return rc;
+  if (*state) return 0;
+  job_list_t l = {0};
+  job_filter_t f = {.jobid = id};
+  rc = store_jobs_list(s, &f, &l);
+  int64_t best = 0;
+  for (size_t i = 0; !rc && i < l.n; i++) {
+    if (principal_project_ok(mine, l.v[i].project) && l.v[i].id > best) {
+      best = l.v[i].id;
+      *state = job_state_name(l.v[i].state);
+    }
+  }
+  job_list_release(&l);
+  return rc;
+}
+
+/* Every id in one read op, so the answer is one moment of the store. */
+static int states_fn(store_t *s, void *arg) {
+  op_call_t *c = arg;
+  const json_t *ids = op_json(c, "ids");
+  json_decref(c->result);
+  c->result = json_object();
+  if (!c->result) return -ENOMEM;
+  size_t i;
+  const json_t *v;
+  int rc = 0;
+  json_array_foreach(ids, i, v) {
+    char buf[24];
+    const char *id = buf, *state;
+    if (json_is_integer(v)) snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
+    else id = json_string_value(v);
+    if ((rc = state_of(s, c, id, &state))) break;
+    json_object_set_new(c->result, id, state ? json_string(state) : json_null());
+  }
+  return rc;
+}
+
+static void states_done(void *arg, int rc) {
+  op_call_t *c = arg;
+  if (op_store_failed(c, rc)) return;
+  json_t *r = c->result;
+  c->result = NULL;
+  op_ok(c, json_pack("{s:o}", "states", r));
+}
+
+void op_jobs_states(op_call_t *c) {
+  const json_t *ids = op_json(c, "ids");
+  json_t *parsed = NULL;
+  if (json_is_string(ids)) { /* a query string: comma-separated */
+    parsed = json_array();
+    char *dup = strdup(json_string_value(ids)), *save = NULL;
+    for (char *t = dup ? strtok_r(dup, ",", &save) : NULL; t; t = strtok_r(NULL, ",", &save))
+      json_array_append_new(parsed, json_string(t));
+    free(dup);
+    json_object_set_new(c->params, "ids", parsed);
+    ids = parsed;
+  }
+  size_t n = json_array_size(ids), i;
+  const json_t *v;
+  int ok = json_is_array(ids) && n >= 1 && n <= STATES_MAX;
+  json_array_foreach(ids, i, v) {
+    if (!ok) break;
+    ok = (json_is_integer(v) && json_integer_value(v) > 0) ||
+         (json_is_string(v) && json_string_length(v) > 0 && json_string_length(v) <= 200);
+  }
+  if (!ok) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "ids"),
+            "'ids' must be an array of 1 to %d job ids (integers or job id strings)",
+            STATES_MAX);
+    return;
+  }
+  op_store(c, STORE_READ, states_fn, states_done);
+}

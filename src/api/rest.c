@@ -142,6 +142,26 @@ static int add_text_param(rest_call_t *rc, json_t *params, const char *key, cons
                           size_t len) {
   const op_param_t *p = op_param(rc->def, key);
   json_t *old = json_object_get(params, key);
+  /* NAME.KEY=VALUE is KEY: VALUE of an object parameter NAME (jobs.list's
+   * meta.KEY=VALUE filters). */
+  const char *dot = strchr(key, '.');
+  char head[32];
+  const op_param_t *op = NULL;
+  if (dot && dot[1] && (size_t)(dot - key) < sizeof(head)) {
+    memcpy(head, key, (size_t)(dot - key));
+    head[dot - key] = '\0';
+    op = op_param(rc->def, head);
+  }
+  if (op && op->type == OPT_OBJ && strlen(value) == len) {
+    json_t *obj = json_object_get(params, op->name);
+    if (!obj) json_object_set_new(params, op->name, obj = json_object());
+    if (!json_is_object(obj) || json_object_get(obj, dot + 1)) {
+      send_error(rc->req, rc->allow, SPD_EBADPARAM, NULL, "'%s' is given more than once", key);
+      return 1;
+    }
+    json_object_set_new(obj, dot + 1, json_string(value));
+    return 0;
+  }
   if (strlen(value) != len) {
     send_error(rc->req, rc->allow, SPD_EBADPARAM, NULL, "'%s' must not contain a NUL character",
                key);
@@ -337,14 +357,17 @@ static void on_rest(http_req_t *req, void *ud) {
     json_decref(d);
     return;
   }
-  /* A job's token opens the queue operations, and job creation for its
-   * own children (jobs.create checks the parent), only; the server let it
-   * in for their paths and the JSON-RPC endpoint, which checks its calls. */
+  /* A job's token opens the queue operations, job creation for its own
+   * children (jobs.create checks the parent) and its own job's meta
+   * (jobs.meta checks the job is the token's) only; the server let it in
+   * for their paths and the JSON-RPC endpoint, which checks its calls. */
   if (auth_who(app, req)->kind == AUTH_JOB && special != SPECIAL_JSONRPC &&
-      (special || !def || (strncmp(def->name, "queues.", 7) && strcmp(def->name, "jobs.create")))) {
+      (special || !def ||
+       (strncmp(def->name, "queues.", 7) && strcmp(def->name, "jobs.create") &&
+        strcmp(def->name, "jobs.meta")))) {
     send_error(req, allow, SPD_EFORBIDDEN, NULL,
-               "a job's token gives access to the queue API and to creating its own child "
-               "jobs only");
+               "a job's token gives access to the queue API, to creating its own child "
+               "jobs and to its own job's meta only");
     return;
   }
   if (special == SPECIAL_INDEX) {

@@ -26,6 +26,8 @@ void job_release(job_t *j) {
   free(j->version);
   free(j->node);
   free(j->unique_key);
+  free(j->note);
+  json_decref(j->meta);
   json_decref(j->args);
   json_decref(j->settings);
   json_decref(j->stats);
@@ -149,4 +151,38 @@ json_t *job_event_json(const job_t *j) {
   json_object_set_new(o, "settings", copy_or_null(j->settings));
   json_object_set_new(o, "stats", copy_or_null(j->stats));
   return o;
+}
+
+/* RFC 7396, section 2: target is an object (made one when it is not). */
+static json_t *merge_value(json_t *target, const json_t *patch) {
+  if (!json_is_object(patch)) return json_deep_copy(patch);
+  json_t *t = json_is_object(target) ? json_incref(target) : json_object();
+  const char *k;
+  json_t *v;
+  json_object_foreach((json_t *)patch, k, v) {
+    if (!t) return NULL;
+    if (json_is_null(v)) {
+      json_object_del(t, k);
+      continue;
+    }
+    json_t *m = merge_value(json_object_get(t, k), v);
+    if (!m || json_object_set_new(t, k, m)) {
+      json_decref(t);
+      return NULL;
+    }
+  }
+  return t;
+}
+
+int job_meta_merge(json_t **meta, const json_t *patch) {
+  if (!json_is_object(patch)) return -EINVAL;
+  /* Merged into a copy: a failure leaves *meta as it was. */
+  json_t *base = *meta ? json_deep_copy(*meta) : json_object();
+  if (!base) return -ENOMEM;
+  json_t *m = merge_value(base, patch);
+  json_decref(base);
+  if (!m) return -ENOMEM;
+  json_decref(*meta);
+  *meta = m;
+  return 0;
 }

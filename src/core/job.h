@@ -56,6 +56,15 @@ typedef struct job {
   /* At most one pending or running job of a project holds a given key
    * (store_job_insert); NULL = none. A retry keeps its attempt's key. */
   char *unique_key;
+  /* The user's own fields (jobs.meta): NULL = none, else an object of at
+   * most JOB_META_MAX bytes as compact JSON. */
+  json_t *meta;
+  /* History updates (jobs.history): once a review corrected its state
+   * (corrected = 1), the state the job ended in (original_state); the
+   * latest note (NULL = none). */
+  int corrected;
+  job_state_t original_state;
+  char *note;
 } job_t;
 
 typedef struct job_list {
@@ -77,6 +86,16 @@ const char *job_state_name(job_state_t s);
 int job_state_parse(const char *name, job_state_t *out);
 /* Is the state one a job never leaves? */
 int job_state_final(job_state_t s);
+
+/* The largest meta object, in bytes of compact JSON. */
+#define JOB_META_MAX 65536
+/* The longest note of a history update, in bytes. */
+#define JOB_NOTE_MAX 4096
+
+/* Merges patch into *meta as RFC 7396 says (a member null removes the key,
+ * an object merges recursively, anything else replaces); *meta may be NULL
+ * (an empty object). 0, -EINVAL when patch is not an object, or -ENOMEM. */
+int job_meta_merge(json_t **meta, const json_t *patch);
 
 /* The longest unique_key, in bytes. */
 #define JOB_UNIQUE_KEY_MAX 200

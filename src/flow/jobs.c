@@ -81,9 +81,10 @@ int jobs_rerun(job_t *src, const char *jobid, job_t *out) {
   out->args = src->args ? src->args : json_object();
   out->settings = src->settings ? src->settings : json_object();
   out->priority = src->priority;
+  out->meta = src->meta;
   out->state = JOB_PENDING;
   src->project = src->spider = src->version = NULL;
-  src->args = src->settings = NULL;
+  src->args = src->settings = src->meta = NULL;
   job_release(src);
   return out->jobid && out->args && out->settings ? 0 : -ENOMEM;
 }
@@ -149,9 +150,12 @@ int jobs_cancel(store_t *s, jobs_cancel_t *c, int64_t now_ms) {
   job_list_t family = {0};
   job_filter_t f = {.project = c->project, .jobid = c->jobid};
   int rc = store_jobs_list(s, &f, &family);
-  if (!rc) rc = jobs_cancel_pending(s, c->project, c->jobid, now_ms, &c->count, &c->change);
-  /* Running on another node (a shared store): that node stops it. */
-  for (size_t i = 0; i < family.n && !rc; i++) {
+  if (!rc && !c->children_only)
+    rc = jobs_cancel_pending(s, c->project, c->jobid, now_ms, &c->count, &c->change);
+  /* Running on another node (a shared store): that node stops it. The job
+   * itself stays as it is when only its children are stopped: it is only
+   * where the walk begins. */
+  for (size_t i = 0; i < family.n && !rc && !c->children_only; i++) {
     const job_t *j = &family.v[i];
     if ((rc = cancel_remote(s, c, j, now_ms)) == 1) {
       c->remote++;
@@ -171,6 +175,7 @@ int jobs_cancel(store_t *s, jobs_cancel_t *c, int64_t now_ms) {
       if (kid->state == JOB_PENDING) {
         rc = jobs_cancel_pending(s, kid->project, kid->jobid, now_ms, &c->family, &c->change);
       } else if ((rc = cancel_remote(s, c, kid, now_ms)) == 1) {
+        c->family_remote++;
         rc = 0;
       } else if (!rc) {
         job_t copy = {.project = strdup(kid->project), .jobid = strdup(kid->jobid)};
@@ -227,6 +232,7 @@ int jobs_retry(store_t *s, const job_t *t, int64_t end_ms, int exit_code, int te
   r.version = t->version ? strdup(t->version) : NULL;
   r.args = json_incref(t->args);
   r.settings = json_incref(t->settings);
+  r.meta = json_incref(t->meta); /* the same job, again: the same meta */
   /* The attempt that ended gave its key up in this transaction (jobs_end
    * finished it first), so the retry takes it over: no one can slip a
    * second job with the key in between. */

@@ -50,7 +50,7 @@ int jobs_enqueue(store_t *s, job_t *job, json_t *extra, flow_change_t *c);
 
 /* The job that runs ended job src again (jobs.rerun), to be queued with
  * jobs_enqueue: the same project, spider, version (NULL stays "the
- * latest"), args, settings and priority, with jobid; no parent, schedule,
+ * latest"), args, settings, meta and priority, with jobid; no parent, schedule,
  * retry lineage or unique key, and the daemon's policy of the day. src's
  * contents are taken (src is left released). 0 or -ENOMEM. */
 int jobs_rerun(job_t *src, const char *jobid, job_t *out);
@@ -74,9 +74,11 @@ int jobs_cancel_pending(store_t *s, const char *project, const char *jobid, int6
 typedef struct jobs_cancel {
   const char *project, *jobid; /* in */
   const char *node;            /* in: this node's name */
+  int children_only;           /* in: leave the job itself alone (jobs.cancel_children) */
   int count;          /* out: the job's own pending entries cancelled */
   int family;         /* out: pending descendants cancelled */
   int remote;         /* out: running on other nodes, asked to stop */
+  int family_remote;  /* out: running descendants on other nodes, asked to stop */
   int here;           /* out: the job itself running on this node, by the store
                          (claimed: its process may not have been seen yet) */
   job_list_t running; /* out: running descendants on this node, for its launcher
@@ -84,7 +86,8 @@ typedef struct jobs_cancel {
   flow_change_t change; /* out: the pending entries cancelled (count + family) */
 } jobs_cancel_t;
 
-/* Cancels the job's pending entries and every pending descendant, asks the
+/* Cancels the job's pending entries (unless c->children_only) and every
+ * pending descendant, asks the
  * nodes running any of them elsewhere to stop them (store_job_cancel_request),
  * and lists the running descendants of this node, which only its launcher
  * can stop. At most 10,000 descendants are reached by one call. */

@@ -58,6 +58,9 @@ STORE_OP(job_stats_scan, (store_t *s, const char *project, int64_t from_ms, int6
 STORE_OP(trim_finished, (store_t *s, int keep, int *deleted))
 STORE_OP(job_heartbeat, (store_t *s, int64_t id, int64_t now_ms))
 STORE_OP(job_next_due, (store_t *s, int64_t now_ms, int64_t *out))
+STORE_OP(job_set_meta, (store_t *s, int64_t id, const json_t *meta))
+STORE_OP(job_set_history, (store_t *s, int64_t id, job_state_t state, int corrected,
+                           job_state_t original, const char *note))
 
 /* ---- schedules, runs, events, leases ---- */
 STORE_OP(schedule_insert, (store_t *s, schedule_t *sc))

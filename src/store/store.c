@@ -179,6 +179,11 @@ int store_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
     for (size_t i = 0; i < f->nprojects; i++)
       if (!f->projects[i] || !*f->projects[i]) return -EINVAL;
   }
+  if (f && f->nmeta) {
+    if (f->nmeta > JOB_FILTER_META_MAX || !f->meta) return -EINVAL;
+    for (size_t i = 0; i < f->nmeta; i++)
+      if (!job_meta_key_valid(f->meta[2 * i]) || !f->meta[2 * i + 1]) return -EINVAL;
+  }
   if (f && f->text && !*f->text) {
     job_filter_t g = *f; /* "" is no filter: the backends see NULL only */
     g.text = NULL;
@@ -230,6 +235,26 @@ int store_trim_finished(store_t *s, int keep, int *deleted) {
 int store_job_heartbeat(store_t *s, int64_t id, int64_t now_ms) {
   if (!s) return -EINVAL;
   return s->ops->job_heartbeat(s, id, now_ms);
+}
+
+int job_meta_key_valid(const char *key) {
+  size_t n = key ? strlen(key) : 0;
+  if (n == 0 || n > JOB_META_KEY_MAX) return 0;
+  for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+    if (*p < 0x20 || *p == 0x7f || *p == '"' || *p == '\\') return 0;
+  return 1;
+}
+
+int store_job_set_meta(store_t *s, int64_t id, const json_t *meta) {
+  if (!s || (meta && !json_is_object(meta))) return -EINVAL;
+  return s->ops->job_set_meta(s, id, meta);
+}
+
+int store_job_set_history(store_t *s, int64_t id, job_state_t state, int corrected,
+                          job_state_t original, const char *note) {
+  if (!s || !job_state_final(state) || (corrected && !job_state_final(original)))
+    return -EINVAL;
+  return s->ops->job_set_history(s, id, state, corrected, original, note);
 }
 
 int store_job_next_due(store_t *s, int64_t now_ms, int64_t *out) {

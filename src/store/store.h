@@ -146,9 +146,21 @@ typedef struct job_filter {
    * order an unlimited one does. */
   const char *const *projects;
   size_t nprojects; /* 0 = no such limit (project above still applies) */
+  /* A native-API field: jobs whose meta has, for each i < nmeta, the
+   * string meta[2i + 1] at top-level key meta[2i] (string equality: a
+   * number 5 is not "5"). At most JOB_FILTER_META_MAX pairs; keys valid
+   * by job_meta_key_valid (-EINVAL else). */
+  const char *const *meta;
+  size_t nmeta;
 } job_filter_t;
 
 #define JOB_FILTER_TEXT_MAX 200
+#define JOB_FILTER_META_MAX 8
+#define JOB_META_KEY_MAX 128
+
+/* May key be a meta filter's key: 1 to JOB_META_KEY_MAX bytes, no control
+ * character, no '"' nor '\\' (the SQL backends quote it in a JSON path)? */
+int job_meta_key_valid(const char *key);
 #define JOB_FILTER_PROJECTS_MAX 64
 
 /* Lists jobs matching f, appended to out. Order: pending jobs by priority
@@ -288,6 +300,16 @@ void job_stats_release(job_stats_t *st);
  * deletes older ones, along with cancelled-before-start jobs older than the
  * oldest kept. keep 0 = keep all. *deleted = rows removed (may be NULL). */
 int store_trim_finished(store_t *s, int keep, int *deleted);
+
+/* Replaces a job's meta with meta (an object; NULL = none): jobs.meta
+ * merges in the flow and writes the result here. -ENOENT if no row. */
+int store_job_set_meta(store_t *s, int64_t id, const json_t *meta);
+
+/* A history update of an ended job: its state, whether it was corrected
+ * and from what (original), and its note (NULL = none), written as given.
+ * -ENOENT when there is no such job in a final state. */
+int store_job_set_history(store_t *s, int64_t id, job_state_t state, int corrected,
+                          job_state_t original, const char *note);
 
 /* Records a sign of life of a running job. -ENOENT when it is not running. */
 int store_job_heartbeat(store_t *s, int64_t id, int64_t now_ms);

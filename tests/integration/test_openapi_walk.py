@@ -472,6 +472,69 @@ def _jobs_cancel(w, ctx):
     w.fail("POST", J + "/cancel", {"id": 424242}, status=404, code="SPD_ENOJOB")
 
 
+@case("POST", J + "/cancel-children")
+def _jobs_cancel_children(w, ctx):
+    r = w.ok("POST", J + "/cancel-children", {"id": ctx["quick"]}, json_body={"signal": "KILL"})
+    assert r["cancelled"] == 0 and r["stopping"] == 0
+    w.fail("POST", J + "/cancel-children", {"id": 424242}, status=404, code="SPD_ENOJOB")
+
+
+@case("PATCH", J + "/meta")
+def _jobs_meta(w, ctx):
+    r = w.ok("PATCH", J + "/meta", {"id": ctx["quick"]}, json_body={"meta": {"walk": "1"}})
+    assert r["meta"] == {"walk": "1"}
+    w.ok("GET", API + "/jobs", params={"meta.walk": "1"})
+    w.fail("PATCH", J + "/meta", {"id": ctx["quick"]}, json_body={"meta": [1]}, status=400,
+           code="SPD_EBADPARAM", body_valid=False)
+    w.fail("PATCH", J + "/meta", {"id": 424242}, json_body={"meta": {}}, status=404,
+           code="SPD_ENOJOB")
+
+
+@case("POST", J + "/history")
+def _jobs_history(w, ctx):
+    r = w.ok("POST", J + "/history", {"id": ctx["quick"]}, json_body={"note": "walk"})
+    assert r["note"] == "walk"
+    w.fail("POST", J + "/history", {"id": ctx["quick"]}, json_body={"state": "running"},
+           status=400, code="SPD_EBADPARAM", body_valid=False)
+    w.fail("POST", J + "/history", {"id": 424242}, json_body={"note": "x"}, status=404,
+           code="SPD_ENOJOB")
+    ctx["live"] = w.ok("POST", API + "/jobs", json_body={
+        "project": "wp", "spider": "slow", "args": {"seconds": "60"}}, status=201)["id"]
+    w.fail("POST", J + "/history", {"id": ctx["live"]}, json_body={"note": "x"},
+           status=409, code="SPD_ECONFLICT")
+
+
+@case("POST", API + "/jobs/history")
+def _jobs_history_batch(w, ctx):
+    r = w.ok("POST", API + "/jobs/history", json_body={"ids": [ctx["quick"]], "note": "batch"})
+    assert r["updated"] == 1
+    w.fail("POST", API + "/jobs/history", json_body={"ids": [], "note": "x"}, status=400,
+           code="SPD_EBADPARAM", body_valid=False)
+    w.fail("POST", API + "/jobs/history", json_body={"ids": [424242], "note": "x"}, status=404,
+           code="SPD_ENOJOB")
+    w.fail("POST", API + "/jobs/history", json_body={"ids": [ctx["live"]], "note": "x"},
+           status=409, code="SPD_ECONFLICT")
+    w.ok("POST", J + "/cancel", {"id": ctx["live"]}, json_body={"signal": "KILL"})
+
+
+@case("POST", API + "/jobs/history/by-status")
+def _jobs_history_by_status(w, ctx):
+    w.ok("POST", API + "/jobs/history/by-status",
+         json_body={"status": "finished", "project": "wp", "note": "by status"})
+    w.fail("POST", API + "/jobs/history/by-status", json_body={"status": "running", "note": "x"},
+           status=409, code="SPD_ECONFLICT")
+    w.fail("POST", API + "/jobs/history/by-status", json_body={"status": "done", "note": "x"},
+           status=400, code="SPD_EBADPARAM")
+
+
+@case("POST", API + "/jobs/states")
+def _jobs_states(w, ctx):
+    r = w.ok("POST", API + "/jobs/states", json_body={"ids": [ctx["quick"], "nosuch"]})
+    assert r["states"]["nosuch"] is None
+    w.fail("POST", API + "/jobs/states", json_body={"ids": []}, status=400,
+           code="SPD_EBADPARAM", body_valid=False)
+
+
 @case("POST", J + "/rerun")
 def _jobs_rerun(w, ctx):
     ctx["rerun"] = w.ok("POST", J + "/rerun", {"id": ctx["quick"]}, json_body={}, status=201)["id"]
@@ -908,6 +971,7 @@ OPEN_OBJECTS = {
     "Error.error.details": "one shape per error code (field, project, ids, stderr, ...)",
     "RpcResponse.error.data.details": "the REST error's details",
     "Job.stats": "what the crawl reported; absent keys where Scrapy had none",
+    "Job.meta": "the user's own fields: any JSON object within 64 KiB",
     "Event.data": "one shape per event type",
 }
 
@@ -995,6 +1059,13 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "jobs.stats": lambda c, m: {"by": "spider"},
     "jobs.get": lambda c, m: {"id": c["quick"]},
     "jobs.cancel": lambda c, m: {"id": _new_job(c), "signal": "KILL"},
+    "jobs.cancel_children": lambda c, m: {"id": _new_job(c), "signal": "KILL"},
+    "jobs.states": lambda c, m: {"ids": [c["quick"], "nosuchjob"]},
+    "jobs.meta": lambda c, m: {"id": c["quick"], "meta": {"walk": m, "gone": None}},
+    "jobs.history": lambda c, m: {"id": c["quick"], "note": "walk " + m},
+    "jobs.history_batch": lambda c, m: {"ids": [c["quick"]], "note": "batch " + m},
+    "jobs.history_by_status": lambda c, m: {"status": "finished", "project": "rpcp",
+                                            "note": "by " + m},
     "jobs.rerun": lambda c, m: {"id": c["quick"]},
     "jobs.log": lambda c, m: {"id": c["quick"], "offset": -200},
     "jobs.items": lambda c, m: {"id": c["quick"]},

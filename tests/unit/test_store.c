@@ -1501,6 +1501,9 @@ static void test_migration_node_version(void **state) {
                                 "DROP TABLE principals;" /* from schema 7 */
                                 "ALTER TABLE nodes DROP COLUMN draining;" /* from schema 8 */
                                 "ALTER TABLE schedules DROP COLUMN state;" /* from schema 9 */
+                                "ALTER TABLE jobs DROP COLUMN meta;" /* from schema 10 */
+                                "ALTER TABLE jobs DROP COLUMN original_state;"
+                                "ALTER TABLE jobs DROP COLUMN note;"
                                 "PRAGMA user_version = 5;",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
@@ -1537,6 +1540,8 @@ static void test_migration_principals(void **state) {
   snprintf(path, sizeof(path), "%s/main.db", f->dir);
   assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
   assert_int_equal(sqlite3_exec(db, "ALTER TABLE nodes DROP COLUMN draining; ALTER TABLE schedules DROP COLUMN state; "
+                                    "ALTER TABLE jobs DROP COLUMN meta; ALTER TABLE jobs DROP COLUMN original_state; "
+                                    "ALTER TABLE jobs DROP COLUMN note; "
                                     "DROP TABLE principals; PRAGMA user_version = 6;", NULL,
                                 NULL, NULL),
                    SQLITE_OK);
@@ -1555,7 +1560,7 @@ static void test_migration_principals(void **state) {
   sqlite3_stmt *st;
   assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
   assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-  assert_int_equal(sqlite3_column_int(st, 0), 9); /* and on to the newest */
+  assert_int_equal(sqlite3_column_int(st, 0), 10); /* and on to the newest */
   sqlite3_finalize(st);
   sqlite3_close(db);
 }

@@ -128,6 +128,8 @@ enum {
   PJ_TRIM,
   PJ_HEARTBEAT,
   PJ_NEXT_DUE,
+  PJ_SET_META,
+  PJ_SET_HISTORY,
   PJ_PRUNE_PAIR,
   PJ_PRUNE_DELETE,
   PN_BEAT_DEAD,
@@ -155,7 +157,7 @@ _Static_assert(PJ_LIST_END <= PG_SLOT_SCHED, "pg/jobs.c's slots overflow its ran
   "node, pid, pid_start, created_ms, start_ms, end_ms, exit_code, "        \
   "term_signal, stats, schedule_id, parent_id, retry_of, attempt, "        \
   "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, " \
-  "unique_key"
+  "unique_key, meta, original_state, note"
 
 /* ---- reading rows ---- */
 
@@ -191,6 +193,10 @@ static int pg_row_job(const PGresult *r, int row, job_t *j) {
   j->not_before_ms = pg_i64(r, row, 25);
   j->heartbeat_ms = pg_i64(r, row, 26);
   if ((rc = pg_str(r, row, 27, &j->unique_key))) goto out;
+  if ((rc = pg_json(r, row, 28, &j->meta))) goto out;
+  j->corrected = !PQgetisnull(r, row, 29);
+  j->original_state = (job_state_t)pg_i64(r, row, 29);
+  if ((rc = pg_str(r, row, 30, &j->note))) goto out;
 out:
   if (rc) {
     if (rc == SPD_ESTORE)
@@ -303,6 +309,7 @@ int pg_job_insert(store_t *s, job_t *j) {
     pg_p_i64(&p, j->not_before_ms);
     pg_p_i64(&p, j->heartbeat_ms);
     pg_p_str(&p, j->unique_key);
+    pg_p_json(&p, j->meta);
     int rc;
     PGresult *r = pg_run(
         q, PJ_INSERT,
@@ -310,8 +317,8 @@ int pg_job_insert(store_t *s, job_t *j) {
         "priority, state, node, pid, pid_start, created_ms, start_ms, end_ms, "
         "exit_code, term_signal, stats, schedule_id, parent_id, retry_of, attempt, "
         "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, "
-        "unique_key) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
-        "$14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27) "
+        "unique_key, meta) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
+        "$13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28) "
         "ON CONFLICT (project, unique_key) WHERE unique_key IS NOT NULL AND state < 2 "
         "DO NOTHING RETURNING id",
         &p, 0, &rc, "insert job");
@@ -498,7 +505,7 @@ int pg_job_status(store_t *s, const char *project, const char *jobid, job_state_
 
 /* Appends to a statement being built. */
 struct sqlbuf {
-  char s[2048];
+  char s[4096];
   size_t n;
 };
 
@@ -567,6 +574,13 @@ static int pg_jobs_list_native(struct pg_store *q, const job_filter_t *f, job_li
            " lower(a.value COLLATE \"C\")) > 0))",
            t, t, t, t);
   }
+  /* A string at the key: ->> alone would give a number's digits. */
+  for (size_t i = 0; i < f->nmeta; i++) {
+    pg_p_str(&p, f->meta[2 * i]);
+    pg_p_str(&p, f->meta[2 * i + 1]);
+    sb_add(&b, " AND jsonb_typeof(meta -> $%d::text) = 'string' AND (meta ->> $%d::text) = $%d",
+           p.n - 1, p.n - 1, p.n);
+  }
   sb_add(&b, " ORDER BY id DESC");
   if (f->limit) pg_p_i64(&p, pg_clamp(f->limit)), sb_add(&b, " LIMIT $%d", p.n);
   return pg_jobs_query(q, -1, b.s, &p, out, NULL, "list jobs");
@@ -589,7 +603,7 @@ static int pg_list_slot(unsigned states, const job_filter_t *f) {
 int pg_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   struct pg_store *q = PGQ(s);
   if (f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
-      f->created_to_ms || f->before_id || f->newest_first || f->text)
+      f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta)
     return pg_jobs_list_native(q, f, out);
   unsigned states = f->states ? f->states : PG_LIST_ALL_STATES;
   struct sqlbuf b = {.n = 0};
@@ -1154,4 +1168,26 @@ int pg_job_stats_scan(store_t *s, const char *project, int64_t from_ms, int64_t 
   }
   PQclear(r);
   return rc;
+}
+
+int pg_job_set_meta(store_t *s, int64_t id, const json_t *meta) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, id);
+  pg_p_json(&p, meta);
+  return pg_cmd(PGQ(s), PJ_SET_META, "UPDATE jobs SET meta = $2::jsonb WHERE id = $1", &p, 1,
+                "set job meta");
+}
+
+int pg_job_set_history(store_t *s, int64_t id, job_state_t state, int corrected,
+                       job_state_t original, const char *note) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, id);
+  pg_p_i64(&p, (int64_t)state);
+  if (corrected) pg_p_i64(&p, (int64_t)original);
+  else pg_p_str(&p, NULL);
+  pg_p_str(&p, note);
+  return pg_cmd(PGQ(s), PJ_SET_HISTORY,
+                "UPDATE jobs SET state = $2, original_state = $3::integer, note = $4 "
+                "WHERE id = $1 AND state >= 2",
+                &p, 1, "update job history");
 }

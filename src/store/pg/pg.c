@@ -499,6 +499,12 @@ static const char *const *pg_migrations[] = {
     /* 5: a schedule's state, handed from one run to the next (the
      * Sneakpeek face's scraper state); NULL until a crawl or a user sets it. */
     (const char *const[]){"ALTER TABLE schedules ADD COLUMN state TEXT;", NULL},
+    /* 6: a job's own fields (jobs.meta), and what a review of its history
+     * changed: the state it ended in before a correction, and a note. */
+    (const char *const[]){"ALTER TABLE jobs ADD COLUMN meta JSONB;"
+                          "ALTER TABLE jobs ADD COLUMN original_state INTEGER;"
+                          "ALTER TABLE jobs ADD COLUMN note TEXT;",
+                          NULL},
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
 

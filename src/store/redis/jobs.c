@@ -53,7 +53,8 @@ static const struct redis_field job_fields[] = {
     JF(schedule_id, RF_I64),  JF(parent_id, RF_I64),      JF(retry_of, RF_I64),
     JF(attempt, RF_INT),      JF(max_retries, RF_INT),    JF(retry_backoff_ms, RF_I64),
     JF(timeout_ms, RF_I64),   JF(not_before_ms, RF_I64),  JF(heartbeat_ms, RF_I64),
-    JF(unique_key, RF_STR),
+    JF(unique_key, RF_STR),   JF(meta, RF_JSON),          JF(corrected, RF_INT),
+    JF(original_state, RF_INT), JF(note, RF_STR),
 };
 #undef JF
 
@@ -136,6 +137,7 @@ int redis_job_insert(store_t *s, job_t *j) {
   ra_kv_i64(&a, "not_before_ms", j->not_before_ms);
   ra_kv_i64(&a, "heartbeat_ms", j->heartbeat_ms);
   ra_kv_str(&a, "unique_key", j->unique_key);
+  ra_kv_json(&a, "meta", j->meta);
   redisReply *r = NULL;
   int rc = redis_eval(q, RS_JOB_INSERT, &a, &r, "insert job");
   if (!rc) {
@@ -253,7 +255,7 @@ int redis_job_status(store_t *s, const char *project, const char *jobid, job_sta
 
 int redis_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   int native = f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
-               f->created_to_ms || f->before_id || f->newest_first || f->text;
+               f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta;
   int64_t before = f->before_id;
   size_t got = 0;
   int rc;
@@ -278,6 +280,8 @@ int redis_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
     ra_i64(&a, native ? REDIS_LIST_BUDGET : 0);
     ra_i64(&a, (int64_t)f->nprojects);
     for (size_t i = 0; i < f->nprojects; i++) ra_str(&a, f->projects[i]);
+    ra_i64(&a, (int64_t)f->nmeta);
+    for (size_t i = 0; i < 2 * f->nmeta; i++) ra_str(&a, f->meta[i]);
     rc = redis_eval(RQ(s), RS_JOBS_LIST, &a, &r, "list jobs");
     int64_t resume = 0;
     if (!rc && r->type == REDIS_REPLY_ARRAY && r->elements &&
@@ -597,4 +601,23 @@ int redis_egg_delete(store_t *s, const char *project, const char *version, int *
 int redis_job_stats_scan(store_t *s, const char *project, int64_t from_ms, int64_t to_ms,
                          job_stats_row_fn fn, void *ud) {
   return store_job_stats_walk(s, project, from_ms, to_ms, fn, ud);
+}
+
+int redis_job_set_meta(store_t *s, int64_t id, const json_t *meta) {
+  redis_args_t a = {0};
+  ra_i64(&a, id);
+  if (meta) ra_json(&a, meta);
+  else ra_str(&a, "");
+  return redis_eval(RQ(s), RS_JOB_SET_META, &a, NULL, "set job meta");
+}
+
+int redis_job_set_history(store_t *s, int64_t id, job_state_t state, int corrected,
+                          job_state_t original, const char *note) {
+  redis_args_t a = {0};
+  ra_i64(&a, id);
+  ra_i64(&a, state);
+  ra_i64(&a, corrected ? 1 : 0);
+  ra_i64(&a, original);
+  ra_str(&a, note ? note : "");
+  return redis_eval(RQ(s), RS_JOB_SET_HISTORY, &a, NULL, "update job history");
 }

@@ -15,7 +15,7 @@
 #include "store/store_impl.h"
 
 /* Statement slots of sqlite/jobs.c (sqlite_jobs_sql[]). */
-#define SQLITE_JOBS_SLOTS 24
+#define SQLITE_JOBS_SLOTS 32
 /* Statement slots of sqlite/sched.c (sqlite_sched_sql[]). */
 #define SQLITE_SCHED_SLOTS 40
 /* Statement slots of sqlite/janitor.c. */
@@ -86,7 +86,7 @@ struct sqlite_rows {
   "node, pid, pid_start, created_ms, start_ms, end_ms, exit_code, "        \
   "term_signal, stats, schedule_id, parent_id, retry_of, attempt, "        \
   "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, " \
-  "unique_key"
+  "unique_key, meta, original_state, note"
 
 /* Reads one row of SQLITE_JOB_COLS into j (initialised here). */
 int sqlite_row_job(sqlite3_stmt *st, job_t *j);

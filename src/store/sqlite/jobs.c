@@ -39,6 +39,8 @@ enum sqlite_jobs_stmt_id {
   SJOB_TRIM_UNSTARTED,
   SJOB_HEARTBEAT,
   SJOB_NEXT_DUE,
+  SJOB_SET_META,
+  SJOB_SET_HISTORY,
   SJOB_COUNT
 };
 
@@ -50,11 +52,11 @@ static const char *const sqlite_jobs_sql[SJOB_COUNT] = {
         "priority, state, node, pid, pid_start, created_ms, start_ms, end_ms, "
         "exit_code, term_signal, stats, schedule_id, parent_id, retry_of, attempt, "
         "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, "
-        "unique_key) VALUES "
+        "unique_key, meta) VALUES "
         "(max(coalesce((SELECT max(id) FROM jobs), 0), coalesce((SELECT "
         "CAST(value AS INTEGER) FROM meta WHERE key = 'jobs.last_id'), 0)) + 1, "
         "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-        "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27)",
+        "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
     /* The holder of a unique key: a seek in the partial index jobs_unique
      * (unique_key = ?2 implies its IS NOT NULL). */
     [SJOB_UNIQUE_HELD] =
@@ -141,6 +143,9 @@ static const char *const sqlite_jobs_sql[SJOB_COUNT] = {
     [SJOB_HEARTBEAT] = "UPDATE jobs SET heartbeat_ms = ?2 WHERE id = ?1 AND state = 1",
     [SJOB_NEXT_DUE] =
         "SELECT min(not_before_ms) FROM jobs WHERE state = 0 AND not_before_ms > ?1",
+    [SJOB_SET_META] = "UPDATE jobs SET meta = ?2 WHERE id = ?1",
+    [SJOB_SET_HISTORY] = "UPDATE jobs SET state = ?2, original_state = ?3, note = ?4 "
+                         "WHERE id = ?1 AND state >= 2",
 };
 
 
@@ -190,6 +195,10 @@ int sqlite_row_job(sqlite3_stmt *st, job_t *j) {
   j->not_before_ms = sqlite3_column_int64(st, 25);
   j->heartbeat_ms = sqlite3_column_int64(st, 26);
   if ((rc = sqlite_col_str(st, 27, &j->unique_key))) goto out;
+  if ((rc = sqlite_col_json(st, 28, &j->meta))) goto out;
+  j->corrected = sqlite3_column_type(st, 29) != SQLITE_NULL;
+  j->original_state = (job_state_t)sqlite3_column_int(st, 29);
+  if ((rc = sqlite_col_str(st, 30, &j->note))) goto out;
 out:
   if (rc) job_release(j);
   return rc;
@@ -266,6 +275,7 @@ static int sqlite_job_insert_row(struct sqlite_store *q, job_t *j, int64_t creat
   b |= sqlite3_bind_int64(st, 25, j->not_before_ms);
   b |= sqlite3_bind_int64(st, 26, j->heartbeat_ms);
   b |= sqlite_bind_str(st, 27, j->unique_key);
+  b |= sqlite_bind_json(st, 28, j->meta);
   if (b != SQLITE_OK) {
     sqlite3_clear_bindings(st);
     return sqlite_fail(q, "bind job");
@@ -529,7 +539,7 @@ static int list_read(struct sqlite_store *q, sqlite3_stmt *st, job_list_t *out) 
  * prepared per call (the API pages through, it does not poll). */
 static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f,
                                    job_list_t *out) {
-  char sql[2048];
+  char sql[4096];
   /* Running jobs are few (the nodes' slots): their partial index and a
    * sort beat walking every id down to the page's last, which the planner
    * picks without statistics. */
@@ -566,6 +576,12 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
                " OR instr(lower(project), lower(?11)) OR EXISTS (SELECT 1 FROM"
                " json_each(CASE WHEN json_valid(args) THEN args END) AS a"
                " WHERE a.type = 'text' AND instr(lower(a.value), lower(?11))))");
+  /* A string at the key: json_extract gives SQL text only for a JSON
+   * string, so a number never equals the text of its digits. */
+  for (size_t i = 0; i < f->nmeta; i++)
+    SQLITE_ADD(" AND json_valid(meta) AND json_type(meta, '$.\"' || ?%zu || '\"') = 'text'"
+               " AND json_extract(meta, '$.\"' || ?%zu || '\"') = ?%zu",
+               200 + 2 * i, 200 + 2 * i, 201 + 2 * i);
   SQLITE_ADD(" ORDER BY id DESC");
   if (f->limit) SQLITE_ADD(" LIMIT ?10");
 #undef SQLITE_ADD
@@ -585,6 +601,10 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
   sqlite3_bind_int64(st, 9, f->before_id);
   sqlite3_bind_int64(st, 10, sqlite_clamp(f->limit));
   if (f->text) sqlite_bind_str(st, 11, f->text);
+  for (size_t i = 0; i < f->nmeta; i++) {
+    sqlite_bind_str(st, (int)(200 + 2 * i), f->meta[2 * i]);
+    sqlite_bind_str(st, (int)(201 + 2 * i), f->meta[2 * i + 1]);
+  }
   return list_read(q, st, out);
 }
 
@@ -656,7 +676,7 @@ int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   struct sqlite_store *q = SQ(s);
   struct sqlite_rows r = {0};
   if (f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
-      f->created_to_ms || f->before_id || f->newest_first || f->text)
+      f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta)
     return sqlite_jobs_list_native(q, f, out);
   unsigned states = f->states ? f->states : SQLITE_LIST_ALL_STATES;
   if (f->nprojects) return sqlite_jobs_list_projects(q, f, states, out);
@@ -881,4 +901,26 @@ int sqlite_job_stats_scan(store_t *s, const char *project, int64_t from_ms, int6
   if (!rc && src != SQLITE_DONE) rc = sqlite_fail(q, "job stats");
   sqlite3_finalize(st);
   return rc;
+}
+
+int sqlite_job_set_meta(store_t *s, int64_t id, const json_t *meta) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = jobs_stmt(q, SJOB_SET_META);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite_bind_json(st, 2, meta);
+  return sqlite_changed(q, sqlite_done(q, st, "set job meta"));
+}
+
+int sqlite_job_set_history(store_t *s, int64_t id, job_state_t state, int corrected,
+                           job_state_t original, const char *note) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = jobs_stmt(q, SJOB_SET_HISTORY);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_int(st, 2, (int)state);
+  if (corrected) sqlite3_bind_int(st, 3, (int)original);
+  else sqlite3_bind_null(st, 3);
+  sqlite_bind_str(st, 4, note);
+  return sqlite_changed(q, sqlite_done(q, st, "update job history"));
 }

@@ -271,6 +271,11 @@ static const char *const sqlite_migrations[] = {
     /* 9: a schedule's state, handed from one run to the next (the
      * Sneakpeek face's scraper state); NULL until a crawl or a user sets it. */
     "ALTER TABLE schedules ADD COLUMN state TEXT;",
+    /* 10: a job's own fields (jobs.meta), and what a review of its history
+     * changed: the state it ended in before a correction, and a note. */
+    "ALTER TABLE jobs ADD COLUMN meta TEXT;"
+    "ALTER TABLE jobs ADD COLUMN original_state INTEGER;"
+    "ALTER TABLE jobs ADD COLUMN note TEXT;",
 };
 
 #define SQLITE_SCHEMA_VERSION \

@@ -219,7 +219,9 @@ return best
 -- ARGV: P, states, project, jobid, node, started_only, limit, native,
 -- spider, schedule_id, parent_id, created_from, created_to, before_id,
 -- text ('' = none), budget (native walks: ids per script, 0 = no limit),
--- nprojects, then that many project names (a set: 0 = no such limit)
+-- nprojects, then that many project names (a set: 0 = no such limit),
+-- then nmeta, then that many pairs key, value (meta filters: the job's meta
+-- decoded here, after the hash is read)
 local states = N(ARGV[2])
 if states == 0 then states = 63 end
 local project, jobid, node = ARGV[3], ARGV[4], ARGV[5]
@@ -229,6 +231,18 @@ local cfrom, cto, before = N(ARGV[12]), N(ARGV[13]), N(ARGV[14])
 local text = string.lower(ARGV[15] or '')
 local nprojects, inprojects = N(ARGV[17]), {}
 for i = 1, nprojects do inprojects[ARGV[17 + i]] = true end
+local mbase = 18 + nprojects
+local nmeta = N(ARGV[mbase] or '0')
+local function meta_ok(j)
+  if not j.meta then return false end
+  local okd, m = pcall(cjson.decode, j.meta)
+  if not okd or type(m) ~= 'table' then return false end
+  for i = 1, nmeta do
+    local v = m[ARGV[mbase + 2 * i - 1]]
+    if type(v) ~= 'string' or v ~= ARGV[mbase + 2 * i] then return false end
+  end
+  return true
+end
 local function bit(st) return math.floor(states / 2 ^ st) % 2 == 1 end
 -- string.lower folds ASCII only (the C locale), as the SQL backends do.
 local function has(v)
@@ -256,6 +270,7 @@ local function ok(j)
   if cto ~= 0 and N(j.created_ms) >= cto then return false end
   if before ~= 0 and N(j.id) >= before then return false end
   if text ~= '' and not matches(j) then return false end
+  if nmeta > 0 and not meta_ok(j) then return false end
   return true
 end
 local out = {}
@@ -640,3 +655,17 @@ for _, m in ipairs(ms) do
   redis.call('ZREM', P .. 'eggs', m)
 end
 return n
+-- @script job_set_meta
+-- ARGV: P, id, meta ('' = none)
+if redis.call('EXISTS', JK(ARGV[2])) == 0 then return E('ENOENT') end
+if ARGV[3] == '' then redis.call('HDEL', JK(ARGV[2]), 'meta')
+else redis.call('HSET', JK(ARGV[2]), 'meta', ARGV[3]) end
+return 0
+-- @script job_set_history
+-- ARGV: P, id, state, corrected (0/1), original_state, note ('' = none)
+local id = N(ARGV[2])
+local j = H(JK(id))
+if not j or N(j.state) < 2 then return E('ENOENT') end
+JMOVE(id, j, {state = ARGV[3], corrected = ARGV[4] == '1' and '1',
+              original_state = ARGV[4] == '1' and ARGV[5], note = ARGV[6] ~= '' and ARGV[6]})
+return 0
