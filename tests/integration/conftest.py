@@ -44,7 +44,8 @@ POST_ENDPOINTS = ["addversion.json", "schedule.json", "cancel.json",
 ENDPOINTS = GET_ENDPOINTS + POST_ENDPOINTS
 
 # The spiders of tests/integration/projects/testproj, as `scrapy list` prints them.
-TESTPROJ_SPIDERS = ["crash", "envdump", "fail", "flaky", "hang", "marker", "queueput", "quick", "slow"]
+TESTPROJ_SPIDERS = ["crash", "envdump", "fail", "flaky", "hang", "marker", "metaset", "queueput",
+                    "quick", "slow"]
 
 # The store every daemon uses unless a test sets its own: a URL template whose
 # "{}" becomes a name unique to the daemon's directory (a PostgreSQL schema),

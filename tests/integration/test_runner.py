@@ -19,7 +19,8 @@ sys.path.insert(0, HERE)
 from eggs import PROJECTS_DIR, PYTHON, build_egg  # noqa: E402
 
 PYTHON_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "python"))
-TESTPROJ_SPIDERS = ["crash", "envdump", "fail", "flaky", "hang", "marker", "queueput", "quick", "slow"]
+TESTPROJ_SPIDERS = ["crash", "envdump", "fail", "flaky", "hang", "marker", "metaset", "queueput",
+                    "quick", "slow"]
 
 
 @pytest.fixture(scope="module")
