@@ -149,6 +149,7 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, object_store_region, T_STR, M_NONE, "us-east-1", NULL),
     KEY(SEC_SPIDERD, object_store_credentials, T_STR, M_NONE, "", NULL),
     KEY(SEC_SPIDERD, object_store_flush, T_REAL, M_GT0, "5", NULL),
+    KEY(SEC_SPIDERD, object_store_eggs, T_BOOL, M_NONE, "off", NULL),
     HOOK_KEY(job_queued, T_STR, M_NONE, ""),
     HOOK_KEY(job_started, T_STR, M_NONE, ""),
     HOOK_KEY(job_finished, T_STR, M_NONE, ""),

@@ -177,6 +177,7 @@ typedef struct config {
   char *object_store_region;   /* "us-east-1" */
   char *object_store_credentials; /* "": AWS shared-credentials file, else env */
   double object_store_flush;   /* 5 s between uploads of a running job's log */
+  int object_store_eggs;       /* off: eggs' bytes in the shared store; on: in the bucket */
   /* Nodes sharing a store (run/cluster.c). */
   char *node_url;          /* "": where other nodes reach this one; default
                             * http://<bind_address or hostname>:<http_port> */

@@ -18,6 +18,7 @@
 #include "run/launcher.h"
 #include "run/scheduler.h"
 #include "run/webhooks.h"
+#include "flow/eggsync.h"
 #include "run/objstore.h"
 #include "net/s3.h"
 #include "cli/cli.h"
@@ -259,6 +260,11 @@ static void job_started(void *ud, const job_t *job) {
 /* [spiderd] object_store: the client, the bucket check and the uploader. */
 static int start_objstore(app_t *app, char *err, size_t errlen) {
   const config_t *cfg = &app->cfg;
+  int shared = store_pool_shared(app->store);
+  if (cfg->object_store_eggs && (!cfg->object_store[0] || !shared))
+    log_warn("main", "object_store_eggs = on has no effect without %s: eggs stay %s",
+             cfg->object_store[0] ? "a shared store" : "object_store",
+             shared ? "in the shared store" : "in eggs_dir");
   if (!cfg->object_store[0]) return 0;
   if (!(app->s3 = calloc(1, sizeof(*app->s3)))) return -ENOMEM;
   int rc = s3_init(app->s3, cfg->object_store, cfg->object_store_endpoint,
@@ -269,6 +275,7 @@ static int start_objstore(app_t *app, char *err, size_t errlen) {
     return rc;
   }
   if ((rc = objstore_start(&app->objstore, app->s3, cfg, err, errlen))) return rc;
+  if (cfg->object_store_eggs && shared) eggsync_set_objstore(app->s3);
   janitor_set_objstore(app->janitor, app->objstore);
   launcher_on_start(app->launcher, job_started);
   return 0;

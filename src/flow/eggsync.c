@@ -11,7 +11,111 @@
 #include "core/names.h"
 #include "error.h"
 #include "log.h"
+#include "net/s3.h"
 #include "store/eggs.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+/* Set once at start-up, read by store threads. */
+static const s3_t *g_s3;
+
+void eggsync_set_objstore(const s3_t *s3) { __atomic_store_n(&g_s3, s3, __ATOMIC_RELEASE); }
+
+static const s3_t *objstore(void) { return __atomic_load_n(&g_s3, __ATOMIC_ACQUIRE); }
+
+/* A command project's tar.gz keeps its own extension in the bucket, so an
+ * operator sees what each object is. */
+static const char *const egg_exts[] = {".egg", ".tar.gz"};
+
+static void egg_key(char *key, size_t n, const char *project, const char *stem,
+                    const char *ext) {
+  snprintf(key, n, "eggs/%s/%s%s", project, stem, ext);
+}
+
+/* Puts the file at path in the bucket; *size = its size. Any failure is
+ * SPD_ESTORE (the reason is logged): the caller answers 503. */
+static int s3_put_egg(const s3_t *s3, const char *project, const char *stem, const char *path,
+                      int64_t *size) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  struct stat st;
+  unsigned char magic[2] = {0};
+  int rc = fstat(fd, &st) ? -errno : 0;
+  if (!rc && pread(fd, magic, 2, 0) < 0) rc = -errno;
+  if (rc) {
+    close(fd);
+    return rc;
+  }
+  char key[4096];
+  egg_key(key, sizeof(key), project, stem, egg_exts[magic[0] == 0x1f && magic[1] == 0x8b]);
+  s3_res_t r = {0};
+  rc = s3_put_big(s3, key, fd, 0, (int64_t)st.st_size, 64 << 20, &r);
+  close(fd);
+  if (rc) {
+    log_error("eggs", "cannot put egg %s/%s in the object store: %s", project, stem, r.err);
+    return SPD_ESTORE;
+  }
+  *size = (int64_t)st.st_size;
+  return 0;
+}
+
+/* Reads the object of project/stem (either extension) into memory. */
+static int s3_get_egg(const s3_t *s3, const char *project, const char *stem, void **data,
+                      size_t *len) {
+  FILE *f = tmpfile();
+  if (!f) return -errno;
+  int rc = -ENOENT;
+  s3_res_t r = {0};
+  for (size_t i = 0; i < sizeof(egg_exts) / sizeof(egg_exts[0]) && rc == -ENOENT; i++) {
+    char key[4096];
+    egg_key(key, sizeof(key), project, stem, egg_exts[i]);
+    if (ftruncate(fileno(f), 0) || lseek(fileno(f), 0, SEEK_SET)) rc = -errno;
+    else rc = s3_get_fd(s3, key, 0, -1, fileno(f), &r);
+  }
+  if (rc && rc != -ENOENT)
+    log_error("eggs", "cannot read egg %s/%s from the object store: %s", project, stem, r.err);
+  off_t n = rc ? 0 : lseek(fileno(f), 0, SEEK_END);
+  if (!rc && n <= 0) rc = -EIO; /* an egg is never empty */
+  if (!rc && !(*data = malloc((size_t)n))) rc = -ENOMEM;
+  if (!rc && pread(fileno(f), *data, (size_t)n, 0) != n) rc = -EIO;
+  if (!rc) *len = (size_t)n;
+  if (rc) {
+    free(*data);
+    *data = NULL;
+  }
+  fclose(f);
+  return rc;
+}
+
+void eggsync_objstore_delete(const char *project, const char *stem) {
+  const s3_t *s3 = objstore();
+  if (!s3) return;
+  s3_list_t l = {0};
+  s3_res_t r = {0};
+  char key[4096];
+  int rc = 0;
+  if (stem) {
+    for (size_t i = 0; i < sizeof(egg_exts) / sizeof(egg_exts[0]) && !rc; i++) {
+      egg_key(key, sizeof(key), project, stem, egg_exts[i]);
+      rc = s3_delete(s3, key, &r);
+      if (rc == -ENOENT) rc = 0;
+    }
+  } else {
+    snprintf(key, sizeof(key), "eggs/%s/", project);
+    rc = s3_list(s3, key, &l, &r);
+    for (size_t i = 0; i < l.n && !rc; i++) {
+      rc = s3_delete(s3, l.v[i].key, &r);
+      if (rc == -ENOENT) rc = 0;
+    }
+    s3_list_release(&l);
+  }
+  /* The store's row is gone, so no node fetches it again: what is left is
+   * an orphan an operator can remove, not a version any node runs. */
+  if (rc)
+    log_error("eggs", "cannot delete egg %s/%s from the object store: %s", project,
+              stem ? stem : "*", r.err);
+}
 
 static int read_file(const char *path, void **data, size_t *len) {
   *data = NULL;
@@ -41,8 +145,16 @@ int eggsync_put_file(store_t *s, const char *project, const char *version, const
   char *stem = version_sanitize(version);
   void *data = NULL;
   size_t len = 0;
-  int rc = stem ? read_file(path, &data, &len) : -ENOMEM;
-  if (!rc) rc = store_egg_put(s, project, stem, data, len, now_ms);
+  const s3_t *s3 = objstore();
+  int rc = stem ? 0 : -ENOMEM;
+  if (!rc && s3) {
+    int64_t size = 0;
+    rc = s3_put_egg(s3, project, stem, path, &size);
+    if (!rc) rc = store_egg_put(s, project, stem, NULL, (size_t)size, now_ms);
+  } else if (!rc) {
+    rc = read_file(path, &data, &len);
+    if (!rc) rc = store_egg_put(s, project, stem, data, len, now_ms);
+  }
   free(data);
   free(stem);
   return rc;
@@ -60,6 +172,13 @@ static int fetch(store_t *s, const char *eggs_dir, const egg_ref_t *e) {
   size_t len = 0;
   char *tmp = NULL, err[256];
   int rc = store_egg_get(s, e->project, e->version, &data, &len);
+  /* No bytes but a size: the egg is in the object store. */
+  if (!rc && len == 0 && e->size > 0) {
+    const s3_t *s3 = objstore();
+    free(data);
+    data = NULL;
+    rc = s3 ? s3_get_egg(s3, e->project, e->version, &data, &len) : SPD_ECONFIG;
+  }
   if (rc == -ENOENT) return 0; /* deleted meanwhile */
   if (!rc) rc = eggs_stage(eggs_dir, data, len, &tmp, err, sizeof(err));
   if (!rc) {

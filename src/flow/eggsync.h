@@ -9,6 +9,21 @@
 
 #include "store/store.h"
 
+struct s3;
+
+/* object_store_eggs = on: eggs' bytes go to the bucket under
+ * eggs/PROJECT/STEM.egg (a command project's archive: STEM.tar.gz), the
+ * store keeps a row with their size and no bytes, and copies come from
+ * the bucket. Called once before the loop runs; s3 borrowed for the
+ * daemon's life. NULL: bytes in the store. */
+void eggsync_set_objstore(const struct s3 *s3);
+
+/* Deletes the objects of one version (stem) or of every version of
+ * project (stem NULL) from the bucket, when eggs are there; a failure is
+ * logged (the store's row is gone already, so no node runs it again).
+ * Blocking: a store thread or the pool. */
+void eggsync_objstore_delete(const char *project, const char *stem);
+
 /* Makes eggs_dir hold the store's eggs of `project` (NULL: of every
  * project): copies the missing and the changed (by size), and deletes the
  * versions and projects the store no longer has. *changed (may be NULL) =

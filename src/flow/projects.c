@@ -28,7 +28,11 @@ int projects_version_added(store_t *s, const char *project, const char *version,
 }
 
 int projects_eggs_delete(store_t *s, const char *project, const char *stem, int *count) {
-  return store_egg_delete(s, project, stem, count);
+  int rc = store_egg_delete(s, project, stem, count);
+  /* After the commit: a node copying meanwhile finds no row, or a missing
+   * object it takes for a deletion. */
+  if (!rc) eggsync_objstore_delete(project, stem);
+  return rc;
 }
 
 int projects_deleted(store_t *s, const char *project, const char *version, int64_t now_ms) {

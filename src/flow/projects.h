@@ -2,7 +2,8 @@
  * version or a whole project deleted (version.deleted, project.deleted).
  *
  * An egg lives in two places: on a shared store the store holds its bytes
- * for every node (flow/eggsync.h), and each node's eggs_dir holds the file
+ * for every node (or, with object_store_eggs, the bucket does and the store
+ * its size: flow/eggsync.h), and each node's eggs_dir holds the file
  * its crawls run. The file is moved or removed by the caller, on the loop,
  * between the two store steps of each change, so the order is:
  *   added:   projects_egg_put (shared store only: every node will have it,

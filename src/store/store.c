@@ -800,7 +800,7 @@ int store_jobs_cancel_requested(store_t *s, const char *node, job_list_t *out) {
 
 int store_egg_put(store_t *s, const char *project, const char *version, const void *data,
                   size_t len, int64_t now_ms) {
-  if (!s || !project || !version || (!data && len)) return -EINVAL;
+  if (!s || !project || !version) return -EINVAL;
   return s->ops->egg_put(s, project, version, data, len, now_ms);
 }
 

@@ -632,7 +632,9 @@ typedef struct egg_list {
 
 void egg_list_release(egg_list_t *l);
 
-/* Stores (or replaces) an egg. */
+/* Stores (or replaces) an egg. data NULL stores its metadata alone (size
+ * len, no bytes): its bytes are in the object store (flow/eggsync.h), and
+ * store_egg_get then gives 0 bytes. */
 int store_egg_put(store_t *s, const char *project, const char *version, const void *data,
                   size_t len, int64_t now_ms);
 /* Reads an egg's bytes (malloc'd into *data). -ENOENT when missing. */

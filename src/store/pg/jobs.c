@@ -1052,7 +1052,7 @@ int pg_egg_put(store_t *s, const char *project, const char *version, const void 
   pg_params_t p = {0};
   pg_p_str(&p, project);
   pg_p_str(&p, version);
-  pg_p_bin(&p, data, len);
+  pg_p_bin(&p, data ? data : "", data ? len : 0);
   pg_p_i64(&p, (int64_t)len);
   pg_p_i64(&p, now_ms);
   int rc = pg_cmd(q, PE_PUT,

@@ -531,8 +531,9 @@ int redis_egg_put(store_t *s, const char *project, const char *version, const vo
   redis_args_t a = {0};
   ra_str(&a, project);
   ra_str(&a, version);
-  ra_bin(&a, data, len);
+  ra_bin(&a, data ? data : "", data ? len : 0);
   ra_i64(&a, now_ms);
+  ra_i64(&a, (int64_t)len);
   int rc = redis_eval(RQ(s), RS_EGG_PUT, &a, NULL, "store egg");
   if (!rc) redis_note(RQ(s), STORE_NOTE_EGGS);
   return rc;

@@ -618,10 +618,11 @@ local out = {}
 for i = 1, #js do out[i] = FLAT(js[i]) end
 return out
 -- @script egg_put
--- ARGV: P, project, version, data, now
+-- ARGV: P, project, version, data, now, size (data '' with size > 0: the
+-- bytes are in the object store)
 local m = ARGV[2] .. '\0' .. ARGV[3]
 redis.call('HSET', P .. 'egg:' .. m, 'project', ARGV[2], 'version', ARGV[3],
-           'data', ARGV[4], 'size', #ARGV[4], 'created_ms', ARGV[5])
+           'data', ARGV[4], 'size', ARGV[6] or #ARGV[4], 'created_ms', ARGV[5])
 redis.call('ZADD', P .. 'eggs', 0, m)
 return 0
 -- @script egg_get
