@@ -90,7 +90,8 @@ test-asan: deps $(ASAN_BUILD)/build.ninja
 # whose subject is the process, the HTTP layer or the requests refused before
 # the store is asked (PG_TESTS= runs them all); Redis the modules below
 # (REDIS_TESTS= runs them all). docs/reliability.md lists what runs where.
-PG_TESTS ?= --ignore=test_runner.py --ignore=test_objstore.py --ignore=test_tls.py --ignore=test_cli.py \
+PG_TESTS ?= --ignore=test_runner.py --ignore=test_tls.py --ignore=test_cli.py \
+	--ignore=test_objstore.py --ignore=test_objstore_eggs.py \
 	--ignore=test_auth_cli.py --ignore=test_console_serve.py --ignore=test_load.py \
 	--ignore=test_security.py --ignore=test_proxy.py --ignore=test_gzip.py
 REDIS_TESTS ?= test_cluster.py test_api.py test_jobs.py test_queues.py test_schedules.py \

@@ -749,7 +749,8 @@ def unique(prefix="j"):
 # start first and the run does not end waiting on one of them.
 SLOW_MODULES = ["test_warm.py", "test_openapi_walk.py", "test_drain.py", "test_faults.py",
                 "test_outage.py", "test_cluster.py", "test_unique_jobs.py", "test_robust.py",
-                "test_queue_python.py", "test_schedules.py", "test_objstore.py"]
+                "test_queue_python.py", "test_schedules.py", "test_objstore.py",
+                "test_objstore_eggs.py"]
 
 
 def pytest_collection_modifyitems(session, config, items):
