@@ -52,9 +52,7 @@ def resume_server(srv):
     subprocess.run([SERVER, "resume", srv["dir"]], check=True)
 
 
-@pytest.fixture
-def s3_server():
-    """A server of the test's own: its settings dict (see start_server)."""
+def _own_server():
     top = tempfile.mkdtemp(prefix="spiderd-s3-")
     srv = start_server(os.path.join(top, "srv"))
     try:
@@ -62,18 +60,18 @@ def s3_server():
     finally:
         stop_server(srv)
         os.rmdir(top)
+
+
+@pytest.fixture
+def s3_server():
+    """A server of the test's own: its settings dict (see start_server)."""
+    yield from _own_server()
 
 
 @pytest.fixture(scope="module")
 def s3_server_module():
     """One server for every test of a module (starting takes a few seconds)."""
-    top = tempfile.mkdtemp(prefix="spiderd-s3-")
-    srv = start_server(os.path.join(top, "srv"))
-    try:
-        yield srv
-    finally:
-        stop_server(srv)
-        os.rmdir(top)
+    yield from _own_server()
 
 
 def _env(srv):
