@@ -81,6 +81,9 @@ def test_a_store_from_before_node_versions_is_upgraded(spiderd):
     con.execute("ALTER TABLE nodes DROP COLUMN version")
     con.execute("ALTER TABLE nodes DROP COLUMN draining")  # newer than the versions
     con.execute("DROP TABLE principals")  # so are users and tokens
+    con.execute("ALTER TABLE schedules DROP COLUMN state")  # and scrapers' state
+    for column in ("meta", "original_state", "note"):  # and jobs' meta and history
+        con.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
     if isinstance(con, sqlite3.Connection):
         con.execute("PRAGMA user_version = 5")
     else:

@@ -22,9 +22,12 @@ from conftest import SHARED_STORE, pid_alive, store_url, timeout, unique, wait_f
 
 RECORDER = r'''
 import json, os, sys, time
-out, name = sys.argv[1], sys.argv[2]
-code = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-nap = float(sys.argv[4]) if len(sys.argv) > 4 else 0
+# Records go to "runs" beside this script: a config line holds at most 197
+# characters, so the command names one path, not two.
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")
+name = sys.argv[1]
+code = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+nap = float(sys.argv[3]) if len(sys.argv) > 3 else 0
 t0 = time.time()
 body = sys.stdin.read()
 time.sleep(nap)
@@ -54,7 +57,7 @@ def rec(tmp_path):
 
         def __call__(self, name, code=0, nap=0):
             return " ".join(shlex.quote(a) for a in
-                            [sys.executable, str(script), str(out), name, str(code), str(nap)])
+                            [sys.executable, str(script), name, str(code), str(nap)])
 
         def runs(self, name):
             got = []
