@@ -861,3 +861,8 @@ void auth_free(app_t *app) {
   }
   auth_maybe_free(a);
 }
+
+int auth_job_op(const char *name) {
+  return !strncmp(name, "queues.", 7) || !strcmp(name, "jobs.create") ||
+         !strcmp(name, "jobs.meta");
+}

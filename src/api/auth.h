@@ -81,6 +81,11 @@ int auth_exposed(const app_t *app);
  * when authentication is on). */
 const auth_who_t *auth_who(const app_t *app, const http_req_t *req);
 
+/* Whether a job's token may call op `name` at all, over REST and JSON-RPC
+ * alike: the queue ops, jobs.create (its own children: the op checks the
+ * parent) and jobs.meta (its own job: the op checks the id). */
+int auth_job_op(const char *name);
+
 /* May who act with role `need` on project (NULL: no project in question)?
  * 0, SPD_EFORBIDDEN with a message in err. */
 int auth_allow(const auth_who_t *who, role_t need, const char *project, char *err,

@@ -177,14 +177,14 @@ static void start_call(rpc_req_t *r, size_t index, const json_t *req) {
     finish(r);
     return;
   }
-  /* A job's token: queues, its scraper's state and its own child jobs
-   * (jobs.create checks the parent). */
-  if (auth_who(r->app, r->req)->kind == AUTH_JOB && strncmp(def->name, "queues.", 7) &&
-      !sneakpeek_for_jobs(def) && strcmp(def->name, "jobs.create")) {
+  /* A job's token: what it may call over REST too (auth_job_op), and its
+   * scraper's state. */
+  if (auth_who(r->app, r->req)->kind == AUTH_JOB && !auth_job_op(def->name) &&
+      !sneakpeek_for_jobs(def)) {
     json_t *d = json_pack("{s:s}", "method", call.method);
     snprintf(err, sizeof(err),
-             "a job's token gives access to the queues.* methods, set_scraper_state and "
-             "jobs.create of its own children only, not '%.64s'",
+             "a job's token gives access to the queues.* methods, set_scraper_state, "
+             "jobs.create of its own children and jobs.meta of its own job only, not '%.64s'",
              call.method);
     slot_set(s, response(call.id, NULL, error_object(SPD_EFORBIDDEN, err, d)));
     json_decref(d);

@@ -362,9 +362,7 @@ static void on_rest(http_req_t *req, void *ud) {
    * (jobs.meta checks the job is the token's) only; the server let it in
    * for their paths and the JSON-RPC endpoint, which checks its calls. */
   if (auth_who(app, req)->kind == AUTH_JOB && special != SPECIAL_JSONRPC &&
-      (special || !def ||
-       (strncmp(def->name, "queues.", 7) && strcmp(def->name, "jobs.create") &&
-        strcmp(def->name, "jobs.meta")))) {
+      (special || !def || !auth_job_op(def->name))) {
     send_error(req, allow, SPD_EFORBIDDEN, NULL,
                "a job's token gives access to the queue API, to creating its own child "
                "jobs and to its own job's meta only");
