@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 
 # Debian packages needed to build, run, test and benchmark spiderd.
 DEB_PKGS := build-essential cmake ninja-build pkg-config python3-pydantic \
-	libuv1-dev libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev \
+	libuv1-dev libmicrohttpd-dev libjansson-dev libsqlite3-dev \
 	libzip-dev libarchive-dev libicu-dev libcmocka-dev libpq-dev libhiredis-dev \
 	libcurl4-openssl-dev libssl-dev libgnutls28-dev zlib1g-dev openssl \
 	python3 python3-scrapy python3-pytest python3-requests python3-setuptools \

@@ -57,12 +57,8 @@ struct loader {
   /* the file being parsed */
   const char *path;
   const char *text;
-  size_t len, pos;
+  size_t len;
   int file, lineno;
-  int have_prev; /* a key was read since the last section header */
-  int cont;      /* the current line continues the previous key's value */
-  int rc;        /* first error inside inih's callbacks */
-  int errline;   /* and its line: inih may have seen a syntax error before */
 };
 
 /* ---- the keys and their values (config.c) ---- */

@@ -7,10 +7,9 @@
  * here, including a value that is overridden by a later file. Environment
  * variables and flags are validated one by one as they are applied.
  *
- * Differences from ConfigParser that come from libinih and are kept: a ';'
- * after whitespace starts an inline comment, lines are limited to inih's
- * buffer (a longer line is an error, not a silent split), and [DEFAULT] only
- * serves as a fallback for interpolation.
+ * Differences from ConfigParser: a ';' after whitespace starts an inline
+ * comment (as in the INI reader spiderd used before, so existing files mean
+ * the same), and [DEFAULT] only serves as a fallback for interpolation.
  */
 #include "config.h"
 
@@ -21,7 +20,6 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <ini.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,81 +151,64 @@ static const char *tracked_section(const char *section) {
   return NULL;
 }
 
-/* inih's fgets-like reader over the file in memory. It also notes what kind
- * of line inih is about to see, so the handler can tell a continuation line
- * from a key set twice. */
-static char *read_line(char *str, int num, void *stream) {
-  struct loader *L = stream;
-  if (L->rc || L->pos >= L->len) return NULL;
-  const char *p = L->text + L->pos;
-  size_t left = L->len - L->pos;
-  const char *nl = memchr(p, '\n', left);
-  size_t n = nl ? (size_t)(nl - p) + 1 : left;
-  size_t content = nl ? n - 1 : n;
-  if (content && p[content - 1] == '\r') content--;
-  L->lineno++;
-  /* inih needs room for "\r\n\0"; it would split a longer line silently */
-  if (num < 4 || content > (size_t)num - 3) {
-    L->rc = config_report(L, SPD_ECONFIG, "%s:%d: line longer than %d characters", L->path,
-                          L->lineno, num < 4 ? 0 : num - 3);
-    L->errline = L->lineno;
-    return NULL;
-  }
-  memcpy(str, p, n);
-  str[n] = '\0';
-  L->pos += n;
-
-  /* Mirror inih's order of tests: comment, continuation, section, pair. */
-  const char *q = str;
-  while (*q && isspace((unsigned char)*q)) q++;
-  int indented = q > str;
-  L->cont = 0;
-  if (!*q || *q == ';' || *q == '#') return str;
-  if (indented && L->have_prev) L->cont = 1;
-  else if (*q == '[') L->have_prev = 0;
-  return str;
-}
-
-static int on_pair(void *user, const char *section, const char *name, const char *value) {
-  struct loader *L = user;
-  if (L->rc) return 0;
-  L->errline = L->lineno;
-  int cont = L->cont;
-  if (!cont) L->have_prev = 1;
-  if (!*section) {
-    L->rc = config_report(L, SPD_ECONFIG, "%s:%d: '%s' comes before any [section]", L->path,
-                          L->lineno, name);
-    return 0;
-  }
+/* A key's name = value, or a continuation line of the previous key's value
+ * (CONT), in section SECTION ("" before the first header). */
+static int on_pair(struct loader *L, const char *section, const char *name, const char *value,
+                   int cont) {
+  if (!*section)
+    return config_report(L, SPD_ECONFIG, "%s:%d: '%s' comes before any [section]", L->path,
+                         L->lineno, name);
   const char *sec = tracked_section(section);
-  if (!sec) return 1;
+  if (!sec) return 0;
   /* Project and spider names are case-sensitive (they are paths). */
   char *lname = sec == SEC_RETENTION || sec == SEC_CONCURRENCY
                     ? strdup(name)
                     : config_lower_dup(name, strlen(name));
-  if (!lname) return L->rc = config_oom(L), 0;
+  if (!lname) return config_oom(L);
   struct raw *r = raw_find(L, sec, lname);
 
   if (cont) {
     /* ConfigParser joins a multi-line value with newlines */
     free(lname);
-    if (!r || r->file != L->file) return 1;
+    if (!r || r->file != L->file) return 0;
     size_t a = strlen(r->value), b = strlen(value);
     char *v = realloc(r->value, a + b + 2);
-    if (!v) return L->rc = config_oom(L), 0;
+    if (!v) return config_oom(L);
     v[a] = '\n';
     memcpy(v + a + 1, value, b + 1);
     r->value = v;
-    return 1;
-  }
-  if (r && r->file == L->file) {
-    L->rc = config_report(L, SPD_ECONFIG, "%s:%d: [%s] %s: set twice (first on line %d)", L->path,
-                          L->lineno, sec, lname, r->line);
-    free(lname);
     return 0;
   }
-  if (config_raw_set(L, sec, lname, value)) return L->rc = config_oom(L), 0;
-  return 1;
+  if (r && r->file == L->file) {
+    int rc = config_report(L, SPD_ECONFIG, "%s:%d: [%s] %s: set twice (first on line %d)",
+                           L->path, L->lineno, sec, lname, r->line);
+    free(lname);
+    return rc;
+  }
+  if (config_raw_set(L, sec, lname, value)) return config_oom(L);
+  return 0;
+}
+
+static char *skip_space(char *s) {
+  while (*s && isspace((unsigned char)*s)) s++;
+  return s;
+}
+
+static char *strip_end(char *s) {
+  size_t n = strlen(s);
+  while (n && isspace((unsigned char)s[n - 1])) s[--n] = '\0';
+  return s;
+}
+
+/* Where a name or value ends: the first of STOP, a ';' after whitespace (an
+ * inline comment) or the end of the line. */
+static char *token_end(char *s, const char *stop) {
+  int after_space = 0;
+  for (; *s; s++) {
+    if ((stop && strchr(stop, *s)) || (after_space && *s == ';')) break;
+    after_space = isspace((unsigned char)*s);
+  }
+  return s;
 }
 
 /* Line N of the file being parsed, shortened for a message. */
@@ -245,6 +226,82 @@ static void line_text(struct loader *L, int lineno, char *buf, size_t size) {
   } else {
     snprintf(buf, size, "%.*s", (int)n, p);
   }
+}
+
+static int syntax_error(struct loader *L) {
+  char text_of_line[80];
+  line_text(L, L->lineno, text_of_line, sizeof(text_of_line));
+  return config_report(L, SPD_ECONFIG,
+                       "%s:%d: syntax error: '%s' is neither a [section] nor a 'name = value' line",
+                       L->path, L->lineno, text_of_line);
+}
+
+/* One line, in place. SECTION and PREV (the last key of this section, whose
+ * value an indented line continues) are owned by the caller. */
+static int parse_line(struct loader *L, char *line, char **section, char **prev) {
+  char *start = skip_space(strip_end(line));
+  if (!*start || *start == ';' || *start == '#') return 0;
+  if (start > line && *prev) {
+    *token_end(start, NULL) = '\0';
+    return on_pair(L, *section, *prev, strip_end(start), 1);
+  }
+  char *end;
+  if (*start == '[') {
+    end = token_end(start + 1, "]");
+    if (*end != ']') return syntax_error(L);
+    *end = '\0';
+    free(*section);
+    free(*prev);
+    *prev = NULL;
+    *section = strdup(start + 1);
+    return *section ? 0 : config_oom(L);
+  }
+  end = token_end(start, "=:");
+  if (*end != '=' && *end != ':') return syntax_error(L);
+  *end = '\0';
+  char *value = skip_space(end + 1);
+  *token_end(value, NULL) = '\0';
+  free(*prev);
+  *prev = strdup(strip_end(start));
+  if (!*prev) return config_oom(L);
+  return on_pair(L, *section, *prev, strip_end(value), 0);
+}
+
+/* Parses L->text the way ConfigParser reads scrapyd.conf: [section] headers,
+ * "name = value" or "name: value", '#' and ';' comment lines, indented lines
+ * continuing a value. Lines may be of any length. */
+static int parse_text(struct loader *L) {
+  char *section = strdup(""), *prev = NULL, *line = NULL;
+  size_t cap = 0, pos = 0;
+  int rc = section ? 0 : config_oom(L);
+  if (L->len >= 3 && memcmp(L->text, "\xEF\xBB\xBF", 3) == 0) pos = 3;
+  while (!rc && pos < L->len) {
+    const char *p = L->text + pos;
+    const char *nl = memchr(p, '\n', L->len - pos);
+    size_t n = nl ? (size_t)(nl - p) : L->len - pos;
+    pos += n + (nl != NULL);
+    L->lineno++;
+    if (n + 1 > cap) {
+      char *grown = realloc(line, n + 1);
+      if (!grown) {
+        rc = config_oom(L);
+        break;
+      }
+      line = grown;
+      cap = n + 1;
+    }
+    memcpy(line, p, n);
+    line[n] = '\0';
+    if (memchr(line, '\0', n)) {
+      rc = syntax_error(L);
+      break;
+    }
+    rc = parse_line(L, line, &section, &prev);
+  }
+  free(line);
+  free(prev);
+  free(section);
+  return rc;
 }
 
 static int slurp(const char *path, char **out, size_t *len) {
@@ -315,25 +372,9 @@ static int read_file(struct loader *L, const char *path, int required) {
   if (rc) goto out;
   L->text = text;
   L->len = len;
-  L->pos = 0;
   L->file++;
   L->lineno = 0;
-  L->have_prev = 0;
-  L->cont = 0;
-  L->rc = 0;
-  int line = ini_parse_stream(read_line, L, on_pair, L);
-  /* inih goes on after a syntax error, so a handler error can come later */
-  if (L->rc && !(line > 0 && line < L->errline)) {
-    rc = L->rc;
-  } else if (line > 0) {
-    char text_of_line[80];
-    line_text(L, line, text_of_line, sizeof(text_of_line));
-    rc = config_report(L, SPD_ECONFIG,
-                       "%s:%d: syntax error: '%s' is neither a [section] nor a 'name = value' line",
-                       path, line, text_of_line);
-  } else if (line < 0) {
-    rc = config_oom(L);
-  }
+  rc = parse_text(L);
 out:
   L->text = NULL;
   L->path = NULL;

@@ -22,8 +22,8 @@ from conftest import SHARED_STORE, pid_alive, store_url, timeout, unique, wait_f
 
 RECORDER = r'''
 import json, os, sys, time
-# Records go to "runs" beside this script: a config line holds at most 197
-# characters, so the command names one path, not two.
+# Records go to "runs" beside this script: short config lines read better,
+# so the command names one path, not two.
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")
 name = sys.argv[1]
 code = int(sys.argv[2]) if len(sys.argv) > 2 else 0
