@@ -436,6 +436,17 @@ static bool token_in_list(const char *list, const char *token) {
   return false;
 }
 
+/* "//listprojects.json" is "/listprojects.json", as nginx's merge_slashes
+ * has it. scrapyd-client joins the url of scrapy.cfg, which `scrapy
+ * startproject` writes with a trailing slash, and the call name with a '/':
+ * Scrapyd answers such paths 404, so its commands fail with that url. */
+static void merge_slashes(char *path) {
+  char *w = path;
+  for (const char *p = path; *p; p++)
+    if (!(*p == '/' && w > path && w[-1] == '/')) *w++ = *p;
+  *w = '\0';
+}
+
 /* First call, headers only: copy what must outlive the connection, collect
  * the query string, refuse a too-large declared body, set up body parsing. */
 static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *method,
@@ -443,9 +454,11 @@ static enum MHD_Result req_begin(http_req_t *r, const char *url, const char *met
   http_server_t *s = r->srv;
   struct MHD_Connection *c = r->conn;
   r->method = http_arena_strndup(r, method, strlen(method));
-  r->path = http_arena_strndup(r, url, strlen(url));
+  char *path = http_arena_strndup(r, url, strlen(url));
+  r->path = path;
   r->addr = http_client_of(r); /* every reply's log line names it, a 400 or 413 too */
-  if (!r->method || !r->path) return MHD_NO;
+  if (!r->method || !path) return MHD_NO;
+  merge_slashes(path);
   r->is_head = strcmp(method, "HEAD") == 0;
   if (r->nul_in_path) {
     r->body_error = "the path holds a NUL byte (%00)";

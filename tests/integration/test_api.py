@@ -372,10 +372,22 @@ def test_cancel_unknown_job_and_project(d):
 
 
 def test_unknown_endpoint_paths_are_404(d):
-    for path in ("/nosuch.json", "/DAEMONSTATUS.JSON", "/daemonstatus.json/", "//listprojects.json"):
+    for path in ("/nosuch.json", "/DAEMONSTATUS.JSON", "/daemonstatus.json/"):
         r = d.get(path)
         assert r.status_code == 404, path
         assert b"No Such Resource" in r.content, path
+
+
+def test_repeated_slashes_are_one(d):
+    # scrapyd-client 2 calls f"{url}/listprojects.json" with the url of
+    # scrapy.cfg, which `scrapy startproject` writes with a trailing slash.
+    # Scrapyd answers 404 there; spiderd reads the path as nginx does.
+    for path in ("//listprojects.json", "///listprojects.json"):
+        r = d.get(path)
+        assert r.status_code == 200, path
+        assert "api" in r.json()["projects"]
+    r = d.get("//listspiders.json", params={"project": "api"})
+    assert r.json()["spiders"] == TESTPROJ_SPIDERS
 
 
 # ---- client flows ------------------------------------------------------
