@@ -1298,6 +1298,7 @@ static void test_error_syntax(void **state) {
   use_files(f, "s.conf", NULL);
   assert_int_equal(load(f, 0, NULL), 0);
   assert_int_equal(strlen(f->c.logs_dir), sizeof(line) - 2 - 21);
+  config_release(&f->c);
 
   /* as with Scrapyd, only the merged value counts: a bad value that a later
    * file overrides is no error, one that stays names its file */
