@@ -92,7 +92,7 @@ static void start_done(void *arg, int rc) {
   for (size_t i = 0; kids && i < r->kids.n; i++)
     json_array_append_new(kids, json_pack("{s:I, s:s}", "id", (json_int_t)r->kids.v[i].id,
                                            "jobid", r->kids.v[i].jobid));
-  json_object_set_new(o, "children", kids ? kids : json_null());
+  json_object_set_new(o, "processes", kids ? kids : json_null());
   json_object_set(o, "queue", json_object_get(c->job.settings, "SPIDERD_QUEUE"));
   json_object_set_new(o, "seeded", json_integer(r->added));
   op_ok(c, o);

@@ -122,7 +122,7 @@ def test_three_processes_crawl_each_url_once_and_the_parent_ends_last(d, site):
     assert run["seeded"] == 2  # a URL given twice is one element
     assert run["queue"] == "multiprocess-" + run["job"]
     assert run["meta"] == {"batch": "m1"}
-    kids = run["children"]
+    kids = run["processes"]
     assert len(kids) == 3
     listed = children(d, run["id"])
     assert sorted(k["id"] for k in listed) == sorted(k["id"] for k in kids)
@@ -180,7 +180,7 @@ def test_cancelling_the_parent_stops_every_child(d, site):
     res = rpc(d, "MultiProcessRun", project=PROJECT, spider="frontier", processes=3,
               urls=[site.url(f"/a/{i}") for i in range(6)])
     run = res["result"]
-    kids = run["children"]
+    kids = run["processes"]
     wait_crawling(d, kids)
     r = d.request("POST", f"{API}/jobs/{run['id']}/cancel", json={"signal": "KILL"})
     assert r.status_code == 200, r.text
