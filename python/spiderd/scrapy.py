@@ -22,6 +22,12 @@ Two queues per crawl:
   of processes putting the same fingerprint, whichever comes first: that one
   schedules the request, the others drop it as a duplicate.
 
+A frontier element that is a bare http(s) URL (a multi-process run's
+seeds, and URLs added to it: docs/queues.md) is a seed: the process that
+takes it schedules the spider's request for it -- Request(url), or what the
+spider's spiderd_request(url) returns -- through the seen set like any
+request it yields, then acks the URL.
+
 Delivery is at least once: next_request() takes requests under a lease
 (SPIDERD_QUEUE_VISIBILITY seconds, renewed while the request is in this
 process), and the lease is acked only when Scrapy is done with the request:

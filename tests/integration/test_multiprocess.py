@@ -7,13 +7,14 @@ the native API and Grepsr's names (MultiProcessRun, AddToTaskQueue)."""
 
 import collections
 import http.server
+import os
 import re
+import subprocess
 import threading
-import time
 
 import pytest
 
-from conftest import get_job, timeout, wait_for
+from conftest import BIN, SANITIZER_MARKERS, get_job, timeout, wait_for
 
 API = "/api/v1"
 PROJECT = "queueproj"   # testproj plus the frontier spider (projects/queueproj)
@@ -213,3 +214,33 @@ def test_bad_runs_are_refused(d, site):
     r = d.request("POST", f"{API}/jobs/1/urls", json={"urls": "not a url"})
     assert r.status_code == 400, r.text
     assert d.request("GET", API + "/jobs", params={"state": "pending"}).json()["jobs"] == []
+
+
+def test_the_command_line_starts_and_feeds_a_run(d, site):
+    def cli(*args):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("SCRAPYD_", "SPIDERD_", "SCRAPY_"))}
+        env["SPIDERD_CONFIG_FILES"] = ""
+        p = subprocess.run([BIN, *args, "--url", d.url], env=env, capture_output=True, text=True,
+                           timeout=timeout(30))
+        assert not any(m in p.stderr for m in SANITIZER_MARKERS), p.stderr
+        return p
+
+    site.gate.clear()
+    p = cli("multiprocess", PROJECT, "frontier", site.url("/b/0"), "-n", "2",
+            "--set", "LOG_LEVEL=INFO")
+    assert p.returncode == 0, p.stderr
+    parent = int(p.stdout.strip())
+    kids = [{"id": k["id"], "jobid": k["job"]} for k in children(d, parent)]
+    assert len(kids) == 2
+    wait_crawling(d, kids)
+    p = cli("add-urls", str(parent), site.url("/a/0"))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == f"run {parent}: 1 URL(s) given, 1 new to its frontier"
+    site.gate.set()
+    assert wait_ended(d, parent)["state"] == "finished"
+    assert set(site.hits) == {f"/a/{i}" for i in range(20)} | {f"/b/{i}" for i in range(5)}
+    p = cli("add-urls", str(parent), site.url("/a/1"))
+    assert p.returncode == 1 and "has ended (finished)" in p.stderr, p.stderr
+    p = cli("multiprocess", PROJECT, "frontier", site.url("/b/0"))
+    assert p.returncode == 2 and "--processes" in p.stderr, p.stderr
