@@ -129,6 +129,10 @@ def test_three_processes_crawl_each_url_once_and_the_parent_ends_last(d, site):
     assert sorted(k["id"] for k in listed) == sorted(k["id"] for k in kids)
     assert all(k["settings"]["SPIDERD_QUEUE"] == run["queue"] for k in listed)
     wait_crawling(d, kids)
+    # Scrapyd's listing shows the parent running beside its children.
+    running = {j["id"] for j in d.listjobs(PROJECT)["running"]}
+    assert {run["job"]} | {k["jobid"] for k in kids} <= running
+    assert get_job(d, run["id"])["children"]["running"] == 3
 
     # Mid-run (the gate holds the seeds' pages): URLs of a part of the site
     # no page links to.
