@@ -20,7 +20,7 @@ esac
 chmod 755 "$dir"
 url=$("$server" start "$dir") || exit 1
 trap '"$server" stop "$dir"' EXIT
-tests="test_store test_store_jobmeta test_store_auth test_store_sched test_store_janitor test_store_queue test_store_async test_store_retry test_store_nodes test_store_console test_flow test_scheduler test_cluster test_janitor test_launcher test_supervise"
+tests="test_store test_store_jobmeta test_store_auth test_store_sched test_store_janitor test_store_queue test_store_async test_store_retry test_store_nodes test_store_console test_flow test_scheduler test_cluster test_janitor test_launcher test_supervise test_multiproc"
 # The plain and the sanitized build's runs side by side (each test names its
 # own schemas or prefixes): they mostly wait on the server.
 contract() {

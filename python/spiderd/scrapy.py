@@ -22,6 +22,12 @@ Two queues per crawl:
   of processes putting the same fingerprint, whichever comes first: that one
   schedules the request, the others drop it as a duplicate.
 
+A frontier element that is a bare http(s) URL (a multi-process run's
+seeds, and URLs added to it: docs/queues.md) is a seed: the process that
+takes it schedules the spider's request for it -- Request(url), or what the
+spider's spiderd_request(url) returns -- through the seen set like any
+request it yields, then acks the URL.
+
 Delivery is at least once: next_request() takes requests under a lease
 (SPIDERD_QUEUE_VISIBILITY seconds, renewed while the request is in this
 process), and the lease is acked only when Scrapy is done with the request:
@@ -83,7 +89,7 @@ import time
 import urllib.parse
 import uuid
 
-from scrapy import signals
+from scrapy import Request, signals
 from scrapy.core.scheduler import BaseScheduler
 from scrapy.dupefilters import BaseDupeFilter
 from scrapy.utils.misc import create_instance, load_object
@@ -163,6 +169,12 @@ def encode_request(request, spider, fingerprint, unique=False):
     if len(element) > ELEMENT_MAX:
         raise ValueError(f"the request takes {len(element)} bytes, over the {ELEMENT_MAX} of an element")
     return element
+
+
+def is_seed(element):
+    """Is a frontier element a bare URL rather than an encoded request?
+    A multi-process run seeds its frontier with such URLs."""
+    return " " not in element and element[:8].lower().startswith(("http://", "https://"))
 
 
 def decode_request(element, spider):
@@ -524,6 +536,9 @@ class Scheduler(BaseScheduler):
             return False
         bad = []
         for item in items:
+            if is_seed(item.element):
+                self._seed(item, bad)
+                continue
             try:
                 request = decode_request(item.element, self.spider)
             except Exception as e:  # a corrupt element, a callback this spider lacks
@@ -539,6 +554,23 @@ class Scheduler(BaseScheduler):
                 pass
             self._inc("spiderd_queue/undecodable")
         return bool(self._buffer)
+
+    def _seed(self, item, bad):
+        """A bare URL (a multi-process run's seed, or one added to its
+        frontier): scheduled as the spider's request for it, through the
+        seen set like any other, then acked; the request itself is a
+        frontier element of its own from then on."""
+        try:
+            make = getattr(self.spider, "spiderd_request", None)
+            request = make(item.element) if make else Request(item.element)
+        except Exception as e:
+            logger.error("Scheduler: cannot make a request of URL %s: %s", item.element[:200], e,
+                         extra={"spider": self.spider})
+            bad.append((item, e))
+            return
+        self.enqueue_request(request)
+        self._acks.append(item)
+        self._inc("spiderd_queue/seeds")
 
     def _reconcile(self):
         """Moves the requests the engine is done with to the acks."""

@@ -27,11 +27,8 @@ static const grepsr_call_t calls[] = {
     {"OneTimeRun", "jobs.create", NULL, NULL, NULL, NULL},
     {"OneTimeTestRun", NULL, NULL, NULL, NULL,
      "a test run (a job that stops after a few items and counts as no run)"},
-    {"MultiProcessRun", NULL, NULL, NULL, NULL,
-     "one run split over several processes (a crawl fans out with child jobs: OneTimeRun "
-     "with parent)"},
-    {"AddToTaskQueue", NULL, NULL, NULL, NULL,
-     "a queue of Grepsr tasks (spiderd queues jobs as they are created: OneTimeRun)"},
+    {"MultiProcessRun", "jobs.multiprocess", NULL, NULL, NULL, NULL},
+    {"AddToTaskQueue", "jobs.add_urls", NULL, NULL, NULL, NULL},
     {"StopRun", "jobs.cancel", NULL, NULL, NULL, NULL},
     {"StopTask", "jobs.cancel", NULL, NULL, NULL, NULL},
     {"StopChildTasks", "jobs.cancel_children", NULL, NULL, NULL, NULL},

@@ -114,6 +114,9 @@ void op_jobs_meta(op_call_t *c);
 void op_jobs_history(op_call_t *c);
 void op_jobs_history_batch(op_call_t *c);
 void op_jobs_history_by_status(op_call_t *c);
+/* ops_multiproc.c */
+void op_jobs_multiprocess(op_call_t *c);
+void op_jobs_add_urls(op_call_t *c);
 /* A job's meta as jobs.create and jobs.meta take it (a JSON object, or its
  * text from a form): 0 and *out (new reference), or 1 after failing c. */
 int op_meta_param(op_call_t *c, json_t **out);

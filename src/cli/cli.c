@@ -384,6 +384,44 @@ static int cmd_run(cli_ctx_t *ctx, const cli_args_t *a) {
   return rc ? rc : cli_answer(ctx, r, print_id);
 }
 
+/* spiderd multiprocess: the run's body is a job's (cli_job_body, without
+ * --jobid and --unique-key, which it does not take) plus the processes and
+ * the URLs after PROJECT and SPIDER. */
+static int cmd_multiprocess(cli_ctx_t *ctx, const cli_args_t *a) {
+  json_t *body = NULL, *r = NULL;
+  char err[512];
+  long long n = 0;
+  const char *procs = cli_args_get(a, O_PROCESSES);
+  if (!procs || cli_parse_long(procs, 1, 64, &n))
+    return cli_usage_error(ctx, "--processes N: expected a number from 1 to 64");
+  if (cli_job_body(a, &body, err, sizeof(err))) return cli_usage_error(ctx, "%s", err);
+  json_t *urls = json_array();
+  for (size_t i = 2; urls && i < a->npos; i++) json_array_append_new(urls, json_string(a->pos[i]));
+  json_object_set_new(body, "urls", urls ? urls : json_null());
+  json_object_set_new(body, "processes", json_integer(n));
+  int rc = cli_call(ctx, "POST", (const char *[]){"jobs", "multiprocess"}, 2, NULL, body, &r);
+  json_decref(body);
+  return rc ? rc : cli_answer(ctx, r, print_id);
+}
+
+static void print_added(const json_t *r) {
+  char id[64], n[32], added[32];
+  fmt_field(r, "id", id, sizeof(id));
+  fmt_field(r, "urls", n, sizeof(n));
+  fmt_field(r, "added", added, sizeof(added));
+  printf("run %s: %s URL(s) given, %s new to its frontier\n", id, n, added);
+}
+
+static int cmd_add_urls(cli_ctx_t *ctx, const cli_args_t *a) {
+  json_t *urls = json_array(), *r = NULL;
+  for (size_t i = 1; urls && i < a->npos; i++) json_array_append_new(urls, json_string(a->pos[i]));
+  json_t *body = urls ? json_pack("{s:o}", "urls", urls) : NULL;
+  if (!body) return cli_usage_error(ctx, "out of memory");
+  int rc = cli_call(ctx, "POST", (const char *[]){"jobs", a->pos[0], "urls"}, 3, NULL, body, &r);
+  json_decref(body);
+  return rc ? rc : cli_answer(ctx, r, print_added);
+}
+
 static void print_cancelled(const json_t *r) {
   char id[64], prev[64], state[64];
   const json_t *job = json_object_get(r, "job");
@@ -529,6 +567,10 @@ static const cli_opt_t run_opts[] = {{"arg", 'a', 1, O_ARG}, {"set", 's', 1, O_S
                                      {"priority", 0, 1, O_PRIORITY}, {"version", 0, 1, O_VERSION},
                                      {"jobid", 0, 1, O_JOBID}, {"unique-key", 0, 1, O_UNIQUE_KEY},
                                      CLI_COMMON_OPTS};
+static const cli_opt_t multiprocess_opts[] = {{"processes", 'n', 1, O_PROCESSES},
+                                              {"arg", 'a', 1, O_ARG}, {"set", 's', 1, O_SET},
+                                              {"priority", 0, 1, O_PRIORITY},
+                                              {"version", 0, 1, O_VERSION}, CLI_COMMON_OPTS};
 static const cli_opt_t cancel_opts[] = {{"signal", 0, 1, O_SIGNAL}, CLI_COMMON_OPTS};
 static const cli_opt_t drain_opts[] = {{"cancel", 0, 0, O_CANCEL}, CLI_COMMON_OPTS};
 static const cli_opt_t logs_opts[] = {{"follow", 'f', 0, O_FOLLOW}, {"from-start", 0, 0, O_FROM_START},
@@ -562,6 +604,16 @@ static const cli_cmd_t cmds[] = {
      "  -s, --set K=V      Scrapy setting (repeatable)\n"
      "  --unique-key K     while a pending or running job of the project holds K,\n"
      "                     queue nothing and print that job's id\n"},
+    {"multiprocess", cmd_multiprocess, multiprocess_opts, 3, 10002,
+     "multiprocess PROJECT SPIDER URL... -n N [--arg K=V]... [--set K=V]... [--priority N] "
+     "[--version V]",
+     "Starts N processes of the spider as children of one parent job, sharing\n"
+     "one frontier queue seeded with the URLs, and prints the parent's id.\n"
+     "  -n, --processes N  how many processes (1-64)\n"
+     "  -a, --arg K=V      spider argument (repeatable)\n"
+     "  -s, --set K=V      Scrapy setting (repeatable)\n"},
+    {"add-urls", cmd_add_urls, common_opts, 2, 10001, "add-urls ID URL...",
+     "Adds URLs to the frontier of a running multi-process run (ID: its parent).\n"},
     {"cancel", cmd_cancel, cancel_opts, 1, 1, "cancel ID [--signal SIG]",
      "Cancels a pending or running job.\n"
      "  --signal SIG       TERM, INT (default), KILL, HUP, STOP or a number\n"},

@@ -26,7 +26,9 @@ static int limits_count(store_t *s, const config_t *cfg, int64_t *running, job_k
                       .states = 1u << JOB_RUNNING};
     /* spider NULL would list the project's jobs in the other order: fine. */
     rc = store_jobs_list(s, &f, &r);
-    running[i] = (int64_t)r.n;
+    running[i] = 0;
+    /* A multi-process run's parent runs no process: it takes no slot. */
+    for (size_t k = 0; k < r.n; k++) running[i] += r.v[k].node != NULL;
     job_list_release(&r);
     if (!rc && running[i] >= cfg->limits[i].max && *nskip < STORE_CLAIM_SKIP_MAX)
       skip[(*nskip)++] = (job_key_t){cfg->limits[i].project, cfg->limits[i].spider};

@@ -1,5 +1,6 @@
 /* A job's transitions and their events (flow/jobs.h). */
 #include "flow/jobs.h"
+#include "flow/multiproc.h"
 #include "flow/schedules.h"
 
 #include <errno.h>
@@ -132,6 +133,9 @@ int jobs_cancel_pending(store_t *s, const char *project, const char *jobid, int6
     rc = add_event(s, "job.cancelled", &l.v[i], 0,
                    json_pack("{s:s, s:s, s:s, s:b}", "project", l.v[i].project, "spider",
                              l.v[i].spider, "jobid", l.v[i].jobid, "started", 0));
+  /* The last child of a multi-process run that never started ends it. */
+  for (size_t i = 0; i < l.n && !rc; i++)
+    if (l.v[i].parent_id) rc = multiproc_settle(s, l.v[i].parent_id, now_ms, c);
   job_list_release(&l);
   *count += n;
   if (!rc && c) c->unqueued += n;
@@ -319,6 +323,7 @@ int jobs_end(store_t *s, jobs_end_t *e) {
   if ((e->state == JOB_FAILED || e->state == JOB_LOST) && j->attempt <= j->max_retries)
     rc = jobs_retry(s, j, e->end_ms, e->exit_code, e->term_signal, e->rnd, &e->retry_id,
                     &e->retry_not_before, &e->change);
+  if (!rc && j->parent_id) rc = multiproc_settle(s, j->parent_id, e->end_ms, &e->change);
   return rc ? rc : end_trim(s, e);
 }
 
@@ -350,6 +355,7 @@ int jobs_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms, uin
   if (!rc && c) c->finished++;
   if (!rc && job->attempt <= (job->max_retries > 0 ? job->max_retries : 1))
     rc = jobs_retry(s, job, now_ms, -1, 0, rnd, &id, NULL, c);
+  if (!rc && job->parent_id) rc = multiproc_settle(s, job->parent_id, now_ms, c);
   if (retry_id) *retry_id = rc ? 0 : id;
   return rc;
 }

@@ -215,8 +215,6 @@ def test_missed_runs(d):
 
 @pytest.mark.parametrize("method,missing", [
     ("OneTimeTestRun", "a test run"),
-    ("MultiProcessRun", "several processes"),
-    ("AddToTaskQueue", "a queue of Grepsr tasks"),
     ("GetUpcomingAccountSchedules", "accounts"),
 ])
 def test_calls_spiderd_cannot_do_name_what_is_missing(d, method, missing):

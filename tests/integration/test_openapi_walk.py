@@ -527,6 +527,27 @@ def _jobs_history_by_status(w, ctx):
            status=400, code="SPD_EBADPARAM")
 
 
+@case("POST", API + "/jobs/multiprocess")
+def _jobs_multiprocess(w, ctx):
+    run = w.ok("POST", API + "/jobs/multiprocess", json_body={
+        "project": "wp", "spider": "slow", "processes": 1, "urls": ["http://127.0.0.1:9/x"],
+        "args": {"seconds": "30"}, "meta": {"walk": True}}, status=201)
+    assert run["state"] == "running" and len(run["processes"]) == 1
+    ctx["mp"] = run["id"]
+    w.fail("POST", API + "/jobs/multiprocess", json_body={
+        "project": "wp", "spider": "slow", "processes": 0, "urls": ["http://127.0.0.1:9/x"]},
+        status=400, code="SPD_EBADPARAM", body_valid=False)
+
+
+@case("POST", J + "/urls")
+def _jobs_add_urls(w, ctx):
+    w.ok("POST", J + "/urls", {"id": ctx["mp"]}, json_body={"urls": ["http://127.0.0.1:9/y"]})
+    w.fail("POST", J + "/urls", {"id": 424242}, json_body={"urls": ["http://127.0.0.1:9/y"]},
+           status=404, code="SPD_ENOJOB")
+    w.fail("POST", J + "/urls", {"id": ctx["mp"]}, json_body={"urls": []}, status=400,
+           code="SPD_EBADPARAM", body_valid=False)
+
+
 @case("POST", API + "/jobs/states")
 def _jobs_states(w, ctx):
     r = w.ok("POST", API + "/jobs/states", json_body={"ids": [ctx["quick"], "nosuch"]})
@@ -956,7 +977,7 @@ def test_every_route_answers_as_the_document_says(d, spec, index, egg_bytes):
           f"{time.monotonic() - started:.1f}s; walked otherwise:")
     for (method, path), why in EXCEPTIONS.items():
         print(f"  {method} {path}: {why}")
-    for ident in ("slow", "rerun", "sched_job"):
+    for ident in ("slow", "rerun", "sched_job", "mp"):
         if ident in ctx:
             d.request("POST", f"{API}/jobs/{ctx[ident]}/cancel", json={"signal": "KILL"})
 
@@ -1033,6 +1054,14 @@ def _new_job(ctx, spider="slow"):
     return r.json()["id"]
 
 
+def _new_run(ctx):
+    r = ctx["d"].request("POST", API + "/jobs/multiprocess", json={
+        "project": "rpcp", "spider": "slow", "processes": 1, "urls": ["http://127.0.0.1:9/x"],
+        "args": {"seconds": "5"}})
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
 def _new_schedule(ctx, name):
     r = ctx["d"].request("POST", API + "/schedules", json={
         "name": name, "project": "rpcp", "spider": "quick", "interval": 86400, "paused": True})
@@ -1067,6 +1096,9 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "jobs.history_by_status": lambda c, m: {"status": "finished", "project": "rpcp",
                                             "note": "by " + m},
     "jobs.rerun": lambda c, m: {"id": c["quick"]},
+    "jobs.multiprocess": lambda c, m: {"project": "rpcp", "spider": "slow", "processes": 1,
+                                       "urls": ["http://127.0.0.1:9/x"], "args": {"seconds": "1"}},
+    "jobs.add_urls": lambda c, m: {"id": _new_run(c), "urls": ["http://127.0.0.1:9/y"]},
     "jobs.log": lambda c, m: {"id": c["quick"], "offset": -200},
     "jobs.items": lambda c, m: {"id": c["quick"]},
     "schedules.create": lambda c, m: {"name": "r-" + m, "project": "rpcp", "spider": "quick",

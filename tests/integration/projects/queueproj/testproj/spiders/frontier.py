@@ -21,8 +21,10 @@ class FrontierSpider(scrapy.Spider):
 
     def start_requests(self):
         # Not dont_filter (what the default start_requests makes): the start
-        # page is fetched once by all the jobs together.
-        yield scrapy.Request(self.start)
+        # page is fetched once by all the jobs together. No start: the
+        # frontier is seeded (a multi-process run's URLs).
+        if self.start:
+            yield scrapy.Request(self.start)
 
     def parse(self, response):
         yield {"url": response.url}
