@@ -214,7 +214,6 @@ def test_missed_runs(d):
 # ---- what spiderd cannot do, and bad calls -----------------------------------
 
 @pytest.mark.parametrize("method,missing", [
-    ("OneTimeTestRun", "a test run"),
     ("MultiProcessRun", "several processes"),
     ("AddToTaskQueue", "a queue of Grepsr tasks"),
     ("GetUpcomingAccountSchedules", "accounts"),
@@ -250,7 +249,7 @@ def test_bad_calls_get_the_native_ops_errors(d):
     j = run(d)
     batch = [{"jsonrpc": "2.0", "id": 1, "method": "GetTaskInfo", "params": {"id": j["id"]}},
              {"jsonrpc": "2.0", "id": 2, "method": "jobs.get", "params": {"id": j["id"]}},
-             {"jsonrpc": "2.0", "id": 3, "method": "OneTimeTestRun", "params": {}}]
+             {"jsonrpc": "2.0", "id": 3, "method": "NoSuchGrepsrCall", "params": {}}]
     got = req(d, "POST", "/jsonrpc", json=batch, headers=d.admin).json()
     assert [x["id"] for x in got] == [1, 2, 3], got
     assert got[0]["result"]["id"] == got[1]["result"]["id"] == j["id"], got
