@@ -109,6 +109,27 @@ def test_stop_run_and_stop_task_cancel_a_running_job(d, method):
     assert j["id"] not in [x["id"] for x in result(d, "GetActiveTasksV2")["jobs"]]
 
 
+def test_one_time_test_run_is_flagged_limited_and_out_of_stats(d):
+    def slow_ended():
+        groups = result(d, "GetStats", project=PROJECT, by="spider")["groups"]
+        return sum(g["ended"] for g in groups if g["spider"] == "slow")
+
+    before = slow_ended()
+    t = result(d, "OneTimeTestRun", project=PROJECT, spider="slow", args={"seconds": "60"},
+               items=2, meta={"purpose": "check"})
+    assert t["test"] is True and t["settings"]["CLOSESPIDER_ITEMCOUNT"] == "2", t
+    assert t["meta"] == {"purpose": "check"}, t
+    done = wait_state(d, t["id"])
+    assert done["state"] == "finished" and done["test"] is True, done
+    assert done["stats"]["finish_reason"] == "closespider_itemcount", done["stats"]
+    assert result(d, "GetTaskStatus", id=t["id"])["test"] is True
+    assert slow_ended() == before
+    tests = result(d, "GetCompletedTasks", project=PROJECT, test=True, limit=1000)["jobs"]
+    assert t["id"] in [x["id"] for x in tests] and all(x["test"] for x in tests)
+    e = error(d, "OneTimeTestRun", project=PROJECT, spider="slow", seconds=-1)
+    assert e["code"] == -32602 and "seconds" in e["message"], e
+
+
 def test_scheduled_tasks_are_the_pending_ones(d):
     tasks = result(d, "GetScheduledTasks", limit=1000)["jobs"]
     assert all(x["state"] == "pending" for x in tasks), tasks
