@@ -25,8 +25,7 @@ typedef struct grepsr_call {
 static const grepsr_call_t calls[] = {
     /* runs */
     {"OneTimeRun", "jobs.create", NULL, NULL, NULL, NULL},
-    {"OneTimeTestRun", NULL, NULL, NULL, NULL,
-     "a test run (a job that stops after a few items and counts as no run)"},
+    {"OneTimeTestRun", "jobs.test_run", NULL, NULL, NULL, NULL},
     {"MultiProcessRun", "jobs.multiprocess", NULL, NULL, NULL, NULL},
     {"AddToTaskQueue", "jobs.add_urls", NULL, NULL, NULL, NULL},
     {"StopRun", "jobs.cancel", NULL, NULL, NULL, NULL},

@@ -47,6 +47,7 @@ static const op_param_t p_jobs_list[] = {{"state", OPT_STRS, 0, 0, 0},
                                          {"meta", OPT_OBJ, 0, 0, 0},
                                          {"limit", OPT_INT, 0, 1, 1000},
                                          {"cursor", OPT_STR, 0, 0, 0},
+                                         {"test", OPT_BOOL, 0, 0, 0},
                                          END};
 static const op_param_t p_jobs_counts[] = {{"since", OPT_STR, 0, 0, 0},
                                            {"project", OPT_STR, NAME, 0, 0},
@@ -75,6 +76,20 @@ static const op_param_t p_jobs_create[] = {{"project", OPT_STR, REQ | NAME, 0, 0
                                            {"unique_key", OPT_STR, 0, 0, 0},
                                            {"meta", OPT_ANY, 0, 0, 0},
                                            END};
+/* A test run: a job's fields, or a schedule's template, and its limits. */
+static const op_param_t p_jobs_test_run[] = {{"project", OPT_STR, NAME, 0, 0},
+                                             {"spider", OPT_STR, NAME, 0, 0},
+                                             {"schedule", OPT_STR, 0, 0, 0},
+                                             {"version", OPT_STR, NAME, 0, 0},
+                                             {"args", OPT_OBJ, 0, 0, 0},
+                                             {"settings", OPT_OBJ, 0, 0, 0},
+                                             {"priority", OPT_NUM, 0, 0, 0},
+                                             {"jobid", OPT_STR, NAME, 0, 0},
+                                             {"meta", OPT_ANY, 0, 0, 0},
+                                             {"items", OPT_INT, 0, 1, 1000000000},
+                                             {"pages", OPT_INT, 0, 1, 1000000000},
+                                             {"seconds", OPT_NUM, 0, 0, 0},
+                                             END};
 static const op_param_t p_cancel[] = {{"id", OPT_ID, REQ, 0, 0},
                                       {"signal", OPT_STR, 0, 0, 0},
                                       END};
@@ -127,7 +142,7 @@ static const op_param_t p_tail[] = {{"id", OPT_ID, REQ, 0, 0},
       {"args", OPT_OBJ, 0, 0, 0}, {"settings", OPT_OBJ, 0, 0, 0},                            \
       {"priority", OPT_NUM, 0, 0, 0}, {"timeout", OPT_NUM, 0, 0, 0},                         \
       {"retries", OPT_INT, 0, 0, 100}, {"retry_backoff", OPT_NUM, 0, 0, 0},                  \
-      {"webhooks", OPT_STRS, 0, 0, 0}
+      {"webhooks", OPT_STRS, 0, 0, 0}, {"meta", OPT_ANY, 0, 0, 0}
 static const op_param_t p_schedule_create[] = {{"name", OPT_STR, REQ | NAME, 0, 0},
                                                {"project", OPT_STR, REQ | NAME, 0, 0},
                                                {"spider", OPT_STR, REQ | NAME, 0, 0},
@@ -327,6 +342,8 @@ const op_def_t op_table[] = {
      "/jobs/multiprocess", 201, OP_BODY_JSON, ROLE_RUN},
     {"jobs.add_urls", NULL, op_jobs_add_urls, p_jobs_add_urls, OP_WRITE, "POST",
      "/jobs/{id}/urls", 200, OP_BODY_JSON, ROLE_RUN},
+    {"jobs.test_run", NULL, op_jobs_test_run, p_jobs_test_run, OP_WRITE, "POST", "/jobs/test",
+     201, OP_BODY_JSON, ROLE_RUN},
     {"jobs.log", NULL, op_jobs_log, p_tail, 0, "GET", "/jobs/{id}/log", 200,
      OP_BODY_NONE, ROLE_READ},
     {"jobs.items", NULL, op_jobs_items, p_tail, 0, "GET", "/jobs/{id}/items", 200, OP_BODY_NONE, ROLE_READ},
@@ -990,6 +1007,7 @@ json_t *op_render_job(const job_t *j) {
   json_object_set_new(o, "unique_key", op_str_or_null(j->unique_key));
   json_object_set_new(o, "meta", j->meta ? json_deep_copy(j->meta) : json_object());
   json_object_set_new(o, "note", op_str_or_null(j->note));
+  json_object_set_new(o, "test", json_boolean(j->test));
   if (j->corrected)
     json_object_set_new(o, "original_state", json_string(job_state_name(j->original_state)));
   return o;

@@ -109,6 +109,12 @@ void op_jobs_get(op_call_t *c);
 void op_jobs_create(op_call_t *c);
 void op_jobs_cancel(op_call_t *c);
 void op_jobs_rerun(op_call_t *c);
+void op_jobs_test_run(op_call_t *c); /* api/ops_testrun.c */
+/* jobs.create's steps, for jobs.test_run: the project's egg into
+ * c->egg_path (1 after failing c), and c->job queued and answered (the job
+ * id's check first when the call gave one). */
+int op_job_egg(op_call_t *c, const char *project, const char *version);
+void op_job_submit(op_call_t *c);
 void op_jobs_states(op_call_t *c);
 void op_jobs_meta(op_call_t *c);
 void op_jobs_history(op_call_t *c);

@@ -35,9 +35,9 @@ static uint32_t fnv1a(uint32_t h, const char *s) {
 /* What a cursor is bound to: the filters, not the page size. */
 static uint32_t list_fingerprint(const op_call_t *c) {
   char buf[128];
-  snprintf(buf, sizeof(buf), "%llx/%lld/%lld/%lld/%lld", (long long)c->num[0],
+  snprintf(buf, sizeof(buf), "%llx/%lld/%lld/%lld/%lld/%lld", (long long)c->num[0],
            op_int(c, "schedule", 0), op_int(c, "parent", 0), (long long)c->num[4],
-           (long long)c->num[5]);
+           (long long)c->num[5], (long long)c->num[7]);
   uint32_t h = fnv1a(fnv1a(fnv1a(2166136261u, buf), op_str(c, "project")), op_str(c, "spider"));
   h = fnv1a(fnv1a(h, op_str(c, "node")), op_str(c, "q"));
   const char *k;
@@ -79,7 +79,8 @@ static int list_meta_pairs(op_call_t *c) {
 }
 
 /* num[0] states, num[1] cursor id (0 = first page), num[2] limit,
- * num[3] = 1 when there is a next page, num[4]/num[5] created from/to.
+ * num[3] = 1 when there is a next page, num[4]/num[5] created from/to,
+ * num[7] test runs (job_filter_t's test).
  *
  * Pages are in id order, newest first, so a job never moves between pages
  * as its state changes; the store starts each page after the cursor's id
@@ -101,6 +102,7 @@ static int list_fn(store_t *s, void *arg) {
                     .nprojects = c->nmine,
                     .meta = (const char *const *)c->names,
                     .nmeta = (size_t)c->num[6],
+                    .test = (int)c->num[7],
                     .limit = (size_t)c->num[2] + 1};
   int rc = store_jobs_list(s, &f, &c->list);
   if (rc) return rc;
@@ -143,6 +145,8 @@ void op_jobs_list(op_call_t *c) {
   }
   c->num[0] = states;
   c->num[2] = op_int(c, "limit", PAGE_DEFAULT);
+  const json_t *test = op_json(c, "test");
+  c->num[7] = !test ? 0 : json_is_true(test) ? 1 : -1;
   const char *q = op_str(c, "q"), *node = op_str(c, "node");
   if (q && strlen(q) > JOB_FILTER_TEXT_MAX) {
     op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:i}", "field", "q", "max", JOB_FILTER_TEXT_MAX),
@@ -173,7 +177,7 @@ void op_jobs_list(op_call_t *c) {
     if (fp != list_fingerprint(c)) {
       op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "cursor"),
               "'cursor' belongs to a listing with other filters (state, project, spider, "
-              "schedule, parent, from, to, node, q, meta)");
+              "schedule, parent, from, to, node, q, meta, test)");
       return;
     }
   }
@@ -894,4 +898,23 @@ void op_jobs_states(op_call_t *c) {
     return;
   }
   op_store(c, STORE_READ, states_fn, states_done);
+}
+
+/* ---- shared with jobs.test_run (api/ops_testrun.c) ---- */
+
+int op_job_egg(op_call_t *c, const char *project, const char *version) {
+  int rc = api_egg_resolve(c->app, project, version, &c->egg_path);
+  if (rc == SPD_ENOPROJECT)
+    op_fail(c, rc, json_pack("{s:s}", "project", project), "project '%s' not found", project);
+  else if (rc == SPD_ENOVERSION)
+    op_fail(c, rc, json_pack("{s:s,s:s}", "project", project, "version", version),
+            "version '%s' of project '%s' not found", version, project);
+  else if (rc)
+    op_fail(c, rc, NULL, "%s", spd_strerror(rc));
+  return rc != 0;
+}
+
+void op_job_submit(op_call_t *c) {
+  if (op_str(c, "jobid") || c->job.parent_id) op_store(c, STORE_READ, busy_fn, busy_done);
+  else create_enqueue(c);
 }

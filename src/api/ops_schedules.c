@@ -61,6 +61,7 @@ static json_t *render_schedule(const schedule_t *sc) {
   json_object_set_new(o, "retries", json_integer(sc->max_retries));
   json_object_set_new(o, "retry_backoff", seconds_or_null(sc->retry_backoff_ms));
   json_object_set_new(o, "webhooks", sc->webhooks ? json_incref(sc->webhooks) : json_array());
+  json_object_set_new(o, "meta", sc->meta ? json_incref(sc->meta) : json_object());
   json_object_set_new(o, "created_at", op_iso_time(sc->created_ms));
   json_object_set_new(o, "updated_at", op_iso_time(sc->updated_ms));
   json_object_set_new(o, "last_due_at", op_iso_time(sc->last_due_ms));
@@ -271,8 +272,22 @@ static int bad_limits(op_call_t *c) {
   return 1;
 }
 
+/* The meta each job of the schedule starts with: an object as jobs.create
+ * takes it (or its text from a form), null to clear it; written back as
+ * the object for the flow. 1 after failing c. */
+static int bad_meta(op_call_t *c) {
+  const json_t *v = op_json(c, "meta");
+  json_t *m = NULL;
+  if (!v || json_is_null(v)) return 0;
+  if (op_meta_param(c, &m)) return 1;
+  json_object_set_new(c->params, "meta", m);
+  return 0;
+}
+
 void op_schedules_create(op_call_t *c) {
-  if (op_check_pairs(c, "args") || op_check_pairs(c, "settings") || bad_limits(c)) return;
+  if (op_check_pairs(c, "args") || op_check_pairs(c, "settings") || bad_limits(c) ||
+      bad_meta(c))
+    return;
   if (copy_target(c, NULL, NULL, NULL)) {
     op_fail(c, -ENOMEM, NULL, "out of memory");
     return;
@@ -307,7 +322,9 @@ static void target_done(void *arg, int rc) {
 }
 
 void op_schedules_update(op_call_t *c) {
-  if (op_check_pairs(c, "args") || op_check_pairs(c, "settings") || bad_limits(c)) return;
+  if (op_check_pairs(c, "args") || op_check_pairs(c, "settings") || bad_limits(c) ||
+      bad_meta(c))
+    return;
   if (op_str(c, "project") || op_str(c, "spider") || op_str(c, "version"))
     op_store(c, STORE_READ, target_fn, target_done);
   else

@@ -327,7 +327,8 @@ static void print_job(const json_t *r) {
       {"retry of:", "retry_of", fmt_auto_field}, {"attempt:", "attempt", fmt_auto_field},
       {"max retries:", "max_retries", fmt_auto_field}, {"timeout:", "timeout", fmt_auto_field},
       {"heartbeat:", "heartbeat_at", fmt_auto_field},
-      {"unique key:", "unique_key", fmt_auto_field}};
+      {"unique key:", "unique_key", fmt_auto_field}, {"test:", "test", fmt_auto_field},
+      {"meta:", "meta", fmt_auto_field}};
   fmt_json_fields(stdout, r, rows, sizeof(rows) / sizeof(rows[0]), 13);
   const json_t *stats = json_object_get(r, "stats");
   if (json_object_size(stats)) {
@@ -375,11 +376,49 @@ static void print_id(const json_t *r) {
   printf("%s\n", id);
 }
 
+/* --test and its limits: a test run (jobs.test_run) instead of a job. */
+static int run_test_body(const cli_args_t *a, json_t *b, char *err, size_t errlen) {
+  static const struct {
+    int opt;
+    const char *flag, *field;
+  } lim[] = {{O_MAX_ITEMS, "--max-items", "items"},
+             {O_MAX_PAGES, "--max-pages", "pages"},
+             {O_MAX_SECONDS, "--max-seconds", "seconds"}};
+  int test = cli_args_get(a, O_TEST) != NULL;
+  for (size_t i = 0; i < sizeof(lim) / sizeof(lim[0]); i++) {
+    const char *v = cli_args_get(a, lim[i].opt);
+    long long n;
+    double d;
+    if (!v) continue;
+    if (!test) {
+      snprintf(err, errlen, "%s limits a test run: give --test too", lim[i].flag);
+      return -EINVAL;
+    }
+    if (lim[i].opt == O_MAX_SECONDS ? cli_parse_double(v, &d) || !(d > 0)
+                                    : cli_parse_long(v, 1, 1000000000, &n)) {
+      snprintf(err, errlen, "%s '%s': expected a number > 0", lim[i].flag, v);
+      return -EINVAL;
+    }
+    json_object_set_new(b, lim[i].field, lim[i].opt == O_MAX_SECONDS ? json_real(d)
+                                                                      : json_integer(n));
+  }
+  if (test && cli_args_get(a, O_UNIQUE_KEY)) {
+    snprintf(err, errlen, "--unique-key does not apply to a test run");
+    return -EINVAL;
+  }
+  return 0;
+}
+
 static int cmd_run(cli_ctx_t *ctx, const cli_args_t *a) {
   json_t *body = NULL, *r = NULL;
   char err[512];
   if (cli_job_body(a, &body, err, sizeof(err))) return cli_usage_error(ctx, "%s", err);
-  int rc = cli_call(ctx, "POST", (const char *[]){"jobs"}, 1, NULL, body, &r);
+  if (run_test_body(a, body, err, sizeof(err))) {
+    json_decref(body);
+    return cli_usage_error(ctx, "%s", err);
+  }
+  int test = cli_args_get(a, O_TEST) != NULL;
+  int rc = cli_call(ctx, "POST", (const char *[]){"jobs", "test"}, test ? 2 : 1, NULL, body, &r);
   json_decref(body);
   return rc ? rc : cli_answer(ctx, r, print_id);
 }
@@ -566,7 +605,9 @@ static const cli_opt_t jobs_opts[] = {{"state", 0, 1, O_STATE}, {"project", 'p',
 static const cli_opt_t run_opts[] = {{"arg", 'a', 1, O_ARG}, {"set", 's', 1, O_SET},
                                      {"priority", 0, 1, O_PRIORITY}, {"version", 0, 1, O_VERSION},
                                      {"jobid", 0, 1, O_JOBID}, {"unique-key", 0, 1, O_UNIQUE_KEY},
-                                     CLI_COMMON_OPTS};
+                                     {"test", 0, 0, O_TEST}, {"max-items", 0, 1, O_MAX_ITEMS},
+                                     {"max-pages", 0, 1, O_MAX_PAGES},
+                                     {"max-seconds", 0, 1, O_MAX_SECONDS}, CLI_COMMON_OPTS};
 static const cli_opt_t multiprocess_opts[] = {{"processes", 'n', 1, O_PROCESSES},
                                               {"arg", 'a', 1, O_ARG}, {"set", 's', 1, O_SET},
                                               {"priority", 0, 1, O_PRIORITY},
@@ -598,12 +639,16 @@ static const cli_cmd_t cmds[] = {
      "A job's details; ID is its integer id or its Scrapyd job id.\n"},
     {"run", cmd_run, run_opts, 2, 2,
      "run PROJECT SPIDER [--arg K=V]... [--set K=V]... [--priority N] [--version V] [--jobid J] "
-     "[--unique-key K]",
+     "[--unique-key K] [--test [--max-items N] [--max-pages N] [--max-seconds S]]",
      "Queues a job now and prints its integer id.\n"
      "  -a, --arg K=V      spider argument (repeatable)\n"
      "  -s, --set K=V      Scrapy setting (repeatable)\n"
      "  --unique-key K     while a pending or running job of the project holds K,\n"
-     "                     queue nothing and print that job's id\n"},
+     "                     queue nothing and print that job's id\n"
+     "  --test             a test run: flagged test, counted in no statistics\n"
+     "  --max-items N  --max-pages N  --max-seconds S\n"
+     "                     where a test run stops (Scrapy's CLOSESPIDER_ITEMCOUNT,\n"
+     "                     _PAGECOUNT, _TIMEOUT; a command spider's hard timeout)\n"},
     {"multiprocess", cmd_multiprocess, multiprocess_opts, 3, 10002,
      "multiprocess PROJECT SPIDER URL... -n N [--arg K=V]... [--set K=V]... [--priority N] "
      "[--version V]",

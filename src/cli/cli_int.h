@@ -25,6 +25,7 @@ enum cli_opt_id {
   O_TOKEN, O_TOKEN_FILE, O_ROLE, O_EXPIRES, O_PASSWORD_FILE, O_ALL_PROJECTS,
   O_CANCEL,
   O_PROCESSES,
+  O_TEST, O_MAX_ITEMS, O_MAX_PAGES, O_MAX_SECONDS,
 };
 
 /* Every client command takes these (listed last in each command's table). */

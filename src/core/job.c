@@ -147,6 +147,7 @@ json_t *job_event_json(const job_t *j) {
   json_object_set_new(o, "end_time", job_time_json(j->end_ms));
   json_object_set_new(o, "schedule_id", json_integer(j->schedule_id));
   json_object_set_new(o, "parent_id", json_integer(j->parent_id));
+  json_object_set_new(o, "test", json_boolean(j->test));
   json_object_set_new(o, "args", copy_or_null(j->args));
   json_object_set_new(o, "settings", copy_or_null(j->settings));
   json_object_set_new(o, "stats", copy_or_null(j->stats));

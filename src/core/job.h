@@ -65,6 +65,9 @@ typedef struct job {
   int corrected;
   job_state_t original_state;
   char *note;
+  /* A test run (jobs.test_run): 1 = it counts in no statistics and in no
+   * schedule's history; it is listed and shown like any job. */
+  int test;
 } job_t;
 
 typedef struct job_list {

@@ -30,6 +30,7 @@ void schedule_release(schedule_t *s) {
   json_decref(s->args);
   json_decref(s->settings);
   json_decref(s->webhooks);
+  json_decref(s->meta);
   schedule_init(s);
 }
 
@@ -89,6 +90,8 @@ int schedule_job(const schedule_t *sc, const char *jobid, int64_t now_ms, job_t 
   j->version = sc->version ? strdup(sc->version) : NULL;
   j->args = copy_or_empty(sc->args);
   j->settings = copy_or_empty(sc->settings);
+  /* A copy, not a reference: jobs.meta merges into the job's own. */
+  j->meta = sc->meta ? json_deep_copy(sc->meta) : NULL;
   j->priority = sc->priority;
   j->schedule_id = sc->id;
   j->timeout_ms = sc->timeout_ms;
@@ -96,7 +99,7 @@ int schedule_job(const schedule_t *sc, const char *jobid, int64_t now_ms, job_t 
   j->retry_backoff_ms = sc->retry_backoff_ms;
   j->created_ms = now_ms;
   if (!j->jobid || !j->project || !j->spider || (sc->version && !j->version) || !j->args ||
-      !j->settings) {
+      !j->settings || (sc->meta && !j->meta)) {
     job_release(j);
     return -ENOMEM;
   }

@@ -61,6 +61,7 @@ typedef struct schedule {
   int max_retries;
   int64_t retry_backoff_ms;
   json_t *webhooks;       /* array of URLs or NULL */
+  json_t *meta;           /* object or NULL: copied into each job's meta */
   int64_t created_ms;
   int64_t updated_ms;
   /* scheduler bookkeeping */
@@ -112,9 +113,9 @@ void sched_run_list_release(sched_run_list_t *l);
 int schedule_compile(const schedule_t *sc, cron_spec_t *spec, char *err, size_t errlen);
 
 /* Fills j (initialised here) with the schedule's job template: a pending
- * job of its project, spider, version, args, settings, priority, timeout
- * and retries, with schedule_id set, job id jobid, created at now_ms.
- * 0 or -ENOMEM. */
+ * job of its project, spider, version, args, settings, meta, priority,
+ * timeout and retries, with schedule_id set, job id jobid, created at
+ * now_ms. 0 or -ENOMEM. */
 int schedule_job(const schedule_t *sc, const char *jobid, int64_t now_ms, job_t *j);
 
 /* Names as used in the API ("cron", "interval", "once"; "allow", "skip",

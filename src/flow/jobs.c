@@ -36,7 +36,8 @@ static json_t *event_data(const job_t *j, int exit_code, int term_signal) {
 
 static int add_event(store_t *s, const char *type, const job_t *j, int64_t ts_ms,
                      json_t *data /* taken */) {
-  event_t e = {.type = (char *)type, .ts_ms = ts_ms, .schedule_id = j->schedule_id,
+  /* A test run's events are no part of its schedule's history. */
+  event_t e = {.type = (char *)type, .ts_ms = ts_ms, .schedule_id = j->test ? 0 : j->schedule_id,
                .job_id = j->id, .data = data};
   int rc = store_event_add(s, &e);
   json_decref(data);
@@ -83,6 +84,7 @@ int jobs_rerun(job_t *src, const char *jobid, job_t *out) {
   out->settings = src->settings ? src->settings : json_object();
   out->priority = src->priority;
   out->meta = src->meta;
+  out->test = src->test; /* a test run again: its limits are in its settings */
   out->state = JOB_PENDING;
   src->project = src->spider = src->version = NULL;
   src->args = src->settings = src->meta = NULL;
@@ -249,6 +251,7 @@ int jobs_retry(store_t *s, const job_t *t, int64_t end_ms, int exit_code, int te
   r.priority = t->priority;
   r.state = JOB_PENDING;
   r.schedule_id = t->schedule_id;
+  r.test = t->test;
   r.parent_id = t->parent_id;
   r.retry_of = t->id;
   r.attempt = t->attempt + 1;

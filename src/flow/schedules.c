@@ -125,6 +125,13 @@ static int policy_fields(schedule_t *sc, const json_t *p, char *err, size_t len)
   if ((v = json_object_get(p, "retries"))) sc->max_retries = (int)json_integer_value(v);
   if ((v = json_object_get(p, "args"))) set_json(&sc->args, v);
   if ((v = json_object_get(p, "settings"))) set_json(&sc->settings, v);
+  if ((v = json_object_get(p, "meta"))) { /* checked by the API: an object, or null */
+    if (!json_is_object(v) && !json_is_null(v)) {
+      snprintf(err, len, "'meta' must be a JSON object");
+      return SPD_EBADPARAM;
+    }
+    set_json(&sc->meta, v);
+  }
   if ((v = json_object_get(p, "webhooks"))) return webhooks_field(sc, v, err, len);
   return 0;
 }
@@ -296,6 +303,10 @@ int schedules_state_from_job(store_t *s, int64_t job_id, const char *state, int6
   *schedule_id = j.schedule_id;
   if (!j.schedule_id) {
     snprintf(err, len, "job %lld was not started by a scraper: it has no state to keep",
+             (long long)job_id);
+    rc = SPD_EBADPARAM;
+  } else if (j.test) { /* no part of its scraper's history */
+    snprintf(err, len, "job %lld is a test run: it hands no state to its scraper's next run",
              (long long)job_id);
     rc = SPD_EBADPARAM;
   } else {

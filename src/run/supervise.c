@@ -204,6 +204,7 @@ void supervise_started(supervisor_t *sv, proc_t *p) {
   job_init(&op->job);
   op->job.id = p->job.id;
   op->job.schedule_id = p->job.schedule_id;
+  op->job.test = p->job.test; /* its events stay out of the schedule's */
   op->job.attempt = p->job.attempt;
   op->job.jobid = strdup(p->job.jobid);
   op->job.project = strdup(p->job.project);

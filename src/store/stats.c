@@ -137,6 +137,7 @@ int store_job_stats_walk(store_t *s, const char *project, int64_t from_ms, int64
         past = 1;
         break;
       }
+      if (j->test) continue; /* a test run counts in no statistics */
       job_stats_row_t row = {.project = j->project, .spider = j->spider,
                              .schedule_id = j->schedule_id, .state = (int)j->state,
                              .start_ms = j->start_ms, .end_ms = j->end_ms,

@@ -184,9 +184,13 @@ int store_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
     for (size_t i = 0; i < f->nmeta; i++)
       if (!job_meta_key_valid(f->meta[2 * i]) || !f->meta[2 * i + 1]) return -EINVAL;
   }
-  if (f && f->text && !*f->text) {
-    job_filter_t g = *f; /* "" is no filter: the backends see NULL only */
-    g.text = NULL;
+  if (f && (f->test < -1 || f->test > 1)) return -EINVAL;
+  if (f && ((f->text && !*f->text) || (f->schedule_id && !f->test))) {
+    job_filter_t g = *f;
+    if (g.text && !*g.text) g.text = NULL; /* "" is no filter: the backends see NULL only */
+    /* A test run is no part of its schedule's history: the schedule's
+     * jobs are its real runs unless test runs are asked for. */
+    if (g.schedule_id && !g.test) g.test = -1;
     return s->ops->jobs_list(s, &g, out);
   }
   return s->ops->jobs_list(s, f ? f : &all, out);

@@ -152,6 +152,10 @@ typedef struct job_filter {
    * by job_meta_key_valid (-EINVAL else). */
   const char *const *meta;
   size_t nmeta;
+  /* A native-API field: 1 = test runs only, -1 = no test runs, 0 = both,
+   * except with schedule_id set, where 0 is -1: a test run is no part of
+   * its schedule's history (its overlap, its listings, its figures). */
+  int test;
 } job_filter_t;
 
 #define JOB_FILTER_TEXT_MAX 200
@@ -245,7 +249,7 @@ typedef enum {
 } job_stats_by_t;
 
 /* Which ended jobs count: those that started and ended in [from_ms, to_ms)
- * (end time), of project / spider / schedule when set. */
+ * (end time), of project / spider / schedule when set; never test runs. */
 typedef struct job_stats_query {
   const char *project;  /* NULL = all */
   const char *spider;   /* NULL = all */

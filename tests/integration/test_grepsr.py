@@ -109,6 +109,27 @@ def test_stop_run_and_stop_task_cancel_a_running_job(d, method):
     assert j["id"] not in [x["id"] for x in result(d, "GetActiveTasksV2")["jobs"]]
 
 
+def test_one_time_test_run_is_flagged_limited_and_out_of_stats(d):
+    def slow_ended():
+        groups = result(d, "GetStats", project=PROJECT, by="spider")["groups"]
+        return sum(g["ended"] for g in groups if g["spider"] == "slow")
+
+    before = slow_ended()
+    t = result(d, "OneTimeTestRun", project=PROJECT, spider="slow", args={"seconds": "60"},
+               items=2, meta={"purpose": "check"})
+    assert t["test"] is True and t["settings"]["CLOSESPIDER_ITEMCOUNT"] == "2", t
+    assert t["meta"] == {"purpose": "check"}, t
+    done = wait_state(d, t["id"])
+    assert done["state"] == "finished" and done["test"] is True, done
+    assert done["stats"]["finish_reason"] == "closespider_itemcount", done["stats"]
+    assert result(d, "GetTaskStatus", id=t["id"])["test"] is True
+    assert slow_ended() == before
+    tests = result(d, "GetCompletedTasks", project=PROJECT, test=True, limit=1000)["jobs"]
+    assert t["id"] in [x["id"] for x in tests] and all(x["test"] for x in tests)
+    e = error(d, "OneTimeTestRun", project=PROJECT, spider="slow", seconds=-1)
+    assert e["code"] == -32602 and "seconds" in e["message"], e
+
+
 def test_scheduled_tasks_are_the_pending_ones(d):
     tasks = result(d, "GetScheduledTasks", limit=1000)["jobs"]
     assert all(x["state"] == "pending" for x in tasks), tasks
@@ -214,7 +235,6 @@ def test_missed_runs(d):
 # ---- what spiderd cannot do, and bad calls -----------------------------------
 
 @pytest.mark.parametrize("method,missing", [
-    ("OneTimeTestRun", "a test run"),
     ("GetUpcomingAccountSchedules", "accounts"),
 ])
 def test_calls_spiderd_cannot_do_name_what_is_missing(d, method, missing):
@@ -248,7 +268,7 @@ def test_bad_calls_get_the_native_ops_errors(d):
     j = run(d)
     batch = [{"jsonrpc": "2.0", "id": 1, "method": "GetTaskInfo", "params": {"id": j["id"]}},
              {"jsonrpc": "2.0", "id": 2, "method": "jobs.get", "params": {"id": j["id"]}},
-             {"jsonrpc": "2.0", "id": 3, "method": "OneTimeTestRun", "params": {}}]
+             {"jsonrpc": "2.0", "id": 3, "method": "NoSuchGrepsrCall", "params": {}}]
     got = req(d, "POST", "/jsonrpc", json=batch, headers=d.admin).json()
     assert [x["id"] for x in got] == [1, 2, 3], got
     assert got[0]["result"]["id"] == got[1]["result"]["id"] == j["id"], got

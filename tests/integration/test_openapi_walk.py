@@ -564,6 +564,22 @@ def _jobs_rerun(w, ctx):
            code="SPD_EBADPARAM", body_valid=False)
 
 
+@case("POST", API + "/jobs/test")
+def _jobs_test_run(w, ctx):
+    t = w.ok("POST", API + "/jobs/test", json_body={
+        "project": "wp", "spider": "quick", "args": {"count": "3"}, "items": 1, "pages": 2,
+        "seconds": 30, "meta": {"walk": "t"}}, status=201)
+    assert t["test"] is True and t["existing"] is False
+    w.ok("GET", API + "/jobs", params={"test": "true", "limit": 5})
+    w.fail("POST", API + "/jobs/test", json_body={"project": "wp", "spider": "quick",
+                                                  "seconds": 0},
+           status=400, code="SPD_EBADPARAM", body_valid=False)
+    w.fail("POST", API + "/jobs/test", json_body={"project": "wp"}, status=400,
+           code="SPD_EMISSING")
+    w.fail("POST", API + "/jobs/test", json_body={"schedule": "no-such-schedule"}, status=404,
+           code="SPD_ENOSCHEDULE")
+
+
 @case("GET", J + "/log")
 def _jobs_log(w, ctx):
     w.ok("GET", J + "/log", {"id": ctx["quick"]})
@@ -993,6 +1009,7 @@ OPEN_OBJECTS = {
     "RpcResponse.error.data.details": "the REST error's details",
     "Job.stats": "what the crawl reported; absent keys where Scrapy had none",
     "Job.meta": "the user's own fields: any JSON object within 64 KiB",
+    "Schedule.meta": "the user's own fields its jobs start with: any JSON object within 64 KiB",
     "Event.data": "one shape per event type",
 }
 
@@ -1099,6 +1116,7 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "jobs.multiprocess": lambda c, m: {"project": "rpcp", "spider": "slow", "processes": 1,
                                        "urls": ["http://127.0.0.1:9/x"], "args": {"seconds": "1"}},
     "jobs.add_urls": lambda c, m: {"id": _new_run(c), "urls": ["http://127.0.0.1:9/y"]},
+    "jobs.test_run": lambda c, m: {"project": "rpcp", "spider": "quick", "items": 1},
     "jobs.log": lambda c, m: {"id": c["quick"], "offset": -200},
     "jobs.items": lambda c, m: {"id": c["quick"]},
     "schedules.create": lambda c, m: {"name": "r-" + m, "project": "rpcp", "spider": "quick",

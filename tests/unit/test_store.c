@@ -1504,6 +1504,8 @@ static void test_migration_node_version(void **state) {
                                 "ALTER TABLE jobs DROP COLUMN meta;" /* from schema 10 */
                                 "ALTER TABLE jobs DROP COLUMN original_state;"
                                 "ALTER TABLE jobs DROP COLUMN note;"
+                                "ALTER TABLE jobs DROP COLUMN test;" /* from schema 11 */
+                                "ALTER TABLE schedules DROP COLUMN meta;"
                                 "PRAGMA user_version = 5;",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
@@ -1542,6 +1544,8 @@ static void test_migration_principals(void **state) {
   assert_int_equal(sqlite3_exec(db, "ALTER TABLE nodes DROP COLUMN draining; ALTER TABLE schedules DROP COLUMN state; "
                                     "ALTER TABLE jobs DROP COLUMN meta; ALTER TABLE jobs DROP COLUMN original_state; "
                                     "ALTER TABLE jobs DROP COLUMN note; "
+                                    "ALTER TABLE jobs DROP COLUMN test; "
+                                    "ALTER TABLE schedules DROP COLUMN meta; "
                                     "DROP TABLE principals; PRAGMA user_version = 6;", NULL,
                                 NULL, NULL),
                    SQLITE_OK);
@@ -1556,13 +1560,24 @@ static void test_migration_principals(void **state) {
   assert_int_equal(store_principal_put(f->s, &p), 0);
   expect_principal_names(f->s, "u:admin");
 
-  assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
-  sqlite3_stmt *st;
-  assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
-  assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-  assert_int_equal(sqlite3_column_int(st, 0), 10); /* and on to the newest */
-  sqlite3_finalize(st);
-  sqlite3_close(db);
+  /* and on to the newest: the version a new store starts at */
+  char fresh[512], fresh_path[512];
+  fx_url(f, "newest", fresh, sizeof(fresh));
+  store_close(fx_open(fresh));
+  snprintf(fresh_path, sizeof(fresh_path), "%s/newest.db", f->dir);
+  int versions[2];
+  const char *paths[2] = {path, fresh_path};
+  for (int i = 0; i < 2; i++) {
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_open(paths[i], &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    versions[i] = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+  }
+  assert_true(versions[0] > 6);
+  assert_int_equal(versions[0], versions[1]);
 }
 
 /* Several processes opening a store nobody has opened yet: each one

@@ -1,7 +1,9 @@
 /* The store's side of a job's meta and history updates, on every backend
  * (store_fx.h): meta written at insert and replaced, meta filters (string
  * equality on top-level keys, ANDed, with the other filters), and the
- * state, original state and note of an ended job. Public API only. */
+ * state, original state and note of an ended job; test runs (their flag,
+ * its filter, out of statistics and of their schedule's listings) and a
+ * schedule's meta. Public API only. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -136,6 +138,105 @@ static void test_history_of_ended_jobs(void **state) {
   job_release(&j);
 }
 
+/* An ended job of schedule sched (0: none), flagged test or not. */
+static int64_t ins_run(store_t *s, int64_t sched, int test, int64_t end_ms) {
+  static int seq;
+  char id[32];
+  job_t j;
+  job_init(&j);
+  snprintf(id, sizeof(id), "t%d", ++seq);
+  j.jobid = strdup(id);
+  j.project = strdup("p");
+  j.spider = strdup("sp");
+  j.state = JOB_FINISHED;
+  j.schedule_id = sched;
+  j.test = test;
+  j.start_ms = end_ms - 100;
+  j.end_ms = end_ms;
+  j.stats = json_pack("{s:i}", "items", 10);
+  assert_int_equal(store_job_insert(s, &j), 0);
+  int64_t r = j.id;
+  job_release(&j);
+  return r;
+}
+
+static size_t listed(store_t *s, int64_t sched, int test, int64_t *first) {
+  job_list_t l = {0};
+  job_filter_t f = {.schedule_id = sched, .test = test};
+  assert_int_equal(store_jobs_list(s, &f, &l), 0);
+  size_t n = l.n;
+  *first = n ? l.v[0].id : 0;
+  job_list_release(&l);
+  return n;
+}
+
+static void test_test_runs_and_schedule_meta(void **state) {
+  struct fx *f = *state;
+  store_t *s = f->s;
+  schedule_t sc;
+  schedule_init(&sc);
+  sc.name = strdup("nightly");
+  sc.kind = SCHED_CRON;
+  sc.expr = strdup("0 3 * * *");
+  sc.tz = strdup("UTC");
+  sc.project = strdup("p");
+  sc.spider = strdup("sp");
+  sc.meta = json_pack("{s:s, s:i}", "team", "data", "n", 1);
+  assert_int_equal(store_schedule_insert(s, &sc), 0);
+  schedule_t got;
+  assert_int_equal(store_schedule_get(s, sc.id, &got), 0);
+  assert_true(json_equal(got.meta, sc.meta));
+  json_decref(got.meta);
+  got.meta = NULL; /* cleared by an update */
+  assert_int_equal(store_schedule_update(s, &got), 0);
+  schedule_release(&got);
+  assert_int_equal(store_schedule_get(s, sc.id, &got), 0);
+  assert_null(got.meta);
+  schedule_release(&got);
+
+  int64_t real = ins_run(s, sc.id, 0, 5000), test = ins_run(s, sc.id, 1, 6000);
+  int64_t loose = ins_run(s, 0, 1, 7000), plain = ins_run(s, 0, 0, 8000);
+  job_t j = fx_get(s, test);
+  assert_int_equal(j.test, 1);
+  job_release(&j);
+  j = fx_get(s, real);
+  assert_int_equal(j.test, 0);
+  job_release(&j);
+  int64_t first;
+  /* Both, test runs only, none; a schedule's listing is its real runs
+   * unless its test runs are asked for. */
+  assert_int_equal(listed(s, 0, 0, &first), 4);
+  assert_int_equal(listed(s, 0, 1, &first), 2);
+  assert_int_equal(first, loose);
+  assert_int_equal(listed(s, 0, -1, &first), 2);
+  assert_int_equal(first, plain);
+  assert_int_equal(listed(s, sc.id, 0, &first), 1);
+  assert_int_equal(first, real);
+  assert_int_equal(listed(s, sc.id, -1, &first), 1);
+  assert_int_equal(listed(s, sc.id, 1, &first), 1);
+  assert_int_equal(first, test);
+  job_list_t l = {0};
+  job_filter_t bad = {.test = 2};
+  assert_int_equal(store_jobs_list(s, &bad, &l), -EINVAL);
+  /* Statistics count the real runs only, by spider and by schedule. */
+  job_stats_query_t q = {.from_ms = 1, .to_ms = 10000, .by = JOB_STATS_BY_SPIDER};
+  job_stats_t st = {0};
+  assert_int_equal(store_job_stats(s, &q, &st), 0);
+  assert_int_equal(st.n, 1);
+  assert_int_equal(st.v[0].ended, 2);
+  assert_int_equal(st.v[0].items, 20);
+  assert_int_equal(st.v[0].last_success_ms, 8000);
+  job_stats_release(&st);
+  q.by = JOB_STATS_BY_SCHEDULE;
+  assert_int_equal(store_job_stats(s, &q, &st), 0);
+  assert_int_equal(st.n, 1);
+  assert_int_equal(st.v[0].schedule_id, sc.id);
+  assert_int_equal(st.v[0].ended, 1);
+  assert_int_equal(st.v[0].last_success_ms, 5000);
+  job_stats_release(&st);
+  schedule_release(&sc);
+}
+
 static void test_merge_patch(void **state) {
   (void)state;
   json_t *m = json_loads("{\"a\": \"b\", \"c\": {\"d\": \"e\", \"f\": \"g\"}}", 0, NULL);
@@ -170,6 +271,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       T(test_meta_insert_replace_and_filter),
       T(test_history_of_ended_jobs),
+      T(test_test_runs_and_schedule_meta),
       cmocka_unit_test(test_merge_patch),
   };
 #undef T

@@ -157,7 +157,7 @@ _Static_assert(PJ_LIST_END <= PG_SLOT_SCHED, "pg/jobs.c's slots overflow its ran
   "node, pid, pid_start, created_ms, start_ms, end_ms, exit_code, "        \
   "term_signal, stats, schedule_id, parent_id, retry_of, attempt, "        \
   "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, " \
-  "unique_key, meta, original_state, note"
+  "unique_key, meta, original_state, note, test"
 
 /* ---- reading rows ---- */
 
@@ -197,6 +197,7 @@ static int pg_row_job(const PGresult *r, int row, job_t *j) {
   j->corrected = !PQgetisnull(r, row, 29);
   j->original_state = (job_state_t)pg_i64(r, row, 29);
   if ((rc = pg_str(r, row, 30, &j->note))) goto out;
+  j->test = (int)pg_i64(r, row, 31);
 out:
   if (rc) {
     if (rc == SPD_ESTORE)
@@ -310,6 +311,7 @@ int pg_job_insert(store_t *s, job_t *j) {
     pg_p_i64(&p, j->heartbeat_ms);
     pg_p_str(&p, j->unique_key);
     pg_p_json(&p, j->meta);
+    pg_p_i64(&p, j->test ? 1 : 0);
     int rc;
     PGresult *r = pg_run(
         q, PJ_INSERT,
@@ -317,8 +319,9 @@ int pg_job_insert(store_t *s, job_t *j) {
         "priority, state, node, pid, pid_start, created_ms, start_ms, end_ms, "
         "exit_code, term_signal, stats, schedule_id, parent_id, retry_of, attempt, "
         "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, "
-        "unique_key, meta) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
-        "$13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28) "
+        "unique_key, meta, test) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
+        "$13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, "
+        "$29) "
         "ON CONFLICT (project, unique_key) WHERE unique_key IS NOT NULL AND state < 2 "
         "DO NOTHING RETURNING id",
         &p, 0, &rc, "insert job");
@@ -554,6 +557,7 @@ static int pg_jobs_list_native(struct pg_store *q, const job_filter_t *f, job_li
   if (f->spider) pg_p_str(&p, f->spider), sb_add(&b, " AND spider = $%d", p.n);
   if (f->schedule_id)
     pg_p_i64(&p, f->schedule_id), sb_add(&b, " AND schedule_id = $%d", p.n);
+  if (f->test) sb_add(&b, " AND test = %d", f->test > 0);
   if (f->parent_id) pg_p_i64(&p, f->parent_id), sb_add(&b, " AND parent_id = $%d", p.n);
   if (f->created_from_ms)
     pg_p_i64(&p, f->created_from_ms), sb_add(&b, " AND created_ms >= $%d", p.n);
@@ -603,7 +607,7 @@ static int pg_list_slot(unsigned states, const job_filter_t *f) {
 int pg_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   struct pg_store *q = PGQ(s);
   if (f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
-      f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta)
+      f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta || f->test)
     return pg_jobs_list_native(q, f, out);
   unsigned states = f->states ? f->states : PG_LIST_ALL_STATES;
   struct sqlbuf b = {.n = 0};
@@ -1152,7 +1156,7 @@ int pg_job_stats_scan(store_t *s, const char *project, int64_t from_ms, int64_t 
       "WHEN json_typeof(stats::json -> 'item_scraped_count') = 'number' "
       "THEN trunc((stats::json ->> 'item_scraped_count')::numeric) ELSE 0 END::bigint "
       "FROM jobs WHERE state >= 2 AND start_ms <> 0 AND end_ms >= $1 AND end_ms < $2 "
-      "AND ($3::text IS NULL OR project = $3)",
+      "AND test = 0 AND ($3::text IS NULL OR project = $3)",
       &p, 0, &rc, "job stats");
   if (!r) return rc;
   rc = 0;

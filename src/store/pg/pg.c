@@ -505,6 +505,11 @@ static const char *const *pg_migrations[] = {
                           "ALTER TABLE jobs ADD COLUMN original_state INTEGER;"
                           "ALTER TABLE jobs ADD COLUMN note TEXT;",
                           NULL},
+    /* 7: test runs (jobs.test_run), kept out of statistics and of their
+     * schedule's history; a schedule's meta, copied into its jobs'. */
+    (const char *const[]){"ALTER TABLE jobs ADD COLUMN test INTEGER NOT NULL DEFAULT 0;"
+                          "ALTER TABLE schedules ADD COLUMN meta TEXT;",
+                          NULL},
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
 

@@ -100,16 +100,16 @@ const char pg_schema_sched[] =
   "id, name, kind, expr, interval_ms, once_ms, tz, start_ms, end_ms, jitter_ms, " \
   "overlap, missed, catchup_max, paused, project, spider, version, args, "       \
   "settings, priority, timeout_ms, max_retries, retry_backoff_ms, webhooks, "    \
-  "created_ms, updated_ms, horizon_ms, last_due_ms, refill_ms"
-/* The writable columns (all but id), bound as $2..$29 by bind_schedule. */
+  "created_ms, updated_ms, horizon_ms, last_due_ms, refill_ms, meta"
+/* The writable columns (all but id), bound as $2..$30 by bind_schedule. */
 #define SCHED_WCOLS                                                          \
   "name, kind, expr, interval_ms, once_ms, tz, start_ms, end_ms, jitter_ms, " \
   "overlap, missed, catchup_max, paused, project, spider, version, args, "   \
   "settings, priority, timeout_ms, max_retries, retry_backoff_ms, webhooks, " \
-  "created_ms, updated_ms, horizon_ms, last_due_ms, refill_ms"
+  "created_ms, updated_ms, horizon_ms, last_due_ms, refill_ms, meta"
 #define SCHED_PARAMS                                                              \
   "$2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, " \
-  "$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29"
+  "$19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30"
 #define RUN_COLS "id, schedule_id, due_ms, fire_ms, state, job_id, done_ms, reason"
 #define EVENT_COLS "id, ts_ms, type, schedule_id, job_id, data"
 
@@ -143,11 +143,11 @@ enum {
 
 _Static_assert(PS_END <= PG_SLOT_QUEUE, "pg/sched.c's slots are 128..191");
 
-/* The insert binds no id: its parameters are the writable columns, $1..$28. */
+/* The insert binds no id: its parameters are the writable columns, $1..$29. */
 static const char sql_sched_insert[] =
     "INSERT INTO schedules (" SCHED_WCOLS ") VALUES ("
     "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, "
-    "$18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28) "
+    "$18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29) "
     "ON CONFLICT (name) DO NOTHING RETURNING id";
 static const char sql_sched_update[] =
     "UPDATE schedules SET (" SCHED_WCOLS ") = (" SCHED_PARAMS ") WHERE id = $1";
@@ -274,6 +274,7 @@ static void bind_schedule(pg_params_t *p, const schedule_t *sc, int with_id) {
   pg_p_i64(p, sc->horizon_ms);
   pg_p_i64(p, sc->last_due_ms);
   pg_p_i64(p, sc->refill_ms);
+  pg_p_json(p, sc->meta);
 }
 
 static int row_schedule(const PGresult *r, int i, schedule_t *sc) {
@@ -308,6 +309,7 @@ static int row_schedule(const PGresult *r, int i, schedule_t *sc) {
   sc->horizon_ms = pg_i64(r, i, 26);
   sc->last_due_ms = pg_i64(r, i, 27);
   sc->refill_ms = pg_i64(r, i, 28);
+  if ((rc = pg_json(r, i, 29, &sc->meta))) goto out;
 out:
   if (rc) schedule_release(sc);
   return rc;

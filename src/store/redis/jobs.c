@@ -54,7 +54,7 @@ static const struct redis_field job_fields[] = {
     JF(attempt, RF_INT),      JF(max_retries, RF_INT),    JF(retry_backoff_ms, RF_I64),
     JF(timeout_ms, RF_I64),   JF(not_before_ms, RF_I64),  JF(heartbeat_ms, RF_I64),
     JF(unique_key, RF_STR),   JF(meta, RF_JSON),          JF(corrected, RF_INT),
-    JF(original_state, RF_INT), JF(note, RF_STR),
+    JF(original_state, RF_INT), JF(note, RF_STR),       JF(test, RF_INT),
 };
 #undef JF
 
@@ -138,6 +138,7 @@ int redis_job_insert(store_t *s, job_t *j) {
   ra_kv_i64(&a, "heartbeat_ms", j->heartbeat_ms);
   ra_kv_str(&a, "unique_key", j->unique_key);
   ra_kv_json(&a, "meta", j->meta);
+  ra_kv_i64(&a, "test", j->test ? 1 : 0);
   redisReply *r = NULL;
   int rc = redis_eval(q, RS_JOB_INSERT, &a, &r, "insert job");
   if (!rc) {
@@ -255,7 +256,8 @@ int redis_job_status(store_t *s, const char *project, const char *jobid, job_sta
 
 int redis_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   int native = f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
-               f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta;
+               f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta ||
+               f->test;
   int64_t before = f->before_id;
   size_t got = 0;
   int rc;
@@ -282,6 +284,7 @@ int redis_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
     for (size_t i = 0; i < f->nprojects; i++) ra_str(&a, f->projects[i]);
     ra_i64(&a, (int64_t)f->nmeta);
     for (size_t i = 0; i < 2 * f->nmeta; i++) ra_str(&a, f->meta[i]);
+    ra_i64(&a, f->test);
     rc = redis_eval(RQ(s), RS_JOBS_LIST, &a, &r, "list jobs");
     int64_t resume = 0;
     if (!rc && r->type == REDIS_REPLY_ARRAY && r->elements &&

@@ -38,7 +38,7 @@ static const struct redis_field sched_fields[] = {
     SF(settings, RF_JSON),   SF(priority, RF_DBL),       SF(timeout_ms, RF_I64),
     SF(max_retries, RF_INT), SF(retry_backoff_ms, RF_I64), SF(webhooks, RF_JSON),
     SF(created_ms, RF_I64),  SF(updated_ms, RF_I64),     SF(horizon_ms, RF_I64),
-    SF(refill_ms, RF_I64),   SF(last_due_ms, RF_I64),
+    SF(refill_ms, RF_I64),   SF(last_due_ms, RF_I64),     SF(meta, RF_JSON),
 };
 #undef SF
 
@@ -88,6 +88,7 @@ static int schedule_put(struct redis_store *q, const char *mode, const schedule_
   ra_num(&a, "horizon_ms", sc->horizon_ms);
   ra_num(&a, "refill_ms", sc->refill_ms);
   ra_num(&a, "last_due_ms", sc->last_due_ms);
+  ra_kv_json(&a, "meta", sc->meta);
   redisReply *r = NULL;
   int rc = redis_eval(q, RS_SCHEDULE_PUT, &a, &r, "write schedule");
   if (!rc && id) *id = rr_i64(r);

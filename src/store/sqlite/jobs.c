@@ -52,11 +52,11 @@ static const char *const sqlite_jobs_sql[SJOB_COUNT] = {
         "priority, state, node, pid, pid_start, created_ms, start_ms, end_ms, "
         "exit_code, term_signal, stats, schedule_id, parent_id, retry_of, attempt, "
         "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, "
-        "unique_key, meta) VALUES "
+        "unique_key, meta, test) VALUES "
         "(max(coalesce((SELECT max(id) FROM jobs), 0), coalesce((SELECT "
         "CAST(value AS INTEGER) FROM meta WHERE key = 'jobs.last_id'), 0)) + 1, "
         "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-        "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)",
+        "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)",
     /* The holder of a unique key: a seek in the partial index jobs_unique
      * (unique_key = ?2 implies its IS NOT NULL). */
     [SJOB_UNIQUE_HELD] =
@@ -199,6 +199,7 @@ int sqlite_row_job(sqlite3_stmt *st, job_t *j) {
   j->corrected = sqlite3_column_type(st, 29) != SQLITE_NULL;
   j->original_state = (job_state_t)sqlite3_column_int(st, 29);
   if ((rc = sqlite_col_str(st, 30, &j->note))) goto out;
+  j->test = sqlite3_column_int(st, 31);
 out:
   if (rc) job_release(j);
   return rc;
@@ -276,6 +277,7 @@ static int sqlite_job_insert_row(struct sqlite_store *q, job_t *j, int64_t creat
   b |= sqlite3_bind_int64(st, 26, j->heartbeat_ms);
   b |= sqlite_bind_str(st, 27, j->unique_key);
   b |= sqlite_bind_json(st, 28, j->meta);
+  b |= sqlite3_bind_int(st, 29, j->test ? 1 : 0);
   if (b != SQLITE_OK) {
     sqlite3_clear_bindings(st);
     return sqlite_fail(q, "bind job");
@@ -565,6 +567,7 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
   if (f->started_only) SQLITE_ADD(" AND start_ms != 0");
   if (f->spider) SQLITE_ADD(" AND spider = ?4");
   if (f->schedule_id) SQLITE_ADD(" AND schedule_id = ?5");
+  if (f->test) SQLITE_ADD(" AND test = %d", f->test > 0);
   if (f->parent_id) SQLITE_ADD(" AND parent_id = ?6");
   if (f->created_from_ms) SQLITE_ADD(" AND created_ms >= ?7");
   if (f->created_to_ms) SQLITE_ADD(" AND created_ms < ?8");
@@ -676,7 +679,7 @@ int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   struct sqlite_store *q = SQ(s);
   struct sqlite_rows r = {0};
   if (f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
-      f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta)
+      f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta || f->test)
     return sqlite_jobs_list_native(q, f, out);
   unsigned states = f->states ? f->states : SQLITE_LIST_ALL_STATES;
   if (f->nprojects) return sqlite_jobs_list_projects(q, f, states, out);
@@ -879,7 +882,7 @@ int sqlite_job_stats_scan(store_t *s, const char *project, int64_t from_ms, int6
            "IN ('integer', 'real') "
            "THEN CAST(json_extract(stats, '$.item_scraped_count') AS INTEGER) ELSE 0 END "
            "FROM jobs INDEXED BY jobs_ended WHERE state >= 2 AND start_ms != 0 "
-           "AND end_ms >= ?1 AND end_ms < ?2%s",
+           "AND end_ms >= ?1 AND end_ms < ?2 AND test = 0%s",
            project ? " AND project = ?3" : "");
   sqlite3_stmt *st = NULL;
   if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK)

@@ -15,10 +15,10 @@
   "id, name, kind, expr, interval_ms, once_ms, tz, start_ms, end_ms, jitter_ms, " \
   "overlap, missed, catchup_max, paused, project, spider, version, args, "       \
   "settings, priority, timeout_ms, max_retries, retry_backoff_ms, webhooks, "    \
-  "created_ms, updated_ms, horizon_ms, last_due_ms, refill_ms"
+  "created_ms, updated_ms, horizon_ms, last_due_ms, refill_ms, meta"
 #define SCHED_PARAMS                                                              \
   "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, " \
-  "?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29"
+  "?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30"
 #define RUN_COLS "id, schedule_id, due_ms, fire_ms, state, job_id, done_ms, reason"
 #define EVENT_COLS "id, ts_ms, type, schedule_id, job_id, data"
 
@@ -169,6 +169,7 @@ static int bind_schedule(sqlite3_stmt *st, const schedule_t *sc) {
   b |= sqlite3_bind_int64(st, 27, sc->horizon_ms);
   b |= sqlite3_bind_int64(st, 28, sc->last_due_ms);
   b |= sqlite3_bind_int64(st, 29, sc->refill_ms);
+  b |= sqlite_bind_json(st, 30, sc->meta);
   return b;
 }
 
@@ -205,6 +206,7 @@ static int row_schedule(sqlite3_stmt *st, void *e) {
   sc->horizon_ms = sqlite3_column_int64(st, 26);
   sc->last_due_ms = sqlite3_column_int64(st, 27);
   sc->refill_ms = sqlite3_column_int64(st, 28);
+  if ((rc = sqlite_col_json(st, 29, &sc->meta))) goto out;
 out:
   if (rc) schedule_release(sc);
   return rc;

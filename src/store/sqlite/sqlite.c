@@ -276,6 +276,10 @@ static const char *const sqlite_migrations[] = {
     "ALTER TABLE jobs ADD COLUMN meta TEXT;"
     "ALTER TABLE jobs ADD COLUMN original_state INTEGER;"
     "ALTER TABLE jobs ADD COLUMN note TEXT;",
+    /* 11: test runs (jobs.test_run), kept out of statistics and of their
+     * schedule's history; a schedule's meta, copied into its jobs'. */
+    "ALTER TABLE jobs ADD COLUMN test INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE schedules ADD COLUMN meta TEXT;",
 };
 
 #define SQLITE_SCHEMA_VERSION \

@@ -21,7 +21,7 @@ export function JobTable({ jobs, showProject = true }) {
       <td><${Link} to=${`/jobs/${j.id}`}>#${j.id}</${Link}></td>
       ${showProject && html`<td>${j.project}</td>`}
       <td>${j.spider}</td>
-      <td><${StateBadge} state=${j.state} /></td>
+      <td><${StateBadge} state=${j.state} />${j.test && html` <span class="badge test-run" title="A test run: in no statistics and no schedule's history">test</span>`}</td>
       <td>${j.node || html`<span class="muted">—</span>`}</td>
       <td><${Time} v=${j.created_ms} /></td>
       <td>${j.started_ms ? duration((j.ended_ms || now) - j.started_ms) : '—'}</td>
@@ -267,6 +267,17 @@ function KV({ obj }) {
   return html`<dl class="kv">${e.map(([k, v]) => html`<dt>${k}</dt><dd><code>${typeof v === 'object' ? JSON.stringify(v) : String(v)}</code></dd>`)}</dl>`;
 }
 
+// A job's meta as a key/value table: strings as they are, anything else as
+// its JSON (the key is the one a meta.KEY=VALUE filter names).
+function MetaTable({ meta }) {
+  const e = Object.entries(meta || {});
+  if (!e.length) return html`<p class="empty" id="job-meta-empty">No meta.</p>`;
+  return html`<div class="table-wrap"><table class="kv-table" id="job-meta">
+    <thead><tr><th>key</th><th>value</th></tr></thead>
+    <tbody>${e.map(([k, v]) => html`<tr><td><code>${k}</code></td><td>${typeof v === 'string' ? v : html`<code>${JSON.stringify(v)}</code>`}</td></tr>`)}</tbody>
+  </table></div>`;
+}
+
 // Re-run: the same template again (the daemon's rerun when it has one);
 // retry: the same, pinned to the version that ran.
 async function rerun(j, pin) {
@@ -291,7 +302,7 @@ export function JobPage({ id }) {
   const active = j.state === 'pending' || j.state === 'running';
   const stats = j.stats || {};
   return html`
-    <h1>Job #${j.id} <span class="muted">${j.project}/${j.spider}</span> <${StateBadge} state=${j.state} /></h1>
+    <h1>Job #${j.id} <span class="muted">${j.project}/${j.spider}</span> <${StateBadge} state=${j.state} />${j.test && html` <span class="badge test-run" id="job-test" title="A test run: in no statistics and no schedule's history">test run</span>`}</h1>
     <${Err} error=${job.error} />
     <div class="toolbar">
       ${active && html`<${Action} kind="danger" run=${() => api(`/jobs/${j.id}/cancel`, { method: 'POST', body: {} })} onDone=${job.reload}>Cancel</${Action}>`}
@@ -317,7 +328,9 @@ export function JobPage({ id }) {
           ${j.parent_id && html`<dt>parent</dt><dd><${Link} to=${`/jobs/${j.parent_id}`}>#${j.parent_id}</${Link}></dd>`}
           ${j.unique_key && html`<dt>unique key</dt><dd><code>${j.unique_key}</code></dd>`}
           ${j.timeout && html`<dt>timeout</dt><dd>${j.timeout} s</dd>`}
+          <dt>test run</dt><dd id="job-test-flag">${j.test ? 'yes: in no statistics and no schedule history' : 'no'}</dd>
         </dl>
+        <h3>Meta</h3><${MetaTable} meta=${j.meta} />
         <h3>Arguments</h3><${KV} obj=${j.args} />
         <h3>Settings</h3><${KV} obj=${j.settings} />
       </section>

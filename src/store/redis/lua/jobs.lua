@@ -221,7 +221,8 @@ return best
 -- text ('' = none), budget (native walks: ids per script, 0 = no limit),
 -- nprojects, then that many project names (a set: 0 = no such limit),
 -- then nmeta, then that many pairs key, value (meta filters: the job's meta
--- decoded here, after the hash is read)
+-- decoded here, after the hash is read), then test (1 = test runs only,
+-- -1 = none, 0 = both)
 local states = N(ARGV[2])
 if states == 0 then states = 63 end
 local project, jobid, node = ARGV[3], ARGV[4], ARGV[5]
@@ -233,6 +234,7 @@ local nprojects, inprojects = N(ARGV[17]), {}
 for i = 1, nprojects do inprojects[ARGV[17 + i]] = true end
 local mbase = 18 + nprojects
 local nmeta = N(ARGV[mbase] or '0')
+local test = N(ARGV[mbase + 2 * nmeta + 1])
 local function meta_ok(j)
   if not j.meta then return false end
   local okd, m = pcall(cjson.decode, j.meta)
@@ -271,6 +273,7 @@ local function ok(j)
   if before ~= 0 and N(j.id) >= before then return false end
   if text ~= '' and not matches(j) then return false end
   if nmeta > 0 and not meta_ok(j) then return false end
+  if test ~= 0 and (N(j.test) == 1) ~= (test > 0) then return false end
   return true
 end
 local out = {}
