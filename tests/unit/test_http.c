@@ -871,7 +871,7 @@ static void h_fallback(http_req_t *r, void *ud) {
 static void cl_routing(ctx *c) {
   get(c, "/daemonstatus.json");
   get(c, "/daemonstatus.json/");
-  get(c, "//daemonstatus.json");
+  get(c, "//daemonstatus.json/"); /* slashes merged: still the trailing one */
   get(c, "/DAEMONSTATUS.JSON");
   get(c, "/api");
   get(c, "/api/v1/jobs");
