@@ -727,6 +727,19 @@ int store_principals_list(store_t *s, principal_list_t *out);
  * *gen. */
 int store_auth_gen(store_t *s, char **gen);
 
+/* ---- accounts (core/account.h) ----
+ * The accounts' document, kept whole as meta "accounts" (few accounts, read
+ * whole by every node's cache of users and tokens). */
+
+/* The document as JSON text into *doc (the caller frees; "{}" when none was
+ * ever written). */
+int store_accounts_get(store_t *s, char **doc);
+/* Replaces the document (a JSON object's text) and bumps the auth
+ * generation, so every node reads its callers' accounts again. Callers
+ * read, change and write it inside one store op holding store_claim_lock,
+ * which orders such changes on PostgreSQL (SQLite has one writer). */
+int store_accounts_put(store_t *s, const char *doc);
+
 /* ---- key/value (daemon metadata: node identity, schema notes, ...) ---- */
 int store_meta_get(store_t *s, const char *key, char **value); /* -ENOENT */
 int store_meta_set(store_t *s, const char *key, const char *value);
