@@ -43,9 +43,7 @@ static const grepsr_call_t calls[] = {
     {"GetSchedules", "schedules.list", NULL, NULL, NULL, NULL},
     {"GetAllSchedules", "schedules.list", "{\"limit\":1000}", NULL, NULL, NULL},
     {"GetNextSchedules", "schedules.next_all", NULL, NULL, NULL, NULL},
-    {"GetUpcomingAccountSchedules", NULL, NULL, NULL, NULL,
-     "accounts (spiderd limits users and tokens to projects; GetNextSchedules lists every "
-     "schedule's next runs)"},
+    {"GetUpcomingAccountSchedules", "accounts.upcoming", NULL, NULL, "account", NULL},
     {"GetMissedScheduleRuns", "runs.missed", NULL, NULL, "schedule", NULL},
     {"GetAllMissedRuns", "runs.missed", NULL, NULL, NULL, NULL},
     /* tasks (jobs) */

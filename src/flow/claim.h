@@ -41,7 +41,8 @@ typedef struct jobs_claim {
  * back any claimed job that would go over one; every node and every restart
  * counts the same rows, so a limit holds across the cluster. On a shared
  * store the eggs of claimed jobs that are not in eggs_dir yet are copied
- * from the store first. Resets its outputs: a run the store pool repeats
+ * from the store first. Accounts' caps on running jobs hold the same way
+ * (flow/claim_accounts.h). Resets its outputs: a run the store pool repeats
  * starts afresh. */
 int jobs_claim(store_t *s, jobs_claim_t *c);
 

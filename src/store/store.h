@@ -241,6 +241,7 @@ typedef enum {
   JOB_STATS_BY_PROJECT,
   JOB_STATS_BY_SPIDER,   /* (project, spider) */
   JOB_STATS_BY_SCHEDULE, /* schedule_id; jobs no schedule fired are left out */
+  JOB_STATS_BY_ACCOUNT,  /* the account of the job's project ("" for none) */
   JOB_STATS_NBY
 } job_stats_by_t;
 
@@ -250,7 +251,9 @@ typedef struct job_stats_query {
   const char *project;  /* NULL = all */
   const char *spider;   /* NULL = all */
   int64_t schedule_id;  /* 0 = all */
-  const char *account;  /* reserved for accounts: must be NULL (-EINVAL) */
+  const char *account;  /* NULL = all; else the jobs of this account's projects */
+  const json_t *accounts; /* the accounts (core/account.h): needed by account and
+                             BY_ACCOUNT (-EINVAL without) */
   int64_t from_ms, to_ms;
   job_stats_by_t by;
 } job_stats_query_t;
@@ -261,6 +264,7 @@ typedef struct job_stats_group {
   char *project;       /* BY_PROJECT, BY_SPIDER */
   char *spider;        /* BY_SPIDER */
   int64_t schedule_id; /* BY_SCHEDULE */
+  char *account;       /* BY_ACCOUNT ("" : projects of no account) */
   int64_t runs[JOB_NSTATES]; /* final states only */
   int64_t ended;             /* the sum of runs */
   int64_t dur_p50_ms, dur_p95_ms, dur_max_ms;
