@@ -109,11 +109,13 @@ static const char *const kind_names[] = {"anonymous", "scrapyd", "user", "token"
 void op_auth_whoami(op_call_t *c) {
   const auth_who_t *w = c->who;
   int none = !strcmp(w->projects, PRINCIPAL_PROJECTS_NONE);
-  op_ok(c, json_pack("{s:s, s:s, s:s, s:o, s:s, s:o}", "actor", w->actor, "kind",
-                     kind_names[w->kind], "role", role_name(w->role), "projects",
-                     none ? json_array() : projects_array(w->projects), "addr",
-                     w->addr ? w->addr : "", "account",
-                     w->account && *w->account ? json_string(w->account) : json_null()));
+  json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:s}", "actor", w->actor, "kind",
+                        kind_names[w->kind], "role", role_name(w->role), "projects",
+                        none ? json_array() : projects_array(w->projects), "addr",
+                        w->addr ? w->addr : "");
+  /* a member of an account: its account, and the projects it has through it */
+  if (o && w->account && *w->account) json_object_set_new(o, "account", json_string(w->account));
+  op_ok(c, o);
 }
 
 /* ---- the store side, shared ---- */
@@ -169,7 +171,7 @@ static int list_fn(store_t *s, void *arg) {
     if (!admin && strcmp(p->owner, c->who->name)) continue; /* one's own tokens */
     json_t *o = render_principal(p);
     const char *acct = account_of(doc, p->kind, p->name, p->owner);
-    json_object_set_new(o, "account", acct ? json_string(acct) : json_null());
+    if (acct) json_object_set_new(o, "account", json_string(acct));
     json_array_append_new(arr, o);
   }
   json_decref(doc);
