@@ -90,6 +90,7 @@ int jobs_claim(store_t *s, jobs_claim_t *c) {
   memset(&c->jobs, 0, sizeof(c->jobs));
   c->next_due = 0;
   c->limited = 0;
+  c->capped = 0;
   c->change = (flow_change_t){0};
   claim_accounts_t acc;
   job_key_t skip[STORE_CLAIM_SKIP_MAX];
@@ -98,6 +99,7 @@ int jobs_claim(store_t *s, jobs_claim_t *c) {
   if (!rc)
     rc = c->cfg->nlimits || acc.n ? claim_limited(s, c, &acc, skip, nskip)
                                   : store_job_claim(s, c->node, c->max, c->now, &c->jobs);
+  c->capped = acc.n > 0;
   claim_accounts_release(&acc);
   if (rc) return rc;
   if (c->shared) claim_eggs(s, c);

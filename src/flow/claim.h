@@ -27,6 +27,9 @@ typedef struct jobs_claim {
   job_list_t jobs;     /* out: claimed, their policy resolved (jobs_resolve) */
   int64_t next_due;    /* out: a short claim: the earliest delayed job, 0 = none */
   int limited;         /* out: claimed jobs given back: their limit was full */
+  int capped;          /* out: an account caps its running jobs: pending jobs may
+                          wait for it, which no counter shows (the launcher then
+                          claims at every free slot, as under [concurrency]) */
   /* out: unqueued = the jobs claimed; a short claim (fewer than max: none
    * due is left) reads the store's pending count too (has_pending: the
    * delayed ones, 0 when next_due is 0). Not applied when the caller gives
