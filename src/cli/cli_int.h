@@ -24,6 +24,7 @@ enum cli_opt_id {
   O_FOLLOW, O_FROM_START, O_TAIL, O_TYPE, O_AFTER, O_JOB, O_JOBID, O_UNIQUE_KEY, O_CACERT,
   O_TOKEN, O_TOKEN_FILE, O_ROLE, O_EXPIRES, O_PASSWORD_FILE, O_ALL_PROJECTS,
   O_CANCEL,
+  O_DESCRIPTION, O_MAX_RUNNING,
 };
 
 /* Every client command takes these (listed last in each command's table). */
@@ -143,6 +144,8 @@ extern const cli_cmd_t cli_sched_cmds[];
 extern const size_t cli_nsched_cmds;
 extern const cli_cmd_t cli_auth_cmds[];
 extern const size_t cli_nauth_cmds;
+extern const cli_cmd_t cli_account_cmds[];
+extern const size_t cli_naccount_cmds;
 
 /* ---- interruption: -f loops stop cleanly on SIGINT/SIGTERM ---- */
 /* Sleeps ms milliseconds or until a signal; 1 when one came. */

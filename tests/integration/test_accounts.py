@@ -6,11 +6,13 @@ each account's cap on running jobs holds with real crawls while another
 account's jobs run beside them; an account's upcoming runs are its own
 schedules'; and the account ops refuse bad input with the right status."""
 
+import json
+import subprocess
 import time
 
 import pytest
 
-from conftest import bearer, make_token, timeout, unique, wait_for
+from conftest import BIN, bearer, make_token, timeout, unique, wait_for
 
 API = "/api/v1"
 PW = "correct horse battery"
@@ -329,3 +331,31 @@ def test_account_ops_refuse_bad_input_with_the_right_status(d, w):
     # every change is an event naming who made it
     events = ok(req(d, "GET", "/events", A, params={"type": "account.deleted"}))["events"]
     assert any(e["data"]["account"] == empty and e["data"]["by"] for e in events)
+
+
+def test_the_cli_manages_accounts(d, w):
+    token = w["admin"]["Authorization"].split(" ", 1)[1]
+
+    def cli(*args, code=0):
+        p = subprocess.run([BIN, *args, "--url", d.url, "--token", token], capture_output=True,
+                           text=True, timeout=timeout(30), stdin=subprocess.DEVNULL)
+        assert p.returncode == code, (args, p.returncode, p.stdout, p.stderr)
+        return p.stdout + p.stderr
+
+    name = unique("cli")
+    assert name in cli("account", "add", name, "--description", "from the cli",
+                       "--max-running", "3")
+    assert "put project pz in account " + name in cli("account", "assign", name, "project", "pz")
+    out = cli("account", "list")
+    assert name in out and "pz" in out and "MAX RUNNING" in out
+    shown = cli("account", "show", name)
+    assert "from the cli" in shown and "3" in shown
+    assert json.loads(cli("account", "show", name, "--json"))["projects"] == ["pz"]
+    assert "none" in cli("account", "set", name, "--max-running", "0")
+    cli("account", "upcoming", name)
+    assert "expected project, user or token" in cli("account", "assign", name, "queue", "x",
+                                                    code=2)
+    assert "nothing to change" in cli("account", "set", name, code=2)
+    cli("account", "unassign", name, "project", "pz")
+    assert "removed account " + name in cli("account", "remove", name)
+    assert f"no account '{name}'" in cli("account", "show", name, code=1)
