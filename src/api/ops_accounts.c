@@ -60,7 +60,7 @@ static int read_fn(store_t *s, void *arg) {
   json_decref(doc);
   if (!rc && want && !json_array_size(arr)) {
     snprintf(c->err, sizeof(c->err), "no account '%.64s'", want);
-    rc = -ENOENT;
+    rc = SPD_ENOACCOUNT;
   }
   if (!rc) c->result = want ? json_incref(json_array_get(arr, 0)) : json_pack("{s:O}", "accounts", arr);
   json_decref(arr);
@@ -77,7 +77,7 @@ void op_accounts_list(op_call_t *c) { op_store(c, STORE_READ, read_fn, read_done
 
 void op_accounts_get(op_call_t *c) {
   if (foreign(c, op_str(c, "account"))) {
-    op_fail(c, -ENOENT, NULL, "no account '%.64s'", op_str(c, "account"));
+    op_fail(c, SPD_ENOACCOUNT, NULL, "no account '%.64s'", op_str(c, "account"));
     return;
   }
   op_store(c, STORE_READ, read_fn, read_done);
@@ -188,7 +188,7 @@ void op_accounts_member(op_call_t *c) {
  * projects (the caller's own limits apply as well). */
 void op_accounts_upcoming(op_call_t *c) {
   if (foreign(c, op_str(c, "account"))) {
-    op_fail(c, -ENOENT, NULL, "no account '%.64s'", op_str(c, "account"));
+    op_fail(c, SPD_ENOACCOUNT, NULL, "no account '%.64s'", op_str(c, "account"));
     return;
   }
   op_schedules_next_all(c);

@@ -747,7 +747,7 @@ static int next_all_fn(store_t *s, void *arg) {
   int rc = account ? accounts_load(s, &doc) : 0;
   if (!rc && account && !json_object_get(doc, account)) {
     snprintf(c->err, sizeof(c->err), "no account '%.64s'", account);
-    rc = -ENOENT;
+    rc = SPD_ENOACCOUNT;
   }
   if (!rc) rc = next_sources(s, c, json_object_get(doc, account ? account : ""), &v, &n);
   json_decref(doc);

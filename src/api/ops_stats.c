@@ -32,7 +32,7 @@ static int stats_fn(store_t *s, void *arg) {
   q.accounts = doc;
   if (!rc && q.account && !json_object_get(doc, q.account)) {
     snprintf(c->err, sizeof(c->err), "no account '%.64s'", q.account);
-    rc = -ENOENT;
+    rc = SPD_ENOACCOUNT;
   }
   if (!rc && (q.project || !c->nmine)) rc = store_job_stats(s, &q, c->priv);
   /* a caller limited to projects: theirs, one after the other */

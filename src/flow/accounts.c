@@ -130,7 +130,7 @@ static int unassign(accounts_write_t *w, json_t *a) {
     if (!strcmp(str(json_array_get(arr, i)), w->member))
       return json_array_remove(arr, i) ? -ENOMEM : 0;
   snprintf(w->err, sizeof(w->err), "'%.64s' is not in account '%.64s'", w->member, w->account);
-  return -ENOENT;
+  return !strcmp(w->field, ACCOUNT_PROJECTS) ? SPD_ENOPROJECT : SPD_ENOPRINCIPAL;
 }
 
 static const char *const event_of[] = {
@@ -148,7 +148,7 @@ int accounts_write(store_t *s, accounts_write_t *w) {
   json_t *a = json_object_get(doc, w->account);
   if (w->op != ACCOUNTS_CREATE && !a) {
     snprintf(w->err, sizeof(w->err), "no account '%.64s'", w->account);
-    rc = -ENOENT;
+    rc = SPD_ENOACCOUNT;
   } else if (w->op == ACCOUNTS_CREATE) {
     rc = create(doc, w);
   } else if (w->op == ACCOUNTS_UPDATE) {

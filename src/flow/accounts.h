@@ -12,8 +12,8 @@
  * its callers' accounts again (api/auth.h). Nothing of the loop's state
  * changes: none fills a flow_change_t.
  *
- * Errors as store.h's, and -ENOENT (no such account, or the member is not
- * in it), SPD_ECONFLICT (the account exists already; deleting one that
+ * Errors as store.h's, and SPD_ENOACCOUNT (no such account), SPD_ENOPROJECT
+ * or SPD_ENOPRINCIPAL (the member to take out is not in it), SPD_ECONFLICT (the account exists already; deleting one that
  * still has users or tokens), SPD_ENOPRINCIPAL (no such user or token to
  * put in), with a message in w->err.
  * Ownership: w->result (a new reference) is the caller's.

@@ -222,7 +222,7 @@ def test_upcoming_account_schedules(d):
         e = error(d, "GetUpcomingAccountSchedules")
         assert e["code"] == -32602 and "account" in e["message"], e
         e = error(d, "GetUpcomingAccountSchedules", account=unique("none"))
-        assert e["data"]["code"] == "ENOENT", e
+        assert e["data"]["code"] == "SPD_ENOACCOUNT", e
     finally:
         native(d, "DELETE", f"/schedules/{name}")
         native(d, "POST", f"/accounts/{account}/unassign", json={"project": PROJECT})

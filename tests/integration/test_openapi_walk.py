@@ -931,7 +931,7 @@ def _accounts_list(w, ctx):
 @case("GET", AA)
 def _accounts_get(w, ctx):
     assert w.ok("GET", AA, {"account": "walk"})["running"] == 0
-    w.fail("GET", AA, {"account": "nope"}, status=404, code="ENOENT")
+    w.fail("GET", AA, {"account": "nope"}, status=404, code="SPD_ENOACCOUNT")
 
 
 @case("PATCH", AA)
@@ -953,7 +953,7 @@ def _accounts_assign(w, ctx):
 @case("GET", AA + "/upcoming")
 def _accounts_upcoming(w, ctx):
     assert isinstance(w.ok("GET", AA + "/upcoming", {"account": "walk"})["runs"], list)
-    w.fail("GET", AA + "/upcoming", {"account": "nope"}, status=404, code="ENOENT")
+    w.fail("GET", AA + "/upcoming", {"account": "nope"}, status=404, code="SPD_ENOACCOUNT")
 
 
 @case("POST", AA + "/unassign")
@@ -961,13 +961,13 @@ def _accounts_unassign(w, ctx):
     assert w.ok("POST", AA + "/unassign", {"account": "walk"},
                 json_body={"project": "wp"})["projects"] == []
     w.fail("POST", AA + "/unassign", {"account": "walk"}, json_body={"project": "wp"},
-           status=404, code="ENOENT")
+           status=404, code="SPD_ENOPROJECT")
 
 
 @case("DELETE", AA)
 def _accounts_delete(w, ctx):
     w.ok("DELETE", AA, {"account": "walk"}, status=204)
-    w.fail("DELETE", AA, {"account": "walk"}, status=404, code="ENOENT")
+    w.fail("DELETE", AA, {"account": "walk"}, status=404, code="SPD_ENOACCOUNT")
 
 
 @case("POST", API + "/jsonrpc")
