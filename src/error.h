@@ -39,7 +39,8 @@
   X(SPD_EFORBIDDEN,  -1023, 403, -32018, "not allowed with these credentials")     \
   X(SPD_EUNAUTHORIZED, -1024, 401, -32019, "authentication required")               \
   X(SPD_ETHROTTLED,  -1025, 429, -32020, "too many failed logins")                 \
-  X(SPD_ENOPRINCIPAL, -1026, 404, -32021, "no such user or token")
+  X(SPD_ENOPRINCIPAL, -1026, 404, -32021, "no such user or token")                \
+  X(SPD_ENOACCOUNT,  -1027, 404, -32022, "account not found")
 
 enum spd_error {
 #define SPD_ERR_ENUM(name, value, http, rpc, desc) name = value,

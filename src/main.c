@@ -19,6 +19,7 @@
 #include "run/scheduler.h"
 #include "run/webhooks.h"
 #include "flow/eggsync.h"
+#include "flow/accounts.h"
 #include "run/objstore.h"
 #include "net/s3.h"
 #include "cli/cli.h"
@@ -342,7 +343,11 @@ static int recover(app_t *app, job_list_t *running, char *err, size_t errlen) {
   char *gen = NULL;
   rc = store_auth_gen(s, &gen);
   if (!rc) rc = store_principals_list(s, &who);
+  json_t *accounts = NULL;
+  if (!rc) rc = accounts_load(s, &accounts);
   if (!rc) rc = auth_init(app, &who, gen);
+  if (!rc) auth_init_accounts(app, accounts);
+  else json_decref(accounts);
   principal_list_release(&who);
   free(gen);
   if (rc) {

@@ -38,6 +38,7 @@ store_principal_put                a user or token is created or replaced
 store_principal_delete             a user or token is deleted
 store_principal_put_keep_admin     a user or token is created or replaced, unless it is the last admin
 store_principal_delete_keep_admin  a user or token is deleted, unless it is the last admin
+store_accounts_put                 the accounts, their projects, users, tokens and limits
 store_egg_put                      a project'"'"'s version is stored
 store_egg_delete                   a project'"'"'s version, or all of them, is deleted
 '

@@ -9,9 +9,11 @@
 #include <sys/stat.h>
 
 #include "clock.h"
+#include "core/account.h"
 #include "core/job.h"
 #include "core/names.h"
 #include "error.h"
+#include "flow/accounts.h"
 #include "flow/auth.h"
 #include "flow/jobtoken.h"
 #include "http/trust.h"
@@ -46,6 +48,7 @@ typedef struct job_project {
 typedef struct auth {
   app_t *app;
   principal_list_t list;
+  json_t *accounts; /* read with list (core/account.h) */
   char *gen;       /* store_auth_gen of list */
   uint64_t epoch;  /* grows with every new list */
   unsigned char key[32];
@@ -74,12 +77,13 @@ typedef struct auth_req {
   int job_lookup;        /* LATER: find the job's project in the store */
 } auth_req_t;
 
-static const auth_who_t anonymous_admin = {AUTH_ANONYMOUS, ROLE_ADMIN, "anonymous", "", "", "", 0, NULL};
-static const auth_who_t anonymous_reader = {AUTH_ANONYMOUS, ROLE_READ, "anonymous", "", "", "", 0, NULL};
+static const auth_who_t anonymous_admin = {AUTH_ANONYMOUS, ROLE_ADMIN, "anonymous", "", "", "", 0, NULL, NULL, NULL};
+static const auth_who_t anonymous_reader = {AUTH_ANONYMOUS, ROLE_READ, "anonymous", "", "", "", 0, NULL, NULL, NULL};
 
 static void auth_maybe_free(auth_t *a) {
   if (!a->closing || a->pending || a->timer_open) return;
   principal_list_release(&a->list);
+  json_decref(a->accounts);
   free(a->gen);
   for (size_t i = 0; i < JOB_CACHE_MAX; i++) free(a->jobs[i].project);
   free(a);
@@ -250,8 +254,23 @@ static char *req_strdup(http_req_t *r, const char *s) {
   return p;
 }
 
+/* A member of an account below admin sees the account's projects only,
+ * within its own limit. */
+static int who_account(const auth_t *a, http_req_t *r, auth_who_t *w, const principal_t *p) {
+  const char *acct = account_of(a->accounts, p->kind, p->name, p->owner);
+  if (!acct) return 0;
+  w->account = req_strdup(r, acct);
+  if (!w->account) return -ENOMEM;
+  if (p->role >= ROLE_ADMIN) return 0;
+  char *scope = account_scope(a->accounts, acct, w->projects);
+  w->own_projects = w->projects;
+  w->projects = scope ? req_strdup(r, scope) : NULL;
+  free(scope);
+  return w->projects ? 0 : -ENOMEM;
+}
+
 /* Fills who from a principal (copied: the list may change meanwhile). */
-static int who_of(http_req_t *r, auth_who_t *w, const principal_t *p) {
+static int who_of(const auth_t *a, http_req_t *r, auth_who_t *w, const principal_t *p) {
   char actor[160];
   if (p->kind == PRINCIPAL_USER)
     snprintf(actor, sizeof(actor), "%s", p->name);
@@ -262,7 +281,8 @@ static int who_of(http_req_t *r, auth_who_t *w, const principal_t *p) {
   w->actor = req_strdup(r, actor);
   w->name = req_strdup(r, p->name);
   w->projects = req_strdup(r, p->projects ? p->projects : "");
-  return w->actor && w->name && w->projects ? 0 : -ENOMEM;
+  if (!w->actor || !w->name || !w->projects) return -ENOMEM;
+  return who_account(a, r, w, p);
 }
 
 static int by_token(auth_t *a, http_req_t *r, auth_req_t *ar, const char *text, int64_t now) {
@@ -284,7 +304,7 @@ static int by_token(auth_t *a, http_req_t *r, auth_req_t *ar, const char *text, 
     ar->why = "this API token has expired";
     return HTTP_AUTH_DENY;
   }
-  return who_of(r, &ar->who, p) ? HTTP_AUTH_DENY : HTTP_AUTH_ALLOW;
+  return who_of(a, r, &ar->who, p) ? HTTP_AUTH_DENY : HTTP_AUTH_ALLOW;
 }
 
 /* The MAC a checked password is remembered by: HMAC(HMAC(key, user),
@@ -322,7 +342,7 @@ static int by_password(auth_t *a, http_req_t *r, auth_req_t *ar, const char *use
     ar->why = "wrong user name or password";
     return HTTP_AUTH_DENY;
   }
-  if (who_of(r, &ar->who, p)) return HTTP_AUTH_DENY;
+  if (who_of(a, r, &ar->who, p)) return HTTP_AUTH_DENY;
   unsigned char mac[32];
   if (!checked_mac(a, user, password, mac) && was_checked(a, mac)) return HTTP_AUTH_ALLOW;
   ar->kept = req_strdup(r, p->secret);
@@ -710,6 +730,7 @@ typedef struct poll_op {
   char *gen;      /* in: what we have; out: what the store has */
   int changed;
   principal_list_t list;
+  json_t *accounts;
   waiter_t *waiters; /* called once this read is in */
 } poll_op_t;
 
@@ -734,7 +755,8 @@ static int poll_fn(store_t *s, void *arg) {
   free(p->gen);
   p->gen = gen;
   p->changed = 1;
-  return store_principals_list(s, &p->list);
+  rc = store_principals_list(s, &p->list);
+  return rc ? rc : accounts_load(s, &p->accounts);
 }
 
 static void poll_start(auth_t *a, int force);
@@ -751,12 +773,16 @@ static void poll_done(void *arg, int rc) {
     principal_list_release(&a->list);
     a->list = p->list;
     memset(&p->list, 0, sizeof(p->list));
+    json_decref(a->accounts);
+    a->accounts = p->accounts;
+    p->accounts = NULL;
     free(a->gen);
     a->gen = p->gen;
     p->gen = NULL;
     a->epoch++;
   }
   principal_list_release(&p->list);
+  json_decref(p->accounts);
   free(p->gen);
   waiter_t *w = p->waiters;
   free(p);
@@ -829,6 +855,13 @@ int auth_init(app_t *app, principal_list_t *loaded, const char *gen) {
   app->auth = a;
   return 0;
 }
+
+void auth_init_accounts(app_t *app, json_t *accounts) {
+  json_decref(app->auth->accounts);
+  app->auth->accounts = accounts;
+}
+
+const json_t *auth_accounts(const app_t *app) { return app->auth ? app->auth->accounts : NULL; }
 
 int auth_start(app_t *app) {
   auth_t *a = app->auth;

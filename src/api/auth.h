@@ -59,11 +59,21 @@ typedef struct auth_who {
   const char *addr;     /* the client's address */
   int64_t job_id;       /* AUTH_JOB */
   const char *job_project; /* AUTH_JOB: the job's project */
+  const char *account;  /* a user's or token's account (core/account.h); NULL or "": none */
+  const char *own_projects; /* an account's member: its own project limit ("" = all),
+                               which `projects` narrows to the account's; NULL else */
 } auth_who_t;
 
 /* Makes app->auth with the principals read by the caller (taken), before
  * the HTTP server starts. 0 or -ENOMEM. */
 int auth_init(app_t *app, principal_list_t *loaded, const char *gen);
+/* The accounts' document read with them (taken; NULL: none), before the
+ * HTTP server starts. */
+void auth_init_accounts(app_t *app, json_t *accounts);
+/* The accounts as this node knows them (borrowed until the next reload;
+ * NULL when there is none). A caller of an account with a role below
+ * admin has `projects` set to the account's (core/account.h). */
+const json_t *auth_accounts(const app_t *app);
 /* Hooks the authenticator into app->http and starts polling the store. */
 int auth_start(app_t *app);
 void auth_free(app_t *app);

@@ -13,53 +13,50 @@
 
 typedef struct grepsr_call {
   const char *name;
-  const char *op;      /* the native op, by name; NULL: spiderd has none */
+  const char *op;      /* the native op, by name */
   const char *fixed;   /* JSON object of parameters the call sets, or NULL */
   const char *rename;  /* "from=to": a parameter under its native name */
   const char *need;    /* a parameter the call requires (the op may not) */
-  const char *missing; /* op NULL: what spiderd lacks for it */
 } grepsr_call_t;
 
 #define ENDED "[\"finished\",\"failed\",\"cancelled\",\"lost\"]"
 
 static const grepsr_call_t calls[] = {
     /* runs */
-    {"OneTimeRun", "jobs.create", NULL, NULL, NULL, NULL},
-    {"OneTimeTestRun", "jobs.test_run", NULL, NULL, NULL, NULL},
-    {"MultiProcessRun", "jobs.multiprocess", NULL, NULL, NULL, NULL},
-    {"AddToTaskQueue", "jobs.add_urls", NULL, NULL, NULL, NULL},
-    {"StopRun", "jobs.cancel", NULL, NULL, NULL, NULL},
-    {"StopTask", "jobs.cancel", NULL, NULL, NULL, NULL},
-    {"StopChildTasks", "jobs.cancel_children", NULL, NULL, NULL, NULL},
+    {"OneTimeRun", "jobs.create", NULL, NULL, NULL},
+    {"OneTimeTestRun", "jobs.test_run", NULL, NULL, NULL},
+    {"MultiProcessRun", "jobs.multiprocess", NULL, NULL, NULL},
+    {"AddToTaskQueue", "jobs.add_urls", NULL, NULL, NULL},
+    {"StopRun", "jobs.cancel", NULL, NULL, NULL},
+    {"StopTask", "jobs.cancel", NULL, NULL, NULL},
+    {"StopChildTasks", "jobs.cancel_children", NULL, NULL, NULL},
     /* schedules */
-    {"Schedule", "schedules.create", NULL, NULL, NULL, NULL},
-    {"StopSchedule", "schedules.pause", NULL, NULL, NULL, NULL},
-    {"UnpauseSchedule", "schedules.resume", NULL, NULL, NULL, NULL},
-    {"UpdateSchedule", "schedules.update", NULL, NULL, NULL, NULL},
-    {"GetSchedules", "schedules.list", NULL, NULL, NULL, NULL},
-    {"GetAllSchedules", "schedules.list", "{\"limit\":1000}", NULL, NULL, NULL},
-    {"GetNextSchedules", "schedules.next_all", NULL, NULL, NULL, NULL},
-    {"GetUpcomingAccountSchedules", NULL, NULL, NULL, NULL,
-     "accounts (spiderd limits users and tokens to projects; GetNextSchedules lists every "
-     "schedule's next runs)"},
-    {"GetMissedScheduleRuns", "runs.missed", NULL, NULL, "schedule", NULL},
-    {"GetAllMissedRuns", "runs.missed", NULL, NULL, NULL, NULL},
+    {"Schedule", "schedules.create", NULL, NULL, NULL},
+    {"StopSchedule", "schedules.pause", NULL, NULL, NULL},
+    {"UnpauseSchedule", "schedules.resume", NULL, NULL, NULL},
+    {"UpdateSchedule", "schedules.update", NULL, NULL, NULL},
+    {"GetSchedules", "schedules.list", NULL, NULL, NULL},
+    {"GetAllSchedules", "schedules.list", "{\"limit\":1000}", NULL, NULL},
+    {"GetNextSchedules", "schedules.next_all", NULL, NULL, NULL},
+    {"GetUpcomingAccountSchedules", "accounts.upcoming", NULL, NULL, "account"},
+    {"GetMissedScheduleRuns", "runs.missed", NULL, NULL, "schedule"},
+    {"GetAllMissedRuns", "runs.missed", NULL, NULL, NULL},
     /* tasks (jobs) */
-    {"GetTaskStatus", "jobs.get", NULL, NULL, NULL, NULL},
-    {"GetTaskInfo", "jobs.get", NULL, NULL, NULL, NULL},
-    {"GetTasksStatus", "jobs.states", NULL, NULL, NULL, NULL},
-    {"GetActiveTasksV2", "jobs.list", "{\"state\":[\"pending\",\"running\"]}", NULL, NULL, NULL},
-    {"GetScheduledTasks", "jobs.list", "{\"state\":[\"pending\"]}", NULL, NULL, NULL},
-    {"GetCompletedTasks", "jobs.list", "{\"state\":" ENDED "}", NULL, NULL, NULL},
-    {"GetChildTasks", "jobs.list", NULL, "id=parent", "id", NULL},
-    {"GetTaskHistoryInfo", "jobs.list", NULL, NULL, NULL, NULL},
-    {"GetTaskHistoryBySchedulerId", "schedules.runs", NULL, NULL, NULL, NULL},
-    {"GetStats", "jobs.stats", NULL, NULL, NULL, NULL},
+    {"GetTaskStatus", "jobs.get", NULL, NULL, NULL},
+    {"GetTaskInfo", "jobs.get", NULL, NULL, NULL},
+    {"GetTasksStatus", "jobs.states", NULL, NULL, NULL},
+    {"GetActiveTasksV2", "jobs.list", "{\"state\":[\"pending\",\"running\"]}", NULL, NULL},
+    {"GetScheduledTasks", "jobs.list", "{\"state\":[\"pending\"]}", NULL, NULL},
+    {"GetCompletedTasks", "jobs.list", "{\"state\":" ENDED "}", NULL, NULL},
+    {"GetChildTasks", "jobs.list", NULL, "id=parent", "id"},
+    {"GetTaskHistoryInfo", "jobs.list", NULL, NULL, NULL},
+    {"GetTaskHistoryBySchedulerId", "schedules.runs", NULL, NULL, NULL},
+    {"GetStats", "jobs.stats", NULL, NULL, NULL},
     /* a task's history and meta */
-    {"UpdateTaskHistory", "jobs.history", NULL, NULL, NULL, NULL},
-    {"UpdateTaskHistoryByBatch", "jobs.history_batch", NULL, NULL, NULL, NULL},
-    {"UpdateAllTaskHistoryByStatus", "jobs.history_by_status", NULL, NULL, NULL, NULL},
-    {"UpdateMetaByJob", "jobs.meta", NULL, NULL, NULL, NULL},
+    {"UpdateTaskHistory", "jobs.history", NULL, NULL, NULL},
+    {"UpdateTaskHistoryByBatch", "jobs.history_batch", NULL, NULL, NULL},
+    {"UpdateAllTaskHistoryByStatus", "jobs.history_by_status", NULL, NULL, NULL},
+    {"UpdateMetaByJob", "jobs.meta", NULL, NULL, NULL},
 };
 #define NCALLS (sizeof(calls) / sizeof(calls[0]))
 
@@ -123,11 +120,6 @@ int grepsr_map(const char *method, json_t *params, const op_def_t **def, char *e
   const grepsr_call_t *g = find(method);
   *def = NULL;
   *details = NULL;
-  if (g && !g->op) {
-    snprintf(err, errlen, "%s is not available in spiderd: it needs %s", g->name, g->missing);
-    *details = json_pack("{s:s}", "method", g->name);
-    return SPD_ENOROUTE;
-  }
   if (g) *def = op_find(g->op);
   if (!*def) {
     snprintf(err, errlen, "%s is not available on this node yet: needs op %s", method,

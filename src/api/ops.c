@@ -63,6 +63,7 @@ static const op_param_t p_stats[] = {{"from", OPT_STR, 0, 0, 0},
                                      {"project", OPT_STR, NAME, 0, 0},
                                      {"spider", OPT_STR, NAME, 0, 0},
                                      {"schedule", OPT_INT, 0, 1, INT64_MAX},
+                                     {"account", OPT_STR, 0, 0, 0},
                                      END};
 static const op_param_t p_job[] = {{"id", OPT_ID, REQ, 0, 0}, END};
 static const op_param_t p_jobs_create[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
@@ -284,6 +285,25 @@ static const op_param_t p_user_update[] = {{"name", OPT_STR, REQ, 0, 0},
                                            {"projects", OPT_STRS, 0, 0, 0},
                                            END};
 static const op_param_t p_user[] = {{"name", OPT_STR, REQ, 0, 0}, END};
+static const op_param_t p_account_create[] = {{"name", OPT_STR, REQ, 0, 0},
+                                              {"description", OPT_STR, 0, 0, 0},
+                                              {"max_running", OPT_INT, 0, 0, 1000000},
+                                              END};
+static const op_param_t p_account_update[] = {{"account", OPT_STR, REQ, 0, 0},
+                                              {"description", OPT_STR, 0, 0, 0},
+                                              {"max_running", OPT_INT, 0, 0, 1000000},
+                                              END};
+static const op_param_t p_account[] = {{"account", OPT_STR, REQ, 0, 0}, END};
+static const op_param_t p_account_member[] = {{"account", OPT_STR, REQ, 0, 0},
+                                              {"project", OPT_STR, 0, 0, 0},
+                                              {"user", OPT_STR, 0, 0, 0},
+                                              {"token", OPT_STR, 0, 0, 0},
+                                              END};
+static const op_param_t p_account_upcoming[] = {{"account", OPT_STR, REQ, 0, 0},
+                                                {"from", OPT_STR, 0, 0, 0},
+                                                {"limit", OPT_INT, 0, 1, 1000},
+                                                {"cursor", OPT_STR, 0, 0, 0},
+                                                END};
 
 /* Order matters only for listings (the API index, the docs). */
 const op_def_t op_table[] = {
@@ -419,6 +439,23 @@ const op_def_t op_table[] = {
      200, OP_BODY_JSON, ROLE_ADMIN},
     {"users.delete", NULL, op_users_delete, p_user, OP_WRITE, "DELETE", "/users/{name}", 204,
      OP_BODY_NONE, ROLE_ADMIN},
+    /* ops_accounts.c: admins manage accounts; a member reads its own */
+    {"accounts.list", NULL, op_accounts_list, p_none, 0, "GET", "/accounts", 200, OP_BODY_NONE,
+     ROLE_READ},
+    {"accounts.create", NULL, op_accounts_create, p_account_create, OP_WRITE, "POST",
+     "/accounts", 201, OP_BODY_JSON, ROLE_ADMIN},
+    {"accounts.get", NULL, op_accounts_get, p_account, 0, "GET", "/accounts/{account}", 200,
+     OP_BODY_NONE, ROLE_READ},
+    {"accounts.update", NULL, op_accounts_update, p_account_update, OP_WRITE, "PATCH",
+     "/accounts/{account}", 200, OP_BODY_JSON, ROLE_ADMIN},
+    {"accounts.delete", NULL, op_accounts_delete, p_account, OP_WRITE, "DELETE",
+     "/accounts/{account}", 204, OP_BODY_NONE, ROLE_ADMIN},
+    {"accounts.assign", NULL, op_accounts_member, p_account_member, OP_WRITE, "POST",
+     "/accounts/{account}/assign", 200, OP_BODY_JSON, ROLE_ADMIN},
+    {"accounts.unassign", NULL, op_accounts_member, p_account_member, OP_WRITE, "POST",
+     "/accounts/{account}/unassign", 200, OP_BODY_JSON, ROLE_ADMIN},
+    {"accounts.upcoming", NULL, op_accounts_upcoming, p_account_upcoming, 0, "GET",
+     "/accounts/{account}/upcoming", 200, OP_BODY_NONE, ROLE_READ},
 };
 const size_t op_count = sizeof(op_table) / sizeof(op_table[0]);
 

@@ -21,6 +21,8 @@
 #include "clock.h"
 #include "core/names.h"
 #include "error.h"
+#include "core/account.h"
+#include "flow/accounts.h"
 #include "flow/auth.h"
 #include "log.h"
 
@@ -106,9 +108,14 @@ static const char *const kind_names[] = {"anonymous", "scrapyd", "user", "token"
 
 void op_auth_whoami(op_call_t *c) {
   const auth_who_t *w = c->who;
-  op_ok(c, json_pack("{s:s, s:s, s:s, s:o, s:s}", "actor", w->actor, "kind", kind_names[w->kind],
-                     "role", role_name(w->role), "projects", projects_array(w->projects),
-                     "addr", w->addr ? w->addr : ""));
+  int none = !strcmp(w->projects, PRINCIPAL_PROJECTS_NONE);
+  json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:s}", "actor", w->actor, "kind",
+                        kind_names[w->kind], "role", role_name(w->role), "projects",
+                        none ? json_array() : projects_array(w->projects), "addr",
+                        w->addr ? w->addr : "");
+  /* a member of an account: its account, and the projects it has through it */
+  if (o && w->account && *w->account) json_object_set_new(o, "account", json_string(w->account));
+  op_ok(c, o);
 }
 
 /* ---- the store side, shared ---- */
@@ -148,8 +155,13 @@ static auth_call_t *auth_call(op_call_t *c) {
 static int list_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   principal_list_t l = {0};
+  json_t *doc = NULL;
   int rc = store_principals_list(s, &l);
-  if (rc) return rc;
+  if (!rc) rc = accounts_load(s, &doc);
+  if (rc) {
+    principal_list_release(&l);
+    return rc;
+  }
   int users = !strcmp(c->def->name, "users.list");
   int admin = c->who->role >= ROLE_ADMIN;
   json_t *arr = json_array();
@@ -157,8 +169,12 @@ static int list_fn(store_t *s, void *arg) {
     const principal_t *p = &l.v[i];
     if (p->kind != (users ? PRINCIPAL_USER : PRINCIPAL_TOKEN)) continue;
     if (!admin && strcmp(p->owner, c->who->name)) continue; /* one's own tokens */
-    json_array_append_new(arr, render_principal(p));
+    json_t *o = render_principal(p);
+    const char *acct = account_of(doc, p->kind, p->name, p->owner);
+    if (acct) json_object_set_new(o, "account", json_string(acct));
+    json_array_append_new(arr, o);
   }
+  json_decref(doc);
   principal_list_release(&l);
   c->result = json_pack("{s:o}", users ? "users" : "tokens", arr);
   return c->result ? 0 : -ENOMEM;
@@ -254,7 +270,10 @@ void op_tokens_create(op_call_t *c) {
               w->actor);
       return;
     }
-    if (role > w->role || !principal_projects_within(w->projects, projects)) {
+    /* a member's token is of its account too (core/account.h): within the
+     * member's own limit, which the account narrows for both */
+    const char *own = w->own_projects ? w->own_projects : w->projects;
+    if (role > w->role || !principal_projects_within(own, projects)) {
       op_fail(c, SPD_EFORBIDDEN, NULL,
               "%s may make tokens with at most its own role ('%s') and projects", w->actor,
               role_name(w->role));

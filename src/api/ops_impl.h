@@ -131,6 +131,14 @@ void op_jobs_items(op_call_t *c);
 void op_jobs_counts(op_call_t *c);
 void op_stats_throughput(op_call_t *c);
 void op_jobs_stats(op_call_t *c); /* api/ops_stats.c */
+/* api/ops_accounts.c */
+void op_accounts_list(op_call_t *c);
+void op_accounts_get(op_call_t *c);
+void op_accounts_create(op_call_t *c);
+void op_accounts_update(op_call_t *c);
+void op_accounts_delete(op_call_t *c);
+void op_accounts_member(op_call_t *c); /* accounts.assign and accounts.unassign */
+void op_accounts_upcoming(op_call_t *c);
 void op_schedules_next(op_call_t *c);
 void op_schedules_next_all(op_call_t *c);
 void op_runs_missed(op_call_t *c);

@@ -14,6 +14,8 @@
 #include "api/auth.h"
 #include "api/jobs.h"
 #include "api/projects.h"
+#include "core/account.h"
+#include "flow/accounts.h"
 #include "api/ops_impl.h"
 #include "core/cron.h"
 #include "core/limits.h"
@@ -708,7 +710,8 @@ static void heap_down(struct next_src **h, size_t n, size_t i) {
 /* Loads the unpaused schedules the caller may see (of `project` when set)
  * and each one's first due time past the cursor (num[1] due, num[3] id) or
  * `from`, within the window: the merge's sources, appended to *v. */
-static int next_sources(store_t *s, op_call_t *c, struct next_src **v, size_t *n) {
+static int next_sources(store_t *s, op_call_t *c, const json_t *acct, struct next_src **v,
+                        size_t *n) {
   const char *project = op_str(c, "project");
   int64_t after_id = 0;
   size_t cap = 0;
@@ -719,7 +722,8 @@ static int next_sources(store_t *s, op_call_t *c, struct next_src **v, size_t *n
       schedule_t *sc = &l.v[i];
       after_id = sc->id;
       if (sc->paused || (project && strcmp(project, sc->project) != 0) ||
-          !principal_project_ok(c->who->projects, sc->project))
+          !principal_project_ok(c->who->projects, sc->project) ||
+          (acct && !account_has(acct, ACCOUNT_PROJECTS, sc->project)))
         continue;
       struct next_src src = {.sc = *sc};
       if (schedule_compile(sc, &src.spec, c->err, sizeof(c->err))) continue;
@@ -754,7 +758,16 @@ static int next_all_fn(store_t *s, void *arg) {
   c->err[0] = 0;
   struct next_src *v = NULL;
   size_t n = 0;
-  int rc = next_sources(s, c, &v, &n);
+  /* accounts.upcoming (and `account`): the schedules of its projects */
+  const char *account = op_str(c, "account");
+  json_t *doc = NULL;
+  int rc = account ? accounts_load(s, &doc) : 0;
+  if (!rc && account && !json_object_get(doc, account)) {
+    snprintf(c->err, sizeof(c->err), "no account '%.64s'", account);
+    rc = SPD_ENOACCOUNT;
+  }
+  if (!rc) rc = next_sources(s, c, json_object_get(doc, account ? account : ""), &v, &n);
+  json_decref(doc);
   struct next_src **h = rc || !n ? NULL : malloc(n * sizeof(*h));
   if (!rc && n && !h) rc = -ENOMEM;
   for (size_t i = 0; h && i < n; i++) h[i] = &v[i];

@@ -2,17 +2,20 @@
  * the runs by state, the success rate, durations and items. The store
  * computes the figures (store_job_stats); this parses and renders. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/ops_impl.h"
 #include "clock.h"
 #include "error.h"
+#include "flow/accounts.h"
 #include "store/store.h"
 
 #define STATS_DEFAULT_MS (7 * 24 * 3600 * 1000LL)
 
-static const char *const stats_by_names[JOB_STATS_NBY] = {"project", "spider", "schedule"};
+static const char *const stats_by_names[JOB_STATS_NBY] = {"project", "spider", "schedule",
+                                                          "account"};
 
 /* priv the job_stats_t; num[0] from, num[1] to, num[2] by. */
 static int stats_fn(store_t *s, void *arg) {
@@ -22,14 +25,23 @@ static int stats_fn(store_t *s, void *arg) {
                          .schedule_id = op_int(c, "schedule", 0),
                          .from_ms = c->num[0],
                          .to_ms = c->num[1],
+                         .account = op_str(c, "account"),
                          .by = (job_stats_by_t)c->num[2]};
-  if (q.project || !c->nmine) return store_job_stats(s, &q, c->priv);
+  json_t *doc = NULL;
+  int rc = q.account || q.by == JOB_STATS_BY_ACCOUNT ? accounts_load(s, &doc) : 0;
+  q.accounts = doc;
+  if (!rc && q.account && !json_object_get(doc, q.account)) {
+    snprintf(c->err, sizeof(c->err), "no account '%.64s'", q.account);
+    rc = SPD_ENOACCOUNT;
+  }
+  if (!rc && (q.project || !c->nmine)) rc = store_job_stats(s, &q, c->priv);
   /* a caller limited to projects: theirs, one after the other */
-  int rc = 0;
-  for (size_t i = 0; !rc && i < c->nmine; i++) {
+  for (size_t i = 0; !rc && !q.project && i < c->nmine; i++) {
     q.project = c->mine[i];
     rc = store_job_stats(s, &q, c->priv);
+    q.project = NULL;
   }
+  json_decref(doc);
   return rc;
 }
 
@@ -40,6 +52,8 @@ static json_t *stats_group_json(const job_stats_group_t *g, job_stats_by_t by) {
   json_t *o = json_object();
   if (by == JOB_STATS_BY_SCHEDULE) {
     json_object_set_new(o, "schedule", json_integer(g->schedule_id));
+  } else if (by == JOB_STATS_BY_ACCOUNT) {
+    json_object_set_new(o, "account", *g->account ? json_string(g->account) : json_null());
   } else {
     json_object_set_new(o, "project", json_string(g->project));
     if (by == JOB_STATS_BY_SPIDER) json_object_set_new(o, "spider", json_string(g->spider));
@@ -63,7 +77,10 @@ static json_t *stats_group_json(const job_stats_group_t *g, job_stats_by_t by) {
 
 static void stats_done(void *arg, int rc) {
   op_call_t *c = arg;
-  if (op_store_failed(c, rc)) return;
+  if (rc) {
+    op_fail(c, rc, NULL, "%s", c->err[0] ? c->err : spd_strerror(rc));
+    return;
+  }
   const job_stats_t *st = c->priv;
   job_stats_by_t by = (job_stats_by_t)c->num[2];
   json_t *groups = json_array();
@@ -99,7 +116,7 @@ void op_jobs_stats(op_call_t *c) {
     }
     if (k == JOB_STATS_NBY) {
       op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "by"),
-              "unknown grouping '%s' (expected project, spider or schedule)", by);
+              "unknown grouping '%s' (expected project, spider, schedule or account)", by);
       return;
     }
   }

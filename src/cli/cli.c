@@ -681,7 +681,8 @@ static const cli_cmd_t cmds[] = {
 static const struct {
   const cli_cmd_t *v;
   const size_t *n;
-} tables[] = {{cmds, NULL}, {cli_sched_cmds, &cli_nsched_cmds}, {cli_auth_cmds, &cli_nauth_cmds}};
+} tables[] = {{cmds, NULL}, {cli_sched_cmds, &cli_nsched_cmds}, {cli_auth_cmds, &cli_nauth_cmds},
+               {cli_account_cmds, &cli_naccount_cmds}};
 
 static size_t table_len(size_t t) {
   return tables[t].n ? *tables[t].n : sizeof(cmds) / sizeof(cmds[0]);
@@ -694,11 +695,11 @@ const cli_cmd_t *cli_find(const char *name) {
   return NULL;
 }
 
-/* "job", "schedule", "token" and "user" take a verb; everything else is
- * one word. */
+/* "job", "schedule", "token", "user" and "account" take a verb; everything
+ * else is one word. */
 static int is_group(const char *name) {
   return !strcmp(name, "job") || !strcmp(name, "schedule") || !strcmp(name, "token") ||
-         !strcmp(name, "user");
+         !strcmp(name, "user") || !strcmp(name, "account");
 }
 
 int cli_is_command(const char *name) {

@@ -26,6 +26,7 @@ enum cli_opt_id {
   O_CANCEL,
   O_PROCESSES,
   O_TEST, O_MAX_ITEMS, O_MAX_PAGES, O_MAX_SECONDS,
+  O_DESCRIPTION, O_MAX_RUNNING,
 };
 
 /* Every client command takes these (listed last in each command's table). */
@@ -145,6 +146,8 @@ extern const cli_cmd_t cli_sched_cmds[];
 extern const size_t cli_nsched_cmds;
 extern const cli_cmd_t cli_auth_cmds[];
 extern const size_t cli_nauth_cmds;
+extern const cli_cmd_t cli_account_cmds[];
+extern const size_t cli_naccount_cmds;
 
 /* ---- interruption: -f loops stop cleanly on SIGINT/SIGTERM ---- */
 /* Sleeps ms milliseconds or until a signal; 1 when one came. */

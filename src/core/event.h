@@ -53,7 +53,12 @@
   X(USER_DELETE_REFUSED, "user.delete_refused", "deleting the last admin user was refused") \
   X(TOKEN_CREATED, "token.created", "an API token was created") \
   X(TOKEN_REVOKED, "token.revoked", "an API token was revoked") \
-  X(TOKEN_REVOKE_REFUSED, "token.revoke_refused", "revoking the last admin token was refused")
+  X(TOKEN_REVOKE_REFUSED, "token.revoke_refused", "revoking the last admin token was refused") \
+  X(ACCOUNT_CREATED, "account.created", "an account was created") \
+  X(ACCOUNT_UPDATED, "account.updated", "an account's description or job limit was changed") \
+  X(ACCOUNT_DELETED, "account.deleted", "an account was deleted") \
+  X(ACCOUNT_ASSIGNED, "account.assigned", "a project, user or token was put in an account") \
+  X(ACCOUNT_UNASSIGNED, "account.unassigned", "a project, user or token was taken out of an account")
 
 /* EV_JOB_QUEUED is "job.queued", and so on: the names to record events by. */
 #define EVENT_DECLARE_(id, name, meaning) extern const char EV_##id[];

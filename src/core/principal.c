@@ -44,18 +44,19 @@ static int in_list(const char *list, const char *name, size_t n) {
 
 int principal_project_ok(const char *projects, const char *project) {
   if (!projects || !*projects) return 1;
+  if (!strcmp(projects, PRINCIPAL_PROJECTS_NONE)) return 0;
   return project && *project && in_list(projects, project, strlen(project));
 }
 
 int principal_queue_ok(const char *projects, const char *q) {
   if (!projects || !*projects) return 1;
-  if (!q || !*q) return 0;
+  if (!q || !*q || !strcmp(projects, PRINCIPAL_PROJECTS_NONE)) return 0;
   return in_list(projects, q, strcspn(q, "."));
 }
 
 int principal_projects_within(const char *outer, const char *inner) {
   if (!outer || !*outer) return 1;
-  if (!inner || !*inner) return 0;
+  if (!inner || !*inner || !strcmp(outer, PRINCIPAL_PROJECTS_NONE)) return 0;
   for (const char *p = inner; *p;) {
     size_t len = strcspn(p, ",");
     if (len && !in_list(outer, p, len)) return 0;

@@ -44,6 +44,9 @@ typedef enum role {
 
 #define PRINCIPAL_NAME_MAX 64     /* user names and token labels */
 #define PRINCIPAL_PROJECTS_MAX 64 /* projects one principal may be limited to */
+/* A project list that allows none (a member of an account without projects,
+ * core/account.h): no project or queue name is "/". */
+#define PRINCIPAL_PROJECTS_NONE "/"
 
 typedef struct principal {
   principal_kind_t kind;

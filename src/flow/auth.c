@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "clock.h"
+#include "core/account.h"
 #include "error.h"
+#include "flow/accounts.h"
 
 /* ---- events ---- */
 
@@ -112,6 +114,7 @@ int principals_token_revoke(store_t *s, principals_write_t *w) {
     rc = refuse(s, w, "token.revoke_refused", &p);
   else if (!rc)
     rc = audit(s, "token.revoked", &p, NULL);
+  if (!rc && !w->refused) rc = accounts_forget(s, ACCOUNT_TOKENS, p.name);
 out:
   principal_release(&p);
   return rc;
@@ -165,5 +168,6 @@ int principals_user_delete(store_t *s, principals_write_t *w) {
     snprintf(w->err, sizeof(w->err), "no user '%.64s'", w->name);
     return SPD_ENOPRINCIPAL;
   }
-  return rc ? rc : audit(s, "user.deleted", &p, NULL);
+  if (!rc) rc = audit(s, "user.deleted", &p, NULL);
+  return rc ? rc : accounts_forget(s, ACCOUNT_USERS, w->name);
 }

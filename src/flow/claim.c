@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "flow/claim_accounts.h"
 #include "flow/eggsync.h"
 #include "flow/jobs.h"
 #include "log.h"
@@ -36,18 +37,18 @@ static int limits_count(store_t *s, const config_t *cfg, int64_t *running, job_k
   return rc;
 }
 
-/* A claim under [concurrency] limits (jobs_claim). */
-static int claim_limited(store_t *s, jobs_claim_t *c) {
+/* A claim under [concurrency] limits and accounts' caps (jobs_claim);
+ * skip holds the capped accounts' keys already. */
+static int claim_limited(store_t *s, jobs_claim_t *c, claim_accounts_t *acc, job_key_t *skip,
+                         size_t nskip) {
   const config_t *cfg = c->cfg;
-  int64_t *running = calloc(cfg->nlimits, sizeof(*running));
-  job_key_t skip[STORE_CLAIM_SKIP_MAX];
-  size_t nskip = 0;
+  int64_t *running = calloc(cfg->nlimits + 1, sizeof(*running));
   int rc = running ? limits_count(s, cfg, running, skip, &nskip) : -ENOMEM;
   if (!rc) rc = store_job_claim_skip(s, c->node, c->max, c->now, skip, nskip, &c->jobs);
   size_t kept = 0;
   for (size_t k = 0; !rc && k < c->jobs.n; k++) {
     job_t *j = &c->jobs.v[k];
-    int over = 0;
+    int over = claim_accounts_full(acc, j);
     for (size_t i = 0; i < cfg->nlimits && !over; i++)
       over = limit_covers(&cfg->limits[i], j) && running[i] >= cfg->limits[i].max;
     if (over) {
@@ -58,6 +59,7 @@ static int claim_limited(store_t *s, jobs_claim_t *c) {
     }
     for (size_t i = 0; i < cfg->nlimits; i++)
       if (limit_covers(&cfg->limits[i], j)) running[i]++;
+    claim_accounts_count(acc, j);
     if (kept != k) {
       c->jobs.v[kept] = *j;
       job_init(j);
@@ -90,9 +92,17 @@ int jobs_claim(store_t *s, jobs_claim_t *c) {
   memset(&c->jobs, 0, sizeof(c->jobs));
   c->next_due = 0;
   c->limited = 0;
+  c->capped = 0;
   c->change = (flow_change_t){0};
-  int rc = c->cfg->nlimits ? claim_limited(s, c)
-                           : store_job_claim(s, c->node, c->max, c->now, &c->jobs);
+  claim_accounts_t acc;
+  job_key_t skip[STORE_CLAIM_SKIP_MAX];
+  size_t nskip = 0;
+  int rc = claim_accounts_load(s, &acc, skip, &nskip);
+  if (!rc)
+    rc = c->cfg->nlimits || acc.n ? claim_limited(s, c, &acc, skip, nskip)
+                                  : store_job_claim(s, c->node, c->max, c->now, &c->jobs);
+  c->capped = acc.n > 0;
+  claim_accounts_release(&acc);
   if (rc) return rc;
   if (c->shared) claim_eggs(s, c);
   for (size_t i = 0; i < c->jobs.n; i++) jobs_resolve(c->cfg, &c->jobs.v[i]);

@@ -27,6 +27,9 @@ typedef struct jobs_claim {
   job_list_t jobs;     /* out: claimed, their policy resolved (jobs_resolve) */
   int64_t next_due;    /* out: a short claim: the earliest delayed job, 0 = none */
   int limited;         /* out: claimed jobs given back: their limit was full */
+  int capped;          /* out: an account caps its running jobs: pending jobs may
+                          wait for it, which no counter shows (the launcher then
+                          claims at every free slot, as under [concurrency]) */
   /* out: unqueued = the jobs claimed; a short claim (fewer than max: none
    * due is left) reads the store's pending count too (has_pending: the
    * delayed ones, 0 when next_due is 0). Not applied when the caller gives
@@ -41,7 +44,8 @@ typedef struct jobs_claim {
  * back any claimed job that would go over one; every node and every restart
  * counts the same rows, so a limit holds across the cluster. On a shared
  * store the eggs of claimed jobs that are not in eggs_dir yet are copied
- * from the store first. Resets its outputs: a run the store pool repeats
+ * from the store first. Accounts' caps on running jobs hold the same way
+ * (flow/claim_accounts.h). Resets its outputs: a run the store pool repeats
  * starts afresh. */
 int jobs_claim(store_t *s, jobs_claim_t *c);
 

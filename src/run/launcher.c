@@ -48,6 +48,7 @@ struct launcher {
   unsigned max_proc;
   int claiming;       /* a claim is in flight */
   int dispatch_again; /* a kick arrived while claiming */
+  int capped;         /* the last claim saw an account's cap (jobs_claim_t) */
   int stopping;
   int draining;       /* claims nothing (launcher_drain) */
   run_done_t drained; /* once nothing runs while draining; then disarmed */
@@ -916,6 +917,7 @@ static void claim_done(void *arg, int rc) {
     requeue(l, &c->jobs);
   } else {
     flow_apply(l->flow, &c->change);
+    l->capped = c->capped;
     if (c->jobs.n < c->max) /* the store has no more that are due */
       supervise_claimed(&l->sv, c->next_due, c->change.pending_count);
     for (size_t i = 0; i < c->jobs.n; i++)
@@ -1141,9 +1143,11 @@ void launcher_dispatch(launcher_t *l) {
   }
   /* Delayed retries are pending but not claimable: only a due timer's wake
    * (due_check) claims when every pending job is a delayed one. */
-  /* Under [concurrency] limits pending jobs may wait for a slot of their
-   * limit, which no counter shows: every free slot then claims. */
-  if ((flow_pending(l->flow) - l->sv.delayed <= 0 && !l->sv.due_check && !l->cfg->nlimits) ||
+  /* Under [concurrency] limits or accounts' caps pending jobs may wait for
+   * a slot of their limit, which no counter shows: every free slot then
+   * claims. */
+  if ((flow_pending(l->flow) - l->sv.delayed <= 0 && !l->sv.due_check && !l->cfg->nlimits &&
+       !l->capped) ||
       l->sv.nprocs + l->npreps >= l->max_proc)
     return;
   claim_op_t *op = calloc(1, sizeof(*op));

@@ -6,13 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/account.h"
 #include "store/store.h"
 #include "store/store_impl.h"
 
 #define STATS_PAGE 1000
 
 static int stats_key_cmp(job_stats_by_t by, const job_stats_group_t *g,
-                         const job_stats_row_t *j) {
+                         const job_stats_row_t *j, const char *account) {
+  if (by == JOB_STATS_BY_ACCOUNT) return strcmp(g->account, account);
   if (by == JOB_STATS_BY_SCHEDULE)
     return g->schedule_id < j->schedule_id ? -1 : g->schedule_id > j->schedule_id;
   int c = strcmp(g->project, j->project);
@@ -23,11 +25,11 @@ static int stats_key_cmp(job_stats_by_t by, const job_stats_group_t *g,
 /* The group of j, made when new; groups stay sorted by key, so a lookup
  * is a binary search. NULL when out of memory. */
 static job_stats_group_t *stats_group(job_stats_t *st, job_stats_by_t by,
-                                      const job_stats_row_t *j) {
+                                      const job_stats_row_t *j, const char *account) {
   size_t lo = 0, hi = st->n;
   while (lo < hi) {
     size_t mid = (lo + hi) / 2;
-    int c = stats_key_cmp(by, &st->v[mid], j);
+    int c = stats_key_cmp(by, &st->v[mid], j, account);
     if (c == 0) return &st->v[mid];
     if (c < 0) lo = mid + 1;
     else hi = mid;
@@ -42,6 +44,8 @@ static job_stats_group_t *stats_group(job_stats_t *st, job_stats_by_t by,
   job_stats_group_t g = {0};
   if (by == JOB_STATS_BY_SCHEDULE) {
     g.schedule_id = j->schedule_id;
+  } else if (by == JOB_STATS_BY_ACCOUNT) {
+    if (!(g.account = strdup(account))) return NULL;
   } else {
     g.project = strdup(j->project ? j->project : "");
     if (by == JOB_STATS_BY_SPIDER) g.spider = strdup(j->spider ? j->spider : "");
@@ -82,7 +86,10 @@ static int stats_add(void *ud, const job_stats_row_t *j) {
   if (q->schedule_id && j->schedule_id != q->schedule_id) return 0;
   if (q->by == JOB_STATS_BY_SCHEDULE && !j->schedule_id) return 0;
   if (j->state < JOB_FINISHED || j->state >= JOB_NSTATES) return 0;
-  job_stats_group_t *g = stats_group(st, q->by, j);
+  const char *account = NULL;
+  if (q->accounts) account = account_find(q->accounts, ACCOUNT_PROJECTS, j->project);
+  if (q->account && (!account || strcmp(account, q->account))) return 0;
+  job_stats_group_t *g = stats_group(st, q->by, j, account ? account : "");
   if (!g) return -ENOMEM;
   if (g->ndurs == g->durcap) {
     size_t cap = g->durcap ? g->durcap * 2 : 64;
@@ -150,7 +157,8 @@ int store_job_stats_walk(store_t *s, const char *project, int64_t from_ms, int64
 }
 
 int store_job_stats(store_t *s, const job_stats_query_t *q, job_stats_t *out) {
-  if (!s || !q || !out || q->account || q->by < 0 || q->by >= JOB_STATS_NBY ||
+  int accounts = q && (q->account || q->by == JOB_STATS_BY_ACCOUNT);
+  if (!s || !q || !out || (accounts && !q->accounts) || q->by < 0 || q->by >= JOB_STATS_NBY ||
       q->from_ms >= q->to_ms)
     return -EINVAL;
   struct stats_ctx x = {out, q};
@@ -164,6 +172,7 @@ void job_stats_release(job_stats_t *st) {
   for (size_t i = 0; i < st->n; i++) {
     free(st->v[i].project);
     free(st->v[i].spider);
+    free(st->v[i].account);
     free(st->v[i].durs);
   }
   free(st->v);

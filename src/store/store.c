@@ -727,6 +727,25 @@ int store_auth_gen(store_t *s, char **gen) {
   return rc;
 }
 
+/* ---- accounts ---- */
+
+int store_accounts_get(store_t *s, char **doc) {
+  if (!s || !doc) return -EINVAL;
+  *doc = NULL;
+  int rc = s->ops->meta_get(s, "accounts", doc);
+  if (rc == -ENOENT) {
+    *doc = strdup("{}");
+    rc = *doc ? 0 : -ENOMEM;
+  }
+  return rc;
+}
+
+int store_accounts_put(store_t *s, const char *doc) {
+  if (!s || !doc || doc[0] != '{') return -EINVAL;
+  int rc = s->ops->meta_set(s, "accounts", doc);
+  return rc ? rc : store_auth_bump(s);
+}
+
 /* ---- nodes ---- */
 
 void node_info_release(node_info_t *n) {

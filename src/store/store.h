@@ -245,6 +245,7 @@ typedef enum {
   JOB_STATS_BY_PROJECT,
   JOB_STATS_BY_SPIDER,   /* (project, spider) */
   JOB_STATS_BY_SCHEDULE, /* schedule_id; jobs no schedule fired are left out */
+  JOB_STATS_BY_ACCOUNT,  /* the account of the job's project ("" for none) */
   JOB_STATS_NBY
 } job_stats_by_t;
 
@@ -254,7 +255,9 @@ typedef struct job_stats_query {
   const char *project;  /* NULL = all */
   const char *spider;   /* NULL = all */
   int64_t schedule_id;  /* 0 = all */
-  const char *account;  /* reserved for accounts: must be NULL (-EINVAL) */
+  const char *account;  /* NULL = all; else the jobs of this account's projects */
+  const json_t *accounts; /* the accounts (core/account.h): needed by account and
+                             BY_ACCOUNT (-EINVAL without) */
   int64_t from_ms, to_ms;
   job_stats_by_t by;
 } job_stats_query_t;
@@ -265,6 +268,7 @@ typedef struct job_stats_group {
   char *project;       /* BY_PROJECT, BY_SPIDER */
   char *spider;        /* BY_SPIDER */
   int64_t schedule_id; /* BY_SCHEDULE */
+  char *account;       /* BY_ACCOUNT ("" : projects of no account) */
   int64_t runs[JOB_NSTATES]; /* final states only */
   int64_t ended;             /* the sum of runs */
   int64_t dur_p50_ms, dur_p95_ms, dur_max_ms;
@@ -730,6 +734,19 @@ int store_principals_list(store_t *s, principal_list_t *out);
  * failed, so the caller retries and the retry bumps it. The caller frees
  * *gen. */
 int store_auth_gen(store_t *s, char **gen);
+
+/* ---- accounts (core/account.h) ----
+ * The accounts' document, kept whole as meta "accounts" (few accounts, read
+ * whole by every node's cache of users and tokens). */
+
+/* The document as JSON text into *doc (the caller frees; "{}" when none was
+ * ever written). */
+int store_accounts_get(store_t *s, char **doc);
+/* Replaces the document (a JSON object's text) and bumps the auth
+ * generation, so every node reads its callers' accounts again. Callers
+ * read, change and write it inside one store op holding store_claim_lock,
+ * which orders such changes on PostgreSQL (SQLite has one writer). */
+int store_accounts_put(store_t *s, const char *doc);
 
 /* ---- key/value (daemon metadata: node identity, schema notes, ...) ---- */
 int store_meta_get(store_t *s, const char *key, char **value); /* -ENOENT */

@@ -232,17 +232,25 @@ def test_missed_runs(d):
         native(d, "DELETE", f"/schedules/{name}")
 
 
-# ---- what spiderd cannot do, and bad calls -----------------------------------
+def test_upcoming_account_schedules(d):
+    account, name = unique("acct"), unique("gu")
+    native(d, "POST", "/accounts", json={"name": account})
+    native(d, "POST", f"/accounts/{account}/assign", json={"project": PROJECT})
+    result(d, "Schedule", name=name, project=PROJECT, spider="quick", cron="0 3 * * *")
+    try:
+        runs = result(d, "GetUpcomingAccountSchedules", account=account)["runs"]
+        assert runs and {r["schedule"] for r in runs} >= {name}
+        e = error(d, "GetUpcomingAccountSchedules")
+        assert e["code"] == -32602 and "account" in e["message"], e
+        e = error(d, "GetUpcomingAccountSchedules", account=unique("none"))
+        assert e["data"]["code"] == "SPD_ENOACCOUNT", e
+    finally:
+        native(d, "DELETE", f"/schedules/{name}")
+        native(d, "POST", f"/accounts/{account}/unassign", json={"project": PROJECT})
+        native(d, "DELETE", f"/accounts/{account}")
 
-@pytest.mark.parametrize("method,missing", [
-    ("GetUpcomingAccountSchedules", "accounts"),
-])
-def test_calls_spiderd_cannot_do_name_what_is_missing(d, method, missing):
-    e = error(d, method, project=PROJECT)
-    assert e["code"] == -32601, e
-    assert f"{method} is not available in spiderd: it needs" in e["message"], e
-    assert missing in e["message"], e
 
+# ---- bad calls -----------------------------------------------------------------
 
 def test_bad_calls_get_the_native_ops_errors(d):
     e = error(d, "OneTimeRun", project=PROJECT)  # no spider

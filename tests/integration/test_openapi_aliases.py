@@ -1,8 +1,8 @@
 """Every Grepsr and Sneakpeek method name that /api/v1/jsonrpc answers is in
 the OpenAPI document (x-jsonrpc-aliases), as the tables of src/api/grepsr.c
 and src/api/sneakpeek.c have it: a Grepsr call on the operation it is, with
-the parameters it sets, renames and requires; Sneakpeek's methods and the
-calls spiderd cannot do on the JSON-RPC endpoint. Then each listed name is
+the parameters it sets, renames and requires; Sneakpeek's methods on the
+JSON-RPC endpoint. Then each listed name is
 called on a real daemon and answers as its entry says."""
 
 import json
@@ -28,10 +28,10 @@ def grepsr_table():
         src = f.read()
     body = src[src.index("calls[] = {"):src.index("#define NCALLS")]
     s = r'(NULL|"(?:[^"\\]|\\.)*"(?:\s*ENDED\s*"(?:[^"\\]|\\.)*")?)'
-    rows = re.findall(r'\{"(\w+)",\s*' + s + r',\s*' + s + r',\s*' + s + r',\s*' + s + ',', body)
+    rows = re.findall(r'\{"(\w+)",\s*' + s + r',\s*' + s + r',\s*' + s + r',\s*' + s + r'\}', body)
     out = {}
     for name, op, fixed, rename, need in rows:
-        e = {"op": None if op == "NULL" else c_string(op)}
+        e = {"op": c_string(op)}
         if fixed != "NULL":
             e["sets"] = json.loads(c_string(fixed))
         if rename != "NULL":
@@ -97,9 +97,6 @@ def test_every_grepsr_call_is_on_the_operation_it_is(doc):
     assert set(grepsr) == set(table)
     for name, want in table.items():
         op_id, e = grepsr[name]
-        if want["op"] is None:
-            assert op_id == "jsonrpc" and e["available"] is False, (name, e)
-            continue
         assert op_id == want["op"], (name, op_id)
         for key in ("sets", "renames", "requires"):
             assert e.get(key) == want.get(key), (name, key, e)
@@ -124,9 +121,6 @@ def test_each_listed_name_answers_as_documented(d, doc):
         answer = rpc(d, method, params)
         err = answer.get("error")
         assert err, (method, answer)
-        if e.get("available") is False:
-            assert err["code"] == -32601 and "is not available in spiderd" in err["message"], err
-            continue
         assert err["code"] != -32601, (method, err)  # a method the endpoint knows
         if e["system"] != "grepsr":
             continue

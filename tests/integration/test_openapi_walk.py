@@ -448,7 +448,7 @@ def _throughput(w, ctx):
 def _stats(w, ctx):
     w.ok("GET", API + "/stats", params={"by": "spider", "project": "wp"})
     w.ok("GET", API + "/stats", params={"by": "schedule"})
-    w.fail("GET", API + "/stats", params={"by": "account"}, status=400, code="SPD_EBADPARAM")
+    w.fail("GET", API + "/stats", params={"by": "customer"}, status=400, code="SPD_EBADPARAM")
 
 
 @case("GET", J)
@@ -947,6 +947,66 @@ def _tokens_delete(w, ctx):
            code="SPD_ENOPRINCIPAL")
 
 
+A = API + "/accounts"
+AA = API + "/accounts/{account}"
+
+
+@case("POST", A)
+def _accounts_create(w, ctx):
+    r = w.ok("POST", A, json_body={"name": "walk", "description": "d", "max_running": 2},
+             status=201)
+    assert r["name"] == "walk" and r["max_running"] == 2
+    w.fail("POST", A, json_body={"name": "walk"}, status=409, code="SPD_ECONFLICT")
+
+
+@case("GET", A)
+def _accounts_list(w, ctx):
+    assert [a["name"] for a in w.ok("GET", A)["accounts"]] == ["walk"]
+    w.fail("GET", A, params={"x": "1"}, status=400, code="SPD_EBADPARAM")
+
+
+@case("GET", AA)
+def _accounts_get(w, ctx):
+    assert w.ok("GET", AA, {"account": "walk"})["running"] == 0
+    w.fail("GET", AA, {"account": "nope"}, status=404, code="SPD_ENOACCOUNT")
+
+
+@case("PATCH", AA)
+def _accounts_update(w, ctx):
+    assert w.ok("PATCH", AA, {"account": "walk"}, json_body={"max_running": 0})[
+        "max_running"] == 0
+    w.fail("PATCH", AA, {"account": "walk"}, json_body={"max_running": -1}, status=400,
+           code="SPD_EBADPARAM", body_valid=False)
+
+
+@case("POST", AA + "/assign")
+def _accounts_assign(w, ctx):
+    r = w.ok("POST", AA + "/assign", {"account": "walk"}, json_body={"project": "wp"})
+    assert r["projects"] == ["wp"]
+    w.fail("POST", AA + "/assign", {"account": "walk"}, json_body={"user": "ghost"},
+           status=404, code="SPD_ENOPRINCIPAL")
+
+
+@case("GET", AA + "/upcoming")
+def _accounts_upcoming(w, ctx):
+    assert isinstance(w.ok("GET", AA + "/upcoming", {"account": "walk"})["runs"], list)
+    w.fail("GET", AA + "/upcoming", {"account": "nope"}, status=404, code="SPD_ENOACCOUNT")
+
+
+@case("POST", AA + "/unassign")
+def _accounts_unassign(w, ctx):
+    assert w.ok("POST", AA + "/unassign", {"account": "walk"},
+                json_body={"project": "wp"})["projects"] == []
+    w.fail("POST", AA + "/unassign", {"account": "walk"}, json_body={"project": "wp"},
+           status=404, code="SPD_ENOPROJECT")
+
+
+@case("DELETE", AA)
+def _accounts_delete(w, ctx):
+    w.ok("DELETE", AA, {"account": "walk"}, status=204)
+    w.fail("DELETE", AA, {"account": "walk"}, status=404, code="SPD_ENOACCOUNT")
+
+
 @case("POST", API + "/jsonrpc")
 def _jsonrpc(w, ctx):
     w.ok("POST", API + "/jsonrpc", json_body={"jsonrpc": "2.0", "method": "status.get", "id": 1})
@@ -1151,6 +1211,14 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "queues.delete": lambda c, m: {"name": "rq"},
     "nodes.drain": lambda c, m: {},
     "nodes.undrain": lambda c, m: {},  # right after: the walk's jobs must run
+    "accounts.create": lambda c, m: {"name": "racct", "max_running": 1},
+    "accounts.list": lambda c, m: {},
+    "accounts.get": lambda c, m: {"account": "racct"},
+    "accounts.update": lambda c, m: {"account": "racct", "description": "rpc"},
+    "accounts.assign": lambda c, m: {"account": "racct", "project": "rpcp"},
+    "accounts.upcoming": lambda c, m: {"account": "racct", "limit": 5},
+    "accounts.unassign": lambda c, m: {"account": "racct", "project": "rpcp"},
+    "accounts.delete": lambda c, m: {"account": "racct"},
     # last: the first token turns authentication on (the calls then send it),
     # and revoking it turns it off again
     "auth.whoami": lambda c, m: {},

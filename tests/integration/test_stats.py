@@ -177,7 +177,7 @@ def test_windows(d, world):
 
 
 def test_bad_params(d):
-    err(req(d, "GET", "/stats", params={"by": "account"}), 400, "SPD_EBADPARAM", "by")
+    err(req(d, "GET", "/stats", params={"by": "customer"}), 400, "SPD_EBADPARAM", "by")
     err(req(d, "GET", "/stats", params={"from": "2030-01-01", "to": "2029-01-01"}), 400,
         "SPD_EBADPARAM", "from")
     err(req(d, "GET", "/stats", params={"to": "noon"}), 400, "SPD_EBADPARAM", "to")

@@ -81,6 +81,7 @@ def pages(data):
         ("queue", f"/queues/{q}", "#items-dead", "http://a.example/1"),
         ("events", "/events", "#events-table", "job.finished"),
         ("nodes", "/nodes", ".node", "testnode"),
+        ("accounts", "/accounts", "#account-form", "New account"),
     ]
 
 

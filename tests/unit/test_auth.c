@@ -77,7 +77,7 @@ static void test_names(void **state) {
 }
 
 static void test_allow(void **state) {
-  auth_who_t w = {AUTH_TOKEN, ROLE_RUN, "token x (t)", "x", "news", "127.0.0.1", 0, NULL};
+  auth_who_t w = {AUTH_TOKEN, ROLE_RUN, "token x (t)", "x", "news", "127.0.0.1", 0, NULL, NULL, NULL};
   char err[256];
   assert_int_equal(auth_allow(&w, ROLE_READ, NULL, err, sizeof(err)), 0);
   assert_int_equal(auth_allow(&w, ROLE_RUN, "news", err, sizeof(err)), 0);
@@ -90,8 +90,8 @@ static void test_allow(void **state) {
 }
 
 static void test_event_visibility(void **state) {
-  auth_who_t all = {AUTH_USER, ROLE_READ, "a", "a", "", "?", 0, NULL};
-  auth_who_t news = {AUTH_USER, ROLE_READ, "n", "n", "news", "?", 0, NULL};
+  auth_who_t all = {AUTH_USER, ROLE_READ, "a", "a", "", "?", 0, NULL, NULL, NULL};
+  auth_who_t news = {AUTH_USER, ROLE_READ, "n", "n", "news", "?", 0, NULL, NULL, NULL};
   event_t e = {.type = "job.queued", .data = json_pack("{s:s}", "project", "news")};
   assert_true(auth_event_visible(&all, &e));
   assert_true(auth_event_visible(&news, &e));

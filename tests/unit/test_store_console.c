@@ -468,8 +468,29 @@ static void test_stats(void **state) {
   assert_int_equal(store_job_stats(s, &q, &st), -EINVAL);
   q.from_ms = t0;
   q.account = "acme";
-  assert_int_equal(store_job_stats(s, &q, &st), -EINVAL);
+  assert_int_equal(store_job_stats(s, &q, &st), -EINVAL); /* no accounts given */
   job_stats_release(&st);
+
+  /* By account: p is acme's, q of none; then acme's jobs only. */
+  json_t *accounts = json_pack("{s:{s:[s]}}", "acme", "projects", "p");
+  q = (job_stats_query_t){.from_ms = t0, .to_ms = t0 + 60000, .by = JOB_STATS_BY_ACCOUNT,
+                          .accounts = accounts};
+  assert_int_equal(store_job_stats(s, &q, &st), 0);
+  assert_int_equal(st.n, 2); /* "" (none) sorts first */
+  assert_string_equal(st.v[0].account, "");
+  assert_int_equal(st.v[0].runs[JOB_LOST], 1);
+  assert_string_equal(st.v[1].account, "acme");
+  assert_int_equal(st.v[1].ended, 11);
+  assert_int_equal(st.v[1].dur_max_ms, 20000);
+  job_stats_release(&st);
+  q.account = "acme";
+  q.by = JOB_STATS_BY_SPIDER;
+  assert_int_equal(store_job_stats(s, &q, &st), 0);
+  assert_int_equal(st.n, 2); /* p/a, p/b: not q/a */
+  assert_string_equal(st.v[0].project, "p");
+  assert_string_equal(st.v[1].project, "p");
+  job_stats_release(&st);
+  json_decref(accounts);
 }
 
 int main(void) {

@@ -11,10 +11,11 @@ import { ProjectPage, Projects } from './pages/projects.js';
 import { ScheduleForm, SchedulePage, Schedules } from './pages/schedules.js';
 import { QueuePage, Queues } from './pages/queues.js';
 import { Events, Nodes } from './pages/misc.js';
+import { Accounts } from './pages/accounts.js';
 
 const NAV = [
   ['/', 'Overview'], ['/projects', 'Projects'], ['/jobs', 'Jobs'], ['/schedules', 'Schedules'],
-  ['/queues', 'Queues'], ['/events', 'Events'], ['/nodes', 'Nodes'],
+  ['/queues', 'Queues'], ['/events', 'Events'], ['/nodes', 'Nodes'], ['/accounts', 'Accounts'],
 ];
 
 function route(path) {
@@ -32,6 +33,7 @@ function route(path) {
   if ((m = /^\/queues\/([^/]+)$/.exec(path))) return [QueuePage, { name: decodeURIComponent(m[1]) }];
   if (path === '/events') return [Events, {}];
   if (path === '/nodes') return [Nodes, {}];
+  if (path === '/accounts') return [Accounts, {}];
   return [NotFound, {}];
 }
 

@@ -2,6 +2,7 @@
 import { useState } from 'preact/hooks';
 import { Action, api, BASE, Err, html, Link, Loading, navigate, parsePairs, useApi } from '../lib.js';
 import { JobTable } from './jobs.js';
+import { useProjectAccounts } from './accounts.js';
 
 function Upload({ project, onDone }) {
   const [name, setName] = useState(project || '');
@@ -45,12 +46,15 @@ function Upload({ project, onDone }) {
 export function Projects() {
   const list = useApi('/projects');
   const ps = (list.data && list.data.projects) || [];
+  // the account column only where there are accounts
+  const accounts = useProjectAccounts();
+  const showAcct = accounts && Object.keys(accounts).length > 0;
   return html`
     <h1>Projects</h1>
     <${Loading} state=${list} empty=${list.data && !ps.length && 'No projects yet: upload an egg below (or deploy with scrapyd-deploy).'}>
       <div class="table-wrap"><table id="projects-table">
-        <thead><tr><th>project</th><th>latest version</th><th>versions</th></tr></thead>
-        <tbody>${ps.map((p) => html`<tr><td><${Link} to=${`/projects/${encodeURIComponent(p.name)}`}>${p.name}</${Link}></td><td>${p.latest_version}</td><td>${p.versions.length}</td></tr>`)}</tbody>
+        <thead><tr><th>project</th><th>latest version</th><th>versions</th>${showAcct && html`<th>account</th>`}</tr></thead>
+        <tbody>${ps.map((p) => html`<tr><td><${Link} to=${`/projects/${encodeURIComponent(p.name)}`}>${p.name}</${Link}></td><td>${p.latest_version}</td><td>${p.versions.length}</td>${showAcct && html`<td>${accounts[p.name] ? html`<${Link} to="/accounts">${accounts[p.name]}</${Link}>` : '—'}</td>`}</tr>`)}</tbody>
       </table></div>
     </${Loading}>
     <${Upload} onDone=${(r) => navigate(`${BASE}/projects/${encodeURIComponent(r.project)}`)} />`;
