@@ -156,11 +156,14 @@ void op_schedules_backfill(op_call_t *c) {
 /* The backfill's id (its parent job's) into c->num[6]; 1 after failing
  * the call. */
 static int bf_id(op_call_t *c) {
-  const char *id = op_str(c, "id");
+  const json_t *v = op_json(c, "id");
+  const char *id = json_string_value(v);
   char *end = NULL;
-  long long v = id && *id >= '0' && *id <= '9' ? strtoll(id, &end, 10) : 0;
-  if (v > 0 && end && !*end) {
-    c->num[6] = v;
+  long long n = json_is_integer(v) ? json_integer_value(v)
+                : id && *id >= '0' && *id <= '9' ? strtoll(id, &end, 10)
+                                                 : 0;
+  if (n > 0 && (!end || !*end)) {
+    c->num[6] = n;
     return 0;
   }
   op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "id"),

@@ -316,6 +316,19 @@ static int record_visible(store_t *s, int64_t id, const char *projects, json_t *
   return rc;
 }
 
+/* A cancelled parent ends its backfill at once, though the record says so
+ * only from the next tick: the record's state follows the parent's. */
+static int state_now(store_t *s, json_t *rec) {
+  job_t p;
+  job_init(&p);
+  if (strcmp(rec_str(rec, "state") ?: "", "running")) return 0;
+  int rc = store_job_get(s, rec_int(rec, "id"), &p);
+  if (!rc && job_state_final(p.state))
+    json_object_set_new(rec, "state", json_string(job_state_name(p.state)));
+  job_release(&p);
+  return rc == -ENOENT ? 0 : rc;
+}
+
 static json_t *time_json(int64_t ms) { return ms ? job_time_json(ms) : json_null(); }
 
 /* A record as the API shows it: the slots as a count. counts: the
@@ -352,6 +365,7 @@ int backfills_get(store_t *s, int64_t id, const char *projects, json_t **out, ch
   int64_t counts[JOB_NSTATES] = {0};
   int paused = 0, rc = record_visible(s, id, projects, &rec, err, len);
   job_filter_t f = {.parent_id = id};
+  if (!rc) rc = state_now(s, rec);
   if (!rc) rc = paused_get(s, id, &paused);
   if (!rc) rc = store_jobs_list(s, &f, &kids);
   for (size_t i = 0; !rc && i < kids.n; i++) counts[kids.v[i].state]++;
@@ -385,6 +399,7 @@ int backfills_pause(store_t *s, int64_t id, const char *projects, int pause, jso
                     char *err, size_t len, flow_change_t *ch) {
   json_t *rec = NULL;
   int was = 0, rc = record_visible(s, id, projects, &rec, err, len);
+  if (!rc) rc = state_now(s, rec);
   if (!rc) rc = paused_get(s, id, &was);
   if (!rc && strcmp(rec_str(rec, "state") ?: "", "running")) {
     snprintf(err, len, "backfill %" PRId64 " has ended (%s)", id, rec_str(rec, "state"));
