@@ -21,7 +21,9 @@ DAY = 86400000
 
 @pytest.fixture(scope="module")
 def d(module_spiderd, egg):
-    daemon = module_spiderd(name="backfill", scrapyd={"max_proc": 4, "items_dir": "items"})
+    # jobs_to_keep: the files of all seven runs of a backfill are read
+    daemon = module_spiderd(name="backfill", scrapyd={"max_proc": 4, "items_dir": "items",
+                                                      "jobs_to_keep": 100})
     daemon.upload("testproj", "1", egg("testproj"))
     return daemon
 
