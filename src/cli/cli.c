@@ -584,7 +584,8 @@ static const cli_cmd_t cmds[] = {
 static const struct {
   const cli_cmd_t *v;
   const size_t *n;
-} tables[] = {{cmds, NULL}, {cli_sched_cmds, &cli_nsched_cmds}, {cli_auth_cmds, &cli_nauth_cmds}};
+} tables[] = {{cmds, NULL}, {cli_sched_cmds, &cli_nsched_cmds}, {cli_auth_cmds, &cli_nauth_cmds},
+              {cli_cal_cmds, &cli_ncal_cmds}};
 
 static size_t table_len(size_t t) {
   return tables[t].n ? *tables[t].n : sizeof(cmds) / sizeof(cmds[0]);
@@ -601,7 +602,7 @@ const cli_cmd_t *cli_find(const char *name) {
  * one word. */
 static int is_group(const char *name) {
   return !strcmp(name, "job") || !strcmp(name, "schedule") || !strcmp(name, "token") ||
-         !strcmp(name, "user");
+         !strcmp(name, "user") || !strcmp(name, "calendar") || !strcmp(name, "backfill");
 }
 
 int cli_is_command(const char *name) {

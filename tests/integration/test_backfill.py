@@ -257,3 +257,57 @@ def test_a_run_due_in_a_calendar_is_skipped_with_its_name(d):
     assert dry["count"] == 0 and dry["left_out"]["calendar"] in (9, 10)
     ok(req(d, "DELETE", f"/schedules/{s['id']}"), 204)
     ok(req(d, "DELETE", f"/calendars/{cal}"), 204)
+
+
+def spiderd_cli(d, *args):
+    """`spiderd ARGS` run by a user in the daemon's directory (its address from
+    its scrapyd.conf)."""
+    import os
+    import subprocess
+    from conftest import BIN, SANITIZER_MARKERS, timeout
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SCRAPYD_", "SPIDERD_", "SCRAPY_"))}
+    env["SPIDERD_CONFIG_FILES"] = d.conf_path
+    p = subprocess.run([BIN, *args], cwd=d.workdir, env=env, capture_output=True, text=True,
+                       timeout=timeout(30))
+    assert not [x for x in p.stderr.splitlines() if any(m in x for m in SANITIZER_MARKERS)]
+    return p
+
+
+def test_cli_backfill_and_calendars(d):
+    cal = unique("clical")
+    p = spiderd_cli(d, "calendar", "add", cal, "--date", "2030-12-25", "-w", "sat",
+                    "--hours", "01:00-02:00", "--tz", "Europe/Paris")
+    assert p.returncode == 0, p.stderr
+    assert "2030-12-25" in p.stdout
+    p = spiderd_cli(d, "calendars", "--json")
+    assert cal in [c["name"] for c in json.loads(p.stdout)["calendars"]]
+    p = spiderd_cli(d, "calendar", "add", unique("x"))
+    assert p.returncode == 2 and "--date" in p.stderr
+    name = unique("clis")
+    p = spiderd_cli(d, "schedule", "add", name, "-p", "testproj", "-s", "quick",
+                    "--cron", "0 6 * * *", "--calendar", cal)
+    assert p.returncode == 0, p.stderr
+    assert ok(req(d, "GET", f"/schedules/{name}"))["calendars"] == [cal]
+
+    p = spiderd_cli(d, "schedule", "backfill", name, "--from", iso(midnight(3)),
+                    "--to", iso(midnight(1)), "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("2 slots to run"), p.stdout
+    p = spiderd_cli(d, "schedule", "backfill", name, "--from", iso(midnight(3)),
+                    "--to", iso(midnight(1)), "-m", "2", "--json")
+    assert p.returncode == 0, p.stderr
+    bid = json.loads(p.stdout)["backfill"]["id"]
+    wait_for(lambda: ok(req(d, "GET", f"/backfills/{bid}"))["state"] == "finished", 60,
+             "the backfill to finish")
+    p = spiderd_cli(d, "backfill", "show", str(bid))
+    assert p.returncode == 0 and "finished" in p.stdout, p.stdout
+    p = spiderd_cli(d, "backfills")
+    assert p.returncode == 0 and name in p.stdout
+    p = spiderd_cli(d, "backfill", "pause", str(bid))
+    assert p.returncode == 1 and "ended" in p.stderr
+    p = spiderd_cli(d, "schedule", "backfill", name, "--to", iso(midnight(1)))
+    assert p.returncode == 2 and "--from" in p.stderr
+    assert spiderd_cli(d, "schedule", "edit", name, "--calendar", "").returncode == 0
+    p = spiderd_cli(d, "calendar", "rm", cal)
+    assert p.returncode == 0 and "deleted calendar" in p.stdout
