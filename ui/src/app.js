@@ -11,10 +11,11 @@ import { ProjectPage, Projects } from './pages/projects.js';
 import { ScheduleForm, SchedulePage, Schedules } from './pages/schedules.js';
 import { QueuePage, Queues } from './pages/queues.js';
 import { Events, Nodes } from './pages/misc.js';
+import { Calendars } from './pages/calendars.js';
 
 const NAV = [
   ['/', 'Overview'], ['/projects', 'Projects'], ['/jobs', 'Jobs'], ['/schedules', 'Schedules'],
-  ['/queues', 'Queues'], ['/events', 'Events'], ['/nodes', 'Nodes'],
+  ['/calendars', 'Calendars'], ['/queues', 'Queues'], ['/events', 'Events'], ['/nodes', 'Nodes'],
 ];
 
 function route(path) {
@@ -28,6 +29,7 @@ function route(path) {
   if (path === '/schedules/new') return [ScheduleForm, {}];
   if ((m = /^\/schedules\/([^/]+)\/edit$/.exec(path))) return [ScheduleForm, { id: decodeURIComponent(m[1]) }];
   if ((m = /^\/schedules\/([^/]+)$/.exec(path))) return [SchedulePage, { id: decodeURIComponent(m[1]) }];
+  if (path === '/calendars') return [Calendars, {}];
   if (path === '/queues') return [Queues, {}];
   if ((m = /^\/queues\/([^/]+)$/.exec(path))) return [QueuePage, { name: decodeURIComponent(m[1]) }];
   if (path === '/events') return [Events, {}];
