@@ -311,3 +311,25 @@ def test_cli_backfill_and_calendars(d):
     assert spiderd_cli(d, "schedule", "edit", name, "--calendar", "").returncode == 0
     p = spiderd_cli(d, "calendar", "rm", cal)
     assert p.returncode == 0 and "deleted calendar" in p.stdout
+
+
+def test_a_backfill_goes_on_after_a_restart(spiderd, egg):
+    """The backfill lives in the store: a daemon started again releases the
+    rest of its runs and ends it."""
+    d = spiderd(scrapyd={"max_proc": 2})
+    d.upload("testproj", "1", egg("testproj"))
+    s = create(d, spider="quick", cron="0 6 * * *", tz="UTC")
+    bf = backfill(d, s["id"], **{"from": iso(midnight(4)), "to": iso(midnight(0))})["backfill"]
+    assert bf["slots"] == 4
+    wait_for(lambda: ok(req(d, "GET", f"/backfills/{bf['id']}"))["children"]["finished"] >= 1,
+             60, "a first run to finish")
+    d.restart()
+    wait_for(lambda: ok(req(d, "GET", f"/backfills/{bf['id']}"))["state"] != "running", 90,
+             "the backfill to end after the restart")
+    got = ok(req(d, "GET", f"/backfills/{bf['id']}"))
+    assert got["released"] == 4 and sum(got["children"].values()) == 4
+    assert got["state"] in ("finished", "failed")
+    assert ok(req(d, "GET", f"/jobs/{bf['id']}"))["state"] == got["state"]
+    # Scrapyd's listjobs shows the backfill's parent as it shows any job.
+    r = d.request("GET", "/listjobs.json", params={"project": "testproj"})
+    assert r.status_code == 200 and r.json()["status"] == "ok"
