@@ -103,8 +103,11 @@ static int backfill_fn(store_t *s, void *arg) {
   b->change = (flow_change_t){0};
   json_decref(c->result);
   c->result = NULL;
-  return backfills_start(s, op_str(c, "schedule"), c->who->projects, &b->opts, clock_wall_ms(),
-                         &c->result, c->err, sizeof(c->err), &b->change);
+  int rc = backfills_start(s, op_str(c, "schedule"), c->who->projects, &b->opts,
+                           clock_wall_ms(), &c->result, c->err, sizeof(c->err), &b->change);
+  /* Nothing left to run: answered, nothing created. */
+  if (!rc && json_is_null(json_object_get(c->result, "backfill"))) c->num[7] = 200;
+  return rc;
 }
 
 static int bad(op_call_t *c, const char *field, const char *why) {

@@ -411,8 +411,8 @@ int backfills_pause(store_t *s, int64_t id, const char *projects, int pause, jso
     rc = store_meta_set(s, key, pause ? "1" : "0");
     if (!rc)
       rc = event(s, pause ? "backfill.paused" : "backfill.resumed", rec_int(rec, "schedule_id"),
-                 id, json_pack("{s:s, s:s}", "schedule", rec_str(rec, "schedule"), "jobid",
-                               rec_str(rec, "jobid")));
+                 id, json_pack("{s:s, s:s, s:s}", "schedule", rec_str(rec, "schedule"), "jobid",
+                               rec_str(rec, "jobid"), "project", rec_str(rec, "project")));
     if (!rc && !pause) ch->schedules = 1; /* release at once */
   }
   json_decref(rec);
@@ -451,8 +451,9 @@ static int mark_ended(step_t *st, const char *state, const char *why) {
   if (!rc)
     rc = event(st->s, "backfill.finished", rec_int(st->rec, "schedule_id"),
                rec_int(st->rec, "id"),
-               json_pack("{s:s, s:s, s:s, s:s?}", "schedule", rec_str(st->rec, "schedule"),
-                         "jobid", rec_str(st->rec, "jobid"), "state", state, "reason", why));
+               json_pack("{s:s, s:s, s:s, s:s, s:s?}", "schedule", rec_str(st->rec, "schedule"),
+                         "jobid", rec_str(st->rec, "jobid"), "project",
+                         rec_str(st->rec, "project"), "state", state, "reason", why));
   return rc;
 }
 

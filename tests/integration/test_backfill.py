@@ -116,6 +116,9 @@ def test_backfill_a_week_of_a_daily_schedule(d):
     assert again["count"] == 2 and again["left_out"]["ran"] == 7
     assert [x["due"][:10] for x in again["slots"]] == [iso(midnight(8))[:10],
                                                      iso(midnight(9))[:10]]
+    # Every slot of the week ran: nothing is started.
+    none = backfill(d, s["id"], 200, **window)
+    assert none["backfill"] is None and none["count"] == 0 and none["left_out"]["ran"] == 7
     listed = ok(req(d, "GET", "/backfills"))["backfills"]
     assert bf["id"] in [b["id"] for b in listed]
     types = [e["type"] for e in ok(req(d, "GET", "/events", params={"job": bf["id"]}))["events"]]
