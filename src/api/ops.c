@@ -143,7 +143,8 @@ static const op_param_t p_tail[] = {{"id", OPT_ID, REQ, 0, 0},
       {"args", OPT_OBJ, 0, 0, 0}, {"settings", OPT_OBJ, 0, 0, 0},                            \
       {"priority", OPT_NUM, 0, 0, 0}, {"timeout", OPT_NUM, 0, 0, 0},                         \
       {"retries", OPT_INT, 0, 0, 100}, {"retry_backoff", OPT_NUM, 0, 0, 0},                  \
-      {"webhooks", OPT_STRS, 0, 0, 0}, {"meta", OPT_ANY, 0, 0, 0}
+      {"webhooks", OPT_STRS, 0, 0, 0}, {"meta", OPT_ANY, 0, 0, 0},                            \
+      {"calendars", OPT_STRS, 0, 0, 0}
 static const op_param_t p_schedule_create[] = {{"name", OPT_STR, REQ | NAME, 0, 0},
                                                {"project", OPT_STR, REQ | NAME, 0, 0},
                                                {"spider", OPT_STR, REQ | NAME, 0, 0},
@@ -267,6 +268,26 @@ static const op_param_t p_queue_purge[] = {{"name", OPT_STR, REQ, 0, 0},
                                            {"prefix", OPT_STR, 0, 0, 0},
                                            {"ids", OPT_ANY, 0, 0, 0},
                                            END};
+
+static const op_param_t p_backfill[] = {{"schedule", OPT_STR, REQ, 0, 0},
+                                        {"from", OPT_STR, REQ, 0, 0},
+                                        {"to", OPT_STR, REQ, 0, 0},
+                                        {"redo", OPT_STR, 0, 0, 0},
+                                        {"order", OPT_STR, 0, 0, 0},
+                                        {"max_running", OPT_INT, 0, 1, 1000},
+                                        {"dry_run", OPT_BOOL, 0, 0, 0},
+                                        {"slot_arg", OPT_STR, 0, 0, 0},
+                                        {"slot_format", OPT_STR, 0, 0, 0},
+                                        END};
+static const op_param_t p_backfill_id[] = {{"id", OPT_ID, REQ, 0, 0}, END};
+static const op_param_t p_calendar[] = {{"name", OPT_STR, REQ, 0, 0}, END};
+static const op_param_t p_calendar_put[] = {{"name", OPT_STR, REQ, 0, 0},
+                                            {"tz", OPT_STR, 0, 0, 0},
+                                            {"dates", OPT_STRS, 0, 0, 0},
+                                            {"weekdays", OPT_STRS, 0, 0, 0},
+                                            {"hours", OPT_STRS, 0, 0, 0},
+                                            {"note", OPT_STR, 0, 0, 0},
+                                            END};
 
 static const op_param_t p_token_create[] = {{"name", OPT_STR, 0, 0, 0},
                                             {"role", OPT_STR, REQ, 0, 0},
@@ -393,6 +414,28 @@ const op_def_t op_table[] = {
      200, OP_BODY_NONE, ROLE_READ},
     {"schedules.next", NULL, op_schedules_next, p_sched_next, 0, "GET",
      "/schedules/{schedule}/next", 200, OP_BODY_NONE, ROLE_READ},
+    {"schedules.backfill", NULL, op_schedules_backfill, p_backfill, OP_WRITE, "POST",
+     "/schedules/{schedule}/backfill", 201, OP_BODY_JSON, ROLE_RUN},
+    {"backfills.list", NULL, op_backfills_list, p_none, 0, "GET", "/backfills", 200,
+     OP_BODY_NONE, ROLE_READ},
+    {"backfills.get", NULL, op_backfills_get, p_backfill_id, 0, "GET", "/backfills/{id}", 200,
+     OP_BODY_NONE, ROLE_READ},
+    {"backfills.pause", NULL, op_backfills_pause, p_backfill_id, OP_WRITE, "POST",
+     "/backfills/{id}/pause", 200, OP_BODY_JSON, ROLE_RUN},
+    {"backfills.resume", NULL, op_backfills_pause, p_backfill_id, OP_WRITE, "POST",
+     "/backfills/{id}/resume", 200, OP_BODY_JSON, ROLE_RUN},
+    {"backfills.cancel", NULL, op_backfills_cancel, p_backfill_id, OP_WRITE, "POST",
+     "/backfills/{id}/cancel", 200, OP_BODY_JSON, ROLE_RUN},
+    {"calendars.list", NULL, op_calendars_list, p_none, 0, "GET", "/calendars", 200,
+     OP_BODY_NONE, ROLE_READ},
+    {"calendars.create", NULL, op_calendars_put, p_calendar_put, OP_WRITE, "POST", "/calendars",
+     201, OP_BODY_JSON, ROLE_RUN},
+    {"calendars.get", NULL, op_calendars_get, p_calendar, 0, "GET", "/calendars/{name}", 200,
+     OP_BODY_NONE, ROLE_READ},
+    {"calendars.update", NULL, op_calendars_put, p_calendar_put, OP_WRITE, "PUT",
+     "/calendars/{name}", 200, OP_BODY_JSON, ROLE_RUN},
+    {"calendars.delete", NULL, op_calendars_delete, p_calendar, OP_WRITE, "DELETE",
+     "/calendars/{name}", 204, OP_BODY_NONE, ROLE_RUN},
     {"events.list", NULL, op_events_list, p_events, 0, "GET", "/events", 200, OP_BODY_NONE, ROLE_READ},
     {"queues.list", NULL, op_queues_list, p_none, 0, "GET", "/queues", 200, OP_BODY_NONE, ROLE_READ},
     {"queues.get", NULL, op_queues_get, p_queue, 0, "GET", "/queues/{name}", 200, OP_BODY_NONE, ROLE_READ},

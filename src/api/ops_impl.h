@@ -151,6 +151,16 @@ void op_schedules_pause(op_call_t *c); /* and resume, by the op's name */
 void op_schedules_run(op_call_t *c);
 void op_schedules_runs(op_call_t *c);
 void op_schedules_preview(op_call_t *c);
+/* ops_calendars.c */
+void op_schedules_backfill(op_call_t *c);
+void op_backfills_list(op_call_t *c);
+void op_backfills_get(op_call_t *c);
+void op_backfills_pause(op_call_t *c); /* and resume, by the op's name */
+void op_backfills_cancel(op_call_t *c);
+void op_calendars_list(op_call_t *c);
+void op_calendars_get(op_call_t *c);
+void op_calendars_put(op_call_t *c); /* create and update, by the op's name */
+void op_calendars_delete(op_call_t *c);
 void op_events_list(op_call_t *c);
 /* ops_queues.c: docs/queues.md */
 void op_queues_list(op_call_t *c);

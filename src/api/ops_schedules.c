@@ -21,6 +21,7 @@
 #include "core/limits.h"
 #include "core/schedule.h"
 #include "error.h"
+#include "flow/calendars.h"
 #include "flow/schedules.h"
 
 #define NEXT_RUNS 5
@@ -34,9 +35,27 @@ static json_t *iso_in(int64_t ms, const char *tz) {
 
 static json_t *seconds_or_null(int64_t ms) { return ms ? json_real(ms / 1000.0) : json_null(); }
 
+/* The next NEXT_RUNS due times after now outside the schedule's calendars,
+ * as ISO times in its zone. */
+static json_t *next_runs(const schedule_t *sc, const calendar_set_t *cals) {
+  json_t *next = json_array();
+  cron_spec_t spec;
+  char err[256];
+  if (sc->paused || schedule_compile(sc, &spec, err, sizeof(err))) return next;
+  int64_t due = clock_wall_ms();
+  /* A calendar may hold many due times in a row: looked at, at most 500. */
+  for (int tries = 0; json_array_size(next) < NEXT_RUNS && tries < 500; tries++) {
+    if (cron_next(&spec, due, &due) || due > CRON_MS_MAX) break;
+    if (!calendar_set_covers(cals, due)) json_array_append_new(next, iso_in(due, sc->tz));
+  }
+  cron_spec_release(&spec);
+  return next;
+}
+
 /* A schedule as the API shows it, with its next fire times computed from
- * its definition (the materialised runs are under /runs). */
-static json_t *render_schedule(const schedule_t *sc) {
+ * its definition (the materialised runs are under /runs), outside the
+ * calendars it refers to (in cal_doc, flow/calendars.h; NULL = none). */
+static json_t *render_schedule(const schedule_t *sc, const json_t *cal_doc) {
   json_t *o = json_object();
   json_object_set_new(o, "id", json_integer(sc->id));
   json_object_set_new(o, "name", json_string(sc->name));
@@ -67,18 +86,11 @@ static json_t *render_schedule(const schedule_t *sc) {
   json_object_set_new(o, "created_at", op_iso_time(sc->created_ms));
   json_object_set_new(o, "updated_at", op_iso_time(sc->updated_ms));
   json_object_set_new(o, "last_due_at", op_iso_time(sc->last_due_ms));
-  json_t *next = json_array();
-  cron_spec_t spec;
-  char err[256];
-  if (!sc->paused && !schedule_compile(sc, &spec, err, sizeof(err))) {
-    int64_t due[NEXT_RUNS];
-    size_t n = 0;
-    int64_t now = clock_wall_ms();
-    if (!cron_between(&spec, now, CRON_MS_MAX, due, NEXT_RUNS, &n, NULL))
-      for (size_t i = 0; i < n; i++) json_array_append_new(next, iso_in(due[i], sc->tz));
-    cron_spec_release(&spec);
-  }
-  json_object_set_new(o, "next_runs", next);
+  calendar_set_t cals = {0};
+  json_object_set_new(o, "calendars", cal_doc ? calendars_names(cal_doc, sc->id) : json_array());
+  if (cal_doc) (void)calendars_set(cal_doc, sc->id, &cals); /* none on ENOMEM: shown, not skipped */
+  json_object_set_new(o, "next_runs", next_runs(sc, &cals));
+  calendar_set_release(&cals);
   return o;
 }
 
@@ -250,18 +262,21 @@ static void write_schedule(op_call_t *c, int (*fn)(store_t *, void *)) {
 }
 
 /* Renders the schedule a change left (taken) into c->result. */
-static int rendered(op_call_t *c, schedule_t *sc) {
+static int rendered(store_t *s, op_call_t *c, schedule_t *sc) {
+  json_t *doc = NULL;
+  int rc = calendars_doc(s, &doc);
   c->num[0] = sc->id;
-  c->result = render_schedule(sc);
+  if (!rc) c->result = render_schedule(sc, doc);
+  json_decref(doc);
   schedule_release(sc);
-  return c->result ? 0 : -ENOMEM;
+  return rc ? rc : c->result ? 0 : -ENOMEM;
 }
 
 static int create_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   schedule_t sc;
   int rc = schedules_create(s, c->params, &sc, c->err, sizeof(c->err), c->priv);
-  return rc ? rc : rendered(c, &sc);
+  return rc ? rc : rendered(s, c, &sc);
 }
 
 /* A schedule's args carry its jobs' resource limits (_memory_limit, ...):
@@ -302,7 +317,7 @@ static int update_fn(store_t *s, void *arg) {
   schedule_t sc;
   int rc = schedules_update(s, op_str(c, "schedule"), c->who->projects, c->params,
                             clock_wall_ms(), &sc, c->err, sizeof(c->err), c->priv);
-  return rc ? rc : rendered(c, &sc);
+  return rc ? rc : rendered(s, c, &sc);
 }
 
 /* The project, spider and version an update leaves the schedule with. */
@@ -339,7 +354,7 @@ static int pause_fn(store_t *s, void *arg) {
   int rc = schedules_pause(s, op_str(c, "schedule"), c->who->projects,
                            !strcmp(c->def->name, "schedules.pause"), clock_wall_ms(), &sc,
                            c->err, sizeof(c->err), c->priv);
-  return rc ? rc : rendered(c, &sc);
+  return rc ? rc : rendered(s, c, &sc);
 }
 
 void op_schedules_pause(op_call_t *c) { write_schedule(c, pause_fn); }
@@ -356,7 +371,7 @@ static int get_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   schedule_t sc;
   int rc = find_schedule(s, c, &sc);
-  if (!rc) c->result = render_schedule(&sc);
+  if (!rc) return rendered(s, c, &sc);
   schedule_release(&sc);
   return rc;
 }
@@ -367,13 +382,19 @@ void op_schedules_get(op_call_t *c) { op_store(c, STORE_READ, get_fn, done_sched
 static int list_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   schedule_list_t l = {0};
+  json_t *doc = NULL;
   int rc = store_schedules_list(s, c->num[1], (size_t)c->num[2] + 1, &l);
-  if (rc) return rc;
+  if (!rc) rc = calendars_doc(s, &doc);
+  if (rc) {
+    schedule_list_release(&l);
+    return rc;
+  }
   json_t *arr = json_array();
   size_t n = l.n > (size_t)c->num[2] ? (size_t)c->num[2] : l.n;
   for (size_t i = 0; i < n; i++)
     if (principal_project_ok(c->who->projects, l.v[i].project))
-      json_array_append_new(arr, render_schedule(&l.v[i]));
+      json_array_append_new(arr, render_schedule(&l.v[i], doc));
+  json_decref(doc);
   json_t *next = json_null();
   if (l.n > n) {
     char cur[24];
@@ -422,11 +443,16 @@ static int runs_fn(store_t *s, void *arg) {
   run_filter_t f = {.schedule_id = sc.id, .states = (unsigned)c->num[3], .from_ms = c->num[4],
                     .to_ms = c->num[5], .limit = (size_t)c->num[2] + 1};
   if (c->num[1] && c->num[1] + 1 > f.from_ms) f.from_ms = c->num[1] + 1;
+  calendar_set_t cals = {0};
   rc = store_runs_list(s, &f, &l);
+  /* An upcoming run in one of its calendars will be skipped: not planned. */
+  if (!rc) rc = calendars_load(s, sc.id, &cals);
   if (!rc) {
     json_t *arr = json_array();
     size_t n = l.n > (size_t)c->num[2] ? (size_t)c->num[2] : l.n;
-    for (size_t i = 0; i < n; i++) json_array_append_new(arr, render_run(&l.v[i], sc.tz));
+    for (size_t i = 0; i < n; i++)
+      if (l.v[i].state != RUN_UPCOMING || !calendar_set_covers(&cals, l.v[i].due_ms))
+        json_array_append_new(arr, render_run(&l.v[i], sc.tz));
     json_t *next = json_null();
     if (l.n > n) {
       char cur[24];
@@ -435,6 +461,7 @@ static int runs_fn(store_t *s, void *arg) {
     }
     c->result = json_pack("{s:o, s:o}", "runs", arr, "next_cursor", next);
   }
+  calendar_set_release(&cals);
   sched_run_list_release(&l);
   schedule_release(&sc);
   return rc;
@@ -624,7 +651,9 @@ static int next_page(store_t *s, op_call_t *c, const schedule_t *sc, json_t *arr
   int64_t *due = malloc(limit * sizeof(*due));
   int64_t after = c->num[1] ? c->num[1] : c->num[4];
   sched_run_list_t rows = {0};
+  calendar_set_t cals = {0};
   rc = due ? cron_between(&spec, after, c->num[5], due, limit, &n, more) : -ENOMEM;
+  if (!rc) rc = calendars_load(s, sc->id, &cals);
   if (!rc && n) {
     run_filter_t f = {.schedule_id = sc->id, .states = 1u << RUN_UPCOMING,
                       .from_ms = due[0], .to_ms = due[n - 1] + 1};
@@ -633,10 +662,12 @@ static int next_page(store_t *s, op_call_t *c, const schedule_t *sc, json_t *arr
   for (size_t i = 0, k = 0; !rc && i < n; i++) {
     while (k < rows.n && rows.v[k].due_ms < due[i]) k++;
     const sched_run_t *row = k < rows.n && rows.v[k].due_ms == due[i] ? &rows.v[k] : NULL;
+    if (calendar_set_covers(&cals, due[i])) continue; /* skipped when due: not planned */
     json_array_append_new(arr, render_next(sc, due[i], row ? row->fire_ms
                                                             : next_fire(sc, &spec, due[i]), row));
   }
   if (n) *last = due[n - 1];
+  calendar_set_release(&cals);
   sched_run_list_release(&rows);
   free(due);
   cron_spec_release(&spec);
@@ -687,6 +718,7 @@ void op_schedules_next(op_call_t *c) {
 struct next_src {
   schedule_t sc;
   cron_spec_t spec;
+  calendar_set_t cals;
   int64_t due;
 };
 
@@ -710,7 +742,8 @@ static void heap_down(struct next_src **h, size_t n, size_t i) {
 /* Loads the unpaused schedules the caller may see (of `project` when set)
  * and each one's first due time past the cursor (num[1] due, num[3] id) or
  * `from`, within the window: the merge's sources, appended to *v. */
-static int next_sources(store_t *s, op_call_t *c, const json_t *acct, struct next_src **v,
+static int next_sources(store_t *s, op_call_t *c, const json_t *acct, const json_t *cals,
+                        struct next_src **v,
                         size_t *n) {
   const char *project = op_str(c, "project");
   int64_t after_id = 0;
@@ -739,6 +772,7 @@ static int next_sources(store_t *s, op_call_t *c, const json_t *acct, struct nex
         if (!nv) rc = -ENOMEM;
         else *v = nv;
       }
+      if (!rc) rc = calendars_set(cals, sc->id, &src.cals);
       if (rc) {
         cron_spec_release(&src.spec);
         break;
@@ -760,13 +794,15 @@ static int next_all_fn(store_t *s, void *arg) {
   size_t n = 0;
   /* accounts.upcoming (and `account`): the schedules of its projects */
   const char *account = op_str(c, "account");
-  json_t *doc = NULL;
+  json_t *doc = NULL, *cals = NULL;
   int rc = account ? accounts_load(s, &doc) : 0;
   if (!rc && account && !json_object_get(doc, account)) {
     snprintf(c->err, sizeof(c->err), "no account '%.64s'", account);
     rc = SPD_ENOACCOUNT;
   }
-  if (!rc) rc = next_sources(s, c, json_object_get(doc, account ? account : ""), &v, &n);
+  if (!rc) rc = calendars_doc(s, &cals);
+  if (!rc) rc = next_sources(s, c, json_object_get(doc, account ? account : ""), cals, &v, &n);
+  json_decref(cals);
   json_decref(doc);
   struct next_src **h = rc || !n ? NULL : malloc(n * sizeof(*h));
   if (!rc && n && !h) rc = -ENOMEM;
@@ -780,8 +816,10 @@ static int next_all_fn(store_t *s, void *arg) {
       next = pair_cursor_json(c->num[1], c->num[3]);
       break;
     }
-    json_array_append_new(arr, render_next(&top->sc, top->due, next_fire(&top->sc, &top->spec,
-                                                                         top->due), NULL));
+    if (calendar_set_covers(&top->cals, top->due)) k--; /* skipped when due: not planned */
+    else
+      json_array_append_new(arr, render_next(&top->sc, top->due,
+                                             next_fire(&top->sc, &top->spec, top->due), NULL));
     c->num[1] = top->due;
     c->num[3] = top->sc.id;
     if (cron_next(&top->spec, top->due, &top->due) || top->due > c->num[5]) h[0] = h[--live];
@@ -790,6 +828,7 @@ static int next_all_fn(store_t *s, void *arg) {
   for (size_t i = 0; i < n; i++) {
     schedule_release(&v[i].sc);
     cron_spec_release(&v[i].spec);
+    calendar_set_release(&v[i].cals);
   }
   free(v);
   free(h);

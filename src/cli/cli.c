@@ -682,7 +682,7 @@ static const struct {
   const cli_cmd_t *v;
   const size_t *n;
 } tables[] = {{cmds, NULL}, {cli_sched_cmds, &cli_nsched_cmds}, {cli_auth_cmds, &cli_nauth_cmds},
-               {cli_account_cmds, &cli_naccount_cmds}};
+               {cli_account_cmds, &cli_naccount_cmds}, {cli_cal_cmds, &cli_ncal_cmds}};
 
 static size_t table_len(size_t t) {
   return tables[t].n ? *tables[t].n : sizeof(cmds) / sizeof(cmds[0]);
@@ -699,7 +699,8 @@ const cli_cmd_t *cli_find(const char *name) {
  * else is one word. */
 static int is_group(const char *name) {
   return !strcmp(name, "job") || !strcmp(name, "schedule") || !strcmp(name, "token") ||
-         !strcmp(name, "user") || !strcmp(name, "account");
+         !strcmp(name, "user") || !strcmp(name, "account") || !strcmp(name, "calendar") ||
+         !strcmp(name, "backfill");
 }
 
 int cli_is_command(const char *name) {

@@ -27,6 +27,8 @@ enum cli_opt_id {
   O_PROCESSES,
   O_TEST, O_MAX_ITEMS, O_MAX_PAGES, O_MAX_SECONDS,
   O_DESCRIPTION, O_MAX_RUNNING,
+  O_FROM, O_TO, O_REDO_FAILED, O_NEWEST, O_DRY_RUN, O_SLOT_ARG, O_SLOT_DATE,
+  O_DATE, O_WEEKDAY, O_HOURS, O_NOTE, O_CALENDAR,
 };
 
 /* Every client command takes these (listed last in each command's table). */
@@ -145,6 +147,14 @@ const cli_cmd_t *cli_find(const char *name);
 extern const cli_cmd_t cli_sched_cmds[];
 extern const size_t cli_nsched_cmds;
 extern const cli_cmd_t cli_auth_cmds[];
+/* cli_cal.c: schedule backfill, backfill(s), calendar(s) */
+extern const cli_cmd_t cli_cal_cmds[];
+extern const size_t cli_ncal_cmds;
+/* The body of POST /calendars (or PUT /calendars/{name}): a.pos[0] is the
+ * name; --tz, --date, --weekday, --hours, --note. */
+int cli_calendar_body(const cli_args_t *a, json_t **body, char *err, size_t errlen);
+/* The body of POST /schedules/{s}/backfill from `schedule backfill`. */
+int cli_backfill_body(const cli_args_t *a, json_t **body, char *err, size_t errlen);
 extern const size_t cli_nauth_cmds;
 extern const cli_cmd_t cli_account_cmds[];
 extern const size_t cli_naccount_cmds;

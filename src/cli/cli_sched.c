@@ -81,6 +81,14 @@ int cli_schedule_body(const cli_args_t *a, int edit, json_t **body, char *err, s
     if (!rc) json_array_append_new(hooks, json_string(a->opts[i].value));
   }
   if (hooks) json_object_set_new(b, "webhooks", hooks);
+  json_t *cals = NULL;
+  for (size_t i = 0; i < a->nopts && !rc; i++) {
+    if (a->opts[i].id != O_CALENDAR) continue;
+    if (!cals && !(cals = json_array())) rc = -ENOMEM;
+    /* --calendar "" takes every calendar out of the schedule */
+    if (!rc && a->opts[i].value[0]) json_array_append_new(cals, json_string(a->opts[i].value));
+  }
+  if (cals) json_object_set_new(b, "calendars", cals);
   if (!rc && cli_args_get(a, O_PAUSED)) json_object_set_new(b, "paused", json_true());
   if (!rc) {
     int whens = !!json_object_get(b, "cron") + !!json_object_get(b, "interval") +
@@ -318,7 +326,7 @@ static const cli_opt_t run_opts[] = {{"priority", 0, 1, O_PRIORITY}, CLI_COMMON_
       {"catchup-max", 0, 1, O_CATCHUP}, {"arg", 'a', 1, O_ARG}, {"set", 0, 1, O_SET},          \
       {"priority", 0, 1, O_PRIORITY}, {"timeout", 0, 1, O_TIMEOUT},                            \
       {"retries", 0, 1, O_RETRIES}, {"retry-backoff", 0, 1, O_BACKOFF},                        \
-      {"webhook", 0, 1, O_WEBHOOK}, {"paused", 0, 0, O_PAUSED}
+      {"webhook", 0, 1, O_WEBHOOK}, {"paused", 0, 0, O_PAUSED}, {"calendar", 0, 1, O_CALENDAR}
 static const cli_opt_t add_opts[] = {SCHEDULE_FIELD_OPTS, CLI_COMMON_OPTS};
 static const cli_opt_t edit_opts[] = {SCHEDULE_FIELD_OPTS, {"name", 0, 1, O_NAME}, CLI_COMMON_OPTS};
 
@@ -336,7 +344,8 @@ static const cli_opt_t edit_opts[] = {SCHEDULE_FIELD_OPTS, {"name", 0, 1, O_NAME
   "  --set K=V          Scrapy setting (repeatable)\n"                               \
   "  --priority N  --timeout S  --retries N  --retry-backoff S\n"                    \
   "  --webhook URL      receives the schedule's job events (repeatable)\n"           \
-  "  --paused           do not fire until resumed\n"
+  "  --paused           do not fire until resumed\n"                               \
+  "  --calendar NAME    skip runs due in this calendar (repeatable; \"\" = none)\n"
 
 const cli_cmd_t cli_sched_cmds[] = {
     {"schedules", cmd_list, common_opts, 0, 0, "schedules",

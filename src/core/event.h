@@ -31,7 +31,7 @@
   X(JOB_RETRIED, "job.retried", "a failed or lost job was queued again, as a new job") \
   X(JOB_HISTORY_UPDATED, "job.history_updated", "an ended job's note or state was changed by a review (before and after, and who)") \
   X(RUN_MISSED, "run.missed", "a schedule's run was not fired in time and will not be") \
-  X(RUN_SKIPPED, "run.skipped", "a schedule's run was skipped by its overlap policy") \
+  X(RUN_SKIPPED, "run.skipped", "a schedule's run was skipped: its overlap policy, a pause, or one of its calendars") \
   X(SCHEDULE_CREATED, "schedule.created", "a schedule was created") \
   X(SCHEDULE_UPDATED, "schedule.updated", "a schedule was changed") \
   X(SCHEDULE_PAUSED, "schedule.paused", "a schedule was paused") \
@@ -58,7 +58,14 @@
   X(ACCOUNT_UPDATED, "account.updated", "an account's description or job limit was changed") \
   X(ACCOUNT_DELETED, "account.deleted", "an account was deleted") \
   X(ACCOUNT_ASSIGNED, "account.assigned", "a project, user or token was put in an account") \
-  X(ACCOUNT_UNASSIGNED, "account.unassigned", "a project, user or token was taken out of an account")
+  X(ACCOUNT_UNASSIGNED, "account.unassigned", "a project, user or token was taken out of an account") \
+  X(BACKFILL_STARTED, "backfill.started", "a backfill of a schedule over a past window started") \
+  X(BACKFILL_PAUSED, "backfill.paused", "a backfill was paused: no new run of it starts") \
+  X(BACKFILL_RESUMED, "backfill.resumed", "a paused backfill was resumed") \
+  X(BACKFILL_FINISHED, "backfill.finished", "a backfill ended: all its runs ended, or it was cancelled") \
+  X(CALENDAR_CREATED, "calendar.created", "an exclusion calendar was created") \
+  X(CALENDAR_UPDATED, "calendar.updated", "an exclusion calendar was changed") \
+  X(CALENDAR_DELETED, "calendar.deleted", "an exclusion calendar was deleted")
 
 /* EV_JOB_QUEUED is "job.queued", and so on: the names to record events by. */
 #define EVENT_DECLARE_(id, name, meaning) extern const char EV_##id[];

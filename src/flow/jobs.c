@@ -163,7 +163,13 @@ int jobs_cancel(store_t *s, jobs_cancel_t *c, int64_t now_ms) {
    * where the walk begins. */
   for (size_t i = 0; i < family.n && !rc && !c->children_only; i++) {
     const job_t *j = &family.v[i];
-    if ((rc = cancel_remote(s, c, j, now_ms)) == 1) {
+    if (j->state == JOB_RUNNING && !j->node && !multiproc_is_parent(j)) {
+      /* Running on no node, it has no process to stop (a backfill's
+       * parent): it ends here, and counts as stopped. A multi-process
+       * run's parent ends with its last child (multiproc_settle). */
+      rc = jobs_end_idle(s, j, JOB_CANCELLED, now_ms, NULL, &c->change);
+      if (!rc) c->remote++;
+    } else if ((rc = cancel_remote(s, c, j, now_ms)) == 1) {
       c->remote++;
       rc = 0;
     } else if (!rc && j->state == JOB_RUNNING && j->node && !strcmp(j->node, c->node)) {
@@ -405,4 +411,17 @@ char *jobs_items_path(const config_t *cfg, const char *project, const char *spid
                       const char *jobid) {
   if (config_items_remote(cfg)) return NULL;
   return job_file(cfg->items_dir, project, spider, jobid, ".jl");
+}
+
+/* ---- a job with no process ends ---- */
+
+int jobs_end_idle(store_t *s, const job_t *j, job_state_t state, int64_t now_ms, const char *why,
+                  flow_change_t *c) {
+  int rc = store_job_finish(s, j->id, state, now_ms, -1, 0, NULL);
+  if (rc) return rc;
+  json_t *d = event_data(j, -1, 0);
+  if (d && why) json_object_set_new(d, "reason", json_string(why));
+  rc = add_event(s, end_event(state), j, now_ms, d);
+  if (!rc && c) c->finished++;
+  return rc;
 }

@@ -173,6 +173,12 @@ int jobs_reap_nodes(store_t *s, const config_t *cfg, int64_t now_ms, int64_t tim
 int jobs_prune(store_t *s, const prune_rule_t *rules, size_t nrules, int keep_default,
                int64_t ended_before_ms, size_t max, job_list_t *deleted, flow_change_t *c);
 
+/* Ends j, running on no node (a backfill's parent: no process of its own),
+ * in final state `state` at now_ms, with its end event (data.reason = why
+ * when not NULL). c (may be NULL): finished + 1. */
+int jobs_end_idle(store_t *s, const job_t *j, job_state_t state, int64_t now_ms, const char *why,
+                  flow_change_t *c);
+
 /* Paths of a job's files as Scrapyd lays them out; malloc'd, NULL when the
  * directory setting is empty (or, for items, a URL). */
 char *jobs_log_path(const config_t *cfg, const char *project, const char *spider,

@@ -16,7 +16,19 @@ void multiproc_queue_name(const char *jobid, char *out, size_t cap) {
   snprintf(out, cap, "multiprocess-%s", jobid);
 }
 
-int multiproc_is_parent(const job_t *j) { return j->start_ms && !j->node; }
+static const char *setting(const job_t *j, const char *name) {
+  return json_string_value(json_object_get(j->settings, name));
+}
+
+/* A backfill's parent also runs on no node: the frontier named after the
+ * job tells a multi-process run's apart. */
+int multiproc_is_parent(const job_t *j) {
+  char want[128];
+  const char *frontier = setting(j, "SPIDERD_QUEUE");
+  if (!j->start_ms || j->node || !frontier || !j->jobid) return 0;
+  multiproc_queue_name(j->jobid, want, sizeof(want));
+  return !strcmp(frontier, want);
+}
 
 static int add_event(store_t *s, const char *type, const job_t *j, int64_t ts_ms,
                      json_t *data /* taken */) {
@@ -25,10 +37,6 @@ static int add_event(store_t *s, const char *type, const job_t *j, int64_t ts_ms
   int rc = store_event_add(s, &e);
   json_decref(data);
   return rc;
-}
-
-static const char *setting(const job_t *j, const char *name) {
-  return json_string_value(json_object_get(j->settings, name));
 }
 
 /* Puts urls into queue `name` (an element already there stays as it is:

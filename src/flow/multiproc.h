@@ -36,7 +36,8 @@
 #define MULTIPROC_QUEUE_NAME_MAX 256
 void multiproc_queue_name(const char *jobid, char *out, size_t cap);
 
-/* Is j the parent of a multi-process run (started on no node)? */
+/* Is j the parent of a multi-process run (started on no node, its frontier
+ * named after it)? */
 int multiproc_is_parent(const job_t *j);
 
 /* Starts a run: inserts parent (state running, start_ms set, node NULL,

@@ -10,6 +10,7 @@
 #include "core/cron.h"
 #include "core/principal.h"
 #include "error.h"
+#include "flow/calendars.h"
 
 /* ---- reading the fields of a create or an update ---- */
 
@@ -206,6 +207,8 @@ int schedules_create(store_t *s, const json_t *fields, schedule_t *out, char *er
   schedule_init(&sc);
   int rc = schedules_apply_fields(&sc, fields, err, len);
   if (!rc && (rc = store_schedule_insert(s, &sc)) == SPD_ECONFLICT) rc = name_taken(&sc, err, len);
+  if (!rc && json_object_get(fields, "calendars"))
+    rc = calendars_link(s, sc.id, json_object_get(fields, "calendars"), err, len);
   if (!rc) rc = schedule_event(s, "schedule.created", &sc);
   if (rc) {
     schedule_release(&sc);
@@ -228,6 +231,8 @@ int schedules_update(store_t *s, const char *key, const char *projects, const js
   if (rc) goto out;
   sc.updated_ms = now_ms;
   if ((rc = store_schedule_update(s, &sc)) == SPD_ECONFLICT) rc = name_taken(&sc, err, len);
+  if (!rc && json_object_get(fields, "calendars"))
+    rc = calendars_link(s, sc.id, json_object_get(fields, "calendars"), err, len);
   /* Upcoming runs are recomputed from now: the old definition's are gone. */
   if (!rc) rc = store_runs_clear(s, sc.id, sc.updated_ms);
   if (!rc) rc = schedule_event(s, "schedule.updated", &sc);
@@ -270,6 +275,7 @@ int schedules_delete(store_t *s, const char *key, const char *projects, char *er
   int rc = schedules_find(s, key, projects, &sc, err, len);
   if (rc) return rc;
   rc = store_schedule_delete(s, sc.id);
+  if (!rc) rc = calendars_link(s, sc.id, NULL, err, len); /* its references go with it */
   if (!rc) rc = schedule_event(s, "schedule.deleted", &sc);
   if (!rc) ch->schedules = 1;
   schedule_release(&sc);

@@ -35,7 +35,8 @@
 /* Applies the fields present in the object p (the API's names: name,
  * project, spider, version, tz, cron | interval | at, start, end, jitter,
  * timeout, retry_backoff, overlap, missed, catchup_max, paused, priority,
- * retries, args, settings, webhooks) to sc, a new schedule (id 0: one
+ * retries, args, settings, webhooks) to sc (calendars is not a field of
+ * sc: schedules_create and schedules_update link it, flow/calendars.h), a new schedule (id 0: one
  * timing is then required) or a stored one, then checks the whole
  * definition computes. 0, or SPD_EBADPARAM / -ENOMEM with a message in err.
  * Pure (no store): also what a preview runs on the loop. */

@@ -9,9 +9,12 @@
 
 #include "clock.h"
 #include "core/array.h"
+#include "core/calendar.h"
 #include "core/cron.h"
 #include "core/schedule.h"
 #include "error.h"
+#include "flow/backfill.h"
+#include "flow/calendars.h"
 #include "flow/jobs.h"
 #include "log.h"
 
@@ -136,6 +139,20 @@ static int end_run(store_t *s, const sched_run_t *r, run_state_t state, const ch
   return rc == -ENOENT ? 0 : rc;
 }
 
+/* A run due in one of its schedule's exclusion calendars: skipped, never
+ * fired, with the calendar's name. */
+static int skip_in_calendar(store_t *s, const sched_run_t *r, const calendar_t *cal,
+                            int64_t now) {
+  char why[160];
+  snprintf(why, sizeof(why), "in calendar '%s'", cal->name);
+  int rc = store_run_end(s, r->id, RUN_SKIPPED, 0, why, now);
+  if (!rc)
+    add_event(s, "run.skipped", r->schedule_id, 0,
+              json_pack("{s:I, s:I, s:s, s:s}", "run_id", (json_int_t)r->id, "due_ms",
+                        (json_int_t)r->due_ms, "reason", why, "calendar", cal->name));
+  return rc == -ENOENT ? 0 : rc;
+}
+
 /* The schedule's pending and running jobs. */
 static int active_jobs(store_t *s, int64_t schedule_id, job_list_t *out) {
   job_filter_t f = {.schedule_id = schedule_id,
@@ -205,7 +222,8 @@ out:
  * policy: all recorded missed, except the latest one (once) or the latest
  * catchup_max (catch up), which are queued now. Catch-up runs ignore the
  * overlap policy: catching up means running them. */
-static int handle_missed(store_t *s, schedules_tick_t *t, const schedule_t *sc, int64_t now) {
+static int handle_missed(store_t *s, schedules_tick_t *t, const schedule_t *sc,
+                         const calendar_set_t *cals, int64_t now) {
   sched_run_list_t l = {0};
   int64_t late = now - t->grace_ms;
   run_filter_t f = {.schedule_id = sc->id, .states = 1u << RUN_UPCOMING, .to_ms = late};
@@ -219,7 +237,10 @@ static int handle_missed(store_t *s, schedules_tick_t *t, const schedule_t *sc, 
   if (sc->missed == MISSED_CATCHUP) tail = sc->catchup_max > 0 ? (size_t)sc->catchup_max : 1;
   if (tail > n) tail = n;
   for (size_t i = 0; i < n && !rc; i++) {
-    if (i < n - tail) {
+    const calendar_t *cal = calendar_set_covers(cals, l.v[i].due_ms);
+    if (cal) {
+      rc = skip_in_calendar(s, &l.v[i], cal, now);
+    } else if (i < n - tail) {
       rc = end_run(s, &l.v[i], RUN_MISSED, "no scheduler was running at its time", now);
     } else {
       rc = fire_run(s, t, sc, &l.v[i],
@@ -233,9 +254,19 @@ static int handle_missed(store_t *s, schedules_tick_t *t, const schedule_t *sc, 
   return rc;
 }
 
+/* The calendars of schedule id into *cals, reading the calendars' document
+ * once per tick (*doc). */
+static int tick_calendars(store_t *s, json_t **doc, int64_t id, calendar_set_t *cals) {
+  int rc = *doc ? 0 : calendars_doc(s, doc);
+  calendar_set_release(cals);
+  return rc ? rc : calendars_set(*doc, id, cals);
+}
+
 static int fire_due(store_t *s, schedules_tick_t *t, int64_t now) {
   sched_run_list_t l = {0};
   schedule_t sc;
+  calendar_set_t cals = {0};
+  json_t *cal_doc = NULL;
   int have = 0, rc = store_runs_due(s, now, FIRE_BATCH, &l);
   int64_t late = now - t->grace_ms, handled_missed = 0;
   schedule_init(&sc);
@@ -249,21 +280,27 @@ static int fire_due(store_t *s, schedules_tick_t *t, int64_t now) {
         rc = 0;
         continue;
       }
+      if (!rc) rc = tick_calendars(s, &cal_doc, sc.id, &cals);
       if (rc) break;
       have = 1;
     }
+    const calendar_t *cal = calendar_set_covers(&cals, r->due_ms);
     if (sc.paused) {
       rc = end_run(s, r, RUN_SKIPPED, "the schedule is paused", now);
     } else if (r->fire_ms < late && !r->reason) {
       /* The whole missed group of this schedule at once, so the policy
        * sees which run is the latest. */
-      if (handled_missed != sc.id) rc = handle_missed(s, t, &sc, now);
+      if (handled_missed != sc.id) rc = handle_missed(s, t, &sc, &cals, now);
       handled_missed = sc.id;
+    } else if (cal) {
+      rc = skip_in_calendar(s, r, cal, now);
     } else {
       rc = fire_or_hold(s, t, &sc, r, now);
       if (rc == -ENOENT) rc = 0; /* ended by the missed group above */
     }
   }
+  calendar_set_release(&cals);
+  json_decref(cal_doc);
   schedule_release(&sc);
   sched_run_list_release(&l);
   return rc;
@@ -289,7 +326,8 @@ int schedules_tick(store_t *s, void *arg) {
   if (rc) return rc;
   t->leader = 1;
   int more = 0;
-  if ((rc = refill_all(s, t, now, &more)) || (rc = fire_due(s, t, now))) {
+  if ((rc = refill_all(s, t, now, &more)) || (rc = fire_due(s, t, now)) ||
+      (rc = backfills_tick(s, t->node, now, &t->change, &t->cancel))) {
     if (rc != SPD_EFENCED) return rc;
     t->leader = 0; /* another node took the lease while this tick ran */
     t->next_ms = 0;

@@ -2,7 +2,9 @@
  * "scheduler" lease and, while it holds it, materialises each schedule's
  * upcoming runs (and the missed ones), fires the due ones through jobs_fire
  * (flow/jobs.h) and applies the overlap and missed-run policies, with their
- * run.* events. run/scheduler.c keeps the loop side: the timer, the lease's
+ * run.* events; a run due in one of its schedule's calendars is skipped
+ * (flow/calendars.h), and the backfills' runs are released
+ * (backfills_tick, flow/backfill.h). run/scheduler.c keeps the loop side: the timer, the lease's
  * tenure, applying what a tick changed (flow_apply, flow_signal).
  *
  * Store thread only (a store op of its own). Lists filled here are the

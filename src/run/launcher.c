@@ -19,6 +19,7 @@
 #include "log.h"
 #include "run/done.h"
 #include "metrics.h"
+#include "flow/backfill.h"
 #include "flow/claim.h"
 #include "flow/env.h"
 #include "flow/jobs.h"
@@ -489,7 +490,8 @@ static int build_argv(launcher_t *l, const job_t *j, const char *log_file, const
   if ((rc = strv_push(argv, strdup("-a"))) || (rc = strv_pushf(argv, "_job=%s", j->jobid)))
     goto out;
   json_object_foreach(j->args, key, val) {
-    if (limits_is_arg(key)) continue; /* spiderd's, like _version: not the spider's */
+    /* spiderd's, like _version: not the spider's */
+    if (limits_is_arg(key) || !strcmp(key, BACKFILL_TIME_ARG)) continue;
     char *v = settings_value(val);
     if (!v) {
       rc = -ENOMEM;
@@ -698,7 +700,11 @@ static int start_command(launcher_t *l, const job_t *j, start_t *st) {
       strv_pushf(x, "SCRAPYD_JOB=%s", j->jobid) ||
       (st->log_file && strv_pushf(x, "SCRAPYD_LOG_FILE=%s", st->log_file)) ||
       (st->feed_uri && strv_pushf(x, "SCRAPYD_FEED_URI=%s", st->feed_uri)) ||
-      (st->command && command_env(j, st)))
+      (st->command && command_env(j, st)) ||
+      /* A backfill's run: the time of the slot it stands for. */
+      (json_string_value(json_object_get(j->args, BACKFILL_TIME_ARG)) &&
+       strv_pushf(x, "SCHEDULED_TIME=%s",
+                  json_string_value(json_object_get(j->args, BACKFILL_TIME_ARG)))))
     return start_nomem(st);
   /* A command spider has no egg to point at: it runs in its extraction. */
   st->env = env_build(cfg, j->project, st->command ? NULL : st->egg, j->version,

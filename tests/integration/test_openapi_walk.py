@@ -706,6 +706,108 @@ def _runs_missed(w, ctx):
            code="SPD_EBADPARAM")
 
 
+def _walk_backfill(w, ctx, **extra):
+    """A backfill of walk-bf (a minute-long crawl a day) over its last three days."""
+    now = int(time.time() * 1000)
+    body = {"from": str(now - 3 * 86400000), "to": str(now), "max_running": 1, **extra}
+    return w.ok("POST", S + "/backfill", {"schedule": "walk-bf"}, json_body=body,
+                status=200 if extra.get("dry_run") else 201)
+
+
+@case("POST", S + "/backfill")
+def _schedules_backfill(w, ctx):
+    w.ok("POST", API + "/schedules", json_body={
+        "name": "walk-bf", "project": "wp", "spider": "slow", "interval": 86400,
+        "args": {"seconds": "60"}, "paused": True}, status=201)
+    plan = _walk_backfill(w, ctx, dry_run=True, order="newest", redo="failed")
+    assert plan["backfill"] is None and plan["count"] == 3
+    ctx["backfill"] = _walk_backfill(w, ctx, slot_arg="day", slot_format="date")["backfill"]["id"]
+    w.fail("POST", S + "/backfill", {"schedule": "walk-bf"}, json_body={"from": "x", "to": "y"},
+           status=400, code="SPD_EBADPARAM")
+    w.fail("POST", S + "/backfill", {"schedule": "walk-bf"}, json_body={"to": "0"},
+           status=400, code="SPD_EMISSING", body_valid=False)
+    w.fail("POST", S + "/backfill", {"schedule": "nosuch"}, json_body={"from": "0", "to": "1"},
+           status=404, code="SPD_ENOSCHEDULE")
+
+
+@case("GET", API + "/backfills")
+def _backfills_list(w, ctx):
+    assert w.ok("GET", API + "/backfills")["backfills"]
+    w.fail("GET", API + "/backfills", params={"bogus": "1"}, status=400, code="SPD_EBADPARAM")
+
+
+B = API + "/backfills/{id}"
+
+
+@case("GET", B)
+def _backfills_get(w, ctx):
+    w.ok("GET", B, {"id": ctx["backfill"]})
+    w.fail("GET", B, {"id": 424242}, status=404, code="SPD_ENOJOB")
+    w.fail("GET", B, {"id": "x"}, status=400, code="SPD_EBADPARAM")
+
+
+@case("POST", B + "/pause")
+def _backfills_pause(w, ctx):
+    assert w.ok("POST", B + "/pause", {"id": ctx["backfill"]})["paused"] is True
+    w.fail("POST", B + "/pause", {"id": 424242}, status=404, code="SPD_ENOJOB")
+
+
+@case("POST", B + "/resume")
+def _backfills_resume(w, ctx):
+    assert w.ok("POST", B + "/resume", {"id": ctx["backfill"]})["paused"] is False
+    w.fail("POST", B + "/resume", {"id": 424242}, status=404, code="SPD_ENOJOB")
+
+
+@case("POST", B + "/cancel")
+def _backfills_cancel(w, ctx):
+    w.ok("POST", B + "/cancel", {"id": ctx["backfill"]})
+    w.fail("POST", B + "/cancel", {"id": ctx["backfill"]}, status=409, code="SPD_ECONFLICT")
+    w.fail("POST", B + "/pause", {"id": ctx["backfill"]}, status=409, code="SPD_ECONFLICT")
+
+
+CAL = {"name": "walk-hol", "tz": "Europe/Paris", "dates": ["2030-12-25"],
+       "weekdays": ["sat", "sun"], "hours": ["22:00-06:00"], "note": "closed"}
+C = API + "/calendars/{name}"
+
+
+@case("POST", API + "/calendars")
+def _calendars_create(w, ctx):
+    w.ok("POST", API + "/calendars", json_body=CAL, status=201)
+    w.ok("POST", API + "/calendars", json_body={"name": "walk-gone", "dates": ["2030-01-01"]},
+         status=201)
+    w.fail("POST", API + "/calendars", json_body=CAL, status=409, code="SPD_ECONFLICT")
+    w.fail("POST", API + "/calendars", json_body={"name": "walk-bad", "dates": ["2030-02-30"]},
+           status=400, code="SPD_EBADPARAM")
+    w.ok("PATCH", S, {"schedule": "walk-bf"}, json_body={"calendars": ["walk-hol"]})
+
+
+@case("GET", API + "/calendars")
+def _calendars_list(w, ctx):
+    assert w.ok("GET", API + "/calendars")["calendars"]
+    w.fail("GET", API + "/calendars", params={"bogus": "1"}, status=400, code="SPD_EBADPARAM")
+
+
+@case("GET", C)
+def _calendars_get(w, ctx):
+    assert w.ok("GET", C, {"name": "walk-hol"})["schedules"]
+    w.fail("GET", C, {"name": "nosuch"}, status=404)
+
+
+@case("PUT", C)
+def _calendars_update(w, ctx):
+    w.ok("PUT", C, {"name": "walk-hol"}, json_body={"dates": ["2030-12-24", "2030-12-25"]})
+    w.fail("PUT", C, {"name": "nosuch"}, json_body={"dates": ["2030-12-24"]}, status=404)
+    w.fail("PUT", C, {"name": "walk-hol"}, json_body={"hours": ["x"]}, status=400,
+           code="SPD_EBADPARAM", body_valid=False)
+
+
+@case("DELETE", C)
+def _calendars_delete(w, ctx):
+    w.ok("DELETE", C, {"name": "walk-gone"}, status=204)
+    w.fail("DELETE", C, {"name": "walk-gone"}, status=404)
+    w.fail("DELETE", C, {"name": "walk-hol"}, status=409, code="SPD_ECONFLICT")
+
+
 @case("DELETE", S)
 def _schedules_delete(w, ctx):
     w.ok("DELETE", S, {"schedule": "walk-once"}, status=204)
@@ -1146,6 +1248,22 @@ def _new_schedule(ctx, name):
     return name
 
 
+def _new_backfill(ctx):
+    """A running backfill of a minute-long crawl a day, over two days, of a
+    schedule of its own (a slot that ran is not backfilled again)."""
+    d = ctx["d"]
+    ctx["bf_n"] = ctx.get("bf_n", 0) + 1
+    name = _new_schedule(ctx, f"r-bf{ctx['bf_n']}")
+    r = d.request("PATCH", API + "/schedules/" + name, json={"spider": "slow",
+                                                           "args": {"seconds": "60"}})
+    assert r.status_code == 200, r.text
+    now = int(time.time() * 1000)
+    r = d.request("POST", API + f"/schedules/{name}/backfill",
+                  json={"from": str(now - 2 * 86400000), "to": str(now), "redo": "failed"})
+    assert r.status_code == 201, r.text
+    return r.json()["backfill"]["id"]
+
+
 RPC_CASES = {  # op -> params(ctx, method); run in this order
     "status.get": lambda c, m: {},
     "nodes.list": lambda c, m: {},
@@ -1193,6 +1311,18 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "schedules.next_all": lambda c, m: {"limit": 5},
     "runs.missed": lambda c, m: {"limit": 5},
     "schedules.delete": lambda c, m: {"schedule": _new_schedule(c, "r-del-" + m)},
+    "schedules.backfill": lambda c, m: {"schedule": "r-base", "from": "2024-01-01",
+                                        "to": "2024-01-03", "dry_run": True},
+    "backfills.list": lambda c, m: {},
+    "backfills.get": lambda c, m: {"id": _new_backfill(c)},
+    "backfills.pause": lambda c, m: {"id": _new_backfill(c)},
+    "backfills.resume": lambda c, m: {"id": _new_backfill(c)},
+    "backfills.cancel": lambda c, m: {"id": _new_backfill(c)},
+    "calendars.create": lambda c, m: {"name": "rc-" + m, "dates": ["2030-12-25"]},
+    "calendars.list": lambda c, m: {},
+    "calendars.get": lambda c, m: {"name": "rc-calendars.create"},
+    "calendars.update": lambda c, m: {"name": "rc-calendars.create", "weekdays": ["sun"]},
+    "calendars.delete": lambda c, m: {"name": "rc-calendars.create"},
     "events.list": lambda c, m: {"limit": 3},
     "queues.set": lambda c, m: {"name": "rq", "visibility": 30, "keep_done": True},
     "queues.list": lambda c, m: {},

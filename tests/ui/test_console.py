@@ -77,6 +77,7 @@ def pages(data):
         ("schedules", "/schedules", "#schedules-table", s["name"]),
         ("schedule", f"/schedules/{s['id']}", "#runs-upcoming", ":30"),
         ("schedule-new", "/schedules/new", "#schedule-form", "Cron"),
+        ("calendars", "/calendars", "#calendar-form", "Weekdays"),
         ("queues", "/queues", "#queues-table", q),
         ("queue", f"/queues/{q}", "#items-dead", "http://a.example/1"),
         ("events", "/events", "#events-table", "job.finished"),

@@ -696,6 +696,47 @@ static void test_json_table_and_fields(void **state) {
   json_decref(rows);
 }
 
+static void test_backfill_and_calendar_bodies(void **state) {
+  (void)state;
+  cli_args_t a;
+  char err[256];
+  json_t *b;
+  assert_int_equal(parse("schedule backfill", "nightly --from 2030-01-01 --to 2030-01-08 -m 3 "
+                         "--redo-failed --newest-first -n --slot-arg day --slot-date",
+                         &a, err, sizeof(err)), 0);
+  assert_int_equal(cli_backfill_body(&a, &b, err, sizeof(err)), 0);
+  char *s = dump(b);
+  assert_string_equal(s, "{\"dry_run\":true,\"from\":\"2030-01-01\",\"max_running\":3,"
+                         "\"order\":\"newest\",\"redo\":\"failed\",\"slot_arg\":\"day\","
+                         "\"slot_format\":\"date\",\"to\":\"2030-01-08\"}");
+  free(s);
+  json_decref(b);
+  cli_args_release(&a);
+  assert_int_equal(parse("schedule backfill", "n --to 2030-01-08", &a, err, sizeof(err)), 0);
+  assert_int_equal(cli_backfill_body(&a, &b, err, sizeof(err)), -EINVAL);
+  assert_non_null(strstr(err, "--from"));
+  cli_args_release(&a);
+  assert_int_equal(parse("schedule backfill", "n --from 1 --to 2 -m 0", &a, err, sizeof(err)), 0);
+  assert_int_equal(cli_backfill_body(&a, &b, err, sizeof(err)), -EINVAL);
+  assert_non_null(strstr(err, "--max-running"));
+  cli_args_release(&a);
+
+  assert_int_equal(parse("calendar add", "hol -d 2030-12-25 --date 2030-12-26 -w sat "
+                         "--hours 22:00-06:00 --tz Europe/Paris --note closed",
+                         &a, err, sizeof(err)), 0);
+  assert_int_equal(cli_calendar_body(&a, &b, err, sizeof(err)), 0);
+  s = dump(b);
+  assert_string_equal(s, "{\"dates\":[\"2030-12-25\",\"2030-12-26\"],\"hours\":[\"22:00-06:00\"],"
+                         "\"name\":\"hol\",\"note\":\"closed\",\"tz\":\"Europe/Paris\","
+                         "\"weekdays\":[\"sat\"]}");
+  free(s);
+  json_decref(b);
+  cli_args_release(&a);
+  assert_int_equal(parse("calendar add", "hol --tz UTC", &a, err, sizeof(err)), 0);
+  assert_int_equal(cli_calendar_body(&a, &b, err, sizeof(err)), -EINVAL);
+  cli_args_release(&a);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_json_table_and_fields),
@@ -719,6 +760,7 @@ int main(void) {
       cmocka_unit_test(test_duration),
       cmocka_unit_test(test_table),
       cmocka_unit_test(test_fields),
+      cmocka_unit_test(test_backfill_and_calendar_bodies),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

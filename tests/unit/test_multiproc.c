@@ -31,8 +31,8 @@ static job_t new_job(const char *jobid, job_state_t st) {
 static void start(store_t *s, size_t n, job_t *parent, job_list_t *kids) {
   *parent = new_job("par", JOB_RUNNING);
   parent->created_ms = parent->start_ms = 1000;
-  json_object_set_new(parent->settings, "SPIDERD_QUEUE", json_string("mp-par"));
-  json_object_set_new(parent->settings, "SPIDERD_DUPEFILTER_QUEUE", json_string("mp-par.seen"));
+  json_object_set_new(parent->settings, "SPIDERD_QUEUE", json_string("multiprocess-par"));
+  json_object_set_new(parent->settings, "SPIDERD_DUPEFILTER_QUEUE", json_string("multiprocess-par.seen"));
   kids->v = calloc(n, sizeof(job_t));
   kids->n = n;
   for (size_t i = 0; i < n; i++) {
@@ -78,10 +78,10 @@ static void test_start_feed_and_end(void **state) {
   assert_true(multiproc_is_parent(&parent));
   assert_int_equal(kids.v[0].parent_id, parent.id);
   queue_conf_t q;
-  assert_int_equal(store_queue_get(s, "mp-par", &q), 0);
+  assert_int_equal(store_queue_get(s, "multiprocess-par", &q), 0);
   assert_int_equal(q.n_waiting, 2);
   queue_conf_release(&q);
-  assert_int_equal(store_queue_get(s, "mp-par.seen", &q), 0);
+  assert_int_equal(store_queue_get(s, "multiprocess-par.seen", &q), 0);
   assert_true(q.paused && q.keep_done);
   queue_conf_release(&q);
 
@@ -110,8 +110,8 @@ static void test_start_feed_and_end(void **state) {
   assert_int_equal(json_integer_value(json_object_get(ch, "finished")), 1);
   assert_int_equal(json_integer_value(json_object_get(ch, "cancelled")), 1);
   job_release(&got);
-  assert_int_equal(store_queue_get(s, "mp-par", &q), -ENOENT);
-  assert_int_equal(store_queue_get(s, "mp-par.seen", &q), -ENOENT);
+  assert_int_equal(store_queue_get(s, "multiprocess-par", &q), -ENOENT);
+  assert_int_equal(store_queue_get(s, "multiprocess-par.seen", &q), -ENOENT);
   event_list_t l = {0};
   event_filter_t f = {.job_id = parent.id};
   assert_int_equal(store_events_list(s, &f, &l), 0);

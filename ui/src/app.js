@@ -12,10 +12,12 @@ import { ScheduleForm, SchedulePage, Schedules } from './pages/schedules.js';
 import { QueuePage, Queues } from './pages/queues.js';
 import { Events, Nodes } from './pages/misc.js';
 import { Accounts } from './pages/accounts.js';
+import { Calendars } from './pages/calendars.js';
 
 const NAV = [
   ['/', 'Overview'], ['/projects', 'Projects'], ['/jobs', 'Jobs'], ['/schedules', 'Schedules'],
-  ['/queues', 'Queues'], ['/events', 'Events'], ['/nodes', 'Nodes'], ['/accounts', 'Accounts'],
+  ['/calendars', 'Calendars'], ['/queues', 'Queues'], ['/events', 'Events'], ['/nodes', 'Nodes'],
+  ['/accounts', 'Accounts'],
 ];
 
 function route(path) {
@@ -29,6 +31,7 @@ function route(path) {
   if (path === '/schedules/new') return [ScheduleForm, {}];
   if ((m = /^\/schedules\/([^/]+)\/edit$/.exec(path))) return [ScheduleForm, { id: decodeURIComponent(m[1]) }];
   if ((m = /^\/schedules\/([^/]+)$/.exec(path))) return [SchedulePage, { id: decodeURIComponent(m[1]) }];
+  if (path === '/calendars') return [Calendars, {}];
   if (path === '/queues') return [Queues, {}];
   if ((m = /^\/queues\/([^/]+)$/.exec(path))) return [QueuePage, { name: decodeURIComponent(m[1]) }];
   if (path === '/events') return [Events, {}];

@@ -100,8 +100,10 @@ export function ScheduleForm({ id }) {
       cron: s.cron || '', interval: s.interval || '', at: s.at || '', tz: s.tz || 'UTC',
       overlap: s.overlap || 'allow', missed: s.missed || 'skip', priority: s.priority || '', timeout: s.timeout || '',
       retries: s.retries || '', args: pairsText(s.args), settings: pairsText(s.settings), paused: !!s.paused,
+      calendars: s.calendars || [],
     });
   }, [existing.data]);
+  const calendars = useApi('/calendars');
   const spiders = useApi(f && f.project ? `/projects/${encodeURIComponent(f.project)}/spiders` : '', null, { enabled: !!(f && f.project) });
   if (id && !existing.data) return html`<h1>Edit schedule</h1><${Loading} state=${existing} />`;
   if (!f) return null;
@@ -112,7 +114,7 @@ export function ScheduleForm({ id }) {
     let body;
     try {
       body = { name: f.name, project: f.project, spider: f.spider, tz: f.tz || 'UTC', overlap: f.overlap, missed: f.missed,
-        args: parsePairs(f.args), settings: parsePairs(f.settings), paused: f.paused };
+        args: parsePairs(f.args), settings: parsePairs(f.settings), paused: f.paused, calendars: f.calendars };
     } catch (x) {
       return setErr({ message: x.message });
     }
@@ -164,6 +166,10 @@ export function ScheduleForm({ id }) {
         <label>Arguments <small>(key=value per line)</small><textarea rows="3" value=${f.args} onInput=${set('args')}></textarea></label>
         <label>Settings <small>(key=value per line)</small><textarea rows="3" value=${f.settings} onInput=${set('settings')}></textarea></label>
       </div>
+      ${calendars.data && calendars.data.calendars.length > 0 && html`<fieldset class="row" id="s-calendars"><legend>Calendars <small>(runs due in one are skipped)</small></legend>
+        ${calendars.data.calendars.map((c) => html`<label class="chip"><input type="checkbox" data-calendar=${c.name} checked=${f.calendars.includes(c.name)}
+          onChange=${(e) => setF({ ...f, calendars: e.target.checked ? [...f.calendars, c.name] : f.calendars.filter((x) => x !== c.name) })} /> ${c.name}</label>`)}
+      </fieldset>`}
       <label class="chip"><input type="checkbox" checked=${f.paused} onChange=${set('paused')} /> paused</label>
       <div id="schedule-error"><${Err} error=${err} /></div>
       <div class="row"><button type="submit" id="s-save" disabled=${busy}>${id ? 'Save' : 'Create'}</button>
@@ -201,15 +207,85 @@ export function SchedulePage({ id }) {
       <dt>overlap</dt><dd>${d.overlap}</dd><dt>missed</dt><dd>${d.missed}</dd>
       <dt>arguments</dt><dd><code>${JSON.stringify(d.args)}</code></dd>
       <dt>last due</dt><dd><${Time} v=${d.last_due_at} /></dd>
+      <dt>calendars</dt><dd id="s-cals">${d.calendars && d.calendars.length ? d.calendars.map((c) => html`<${Link} to="/calendars">${c}</${Link}> `) : '—'}</dd>
     </dl>
     <div class="two">
       <${Runs} id=${d.id} tz=${d.tz} state="upcoming" title="Upcoming runs" empty="No upcoming runs." />
       <${Runs} id=${d.id} tz=${d.tz} state="missed" title="Missed runs" empty="No missed runs." />
     </div>
+    <${Backfill} s=${d} />
     <section>
       <h2>Jobs</h2>
       <${Loading} state=${jobs} empty=${jobs.data && !jobs.data.jobs.length && 'This schedule has not run yet.'}>
         <${JobTable} jobs=${(jobs.data && jobs.data.jobs) || []} />
       </${Loading}>
     </section>`;
+}
+
+// A local datetime-local value (YYYY-MM-DDTHH:MM) days before now.
+function localInput(daysAgo) {
+  const t = new Date(Date.now() - daysAgo * 86400000);
+  t.setMinutes(t.getMinutes() - t.getTimezoneOffset());
+  return t.toISOString().slice(0, 16);
+}
+
+// Re-runs the schedule over a past window: a dry run lists the slots first;
+// the schedule's backfills below, each paused, resumed or cancelled whole.
+function Backfill({ s }) {
+  const [f, setF] = useState({ from: localInput(7), to: localInput(0), max: 1, redo: 'missing', order: 'oldest', arg: '', fmt: 'time' });
+  const [plan, setPlan] = useState(null);
+  const [err, setErr] = useState(null);
+  const list = useApi('/backfills', null, { poll: 5000 });
+  const mine = ((list.data && list.data.backfills) || []).filter((b) => b.schedule_id === s.id);
+  const set = (k) => (e) => { setPlan(null); setF({ ...f, [k]: e.target.value }); };
+  const go = async (dry) => {
+    setErr(null);
+    const body = { from: new Date(f.from).toISOString(), to: new Date(f.to).toISOString(), max_running: Number(f.max) || 1,
+      redo: f.redo, order: f.order, dry_run: dry };
+    if (f.arg) { body.slot_arg = f.arg; body.slot_format = f.fmt; }
+    try {
+      const r = await api(`/schedules/${s.id}/backfill`, { method: 'POST', body });
+      setPlan(r);
+      if (!dry) list.reload();
+    } catch (x) {
+      setErr(x);
+    }
+  };
+  return html`<section id="backfill">
+    <h2>Backfill</h2>
+    <p class="muted small">Runs this schedule again for each due time of a past window, each crawl told its slot's time (<code>SCHEDULED_TIME</code>).</p>
+    <form class="box form" id="backfill-form" onSubmit=${(e) => { e.preventDefault(); go(true); }}>
+      <div class="row">
+        <label>From <input id="b-from" type="datetime-local" required value=${f.from} onInput=${set('from')} /></label>
+        <label>To <input id="b-to" type="datetime-local" required value=${f.to} onInput=${set('to')} /></label>
+        <label>At once <input id="b-max" type="number" min="1" max="1000" size="4" value=${f.max} onInput=${set('max')} /></label>
+        <label>Slots <select id="b-redo" value=${f.redo} onChange=${set('redo')}><option value="missing">that never ran</option><option value="failed">that never ran or failed</option></select></label>
+        <label>Order <select id="b-order" value=${f.order} onChange=${set('order')}><option value="oldest">oldest first</option><option value="newest">newest first</option></select></label>
+      </div>
+      <div class="row">
+        <label>Spider argument for the slot <input id="b-arg" value=${f.arg} onInput=${set('arg')} placeholder="(none)" /></label>
+        <label>as <select id="b-fmt" value=${f.fmt} onChange=${set('fmt')}><option value="time">its time</option><option value="date">its date</option></select></label>
+      </div>
+      <div id="backfill-error"><${Err} error=${err} /></div>
+      <div class="row"><button type="submit" id="b-preview">Preview</button>
+        <button type="button" id="b-start" disabled=${!plan || !plan.dry_run || !plan.count} onClick=${() => go(false)}>Start backfill${plan && plan.dry_run ? ` (${plan.count} runs)` : ''}</button></div>
+    </form>
+    ${plan && html`<div id="backfill-plan">
+      <p>${plan.dry_run ? `${plan.count} slots to run` : `Started backfill #${plan.backfill ? plan.backfill.id : '—'}: ${plan.count} runs`};
+        left out: ${plan.left_out.ran} that ran already, ${plan.left_out.calendar} in calendars.</p>
+      ${plan.dry_run && html`<ol class="next-runs" id="backfill-slots">${plan.slots.map((x) => html`<li data-ms=${x.due_ms}><${Time} v=${x.due_ms} /> <span class="muted small">${x.due}</span></li>`)}</ol>`}
+    </div>`}
+    ${mine.length > 0 && html`<div class="table-wrap"><table id="backfills-table">
+      <thead><tr><th>backfill</th><th>window</th><th>runs</th><th>state</th><th></th></tr></thead>
+      <tbody>${mine.map((b) => html`<tr data-backfill=${b.id}>
+        <td><${Link} to=${`/jobs/${b.id}`}>#${b.id}</${Link}></td>
+        <td><${Time} v=${b.from} /> – <${Time} v=${b.to} /></td>
+        <td>${b.released} / ${b.slots} released, ${b.max_running} at once</td>
+        <td><${StateBadge} state=${b.state} />${b.paused ? html` <span class="badge st-cancelled">paused</span>` : ''}</td>
+        <td class="actions">${b.state === 'running' && html`
+          <${Action} kind="small" run=${() => api(`/backfills/${b.id}/${b.paused ? 'resume' : 'pause'}`, { method: 'POST', body: {} })} onDone=${list.reload}>${b.paused ? 'Resume' : 'Pause'}</${Action}>
+          <${Action} kind="small danger" confirm=${`Cancel backfill #${b.id} and its runs?`} run=${() => api(`/backfills/${b.id}/cancel`, { method: 'POST', body: {} })} onDone=${list.reload}>Cancel</${Action}>`}</td>
+      </tr>`)}</tbody>
+    </table></div>`}
+  </section>`;
 }

@@ -18,6 +18,7 @@ ENV_NAMES = (
     "SPIDERD_URL",
     "SPIDERD_JOB",
     "SPIDERD_EGG",
+    "SCHEDULED_TIME",
 )
 
 
