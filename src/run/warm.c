@@ -38,7 +38,7 @@ typedef struct tpl {
   struct tpl *next;
   warm_t *w;
   char *python, *project, *version, *egg; /* the key (version, egg: NULL allowed) */
-  struct stat egg_st;            /* the egg as it was when the template started */
+  struct stat egg_st; /* the egg as it was when the template started */
   tstate_t state;
   int linked;  /* in w->tpls */
   int handles; /* open: the process and the socket's poll */
@@ -406,8 +406,7 @@ int warm_fork(warm_t *w, const warm_req_t *r, warm_cb cb, void *ud) {
   tpl_t *t = w->tpls;
   for (; t; t = t->next)
     if (!strcmp(t->python, python) && !strcmp(t->project, r->project) &&
-        same_str(t->version, r->version) &&
-        same_str(t->egg, r->egg))
+        same_str(t->version, r->version) && same_str(t->egg, r->egg))
       break;
   int64_t now = now_ms(w);
   int deaths = 0;

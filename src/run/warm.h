@@ -1,6 +1,7 @@
-/* Warm starts: a template process per (interpreter, project, version) in use, from
- * which Scrapy crawls fork instead of starting Python and importing Scrapy
- * and the project again (python/spiderd_runner/template.py, docs/spiders.md).
+/* Warm starts: a template process per (interpreter, project, version) in
+ * use, from which Scrapy crawls fork instead of starting Python and
+ * importing Scrapy and the project again (python/spiderd_runner/template.py,
+ * docs/warm-starts.md).
  *
  * A template is started lazily, by the first crawl of its version that
  * finds none (that crawl starts cold), and serves every later one once it
