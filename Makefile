@@ -159,10 +159,13 @@ bench-ui: build
 bench-auth: build
 	cd bench && /usr/bin/python3 auth_bench.py $(CURDIR)/$(BUILD)/spiderd
 
-# Crawl starts, spiderd cold vs warm templates (and Scrapyd 1.6 if importable),
-# real Scrapy crawls (bench/README.md); 4-5 minutes.
+# Crawl starts, spiderd cold vs warm templates, one warm crawl against the
+# floor, and Scrapyd 1.6 run from its source when SCRAPYD_SRC names a git
+# directory of it (bench/README.md); 8-15 minutes.
+SCRAPYD_SRC ?=
 bench-warm: build
-	cd bench && /usr/bin/python3 warm_bench.py $(CURDIR)/$(BUILD)/spiderd
+	cd bench && /usr/bin/python3 warm_bench.py $(CURDIR)/$(BUILD)/spiderd \
+		$(if $(SCRAPYD_SRC),--scrapyd-src $(abspath $(SCRAPYD_SRC)))
 
 # One million pending jobs in SQLite: schedule.json, listings, claims, memory
 # (bench/README.md, with how long it takes and what it needs in memory and disk).

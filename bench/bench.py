@@ -41,7 +41,7 @@ STORE = ""
 
 
 class Daemon:
-    def __init__(self, binary, max_proc=4, extra=""):
+    def __init__(self, binary, max_proc=4, extra="", python="/usr/bin/python3"):
         self.dir = tempfile.mkdtemp(prefix="spiderd-bench-")
         if STORE:
             extra += "\nstore = " + STORE.replace("{}", "b" + os.path.basename(self.dir)[-8:]) + "\n"
@@ -51,7 +51,7 @@ class Daemon:
         with open(conf, "w") as f:
             f.write(f"[scrapyd]\nbind_address = 127.0.0.1\nhttp_port = {self.port}\n"
                     f"max_proc = {max_proc}\nfinished_to_keep = 0\n"
-                    f"[spiderd]\npython = /usr/bin/python3\nlog_level = warning\n{extra}")
+                    f"[spiderd]\npython = {python}\nlog_level = warning\n{extra}")
         env = dict(os.environ, SPIDERD_CONFIG_FILES=conf)
         self.log = open(os.path.join(self.dir, "daemon.log"), "w")
         self.proc = subprocess.Popen([binary, "serve"], cwd=self.dir, env=env,

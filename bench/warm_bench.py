@@ -1,12 +1,25 @@
-"""Crawl starts, end to end: spiderd cold, spiderd warm, and Scrapyd 1.6 if present.
+"""Crawl starts, end to end: spiderd cold, spiderd warm, and Scrapyd 1.6 side by side.
 
 Usage: python3 warm_bench.py BUILD/spiderd [--reps 3] [--jobs 20] [--first 10]
-                                           [--modes cold,warm,warm-fresh] [--scrapyd COMMAND]
+           [--crawls 20] [--seconds 5] [--modes cold,warm,warm-fresh]
+           [--sections e2e,crawl,schedule] [--python PATH] [--pythonpath DIR]
+           [--scrapyd-src GITDIR [--scrapyd-rev 1.6.0] | --scrapyd COMMAND]
 
-Every measurement runs real Scrapy crawls of bench/tinyproj (spider `one`:
-one request to the URL given as the spider argument `url`, one item) against
-a page server in this process, each target started fresh in a temporary
-directory with max_proc = 4 and the egg deployed with addversion.json:
+Every measurement runs real Scrapy crawls against a fresh daemon in a
+temporary directory, its egg deployed with addversion.json.
+
+Scrapyd: not packaged in Debian, it runs from its source on Debian's Scrapy
+and Twisted. --scrapyd-src names a git directory of it (a clone of
+scrapy/scrapyd); --scrapyd-rev (1.6.0) is extracted with `git archive` into
+a temporary directory, removed at the end, and started there as
+`PYTHONPATH=DIR python3 -m scrapyd` with a scrapyd.conf of its own
+(poll_interval left at Scrapyd's default, 5 s). --scrapyd COMMAND is any
+shell command that starts Scrapyd in the current directory. Without either,
+Scrapyd is measured only if `python3 -c 'import scrapyd'` works.
+
+Section e2e (bench/tinyproj, spider `one`: one request to the URL given as
+its argument `url`, one item, against a page server in this process;
+max_proc = 4), per target:
 
   cold        spiderd, [spiderd] warm_templates = 0: every crawl starts Python
   warm        spiderd, warm_templates at its default; one warm-up job is run
@@ -14,12 +27,7 @@ directory with max_proc = 4 and the egg deployed with addversion.json:
               the daemon that is not a crawl) to appear and its CPU to settle
   warm-fresh  spiderd, default, no warm-up: the 20 jobs include the first,
               cold one and the template's own start
-  scrapyd     Scrapyd 1.6, when --scrapyd COMMAND is given (a shell command
-              that starts Scrapyd in the current directory, e.g. `scrapyd`)
-              or `python3 -c 'import scrapyd'` works (then `python3 -m
-              scrapyd`); poll_interval is left at Scrapyd's default (5 s)
-
-On each, per repetition (a fresh daemon each time):
+  scrapyd     Scrapyd, when found (above)
 
   end to end     schedule.json 20 times back to back, then listjobs.json every
                  20 ms until all 20 are finished: seconds from the first send
@@ -34,10 +42,28 @@ On each, per repetition (a fresh daemon each time):
                  divided by the number of jobs; beside it, the crawls' own
                  CPU as spiderd recorded it (stats cpu_time_seconds)
 
-The end-to-end and CPU figures are given as min / median over the
-repetitions, first request as min / median of the repetitions' medians.
-job.started events (GET /api/v1/events) are counted by their data "start"
-("warm", "cold" or absent) to show which crawls really started warm.
+Section crawl: one warm crawl at a time, --crawls of them in a row on a
+warm daemon after a warm-up, for tinyproj/one and testproj/quick (count=1),
+each one page from a data: URL: the crawl's whole CPU (the daemon's cutime +
+cstime delta, its start, run and exit, divided by the number of crawls:
+/proc counts in ticks), wall time claim to end (the job's started_ms to
+ended_ms, the daemon's stamps), minor page faults (cminflt), and the
+template's CPU per fork. Beside it, the floor: bench/warm_floor.py runs
+tinyproj's crawl several times in ONE process (first crawl, then each later
+one). Then the template's memory (testproj; Rss and Pss from
+/proc/PID/smaps_rollup) idle and with one warm crawl running.
+
+Section schedule: schedule.json with one keep-alive client (wrk -t1 -c1,
+--seconds), spiderd against Scrapyd, each with max_proc = 1 and its slot
+held by a real crawl waiting for its page, so every scheduled job stays
+pending: the API and the durable insert, as users schedule while crawls run.
+
+Figures are min / median over the repetitions (--reps), each repetition on
+fresh daemons. job.started events (GET /api/v1/events) are counted by their
+data "start" ("warm", "cold" or absent) to show which crawls really started
+warm. --python and --pythonpath set the daemon's [spiderd] python and
+pythonpath: another interpreter, or another tree's spiderd_runner (to
+measure a before against an after with one binary).
 """
 import argparse
 import http.server
@@ -46,7 +72,6 @@ import os
 import shlex
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -116,6 +141,7 @@ class PageServer:
     def __init__(self):
         self.arrivals = {}
         self.cond = threading.Condition()
+        self.released = threading.Event()
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -128,6 +154,8 @@ class PageServer:
                 with outer.cond:
                     outer.arrivals.setdefault(job, now)
                     outer.cond.notify_all()
+                if query.get("hold"):  # a crawl that runs until release() (120 s at most)
+                    outer.released.wait(120)
                 body = f"<html><body><p>page for {job}</p></body></html>".encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html; charset=utf-8")
@@ -143,8 +171,16 @@ class PageServer:
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
-    def url(self, job):
-        return f"http://127.0.0.1:{self.port}/page?job={urllib.parse.quote(job)}"
+    def url(self, job, hold=False):
+        return (f"http://127.0.0.1:{self.port}/page?job={urllib.parse.quote(job)}"
+                + ("&hold=1" if hold else ""))
+
+    def release(self):
+        """Answers every held page, and every later one at once."""
+        self.released.set()
+
+    def hold_again(self):
+        self.released.clear()
 
     def wait(self, job, timeout):
         deadline = time.monotonic() + timeout
@@ -157,6 +193,7 @@ class PageServer:
             return self.arrivals[job]
 
     def stop(self):
+        self.release()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -236,9 +273,11 @@ def descendants(pid):
 class Spiderd(Daemon):
     """bench.py's Daemon with [spiderd] warm_templates set (None: the default)."""
 
-    def __init__(self, binary, warm_templates=None):
+    def __init__(self, binary, warm_templates=None, max_proc=4, python=PYTHON, pythonpath=""):
         extra = "" if warm_templates is None else f"warm_templates = {warm_templates}\n"
-        super().__init__(binary, max_proc=4, extra=extra)
+        if pythonpath:
+            extra += f"pythonpath = {pythonpath}\n"
+        super().__init__(binary, max_proc=max_proc, extra=extra, python=python)
         self.pid = self.proc.pid
 
     def cpu_ms(self):
@@ -319,13 +358,13 @@ class Spiderd(Daemon):
 class Scrapyd:
     """Scrapyd started by a shell command in a fresh directory with its own scrapyd.conf."""
 
-    def __init__(self, command):
+    def __init__(self, command, max_proc=4):
         self.dir = tempfile.mkdtemp(prefix="scrapyd-bench-")
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         with open(os.path.join(self.dir, "scrapyd.conf"), "w") as f:
             f.write(f"[scrapyd]\nbind_address = 127.0.0.1\nhttp_port = {self.port}\n"
-                    "max_proc = 4\neggs_dir = eggs\nlogs_dir = logs\ndbs_dir = dbs\n")
+                    f"max_proc = {max_proc}\neggs_dir = eggs\nlogs_dir = logs\ndbs_dir = dbs\n")
         env = dict(os.environ, SCRAPYD_HTTP_PORT=str(self.port),
                    SCRAPYD_BIND_ADDRESS="127.0.0.1")
         self.log = open(os.path.join(self.dir, "scrapyd.log"), "w")
@@ -397,12 +436,12 @@ def schedule(d, pages, jobid):
         raise RuntimeError(f"schedule.json: {res}")
 
 
-def wait_finished(d, jobids, timeout=600):
+def wait_finished(d, jobids, timeout=600, project=PROJECT):
     """Polls listjobs.json every 20 ms until every job id is finished; returns their rows."""
     want = set(jobids)
     deadline = time.monotonic() + timeout
     while True:
-        done = {j["id"]: j for j in d.get(f"/listjobs.json?project={PROJECT}")["finished"]
+        done = {j["id"]: j for j in d.get(f"/listjobs.json?project={project}")["finished"]
                 if j["id"] in want}
         if len(done) == len(want):
             return done
@@ -462,7 +501,8 @@ def run_target(mode, a, egg, pages, rep):
     if mode == "scrapyd":
         d = Scrapyd(a.scrapyd)
     else:
-        d = Spiderd(a.binary, 0 if mode == "cold" else None)
+        d = Spiderd(a.binary, 0 if mode == "cold" else None, python=a.python,
+                    pythonpath=a.pythonpath)
     try:
         addversion(d.url, egg)
         res = {}
@@ -480,6 +520,191 @@ def run_target(mode, a, egg, pages, rep):
         res["starts"] = d.start_kinds()
         return res
     finally:
+        d.stop()
+
+
+# ---- one warm crawl at a time: CPU, wall, the floor, the template's memory ------
+
+DATA_URL = "data:text/html,<p>one page</p>"
+# (project, spider, spider arguments): one page each, a data: URL
+CRAWLS = (("tinyproj", "one", {"url": DATA_URL}), ("testproj", "quick", {"count": "1"}))
+
+
+def deploy(d, project):
+    if project == PROJECT:
+        addversion(d.url, build_tinyproj_egg())
+    else:
+        d.deploy(project)  # bench.py's: tests/integration/projects/<project>
+
+
+def stat_fields(pid):
+    """minflt, cminflt, utime+stime and cutime+cstime (ms) of pid."""
+    with open(f"/proc/{pid}/stat") as f:
+        data = f.read()
+    x = data[data.rindex(")") + 2:].split()
+    return {"cminflt": int(x[8]), "own_ms": (int(x[11]) + int(x[12])) * TICK_MS,
+            "reaped_ms": (int(x[13]) + int(x[14])) * TICK_MS}
+
+
+def start_kind(d, jobid):
+    row = d.get(f"/api/v1/jobs/{urllib.parse.quote(jobid)}")["id"]
+    events = d.get(f"/api/v1/events?job={row}&type=job.started")["events"]
+    return (events[0].get("data") or {}).get("start") if events else None
+
+
+def run_one(d, project, spider, args, jobid):
+    res = d.post("/schedule.json", dict(args, project=project, spider=spider, jobid=jobid))
+    if res.get("status") != "ok":
+        raise RuntimeError(f"schedule.json: {res}")
+    wait_finished(d, [jobid], project=project)
+
+
+def warm_up_one(d, project, spider, args, tag):
+    """Crawls one after another until one starts warm; then lets the template settle."""
+    for i in range(60):
+        jobid = f"{tag}-w{i}"
+        run_one(d, project, spider, args, jobid)
+        if start_kind(d, jobid) == "warm":
+            d.wait_templates()
+            return i + 1
+        time.sleep(0.2)
+    raise RuntimeError(f"{project}: no warm start after 60 crawls")
+
+
+def crawl_costs(a, project, spider, args, n, tag):
+    """n crawls one after another on a warm daemon (max_proc = 4, nothing
+    else running): each crawl's CPU is what the daemon reaps (cutime +
+    cstime; /proc counts it in ticks, so it is given as the mean of the n),
+    wall is the daemon's own stamps, claim to end."""
+    d = Spiderd(a.binary, None, python=a.python, pythonpath=a.pythonpath)
+    try:
+        deploy(d, project)
+        warm_up_one(d, project, spider, args, tag)
+        tpl0 = d.cpu_ms()[1]
+        s0 = stat_fields(d.pid)
+        ids = [f"{tag}-c{i}" for i in range(n)]
+        for jobid in ids:
+            run_one(d, project, spider, args, jobid)
+        s1 = stat_fields(d.pid)
+        tpl1 = d.cpu_ms()[1]
+        walls, kinds = [], {}
+        for jobid in ids:
+            job = d.get(f"/api/v1/jobs/{urllib.parse.quote(jobid)}")
+            if job.get("state") != "finished" or job.get("exit_code") != 0:
+                raise RuntimeError(f"{jobid}: {job.get('state')}, exit {job.get('exit_code')}")
+            walls.append(job["ended_ms"] - job["started_ms"])
+            kind = start_kind(d, jobid)
+            kinds[kind] = kinds.get(kind, 0) + 1
+        return {"cpu_ms": (s1["reaped_ms"] - s0["reaped_ms"]) / n,
+                "faults": (s1["cminflt"] - s0["cminflt"]) / n,
+                "template_ms": sum(tpl1.get(p, 0) - tpl0.get(p, 0) for p in tpl1) / n,
+                "daemon_ms": (s1["own_ms"] - s0["own_ms"]) / n,
+                "wall_min": min(walls), "wall_med": statistics.median(walls), "starts": kinds}
+    finally:
+        d.stop()
+
+
+def smaps_rollup(pid):
+    """(Rss, Pss) of pid in MB."""
+    out = {}
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            k, _, rest = line.partition(":")
+            if k in ("Rss", "Pss"):
+                out[k] = int(rest.split()[0]) / 1024
+    return out["Rss"], out["Pss"]
+
+
+def template_memory(a, tag):
+    """testproj's template, idle and with one warm crawl running (slow, 30 s):
+    (Rss, Pss) of each, MB."""
+    d = Spiderd(a.binary, None, python=a.python, pythonpath=a.pythonpath)
+    try:
+        deploy(d, "testproj")
+        warm_up_one(d, "testproj", "quick", {"count": "1"}, tag)
+        tpls = list(d.cpu_ms()[1])
+        if len(tpls) != 1:
+            raise RuntimeError(f"{len(tpls)} templates, not one")
+        idle = smaps_rollup(tpls[0])
+        jobid = f"{tag}-mem"
+        d.post("/schedule.json", {"project": "testproj", "spider": "slow", "seconds": "30",
+                                  "jobid": jobid})
+        for _ in range(300):
+            running = d.get("/listjobs.json?project=testproj")["running"]
+            if running and running[0].get("pid"):
+                break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("the slow crawl did not start")
+        pid = running[0]["pid"]
+        time.sleep(1.0)  # its spider is open and waiting
+        res = {"idle": idle, "template": smaps_rollup(tpls[0]), "crawl": smaps_rollup(pid),
+               "warm": start_kind(d, jobid) == "warm"}
+        d.post("/cancel.json", {"project": "testproj", "job": jobid})
+        return res
+    finally:
+        d.stop()
+
+
+def floor(a, n=6):
+    """warm_floor.py: n crawls of tinyproj's spider in one process."""
+    log = tempfile.NamedTemporaryFile(prefix="warm-floor-", suffix=".log", delete=False)
+    log.close()
+    try:
+        proc = subprocess.run([a.python, os.path.join(HERE, "warm_floor.py"),
+                               os.path.join(HERE, "tinyproj"), "tinyproj.settings", SPIDER,
+                               DATA_URL, str(n), log.name],
+                              capture_output=True, text=True, timeout=300)
+        if proc.returncode != 0:
+            raise RuntimeError(f"warm_floor.py failed:\n{proc.stderr[-2000:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        os.unlink(log.name)
+
+
+# ---- schedule.json on one keep-alive connection, a crawl running ------------
+
+SCHEDULE_LUA = """wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/x-www-form-urlencoded"
+wrk.body = "project=%s&spider=%s&url=data%%3A%%2Cx"
+local errors = 0
+response = function(status, headers, body)
+  if status ~= 200 or not string.find(body, '"ok"', 1, true) then errors = errors + 1 end
+end
+done = function(summary, latency, requests)
+  io.write(string.format("schedule_errors=%%d\\n", errors))
+end
+"""
+
+
+def keepalive_schedule(a, target, pages, tag, seconds):
+    """max_proc = 1, its slot held by a crawl waiting for its page; then
+    `wrk -t1 -c1` POSTs schedule.json back to back for `seconds` (every job
+    stays pending). Returns (jobs/s, errors)."""
+    if target == "scrapyd":
+        d = Scrapyd(a.scrapyd, max_proc=1)
+    else:
+        d = Spiderd(a.binary, None, max_proc=1, python=a.python, pythonpath=a.pythonpath)
+    script = tempfile.NamedTemporaryFile("w", prefix="warm-bench-", suffix=".lua", delete=False)
+    try:
+        script.write(SCHEDULE_LUA % (PROJECT, SPIDER))
+        script.close()
+        addversion(d.url, build_tinyproj_egg())
+        pages.hold_again()
+        held = f"{tag}-held"
+        d.post("/schedule.json", {"project": PROJECT, "spider": SPIDER, "jobid": held,
+                                  "url": pages.url(held, hold=True)})
+        if pages.wait(held, 60) is None:
+            raise RuntimeError(f"{target}: the held crawl sent no request within 60 s")
+        out = subprocess.run(["wrk", "-t1", "-c1", f"-d{seconds}s", "-s", script.name,
+                              d.url + "/schedule.json"], capture_output=True, text=True,
+                             check=True).stdout
+        rate = float(out.split("Requests/sec:")[1].split()[0])
+        errors = int(out.split("schedule_errors=")[1].split()[0])
+        return rate, errors
+    finally:
+        pages.release()
+        os.unlink(script.name)
         d.stop()
 
 
@@ -554,37 +779,174 @@ def report(modes, results, jobs, first):
                   f"job.started by start: {r['starts'] if r['starts'] is not None else 'n/a'}")
 
 
+def scrapyd_from_source(src, rev):
+    """Extracts Scrapyd at rev from src (a git directory, e.g. a bare clone
+    of scrapy/scrapyd, or a checkout) into a temporary directory; returns
+    (that directory, the command that runs it there). Raises SystemExit with
+    what is missing."""
+    if not os.path.isdir(src):
+        raise SystemExit(f"--scrapyd-src {src}: no such directory (give a git directory or "
+                         "checkout of Scrapyd's source, https://github.com/scrapy/scrapyd)")
+    out = tempfile.mkdtemp(prefix="scrapyd-src-")
+    archive = subprocess.run(["git", "--git-dir", src, "archive", rev], capture_output=True)
+    if archive.returncode != 0:  # a checkout rather than a git directory
+        archive = subprocess.run(["git", "-C", src, "archive", rev], capture_output=True)
+    if archive.returncode != 0:
+        shutil.rmtree(out, ignore_errors=True)
+        raise SystemExit(f"--scrapyd-src {src}: `git archive {rev}` failed: "
+                         f"{archive.stderr.decode(errors='replace').strip()} (is it Scrapyd's "
+                         "git repository, with the tag?)")
+    subprocess.run(["tar", "-x", "-C", out], input=archive.stdout, check=True)
+    if not os.path.isfile(os.path.join(out, "scrapyd", "__main__.py")):
+        shutil.rmtree(out, ignore_errors=True)
+        raise SystemExit(f"--scrapyd-src {src}: {rev} holds no scrapyd/__main__.py")
+    # PYTHONPATH reaches Scrapyd's crawls too (its launcher passes its
+    # environment on), which run `python3 -m scrapyd.runner`.
+    return out, f"PYTHONPATH={shlex.quote(out)} {shlex.quote(PYTHON)} -m scrapyd"
+
+
 def find_scrapyd(a):
     if a.scrapyd:
         return a.scrapyd, None
+    if a.scrapyd_src:
+        a.scrapyd_dir, command = scrapyd_from_source(a.scrapyd_src, a.scrapyd_rev)
+        return command, None
     probe = subprocess.run([PYTHON, "-c", "import scrapyd"], capture_output=True)
     if probe.returncode == 0:
         return f"{PYTHON} -m scrapyd", None
-    return None, ("Scrapyd 1.6 not measured: `python3 -c 'import scrapyd'` fails here "
-                  "(not packaged in Debian 12, PyPI unreachable) and no --scrapyd "
+    return None, ("Scrapyd 1.6 not measured: it is not importable here (not packaged in "
+                  "Debian) and neither --scrapyd-src DIR (a git directory of Scrapyd's "
+                  "source: it runs from there on Debian's Scrapy and Twisted) nor --scrapyd "
                   "COMMAND was given")
 
 
-def main():
+def report_crawls(costs, floor_runs, memory):
+    print("\n## One warm crawl at a time (claim to end), beside the floor")
+    print("| figure: best / median of the repetitions | " + " | ".join(costs) + " |")
+    print("|---|" + "---|" * len(costs))
+    rows = [("crawl CPU (ms, cutime+cstime / crawl)", "cpu_ms", ".1f"),
+            ("wall, claim to end (ms, each rep's median)", "wall_med", ".0f"),
+            ("wall, fastest crawl (ms)", "wall_min", ".0f"),
+            ("minor page faults / crawl", "faults", ".0f"),
+            ("template CPU / fork (ms)", "template_ms", ".1f"),
+            ("daemon CPU / crawl (ms; polled every 20 ms)", "daemon_ms", ".1f")]
+    for label, key, spec in rows:
+        cells = [fmt(min_med([r[key] for r in rs]), spec) for rs in costs.values()]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    for name, rs in costs.items():
+        print(f"{name}: starts {[r['starts'] for r in rs]}")
+    firsts = [f["cpu_ms"][0] for f in floor_runs]
+    later = [statistics.median(f["cpu_ms"][1:]) for f in floor_runs]
+    later_wall = [statistics.median(f["wall_ms"][1:]) for f in floor_runs]
+    print(f"floor (bench/warm_floor.py, tinyproj, crawls in one process): first crawl "
+          f"{fmt(min_med(firsts), '.0f')} ms CPU; each later one {fmt(min_med(later), '.1f')} ms "
+          f"CPU, {fmt(min_med(later_wall), '.0f')} ms wall (best / median)")
+    if costs and later:
+        base = statistics.median(later)
+        for name, rs in costs.items():
+            med = statistics.median([r["cpu_ms"] for r in rs])
+            print(f"  {name}: a warm crawl's CPU is {med / base:.1f}x the floor's "
+                  f"({med - base:.1f} ms more)")
+    for m in memory:
+        print("template memory (testproj, MB, Rss / Pss): idle {:.1f} / {:.1f}; with one warm "
+              "crawl running {:.1f} / {:.1f}, the crawl {:.1f} / {:.1f}{}".format(
+                  *m["idle"], *m["template"], *m["crawl"],
+                  "" if m["warm"] else " (the crawl started COLD)"))
+
+
+def report_schedule(rates):
+    print("\n## schedule.json, one keep-alive connection (wrk -t1 -c1), a crawl running")
+    for target, rs in rates.items():
+        print(f"{target}: {fmt(min_med([r for r, _ in rs]), ',.0f')} jobs/s (best / median); "
+              f"errors {[e for _, e in rs]}")
+    if "spiderd" in rates and "scrapyd" in rates:
+        sp = statistics.median([r for r, _ in rates["spiderd"]])
+        sc = statistics.median([r for r, _ in rates["scrapyd"]])
+        print(f"spiderd / Scrapyd: {sp / sc:.1f}x (medians)")
+
+
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("binary", help="the spiderd binary")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=20)
     ap.add_argument("--first", type=int, default=10)
+    ap.add_argument("--crawls", type=int, default=20,
+                    help="crawls one after another per project and repetition (crawl)")
+    ap.add_argument("--seconds", type=int, default=5, help="wrk's duration (schedule)")
     ap.add_argument("--modes", default="cold,warm,warm-fresh")
+    ap.add_argument("--sections", default="e2e,crawl,schedule",
+                    help="e2e: 20 jobs end to end per mode; crawl: one warm crawl at a time, "
+                         "the floor and the template's memory; schedule: schedule.json "
+                         "keep-alive against Scrapyd")
+    ap.add_argument("--python", default=PYTHON,
+                    help="the interpreter of the crawls and templates ([spiderd] python)")
+    ap.add_argument("--pythonpath", default="",
+                    help="[spiderd] pythonpath: another spiderd_runner (e.g. an older tree's)")
+    ap.add_argument("--scrapyd-src", default="",
+                    help="Scrapyd's git directory: --scrapyd-rev is extracted into a temporary "
+                         "directory and run there with python3 -m scrapyd")
+    ap.add_argument("--scrapyd-rev", default="1.6.0")
     ap.add_argument("--scrapyd", default="",
                     help="shell command that starts Scrapyd 1.6 in the current directory")
     a = ap.parse_args()
     a.binary = os.path.abspath(a.binary)
-    modes = [m for m in a.modes.split(",") if m]
-    for m in modes:
+    a.scrapyd_dir = None
+    a.sections = [x for x in a.sections.split(",") if x]
+    for x in a.sections:
+        if x not in ("e2e", "crawl", "schedule"):
+            ap.error(f"unknown section {x!r}")
+    a.modes = [m for m in a.modes.split(",") if m]
+    for m in a.modes:
         if m not in LABELS or m == "scrapyd":
             ap.error(f"unknown mode {m!r}")
+    return a
+
+
+def run_e2e(a, pages, egg, modes):
+    results = {m: [] for m in modes}
+    for rep in range(a.reps):
+        order = modes[rep % len(modes):] + modes[:rep % len(modes)]  # rotate against drift
+        for m in order:
+            r = run_target(m, a, egg, pages, rep + 1)
+            results[m].append(r)
+            print(f"  rep {rep + 1} {m}: {r['seconds']:.2f} s end to end, "
+                  f"{r['cpu_ms_per_job']:.0f} ms CPU/job"
+                  + (f", first request median {r['first_ms']:.0f} ms"
+                     if "first_ms" in r else ""), flush=True)
+    return results
+
+
+def run_crawls(a):
+    costs, floors, memory = {f"{p}/{s}": [] for p, s, _ in CRAWLS}, [], []
+    for rep in range(a.reps):
+        for project, spider, args in CRAWLS:
+            r = crawl_costs(a, project, spider, args, a.crawls, f"r{rep + 1}-{project}")
+            costs[f"{project}/{spider}"].append(r)
+            print(f"  rep {rep + 1} {project}/{spider}: {r['cpu_ms']:.1f} ms CPU/crawl, "
+                  f"wall median {r['wall_med']:.0f} ms, {r['faults']:.0f} faults, "
+                  f"starts {r['starts']}", flush=True)
+        floors.append(floor(a))
+        print(f"  rep {rep + 1} floor: {floors[-1]}", flush=True)
+    memory.append(template_memory(a, "mem"))
+    return costs, floors, memory
+
+
+def run_schedule(a, pages):
+    targets = ["spiderd"] + (["scrapyd"] if a.scrapyd else [])
+    rates = {t: [] for t in targets}
+    for rep in range(a.reps):
+        for t in targets:
+            rates[t].append(keepalive_schedule(a, t, pages, f"r{rep + 1}-ka-{t}", a.seconds))
+            print(f"  rep {rep + 1} {t}: schedule.json {rates[t][-1][0]:,.0f}/s", flush=True)
+    return rates
+
+
+def main():
+    a = parse_args()
     command = f"cd {shlex.quote(os.getcwd())} && " + shlex.join([sys.executable] + sys.argv)
     a.scrapyd, why_not = find_scrapyd(a)
-    if a.scrapyd:
-        modes.append("scrapyd")
-
+    modes = a.modes + (["scrapyd"] if a.scrapyd else [])
     try:
         rev = subprocess.run(["git", "-C", HERE, "describe", "--always", "--dirty"],
                              capture_output=True, text=True).stdout.strip()
@@ -593,27 +955,37 @@ def main():
     print(f"# crawl starts, {os.cpu_count()} cpus, {time.strftime('%Y-%m-%d %H:%M %Z')}, "
           f"tree {rev or '?'}, load {os.getloadavg()[0]:.2f}")
     print(f"command: {command}")
-    print(f"targets: {', '.join(modes)}; {a.reps} repetitions, {a.jobs} jobs end to end, "
-          f"{a.first} first-request jobs; max_proc = 4; a fresh daemon per target and repetition")
+    print(f"sections: {', '.join(a.sections)}; targets: {', '.join(modes)}; {a.reps} "
+          f"repetitions, {a.jobs} jobs end to end, {a.first} first-request jobs; max_proc = 4; "
+          "a fresh daemon per target and repetition")
     if why_not:
         print(why_not)
     egg = build_tinyproj_egg()
     pages = PageServer()
-    results = {m: [] for m in modes}
+    results = costs = rates = None
     try:
-        for rep in range(a.reps):
-            order = modes[rep % len(modes):] + modes[:rep % len(modes)]  # rotate against drift
-            for m in order:
-                r = run_target(m, a, egg, pages, rep + 1)
-                results[m].append(r)
-                print(f"  rep {rep + 1} {m}: {r['seconds']:.2f} s end to end, "
-                      f"{r['cpu_ms_per_job']:.0f} ms CPU/job"
-                      + (f", first request median {r['first_ms']:.0f} ms"
-                         if "first_ms" in r else ""), flush=True)
+        if "e2e" in a.sections:
+            results = run_e2e(a, pages, egg, modes)
+        if "crawl" in a.sections:
+            costs = run_crawls(a)
+        if "schedule" in a.sections:
+            rates = run_schedule(a, pages)
     finally:
         pages.stop()
+        if a.scrapyd_dir:
+            shutil.rmtree(a.scrapyd_dir, ignore_errors=True)
     print(f"# done {time.strftime('%H:%M %Z')}, load {os.getloadavg()[0]:.2f}")
-    report(modes, results, a.jobs, a.first)
+    if results:
+        report(modes, results, a.jobs, a.first)
+        if "scrapyd" in results and "warm" in results:
+            med = {m: statistics.median([r["seconds"] for r in results[m]])
+                   for m in ("warm", "scrapyd")}
+            print(f"end to end, Scrapyd / spiderd warm: {med['scrapyd'] / med['warm']:.1f}x "
+                  "(medians)")
+    if costs:
+        report_crawls(*costs)
+    if rates:
+        report_schedule(rates)
     if why_not:
         print(why_not)
 

@@ -215,6 +215,18 @@ def _preload():
                 SPIDERS.setdefault(cls.name, cls)
 
 
+def _build_caches():
+    """Builds what every crawl would build on first use with the same result
+    in each. Scrapy logs the platform at each crawl's start, and Python's
+    platform module finds the processor by running `uname -p` in a
+    subprocess: a fork of the whole crawl, after which every page the crawl
+    writes faults once more. Asked here, the answer is cached for all."""
+    import platform
+
+    platform.platform()
+    platform.uname().processor  # noqa: B018 - cached on first access
+
+
 def _capture_output(fn):
     """Runs fn with stdout and stderr going to memory, kept in
     IMPORT_OUTPUT: what a project prints or warns while it is imported
@@ -419,8 +431,12 @@ def _exit_as_python_would(run):
 
         atexit._run_exitfuncs()
     finally:
+        is_file = {}  # by type: io.IOBase is an ABC, slow to ask object by object
         for obj in gc.get_objects():  # the crawl's own (the template's are frozen)
-            if isinstance(obj, io.IOBase):
+            kind = is_file.get(type(obj))
+            if kind is None:
+                kind = is_file[type(obj)] = isinstance(obj, io.IOBase)
+            if kind:
                 try:
                     if not obj.closed:
                         obj.flush()
@@ -479,6 +495,7 @@ def main():
         if platform.machine() not in SYS_CLONE:
             raise Refused(f"warm starts are not built for {platform.machine()}")
         _capture_output(_preload)
+        _build_caches()
         _check_forkable()
         _keep_fds()
         try:

@@ -1118,10 +1118,11 @@ static int warm_begin(launcher_t *l, job_t *j, start_t *st) {
     free(moved);
     return 0;
   }
-  /* argv without "<python> -m spiderd_runner": the template is both. */
-  warm_req_t req = {.project = j->project, .version = j->version, .egg = st->egg,
-                    .spider = j->spider, .argv = st->argv.v + 3, .env = st->env,
-                    .log_fd = st->log_fd, .rlimits = rl, .nrlimits = nrl};
+  /* argv without "<python> -m spiderd_runner": the template is both (the
+   * interpreter a cold start would exec picks the template). */
+  warm_req_t req = {.python = st->argv.v[0], .project = j->project, .version = j->version,
+                    .egg = st->egg, .spider = j->spider, .argv = st->argv.v + 3,
+                    .env = st->env, .log_fd = st->log_fd, .rlimits = rl, .nrlimits = nrl};
   if (warm_fork(l->warm, &req, warm_started, pr)) {
     free(pr);
     free(moved);

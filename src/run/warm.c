@@ -37,8 +37,8 @@ typedef enum tstate {
 typedef struct tpl {
   struct tpl *next;
   warm_t *w;
-  char *project, *version, *egg; /* the key (version, egg: NULL allowed) */
-  struct stat egg_st;            /* the egg as it was when the template started */
+  char *python, *project, *version, *egg; /* the key (version, egg: NULL allowed) */
+  struct stat egg_st; /* the egg as it was when the template started */
   tstate_t state;
   int linked;  /* in w->tpls */
   int handles; /* open: the process and the socket's poll */
@@ -72,6 +72,7 @@ static const char *shown(const char *version) { return version ? version : "(lat
 
 static void tpl_maybe_free(tpl_t *t) {
   if (t->linked || t->handles) return;
+  free(t->python);
   free(t->project);
   free(t->version);
   free(t->egg);
@@ -257,13 +258,14 @@ static tpl_t *spawn(warm_t *w, const warm_req_t *r, const struct stat *st) {
   t->w = w;
   t->fd = -1;
   t->tail = &t->calls;
+  t->python = strdup(r->python ? r->python : w->cfg->python);
   t->project = strdup(r->project);
   t->version = r->version ? strdup(r->version) : NULL;
   t->egg = r->egg ? strdup(r->egg) : NULL;
   if (st) t->egg_st = *st;
   int sv[2] = {-1, -1};
   char **env = NULL;
-  if (!t->project || (r->version && !t->version) || (r->egg && !t->egg) ||
+  if (!t->python || !t->project || (r->version && !t->version) || (r->egg && !t->egg) ||
       socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) ||
       !(env = env_build(w->cfg, r->project, r->egg, r->version, NULL)))
     goto fail;
@@ -272,7 +274,7 @@ static tpl_t *spawn(warm_t *w, const warm_req_t *r, const struct stat *st) {
    * template's, so that ps shows it as a cold start's (template.py). */
   static char room[CMDLINE_ROOM + 1];
   if (!room[0]) memset(room, '.', CMDLINE_ROOM);
-  char *args[] = {w->cfg->python, "-m", "spiderd_runner.template", room, NULL};
+  char *args[] = {t->python, "-m", "spiderd_runner.template", room, NULL};
   uv_stdio_container_t stdio[4] = {{.flags = UV_IGNORE},
                                    {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},
                                    {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},
@@ -400,10 +402,11 @@ int warm_fork(warm_t *w, const warm_req_t *r, warm_cb cb, void *ud) {
   if (!w || w->closing) return -1;
   struct stat st;
   if (r->egg && stat(r->egg, &st)) return -1;
+  const char *python = r->python ? r->python : w->cfg->python;
   tpl_t *t = w->tpls;
   for (; t; t = t->next)
-    if (!strcmp(t->project, r->project) && same_str(t->version, r->version) &&
-        same_str(t->egg, r->egg))
+    if (!strcmp(t->python, python) && !strcmp(t->project, r->project) &&
+        same_str(t->version, r->version) && same_str(t->egg, r->egg))
       break;
   int64_t now = now_ms(w);
   int deaths = 0;

@@ -1,6 +1,7 @@
-/* Warm starts: a template process per (project, version) in use, from
- * which Scrapy crawls fork instead of starting Python and importing Scrapy
- * and the project again (python/spiderd_runner/template.py, docs/spiders.md).
+/* Warm starts: a template process per (interpreter, project, version) in
+ * use, from which Scrapy crawls fork instead of starting Python and
+ * importing Scrapy and the project again (python/spiderd_runner/template.py,
+ * docs/warm-starts.md).
  *
  * A template is started lazily, by the first crawl of its version that
  * finds none (that crawl starts cold), and serves every later one once it
@@ -34,6 +35,8 @@ int warm_init(warm_t **out, uv_loop_t *loop, const config_t *cfg);
 /* One crawl to fork: what a cold start would exec, minus the interpreter
  * and "-m spiderd_runner". */
 typedef struct warm_req {
+  const char *python;  /* the interpreter a cold start would exec; NULL = [spiderd] python.
+                        * Its template is started with it: one per interpreter */
   const char *project;
   const char *version; /* as the job asked for it; NULL = latest */
   const char *egg;     /* the egg file; NULL for a project by settings module */

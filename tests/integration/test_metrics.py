@@ -110,6 +110,77 @@ def test_job_counters_move_with_real_jobs(d):
     assert value(after, "spiderd_jobs_running_here") == 0
 
 
+
+def _start_kind(d, jobid):
+    """"warm" or "cold", as the job's job.started event says."""
+    row = d.get(f"{API}/jobs/{jobid}").json()["id"]
+    r = d.request("GET", f"{API}/events", params={"job": row, "type": "job.started"})
+    assert r.status_code == 200, r.text
+    starts = [e["data"].get("start") for e in r.json()["events"]]
+    assert len(starts) == 1, starts
+    return starts[0]
+
+
+def _templates(d):
+    """The daemon's live children that are warm start templates."""
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                rest = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{p}/cmdline", "rb") as f:
+                cmd = f.read().split(b"\0")
+        except OSError:
+            continue
+        if int(rest[1]) == d.proc.pid and rest[0] != "Z" and b"spiderd_runner.template" in cmd:
+            out.append(int(p))
+    return out
+
+
+def _run_until_warm(d, **args):
+    """Quick crawls one after another until one starts warm."""
+    deadline = time.monotonic() + 60 * SLOW
+    while True:
+        job = d.schedule("mp", "quick", count=1, **args)
+        assert d.wait_finished(job)["state"] == "finished"
+        if _start_kind(d, job) == "warm":
+            return
+        assert time.monotonic() < deadline, "no warm start within 60 s"
+        time.sleep(0.2)
+
+
+def test_warm_counters_follow_warm_starts_and_templates(d):
+    """spiderd_jobs_started_warm_total grows by one per crawl forked from a
+    template and not for a cold one; spiderd_warm_templates reads how many
+    templates live (one per version in use)."""
+    warm, started = "spiderd_jobs_started_warm", "spiderd_jobs_started"
+    _run_until_warm(d)
+    wait_for(lambda: value(scrape(d), "spiderd_warm_templates") == len(_templates(d)) == 1,
+             15 * SLOW, "one template, and the gauge saying so")
+    for _ in range(3):
+        before = scrape(d)
+        job = d.schedule("mp", "quick", count=1)
+        assert d.wait_finished(job)["state"] == "finished"
+        kind = _start_kind(d, job)
+        after = scrape(d)
+        assert value(after, warm, warm + "_total") - value(before, warm, warm + "_total") == \
+            (1 if kind == "warm" else 0), kind
+        assert value(after, started, started + "_total") - \
+            value(before, started, started + "_total") == 1
+    before = scrape(d)
+    job = d.schedule("mp", "quick", settings=["SPIDERD_WARM_START=0"], count=1)
+    assert d.wait_finished(job)["state"] == "finished"
+    assert _start_kind(d, job) == "cold"
+    after = scrape(d)
+    assert value(after, warm, warm + "_total") == value(before, warm, warm + "_total")
+    assert value(after, started, started + "_total") - value(before, started, started + "_total") == 1
+    # A job naming its version has a template of its own: two now.
+    _run_until_warm(d, _version="1.0")
+    wait_for(lambda: value(scrape(d), "spiderd_warm_templates") == len(_templates(d)) == 2,
+             15 * SLOW, "two templates, and the gauge saying so")
+
 def test_a_cancelled_running_job_counts_once(d):
     before = scrape(d)
     job = d.schedule("mp", "slow", seconds=120)
