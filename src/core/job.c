@@ -27,6 +27,8 @@ void job_release(job_t *j) {
   free(j->node);
   free(j->unique_key);
   free(j->note);
+  free(j->health);
+  json_decref(j->health_reasons);
   json_decref(j->meta);
   json_decref(j->args);
   json_decref(j->settings);

@@ -65,6 +65,14 @@ typedef struct job {
   int corrected;
   job_state_t original_state;
   char *note;
+  /* How the run compares with the previous runs like it (flow/health.h):
+   * "ok", "degraded", "broken", or NULL (too little history, or not
+   * checked); health_reasons an array of sentences, or NULL. */
+  char *health;
+  json_t *health_reasons;
+  /* The memory a claim reserved for the job on its node, in bytes (0 =
+   * none); known to that node only, never stored. */
+  int64_t mem_expected;
 } job_t;
 
 typedef struct job_list {

@@ -505,6 +505,13 @@ static const char *const *pg_migrations[] = {
                           "ALTER TABLE jobs ADD COLUMN original_state INTEGER;"
                           "ALTER TABLE jobs ADD COLUMN note TEXT;",
                           NULL},
+    /* a job's health beside the runs like it, with its reasons; a node's
+     * memory for crawls, published with its beat. */
+    (const char *const[]){"ALTER TABLE jobs ADD COLUMN health TEXT;"
+                          "ALTER TABLE jobs ADD COLUMN health_reasons JSONB;"
+                          "ALTER TABLE nodes ADD COLUMN mem_free BIGINT NOT NULL DEFAULT 0;"
+                          "ALTER TABLE nodes ADD COLUMN mem_reserved BIGINT NOT NULL DEFAULT 0;",
+                          NULL},
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
 

@@ -41,6 +41,7 @@ enum sqlite_jobs_stmt_id {
   SJOB_NEXT_DUE,
   SJOB_SET_META,
   SJOB_SET_HISTORY,
+  SJOB_SET_HEALTH,
   SJOB_COUNT
 };
 
@@ -116,13 +117,15 @@ static const char *const sqlite_jobs_sql[SJOB_COUNT] = {
     [SJOB_THROUGHPUT] =
         "SELECT (end_ms - ?1) / ?3, sum(state = 2), sum(state = 3), "
         "sum(CASE WHEN json_valid(stats) THEN "
-        "coalesce(CAST(json_extract(stats, '$.item_scraped_count') AS INTEGER), 0) "
+        "coalesce(CAST(json_extract(stats, '$.items') AS INTEGER), "
+        "CAST(json_extract(stats, '$.item_scraped_count') AS INTEGER), 0) "
         "ELSE 0 END) FROM jobs WHERE state >= 2 AND end_ms >= ?1 AND end_ms < ?2 "
         "GROUP BY 1",
     [SJOB_THROUGHPUT_PROJECT] =
         "SELECT (end_ms - ?1) / ?3, sum(state = 2), sum(state = 3), "
         "sum(CASE WHEN json_valid(stats) THEN "
-        "coalesce(CAST(json_extract(stats, '$.item_scraped_count') AS INTEGER), 0) "
+        "coalesce(CAST(json_extract(stats, '$.items') AS INTEGER), "
+        "CAST(json_extract(stats, '$.item_scraped_count') AS INTEGER), 0) "
         "ELSE 0 END) FROM jobs WHERE state >= 2 AND end_ms >= ?1 AND end_ms < ?2 "
         "AND project = ?4 GROUP BY 1",
     [SJOB_TRIM_NTH] =
@@ -146,6 +149,7 @@ static const char *const sqlite_jobs_sql[SJOB_COUNT] = {
     [SJOB_SET_META] = "UPDATE jobs SET meta = ?2 WHERE id = ?1",
     [SJOB_SET_HISTORY] = "UPDATE jobs SET state = ?2, original_state = ?3, note = ?4 "
                          "WHERE id = ?1 AND state >= 2",
+    [SJOB_SET_HEALTH] = "UPDATE jobs SET health = ?2, health_reasons = ?3 WHERE id = ?1",
 };
 
 
@@ -199,6 +203,8 @@ int sqlite_row_job(sqlite3_stmt *st, job_t *j) {
   j->corrected = sqlite3_column_type(st, 29) != SQLITE_NULL;
   j->original_state = (job_state_t)sqlite3_column_int(st, 29);
   if ((rc = sqlite_col_str(st, 30, &j->note))) goto out;
+  if ((rc = sqlite_col_str(st, 31, &j->health))) goto out;
+  if ((rc = sqlite_col_json(st, 32, &j->health_reasons))) goto out;
 out:
   if (rc) job_release(j);
   return rc;
@@ -569,6 +575,8 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
   if (f->created_from_ms) SQLITE_ADD(" AND created_ms >= ?7");
   if (f->created_to_ms) SQLITE_ADD(" AND created_ms < ?8");
   if (f->before_id) SQLITE_ADD(" AND id < ?9");
+  if (f->health && !strcmp(f->health, "none")) SQLITE_ADD(" AND health IS NULL");
+  else if (f->health) SQLITE_ADD(" AND health = ?12");
   /* instr, not LIKE: the user's % and _ are plain text. lower() folds
    * ASCII only, as every backend does. */
   if (f->text)
@@ -601,6 +609,7 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
   sqlite3_bind_int64(st, 9, f->before_id);
   sqlite3_bind_int64(st, 10, sqlite_clamp(f->limit));
   if (f->text) sqlite_bind_str(st, 11, f->text);
+  if (f->health && strcmp(f->health, "none")) sqlite_bind_str(st, 12, f->health);
   for (size_t i = 0; i < f->nmeta; i++) {
     sqlite_bind_str(st, (int)(200 + 2 * i), f->meta[2 * i]);
     sqlite_bind_str(st, (int)(201 + 2 * i), f->meta[2 * i + 1]);
@@ -676,7 +685,8 @@ int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   struct sqlite_store *q = SQ(s);
   struct sqlite_rows r = {0};
   if (f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
-      f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta)
+      f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta ||
+      f->health)
     return sqlite_jobs_list_native(q, f, out);
   unsigned states = f->states ? f->states : SQLITE_LIST_ALL_STATES;
   if (f->nprojects) return sqlite_jobs_list_projects(q, f, states, out);
@@ -923,4 +933,14 @@ int sqlite_job_set_history(store_t *s, int64_t id, job_state_t state, int correc
   else sqlite3_bind_null(st, 3);
   sqlite_bind_str(st, 4, note);
   return sqlite_changed(q, sqlite_done(q, st, "update job history"));
+}
+
+int sqlite_job_set_health(store_t *s, int64_t id, const char *health, const json_t *reasons) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = jobs_stmt(q, SJOB_SET_HEALTH);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite_bind_str(st, 2, health);
+  sqlite_bind_json(st, 3, reasons);
+  return sqlite_changed(q, sqlite_done(q, st, "set job health"));
 }
