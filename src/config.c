@@ -157,6 +157,8 @@ static const struct key keys[] = {
     HOOK_KEY(job_cancelled, T_STR, M_NONE, ""),
     HOOK_KEY(job_lost, T_STR, M_NONE, ""),
     HOOK_KEY(job_ended, T_STR, M_NONE, ""),
+    HOOK_KEY(job_degraded, T_STR, M_NONE, ""),
+    HOOK_KEY(job_broken, T_STR, M_NONE, ""),
     HOOK_KEY(timeout, T_REAL, M_GT0, "30"),
     HOOK_KEY(concurrency, T_INT, M_GE1, "4"),
 };

@@ -193,6 +193,8 @@ typedef struct config {
   char *hook_job_cancelled;
   char *hook_job_lost;
   char *hook_job_ended;    /* every final state: finished, failed, cancelled, lost */
+  char *hook_job_degraded; /* a job's health was rated degraded (flow/health.h) */
+  char *hook_job_broken;   /* ... or broken */
   double hook_timeout;     /* 30 s: a hook still running then is killed */
   int hook_concurrency;    /* 4 hook processes at once; the rest wait in order */
 

@@ -223,8 +223,11 @@ static health_level_t judge_fields(const health_rules_t *r, const health_run_t *
     if (!all || lo < 0.5) continue; /* an optional field */
     double share = json_number_value(json_object_get(now->fields, k));
     if (share >= lo - r->field_drop) continue;
-    say(reasons, "field %s in %.0f%% of items, usual %.0f\xe2\x80\x93%.0f%%", k, share * 100,
-        lo * 100, hi * 100);
+    if (hi - lo < 0.005)
+      say(reasons, "field %s in %.0f%% of items, usual %.0f%%", k, share * 100, lo * 100);
+    else
+      say(reasons, "field %s in %.0f%% of items, usual %.0f\xe2\x80\x93%.0f%%", k, share * 100,
+          lo * 100, hi * 100);
     l = HEALTH_DEGRADED;
   }
   return l;

@@ -152,6 +152,8 @@ json_t *job_event_json(const job_t *j) {
   json_object_set_new(o, "args", copy_or_null(j->args));
   json_object_set_new(o, "settings", copy_or_null(j->settings));
   json_object_set_new(o, "stats", copy_or_null(j->stats));
+  json_object_set_new(o, "health", str_or_null(j->health));
+  json_object_set_new(o, "health_reasons", copy_or_null(j->health_reasons));
   return o;
 }
 

@@ -118,17 +118,24 @@ int health_rules_for(store_t *s, const char *project, int64_t schedule_id, healt
 
 /* ---- the runs like it ---- */
 
+/* Does o count as a run like j? Broken runs do not: what is usual is what
+ * the runs that worked yielded. */
+static int like(const job_t *j, const job_t *o) {
+  if (o->health && !strcmp(o->health, "broken")) return 0;
+  return j->schedule_id || (!o->schedule_id && json_equal(o->args, j->args));
+}
+
 /* The previous finished runs like j, newest first, at most max, into l. */
 static int runs_like(store_t *s, const job_t *j, size_t max, job_list_t *l) {
   job_filter_t f = {.project = j->project, .spider = j->spider, .schedule_id = j->schedule_id,
                     .states = 1u << JOB_FINISHED, .before_id = j->id, .newest_first = 1,
-                    .limit = j->schedule_id ? max : SAME_ARGS_SCAN};
+                    .limit = SAME_ARGS_SCAN};
   int rc = store_jobs_list(s, &f, l);
-  if (rc || j->schedule_id) return rc;
+  if (rc) return rc;
   size_t kept = 0;
   for (size_t i = 0; i < l->n; i++) {
     job_t *o = &l->v[i];
-    if (kept < max && !o->schedule_id && json_equal(o->args, j->args)) {
+    if (kept < max && like(j, o)) {
       if (kept != i) {
         l->v[kept] = *o;
         job_init(o);

@@ -1,0 +1,204 @@
+"""Runs that check themselves: at its end a job is compared with the previous
+runs like it (the same schedule; with no schedule, the same spider and
+arguments) and gets a health, ok / degraded / broken, or none while there is
+too little history, with its reasons in words, a job.degraded or job.broken
+event, and a health filter on the job listing. A schedule may pause itself
+after broken runs in a row, and every pause carries a note.
+
+The crawls are real Scrapy runs of the healthproj egg's `yields` spider,
+whose item count, items without a price and logged errors come from a plan
+file the test rewrites between runs: the arguments stay the same, so the
+runs stay comparable, while one run yields less than the ones before it."""
+
+import json
+import os
+import re
+
+import pytest
+
+from conftest import err, get_job, ok, req, unique, wait_for
+
+PROJECT = "health"
+ENDED = ("finished", "failed", "cancelled", "lost")
+
+
+@pytest.fixture(scope="module")
+def d(module_spiderd, egg_bytes):
+    """One daemon, items stored, project "health" = testproj plus yields."""
+    daemon = module_spiderd(name="health", scrapyd={"items_dir": "items", "max_proc": 6})
+    r = req(daemon, "POST", f"/projects/{PROJECT}/versions", params={"version": "1.0"},
+            data=egg_bytes("healthproj"), headers={"Content-Type": "application/octet-stream"})
+    assert r.status_code == 201, r.text
+    return daemon
+
+
+def plan(path, count=20, missing=0, errors=0):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"count": count, "missing": missing, "errors": errors}, f)
+
+
+def wait_ended(d, ident, seconds=90):
+    def check():
+        j = get_job(d, ident)
+        return j if j["state"] in ENDED else None
+    return wait_for(check, seconds, f"job {ident} to end", interval=0.1)
+
+
+def run_job(d, args):
+    j = ok(req(d, "POST", "/jobs", json={"project": PROJECT, "spider": "yields", "args": args}),
+           201)
+    return wait_ended(d, j["id"])
+
+
+def run_schedule(d, sid):
+    j = ok(req(d, "POST", f"/schedules/{sid}/run"), 201)
+    return wait_ended(d, j["id"])
+
+
+def baseline(d, start, n=5):
+    """n runs started together (start() -> a job's id), all ended; none has
+    history enough to be rated."""
+    ids = [start() for _ in range(n)]
+    jobs = [wait_ended(d, i) for i in ids]
+    for j in jobs:
+        assert j["state"] == "finished", j
+        assert j["stats"]["items"] == 20, j["stats"]
+        assert j["health"] is None and j["health_reasons"] == [], j
+    return jobs
+
+
+def events(d, job_id, types):
+    body = ok(req(d, "GET", "/events", params={"limit": 1000}))
+    return [e for e in body["events"] if e["job_id"] == job_id and e["type"] in types]
+
+
+def test_a_schedule_rates_its_runs_and_pauses_itself(d, tmp_path):
+    path = str(tmp_path / "plan.json")
+    plan(path)
+    name = unique("hs")
+    s = ok(req(d, "POST", "/schedules", json={"name": name, "project": PROJECT,
+                                              "spider": "yields", "interval": 86400,
+                                              "args": {"plan": path}}), 201)
+    sid = s["id"]
+    rules = ok(req(d, "PUT", f"/schedules/{sid}/health", json={"rules": {"pause_after": 2}}))
+    assert rules["rules"] == {"pause_after": 2}
+    assert rules["effective"]["pause_after"] == 2 and rules["effective"]["history"] == 5
+
+    def start():
+        return ok(req(d, "POST", f"/schedules/{sid}/run"), 201)["id"]
+    base = baseline(d, start)
+    # the share of items carrying each field, from the items file's sample
+    assert base[0]["stats"]["item_fields"] == {"name": 1.0, "price": 1.0}
+
+    plan(path, count=20)
+    j = run_schedule(d, sid)
+    assert (j["health"], j["health_reasons"]) == ("ok", []), j
+
+    plan(path, count=8)
+    j = run_schedule(d, sid)
+    assert (j["health"], j["health_reasons"]) == ("degraded", ["items 8, usual 20"]), j
+    ev = events(d, j["id"], ("job.degraded", "job.broken"))
+    assert [e["type"] for e in ev] == ["job.degraded"]
+    assert ev[0]["data"]["reasons"] == ["items 8, usual 20"]
+    assert ev[0]["schedule_id"] == sid
+
+    plan(path, count=20, missing=15)
+    j = run_schedule(d, sid)
+    assert j["health"] == "degraded", j
+    assert j["health_reasons"] == ["field price in 25% of items, usual 100%"], j
+
+    plan(path, count=20, errors=12)
+    j = run_schedule(d, sid)
+    assert j["health"] == "degraded", j
+    assert j["health_reasons"] == ["errors 12, usual 0"], j
+
+    plan(path, count=0)
+    j = run_schedule(d, sid)
+    assert j["health"] == "broken", j
+    # the usual is what the runs before it yielded: 8 and 20
+    assert j["health_reasons"] == ["items 0, usual 8\u201320"], j
+    assert [e["type"] for e in events(d, j["id"], ("job.degraded", "job.broken"))] == \
+        ["job.broken"]
+    assert ok(req(d, "GET", f"/schedules/{sid}"))["paused"] is False
+
+    j2 = run_schedule(d, sid)
+    # a broken run is no part of what is usual
+    assert (j2["health"], j2["health_reasons"]) == ("broken", ["items 0, usual 8\u201320"]), j2
+    s = ok(req(d, "GET", f"/schedules/{sid}"))
+    assert s["paused"] is True
+    note = s["pause_note"]
+    assert note["by"] == "spiderd" and note["at"], note
+    assert note["why"] == (f"2 broken runs in a row (the last, job '{j2['job']}': "
+                           "items 0, usual 8\u201320)")
+    paused = [e for e in ok(req(d, "GET", "/events", params={"limit": 1000}))["events"]
+              if e["type"] == "schedule.paused" and e["schedule_id"] == sid]
+    assert len(paused) == 1 and paused[0]["data"]["note"]["why"] == note["why"]
+
+    # the listing's filter
+    listed = ok(req(d, "GET", "/jobs", params={"schedule": sid, "health": "broken"}))["jobs"]
+    assert [x["id"] for x in listed] == [j2["id"], j["id"]]
+    listed = ok(req(d, "GET", "/jobs", params={"schedule": sid, "health": "none"}))["jobs"]
+    assert sorted(x["id"] for x in listed) == sorted(x["id"] for x in base)
+    assert len(ok(req(d, "GET", "/jobs", params={"schedule": sid, "health": "degraded"}))
+               ["jobs"]) == 3
+
+    # a resume drops the note; a pause by hand carries its own
+    s = ok(req(d, "POST", f"/schedules/{sid}/resume"))
+    assert s["paused"] is False and s["pause_note"] is None
+    s = ok(req(d, "POST", f"/schedules/{sid}/pause", json={"note": "the site is down today"}))
+    assert s["pause_note"]["why"] == "the site is down today"
+    assert s["pause_note"]["by"] == "anonymous", s["pause_note"]
+    listed = ok(req(d, "GET", "/schedules"))["schedules"]
+    assert [x["pause_note"]["why"] for x in listed if x["id"] == sid] == ["the site is down today"]
+
+
+def test_runs_without_a_schedule_compare_with_the_same_arguments(d, tmp_path):
+    path = str(tmp_path / "plan.json")
+    plan(path)
+    args = {"plan": path}
+
+    def start():
+        return ok(req(d, "POST", "/jobs", json={"project": PROJECT, "spider": "yields",
+                                                 "args": args}), 201)["id"]
+    baseline(d, start)
+    plan(path, count=1)
+    j = run_job(d, args)
+    assert (j["health"], j["health_reasons"]) == ("broken", ["items 1, usual 20"]), j
+    # other arguments: other runs, none of them ended yet
+    j = run_job(d, {"plan": path, "tag": "other"})
+    assert j["health"] is None and j["health_reasons"] == [], j
+    # the same spider, not rated either: the arguments differ
+    j = run_job(d, {"count": "1"})
+    assert j["health"] is None, j
+
+
+def test_a_failed_run_is_broken(d):
+    j = ok(req(d, "POST", "/jobs", json={"project": PROJECT, "spider": "crash"}), 201)
+    j = wait_ended(d, j["id"])
+    assert j["state"] == "failed"
+    assert j["health"] == "broken" and j["health_reasons"][0].startswith("the run failed"), j
+
+
+def test_rules_and_filters_refuse_bad_input(d):
+    name = unique("hr")
+    s = ok(req(d, "POST", "/schedules", json={"name": name, "project": PROJECT,
+                                              "spider": "yields", "interval": 86400}), 201)
+    r = req(d, "PUT", f"/schedules/{s['id']}/health", json={"rules": {"items_degraded": 2}})
+    assert "items_degraded must be a number from 0 to 1" in err(r, 400, "SPD_EBADPARAM", "rules")
+    r = req(d, "PUT", f"/schedules/{s['id']}/health", json={"rules": {"itemz": 1}})
+    assert "unknown health rule 'itemz'" in err(r, 400, "SPD_EBADPARAM", "rules")
+    r = req(d, "PUT", "/schedules/999999/health", json={"rules": {}})
+    err(r, 404, "SPD_ENOSCHEDULE")
+    r = req(d, "GET", "/jobs", params={"health": "sick"})
+    assert "unknown health 'sick'" in err(r, 400, "SPD_EBADPARAM", "health")
+    r = req(d, "POST", f"/schedules/{s['id']}/pause", json={"note": "x" * 1001})
+    err(r, 400, "SPD_EBADPARAM", "note")
+    # a project's rules, under a schedule's own
+    got = ok(req(d, "PUT", f"/projects/{PROJECT}/health",
+                 json={"rules": {"history": 3, "items_degraded": 0.8}}))
+    assert got["effective"]["history"] == 3
+    got = ok(req(d, "PUT", f"/schedules/{s['id']}/health", json={"rules": {"history": 4}}))
+    assert got["effective"]["history"] == 4 and got["effective"]["items_degraded"] == 0.8
+    ok(req(d, "PUT", f"/projects/{PROJECT}/health", json={"rules": {}}))
+    got = ok(req(d, "GET", f"/schedules/{s['id']}/health"))
+    assert got["effective"]["items_degraded"] == 0.5 and got["rules"] == {"history": 4}
