@@ -27,6 +27,13 @@ typedef struct jobs_claim {
   job_list_t jobs;     /* out: claimed, their policy resolved (jobs_resolve) */
   int64_t next_due;    /* out: a short claim: the earliest delayed job, 0 = none */
   int limited;         /* out: claimed jobs given back: their limit was full */
+  /* in: the memory this node has for more crawls, in bytes (run/memory.h);
+   * < 0 = not counted. out: mem_deferred, the claimed jobs given back because
+   * their expected memory (flow/memfit.h) did not fit, mem_wanted the
+   * smallest of those; each job kept has its mem_expected set. */
+  int64_t mem_budget;
+  int mem_deferred;
+  int64_t mem_wanted;
   /* out: unqueued = the jobs claimed; a short claim (fewer than max: none
    * due is left) reads the store's pending count too (has_pending: the
    * delayed ones, 0 when next_due is 0). Not applied when the caller gives
@@ -41,7 +48,10 @@ typedef struct jobs_claim {
  * back any claimed job that would go over one; every node and every restart
  * counts the same rows, so a limit holds across the cluster. On a shared
  * store the eggs of claimed jobs that are not in eggs_dir yet are copied
- * from the store first. Resets its outputs: a run the store pool repeats
+ * from the store first. With a memory budget, jobs are kept in priority
+ * order while their expected memory fits in what is left of it; the others
+ * go back to pending, for a node where they fit or a later claim (a job
+ * that fits nowhere waits). Resets its outputs: a run the store pool repeats
  * starts afresh. */
 int jobs_claim(store_t *s, jobs_claim_t *c);
 
