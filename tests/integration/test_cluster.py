@@ -84,6 +84,10 @@ def test_a_store_from_before_node_versions_is_upgraded(spiderd):
     con.execute("ALTER TABLE schedules DROP COLUMN state")  # and scrapers' state
     for column in ("meta", "original_state", "note"):  # and jobs' meta and history
         con.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
+    for column in ("health", "health_reasons"):  # and jobs' health
+        con.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
+    for column in ("mem_free", "mem_reserved"):  # and nodes' memory
+        con.execute(f"ALTER TABLE nodes DROP COLUMN {column}")
     if isinstance(con, sqlite3.Connection):
         con.execute("PRAGMA user_version = 5")
     else:
