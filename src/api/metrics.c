@@ -21,7 +21,7 @@
 #include "error.h"
 #include "log.h"
 #include "metrics.h"
-#include "run/launcher.h"
+#include "flow/memfit.h"
 #include "store/store.h"
 #include "strbuf.h"
 
@@ -125,9 +125,9 @@ static void render_store(const scrape_t *sc, strbuf_t *b) {
 }
 
 /* This node's memory for crawls (slots by memory: flow/memfit.h). */
-static void render_memory(const launcher_t *l, strbuf_t *b) {
-  launcher_memory_t m;
-  launcher_memory(l, &m);
+static void render_memory(const app_t *app, strbuf_t *b) {
+  memfit_node_t m;
+  app->flow.memory(app->flow.launcher, &m);
   static const struct {
     const char *name, *help;
   } fam[] = {
@@ -169,7 +169,7 @@ static void scrape_done(void *arg, int rc) {
   metrics_family(&b, "spiderd_jobs_running_here", "gauge",
                  "Crawl processes this node runs now (its launcher's children).");
   metrics_sample(&b, "spiderd_jobs_running_here", NULL, 0, (double)app->counters.running);
-  if (app->launcher) render_memory(app->launcher, &b);
+  if (app->flow.memory) render_memory(app, &b);
   if (app->metrics) metrics_render(app->metrics, &b);
   if (app->s3) api_objstore_metrics(app->s3, &b);
   render_process(&b);

@@ -11,15 +11,15 @@
 #include "api/ops_impl.h"
 #include "error.h"
 #include "log.h"
-#include "run/launcher.h"
+#include "flow/memfit.h"
 #include "store/eggs.h"
 
 /* ---- status.get ---- */
 
 /* This node's memory for crawls, as status.get shows it. */
 static json_t *memory_json(const app_t *app) {
-  launcher_memory_t m = {0};
-  if (app->launcher) launcher_memory(app->launcher, &m);
+  memfit_node_t m = {0};
+  if (app->flow.memory) app->flow.memory(app->flow.launcher, &m);
   return json_pack("{s:I,s:s?,s:I,s:I,s:I,s:I}", "available", (json_int_t)m.available, "source",
                    m.source, "reserve", (json_int_t)m.reserve, "reserved",
                    (json_int_t)m.reserved, "free", (json_int_t)m.free, "waiting",

@@ -16,6 +16,17 @@
 #include "core/job.h"
 #include "store/store.h"
 
+/* A node's memory for crawls, now (run/launcher.c measures it). */
+typedef struct memfit_node {
+  int64_t available;  /* bytes free on the machine, or under the daemon's cgroup */
+  const char *source; /* "meminfo" or "cgroup"; NULL = unreadable */
+  int64_t reserve;    /* memory_reserve */
+  int64_t reserved;   /* the crawls here: each the larger of its expected memory and its peak */
+  int64_t free;       /* what one more job may take: available less the reserve and
+                       * what the crawls are expected to use still; no more than
+                       * jobs_memory less reserved when that is set; >= 0 */
+  int64_t waiting;    /* the least expected memory of a job left for want of it; 0 = none */
+} memfit_node_t;
 /* Runs of a spider whose peaks are looked at. */
 #define MEMFIT_RECENT 5
 

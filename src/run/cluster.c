@@ -289,7 +289,7 @@ static void beat(cluster_t *c) {
   op->node.running = (int)launcher_running(c->launcher);
   op->node.started_ms = c->started_ms;
   op->node.draining = c->draining;
-  launcher_memory_t mem;
+  memfit_node_t mem;
   launcher_memory(c->launcher, &mem);
   op->node.mem_free = mem.free;
   op->node.mem_reserved = mem.reserved;

@@ -173,8 +173,8 @@ typedef struct prep {
   struct start *st; /* a warm start's, while its template forks; else NULL */
 } prep_t;
 
-void launcher_memory(const launcher_t *l, launcher_memory_t *out) {
-  *out = (launcher_memory_t){.reserve = l->cfg->memory_reserve, .waiting = l->mem_waiting};
+void launcher_memory(const launcher_t *l, memfit_node_t *out) {
+  *out = (memfit_node_t){.reserve = l->cfg->memory_reserve, .waiting = l->mem_waiting};
   if (memory_available(&out->available, &out->source)) out->source = NULL;
   /* A crawl just started has not allocated yet: what it is expected to
    * need counts until its peak says more. */
@@ -1193,7 +1193,7 @@ void launcher_dispatch(launcher_t *l) {
   claim_op_t *op = calloc(1, sizeof(*op));
   if (!op) return;
   op->l = l;
-  launcher_memory_t mem;
+  memfit_node_t mem;
   launcher_memory(l, &mem);
   op->c = (jobs_claim_t){.cfg = l->cfg, .node = l->cfg->node_name,
                          .max = l->max_proc - l->sv.nprocs - l->npreps,

@@ -39,6 +39,7 @@
 #include "config.h"
 #include "core/job.h"
 #include "flow/flow.h"
+#include "flow/memfit.h"
 #include "store/async.h"
 
 typedef struct launcher launcher_t;
@@ -88,17 +89,7 @@ void launcher_on_start(launcher_t *l, void (*fn)(void *ud, const job_t *job));
 unsigned launcher_running(const launcher_t *l);
 
 /* This node's memory for crawls, now (flow/memfit.h, run/memory.h). */
-typedef struct launcher_memory {
-  int64_t available;  /* bytes free on the machine, or under the daemon's cgroup */
-  const char *source; /* "meminfo" or "cgroup"; NULL = unreadable */
-  int64_t reserve;    /* memory_reserve */
-  int64_t reserved;   /* the crawls here: each the larger of its expected memory and its peak */
-  int64_t free;       /* what one more job may take: available less the reserve and
-                       * what the crawls are expected to use still; no more than
-                       * jobs_memory less reserved when that is set; >= 0 */
-  int64_t waiting;    /* the least expected memory of a job left for want of it; 0 = none */
-} launcher_memory_t;
-void launcher_memory(const launcher_t *l, launcher_memory_t *out);
+void launcher_memory(const launcher_t *l, memfit_node_t *out);
 
 /* Is the job with this row id a process of this launcher that has not
  * exited (spawned or adopted)? */
