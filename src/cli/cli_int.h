@@ -23,7 +23,7 @@ enum cli_opt_id {
   O_RETRIES, O_BACKOFF, O_WEBHOOK, O_PAUSED, O_STATE, O_SCHEDULE, O_LIMIT, O_SIGNAL,
   O_FOLLOW, O_FROM_START, O_TAIL, O_TYPE, O_AFTER, O_JOB, O_JOBID, O_UNIQUE_KEY, O_CACERT,
   O_TOKEN, O_TOKEN_FILE, O_ROLE, O_EXPIRES, O_PASSWORD_FILE, O_ALL_PROJECTS,
-  O_CANCEL,
+  O_CANCEL, O_NOTE, O_HEALTH,
 };
 
 /* Every client command takes these (listed last in each command's table). */

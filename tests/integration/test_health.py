@@ -202,3 +202,24 @@ def test_rules_and_filters_refuse_bad_input(d):
     ok(req(d, "PUT", f"/projects/{PROJECT}/health", json={"rules": {}}))
     got = ok(req(d, "GET", f"/schedules/{s['id']}/health"))
     assert got["effective"]["items_degraded"] == 0.5 and got["rules"] == {"history": 4}
+
+
+def test_the_command_line_filters_by_health_and_pauses_with_a_note(d):
+    import subprocess
+    name = unique("hc")
+    ok(req(d, "POST", "/schedules", json={"name": name, "project": PROJECT, "spider": "yields",
+                                          "interval": 86400}), 201)
+    env = dict(os.environ, SPIDERD_CONFIG_FILES=d.conf_path)
+
+    def cli(*args):
+        p = subprocess.run([os.environ["SPIDERD_BIN"], *args], capture_output=True, text=True,
+                           env=env, cwd=d.workdir, timeout=30)
+        assert p.returncode == 0, p.stderr
+        return p
+    cli("schedule", "pause", name, "--note", "the site moved")
+    p = cli("schedule", "show", name)
+    assert "the site moved (by " in p.stdout, p.stdout
+    assert ok(req(d, "GET", f"/schedules/{name}"))["pause_note"]["why"] == "the site moved"
+    p = cli("jobs", "--project", PROJECT, "--health", "broken", "--json")
+    listed = json.loads(p.stdout)["jobs"]
+    assert listed and all(j["health"] == "broken" for j in listed)
