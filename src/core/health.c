@@ -236,11 +236,13 @@ static health_level_t judge_fields(const health_rules_t *r, const health_run_t *
 health_level_t health_judge(const health_rules_t *r, const health_run_t *now, int failed,
                             const char *failed_why, const health_run_t *hist, size_t n,
                             json_t *reasons) {
+  /* A run with too little history is not rated, failed or not: its state
+   * says it failed, and a spider that never worked has no usual to miss. */
+  if (n < (size_t)r->history || n == 0) return HEALTH_NONE;
   if (failed) {
     say(reasons, "the run failed%s%s", failed_why ? ": " : "", failed_why ? failed_why : "");
     return HEALTH_BROKEN;
   }
-  if (n < (size_t)r->history || n == 0) return HEALTH_NONE;
   health_level_t l = judge_counts(r, now, hist, n, reasons);
   l = worse(l, judge_reason(now, hist, n, reasons));
   return worse(l, judge_fields(r, now, hist, n, reasons));

@@ -60,7 +60,8 @@ void health_run_from_stats(const json_t *stats, int64_t start_ms, int64_t end_ms
 
 /* Judges run `now` against hist[0..n) (n >= r->history, else HEALTH_NONE):
  * appends a sentence per finding to reasons ("items 12, usual 480–520").
- * failed: the run itself ended failed (broken, whatever its counts). */
+ * failed: the run itself ended failed (broken, whatever its counts, once
+ * there is history enough). */
 health_level_t health_judge(const health_rules_t *r, const health_run_t *now, int failed,
                             const char *failed_why, const health_run_t *hist, size_t n,
                             json_t *reasons);

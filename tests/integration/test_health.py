@@ -32,9 +32,9 @@ def d(module_spiderd, egg_bytes):
     return daemon
 
 
-def plan(path, count=20, missing=0, errors=0):
+def plan(path, count=20, missing=0, errors=0, fail=False):
     with open(path, "w", encoding="utf-8") as f:
-        json.dump({"count": count, "missing": missing, "errors": errors}, f)
+        json.dump({"count": count, "missing": missing, "errors": errors, "fail": fail}, f)
 
 
 def wait_ended(d, ident, seconds=90):
@@ -164,6 +164,11 @@ def test_runs_without_a_schedule_compare_with_the_same_arguments(d, tmp_path):
     plan(path, count=1)
     j = run_job(d, args)
     assert (j["health"], j["health_reasons"]) == ("broken", ["items 1, usual 20"]), j
+    # a run that fails, with history enough, is broken
+    plan(path, fail=True)
+    j = run_job(d, args)
+    assert j["state"] == "failed"
+    assert (j["health"], j["health_reasons"]) == ("broken", ["the run failed"]), j
     # other arguments: other runs, none of them ended yet
     j = run_job(d, {"plan": path, "tag": "other"})
     assert j["health"] is None and j["health_reasons"] == [], j
@@ -172,11 +177,11 @@ def test_runs_without_a_schedule_compare_with_the_same_arguments(d, tmp_path):
     assert j["health"] is None, j
 
 
-def test_a_failed_run_is_broken(d):
+def test_a_failed_run_without_history_is_not_rated(d):
     j = ok(req(d, "POST", "/jobs", json={"project": PROJECT, "spider": "crash"}), 201)
     j = wait_ended(d, j["id"])
     assert j["state"] == "failed"
-    assert j["health"] == "broken" and j["health_reasons"][0].startswith("the run failed"), j
+    assert j["health"] is None and j["health_reasons"] == [], j
 
 
 def test_rules_and_filters_refuse_bad_input(d):

@@ -484,9 +484,7 @@ static void kill_check(const char *url, int64_t id, int k) {
   if (k == KILL_COMMITTED) {
     assert_int_equal(j.state, JOB_FAILED);
     assert_int_equal(c[JOB_PENDING], 1);
-    /* job.failed, its job.broken (a failed run is a broken one), job.retried,
-     * the retry's job.queued */
-    assert_int_equal(ev.n, 4);
+    assert_int_equal(ev.n, 3); /* job.failed, job.retried, the retry's job.queued */
     assert_int_not_equal(u.id, id);
   } else {
     assert_int_equal(j.state, JOB_RUNNING);

@@ -8,7 +8,8 @@ class YieldsSpider(scrapy.Spider):
     fields name and price; the first `missing` carry no price, and `errors`
     errors are logged. With `plan`, a JSON file, these come from it
     instead, so that runs with the same arguments yield differently: the
-    health tests make a run yield less than the runs before it."""
+    health tests make a run yield less than the runs before it. A plan with
+    "fail" makes the crawl fail at its start (exit 1)."""
 
     name = "yields"
 
@@ -18,6 +19,8 @@ class YieldsSpider(scrapy.Spider):
             with open(plan, encoding="utf-8") as f:
                 p = json.load(f)
             count, missing, errors = p.get("count", 20), p.get("missing", 0), p.get("errors", 0)
+            if p.get("fail"):
+                raise RuntimeError("yields spider fails on purpose (its plan says so)")
         self.count = int(count)
         self.missing = int(missing)
         self.errors = int(errors)
