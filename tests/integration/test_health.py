@@ -228,3 +228,77 @@ def test_the_command_line_filters_by_health_and_pauses_with_a_note(d):
     p = cli("jobs", "--project", PROJECT, "--health", "broken", "--json")
     listed = json.loads(p.stdout)["jobs"]
     assert listed and all(j["health"] == "broken" for j in listed)
+
+
+HOOK = r'''
+import json, os, sys
+out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runs")
+body = sys.stdin.read()
+with open(os.path.join(out, "%s-%d.json" % (sys.argv[1], os.getpid())), "w") as f:
+    json.dump({"env": os.environ.get("SPIDERD_EVENT"), "body": json.loads(body)}, f)
+'''
+
+
+def test_hooks_and_webhooks_get_degraded_and_broken(spiderd, egg_bytes, tmp_path):
+    import glob
+    import shlex
+    import sys
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    (tmp_path / "runs").mkdir()
+    script = tmp_path / "hook.py"
+    script.write_text(HOOK)
+    got = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):
+            got.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        cmd = " ".join(shlex.quote(a) for a in [sys.executable, str(script)])
+        d = spiderd(scrapyd={"items_dir": "items", "max_proc": 5},
+                    spiderd={"webhooks": f"http://127.0.0.1:{server.server_port}/h",
+                             "webhook_events": "job.degraded job.broken",
+                             "webhook_allow_private": "127.0.0.1"},
+                    extra_conf=f"[hooks]\njob_degraded = {cmd} degraded\n"
+                               f"job_broken = {cmd} broken\n")
+        r = req(d, "POST", f"/projects/{PROJECT}/versions", params={"version": "1.0"},
+                data=egg_bytes("healthproj"),
+                headers={"Content-Type": "application/octet-stream"})
+        assert r.status_code == 201, r.text
+        path = str(tmp_path / "plan.json")
+        plan(path)
+        args = {"plan": path}
+
+        def start():
+            return ok(req(d, "POST", "/jobs", json={"project": PROJECT, "spider": "yields",
+                                                     "args": args}), 201)["id"]
+        baseline(d, start)
+        plan(path, count=9)
+        degraded = run_job(d, args)
+        plan(path, count=0)
+        broken = run_job(d, args)
+        assert (degraded["health"], broken["health"]) == ("degraded", "broken")
+
+        def runs():
+            out = {}
+            for p in glob.glob(str(tmp_path / "runs" / "*.json")):
+                with open(p) as f:
+                    rec = json.load(f)
+                out[rec["env"]] = rec["body"]
+            return out if len(out) == 2 else None
+        hooked = wait_for(runs, 20, "the degraded and broken hooks")
+        assert hooked["job.degraded"]["job_id"] == degraded["id"]
+        assert hooked["job.degraded"]["data"]["reasons"] == ["items 9, usual 20"]
+        assert hooked["job.broken"]["data"]["reasons"] == ["items 0, usual 9\u201320"]
+        assert hooked["job.broken"]["job"]["health"] == "broken"
+        wait_for(lambda: len(got) >= 2, 20, "two webhook deliveries")
+        assert sorted(b["type"] for b in got) == ["job.broken", "job.degraded"]
+    finally:
+        server.shutdown()
