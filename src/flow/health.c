@@ -195,16 +195,16 @@ static int rate_event(store_t *s, const job_t *j, health_level_t l, const json_t
 }
 
 int health_rate(store_t *s, const job_t *j, job_state_t state, const json_t *stats,
-                int64_t end_ms, const char *end_reason, flow_change_t *c) {
+                int64_t end_ms, const char *end_reason, health_verdict_t *v) {
+  *v = (health_verdict_t){.level = HEALTH_NONE};
   if (state != JOB_FINISHED && state != JOB_FAILED) return 0;
   health_rules_t r;
   job_list_t l = {0};
   int rc = health_rules_for(s, j->project, j->schedule_id, &r);
   if (!rc) rc = runs_like(s, j, (size_t)r.history, &l);
   health_run_t *hist = rc ? NULL : calloc(l.n + 1, sizeof(*hist));
-  json_t *reasons = json_array();
-  if (!rc && (!hist || !reasons)) rc = -ENOMEM;
-  health_level_t lv = HEALTH_NONE;
+  v->reasons = json_array();
+  if (!rc && (!hist || !v->reasons)) rc = -ENOMEM;
   if (!rc) {
     for (size_t i = 0; i < l.n; i++)
       health_run_from_stats(l.v[i].stats, l.v[i].start_ms, l.v[i].end_ms, &hist[i]);
@@ -212,18 +212,32 @@ int health_rate(store_t *s, const job_t *j, job_state_t state, const json_t *sta
     health_run_from_stats(stats, j->start_ms, end_ms, &now);
     char failed_why[64] = "";
     if (end_reason) snprintf(failed_why, sizeof(failed_why), "%s", end_reason);
-    lv = health_judge(&r, &now, state == JOB_FAILED, *failed_why ? failed_why : NULL, hist, l.n,
-                      reasons);
-    rc = store_job_set_health(s, j->id, health_name(lv), lv == HEALTH_NONE ? NULL : reasons);
+    v->level = health_judge(&r, &now, state == JOB_FAILED, *failed_why ? failed_why : NULL,
+                            hist, l.n, v->reasons);
+    v->pause_after = r.pause_after;
+    rc = store_job_set_health(s, j->id, health_name(v->level),
+                              v->level == HEALTH_NONE ? NULL : v->reasons);
   }
-  if (!rc && (lv == HEALTH_DEGRADED || lv == HEALTH_BROKEN)) rc = rate_event(s, j, lv, reasons);
-  if (!rc && lv == HEALTH_BROKEN && j->schedule_id && r.pause_after > 0) {
-    int yes = 0;
-    rc = broken_in_a_row(s, j, r.pause_after, &yes);
-    if (!rc && yes) rc = self_pause(s, j, end_ms, r.pause_after, reasons, c);
-  }
-  json_decref(reasons);
   free(hist);
   job_list_release(&l);
+  if (rc) health_verdict_release(v);
   return rc;
+}
+
+int health_announce(store_t *s, const job_t *j, int64_t end_ms, const health_verdict_t *v,
+                    flow_change_t *c) {
+  int rc = 0;
+  if (v->level == HEALTH_DEGRADED || v->level == HEALTH_BROKEN)
+    rc = rate_event(s, j, v->level, v->reasons);
+  if (!rc && v->level == HEALTH_BROKEN && j->schedule_id && v->pause_after > 0) {
+    int yes = 0;
+    rc = broken_in_a_row(s, j, v->pause_after, &yes);
+    if (!rc && yes) rc = self_pause(s, j, end_ms, v->pause_after, v->reasons, c);
+  }
+  return rc;
+}
+
+void health_verdict_release(health_verdict_t *v) {
+  json_decref(v->reasons);
+  v->reasons = NULL;
 }

@@ -45,11 +45,26 @@ int health_rules_own(store_t *s, const char *project, int64_t schedule_id, json_
 int health_rules_set(store_t *s, const char *project, int64_t schedule_id, const json_t *rules,
                      char *why, size_t whylen);
 
-/* Rates job j, ended in state at end_ms with stats: records its health and
- * reasons, its job.degraded / job.broken event, and pauses its schedule
- * when the rules' pause_after broken runs in a row are reached (c gets the
- * schedule's change). Cancelled and lost jobs are not rated. */
+/* What health_rate decided, for health_announce. */
+typedef struct health_verdict {
+  health_level_t level;
+  json_t *reasons;  /* owned: health_verdict_release */
+  int pause_after;  /* the rules' */
+} health_verdict_t;
+
+/* Rates job j, ending in state at end_ms with stats: records its health
+ * and reasons (before its end is written, so that no reader sees it ended
+ * and not rated yet, on a store whose op is not one transaction), into *v.
+ * Cancelled and lost jobs are not rated (level HEALTH_NONE). */
 int health_rate(store_t *s, const job_t *j, job_state_t state, const json_t *stats,
-                int64_t end_ms, const char *end_reason, flow_change_t *c);
+                int64_t end_ms, const char *end_reason, health_verdict_t *v);
+
+/* After the end's event: the job.degraded / job.broken event, and the
+ * schedule's pause when the rules' pause_after broken runs in a row are
+ * reached (c gets the schedule's change). */
+int health_announce(store_t *s, const job_t *j, int64_t end_ms, const health_verdict_t *v,
+                    flow_change_t *c);
+
+void health_verdict_release(health_verdict_t *v);
 
 #endif
