@@ -82,8 +82,9 @@ def test_a_schedule_rates_its_runs_and_pauses_itself(d, tmp_path):
     path = str(tmp_path / "plan.json")
     plan(path)
     name = unique("hs")
+    # one run, far ahead: every run of the test is one it asks for
     s = ok(req(d, "POST", "/schedules", json={"name": name, "project": PROJECT,
-                                              "spider": "yields", "interval": 86400,
+                                              "spider": "yields", "at": "2099-01-01T00:00:00Z",
                                               "args": {"plan": path}}), 201)
     sid = s["id"]
     rules = ok(req(d, "PUT", f"/schedules/{sid}/health", json={"rules": {"pause_after": 2}}))
