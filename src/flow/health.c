@@ -129,7 +129,7 @@ static int like(const job_t *j, const job_t *o) {
 static int runs_like(store_t *s, const job_t *j, size_t max, job_list_t *l) {
   job_filter_t f = {.project = j->project, .spider = j->spider, .schedule_id = j->schedule_id,
                     .states = 1u << JOB_FINISHED, .before_id = j->id, .newest_first = 1,
-                    .limit = SAME_ARGS_SCAN};
+                    .ended_first = !j->schedule_id, .limit = SAME_ARGS_SCAN};
   int rc = store_jobs_list(s, &f, l);
   if (rc) return rc;
   size_t kept = 0;

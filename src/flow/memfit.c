@@ -9,7 +9,7 @@ int memfit_recent_peak(store_t *s, const char *project, const char *spider, int6
   job_list_t l = {0};
   job_filter_t f = {.project = project, .spider = spider,
                     .states = 1u << JOB_FINISHED | 1u << JOB_FAILED, .started_only = 1,
-                    .newest_first = 1, .limit = MEMFIT_RECENT};
+                    .newest_first = 1, .ended_first = 1, .limit = MEMFIT_RECENT};
   int rc = store_jobs_list(s, &f, &l);
   *out = 0;
   for (size_t i = 0; !rc && i < l.n; i++) {

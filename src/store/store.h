@@ -155,6 +155,10 @@ typedef struct job_filter {
   /* A native-API field: jobs whose health (flow/health.h) is this one of
    * "ok", "degraded", "broken", or "none" (not rated). NULL = all. */
   const char *health;
+  /* With project, spider and only final states: newest end first (a
+   * project/spider's history index), not newest id; a backend without such
+   * an index keeps the id order. For the runs before a job, not for pages. */
+  int ended_first;
 } job_filter_t;
 
 #define JOB_FILTER_TEXT_MAX 200

@@ -586,7 +586,8 @@ static int pg_jobs_list_native(struct pg_store *q, const job_filter_t *f, job_li
     sb_add(&b, " AND jsonb_typeof(meta -> $%d::text) = 'string' AND (meta ->> $%d::text) = $%d",
            p.n - 1, p.n - 1, p.n);
   }
-  sb_add(&b, " ORDER BY id DESC");
+  int history = f->ended_first && f->project && f->spider && f->states && !(f->states & 3u);
+  sb_add(&b, history ? " AND state >= 2 ORDER BY end_ms DESC, id DESC" : " ORDER BY id DESC");
   if (f->limit) pg_p_i64(&p, pg_clamp(f->limit)), sb_add(&b, " LIMIT $%d", p.n);
   return pg_jobs_query(q, -1, b.s, &p, out, NULL, "list jobs");
 }

@@ -550,8 +550,15 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
    * sort beat walking every id down to the page's last, which the planner
    * picks without statistics. */
   int running = f->states == 1u << JOB_RUNNING;
-  size_t n = (size_t)snprintf(sql, sizeof(sql), "SELECT " SQLITE_JOB_COLS " FROM jobs%s WHERE 1",
-                              running ? " INDEXED BY jobs_running" : "");
+  /* A spider's history by end time: a seek in jobs_history, whose
+   * condition is spelled out so the planner sees it applies. */
+  int history = f->ended_first && f->project && f->spider && f->states &&
+                !(f->states & 3u) && !f->nprojects;
+  size_t n = (size_t)snprintf(sql, sizeof(sql), "SELECT " SQLITE_JOB_COLS " FROM jobs%s WHERE 1%s",
+                              running   ? " INDEXED BY jobs_running"
+                              : history ? " INDEXED BY jobs_history"
+                                        : "",
+                              history ? " AND state >= 2" : "");
 #define SQLITE_ADD(...) n += (size_t)snprintf(sql + n, sizeof(sql) - n, __VA_ARGS__)
   if (running) {
     SQLITE_ADD(" AND state = 1"); /* the index's own condition */
@@ -590,7 +597,7 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
     SQLITE_ADD(" AND json_valid(meta) AND json_type(meta, '$.\"' || ?%zu || '\"') = 'text'"
                " AND json_extract(meta, '$.\"' || ?%zu || '\"') = ?%zu",
                200 + 2 * i, 200 + 2 * i, 201 + 2 * i);
-  SQLITE_ADD(" ORDER BY id DESC");
+  SQLITE_ADD(history ? " ORDER BY end_ms DESC, id DESC" : " ORDER BY id DESC");
   if (f->limit) SQLITE_ADD(" LIMIT ?10");
 #undef SQLITE_ADD
   if (n >= sizeof(sql)) return -EINVAL; /* never with store.c's limits */
