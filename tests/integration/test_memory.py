@@ -64,6 +64,13 @@ def test_the_node_reads_its_free_memory(spiderd, egg_bytes):
     # a job that fits starts at once
     j = create(d, mb=10, seconds=0)
     assert wait_state(d, j["id"], ENDED)["state"] == "finished"
+    # and the node publishes what it has with its heartbeat
+    def beat():
+        ns = ok(req(d, "GET", "/nodes"))["nodes"]
+        me = [n for n in ns if n["self"]]
+        return me[0] if me and me[0]["memory_free"] > 0 else None
+    n = wait_for(beat, 30, "a heartbeat with the node's memory")
+    assert n["memory_reserved"] >= 0
 
 
 def test_a_reserve_larger_than_the_machine_holds_every_job_back(spiderd, egg_bytes):
