@@ -1,5 +1,6 @@
 /* A schedule's changes and their events (flow/schedules.h). */
 #include "flow/schedules.h"
+#include "flow/health.h"
 
 #include <errno.h>
 #include <math.h>
@@ -311,6 +312,9 @@ int schedules_delete(store_t *s, const char *key, const char *projects, char *er
   int rc = schedules_find(s, key, projects, &sc, err, len);
   if (rc) return rc;
   rc = store_schedule_delete(s, sc.id);
+  /* Its pause note and health rules go with it. */
+  if (!rc) rc = pause_note_set(s, sc.id, NULL);
+  if (!rc) rc = health_rules_set(s, NULL, sc.id, NULL, err, len);
   if (!rc) rc = schedule_event(s, "schedule.deleted", &sc);
   if (!rc) ch->schedules = 1;
   schedule_release(&sc);

@@ -215,6 +215,12 @@ def test_rules_and_filters_refuse_bad_input(d):
     ok(req(d, "PUT", f"/projects/{PROJECT}/health", json={"rules": {}}))
     got = ok(req(d, "GET", f"/schedules/{s['id']}/health"))
     assert got["effective"]["items_degraded"] == 0.5 and got["rules"] == {"history": 4}
+    # a schedule's rules and pause note go with it
+    ok(req(d, "POST", f"/schedules/{s['id']}/pause", json={"note": "gone soon"}))
+    assert req(d, "DELETE", f"/schedules/{s['id']}").status_code == 204
+    if not os.environ.get("SPIDERD_TEST_STORE_URL"):  # the store's own table, on SQLite
+        assert d.sql("SELECT key FROM meta WHERE value != '' AND key IN (?, ?)",
+                     f"schedule.{s['id']}.pause", f"health.schedule.{s['id']}") == []
 
 
 def test_the_command_line_filters_by_health_and_pauses_with_a_note(d):
