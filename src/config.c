@@ -150,6 +150,9 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, object_store_credentials, T_STR, M_NONE, "", NULL),
     KEY(SEC_SPIDERD, object_store_flush, T_REAL, M_GT0, "5", NULL),
     KEY(SEC_SPIDERD, object_store_eggs, T_BOOL, M_NONE, "off", NULL),
+    KEY(SEC_SPIDERD, memory_reserve, T_SIZE, M_GE0, "256M", NULL),
+    KEY(SEC_SPIDERD, job_memory_default, T_SIZE, M_GE0, "100M", NULL),
+    KEY(SEC_SPIDERD, jobs_memory, T_SIZE, M_GE0, "0", NULL),
     HOOK_KEY(job_queued, T_STR, M_NONE, ""),
     HOOK_KEY(job_started, T_STR, M_NONE, ""),
     HOOK_KEY(job_finished, T_STR, M_NONE, ""),
@@ -157,6 +160,8 @@ static const struct key keys[] = {
     HOOK_KEY(job_cancelled, T_STR, M_NONE, ""),
     HOOK_KEY(job_lost, T_STR, M_NONE, ""),
     HOOK_KEY(job_ended, T_STR, M_NONE, ""),
+    HOOK_KEY(job_degraded, T_STR, M_NONE, ""),
+    HOOK_KEY(job_broken, T_STR, M_NONE, ""),
     HOOK_KEY(timeout, T_REAL, M_GT0, "30"),
     HOOK_KEY(concurrency, T_INT, M_GE1, "4"),
 };

@@ -193,8 +193,16 @@ typedef struct config {
   char *hook_job_cancelled;
   char *hook_job_lost;
   char *hook_job_ended;    /* every final state: finished, failed, cancelled, lost */
+  char *hook_job_degraded; /* a job's health was rated degraded (flow/health.h) */
+  char *hook_job_broken;   /* ... or broken */
   double hook_timeout;     /* 30 s: a hook still running then is killed */
   int hook_concurrency;    /* 4 hook processes at once; the rest wait in order */
+
+  /* Slots by memory (flow/memfit.h, run/memory.h): a node starts a job only
+   * when its expected memory fits in what is free less memory_reserve. */
+  long long memory_reserve;     /* 256M: bytes kept free for everything else */
+  long long job_memory_default; /* 100M: a job's expected memory when nothing says */
+  long long jobs_memory;        /* 0 = no cap: bytes the crawls together may reserve */
 
   /* Filled by config_load_secrets(), not by config_load(). */
   char *store_password;    /* NULL: none given apart from the URL */

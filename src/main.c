@@ -397,6 +397,7 @@ static int flow_signal_hook(void *l, const char *project, const char *jobid, int
 static int flow_running_hook(void *l, int64_t id) { return launcher_job_running(l, id); }
 static void flow_schedules_hook(void *s) { scheduler_kick(s); }
 static int64_t flow_last_beat_hook(void *c) { return cluster_last_beat(c); }
+static void flow_memory_hook(void *l, memfit_node_t *out) { launcher_memory(l, out); }
 
 static void wire_flow(app_t *app) {
   app->flow = (flow_hooks_t){.launcher = app->launcher,
@@ -407,6 +408,7 @@ static void wire_flow(app_t *app) {
                              .schedules_changed = flow_schedules_hook,
                              .cluster = app->cluster,
                              .last_beat = flow_last_beat_hook,
+                             .memory = flow_memory_hook,
                              .counters = &app->counters,
                              .metrics = app->metrics};
 }

@@ -73,7 +73,7 @@ void metrics_job_ended(metrics_t *m, const char *state) {
 
 static const char *const hook_names[METRICS_NHOOKS] = {
     "job_queued", "job_started", "job_finished", "job_failed",
-    "job_cancelled", "job_lost", "job_ended"};
+    "job_cancelled", "job_lost", "job_ended", "job_degraded", "job_broken"};
 static const char *const hook_results[METRICS_NHOOK_RESULTS] = {"ok", "failed", "timeout",
                                                                 "error", "dropped"};
 

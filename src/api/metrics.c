@@ -21,6 +21,7 @@
 #include "error.h"
 #include "log.h"
 #include "metrics.h"
+#include "flow/memfit.h"
 #include "store/store.h"
 #include "strbuf.h"
 
@@ -123,6 +124,30 @@ static void render_store(const scrape_t *sc, strbuf_t *b) {
   if (sc->queues.len) strbuf_add(b, sc->queues.p, sc->queues.len);
 }
 
+/* This node's memory for crawls (slots by memory: flow/memfit.h). */
+static void render_memory(const app_t *app, strbuf_t *b) {
+  memfit_node_t m;
+  app->flow.memory(app->flow.launcher, &m);
+  static const struct {
+    const char *name, *help;
+  } fam[] = {
+      {"spiderd_memory_available_bytes",
+       "Memory free on this node's machine, or under its cgroup's limit."},
+      {"spiderd_memory_reserve_bytes", "Memory kept free for everything else (memory_reserve)."},
+      {"spiderd_memory_reserved_bytes",
+       "Memory the crawls here are expected to use: each the larger of its expected memory "
+       "and its peak."},
+      {"spiderd_memory_free_bytes", "Memory one more job may take here: a job starts only when "
+                                    "its expected memory fits."},
+  };
+  const double v[] = {(double)m.available, (double)m.reserve, (double)m.reserved,
+                      (double)m.free};
+  for (size_t i = 0; i < sizeof(fam) / sizeof(*fam); i++) {
+    metrics_family(b, fam[i].name, "gauge", fam[i].help);
+    metrics_sample(b, fam[i].name, NULL, 0, v[i]);
+  }
+}
+
 static void scrape_done(void *arg, int rc) {
   scrape_t *sc = arg;
   app_t *app = sc->app;
@@ -144,6 +169,7 @@ static void scrape_done(void *arg, int rc) {
   metrics_family(&b, "spiderd_jobs_running_here", "gauge",
                  "Crawl processes this node runs now (its launcher's children).");
   metrics_sample(&b, "spiderd_jobs_running_here", NULL, 0, (double)app->counters.running);
+  if (app->flow.memory) render_memory(app, &b);
   if (app->metrics) metrics_render(app->metrics, &b);
   if (app->s3) api_objstore_metrics(app->s3, &b);
   render_process(&b);

@@ -48,6 +48,7 @@ static const op_param_t p_jobs_list[] = {{"state", OPT_STRS, 0, 0, 0},
                                          {"limit", OPT_INT, 0, 1, 1000},
                                          {"cursor", OPT_STR, 0, 0, 0},
                                          {"test", OPT_BOOL, 0, 0, 0},
+                                         {"health", OPT_STR, 0, 0, 0},
                                          END};
 static const op_param_t p_jobs_counts[] = {{"since", OPT_STR, 0, 0, 0},
                                            {"project", OPT_STR, NAME, 0, 0},
@@ -165,6 +166,15 @@ static const op_param_t p_schedule_preview[] = {{"cron", OPT_STR, 0, 0, 0},
                                                 {"count", OPT_INT, 0, 1, 100},
                                                 END};
 static const op_param_t p_schedule[] = {{"schedule", OPT_STR, REQ, 0, 0}, END};
+static const op_param_t p_health_schedule[] = {{"schedule", OPT_STR, REQ, 0, 0},
+                                               {"rules", OPT_ANY, REQ, 0, 0},
+                                               END};
+static const op_param_t p_health_project[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
+                                              {"rules", OPT_ANY, REQ, 0, 0},
+                                              END};
+static const op_param_t p_schedule_pause[] = {{"schedule", OPT_STR, REQ, 0, 0},
+                                              {"note", OPT_STR, 0, 0, 0},
+                                              END};
 static const op_param_t p_schedule_run[] = {{"schedule", OPT_STR, REQ, 0, 0},
                                             {"priority", OPT_NUM, 0, 0, 0},
                                             END};
@@ -404,10 +414,18 @@ const op_def_t op_table[] = {
      "PATCH", "/schedules/{schedule}", 200, OP_BODY_JSON, ROLE_RUN},
     {"schedules.delete", NULL, op_schedules_delete, p_schedule, OP_WRITE, "DELETE",
      "/schedules/{schedule}", 204, OP_BODY_NONE, ROLE_RUN},
-    {"schedules.pause", NULL, op_schedules_pause, p_schedule, OP_WRITE, "POST",
+    {"schedules.pause", NULL, op_schedules_pause, p_schedule_pause, OP_WRITE, "POST",
      "/schedules/{schedule}/pause", 200, OP_BODY_JSON, ROLE_RUN},
     {"schedules.resume", NULL, op_schedules_pause, p_schedule, OP_WRITE, "POST",
      "/schedules/{schedule}/resume", 200, OP_BODY_JSON, ROLE_RUN},
+    {"schedules.health", NULL, op_health_get, p_schedule, 0, "GET",
+     "/schedules/{schedule}/health", 200, OP_BODY_NONE, ROLE_READ},
+    {"schedules.health_set", NULL, op_health_set, p_health_schedule, OP_WRITE, "PUT",
+     "/schedules/{schedule}/health", 200, OP_BODY_JSON, ROLE_RUN},
+    {"projects.health", NULL, op_health_get, p_project, 0, "GET", "/projects/{project}/health",
+     200, OP_BODY_NONE, ROLE_READ},
+    {"projects.health_set", NULL, op_health_set, p_health_project, OP_WRITE, "PUT",
+     "/projects/{project}/health", 200, OP_BODY_JSON, ROLE_RUN},
     {"schedules.run", NULL, op_schedules_run, p_schedule_run, OP_WRITE, "POST",
      "/schedules/{schedule}/run", 201, OP_BODY_JSON, ROLE_RUN},
     {"schedules.runs", NULL, op_schedules_runs, p_runs, 0, "GET", "/schedules/{schedule}/runs",
@@ -1088,6 +1106,9 @@ json_t *op_render_job(const job_t *j) {
   json_object_set_new(o, "meta", j->meta ? json_deep_copy(j->meta) : json_object());
   json_object_set_new(o, "note", op_str_or_null(j->note));
   json_object_set_new(o, "test", json_boolean(j->test));
+  json_object_set_new(o, "health", op_str_or_null(j->health));
+  json_object_set_new(o, "health_reasons",
+                      j->health_reasons ? json_incref(j->health_reasons) : json_array());
   if (j->corrected)
     json_object_set_new(o, "original_state", json_string(job_state_name(j->original_state)));
   return o;

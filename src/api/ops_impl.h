@@ -148,6 +148,8 @@ void op_schedules_get(op_call_t *c);
 void op_schedules_update(op_call_t *c);
 void op_schedules_delete(op_call_t *c);
 void op_schedules_pause(op_call_t *c); /* and resume, by the op's name */
+void op_health_get(op_call_t *c);      /* api/ops_health.c: a schedule's or a project's */
+void op_health_set(op_call_t *c);
 void op_schedules_run(op_call_t *c);
 void op_schedules_runs(op_call_t *c);
 void op_schedules_preview(op_call_t *c);

@@ -40,6 +40,7 @@ static uint32_t list_fingerprint(const op_call_t *c) {
            (long long)c->num[5], (long long)c->num[7]);
   uint32_t h = fnv1a(fnv1a(fnv1a(2166136261u, buf), op_str(c, "project")), op_str(c, "spider"));
   h = fnv1a(fnv1a(h, op_str(c, "node")), op_str(c, "q"));
+  if (op_str(c, "health")) h = fnv1a(h, op_str(c, "health"));
   const char *k;
   json_t *v;
   json_object_foreach((json_t *)op_json(c, "meta"), k, v)
@@ -103,6 +104,7 @@ static int list_fn(store_t *s, void *arg) {
                     .meta = (const char *const *)c->names,
                     .nmeta = (size_t)c->num[6],
                     .test = (int)c->num[7],
+                    .health = op_str(c, "health"),
                     .limit = (size_t)c->num[2] + 1};
   int rc = store_jobs_list(s, &f, &c->list);
   if (rc) return rc;
@@ -151,6 +153,13 @@ void op_jobs_list(op_call_t *c) {
   if (q && strlen(q) > JOB_FILTER_TEXT_MAX) {
     op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:i}", "field", "q", "max", JOB_FILTER_TEXT_MAX),
             "'q' is %zu bytes; the limit is %d", strlen(q), JOB_FILTER_TEXT_MAX);
+    return;
+  }
+  const char *health = op_str(c, "health");
+  if (health && strcmp(health, "ok") && strcmp(health, "degraded") && strcmp(health, "broken") &&
+      strcmp(health, "none")) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "health"),
+            "unknown health '%s' (expected ok, degraded, broken or none)", health);
     return;
   }
   if (node && (!*node || strlen(node) > 200)) {

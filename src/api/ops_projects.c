@@ -11,19 +11,31 @@
 #include "api/ops_impl.h"
 #include "error.h"
 #include "log.h"
+#include "flow/memfit.h"
 #include "store/eggs.h"
 
 /* ---- status.get ---- */
 
+/* This node's memory for crawls, as status.get shows it. */
+static json_t *memory_json(const app_t *app) {
+  memfit_node_t m = {0};
+  if (app->flow.memory) app->flow.memory(app->flow.launcher, &m);
+  return json_pack("{s:I,s:s?,s:I,s:I,s:I,s:I}", "available", (json_int_t)m.available, "source",
+                   m.source, "reserve", (json_int_t)m.reserve, "reserved",
+                   (json_int_t)m.reserved, "free", (json_int_t)m.free, "waiting",
+                   (json_int_t)m.waiting);
+}
+
 void op_status_get(op_call_t *c) {
   const app_t *app = c->app;
   int64_t up = app->started_ms ? (clock_wall_ms() - app->started_ms) / 1000 : 0;
-  op_ok(c, json_pack("{s:s,s:s,s:I,s:o,s:I,s:I,s:I,s:b,s:b}", "node_name", app->cfg.node_name,
-                     "version", SPIDERD_VERSION, "uptime", (json_int_t)up, "started_at",
-                     op_iso_time(app->started_ms), "pending", (json_int_t)app->counters.pending,
-                     "running", (json_int_t)app->counters.running, "finished",
+  op_ok(c, json_pack("{s:s,s:s,s:I,s:o,s:I,s:I,s:I,s:b,s:b,s:o}", "node_name",
+                     app->cfg.node_name, "version", SPIDERD_VERSION, "uptime", (json_int_t)up,
+                     "started_at", op_iso_time(app->started_ms), "pending",
+                     (json_int_t)app->counters.pending, "running",
+                     (json_int_t)app->counters.running, "finished",
                      (json_int_t)app->counters.finished, "stopping", app->stopping,
-                     "draining", app->draining));
+                     "draining", app->draining, "memory", memory_json(app)));
 }
 
 /* ---- projects ---- */
@@ -295,13 +307,15 @@ static int nodes_fn(store_t *s, void *arg) {
     /* "late": silent past the timeout, not yet declared dead by a reap. */
     const char *state = n->dead ? "dead" : age > timeout ? "late" : "alive";
     json_array_append_new(
-        a, json_pack("{s:s,s:o,s:o,s:i,s:i,s:o,s:o,s:I,s:s,s:b,s:b}", "name", n->name, "url",
+        a, json_pack("{s:s,s:o,s:o,s:i,s:i,s:o,s:o,s:I,s:s,s:b,s:b,s:I,s:I}", "name", n->name,
+                     "url",
                      op_str_or_null(n->url), "version", op_str_or_null(n->version), "slots",
                      n->slots, "running", n->running,
                      "started_at", op_iso_time(n->started_ms), "heartbeat_at",
                      op_iso_time(n->heartbeat_ms), "heartbeat_age_ms", (json_int_t)age,
                      "state", state, "self", !strcmp(n->name, c->app->cfg.node_name),
-                     "draining", n->draining != 0));
+                     "draining", n->draining != 0, "memory_free", (json_int_t)n->mem_free,
+                     "memory_reserved", (json_int_t)n->mem_reserved));
   }
   node_list_release(&l);
   c->result = a ? json_pack("{s:o,s:b}", "nodes", a, "shared", store_pool_shared(c->app->store))

@@ -261,12 +261,23 @@ static void write_schedule(op_call_t *c, int (*fn)(store_t *, void *)) {
   op_store(c, STORE_WRITE, fn, done_schedule);
 }
 
+/* render_schedule with the note of its pause (who paused it, why, when),
+ * read from the store: on a store thread. */
+static json_t *render_schedule_noted(store_t *s, const schedule_t *sc, const json_t *cals) {
+  json_t *o = render_schedule(sc, cals), *note = NULL;
+  if (o && sc->paused && schedules_pause_note(s, sc->id, &note) == 0 && note)
+    json_object_set_new(o, "pause_note", note);
+  else if (o)
+    json_object_set_new(o, "pause_note", json_null());
+  return o;
+}
+
 /* Renders the schedule a change left (taken) into c->result. */
 static int rendered(store_t *s, op_call_t *c, schedule_t *sc) {
   json_t *doc = NULL;
   int rc = calendars_doc(s, &doc);
   c->num[0] = sc->id;
-  if (!rc) c->result = render_schedule(sc, doc);
+  if (!rc) c->result = render_schedule_noted(s, sc, doc);
   json_decref(doc);
   schedule_release(sc);
   return rc ? rc : c->result ? 0 : -ENOMEM;
@@ -351,13 +362,26 @@ void op_schedules_update(op_call_t *c) {
 static int pause_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   schedule_t sc;
-  int rc = schedules_pause(s, op_str(c, "schedule"), c->who->projects,
-                           !strcmp(c->def->name, "schedules.pause"), clock_wall_ms(), &sc,
-                           c->err, sizeof(c->err), c->priv);
+  int pause = !strcmp(c->def->name, "schedules.pause");
+  const char *note = op_str(c, "note");
+  int rc = schedules_pause_noted(s, op_str(c, "schedule"), c->who->projects, pause,
+                                 pause ? c->who->actor : NULL, note && *note ? note : NULL,
+                                 clock_wall_ms(), &sc, c->err, sizeof(c->err), c->priv);
   return rc ? rc : rendered(s, c, &sc);
 }
 
-void op_schedules_pause(op_call_t *c) { write_schedule(c, pause_fn); }
+/* The longest pause note, in bytes. */
+#define PAUSE_NOTE_MAX 1000
+
+void op_schedules_pause(op_call_t *c) {
+  const char *note = op_str(c, "note");
+  if (note && strlen(note) > PAUSE_NOTE_MAX) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:i}", "field", "note", "max", PAUSE_NOTE_MAX),
+            "'note' is %zu bytes; the limit is %d", strlen(note), PAUSE_NOTE_MAX);
+    return;
+  }
+  write_schedule(c, pause_fn);
+}
 
 static int delete_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
@@ -393,7 +417,7 @@ static int list_fn(store_t *s, void *arg) {
   size_t n = l.n > (size_t)c->num[2] ? (size_t)c->num[2] : l.n;
   for (size_t i = 0; i < n; i++)
     if (principal_project_ok(c->who->projects, l.v[i].project))
-      json_array_append_new(arr, render_schedule(&l.v[i], doc));
+      json_array_append_new(arr, render_schedule_noted(s, &l.v[i], doc));
   json_decref(doc);
   json_t *next = json_null();
   if (l.n > n) {

@@ -273,7 +273,8 @@ int cli_jobs_query(const cli_args_t *a, const char **q, char *statebuf, size_t n
                             {"project", cli_args_get(a, O_PROJECT)},
                             {"spider", cli_args_get(a, O_SPIDER)},
                             {"schedule", sched},
-                            {"limit", limit}};
+                            {"limit", limit},
+                            {"health", cli_args_get(a, O_HEALTH)}};
   for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++)
     if (pairs[i][1]) {
       q[k++] = pairs[i][0];
@@ -328,7 +329,8 @@ static void print_job(const json_t *r) {
       {"max retries:", "max_retries", fmt_auto_field}, {"timeout:", "timeout", fmt_auto_field},
       {"heartbeat:", "heartbeat_at", fmt_auto_field},
       {"unique key:", "unique_key", fmt_auto_field}, {"test:", "test", fmt_auto_field},
-      {"meta:", "meta", fmt_auto_field}};
+      {"meta:", "meta", fmt_auto_field}, {"health:", "health", fmt_auto_field},
+      {"health reasons:", "health_reasons", fmt_auto_field}};
   fmt_json_fields(stdout, r, rows, sizeof(rows) / sizeof(rows[0]), 13);
   const json_t *stats = json_object_get(r, "stats");
   if (json_object_size(stats)) {
@@ -601,7 +603,8 @@ static int cmd_events(cli_ctx_t *ctx, const cli_args_t *a) {
 static const cli_opt_t common_opts[] = {CLI_COMMON_OPTS};
 static const cli_opt_t jobs_opts[] = {{"state", 0, 1, O_STATE}, {"project", 'p', 1, O_PROJECT},
                                       {"spider", 's', 1, O_SPIDER}, {"schedule", 0, 1, O_SCHEDULE},
-                                      {"limit", 'n', 1, O_LIMIT}, CLI_COMMON_OPTS};
+                                      {"limit", 'n', 1, O_LIMIT}, {"health", 0, 1, O_HEALTH},
+                                      CLI_COMMON_OPTS};
 static const cli_opt_t run_opts[] = {{"arg", 'a', 1, O_ARG}, {"set", 's', 1, O_SET},
                                      {"priority", 0, 1, O_PRIORITY}, {"version", 0, 1, O_VERSION},
                                      {"jobid", 0, 1, O_JOBID}, {"unique-key", 0, 1, O_UNIQUE_KEY},
@@ -630,11 +633,12 @@ static const cli_cmd_t cmds[] = {
      "daemon keeps serving; SIGTERM drains the same way before it stops.\n"
      "  --cancel           end the drain: the node claims jobs again\n"},
     {"jobs", cmd_jobs, jobs_opts, 0, 0, "jobs [--state S]... [--project P] [--spider S] "
-     "[--schedule ID] [--limit N]",
+     "[--schedule ID] [--limit N] [--health H]",
      "Lists jobs, newest first (at most --limit, default 100).\n"
      "  --state S          pending, running, finished, failed, cancelled, lost\n"
      "                     (repeat or comma-separate for several)\n"
-     "  -p, --project P    -s, --spider S    --schedule ID    -n, --limit N (1-1000)\n"},
+     "  -p, --project P    -s, --spider S    --schedule ID    -n, --limit N (1-1000)\n"
+     "  --health H         ok, degraded, broken, or none (not rated)\n"},
     {"job show", cmd_job_show, common_opts, 1, 1, "job show ID",
      "A job's details; ID is its integer id or its Scrapyd job id.\n"},
     {"run", cmd_run, run_opts, 2, 2,

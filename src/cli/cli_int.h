@@ -29,6 +29,7 @@ enum cli_opt_id {
   O_DESCRIPTION, O_MAX_RUNNING,
   O_FROM, O_TO, O_REDO_FAILED, O_NEWEST, O_DRY_RUN, O_SLOT_ARG, O_SLOT_DATE,
   O_DATE, O_WEEKDAY, O_HOURS, O_NOTE, O_CALENDAR,
+  O_HEALTH,
 };
 
 /* Every client command takes these (listed last in each command's table). */

@@ -192,6 +192,17 @@ static void print_runs(const char *title, const json_t *runs, size_t from) {
   fmt_json_table(stdout, runs, from, cols, sizeof(cols) / sizeof(cols[0]), "  ");
 }
 
+/* A pause's note: "why (by WHO, at TIME)", or nothing. */
+static void pause_note_text(const json_t *s, const char *key, char *buf, size_t n) {
+  const json_t *note = json_object_get(s, key);
+  const char *why = json_string_value(json_object_get(note, "why"));
+  const char *by = json_string_value(json_object_get(note, "by"));
+  const char *at = json_string_value(json_object_get(note, "at"));
+  if (!json_is_object(note)) snprintf(buf, n, "-");
+  else snprintf(buf, n, "%s (by %s, at %s)", why ? why : "no reason given", by ? by : "?",
+                at ? at : "?");
+}
+
 static void print_schedule(const json_t *s) {
   /* the reader's order; a time or an object reads as one */
   static const fmt_col_t rows[] = {
@@ -202,7 +213,7 @@ static void print_schedule(const json_t *s) {
       {"end", "end", fmt_iso_field}, {"jitter", "jitter", fmt_auto_field},
       {"overlap", "overlap", fmt_auto_field}, {"missed", "missed", fmt_auto_field},
       {"catchup max", "catchup_max", fmt_auto_field}, {"paused", "paused", fmt_auto_field},
-      {"args", "args", fmt_auto_field}, {"settings", "settings", fmt_auto_field},
+      {"pause note", "pause_note", pause_note_text}, {"args", "args", fmt_auto_field}, {"settings", "settings", fmt_auto_field},
       {"priority", "priority", fmt_auto_field}, {"timeout", "timeout", fmt_auto_field},
       {"retries", "retries", fmt_auto_field}, {"retry backoff", "retry_backoff", fmt_auto_field},
       {"webhooks", "webhooks", fmt_auto_field}, {"created", "created_at", fmt_auto_field},
@@ -300,8 +311,9 @@ static void print_resumed(const json_t *r) {
 static int verb_cmd(cli_ctx_t *ctx, const cli_args_t *a, const char *verb,
                     void (*print)(const json_t *r)) {
   json_t *body = NULL, *r = NULL;
-  const char *prio = cli_args_get(a, O_PRIORITY);
+  const char *prio = cli_args_get(a, O_PRIORITY), *note = cli_args_get(a, O_NOTE);
   double d;
+  if (note) body = json_pack("{s:s}", "note", note);
   if (prio) {
     if (cli_parse_double(prio, &d)) return cli_usage_error(ctx, "--priority '%s': expected a number", prio);
     body = json_pack("{s:f}", "priority", d);
@@ -317,6 +329,7 @@ static int cmd_run(cli_ctx_t *ctx, const cli_args_t *a) { return verb_cmd(ctx, a
 
 static const cli_opt_t common_opts[] = {CLI_COMMON_OPTS};
 static const cli_opt_t run_opts[] = {{"priority", 0, 1, O_PRIORITY}, CLI_COMMON_OPTS};
+static const cli_opt_t pause_opts[] = {{"note", 0, 1, O_NOTE}, CLI_COMMON_OPTS};
 /* add and edit take the same flags; --name renames in edit only. */
 #define SCHEDULE_FIELD_OPTS                                                                    \
   {"project", 'p', 1, O_PROJECT}, {"spider", 's', 1, O_SPIDER}, {"version", 0, 1, O_VERSION},  \
@@ -363,8 +376,9 @@ const cli_cmd_t cli_sched_cmds[] = {
      "Changes only the fields given (--arg and --set replace the whole set).\n"
      "  --name NEW         rename\n" SCHEDULE_FIELD_HELP},
     {"schedule rm", cmd_rm, common_opts, 1, 1, "schedule rm NAME|ID", "Deletes a schedule.\n"},
-    {"schedule pause", cmd_pause, common_opts, 1, 1, "schedule pause NAME|ID",
-     "Stops firing until resumed.\n"},
+    {"schedule pause", cmd_pause, pause_opts, 1, 1, "schedule pause NAME|ID [--note TEXT]",
+     "Stops firing until resumed.\n"
+     "  --note TEXT        why: kept with who paused it and when, until it is resumed\n"},
     {"schedule resume", cmd_resume, common_opts, 1, 1, "schedule resume NAME|ID",
      "Fires again.\n"},
     {"schedule run", cmd_run, run_opts, 1, 1, "schedule run NAME|ID [--priority N]",

@@ -30,6 +30,8 @@
   X(JOB_TIMEOUT, "job.timeout", "a job ran past its timeout and was stopped; its job.failed follows") \
   X(JOB_RETRIED, "job.retried", "a failed or lost job was queued again, as a new job") \
   X(JOB_HISTORY_UPDATED, "job.history_updated", "an ended job's note or state was changed by a review (before and after, and who)") \
+  X(JOB_DEGRADED, "job.degraded", "an ended job yielded clearly less or worse than the runs like it (its reasons say how)") \
+  X(JOB_BROKEN, "job.broken", "an ended job failed, or yielded nothing or next to nothing of what the runs like it did") \
   X(RUN_MISSED, "run.missed", "a schedule's run was not fired in time and will not be") \
   X(RUN_SKIPPED, "run.skipped", "a schedule's run was skipped: its overlap policy, a pause, or one of its calendars") \
   X(SCHEDULE_CREATED, "schedule.created", "a schedule was created") \

@@ -27,6 +27,8 @@ void job_release(job_t *j) {
   free(j->node);
   free(j->unique_key);
   free(j->note);
+  free(j->health);
+  json_decref(j->health_reasons);
   json_decref(j->meta);
   json_decref(j->args);
   json_decref(j->settings);
@@ -151,6 +153,8 @@ json_t *job_event_json(const job_t *j) {
   json_object_set_new(o, "args", copy_or_null(j->args));
   json_object_set_new(o, "settings", copy_or_null(j->settings));
   json_object_set_new(o, "stats", copy_or_null(j->stats));
+  json_object_set_new(o, "health", str_or_null(j->health));
+  json_object_set_new(o, "health_reasons", copy_or_null(j->health_reasons));
   return o;
 }
 

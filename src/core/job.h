@@ -68,6 +68,14 @@ typedef struct job {
   /* A test run (jobs.test_run): 1 = it counts in no statistics and in no
    * schedule's history; it is listed and shown like any job. */
   int test;
+  /* How the run compares with the previous runs like it (flow/health.h):
+   * "ok", "degraded", "broken", or NULL (too little history, or not
+   * checked); health_reasons an array of sentences, or NULL. */
+  char *health;
+  json_t *health_reasons;
+  /* The memory a claim reserved for the job on its node, in bytes (0 =
+   * none); known to that node only, never stored. */
+  int64_t mem_expected;
 } job_t;
 
 typedef struct job_list {

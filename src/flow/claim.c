@@ -8,6 +8,7 @@
 #include "flow/claim_accounts.h"
 #include "flow/eggsync.h"
 #include "flow/jobs.h"
+#include "flow/memfit.h"
 #include "log.h"
 #include "store/eggs.h"
 
@@ -71,6 +72,36 @@ static int claim_limited(store_t *s, jobs_claim_t *c, claim_accounts_t *acc, job
   return rc;
 }
 
+/* Memory admission (jobs_claim): keeps the claimed jobs that fit in the
+ * budget, in order, and gives the others back. */
+static int claim_fit_memory(store_t *s, jobs_claim_t *c) {
+  int64_t left = c->mem_budget;
+  size_t kept = 0;
+  int rc = 0;
+  for (size_t k = 0; !rc && k < c->jobs.n; k++) {
+    job_t *j = &c->jobs.v[k];
+    int64_t want = 0;
+    rc = memfit_expected(s, c->cfg, j, &want);
+    if (rc) break;
+    if (want > left) {
+      rc = store_job_requeue(s, j->id);
+      if (!c->mem_wanted || want < c->mem_wanted) c->mem_wanted = want;
+      job_release(j);
+      c->mem_deferred++;
+      continue;
+    }
+    left -= want;
+    j->mem_expected = want;
+    if (kept != k) {
+      c->jobs.v[kept] = *j;
+      job_init(j);
+    }
+    kept++;
+  }
+  if (!rc) c->jobs.n = kept;
+  return rc;
+}
+
 /* An egg added on another node a moment ago may not be here yet (the
  * notice's copy is under way): the project's eggs are copied first, but
  * only then; a claim of an egg already here reads no list. Newer versions
@@ -93,6 +124,8 @@ int jobs_claim(store_t *s, jobs_claim_t *c) {
   c->next_due = 0;
   c->limited = 0;
   c->capped = 0;
+  c->mem_deferred = 0;
+  c->mem_wanted = 0;
   c->change = (flow_change_t){0};
   claim_accounts_t acc;
   job_key_t skip[STORE_CLAIM_SKIP_MAX];
@@ -103,6 +136,7 @@ int jobs_claim(store_t *s, jobs_claim_t *c) {
                                   : store_job_claim(s, c->node, c->max, c->now, &c->jobs);
   c->capped = acc.n > 0;
   claim_accounts_release(&acc);
+  if (!rc && c->mem_budget >= 0) rc = claim_fit_memory(s, c);
   if (rc) return rc;
   if (c->shared) claim_eggs(s, c);
   for (size_t i = 0; i < c->jobs.n; i++) jobs_resolve(c->cfg, &c->jobs.v[i]);

@@ -30,6 +30,13 @@ typedef struct jobs_claim {
   int capped;          /* out: an account caps its running jobs: pending jobs may
                           wait for it, which no counter shows (the launcher then
                           claims at every free slot, as under [concurrency]) */
+  /* in: the memory this node has for more crawls, in bytes (run/memory.h);
+   * < 0 = not counted. out: mem_deferred, the claimed jobs given back because
+   * their expected memory (flow/memfit.h) did not fit, mem_wanted the
+   * smallest of those; each job kept has its mem_expected set. */
+  int64_t mem_budget;
+  int mem_deferred;
+  int64_t mem_wanted;
   /* out: unqueued = the jobs claimed; a short claim (fewer than max: none
    * due is left) reads the store's pending count too (has_pending: the
    * delayed ones, 0 when next_due is 0). Not applied when the caller gives
@@ -46,6 +53,10 @@ typedef struct jobs_claim {
  * store the eggs of claimed jobs that are not in eggs_dir yet are copied
  * from the store first. Accounts' caps on running jobs hold the same way
  * (flow/claim_accounts.h). Resets its outputs: a run the store pool repeats
+ * from the store first. With a memory budget, jobs are kept in priority
+ * order while their expected memory fits in what is left of it; the others
+ * go back to pending, for a node where they fit or a later claim (a job
+ * that fits nowhere waits). Resets its outputs: a run the store pool repeats
  * starts afresh. */
 int jobs_claim(store_t *s, jobs_claim_t *c);
 

@@ -32,6 +32,8 @@ typedef struct job_counters {
   int64_t finished; /* started jobs in a final state still in history */
 } job_counters_t;
 
+struct memfit_node;
+
 typedef struct flow_hooks {
   void *launcher;  /* the first argument of the launcher's hooks */
   void *scheduler; /* the first argument of the scheduler's */
@@ -54,6 +56,8 @@ typedef struct flow_hooks {
    * claims again (on = 0). 0, or SPD_ESHUTDOWN when the daemon is stopping
    * (a signal's drain ends in the stop: it cannot be undone). */
   int (*drain)(void *node, int on);
+  /* This node's memory for crawls, now (launcher_memory). */
+  void (*memory)(void *launcher, struct memfit_node *out);
   job_counters_t *counters; /* the node's job counts (app.h); NULL = none kept */
   struct metrics *metrics;  /* metrics.h; NULL = none */
 } flow_hooks_t;

@@ -1,6 +1,7 @@
 /* A job's transitions and their events (flow/jobs.h). */
 #include "flow/jobs.h"
 #include "flow/multiproc.h"
+#include "flow/health.h"
 #include "flow/schedules.h"
 
 #include <errno.h>
@@ -313,14 +314,11 @@ static int end_trim(store_t *s, jobs_end_t *e) {
   return 0;
 }
 
-int jobs_end(store_t *s, jobs_end_t *e) {
+/* The end's events: job.timeout when it timed out, its end event, then its
+ * health's (jobs_end). */
+static int end_events(store_t *s, jobs_end_t *e, const health_verdict_t *v) {
   const job_t *j = e->job;
-  e->retry_id = 0;
-  int rc = store_job_finish(s, j->id, e->state, e->end_ms, e->exit_code, e->term_signal,
-                            e->stats);
-  /* A limit's slot is free: nodes whose jobs wait on it claim again. */
-  if (!rc && e->notify) rc = store_notify(s, STORE_NOTE_JOBS);
-  if (rc) return rc;
+  int rc;
   if (e->end_reason && !strcmp(e->end_reason, "timeout")) {
     json_t *d = event_data(j, e->exit_code, e->term_signal);
     if (d) json_object_set_new(d, "timeout_ms", json_integer(j->timeout_ms));
@@ -329,6 +327,26 @@ int jobs_end(store_t *s, jobs_end_t *e) {
   json_t *d = event_data(j, e->exit_code, e->term_signal);
   if (d && e->end_reason) json_object_set_new(d, "reason", json_string(e->end_reason));
   if ((rc = add_event(s, end_event(e->state), j, 0, d))) return rc;
+  return health_announce(s, j, e->end_ms, v, &e->change);
+}
+
+int jobs_end(store_t *s, jobs_end_t *e) {
+  const job_t *j = e->job;
+  e->retry_id = 0;
+  /* Sampled once: a write the store pool repeats finds them there. */
+  if (json_is_object(e->stats) && e->items_path && !json_object_get(e->stats, "item_fields")) {
+    json_t *fields = health_item_fields(e->items_path);
+    if (fields) json_object_set_new(e->stats, "item_fields", fields);
+  }
+  health_verdict_t v;
+  int rc = health_rate(s, j, e->state, e->stats, e->end_ms, e->end_reason, &v);
+  if (!rc) rc = store_job_finish(s, j->id, e->state, e->end_ms, e->exit_code, e->term_signal,
+                                 e->stats);
+  /* A limit's slot is free: nodes whose jobs wait on it claim again. */
+  if (!rc && e->notify) rc = store_notify(s, STORE_NOTE_JOBS);
+  if (!rc) rc = end_events(s, e, &v);
+  health_verdict_release(&v);
+  if (rc) return rc;
   if ((e->state == JOB_FAILED || e->state == JOB_LOST) && j->attempt <= j->max_retries)
     rc = jobs_retry(s, j, e->end_ms, e->exit_code, e->term_signal, e->rnd, &e->retry_id,
                     &e->retry_not_before, &e->change);

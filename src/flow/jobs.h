@@ -115,6 +115,8 @@ typedef struct jobs_end {
   uint32_t rnd;           /* in: the retry's jitter */
   int notify;             /* in: tell other nodes a slot is free ([concurrency]) */
   int keep;               /* in: finished_to_keep (0 = no trim) */
+  const char *items_path; /* in: the job's local items file, sampled for its
+                           * health (NULL = none) */
   int64_t retry_id;       /* out: the retry queued, 0 = none */
   int64_t retry_not_before; /* out: when it may start */
   /* out: the retry queued (jobs_enqueue's); after a trim of the history,
@@ -123,9 +125,11 @@ typedef struct jobs_end {
   flow_change_t change;
 } jobs_end_t;
 
-/* Ends e->job: store_job_finish, job.timeout when it timed out, its end
- * event, and, when it failed or was lost with attempts left, its retry
- * (jobs_retry); then trims the history to e->keep ended jobs. */
+/* Ends e->job: store_job_finish (the stats get item_fields, the share of
+ * sampled items carrying each field, when there is an items file), job.timeout
+ * when it timed out, its end event, its health (flow/health.h), and, when
+ * it failed or was lost with attempts left, its retry (jobs_retry); then
+ * trims the history to e->keep ended jobs. */
 int jobs_end(store_t *s, jobs_end_t *e);
 
 /* The loop's side of an end around its commit: a job counts as finished

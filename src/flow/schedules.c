@@ -1,5 +1,6 @@
 /* A schedule's changes and their events (flow/schedules.h). */
 #include "flow/schedules.h"
+#include "flow/health.h"
 
 #include <errno.h>
 #include <math.h>
@@ -186,13 +187,20 @@ int schedules_find(store_t *s, const char *key, const char *projects, schedule_t
 
 /* ---- the changes ---- */
 
-static int schedule_event(store_t *s, const char *type, const schedule_t *sc) {
+/* note (may be NULL): a pause's note, into the event's data. */
+static int schedule_event_noted(store_t *s, const char *type, const schedule_t *sc,
+                                const json_t *note) {
   event_t e = {.type = (char *)type, .schedule_id = sc->id,
                .data = json_pack("{s:s, s:s, s:s}", "name", sc->name, "project", sc->project,
                                  "spider", sc->spider)};
+  if (e.data && note) json_object_set(e.data, "note", (json_t *)note);
   int rc = e.data ? store_event_add(s, &e) : -ENOMEM;
   json_decref(e.data);
   return rc;
+}
+
+static int schedule_event(store_t *s, const char *type, const schedule_t *sc) {
+  return schedule_event_noted(s, type, sc, NULL);
 }
 
 /* The schedule's name is taken: says so. */
@@ -248,9 +256,44 @@ out:
 
 int schedules_pause(store_t *s, const char *key, const char *projects, int pause,
                     int64_t now_ms, schedule_t *out, char *err, size_t len, flow_change_t *ch) {
+  return schedules_pause_noted(s, key, projects, pause, NULL, NULL, now_ms, out, err, len, ch);
+}
+
+/* The pause's note of schedule id, kept beside the schedule (the store's
+ * meta table): who paused it, why and when. */
+static void pause_note_key(char *buf, size_t len, int64_t id) {
+  snprintf(buf, len, "schedule.%lld.pause", (long long)id);
+}
+
+int schedules_pause_note(store_t *s, int64_t id, json_t **note) {
+  char key[64], *v = NULL;
+  *note = NULL;
+  pause_note_key(key, sizeof(key), id);
+  int rc = store_meta_get(s, key, &v);
+  if (rc == -ENOENT) return 0;
+  if (!rc && v && *v) *note = json_loads(v, 0, NULL);
+  free(v);
+  return rc;
+}
+
+static int pause_note_set(store_t *s, int64_t id, const json_t *note) {
+  char key[64];
+  pause_note_key(key, sizeof(key), id);
+  char *v = note ? json_dumps(note, JSON_COMPACT) : strdup("");
+  int rc = v ? store_meta_set(s, key, v) : -ENOMEM;
+  free(v);
+  return rc;
+}
+
+int schedules_pause_noted(store_t *s, const char *key, const char *projects, int pause,
+                          const char *by, const char *why, int64_t now_ms, schedule_t *out,
+                          char *err, size_t len, flow_change_t *ch) {
   schedule_t sc;
   int rc = schedules_find(s, key, projects, &sc, err, len);
   if (rc) return rc;
+  json_t *note = NULL;
+  if (pause && (by || why))
+    note = json_pack("{s:s?, s:s?, s:o}", "by", by, "why", why, "at", job_time_json(now_ms));
   if (sc.paused != pause) {
     sc.paused = pause;
     sc.updated_ms = now_ms;
@@ -258,9 +301,15 @@ int schedules_pause(store_t *s, const char *key, const char *projects, int pause
     /* Paused: no upcoming runs. Resumed: runs from now on; the time it
      * was paused is not a downtime, so nothing in it counts as missed. */
     if (!rc) rc = store_runs_clear(s, sc.id, sc.updated_ms);
-    if (!rc) rc = schedule_event(s, pause ? "schedule.paused" : "schedule.resumed", &sc);
+    /* A resume drops the note: it told why the schedule was paused. */
+    if (!rc) rc = pause_note_set(s, sc.id, note);
+    if (!rc)
+      rc = schedule_event_noted(s, pause ? "schedule.paused" : "schedule.resumed", &sc, note);
     if (!rc) ch->schedules = 1;
+  } else if (pause && note) {
+    rc = pause_note_set(s, sc.id, note); /* paused already: the note is amended */
   }
+  json_decref(note);
   if (rc) {
     schedule_release(&sc);
     return rc;
@@ -276,6 +325,9 @@ int schedules_delete(store_t *s, const char *key, const char *projects, char *er
   if (rc) return rc;
   rc = store_schedule_delete(s, sc.id);
   if (!rc) rc = calendars_link(s, sc.id, NULL, err, len); /* its references go with it */
+  /* Its pause note and health rules go with it. */
+  if (!rc) rc = pause_note_set(s, sc.id, NULL);
+  if (!rc) rc = health_rules_set(s, NULL, sc.id, NULL, err, len);
   if (!rc) rc = schedule_event(s, "schedule.deleted", &sc);
   if (!rc) ch->schedules = 1;
   schedule_release(&sc);

@@ -64,6 +64,17 @@ int schedules_update(store_t *s, const char *key, const char *projects, const js
 int schedules_pause(store_t *s, const char *key, const char *projects, int pause,
                     int64_t now_ms, schedule_t *out, char *err, size_t len, flow_change_t *ch);
 
+/* schedules_pause with a note: who paused it (by) and why, either may be
+ * NULL; kept with the time while the schedule stays paused, put in the
+ * schedule.paused event, dropped by a resume. Pausing a paused schedule
+ * with a note replaces its note (no event). */
+int schedules_pause_noted(store_t *s, const char *key, const char *projects, int pause,
+                          const char *by, const char *why, int64_t now_ms, schedule_t *out,
+                          char *err, size_t len, flow_change_t *ch);
+
+/* The pause note of schedule id into *note (a new object; NULL = none). */
+int schedules_pause_note(store_t *s, int64_t id, json_t **note);
+
 /* Deletes the schedule key and its runs (its jobs and events stay), with
  * schedule.deleted. */
 int schedules_delete(store_t *s, const char *key, const char *projects, char *err, size_t len,

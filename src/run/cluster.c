@@ -289,6 +289,10 @@ static void beat(cluster_t *c) {
   op->node.running = (int)launcher_running(c->launcher);
   op->node.started_ms = c->started_ms;
   op->node.draining = c->draining;
+  memfit_node_t mem;
+  launcher_memory(c->launcher, &mem);
+  op->node.mem_free = mem.free;
+  op->node.mem_reserved = mem.reserved;
   op->now = clock_wall_ms();
   op->reap = reap_allowed(c, op->now);
   c->rng = c->rng * 6364136223846793005ULL + 1442695040888963407ULL;

@@ -36,7 +36,7 @@ const char *hooks_name(int hook) { return metrics_hook_name(hook); }
 int hooks_wants(int hook, const char *type) {
   static const char *const own[METRICS_NHOOKS] = {
       "job.queued", "job.started", "job.finished", "job.failed", "job.cancelled", "job.lost",
-      NULL};
+      NULL, "job.degraded", "job.broken"};
   if (!type || hook < 0 || hook >= METRICS_NHOOKS) return 0;
   if (hook == METRICS_HOOK_ENDED)
     return !strcmp(type, "job.finished") || !strcmp(type, "job.failed") ||
@@ -549,7 +549,8 @@ int hooks_init(hooks_t **out, uv_loop_t *loop, const config_t *cfg, store_pool_t
   const char *cmd[METRICS_NHOOKS] = {cfg->hook_job_queued,    cfg->hook_job_started,
                                      cfg->hook_job_finished,  cfg->hook_job_failed,
                                      cfg->hook_job_cancelled, cfg->hook_job_lost,
-                                     cfg->hook_job_ended};
+                                     cfg->hook_job_ended,     cfg->hook_job_degraded,
+                                     cfg->hook_job_broken};
   int any = 0;
   *out = NULL;
   for (int k = 0; k < METRICS_NHOOKS; k++) any |= cmd[k] && cmd[k][0];

@@ -26,6 +26,7 @@
 #include "flow/jobtoken.h"
 #include "core/limits.h"
 #include "run/jobres.h"
+#include "run/memory.h"
 #include "run/supervise.h"
 #include "run/warm.h"
 #include "fsutil.h"
@@ -65,6 +66,7 @@ struct launcher {
   struct warm *warm;  /* templates for warm starts; NULL = cold starts only */
   jobres_t res;       /* how memory, CPU and process limits are enforced */
   job_limits_t limit_defaults; /* [spiderd] job_memory_limit, ... */
+  int64_t mem_waiting; /* the last claim's least expected memory that did not fit */
 };
 
 static void launcher_maybe_stopped(launcher_t *l);
@@ -172,6 +174,28 @@ typedef struct prep {
   char err[256];
   struct start *st; /* a warm start's, while its template forks; else NULL */
 } prep_t;
+
+void launcher_memory(const launcher_t *l, memfit_node_t *out) {
+  *out = (memfit_node_t){.reserve = l->cfg->memory_reserve, .waiting = l->mem_waiting};
+  if (memory_available(&out->available, &out->source)) out->source = NULL;
+  /* A crawl just started has not allocated yet: what it is expected to
+   * need counts until its peak says more. */
+  int64_t outstanding = 0;
+  for (const proc_t *p = l->sv.procs; p; p = p->next) {
+    if (p->ended) continue;
+    int64_t peak = p->usage.peak_rss, want = p->job.mem_expected;
+    out->reserved += peak > want ? peak : want;
+    if (want > peak) outstanding += want - peak;
+  }
+  for (const prep_t *pr = l->preps; pr; pr = pr->next) {
+    out->reserved += pr->job.mem_expected;
+    outstanding += pr->job.mem_expected;
+  }
+  int64_t free = out->available - out->reserve - outstanding;
+  if (l->cfg->jobs_memory > 0 && l->cfg->jobs_memory - out->reserved < free)
+    free = l->cfg->jobs_memory - out->reserved;
+  out->free = free > 0 ? free : 0;
+}
 
 int launcher_job_running(const launcher_t *l, int64_t job_id) {
   for (const proc_t *p = l->sv.procs; p; p = p->next)
@@ -903,6 +927,25 @@ static void requeue(launcher_t *l, job_list_t *jobs) {
 
 static int prep_start(launcher_t *l, job_t *j);
 
+/* How often a node with jobs left for want of memory looks again: memory
+ * frees as crawls end (which claims at once) and as other programs exit. */
+#define MEM_RECHECK_MS 1000
+
+/* Jobs given back for want of memory: said once per wait, and claimed
+ * again a moment later. */
+static void mem_deferred(launcher_t *l, const jobs_claim_t *c) {
+  if (!c->mem_deferred) {
+    l->mem_waiting = 0;
+    return;
+  }
+  if (!l->mem_waiting)
+    log_info("launcher", "%d job(s) wait for memory: the least needs %lld MB, this node has "
+             "%lld MB free for crawls", c->mem_deferred, (long long)(c->mem_wanted >> 20),
+             (long long)(c->mem_budget >> 20));
+  l->mem_waiting = c->mem_wanted;
+  supervise_claimed(&l->sv, clock_wall_ms() + MEM_RECHECK_MS, l->sv.delayed);
+}
+
 static void claim_done(void *arg, int rc) {
   claim_op_t *op = arg;
   launcher_t *l = op->l;
@@ -924,7 +967,8 @@ static void claim_done(void *arg, int rc) {
   } else {
     flow_apply(l->flow, &c->change);
     l->capped = c->capped;
-    if (c->jobs.n < c->max) /* the store has no more that are due */
+    mem_deferred(l, c);
+    if (c->jobs.n < c->max && !c->mem_deferred) /* the store has no more that are due */
       supervise_claimed(&l->sv, c->next_due, c->change.pending_count);
     for (size_t i = 0; i < c->jobs.n; i++)
       if (!prep_start(l, &c->jobs.v[i])) start_job(l, &c->jobs.v[i]);
@@ -1160,9 +1204,12 @@ void launcher_dispatch(launcher_t *l) {
   claim_op_t *op = calloc(1, sizeof(*op));
   if (!op) return;
   op->l = l;
+  memfit_node_t mem;
+  launcher_memory(l, &mem);
   op->c = (jobs_claim_t){.cfg = l->cfg, .node = l->cfg->node_name,
                          .max = l->max_proc - l->sv.nprocs - l->npreps,
-                         .now = clock_wall_ms(), .shared = l->shared};
+                         .now = clock_wall_ms(), .shared = l->shared,
+                         .mem_budget = mem.source ? mem.free : -1};
   l->claiming = 1;
   op->t0 = uv_hrtime();
   if (store_submit(l->store, STORE_WRITE, claim_fn, op, claim_done)) {

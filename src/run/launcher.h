@@ -39,6 +39,7 @@
 #include "config.h"
 #include "core/job.h"
 #include "flow/flow.h"
+#include "flow/memfit.h"
 #include "store/async.h"
 
 typedef struct launcher launcher_t;
@@ -86,6 +87,9 @@ void launcher_on_start(launcher_t *l, void (*fn)(void *ud, const job_t *job));
 
 /* Number of crawl processes alive. */
 unsigned launcher_running(const launcher_t *l);
+
+/* This node's memory for crawls, now (flow/memfit.h, run/memory.h). */
+void launcher_memory(const launcher_t *l, memfit_node_t *out);
 
 /* Is the job with this row id a process of this launcher that has not
  * exited (spawned or adopted)? */

@@ -324,11 +324,13 @@ static int end_fn(store_t *s, void *arg) {
     }
   }
   json_t *stats = end_stats(op);
-  jobs_end_t e = {.job = &op->job, .state = op->state, .end_ms = op->end_ms,
+  char *items = jobs_items_path(op->sv->cfg, op->job.project, op->job.spider, op->job.jobid);
+  jobs_end_t e = {.items_path = items, .job = &op->job, .state = op->state, .end_ms = op->end_ms,
                   .exit_code = op->exit_code, .term_signal = op->term_signal,
                   .stats = stats, .end_reason = op->end_reason, .rnd = op->rnd,
                   .notify = op->sv->cfg->nlimits > 0, .keep = op->sv->cfg->finished_to_keep};
   int rc = jobs_end(s, &e);
+  free(items);
   json_decref(stats);
   if (rc) return rc;
   op->retry_id = e.retry_id;

@@ -61,6 +61,7 @@ STORE_OP(job_next_due, (store_t *s, int64_t now_ms, int64_t *out))
 STORE_OP(job_set_meta, (store_t *s, int64_t id, const json_t *meta))
 STORE_OP(job_set_history, (store_t *s, int64_t id, job_state_t state, int corrected,
                            job_state_t original, const char *note))
+STORE_OP(job_set_health, (store_t *s, int64_t id, const char *health, const json_t *reasons))
 
 /* ---- schedules, runs, events, leases ---- */
 STORE_OP(schedule_insert, (store_t *s, schedule_t *sc))

@@ -169,6 +169,10 @@ int store_job_status(store_t *s, const char *project, const char *jobid,
   return s->ops->job_status(s, project, jobid, out);
 }
 
+static int health_valid(const char *h) {
+  return !strcmp(h, "ok") || !strcmp(h, "degraded") || !strcmp(h, "broken");
+}
+
 int store_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   static const job_filter_t all;
   if (!s || !out) return -EINVAL;
@@ -179,6 +183,7 @@ int store_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
     for (size_t i = 0; i < f->nprojects; i++)
       if (!f->projects[i] || !*f->projects[i]) return -EINVAL;
   }
+  if (f && f->health && strcmp(f->health, "none") && !health_valid(f->health)) return -EINVAL;
   if (f && f->nmeta) {
     if (f->nmeta > JOB_FILTER_META_MAX || !f->meta) return -EINVAL;
     for (size_t i = 0; i < f->nmeta; i++)
@@ -259,6 +264,12 @@ int store_job_set_history(store_t *s, int64_t id, job_state_t state, int correct
   if (!s || !job_state_final(state) || (corrected && !job_state_final(original)))
     return -EINVAL;
   return s->ops->job_set_history(s, id, state, corrected, original, note);
+}
+
+int store_job_set_health(store_t *s, int64_t id, const char *health, const json_t *reasons) {
+  if (!s || (health && !health_valid(health)) || (reasons && !json_is_array(reasons)))
+    return -EINVAL;
+  return s->ops->job_set_health(s, id, health, reasons);
 }
 
 int store_job_next_due(store_t *s, int64_t now_ms, int64_t *out) {

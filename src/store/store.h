@@ -156,6 +156,13 @@ typedef struct job_filter {
    * except with schedule_id set, where 0 is -1: a test run is no part of
    * its schedule's history (its overlap, its listings, its figures). */
   int test;
+  /* A native-API field: jobs whose health (flow/health.h) is this one of
+   * "ok", "degraded", "broken", or "none" (not rated). NULL = all. */
+  const char *health;
+  /* With project, spider and only final states: newest end first (a
+   * project/spider's history index), not newest id; a backend without such
+   * an index keeps the id order. For the runs before a job, not for pages. */
+  int ended_first;
 } job_filter_t;
 
 #define JOB_FILTER_TEXT_MAX 200
@@ -318,6 +325,11 @@ int store_job_set_meta(store_t *s, int64_t id, const json_t *meta);
  * -ENOENT when there is no such job in a final state. */
 int store_job_set_history(store_t *s, int64_t id, job_state_t state, int corrected,
                           job_state_t original, const char *note);
+
+/* A job's health and its reasons (an array of strings; NULL = none):
+ * health one of "ok", "degraded", "broken", or NULL (not rated).
+ * -ENOENT if no row. */
+int store_job_set_health(store_t *s, int64_t id, const char *health, const json_t *reasons);
 
 /* Records a sign of life of a running job. -ENOENT when it is not running. */
 int store_job_heartbeat(store_t *s, int64_t id, int64_t now_ms);
@@ -594,6 +606,11 @@ typedef struct node_info {
   int dead;            /* declared dead by store_nodes_reap */
   int draining;        /* it claims no jobs (spiderd drain, or a SIGTERM's
                         * drain): others should take its share */
+  /* Its memory for crawls as it last reported, in bytes: free (what the
+   * machine or its cgroup has available, less the reserve) and reserved
+   * (what its running jobs are expected to use still); 0 = not said. */
+  int64_t mem_free;
+  int64_t mem_reserved;
 } node_info_t;
 
 typedef struct node_list {

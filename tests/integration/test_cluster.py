@@ -86,6 +86,10 @@ def test_a_store_from_before_node_versions_is_upgraded(spiderd):
         con.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
     con.execute("ALTER TABLE jobs DROP COLUMN test")  # and test runs
     con.execute("ALTER TABLE schedules DROP COLUMN meta")  # and schedules' meta
+    for column in ("health", "health_reasons"):  # and jobs' health
+        con.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
+    for column in ("mem_free", "mem_reserved"):  # and nodes' memory
+        con.execute(f"ALTER TABLE nodes DROP COLUMN {column}")
     if isinstance(con, sqlite3.Connection):
         con.execute("PRAGMA user_version = 5")
     else:

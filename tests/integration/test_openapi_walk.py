@@ -664,6 +664,32 @@ def _schedules_resume(w, ctx):
     w.fail("POST", S + "/resume", {"schedule": "nosuch"}, status=404, code="SPD_ENOSCHEDULE")
 
 
+@case("GET", S + "/health")
+def _schedules_health(w, ctx):
+    w.ok("GET", S + "/health", {"schedule": "walk-cron"})
+    w.fail("GET", S + "/health", {"schedule": "nosuch"}, status=404, code="SPD_ENOSCHEDULE")
+
+
+@case("PUT", S + "/health")
+def _schedules_health_set(w, ctx):
+    w.ok("PUT", S + "/health", {"schedule": "walk-cron"}, json_body={"rules": {"pause_after": 3}})
+    w.fail("PUT", S + "/health", {"schedule": "walk-cron"}, json_body={"rules": {"history": 0}},
+           status=400, code="SPD_EBADPARAM", body_valid=False)
+
+
+@case("GET", P + "/health")
+def _projects_health(w, ctx):
+    w.ok("GET", P + "/health", {"project": "wp"})
+    w.fail("GET", P + "/health", {"project": "a..b"}, status=400, code="SPD_EBADPARAM")
+
+
+@case("PUT", P + "/health")
+def _projects_health_set(w, ctx):
+    w.ok("PUT", P + "/health", {"project": "wp"}, json_body={"rules": {"items_degraded": 0.4}})
+    w.fail("PUT", P + "/health", {"project": "wp"}, json_body={"rules": {"nosuch": 1}},
+           status=400, code="SPD_EBADPARAM", body_valid=False)
+
+
 @case("POST", S + "/run")
 def _schedules_run(w, ctx):
     ctx["sched_job"] = w.ok("POST", S + "/run", {"schedule": "walk-cron"}, status=201)["id"]
@@ -1173,6 +1199,7 @@ OPEN_OBJECTS = {
     "Job.meta": "the user's own fields: any JSON object within 64 KiB",
     "Schedule.meta": "the user's own fields its jobs start with: any JSON object within 64 KiB",
     "Event.data": "one shape per event type",
+    "HealthRules": "the overrides set, any of the rules; effective holds them all",
 }
 
 
@@ -1306,6 +1333,10 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "schedules.pause": lambda c, m: {"schedule": "r-base"},
     "schedules.resume": lambda c, m: {"schedule": "r-base"},
     "schedules.run": lambda c, m: {"schedule": "r-base"},
+    "schedules.health": lambda c, m: {"schedule": "r-base"},
+    "schedules.health_set": lambda c, m: {"schedule": "r-base", "rules": {"history": 4}},
+    "projects.health": lambda c, m: {"project": "rpcp"},
+    "projects.health_set": lambda c, m: {"project": "rpcp", "rules": {}},
     "schedules.runs": lambda c, m: {"schedule": "r-base", "limit": 5},
     "schedules.next": lambda c, m: {"schedule": "r-base", "limit": 5},
     "schedules.next_all": lambda c, m: {"limit": 5},

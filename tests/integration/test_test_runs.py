@@ -268,3 +268,20 @@ def test_cli_run_test_with_limits(spiderd, egg_bytes):
     assert p.returncode == 0, p.stderr
     assert [l.split() for l in p.stdout.splitlines() if l.startswith("test:")] == \
         [["test:", "yes"]], p.stdout
+
+
+def test_a_test_run_is_not_rated_beside_real_runs(spiderd, egg_bytes):
+    # Five real runs make a history; a test run stopped at one item would be
+    # "broken" beside them, but a test run stops at its limits by design.
+    d = spiderd()
+    deploy(d, egg_bytes)
+    def real():
+        j = ok(req(d, "POST", "/jobs", json={"project": PROJECT, "spider": "quick",
+                                             "args": {"count": "4"}}), 201)
+        return ended(d, j["id"])
+    for _ in range(5):
+        assert real()["state"] == "finished"
+    t = ended(d, trial(d, project=PROJECT, spider="quick", args={"count": "4"}, items=1)["id"])
+    assert t["state"] == "finished" and t["test"] is True, t
+    assert t["health"] is None and t["health_reasons"] == [], t
+    assert real()["health"] == "ok"

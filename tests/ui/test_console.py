@@ -455,9 +455,22 @@ def test_schedule_edit_and_pause(console, browser, data):
     wait_text(drv, "h1", f"Schedule {s['name']}")
     wait_for(lambda: api(d, "GET", f"/schedules/{s['id']}")["cron"] == "*/20 * * * *", 10, "the new cron")
     [b for b in drv.find_elements(By.CSS_SELECTOR, ".toolbar button") if b.text == "Pause"][0].click()
+    # The pause asks why; the note goes with it.
+    prompt = wait_for(lambda: _alert(drv), 10, "the pause's question")
+    assert "why?" in prompt.text
+    prompt.send_keys("site redesign")
+    prompt.accept()
     wait_text(drv, "h1", "paused")
-    assert api(d, "GET", f"/schedules/{s['id']}")["paused"] is True
+    got = api(d, "GET", f"/schedules/{s['id']}")
+    assert got["paused"] is True and got["pause_note"]["why"] == "site redesign", got
     no_errors(drv, "schedule edit")
+
+
+def _alert(drv):
+    try:
+        return drv.switch_to.alert
+    except Exception:
+        return None
 
 
 def test_jobs_text_search(console, browser, data):

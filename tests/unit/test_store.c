@@ -1506,6 +1506,10 @@ static void test_migration_node_version(void **state) {
                                 "ALTER TABLE jobs DROP COLUMN note;"
                                 "ALTER TABLE jobs DROP COLUMN test;" /* from schema 11 */
                                 "ALTER TABLE schedules DROP COLUMN meta;"
+                                "ALTER TABLE jobs DROP COLUMN health;" /* the health one */
+                                "ALTER TABLE jobs DROP COLUMN health_reasons;"
+                                "ALTER TABLE nodes DROP COLUMN mem_free;"
+                                "ALTER TABLE nodes DROP COLUMN mem_reserved;"
                                 "PRAGMA user_version = 5;",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
@@ -1546,6 +1550,10 @@ static void test_migration_principals(void **state) {
                                     "ALTER TABLE jobs DROP COLUMN note; "
                                     "ALTER TABLE jobs DROP COLUMN test; "
                                     "ALTER TABLE schedules DROP COLUMN meta; "
+                                    "ALTER TABLE jobs DROP COLUMN health; "
+                                    "ALTER TABLE jobs DROP COLUMN health_reasons; "
+                                    "ALTER TABLE nodes DROP COLUMN mem_free; "
+                                    "ALTER TABLE nodes DROP COLUMN mem_reserved; "
                                     "DROP TABLE principals; PRAGMA user_version = 6;", NULL,
                                 NULL, NULL),
                    SQLITE_OK);

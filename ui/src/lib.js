@@ -314,6 +314,20 @@ export function StateBadge({ state }) {
   return html`<span class=${'badge st-' + state}>${state}</span>`;
 }
 
+// A run's health beside the runs like it; nothing while it is not rated.
+export function HealthBadge({ job }) {
+  if (!job || !job.health) return null;
+  const why = (job.health_reasons || []).join('; ');
+  return html`<span class=${'badge hl-' + job.health} title=${why || 'as usual'} data-health=${job.health}>${job.health}</span>`;
+}
+
+// Bytes as MB or GB, for people.
+export function bytes(n) {
+  if (n == null) return '—';
+  if (n >= 1 << 30) return `${(n / (1 << 30)).toFixed(1)} GB`;
+  return `${Math.round(n / (1 << 20))} MB`;
+}
+
 export function Link({ to, children, ...rest }) {
   return html`<a href=${BASE + to} ...${rest}>${children}</a>`;
 }

@@ -145,6 +145,7 @@ enum {
   PE_DELETE_ONE,
   PE_DELETE_ALL,
   PJ_STATS,
+  PJ_SET_HEALTH,
   /* The job list's common shapes (see pg_list_slot). */
   PJ_LIST,
   PJ_LIST_END = PJ_LIST + 32,
@@ -157,7 +158,7 @@ _Static_assert(PJ_LIST_END <= PG_SLOT_SCHED, "pg/jobs.c's slots overflow its ran
   "node, pid, pid_start, created_ms, start_ms, end_ms, exit_code, "        \
   "term_signal, stats, schedule_id, parent_id, retry_of, attempt, "        \
   "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, " \
-  "unique_key, meta, original_state, note, test"
+  "unique_key, meta, original_state, note, test, health, health_reasons"
 
 /* ---- reading rows ---- */
 
@@ -198,6 +199,8 @@ static int pg_row_job(const PGresult *r, int row, job_t *j) {
   j->original_state = (job_state_t)pg_i64(r, row, 29);
   if ((rc = pg_str(r, row, 30, &j->note))) goto out;
   j->test = (int)pg_i64(r, row, 31);
+  if ((rc = pg_str(r, row, 32, &j->health))) goto out;
+  if ((rc = pg_json(r, row, 33, &j->health_reasons))) goto out;
 out:
   if (rc) {
     if (rc == SPD_ESTORE)
@@ -564,6 +567,8 @@ static int pg_jobs_list_native(struct pg_store *q, const job_filter_t *f, job_li
   if (f->created_to_ms)
     pg_p_i64(&p, f->created_to_ms), sb_add(&b, " AND created_ms < $%d", p.n);
   if (f->before_id) pg_p_i64(&p, f->before_id), sb_add(&b, " AND id < $%d", p.n);
+  if (f->health && !strcmp(f->health, "none")) sb_add(&b, " AND health IS NULL");
+  else if (f->health) pg_p_str(&p, f->health), sb_add(&b, " AND health = $%d", p.n);
   if (f->text) {
     /* position, not ILIKE: the user's % and _ are plain text. Under the C
      * collation lower() folds ASCII only, as every backend does. */
@@ -585,7 +590,8 @@ static int pg_jobs_list_native(struct pg_store *q, const job_filter_t *f, job_li
     sb_add(&b, " AND jsonb_typeof(meta -> $%d::text) = 'string' AND (meta ->> $%d::text) = $%d",
            p.n - 1, p.n - 1, p.n);
   }
-  sb_add(&b, " ORDER BY id DESC");
+  int history = f->ended_first && f->project && f->spider && f->states && !(f->states & 3u);
+  sb_add(&b, history ? " AND state >= 2 ORDER BY end_ms DESC, id DESC" : " ORDER BY id DESC");
   if (f->limit) pg_p_i64(&p, pg_clamp(f->limit)), sb_add(&b, " LIMIT $%d", p.n);
   return pg_jobs_query(q, -1, b.s, &p, out, NULL, "list jobs");
 }
@@ -607,7 +613,8 @@ static int pg_list_slot(unsigned states, const job_filter_t *f) {
 int pg_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   struct pg_store *q = PGQ(s);
   if (f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
-      f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta || f->test)
+      f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta || f->test ||
+      f->health)
     return pg_jobs_list_native(q, f, out);
   unsigned states = f->states ? f->states : PG_LIST_ALL_STATES;
   struct sqlbuf b = {.n = 0};
@@ -737,6 +744,9 @@ int pg_job_throughput(store_t *s, const char *project, int64_t from_ms, int64_t 
       PGQ(s), PJ_THROUGHPUT,
       "SELECT (end_ms - $1) / $3, count(*) FILTER (WHERE state = 2), "
       "count(*) FILTER (WHERE state = 3), coalesce(sum(CASE WHEN "
+      "json_typeof(stats::json) = 'object' AND "
+      "json_typeof(stats::json -> 'items') = 'number' THEN "
+      "trunc((stats::json ->> 'items')::numeric) WHEN "
       "json_typeof(stats::json) = 'object' AND "
       "json_typeof(stats::json -> 'item_scraped_count') = 'number' THEN "
       "trunc((stats::json ->> 'item_scraped_count')::numeric) END), 0)::bigint "
@@ -946,13 +956,17 @@ int pg_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_dead
     pg_p_i64(&p, now_ms);
     pg_p_str(&p, n->version);
     pg_p_i64(&p, n->draining != 0);
+    pg_p_i64(&p, n->mem_free);
+    pg_p_i64(&p, n->mem_reserved);
     rc = pg_cmd(q, PN_BEAT,
                 "INSERT INTO nodes (name, url, slots, running, started_ms, heartbeat_ms, dead, "
-                "version, draining) VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8) "
+                "version, draining, mem_free, mem_reserved) "
+                "VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $9, $10) "
                 "ON CONFLICT (name) DO UPDATE SET "
                 "url = excluded.url, slots = excluded.slots, running = excluded.running, "
                 "started_ms = excluded.started_ms, heartbeat_ms = excluded.heartbeat_ms, "
-                "dead = 0, version = excluded.version, draining = excluded.draining",
+                "dead = 0, version = excluded.version, draining = excluded.draining, "
+                "mem_free = excluded.mem_free, mem_reserved = excluded.mem_reserved",
                 &p, 0, "node beat");
   }
   return pg_auto_end(q, began, rc);
@@ -972,6 +986,8 @@ static int node_row(const PGresult *r, int i, void *out) {
   n.heartbeat_ms = pg_i64(r, i, 5);
   n.dead = (int)pg_i64(r, i, 6);
   n.draining = (int)pg_i64(r, i, 8);
+  n.mem_free = pg_i64(r, i, 9);
+  n.mem_reserved = pg_i64(r, i, 10);
   if ((rc = node_list_push(out, &n))) node_info_release(&n);
   return rc;
 }
@@ -979,7 +995,7 @@ static int node_row(const PGresult *r, int i, void *out) {
 int pg_nodes_list(store_t *s, node_list_t *out) {
   return pg_list(PGQ(s), PN_LIST,
                  "SELECT name, url, slots, running, started_ms, heartbeat_ms, dead, "
-                 "version, draining FROM nodes ORDER BY name",
+                 "version, draining, mem_free, mem_reserved FROM nodes ORDER BY name",
                  "list nodes", node_row, out);
 }
 
@@ -1194,4 +1210,14 @@ int pg_job_set_history(store_t *s, int64_t id, job_state_t state, int corrected,
                 "UPDATE jobs SET state = $2, original_state = $3::integer, note = $4 "
                 "WHERE id = $1 AND state >= 2",
                 &p, 1, "update job history");
+}
+
+int pg_job_set_health(store_t *s, int64_t id, const char *health, const json_t *reasons) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, id);
+  pg_p_str(&p, health);
+  pg_p_json(&p, reasons);
+  return pg_cmd(PGQ(s), PJ_SET_HEALTH,
+                "UPDATE jobs SET health = $2, health_reasons = $3::jsonb WHERE id = $1", &p, 1,
+                "set job health");
 }

@@ -510,6 +510,13 @@ static const char *const *pg_migrations[] = {
     (const char *const[]){"ALTER TABLE jobs ADD COLUMN test INTEGER NOT NULL DEFAULT 0;"
                           "ALTER TABLE schedules ADD COLUMN meta TEXT;",
                           NULL},
+    /* 8: a job's health beside the runs like it, with its reasons; a node's
+     * memory for crawls, published with its beat. */
+    (const char *const[]){"ALTER TABLE jobs ADD COLUMN health TEXT;"
+                          "ALTER TABLE jobs ADD COLUMN health_reasons JSONB;"
+                          "ALTER TABLE nodes ADD COLUMN mem_free BIGINT NOT NULL DEFAULT 0;"
+                          "ALTER TABLE nodes ADD COLUMN mem_reserved BIGINT NOT NULL DEFAULT 0;",
+                          NULL},
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
 

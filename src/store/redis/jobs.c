@@ -55,6 +55,7 @@ static const struct redis_field job_fields[] = {
     JF(timeout_ms, RF_I64),   JF(not_before_ms, RF_I64),  JF(heartbeat_ms, RF_I64),
     JF(unique_key, RF_STR),   JF(meta, RF_JSON),          JF(corrected, RF_INT),
     JF(original_state, RF_INT), JF(note, RF_STR),       JF(test, RF_INT),
+    JF(health, RF_STR),         JF(health_reasons, RF_JSON),
 };
 #undef JF
 
@@ -257,7 +258,7 @@ int redis_job_status(store_t *s, const char *project, const char *jobid, job_sta
 int redis_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   int native = f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
                f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta ||
-               f->test;
+               f->test || f->health;
   int64_t before = f->before_id;
   size_t got = 0;
   int rc;
@@ -285,6 +286,7 @@ int redis_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
     ra_i64(&a, (int64_t)f->nmeta);
     for (size_t i = 0; i < 2 * f->nmeta; i++) ra_str(&a, f->meta[i]);
     ra_i64(&a, f->test);
+    ra_str(&a, f->health ? f->health : "");
     rc = redis_eval(RQ(s), RS_JOBS_LIST, &a, &r, "list jobs");
     int64_t resume = 0;
     if (!rc && r->type == REDIS_REPLY_ARRAY && r->elements &&
@@ -455,6 +457,8 @@ int redis_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_d
   ra_i64(&a, now_ms);
   ra_str(&a, n->version);
   ra_i64(&a, n->draining != 0);
+  ra_i64(&a, n->mem_free);
+  ra_i64(&a, n->mem_reserved);
   int rc = redis_int_call(RQ(s), RS_NODE_BEAT, &a, &dead, "node beat");
   if (!rc) *was_dead = dead != 0;
   return rc;
@@ -464,7 +468,7 @@ int redis_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_d
 static const struct redis_field node_fields[] = {
     NF(name, RF_STR),       NF(url, RF_STR),          NF(slots, RF_INT), NF(running, RF_INT),
     NF(started_ms, RF_I64), NF(heartbeat_ms, RF_I64), NF(dead, RF_INT), NF(version, RF_STR),
-    NF(draining, RF_INT),
+    NF(draining, RF_INT),   NF(mem_free, RF_I64),     NF(mem_reserved, RF_I64),
 };
 #undef NF
 
@@ -624,4 +628,13 @@ int redis_job_set_history(store_t *s, int64_t id, job_state_t state, int correct
   ra_i64(&a, original);
   ra_str(&a, note ? note : "");
   return redis_eval(RQ(s), RS_JOB_SET_HISTORY, &a, NULL, "update job history");
+}
+
+int redis_job_set_health(store_t *s, int64_t id, const char *health, const json_t *reasons) {
+  redis_args_t a = {0};
+  ra_i64(&a, id);
+  ra_str(&a, health ? health : "");
+  if (reasons) ra_json(&a, reasons);
+  else ra_str(&a, "");
+  return redis_eval(RQ(s), RS_JOB_SET_HEALTH, &a, NULL, "set job health");
 }

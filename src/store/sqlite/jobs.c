@@ -41,6 +41,7 @@ enum sqlite_jobs_stmt_id {
   SJOB_NEXT_DUE,
   SJOB_SET_META,
   SJOB_SET_HISTORY,
+  SJOB_SET_HEALTH,
   SJOB_COUNT
 };
 
@@ -116,13 +117,15 @@ static const char *const sqlite_jobs_sql[SJOB_COUNT] = {
     [SJOB_THROUGHPUT] =
         "SELECT (end_ms - ?1) / ?3, sum(state = 2), sum(state = 3), "
         "sum(CASE WHEN json_valid(stats) THEN "
-        "coalesce(CAST(json_extract(stats, '$.item_scraped_count') AS INTEGER), 0) "
+        "coalesce(CAST(json_extract(stats, '$.items') AS INTEGER), "
+        "CAST(json_extract(stats, '$.item_scraped_count') AS INTEGER), 0) "
         "ELSE 0 END) FROM jobs WHERE state >= 2 AND end_ms >= ?1 AND end_ms < ?2 "
         "GROUP BY 1",
     [SJOB_THROUGHPUT_PROJECT] =
         "SELECT (end_ms - ?1) / ?3, sum(state = 2), sum(state = 3), "
         "sum(CASE WHEN json_valid(stats) THEN "
-        "coalesce(CAST(json_extract(stats, '$.item_scraped_count') AS INTEGER), 0) "
+        "coalesce(CAST(json_extract(stats, '$.items') AS INTEGER), "
+        "CAST(json_extract(stats, '$.item_scraped_count') AS INTEGER), 0) "
         "ELSE 0 END) FROM jobs WHERE state >= 2 AND end_ms >= ?1 AND end_ms < ?2 "
         "AND project = ?4 GROUP BY 1",
     [SJOB_TRIM_NTH] =
@@ -146,6 +149,7 @@ static const char *const sqlite_jobs_sql[SJOB_COUNT] = {
     [SJOB_SET_META] = "UPDATE jobs SET meta = ?2 WHERE id = ?1",
     [SJOB_SET_HISTORY] = "UPDATE jobs SET state = ?2, original_state = ?3, note = ?4 "
                          "WHERE id = ?1 AND state >= 2",
+    [SJOB_SET_HEALTH] = "UPDATE jobs SET health = ?2, health_reasons = ?3 WHERE id = ?1",
 };
 
 
@@ -200,6 +204,8 @@ int sqlite_row_job(sqlite3_stmt *st, job_t *j) {
   j->original_state = (job_state_t)sqlite3_column_int(st, 29);
   if ((rc = sqlite_col_str(st, 30, &j->note))) goto out;
   j->test = sqlite3_column_int(st, 31);
+  if ((rc = sqlite_col_str(st, 32, &j->health))) goto out;
+  if ((rc = sqlite_col_json(st, 33, &j->health_reasons))) goto out;
 out:
   if (rc) job_release(j);
   return rc;
@@ -546,8 +552,15 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
    * sort beat walking every id down to the page's last, which the planner
    * picks without statistics. */
   int running = f->states == 1u << JOB_RUNNING;
-  size_t n = (size_t)snprintf(sql, sizeof(sql), "SELECT " SQLITE_JOB_COLS " FROM jobs%s WHERE 1",
-                              running ? " INDEXED BY jobs_running" : "");
+  /* A spider's history by end time: a seek in jobs_history, whose
+   * condition is spelled out so the planner sees it applies. */
+  int history = f->ended_first && f->project && f->spider && f->states &&
+                !(f->states & 3u) && !f->nprojects;
+  size_t n = (size_t)snprintf(sql, sizeof(sql), "SELECT " SQLITE_JOB_COLS " FROM jobs%s WHERE 1%s",
+                              running   ? " INDEXED BY jobs_running"
+                              : history ? " INDEXED BY jobs_history"
+                                        : "",
+                              history ? " AND state >= 2" : "");
 #define SQLITE_ADD(...) n += (size_t)snprintf(sql + n, sizeof(sql) - n, __VA_ARGS__)
   if (running) {
     SQLITE_ADD(" AND state = 1"); /* the index's own condition */
@@ -572,6 +585,8 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
   if (f->created_from_ms) SQLITE_ADD(" AND created_ms >= ?7");
   if (f->created_to_ms) SQLITE_ADD(" AND created_ms < ?8");
   if (f->before_id) SQLITE_ADD(" AND id < ?9");
+  if (f->health && !strcmp(f->health, "none")) SQLITE_ADD(" AND health IS NULL");
+  else if (f->health) SQLITE_ADD(" AND health = ?12");
   /* instr, not LIKE: the user's % and _ are plain text. lower() folds
    * ASCII only, as every backend does. */
   if (f->text)
@@ -585,7 +600,7 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
     SQLITE_ADD(" AND json_valid(meta) AND json_type(meta, '$.\"' || ?%zu || '\"') = 'text'"
                " AND json_extract(meta, '$.\"' || ?%zu || '\"') = ?%zu",
                200 + 2 * i, 200 + 2 * i, 201 + 2 * i);
-  SQLITE_ADD(" ORDER BY id DESC");
+  SQLITE_ADD(history ? " ORDER BY end_ms DESC, id DESC" : " ORDER BY id DESC");
   if (f->limit) SQLITE_ADD(" LIMIT ?10");
 #undef SQLITE_ADD
   if (n >= sizeof(sql)) return -EINVAL; /* never with store.c's limits */
@@ -604,6 +619,7 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
   sqlite3_bind_int64(st, 9, f->before_id);
   sqlite3_bind_int64(st, 10, sqlite_clamp(f->limit));
   if (f->text) sqlite_bind_str(st, 11, f->text);
+  if (f->health && strcmp(f->health, "none")) sqlite_bind_str(st, 12, f->health);
   for (size_t i = 0; i < f->nmeta; i++) {
     sqlite_bind_str(st, (int)(200 + 2 * i), f->meta[2 * i]);
     sqlite_bind_str(st, (int)(201 + 2 * i), f->meta[2 * i + 1]);
@@ -679,7 +695,8 @@ int sqlite_jobs_list(store_t *s, const job_filter_t *f, job_list_t *out) {
   struct sqlite_store *q = SQ(s);
   struct sqlite_rows r = {0};
   if (f->spider || f->schedule_id || f->parent_id || f->created_from_ms ||
-      f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta || f->test)
+      f->created_to_ms || f->before_id || f->newest_first || f->text || f->nmeta || f->test ||
+      f->health)
     return sqlite_jobs_list_native(q, f, out);
   unsigned states = f->states ? f->states : SQLITE_LIST_ALL_STATES;
   if (f->nprojects) return sqlite_jobs_list_projects(q, f, states, out);
@@ -926,4 +943,14 @@ int sqlite_job_set_history(store_t *s, int64_t id, job_state_t state, int correc
   else sqlite3_bind_null(st, 3);
   sqlite_bind_str(st, 4, note);
   return sqlite_changed(q, sqlite_done(q, st, "update job history"));
+}
+
+int sqlite_job_set_health(store_t *s, int64_t id, const char *health, const json_t *reasons) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = jobs_stmt(q, SJOB_SET_HEALTH);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite_bind_str(st, 2, health);
+  sqlite_bind_json(st, 3, reasons);
+  return sqlite_changed(q, sqlite_done(q, st, "set job health"));
 }

@@ -24,12 +24,14 @@ static const char *const sqlite_nodes_sql[SN_COUNT] = {
     [SN_BEAT_DEAD] = "SELECT dead FROM nodes WHERE name = ?1",
     [SN_BEAT] =
         "INSERT INTO nodes (name, url, slots, running, started_ms, heartbeat_ms, dead, version, "
-        "draining) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8) ON CONFLICT (name) DO UPDATE SET "
+        "draining, mem_free, mem_reserved) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 0, ?7, ?8, ?9, ?10) "
+        "ON CONFLICT (name) DO UPDATE SET "
         "url = excluded.url, slots = excluded.slots, running = excluded.running, "
         "started_ms = excluded.started_ms, heartbeat_ms = excluded.heartbeat_ms, dead = 0, "
-        "version = excluded.version, draining = excluded.draining",
+        "version = excluded.version, draining = excluded.draining, "
+        "mem_free = excluded.mem_free, mem_reserved = excluded.mem_reserved",
     [SN_LIST] = "SELECT name, url, slots, running, started_ms, heartbeat_ms, dead, version, "
-                "draining FROM nodes ORDER BY name",
+                "draining, mem_free, mem_reserved FROM nodes ORDER BY name",
     [SN_REAP_NODES] = "UPDATE nodes SET dead = 1 WHERE dead = 0 AND name != ?1 "
                       "AND heartbeat_ms < ?2",
     [SN_REAP_JOBS] =
@@ -64,6 +66,8 @@ int sqlite_node_beat(store_t *s, const node_info_t *n, int64_t now_ms, int *was_
     sqlite3_bind_int64(st, 6, now_ms);
     sqlite_bind_str(st, 7, n->version);
     sqlite3_bind_int(st, 8, n->draining != 0);
+    sqlite3_bind_int64(st, 9, n->mem_free);
+    sqlite3_bind_int64(st, 10, n->mem_reserved);
     rc = sqlite_done(q, st, "node beat");
   }
   return sqlite_auto_end(q, began, rc);
@@ -84,6 +88,8 @@ static int node_row(sqlite3_stmt *st, void *out) {
   n.heartbeat_ms = sqlite3_column_int64(st, 5);
   n.dead = sqlite3_column_int(st, 6);
   n.draining = sqlite3_column_int(st, 8);
+  n.mem_free = sqlite3_column_int64(st, 9);
+  n.mem_reserved = sqlite3_column_int64(st, 10);
   if ((rc = node_list_push(out, &n))) node_info_release(&n);
   return rc;
 }

@@ -280,6 +280,12 @@ static const char *const sqlite_migrations[] = {
      * schedule's history; a schedule's meta, copied into its jobs'. */
     "ALTER TABLE jobs ADD COLUMN test INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE schedules ADD COLUMN meta TEXT;",
+    /* 12: a job's health beside the runs like it, with its reasons; a node's
+     * memory for crawls, published with its beat. */
+    "ALTER TABLE jobs ADD COLUMN health TEXT;"
+    "ALTER TABLE jobs ADD COLUMN health_reasons TEXT;"
+    "ALTER TABLE nodes ADD COLUMN mem_free INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE nodes ADD COLUMN mem_reserved INTEGER NOT NULL DEFAULT 0;",
 };
 
 #define SQLITE_SCHEMA_VERSION \

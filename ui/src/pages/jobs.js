@@ -1,6 +1,6 @@
 // Jobs: the filtered, cursor-paged list, and a job's page (log, items, family, events).
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
-import { Action, api, ApiError, caps, duration, Err, html, Link, Loading, navigate, num, setQuery, StateBadge, Time, useApi, useCaps, useDebounced, useEvents, useRoute, BASE } from '../lib.js';
+import { Action, api, ApiError, caps, duration, Err, HealthBadge, html, Link, Loading, navigate, num, setQuery, StateBadge, Time, useApi, useCaps, useDebounced, useEvents, useRoute, BASE } from '../lib.js';
 
 export const STATES = ['pending', 'running', 'finished', 'failed', 'cancelled', 'lost'];
 
@@ -21,7 +21,7 @@ export function JobTable({ jobs, showProject = true }) {
       <td><${Link} to=${`/jobs/${j.id}`}>#${j.id}</${Link}></td>
       ${showProject && html`<td>${j.project}</td>`}
       <td>${j.spider}</td>
-      <td><${StateBadge} state=${j.state} />${j.test && html` <span class="badge test-run" title="A test run: in no statistics and no schedule's history">test</span>`}</td>
+      <td><${StateBadge} state=${j.state} /> <${HealthBadge} job=${j} />${j.test && html` <span class="badge test-run" title="A test run: in no statistics and no schedule's history">test</span>`}</td>
       <td>${j.node || html`<span class="muted">—</span>`}</td>
       <td><${Time} v=${j.created_ms} /></td>
       <td>${j.started_ms ? duration((j.ended_ms || now) - j.started_ms) : '—'}</td>
@@ -41,10 +41,11 @@ export function Jobs() {
   const spiders = useApi(query.project ? `/projects/${encodeURIComponent(query.project)}/spiders` : '', null, { enabled: !!query.project });
   const nodes = useApi('/nodes');
   const cp = useCaps();
-  const unsupported = cp ? { q: !cp.param('GET', '/jobs', 'q'), node: !cp.param('GET', '/jobs', 'node') } : {};
+  const unsupported = cp ? { q: !cp.param('GET', '/jobs', 'q'), node: !cp.param('GET', '/jobs', 'node'), health: !cp.param('GET', '/jobs', 'health') } : {};
   const params = {
     project: query.project, spider: query.spider, state: query.state, from: query.from, to: query.to,
     node: unsupported.node ? '' : query.node, q: unsupported.q ? '' : query.q,
+    health: unsupported.health ? '' : query.health,
     limit: query.limit || 50, cursor: query.cursor,
   };
   const list = useApi(cp ? '/jobs' : '', params, { enabled: !!cp });
@@ -78,6 +79,10 @@ export function Jobs() {
         <option value="">all</option>
         ${nodes.data && nodes.data.nodes.map((n) => html`<option>${n.name}</option>`)}
       </select></label>
+      ${!unsupported.health && html`<label>Health <select id="f-health" value=${query.health || ''} onChange=${set('health')}>
+        <option value="">all</option>
+        ${['ok', 'degraded', 'broken', 'none'].map((h) => html`<option value=${h}>${h === 'none' ? 'not rated' : h}</option>`)}
+      </select></label>`}
       <label>From <input type="datetime-local" value=${toLocalInput(query.from)} onChange=${(e) => setQuery({ from: toIso(e.target.value), cursor: '' })} /></label>
       <label>To <input type="datetime-local" value=${toLocalInput(query.to)} onChange=${(e) => setQuery({ to: toIso(e.target.value), cursor: '' })} /></label>
       <fieldset class="states"><legend>State</legend>
@@ -302,7 +307,7 @@ export function JobPage({ id }) {
   const active = j.state === 'pending' || j.state === 'running';
   const stats = j.stats || {};
   return html`
-    <h1>Job #${j.id} <span class="muted">${j.project}/${j.spider}</span> <${StateBadge} state=${j.state} />${j.test && html` <span class="badge test-run" id="job-test" title="A test run: in no statistics and no schedule's history">test run</span>`}</h1>
+    <h1>Job #${j.id} <span class="muted">${j.project}/${j.spider}</span> <${StateBadge} state=${j.state} /> <${HealthBadge} job=${j} />${j.test && html` <span class="badge test-run" id="job-test" title="A test run: in no statistics and no schedule's history">test run</span>`}</h1>
     <${Err} error=${job.error} />
     <div class="toolbar">
       ${active && html`<${Action} kind="danger" run=${() => api(`/jobs/${j.id}/cancel`, { method: 'POST', body: {} })} onDone=${job.reload}>Cancel</${Action}>`}
@@ -342,9 +347,11 @@ export function JobPage({ id }) {
           <dt>finish reason</dt><dd>${stats.finish_reason || '—'}</dd><dt>elapsed</dt><dd>${stats.elapsed != null ? `${stats.elapsed} s` : '—'}</dd>
         </dl>
         ${stats.scrapy && html`<details><summary>All Scrapy stats</summary><${KV} obj=${stats.scrapy} /></details>`}` : html`<p class="empty">No stats yet.</p>`}
+        ${j.health && html`<h2>Health</h2><div id="job-health"><p><${HealthBadge} job=${j} /> beside the runs like it${j.schedule_id ? ' (this schedule\'s)' : ' (this spider\'s, with the same arguments)'}</p>
+          ${(j.health_reasons || []).length ? html`<ul class="plain">${j.health_reasons.map((r) => html`<li>${r}</li>`)}</ul>` : html`<p class="muted">As usual.</p>`}</div>`}
         <h2>History</h2>
         <${Loading} state=${events} empty=${events.data && !events.data.events.length && 'No events.'}>
-          <ol class="timeline" id="job-history">${events.data && events.data.events.map((e) => html`<li><${Time} v=${e.ts_ms} /> <strong>${e.type.replace(/^job\./, '')}</strong>${e.data && e.data.exit_code != null ? ` exit ${e.data.exit_code}` : ''}${e.data && e.data.signal ? ` signal ${e.data.signal}` : ''}${e.data && e.data.node ? ` on ${e.data.node}` : ''}</li>`)}</ol>
+          <ol class="timeline" id="job-history">${events.data && events.data.events.map((e) => html`<li><${Time} v=${e.ts_ms} /> <strong>${e.type.replace(/^job\./, '')}</strong>${e.data && e.data.reasons ? ` ${e.data.reasons.join('; ')}` : ''}${e.data && e.data.exit_code != null ? ` exit ${e.data.exit_code}` : ''}${e.data && e.data.signal ? ` signal ${e.data.signal}` : ''}${e.data && e.data.node ? ` on ${e.data.node}` : ''}</li>`)}</ol>
         </${Loading}>
         <h2>Children</h2>
         <${Loading} state=${kids} empty=${kids.data && !kids.data.jobs.length && 'No child jobs.'}>

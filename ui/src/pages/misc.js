@@ -1,7 +1,7 @@
 // Events (the activity feed, live) and Nodes.
 import { useEffect, useState } from 'preact/hooks';
 import { EVENT_TYPES } from 'spiderd:events';
-import { api, Err, html, Link, Loading, setQuery, StateBadge, Time, useApi, useEvents, useLive, useRoute } from '../lib.js';
+import { api, bytes, Err, html, Link, Loading, setQuery, StateBadge, Time, useApi, useEvents, useLive, useRoute } from '../lib.js';
 
 // Every event type (the daemon's list, src/core/event.h), each family's
 // prefix first: "job." shows every job event.
@@ -64,6 +64,7 @@ export function Events() {
 export function Nodes() {
   const nodes = useApi('/nodes', null, { poll: 5000 });
   const running = useApi('/jobs', { state: 'running', limit: 1000 }, { poll: 5000 });
+  const status = useApi('/status', null, { poll: 5000 });
   const byNode = {};
   for (const j of (running.data && running.data.jobs) || []) (byNode[j.node] = byNode[j.node] || []).push(j);
   const ns = (nodes.data && nodes.data.nodes) || [];
@@ -78,6 +79,8 @@ export function Nodes() {
           <h2>${n.name} <span class=${'badge ' + (n.state === 'alive' ? 'st-running' : 'st-failed')}>${n.state === 'alive' ? 'up' : n.state}</span></h2>
           <p>heartbeat <strong>${n.heartbeat_age_ms != null ? `${(n.heartbeat_age_ms / 1000).toFixed(1)} s` : '—'}</strong> ago · started <${Time} v=${n.started_at} /></p>
           <p><meter min="0" max=${n.slots || 1} value=${n.running} aria-label="slots used"></meter> ${n.running} of ${n.slots} slots (${Math.round(load * 100)} %)</p>
+          ${n.memory_free != null && (n.memory_free || n.memory_reserved) ? html`<p class="node-memory">memory: <strong>${bytes(n.memory_reserved)}</strong> reserved by its crawls, <strong>${bytes(n.memory_free)}</strong> free for more</p>` : ''}
+          ${n.self && status.data && status.data.memory && !(n.memory_free || n.memory_reserved) ? html`<p class="node-memory">memory: <strong>${bytes(status.data.memory.reserved)}</strong> reserved by its crawls, <strong>${bytes(status.data.memory.free)}</strong> free for more</p>` : ''}
           ${n.url && html`<p class="muted small">${n.url}</p>`}
           ${jobs.length ? html`<ul class="plain">${jobs.map((j) => html`<li><${Link} to=${`/jobs/${j.id}`}>#${j.id}</${Link}> ${j.project}/${j.spider} <${StateBadge} state=${j.state} /> <${Time} v=${j.started_ms} rel /></li>`)}</ul>` : html`<p class="empty">No running jobs.</p>`}
         </section>`;

@@ -2,7 +2,7 @@
 // schedule's page (actions, upcoming and missed runs, its jobs).
 import cronstrue from 'cronstrue';
 import { useEffect, useState } from 'preact/hooks';
-import { Action, api, caps, BASE, Err, html, Link, Loading, navigate, pairsText, parsePairs, StateBadge, Time, useApi, useDebounced } from '../lib.js';
+import { Action, api, caps, BASE, Err, html, Link, Loading, navigate, num, pairsText, parsePairs, StateBadge, Time, useApi, useDebounced } from '../lib.js';
 import { JobTable } from './jobs.js';
 
 const MACROS = { '@yearly': '0 0 1 1 *', '@annually': '0 0 1 1 *', '@monthly': '0 0 1 * *', '@weekly': '0 0 * * 0', '@daily': '0 0 * * *', '@midnight': '0 0 * * *', '@hourly': '0 * * * *' };
@@ -38,9 +38,9 @@ export function Schedules() {
           <td>${when(s)}</td>
           <td>${s.tz}</td>
           <td>${s.next_runs && s.next_runs.length ? html`<${Time} v=${s.next_runs[0]} />` : '—'}</td>
-          <td>${s.paused ? html`<span class="badge st-cancelled">paused</span>` : html`<span class="badge st-running">active</span>`}</td>
+          <td><${PausedBadge} s=${s} /></td>
           <td class="actions">
-            <${Action} kind="small" run=${() => api(`/schedules/${s.id}/${s.paused ? 'resume' : 'pause'}`, { method: 'POST', body: {} })} onDone=${list.reload}>${s.paused ? 'Resume' : 'Pause'}</${Action}>
+            <${Action} kind="small" run=${() => pauseOrResume(s)} onDone=${list.reload}>${s.paused ? 'Resume' : 'Pause'}</${Action}>
             <${Action} kind="small" run=${() => api(`/schedules/${s.id}/run`, { method: 'POST', body: {} })} onDone=${(j) => navigate(`${BASE}/jobs/${j.id || (j.job && j.job.id)}`)}>Run now</${Action}>
           </td>
         </tr>`)}</tbody>
@@ -188,16 +188,53 @@ function Runs({ id, state, title, empty, tz }) {
   </section>`;
 }
 
+// Paused or active; a pause's note (who, why, when) as the badge's title.
+function PausedBadge({ s }) {
+  if (!s.paused) return html`<span class="badge st-running">active</span>`;
+  const n = s.pause_note;
+  const why = n ? [n.why, n.by && `paused by ${n.by}`].filter(Boolean).join(' — ') : '';
+  return html`<span class="badge st-cancelled" title=${why}>paused</span>`;
+}
+
+// A pause asks why (the note is optional); a resume asks nothing.
+function pauseOrResume(s) {
+  if (s.paused) return api(`/schedules/${s.id}/resume`, { method: 'POST', body: {} });
+  const note = window.prompt(`Pause ${s.name}: why? (optional)`, '');
+  if (note === null) return Promise.resolve(null);
+  return api(`/schedules/${s.id}/pause`, { method: 'POST', body: note ? { note } : {} });
+}
+
+// The schedule's recent runs, oldest first: a bar per run, as tall as its
+// items, coloured by its health (grey: not rated), its reasons as its title.
+function HealthChart({ jobs }) {
+  const runs = jobs.filter((j) => j.ended_ms).slice(0, 40).reverse();
+  if (!runs.length) return null;
+  const max = Math.max(1, ...runs.map((j) => (j.stats && j.stats.items) || 0));
+  const w = 14, h = 60;
+  return html`<figure class="health-chart" id="health-chart">
+    <svg width=${runs.length * w} height=${h} role="img" aria-label="Items and health of the recent runs">
+      ${runs.map((j, i) => {
+        const items = (j.stats && j.stats.items) || 0;
+        const bh = Math.max(2, Math.round((items / max) * (h - 4)));
+        const title = `#${j.id}: ${num(items)} items, ${j.health || 'not rated'}${(j.health_reasons || []).length ? ` (${j.health_reasons.join('; ')})` : ''}`;
+        return html`<a href=${`${BASE}/jobs/${j.id}`}><rect class=${'hl-' + (j.health || 'none')} data-health=${j.health || 'none'} x=${i * w + 1} y=${h - bh} width=${w - 3} height=${bh}><title>${title}</title></rect></a>`;
+      })}
+    </svg>
+    <figcaption class="muted small">Items per run, oldest first: green ok, amber degraded, red broken, grey not rated.</figcaption>
+  </figure>`;
+}
+
 export function SchedulePage({ id }) {
   const s = useApi(`/schedules/${encodeURIComponent(id)}`);
-  const jobs = useApi('/jobs', { schedule: s.data && s.data.id, limit: 20 }, { enabled: !!s.data });
+  const jobs = useApi('/jobs', { schedule: s.data && s.data.id, limit: 40 }, { enabled: !!s.data });
   const d = s.data;
   if (!d) return html`<h1>Schedule ${id}</h1><${Loading} state=${s} />`;
   return html`
-    <h1>Schedule ${d.name} ${d.paused ? html`<span class="badge st-cancelled">paused</span>` : html`<span class="badge st-running">active</span>`}</h1>
+    <h1>Schedule ${d.name} <${PausedBadge} s=${d} /></h1>
+    ${d.paused && d.pause_note && html`<p class="notice" id="pause-note">Paused${d.pause_note.by ? ` by ${d.pause_note.by}` : ''} <${Time} v=${d.pause_note.at} />${d.pause_note.why ? `: ${d.pause_note.why}` : ''}</p>`}
     <div class="toolbar">
       <a class="button" href=${`${BASE}/schedules/${d.id}/edit`}>Edit</a>
-      <${Action} run=${() => api(`/schedules/${d.id}/${d.paused ? 'resume' : 'pause'}`, { method: 'POST', body: {} })} onDone=${s.reload}>${d.paused ? 'Resume' : 'Pause'}</${Action}>
+      <${Action} run=${() => pauseOrResume(d)} onDone=${s.reload}>${d.paused ? 'Resume' : 'Pause'}</${Action}>
       <${Action} run=${() => api(`/schedules/${d.id}/run`, { method: 'POST', body: {} })} onDone=${() => jobs.reload()}>Run now</${Action}>
       <${Action} kind="danger" confirm=${`Delete schedule ${d.name}?`} run=${() => api(`/schedules/${d.id}`, { method: 'DELETE' })} onDone=${() => navigate(`${BASE}/schedules`)}>Delete</${Action}>
     </div>
@@ -216,6 +253,7 @@ export function SchedulePage({ id }) {
     <${Backfill} s=${d} />
     <section>
       <h2>Jobs</h2>
+      <${HealthChart} jobs=${(jobs.data && jobs.data.jobs) || []} />
       <${Loading} state=${jobs} empty=${jobs.data && !jobs.data.jobs.length && 'This schedule has not run yet.'}>
         <${JobTable} jobs=${(jobs.data && jobs.data.jobs) || []} />
       </${Loading}>

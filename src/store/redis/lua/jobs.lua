@@ -222,7 +222,7 @@ return best
 -- nprojects, then that many project names (a set: 0 = no such limit),
 -- then nmeta, then that many pairs key, value (meta filters: the job's meta
 -- decoded here, after the hash is read), then test (1 = test runs only,
--- -1 = none, 0 = both)
+-- -1 = none, 0 = both), then health ('' = all, 'none' = not rated)
 local states = N(ARGV[2])
 if states == 0 then states = 63 end
 local project, jobid, node = ARGV[3], ARGV[4], ARGV[5]
@@ -235,6 +235,7 @@ for i = 1, nprojects do inprojects[ARGV[17 + i]] = true end
 local mbase = 18 + nprojects
 local nmeta = N(ARGV[mbase] or '0')
 local test = N(ARGV[mbase + 2 * nmeta + 1])
+local health = ARGV[mbase + 2 * nmeta + 2] or ''
 local function meta_ok(j)
   if not j.meta then return false end
   local okd, m = pcall(cjson.decode, j.meta)
@@ -274,6 +275,8 @@ local function ok(j)
   if text ~= '' and not matches(j) then return false end
   if nmeta > 0 and not meta_ok(j) then return false end
   if test ~= 0 and (N(j.test) == 1) ~= (test > 0) then return false end
+  if health == 'none' and j.health then return false end
+  if health ~= '' and health ~= 'none' and j.health ~= health then return false end
   return true
 end
 local out = {}
@@ -454,11 +457,15 @@ for i = 1, #ids, 2 do
     local c = b[k]
     if not c then c = {0, 0, 0}; b[k] = c end
     if st == 2 then c[1] = c[1] + 1 elseif st == 3 then c[2] = c[2] + 1 end
-    -- Decoded only when the count is there at all.
-    if r[3] and string.find(r[3], 'item_scraped_count', 1, true) then
+    -- Decoded only when a count is there at all: the runner's items, else
+    -- a top-level item_scraped_count.
+    if r[3] and string.find(r[3], 'item', 1, true) then
       local okd, t = pcall(cjson.decode, r[3])
-      if okd and type(t) == 'table' and type(t.item_scraped_count) == 'number' then
-        c[3] = c[3] + math.floor(t.item_scraped_count)
+      if okd and type(t) == 'table' then
+        if type(t.items) == 'number' then c[3] = c[3] + math.floor(t.items)
+        elseif type(t.item_scraped_count) == 'number' then
+          c[3] = c[3] + math.floor(t.item_scraped_count)
+        end
       end
     end
   end
@@ -558,12 +565,13 @@ end
 return out
 -- @script node_beat
 -- ARGV: P, name, url, slots, running, started_ms, now, version ('' = none),
--- draining (0/1)
+-- draining (0/1), mem_free, mem_reserved (bytes)
 local k = P .. 'node:' .. ARGV[2]
 local dead = redis.call('HGET', k, 'dead') == '1'
 redis.call('HSET', k, 'name', ARGV[2], 'url', ARGV[3], 'slots', ARGV[4],
            'running', ARGV[5], 'started_ms', ARGV[6], 'heartbeat_ms', ARGV[7],
-           'dead', '0', 'draining', ARGV[9])
+           'dead', '0', 'draining', ARGV[9], 'mem_free', ARGV[10] or '0',
+           'mem_reserved', ARGV[11] or '0')
 if ARGV[8] == '' then redis.call('HDEL', k, 'version')
 else redis.call('HSET', k, 'version', ARGV[8]) end
 redis.call('ZADD', P .. 'nodes', 0, ARGV[2])
@@ -664,6 +672,14 @@ return n
 if redis.call('EXISTS', JK(ARGV[2])) == 0 then return E('ENOENT') end
 if ARGV[3] == '' then redis.call('HDEL', JK(ARGV[2]), 'meta')
 else redis.call('HSET', JK(ARGV[2]), 'meta', ARGV[3]) end
+return 0
+-- @script job_set_health
+-- ARGV: P, id, health ('' = none), reasons (JSON, '' = none)
+if redis.call('EXISTS', JK(ARGV[2])) == 0 then return E('ENOENT') end
+if ARGV[3] == '' then redis.call('HDEL', JK(ARGV[2]), 'health')
+else redis.call('HSET', JK(ARGV[2]), 'health', ARGV[3]) end
+if ARGV[4] == '' then redis.call('HDEL', JK(ARGV[2]), 'health_reasons')
+else redis.call('HSET', JK(ARGV[2]), 'health_reasons', ARGV[4]) end
 return 0
 -- @script job_set_history
 -- ARGV: P, id, state, corrected (0/1), original_state, note ('' = none)
