@@ -390,6 +390,9 @@ static int flow_signal_hook(void *l, const char *project, const char *jobid, int
   return launcher_cancel(l, project, jobid, sig, found);
 }
 static int flow_running_hook(void *l, int64_t id) { return launcher_job_running(l, id); }
+static int flow_pause_hook(void *l, const char *project, const char *jobid, int *found) {
+  return launcher_pause(l, project, jobid, found);
+}
 static void flow_schedules_hook(void *s) { scheduler_kick(s); }
 static int64_t flow_last_beat_hook(void *c) { return cluster_last_beat(c); }
 
@@ -399,6 +402,7 @@ static void wire_flow(app_t *app) {
                              .dispatch = flow_dispatch_hook,
                              .signal = flow_signal_hook,
                              .running_here = flow_running_hook,
+                             .pause = flow_pause_hook,
                              .schedules_changed = flow_schedules_hook,
                              .cluster = app->cluster,
                              .last_beat = flow_last_beat_hook,

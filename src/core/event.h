@@ -53,7 +53,9 @@
   X(USER_DELETE_REFUSED, "user.delete_refused", "deleting the last admin user was refused") \
   X(TOKEN_CREATED, "token.created", "an API token was created") \
   X(TOKEN_REVOKED, "token.revoked", "an API token was revoked") \
-  X(TOKEN_REVOKE_REFUSED, "token.revoke_refused", "revoking the last admin token was refused")
+  X(TOKEN_REVOKE_REFUSED, "token.revoke_refused", "revoking the last admin token was refused") \
+  X(JOB_PAUSED, "job.paused", "a running job stopped with its state kept, to be resumed (its segments so far)") \
+  X(JOB_RESUMED, "job.resumed", "a paused job was queued again, to go on from its state")
 
 /* EV_JOB_QUEUED is "job.queued", and so on: the names to record events by. */
 #define EVENT_DECLARE_(id, name, meaning) extern const char EV_##id[];

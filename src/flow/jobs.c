@@ -1,5 +1,6 @@
 /* A job's transitions and their events (flow/jobs.h). */
 #include "flow/jobs.h"
+#include "flow/pause.h"
 #include "flow/schedules.h"
 
 #include <errno.h>
@@ -125,13 +126,20 @@ int jobs_fire(store_t *s, const schedule_t *sc, const sched_run_t *r, const char
 int jobs_cancel_pending(store_t *s, const char *project, const char *jobid, int64_t now_ms,
                         int *count, flow_change_t *c) {
   job_list_t l = {0};
-  job_filter_t f = {.project = project, .jobid = jobid, .states = 1u << JOB_PENDING};
+  job_filter_t f = {.project = project, .jobid = jobid,
+                    .states = 1u << JOB_PENDING | 1u << JOB_PAUSED};
   int n = 0, rc = store_jobs_list(s, &f, &l);
   if (!rc) rc = store_job_cancel_pending(s, project, jobid, now_ms, &n);
-  for (size_t i = 0; i < l.n && !rc; i++)
+  for (size_t i = 0; i < l.n && !rc; i++) {
+    if (l.v[i].state == JOB_PAUSED) {
+      rc = jobs_cancel_paused(s, &l.v[i], now_ms, c);
+      if (!rc) (*count)++;
+      continue;
+    }
     rc = add_event(s, "job.cancelled", &l.v[i], 0,
                    json_pack("{s:s, s:s, s:s, s:b}", "project", l.v[i].project, "spider",
                              l.v[i].spider, "jobid", l.v[i].jobid, "started", 0));
+  }
   job_list_release(&l);
   *count += n;
   if (!rc && c) c->unqueued += n;
@@ -303,10 +311,14 @@ static int end_trim(store_t *s, jobs_end_t *e) {
 int jobs_end(store_t *s, jobs_end_t *e) {
   const job_t *j = e->job;
   e->retry_id = 0;
+  if (e->state == JOB_PAUSED)
+    return jobs_end_paused(s, j, e->end_ms, e->exit_code, e->term_signal, e->stats,
+                           e->state_dir);
   int rc = store_job_finish(s, j->id, e->state, e->end_ms, e->exit_code, e->term_signal,
                             e->stats);
   /* A limit's slot is free: nodes whose jobs wait on it claim again. */
   if (!rc && e->notify) rc = store_notify(s, STORE_NOTE_JOBS);
+  if (!rc) rc = jobs_end_segment(s, j, e->state, e->end_ms, e->stats);
   if (rc) return rc;
   if (e->end_reason && !strcmp(e->end_reason, "timeout")) {
     json_t *d = event_data(j, e->exit_code, e->term_signal);

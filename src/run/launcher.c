@@ -25,6 +25,7 @@
 #include "flow/jobtoken.h"
 #include "core/limits.h"
 #include "run/jobres.h"
+#include "flow/pausestate.h"
 #include "run/supervise.h"
 #include "run/warm.h"
 #include "fsutil.h"
@@ -194,6 +195,7 @@ static void proc_close_cb(uv_handle_t *h) {
   free(p->items_path);
   free(p->cgroup);
   free(p->workdir);
+  free(p->state_dir);
   if (p->warm) close(p->pidfd);
   free(p);
   launcher_maybe_stopped(l);
@@ -223,6 +225,19 @@ static void proc_dispose(proc_t *p) {
     uv_close((uv_handle_t *)&p->process, proc_close_cb);
 }
 
+/* A crawl that can be paused ended: paused, its state is handed to the
+ * store for other nodes (a shared store); else its state directory, when
+ * spiderd made it, goes. */
+static void pause_ended(launcher_t *l, proc_t *p, job_state_t state) {
+  if (!p->state_dir) return;
+  if (state == JOB_PAUSED) {
+    free(l->sv.state_dir);
+    l->sv.state_dir = strdup(p->state_dir); /* packed for other nodes by the end's op */
+    return;
+  }
+  if (pausestate_ours(l->cfg, p->state_dir)) fs_rmtree(p->state_dir);
+}
+
 static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
   launcher_t *l = p->l;
   job_t *j = &p->job;
@@ -236,6 +251,8 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
   int from_stats = 0;
   if (p->cancels || p->stopped) {
     state = JOB_CANCELLED;
+  } else if (p->pausing) {
+    state = JOB_PAUSED;
   } else if (p->hb_lost) {
     state = JOB_LOST;
     reason = "heartbeat";
@@ -265,6 +282,7 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
     jobres_sample_cgroup(p->cgroup, &p->usage);
     jobres_cgroup_remove(&l->res, p->cgroup);
   }
+  pause_ended(l, p, state);
   supervise_usage_t usage = {.mech = p->cgroup ? LIMITS_CGROUP : l->res.mech,
                              .limits = p->limits, .usage = p->usage, .log_path = p->log_path};
   supervise_end(&l->sv, j, state, from_stats,
@@ -373,8 +391,8 @@ static void prune_dir(const char *dir, int keep) {
   closedir(d);
 }
 
-/* Prepares dir/project/spider, prunes it, and returns the absolute path of
- * the job's file there. */
+/* Prepares dir/project/spider, prunes it (not for a resumed job, whose
+ * file goes on), and returns the absolute path of the job's file there. */
 static char *job_file_prepared(launcher_t *l, const char *dir, const job_t *j, const char *ext) {
   char *sub = NULL, *abs = NULL, *file = NULL;
   if (asprintf(&sub, "%s/%s/%s", dir, j->project, j->spider) < 0) return NULL;
@@ -382,7 +400,7 @@ static char *job_file_prepared(launcher_t *l, const char *dir, const job_t *j, c
   free(sub);
   if (!abs) return NULL;
   if (fs_mkdirs(abs, 0755) == 0) {
-    prune_dir(abs, l->cfg->jobs_to_keep);
+    if (!j->segments) prune_dir(abs, l->cfg->jobs_to_keep);
     if (asprintf(&file, "%s/%s%s", abs, j->jobid, ext) < 0) file = NULL;
   }
   free(abs);
@@ -523,6 +541,7 @@ typedef struct start {
   strv_t extra; /* the job's own variables, over the daemon's environment */
   char **env;
   int log_fd;
+  int resumable; /* a command spider that keeps its state in jobdir */
   char why[256]; /* why the job could not start */
 } start_t;
 
@@ -561,6 +580,8 @@ static int start_manifest(launcher_t *l, const job_t *j, start_t *st) {
              j->spider);
   else if (!(st->command = manifest_argv(ms, j->spider)))
     start_nomem(st);
+  else
+    st->resumable = ms->resumable;
   manifest_release(&m);
   return st->command ? 0 : -1;
 }
@@ -602,10 +623,19 @@ static int start_files(launcher_t *l, const job_t *j, start_t *st) {
       return -1;
     }
   }
-  if (cfg->jobs_dir[0] &&
+  if (cfg->jobs_dir[0] && !st->command &&
       asprintf(&st->jobdir, "%s/%s/%s/%s", cfg->jobs_dir, j->project, j->spider, j->jobid) < 0) {
     st->jobdir = NULL;
     return start_nomem(st);
+  }
+  if (!st->jobdir && (!st->command || st->resumable) &&
+      !(st->jobdir = pausestate_dir(cfg, j->id)))
+    return start_nomem(st);
+  /* A command's state directory is there from its start; Scrapy makes its
+   * JOBDIR itself. */
+  if (st->command && st->jobdir && fs_mkdirs(st->jobdir, 0755)) {
+    snprintf(st->why, sizeof(st->why), "cannot create %s: %s", st->jobdir, strerror(errno));
+    return -1;
   }
   if (asprintf(&st->stats_path, "%s/%lld.json", l->stats_dir, (long long)j->id) < 0) {
     st->stats_path = NULL;
@@ -657,7 +687,8 @@ static int command_env(const job_t *j, start_t *st) {
   if (strv_pushf(x, "SPIDERD_SPIDER=%s", j->spider) || strv_pushf(x, "SPIDERD_ARGS=%s", a) ||
       strv_pushf(x, "SPIDERD_SETTINGS=%s", s) ||
       (st->items_file && strv_pushf(x, "SPIDERD_ITEMS_FILE=%s", st->items_file)) ||
-      (st->log_file && strv_pushf(x, "SPIDERD_LOG_FILE=%s", st->log_file)))
+      (st->log_file && strv_pushf(x, "SPIDERD_LOG_FILE=%s", st->log_file)) ||
+      (st->jobdir && strv_pushf(x, "SPIDERD_STATE_DIR=%s", st->jobdir)))
     goto out;
   rc = 0;
 out:
@@ -727,6 +758,8 @@ static void proc_track(launcher_t *l, proc_t *p, job_t *j, start_t *st) {
   p->group_signals = st->workdir != NULL;
   p->workdir = st->workdir;
   st->workdir = NULL;
+  p->state_dir = st->jobdir;
+  st->jobdir = NULL;
   uv_timer_init(l->loop, &p->timer);
   p->timer.data = p;
   p->next = l->sv.procs;
@@ -1223,6 +1256,7 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
       if (eggs_path(l->cfg->eggs_dir, p->job.project, p->job.version, &egg) == 0)
         p->group_signals = marchive_kind_file(egg) == MARCHIVE_MANIFEST;
       free(egg);
+      if (!p->group_signals) p->state_dir = pausestate_dir(l->cfg, p->job.id);
       uv_timer_init(l->loop, &p->timer);
       p->timer.data = p;
       uv_timer_start(&p->timer, adopt_watch, ADOPT_POLL_MS, ADOPT_POLL_MS);
@@ -1263,6 +1297,27 @@ int launcher_cancel(launcher_t *l, const char *project, const char *jobid, int s
     if (p->ended || strcmp(p->job.project, project) || strcmp(p->job.jobid, jobid)) continue;
     (*found)++;
     proc_cancel(l, p, sig);
+  }
+  return 0;
+}
+
+int launcher_pause(launcher_t *l, const char *project, const char *jobid, int *found) {
+  *found = 0;
+  for (prep_t *pr = l->preps; pr; pr = pr->next)
+    if (!strcmp(pr->job.project, project) && !strcmp(pr->job.jobid, jobid)) return -EBUSY;
+  for (proc_t *p = l->sv.procs; p; p = p->next) {
+    if (p->ended || strcmp(p->job.project, project) || strcmp(p->job.jobid, jobid)) continue;
+    if (!p->state_dir) return -ENOTSUP;
+    (*found)++;
+    if (p->pausing++) continue;
+    log_job(LOG_INFO, "launcher", &p->job, "Pausing job '%s' (pid %d): its state is kept in %s",
+            p->job.jobid, p->pid, p->state_dir);
+    /* One TERM: Scrapy drains what it downloads and writes its queue; a
+     * second would cut that short. KILLed when it takes longer than a
+     * cancel may. */
+    supervise_signal(p, SIGTERM);
+    if (l->cfg->cancel_grace > 0 && !uv_is_active((uv_handle_t *)&p->timer))
+      uv_timer_start(&p->timer, grace_expired, (uint64_t)(l->cfg->cancel_grace * 1000), 0);
   }
   return 0;
 }

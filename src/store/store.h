@@ -311,6 +311,14 @@ int store_job_set_meta(store_t *s, int64_t id, const json_t *meta);
 int store_job_set_history(store_t *s, int64_t id, job_state_t state, int corrected,
                           job_state_t original, const char *note);
 
+/* Replaces a paused job's segments (an array; NULL = none). -ENOENT if no row. */
+int store_job_set_segments(store_t *s, int64_t id, const json_t *segments);
+
+/* A paused job is pending again (jobs.resume): no node, pid, start, end or
+ * exit any more, due at once; its segments stay. -ENOENT when it is not
+ * paused. */
+int store_job_resume(store_t *s, int64_t id);
+
 /* Records a sign of life of a running job. -ENOENT when it is not running. */
 int store_job_heartbeat(store_t *s, int64_t id, int64_t now_ms);
 
@@ -649,6 +657,14 @@ int store_egg_delete(store_t *s, const char *project, const char *version, int *
 /* Is this store shared by several nodes (eggs in the store, nodes reaped,
  * notifications)? 0 for SQLite. */
 int store_shared(const store_t *s);
+
+/* A paused crawl's state (its JOBDIR or state directory, as a tarball) kept
+ * in a shared store, so that any node can resume it: put replaces, get
+ * (-ENOENT when none; *data is the caller's to free), delete (0 when there
+ * was none). A private store answers -ENOTSUP: the state stays on disk. */
+int store_job_state_put(store_t *s, int64_t id, const void *data, size_t len, int64_t now_ms);
+int store_job_state_get(store_t *s, int64_t id, void **data, size_t *len);
+int store_job_state_delete(store_t *s, int64_t id);
 
 /* ---- notifications between nodes sharing a store ----
  * A watch is a connection of its own that hears what other nodes (and this

@@ -41,6 +41,8 @@ enum sqlite_jobs_stmt_id {
   SJOB_NEXT_DUE,
   SJOB_SET_META,
   SJOB_SET_HISTORY,
+  SJOB_SET_SEGMENTS,
+  SJOB_RESUME,
   SJOB_COUNT
 };
 
@@ -126,26 +128,31 @@ static const char *const sqlite_jobs_sql[SJOB_COUNT] = {
         "ELSE 0 END) FROM jobs WHERE state >= 2 AND end_ms >= ?1 AND end_ms < ?2 "
         "AND project = ?4 GROUP BY 1",
     [SJOB_TRIM_NTH] =
-        "SELECT end_ms, id FROM jobs WHERE state >= 2 AND start_ms != 0 "
+        "SELECT end_ms, id FROM jobs WHERE state >= 2 AND state <> 6 AND start_ms != 0 "
         "ORDER BY end_ms DESC, id DESC LIMIT 1 OFFSET ?1",
     [SJOB_TRIM_OLDEST] =
-        "SELECT end_ms, id FROM jobs WHERE state >= 2 AND start_ms != 0 "
+        "SELECT end_ms, id FROM jobs WHERE state >= 2 AND state <> 6 AND start_ms != 0 "
         "ORDER BY end_ms, id LIMIT 1",
     [SJOB_TRIM_LAST_ID] =
         "INSERT INTO meta (key, value) SELECT 'jobs.last_id', coalesce(max(id), 0) FROM jobs "
         "WHERE 1 ON CONFLICT (key) DO UPDATE SET value = excluded.value "
         "WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER)",
     [SJOB_TRIM_STARTED] =
-        "DELETE FROM jobs WHERE state >= 2 AND start_ms != 0 "
+        "DELETE FROM jobs WHERE state >= 2 AND state <> 6 AND start_ms != 0 "
         "AND (end_ms < ?1 OR (end_ms = ?1 AND id < ?2))",
     [SJOB_TRIM_UNSTARTED] =
-        "DELETE FROM jobs WHERE state >= 2 AND start_ms = 0 AND end_ms < ?1",
+        "DELETE FROM jobs WHERE state >= 2 AND state <> 6 AND start_ms = 0 AND end_ms < ?1",
     [SJOB_HEARTBEAT] = "UPDATE jobs SET heartbeat_ms = ?2 WHERE id = ?1 AND state = 1",
     [SJOB_NEXT_DUE] =
         "SELECT min(not_before_ms) FROM jobs WHERE state = 0 AND not_before_ms > ?1",
     [SJOB_SET_META] = "UPDATE jobs SET meta = ?2 WHERE id = ?1",
     [SJOB_SET_HISTORY] = "UPDATE jobs SET state = ?2, original_state = ?3, note = ?4 "
-                         "WHERE id = ?1 AND state >= 2",
+                         "WHERE id = ?1 AND state >= 2 AND state <> 6",
+    [SJOB_SET_SEGMENTS] = "UPDATE jobs SET segments = ?2 WHERE id = ?1",
+    [SJOB_RESUME] = "UPDATE jobs SET state = 0, node = NULL, pid = 0, pid_start = 0, "
+                    "start_ms = 0, end_ms = 0, exit_code = -1, term_signal = 0, "
+                    "not_before_ms = 0, heartbeat_ms = 0, cancel_ms = 0 "
+                    "WHERE id = ?1 AND state = 6",
 };
 
 
@@ -199,6 +206,7 @@ int sqlite_row_job(sqlite3_stmt *st, job_t *j) {
   j->corrected = sqlite3_column_type(st, 29) != SQLITE_NULL;
   j->original_state = (job_state_t)sqlite3_column_int(st, 29);
   if ((rc = sqlite_col_str(st, 30, &j->note))) goto out;
+  if ((rc = sqlite_col_json(st, 31, &j->segments))) goto out;
 out:
   if (rc) job_release(j);
   return rc;
@@ -923,4 +931,21 @@ int sqlite_job_set_history(store_t *s, int64_t id, job_state_t state, int correc
   else sqlite3_bind_null(st, 3);
   sqlite_bind_str(st, 4, note);
   return sqlite_changed(q, sqlite_done(q, st, "update job history"));
+}
+
+int sqlite_job_set_segments(store_t *s, int64_t id, const json_t *segments) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = jobs_stmt(q, SJOB_SET_SEGMENTS);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite_bind_json(st, 2, segments);
+  return sqlite_changed(q, sqlite_done(q, st, "set job segments"));
+}
+
+int sqlite_job_resume(store_t *s, int64_t id) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = jobs_stmt(q, SJOB_RESUME);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  return sqlite_changed(q, sqlite_done(q, st, "resume job"));
 }

@@ -276,6 +276,16 @@ static const char *const sqlite_migrations[] = {
     "ALTER TABLE jobs ADD COLUMN meta TEXT;"
     "ALTER TABLE jobs ADD COLUMN original_state INTEGER;"
     "ALTER TABLE jobs ADD COLUMN note TEXT;",
+    /* A job may be paused (state 6) and resumed: the state's CHECK is
+     * widened in place, as SQLite's documentation allows for a constraint
+     * that every row already meets (the ALTER that follows reloads the
+     * schema on every connection); and the runs of its process, one
+     * segment each. */
+    "PRAGMA writable_schema = ON;"
+    "UPDATE sqlite_schema SET sql = replace(sql, 'CHECK (state BETWEEN 0 AND 5)', "
+    "'CHECK (state BETWEEN 0 AND 6)') WHERE type = 'table' AND name = 'jobs';"
+    "PRAGMA writable_schema = OFF;"
+    "ALTER TABLE jobs ADD COLUMN segments TEXT;",
 };
 
 #define SQLITE_SCHEMA_VERSION \
