@@ -98,7 +98,9 @@ int jobs_resume(store_t *s, jobs_pause_t *p, int64_t now_ms) {
 json_t *jobs_segments_add(const job_t *j, int64_t end_ms, const json_t *stats,
                           const char *reason) {
   json_t *a = json_is_array(j->segments) ? json_deep_copy(j->segments) : json_array();
-  json_t *items = json_object_get(stats, "item_scraped_count");
+  /* The runner's summary ("items"), else Scrapy's own counter. */
+  json_t *items = json_object_get(stats, "items");
+  if (!json_is_integer(items)) items = json_object_get(stats, "item_scraped_count");
   json_t *seg = json_pack("{s:s?, s:o, s:o, s:I, s:s}", "node", j->node, "started",
                           job_time_json(j->start_ms), "ended", job_time_json(end_ms), "items",
                           (json_int_t)(json_is_integer(items) ? json_integer_value(items) : 0),

