@@ -169,3 +169,69 @@ def test_pause_refusals_and_cancel_of_a_paused_job(spiderd, egg, site):
     assert r.status_code == 409, r.text
     r = rest(d, "POST", f"/jobs/{job_id}/pause", json={})
     assert r.status_code == 409, r.text
+
+
+COUNTER_SH = r"""
+dir="$SPIDERD_STATE_DIR"
+i=0
+[ -f "$dir/n" ] && i=$(cat "$dir/n")
+echo "counter starts at $i"
+stop=0
+trap 'stop=1' TERM
+while [ "$i" -lt 60 ] && [ "$stop" = 0 ]; do
+  echo "{\"i\": $i}" >> "$SPIDERD_ITEMS_FILE"
+  i=$((i+1))
+  echo "$i" > "$dir/n.tmp" && mv "$dir/n.tmp" "$dir/n"
+  sleep 0.05
+done
+if [ "$stop" = 1 ]; then echo "counter paused at $i"; exit 0; fi
+echo '{"items": 60, "finish_reason": "finished"}' > "$SPIDERD_STATS_FILE"
+"""
+
+
+def command_project(d):
+    import io
+    import zipfile
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("spiderd.json", json.dumps({"spiders": {
+            "counter": {"command": ["sh", "counter.sh"], "resumable": True},
+            "plain": {"command": ["sh", "-c", "while :; do sleep 0.1; done"]}}}))
+        z.writestr("counter.sh", COUNTER_SH)
+    obj = d.call("addversion.json", data={"project": "cmd", "version": "1"},
+                 files={"egg": ("project.zip", buf.getvalue())})
+    assert obj["status"] == "ok", obj
+
+
+def test_resumable_command_spider_goes_on_from_its_state_dir(spiderd):
+    d = spiderd(scrapyd={"items_dir": "items"})
+    command_project(d)
+    jobid = unique("cnt")
+    r = rest(d, "POST", "/jobs", json={"project": "cmd", "spider": "counter", "jobid": jobid})
+    assert r.status_code == 201, r.text
+    job_id = r.json()["id"]
+    path = d.items_path("cmd", "counter", jobid)
+    wait_for(lambda: os.path.exists(path) and len(open(path).readlines()) >= 10,
+             timeout(30), "10 items")
+    # The CLI's face of the same op.
+    from test_cli import ok
+    assert "pausing" in ok(d, "pause", str(job_id))
+    wait_state(d, job_id, "paused")
+    first = len(open(path).readlines())
+    assert 10 <= first < 60
+    assert "pending" in ok(d, "resume", jobid)
+    wait_state(d, job_id, "finished")
+    with open(path, encoding="utf-8") as f:
+        assert [json.loads(line)["i"] for line in f] == list(range(60))
+    log = d.read_log("cmd", "counter", jobid)
+    assert f"counter paused at {first}" in log and f"counter starts at {first}" in log
+
+    # A command spider that did not declare itself resumable cannot pause.
+    r = rest(d, "POST", "/jobs", json={"project": "cmd", "spider": "plain"})
+    assert r.status_code == 201, r.text
+    plain = r.json()["id"]
+    wait_state(d, plain, "running")
+    wait_for(lambda: job_of(d, plain)["pid"], timeout(20), "its process")
+    r = rest(d, "POST", f"/jobs/{plain}/pause", json={})
+    assert r.status_code == 409 and "resumable" in r.text, r.text
+    rest(d, "POST", f"/jobs/{plain}/cancel", json={"signal": "KILL"})
