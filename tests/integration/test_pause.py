@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import free_port, timeout, unique, wait_for
+from conftest import SHARED_STORE, free_port, store_url, timeout, unique, wait_for
 
 PAGES = 200
 
@@ -235,3 +235,36 @@ def test_resumable_command_spider_goes_on_from_its_state_dir(spiderd):
     r = rest(d, "POST", f"/jobs/{plain}/pause", json={})
     assert r.status_code == 409 and "resumable" in r.text, r.text
     rest(d, "POST", f"/jobs/{plain}/cancel", json={"signal": "KILL"})
+
+
+@pytest.mark.skipif(not SHARED_STORE, reason="needs a shared store (make test-pg)")
+def test_resume_on_another_node_of_a_cluster(spiderd, egg, site, tmp_path):
+    """Paused on one node, resumed on another: its JOBDIR travels through
+    the shared store. Logs and items live on a directory both nodes mount."""
+    key = unique("pausecl")
+    shared_dirs = {"logs_dir": str(tmp_path / "shared" / "logs"),
+                   "items_dir": str(tmp_path / "shared" / "items")}
+
+    def node(name):
+        return spiderd(name=name, start=False,
+                       scrapyd=dict(shared_dirs, node_name=name, max_proc=2),
+                       spiderd={"store": store_url(key), "node_heartbeat": 0.3})
+
+    a = node("pa").start()
+    job_id, jobid = crawl(a, egg, site)
+    wait_for(lambda: site.fetched() >= 40, timeout(60), "40 pages fetched")
+    assert rest(a, "POST", f"/jobs/{job_id}/pause", json={}).status_code == 200
+    assert wait_state(a, job_id, "paused")["segments"][0]["node"] == "pa"
+    first = site.fetched()
+    a.stop()
+
+    b = node("pb").start()
+    r = rest(b, "POST", f"/jobs/{job_id}/resume", json={})
+    assert r.status_code == 200, r.text
+    done = wait_state(b, job_id, "finished", seconds=timeout(120))
+    assert [(s["node"], s["reason"]) for s in done["segments"]] == \
+        [("pa", "paused"), ("pb", "finished")]
+    assert first < PAGES
+    assert len(site.hits) == PAGES and set(site.hits.values()) == {1}
+    assert sorted(i["page"] for i in items_of(b, jobid)) == list(range(PAGES))
+    assert "restored its paused state" in b.stderr_text()
