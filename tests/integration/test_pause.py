@@ -109,6 +109,8 @@ def test_pause_restart_resume_crawls_every_page_once(spiderd, egg, site):
     section, entry = d.find(jobid)
     assert section == "pending", (section, entry)
     assert d.api("status.json", job=jobid)["currstate"] == "pending"
+    metrics = d.get("/metrics").text
+    assert 'spiderd_store_jobs{state="paused"} 1' in metrics
     # A second pause changes nothing; the crawl is gone and stays so.
     r = rest(d, "POST", f"/jobs/{job_id}/pause", json={})
     assert r.status_code == 200 and r.json()["state"] == "paused", r.text
