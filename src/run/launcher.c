@@ -687,8 +687,7 @@ static int command_env(const job_t *j, start_t *st) {
   if (strv_pushf(x, "SPIDERD_SPIDER=%s", j->spider) || strv_pushf(x, "SPIDERD_ARGS=%s", a) ||
       strv_pushf(x, "SPIDERD_SETTINGS=%s", s) ||
       (st->items_file && strv_pushf(x, "SPIDERD_ITEMS_FILE=%s", st->items_file)) ||
-      (st->log_file && strv_pushf(x, "SPIDERD_LOG_FILE=%s", st->log_file)) ||
-      (st->jobdir && strv_pushf(x, "SPIDERD_STATE_DIR=%s", st->jobdir)))
+      (st->log_file && strv_pushf(x, "SPIDERD_LOG_FILE=%s", st->log_file)))
     goto out;
   rc = 0;
 out:
@@ -703,8 +702,11 @@ out:
  * crawl (its stats and heartbeat files, its job, URL and token). */
 static int start_command(launcher_t *l, const job_t *j, start_t *st) {
   const config_t *cfg = l->cfg;
+  /* Scrapyd's argv names a JOBDIR only for its jobs_dir; spiderd's own
+   * goes by SPIDERD_STATE_DIR, which the runner makes the JOBDIR. */
   int rc = st->command ? command_argv(j, st)
-                       : build_argv(l, j, st->log_file, st->feed_uri, st->jobdir, &st->argv);
+                       : build_argv(l, j, st->log_file, st->feed_uri,
+                                    cfg->jobs_dir[0] ? st->jobdir : NULL, &st->argv);
   if (rc) return start_nomem(st);
   const char *host = cfg->bind_address;
   if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host) host = "127.0.0.1";
@@ -716,6 +718,7 @@ static int start_command(launcher_t *l, const job_t *j, start_t *st) {
       strv_pushf(x, "SPIDERD_HEARTBEAT_FILE=%s", st->hb_path) ||
       strv_pushf(x, "SPIDERD_HEARTBEAT_INTERVAL=%g", cfg->heartbeat_interval) ||
       strv_pushf(x, "SPIDERD_JOB=%s", j->jobid) ||
+      (st->jobdir && strv_pushf(x, "SPIDERD_STATE_DIR=%s", st->jobdir)) ||
       strv_pushf(x, strchr(host, ':') ? "SPIDERD_URL=%s://[%s]:%d" : "SPIDERD_URL=%s://%s:%d",
                  cfg->https_cert[0] ? "https" : "http", host, cfg->http_port) ||
       (token[0] && strv_pushf(x, "SPIDERD_TOKEN=%s", token)) ||
