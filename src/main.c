@@ -19,6 +19,7 @@
 #include "run/scheduler.h"
 #include "run/webhooks.h"
 #include "flow/eggsync.h"
+#include "flow/pausestate.h"
 #include "run/objstore.h"
 #include "net/s3.h"
 #include "cli/cli.h"
@@ -276,6 +277,7 @@ static int start_objstore(app_t *app, char *err, size_t errlen) {
   }
   if ((rc = objstore_start(&app->objstore, app->s3, cfg, err, errlen))) return rc;
   if (cfg->object_store_eggs && shared) eggsync_set_objstore(app->s3);
+  if (shared) pausestate_set_objstore(app->s3); /* paused crawls' states */
   janitor_set_objstore(app->janitor, app->objstore);
   launcher_on_start(app->launcher, job_started);
   return 0;

@@ -136,15 +136,13 @@ int jobs_end_segment(store_t *s, const job_t *j, job_state_t state, int64_t end_
   json_t *segs = jobs_segments_add(j, end_ms, stats, job_state_name(state));
   int rc = segs ? store_job_set_segments(s, j->id, segs) : -ENOMEM;
   json_decref(segs);
-  if (!rc) rc = store_job_state_delete(s, j->id);
-  return rc == -ENOTSUP ? 0 : rc;
+  return rc ? rc : pausestate_drop(s, j->id);
 }
 
 int jobs_cancel_paused(store_t *s, const job_t *j, int64_t now_ms, flow_change_t *c) {
   int rc = store_job_finish(s, j->id, JOB_CANCELLED, now_ms, j->exit_code, j->term_signal,
                             j->stats);
-  if (!rc) rc = store_job_state_delete(s, j->id);
-  if (rc == -ENOTSUP) rc = 0;
+  if (!rc) rc = pausestate_drop(s, j->id);
   if (!rc) {
     json_t *d = json_pack("{s:s, s:s, s:s, s:b, s:b}", "project", j->project, "spider",
                           j->spider, "jobid", j->jobid, "started", 1, "paused", 1);

@@ -11,10 +11,63 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "error.h"
 #include "fsutil.h"
 #include "log.h"
+#include "net/s3.h"
 
 extern char **environ;
+
+/* Set once at start-up, read by store threads. */
+static const s3_t *g_s3;
+
+void pausestate_set_objstore(const struct s3 *s3) {
+  __atomic_store_n(&g_s3, s3, __ATOMIC_RELEASE);
+}
+
+static const s3_t *objstore(void) { return __atomic_load_n(&g_s3, __ATOMIC_ACQUIRE); }
+
+static void state_key(char *key, size_t n, int64_t id) {
+  snprintf(key, n, "jobstate/%lld.tar.gz", (long long)id);
+}
+
+/* The tar in the bucket; SPD_ESTORE (logged) when it cannot be put. */
+static int s3_put_state(const s3_t *s3, int64_t id, const void *data, size_t len) {
+  FILE *f = tmpfile();
+  if (!f) return -errno;
+  int rc = fwrite(data, 1, len, f) == len && fflush(f) == 0 ? 0 : -EIO;
+  char key[64];
+  state_key(key, sizeof(key), id);
+  s3_res_t r = {0};
+  if (!rc && s3_put_big(s3, key, fileno(f), 0, (int64_t)len, 64 << 20, &r)) {
+    log_error("launcher", "cannot put the state of job #%lld in the object store: %s",
+              (long long)id, r.err);
+    rc = SPD_ESTORE;
+  }
+  fclose(f);
+  return rc;
+}
+
+/* The tar from the bucket, into memory. */
+static int s3_get_state(const s3_t *s3, int64_t id, void **data, size_t *len) {
+  FILE *f = tmpfile();
+  if (!f) return -errno;
+  char key[64];
+  state_key(key, sizeof(key), id);
+  s3_res_t r = {0};
+  int rc = s3_get_fd(s3, key, 0, -1, fileno(f), &r);
+  off_t n = rc ? 0 : lseek(fileno(f), 0, SEEK_END);
+  if (!rc && n <= 0) rc = -EIO;
+  if (!rc && !(*data = malloc((size_t)n))) rc = -ENOMEM;
+  if (!rc && pread(fileno(f), *data, (size_t)n, 0) != n) rc = -EIO;
+  if (!rc) *len = (size_t)n;
+  if (rc && *data) {
+    free(*data);
+    *data = NULL;
+  }
+  fclose(f);
+  return rc;
+}
 
 char *pausestate_dir(const config_t *cfg, int64_t id) {
   char *out = NULL, *cwd = NULL;
@@ -112,6 +165,12 @@ void pausestate_restore(store_t *s, const config_t *cfg, const job_t *j) {
   size_t len = 0;
   int rc = store_job_state_get(s, j->id, &data, &len);
   if (rc == -ENOENT || rc == -ENOTSUP) return;
+  /* An empty row: the tar is in the object store. */
+  if (!rc && len == 0 && objstore()) {
+    free(data);
+    data = NULL;
+    rc = s3_get_state(objstore(), j->id, &data, &len);
+  }
   char *dir = rc ? NULL : pausestate_dir(cfg, j->id);
   if (!rc && !dir) rc = -ENOMEM;
   if (!rc) rc = pausestate_unpack(dir, data, len);
@@ -134,7 +193,26 @@ int pausestate_save(store_t *s, int64_t id, const char *dir, int64_t now_ms) {
              dir, rc == -EFBIG ? "larger than the store takes" : strerror(-rc));
     return 0;
   }
-  rc = store_job_state_put(s, id, data, len, now_ms);
+  const s3_t *s3 = objstore();
+  if (s3 && (rc = s3_put_state(s3, id, data, len))) {
+    free(data);
+    return rc;
+  }
+  rc = store_job_state_put(s, id, s3 ? "" : data, s3 ? 0 : len, now_ms);
   free(data);
+  return rc == -ENOTSUP ? 0 : rc;
+}
+
+int pausestate_drop(store_t *s, int64_t id) {
+  int rc = store_job_state_delete(s, id);
+  const s3_t *s3 = objstore();
+  if (s3 && rc != -ENOTSUP) {
+    char key[64];
+    state_key(key, sizeof(key), id);
+    s3_res_t r = {0};
+    if (s3_delete(s3, key, &r) && r.status != 404)
+      log_warn("launcher", "cannot delete the state of job #%lld from the object store: %s",
+               (long long)id, r.err);
+  }
   return rc == -ENOTSUP ? 0 : rc;
 }

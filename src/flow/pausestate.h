@@ -5,8 +5,11 @@
  * jobs_dir, when set, instead); a resumable command spider gets the same
  * directory as SPIDERD_STATE_DIR. On a shared store a pause packs the
  * directory (a gzip'd tar, at most PAUSESTATE_MAX bytes) into the store,
- * and the claim of the resumed job on any node unpacks it there. These run
- * on a store thread, as the eggs' copies do (flow/eggsync.h).
+ * and the claim of the resumed job on any node unpacks it there. With an
+ * object store ([spiderd] object_store) the tar goes to the bucket instead
+ * (jobstate/<job row id>.tar.gz under its prefix), and the store keeps an
+ * empty row that says so. These run on a store thread, as the eggs' copies
+ * do (flow/eggsync.h).
  *
  * Ownership: returned strings and buffers are the caller's (free).
  */
@@ -20,9 +23,15 @@
 #include "core/job.h"
 #include "store/store.h"
 
+struct s3;
+
 /* The largest state a pause hands to the store; a larger one stays on the
  * node that paused (resumed elsewhere, the crawl starts afresh). */
 #define PAUSESTATE_MAX (256u << 20)
+
+/* Paused crawls' states go to this object store from now on (set once at
+ * start-up on a shared store; NULL = the store's own rows). */
+void pausestate_set_objstore(const struct s3 *s3);
 
 /* The absolute path of job id's state directory; NULL when out of memory. */
 char *pausestate_dir(const config_t *cfg, int64_t id);
@@ -46,5 +55,8 @@ void pausestate_restore(store_t *s, const config_t *cfg, const job_t *j);
 /* On a shared store: dir packed into the store as job id's state. 0, or
  * the store's error (a pack that fails is logged and stores nothing). */
 int pausestate_save(store_t *s, int64_t id, const char *dir, int64_t now_ms);
+
+/* Job id's state is no longer needed: its row, and its object. */
+int pausestate_drop(store_t *s, int64_t id);
 
 #endif

@@ -270,3 +270,48 @@ def test_resume_on_another_node_of_a_cluster(spiderd, egg, site, tmp_path):
     assert len(site.hits) == PAGES and set(site.hits.values()) == {1}
     assert sorted(i["page"] for i in items_of(b, jobid)) == list(range(PAGES))
     assert "restored its paused state" in b.stderr_text()
+
+
+def test_the_state_travels_through_the_object_store(spiderd, egg, site, tmp_path, own_pg):
+    """With an object store the paused crawl's state goes to the bucket
+    (PREFIX/jobstate/ID.tar.gz), the store keeps an empty row, and the node
+    that resumes the job fetches it from there."""
+    import shutil
+    import s3util
+    from conftest import need
+    need(os.path.exists(s3util.AWS) and shutil.which("radosgw") is not None,
+         "needs radosgw and awscli (make deps)")
+    gen = s3util._own_server()
+    srv = next(gen)
+    try:
+        shared_dirs = {"logs_dir": str(tmp_path / "shared" / "logs"),
+                       "items_dir": str(tmp_path / "shared" / "items")}
+
+        def node(name):
+            return spiderd(name=name, start=False, env={k: v for k, v in srv.items()
+                                                        if k.startswith("AWS_")},
+                           scrapyd=dict(shared_dirs, node_name=name, max_proc=2),
+                           spiderd={"store": own_pg[0], "node_heartbeat": 0.3,
+                                    "object_store": f"s3://{srv['S3_BUCKET']}/pre",
+                                    "object_store_endpoint": srv["S3_ENDPOINT"]})
+
+        a = node("oa").start()
+        job_id, jobid = crawl(a, egg, site)
+        wait_for(lambda: site.fetched() >= 40, timeout(60), "40 pages fetched")
+        assert rest(a, "POST", f"/jobs/{job_id}/pause", json={}).status_code == 200
+        wait_state(a, job_id, "paused")
+        key = f"pre/jobstate/{job_id}.tar.gz"
+        assert (s3util.get(srv, key) or b"")[:2] == b"\x1f\x8b"  # a gzip'd tar
+        assert a.sql("SELECT size FROM job_states WHERE job_id = ?", job_id) == [{"size": 0}]
+        a.stop()
+
+        b = node("ob").start()
+        assert rest(b, "POST", f"/jobs/{job_id}/resume", json={}).status_code == 200
+        wait_state(b, job_id, "finished", seconds=timeout(120))
+        assert len(site.hits) == PAGES and set(site.hits.values()) == {1}
+        assert "restored its paused state" in b.stderr_text()
+        # Its state goes once the job is over.
+        assert s3util.get(srv, key) is None
+        assert b.sql("SELECT size FROM job_states WHERE job_id = ?", job_id) == []
+    finally:
+        gen.close()
