@@ -512,6 +512,7 @@ static const char *const *pg_migrations[] = {
                           "ALTER TABLE jobs ADD CONSTRAINT jobs_state_check "
                           "CHECK (state BETWEEN 0 AND 6);"
                           "ALTER TABLE jobs ADD COLUMN segments JSONB;"
+                          "CREATE INDEX IF NOT EXISTS jobs_paused ON jobs (id) WHERE state = 6;"
                           "CREATE TABLE job_states (job_id BIGINT PRIMARY KEY, "
                           "data BYTEA NOT NULL, size BIGINT NOT NULL, "
                           "created_ms BIGINT NOT NULL);"

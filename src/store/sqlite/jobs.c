@@ -552,11 +552,18 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
    * sort beat walking every id down to the page's last, which the planner
    * picks without statistics. */
   int running = f->states == 1u << JOB_RUNNING;
+  /* Paused jobs too (every listjobs.json asks for them): a few rows among
+   * the whole history. */
+  int paused = f->states == 1u << JOB_PAUSED;
   size_t n = (size_t)snprintf(sql, sizeof(sql), "SELECT " SQLITE_JOB_COLS " FROM jobs%s WHERE 1",
-                              running ? " INDEXED BY jobs_running" : "");
+                              running  ? " INDEXED BY jobs_running"
+                              : paused ? " INDEXED BY jobs_paused"
+                                       : "");
 #define SQLITE_ADD(...) n += (size_t)snprintf(sql + n, sizeof(sql) - n, __VA_ARGS__)
   if (running) {
     SQLITE_ADD(" AND state = 1"); /* the index's own condition */
+  } else if (paused) {
+    SQLITE_ADD(" AND state = 6");
   } else if (f->states) {
     const char *sep = " AND state IN (";
     for (int i = 0; i < JOB_NSTATES; i++)

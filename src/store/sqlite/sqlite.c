@@ -285,7 +285,8 @@ static const char *const sqlite_migrations[] = {
     "UPDATE sqlite_schema SET sql = replace(sql, 'CHECK (state BETWEEN 0 AND 5)', "
     "'CHECK (state BETWEEN 0 AND 6)') WHERE type = 'table' AND name = 'jobs';"
     "PRAGMA writable_schema = OFF;"
-    "ALTER TABLE jobs ADD COLUMN segments TEXT;",
+    "ALTER TABLE jobs ADD COLUMN segments TEXT;"
+    "CREATE INDEX IF NOT EXISTS jobs_paused ON jobs(id) WHERE state = 6;",
 };
 
 #define SQLITE_SCHEMA_VERSION \
