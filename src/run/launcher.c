@@ -249,10 +249,12 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
   job_state_t state = JOB_FAILED;
   const char *reason = NULL;
   int from_stats = 0;
-  if (p->cancels || p->stopped) {
+  if (p->cancels) {
     state = JOB_CANCELLED;
   } else if (p->pausing) {
-    state = JOB_PAUSED;
+    state = JOB_PAUSED; /* even when the daemon stops meanwhile: its state is kept */
+  } else if (p->stopped) {
+    state = JOB_CANCELLED;
   } else if (p->hb_lost) {
     state = JOB_LOST;
     reason = "heartbeat";
