@@ -31,7 +31,7 @@ static int pause_fn(store_t *s, void *arg) {
   p->project = c->job.project;
   p->jobid = c->job.jobid;
   p->node = c->app->cfg.node_name;
-  return jobs_pause(s, p);
+  return jobs_pause(s, p, clock_wall_ms());
 }
 
 static void pause_failed(op_call_t *c, int rc) {
@@ -81,7 +81,7 @@ void op_jobs_pause(op_call_t *c) {
     op_fail(c, -ENOMEM, NULL, "out of memory");
     return;
   }
-  op_store(c, STORE_READ, pause_fn, pause_done);
+  op_store(c, STORE_WRITE, pause_fn, pause_done);
 }
 
 static int resume_fn(store_t *s, void *arg) {

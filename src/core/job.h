@@ -72,6 +72,9 @@ typedef struct job {
    * then an array of {node, started, ended, items, reason} objects, one per
    * run of its process, oldest first. */
   json_t *segments;
+  /* A stop asked of the node running it (shared stores): 0 = none, > 0 a
+   * cancel at that time, < 0 a pause at minus that time. */
+  int64_t cancel_ms;
 } job_t;
 
 typedef struct job_list {

@@ -41,16 +41,17 @@ static int find(store_t *s, const jobs_pause_t *p, unsigned mask, job_t *out) {
   return 0;
 }
 
-int jobs_pause(store_t *s, jobs_pause_t *p) {
+int jobs_pause(store_t *s, jobs_pause_t *p, int64_t now_ms) {
   job_release(&p->job);
-  p->here = p->already = 0;
+  p->here = p->already = p->remote = 0;
   p->why[0] = '\0';
   int rc = find(s, p, 1u << JOB_RUNNING, &p->job);
   if (rc == 0) {
     if (p->job.node && strcmp(p->job.node, p->node)) {
-      snprintf(p->why, sizeof(p->why), "job '%s' runs on node '%s': pause it there", p->jobid,
-               p->job.node);
-      return SPD_ECONFLICT;
+      /* Its node hears it as it hears a cancel (run/cluster.c). */
+      rc = store_job_cancel_request(s, p->job.id, -(now_ms > 0 ? now_ms : 1));
+      p->remote = rc == 0;
+      return rc == -ENOENT ? 0 : rc; /* it ended meanwhile: nothing to pause */
     }
     p->here = 1;
     return 0;

@@ -31,6 +31,7 @@ typedef struct jobs_pause {
   const char *node;            /* in: this node's name */
   job_t job;     /* out: the job paused or resumed (its latest attempt) */
   int here;      /* out (pause): it runs on this node: its launcher stops it */
+  int remote;    /* out (pause): it runs on another node, asked to pause it */
   int already;   /* out: it was paused already (pause) or pending (resume) */
   flow_change_t change; /* out (resume): the job queued again */
   char why[160]; /* out: why not, for a person */
@@ -38,10 +39,11 @@ typedef struct jobs_pause {
 
 /* Finds the running job to pause: 0 with p->here when it runs on this
  * node (the caller's launcher stops it, and its end records the pause),
- * or p->already when it is paused already. SPD_ECONFLICT when it is
- * pending, ended, or running on another node; -ENOENT when there is no
- * such job. Writes nothing. */
-int jobs_pause(store_t *s, jobs_pause_t *p);
+ * p->remote when it runs on another node (asked through the store, as a
+ * cancel is: store_job_cancel_request with minus now_ms), or p->already
+ * when it is paused already. SPD_ECONFLICT when it is pending or ended;
+ * -ENOENT when there is no such job. */
+int jobs_pause(store_t *s, jobs_pause_t *p, int64_t now_ms);
 
 /* Queues a paused job again (state pending, job.resumed), its segments and
  * state kept for the node that claims it. p->already when it is pending

@@ -698,6 +698,7 @@ int store_notify(store_t *s, unsigned what);
 /* Asks the node running job `id` to stop it (cancel.json on another node):
  * sets the job's cancel request and notifies. -ENOENT unless running. */
 int store_job_cancel_request(store_t *s, int64_t id, int64_t now_ms);
+/* (A pause is asked with -now_ms: the job's cancel_ms says which.) */
 /* Running jobs of `node` with a cancel request, appended to out. */
 int store_jobs_cancel_requested(store_t *s, const char *node, job_list_t *out);
 

@@ -241,8 +241,9 @@ def test_resumable_command_spider_goes_on_from_its_state_dir(spiderd):
 
 @pytest.mark.skipif(not SHARED_STORE, reason="needs a shared store (make test-pg)")
 def test_resume_on_another_node_of_a_cluster(spiderd, egg, site, tmp_path):
-    """Paused on one node, resumed on another: its JOBDIR travels through
-    the shared store. Logs and items live on a directory both nodes mount."""
+    """Paused through one node while it runs on the other, resumed on the
+    one left: its JOBDIR travels through the shared store. Logs and items
+    live on a directory both nodes mount."""
     key = unique("pausecl")
     shared_dirs = {"logs_dir": str(tmp_path / "shared" / "logs"),
                    "items_dir": str(tmp_path / "shared" / "items")}
@@ -252,24 +253,28 @@ def test_resume_on_another_node_of_a_cluster(spiderd, egg, site, tmp_path):
                        scrapyd=dict(shared_dirs, node_name=name, max_proc=2),
                        spiderd={"store": store_url(key), "node_heartbeat": 0.3})
 
-    a = node("pa").start()
-    job_id, jobid = crawl(a, egg, site)
+    nodes = {"pa": node("pa").start(), "pb": node("pb").start()}
+    job_id, jobid = crawl(nodes["pa"], egg, site)
     wait_for(lambda: site.fetched() >= 40, timeout(60), "40 pages fetched")
-    assert rest(a, "POST", f"/jobs/{job_id}/pause", json={}).status_code == 200
-    assert wait_state(a, job_id, "paused")["segments"][0]["node"] == "pa"
+    runner = job_of(nodes["pa"], job_id)["node"]
+    other = "pb" if runner == "pa" else "pa"
+    # Asked of the node that does not run it: the store tells the other.
+    r = rest(nodes[other], "POST", f"/jobs/{job_id}/pause", json={})
+    assert r.status_code == 200 and r.json()["state"] == "pausing", r.text
+    assert wait_state(nodes[other], job_id, "paused")["segments"][0]["node"] == runner
     first = site.fetched()
-    a.stop()
+    nodes[runner].stop()
 
-    b = node("pb").start()
-    r = rest(b, "POST", f"/jobs/{job_id}/resume", json={})
+    r = rest(nodes[other], "POST", f"/jobs/{job_id}/resume", json={})
     assert r.status_code == 200, r.text
-    done = wait_state(b, job_id, "finished", seconds=timeout(120))
+    done = wait_state(nodes[other], job_id, "finished", seconds=timeout(120))
     assert [(s["node"], s["reason"]) for s in done["segments"]] == \
-        [("pa", "paused"), ("pb", "finished")]
+        [(runner, "paused"), (other, "finished")]
     assert first < PAGES
     assert len(site.hits) == PAGES and set(site.hits.values()) == {1}
-    assert sorted(i["page"] for i in items_of(b, jobid)) == list(range(PAGES))
-    assert "restored its paused state" in b.stderr_text()
+    assert sorted(i["page"] for i in items_of(nodes[other], jobid)) == list(range(PAGES))
+    assert "restored its paused state" in nodes[other].stderr_text()
+    assert "pause asked on another node" in nodes[runner].stderr_text()
 
 
 def test_the_state_travels_through_the_object_store(spiderd, egg, site, tmp_path, own_pg):

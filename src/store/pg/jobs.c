@@ -162,7 +162,7 @@ _Static_assert(PJ_LIST_END <= PG_SLOT_SCHED, "pg/jobs.c's slots overflow its ran
   "node, pid, pid_start, created_ms, start_ms, end_ms, exit_code, "        \
   "term_signal, stats, schedule_id, parent_id, retry_of, attempt, "        \
   "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, " \
-  "unique_key, meta, original_state, note, segments"
+  "unique_key, meta, original_state, note, segments, cancel_ms"
 
 /* ---- reading rows ---- */
 
@@ -203,6 +203,7 @@ static int pg_row_job(const PGresult *r, int row, job_t *j) {
   j->original_state = (job_state_t)pg_i64(r, row, 29);
   if ((rc = pg_str(r, row, 30, &j->note))) goto out;
   if ((rc = pg_json(r, row, 31, &j->segments))) goto out;
+  j->cancel_ms = pg_i64(r, row, 32);
 out:
   if (rc) {
     if (rc == SPD_ESTORE)

@@ -55,6 +55,7 @@ static const struct redis_field job_fields[] = {
     JF(timeout_ms, RF_I64),   JF(not_before_ms, RF_I64),  JF(heartbeat_ms, RF_I64),
     JF(unique_key, RF_STR),   JF(meta, RF_JSON),          JF(corrected, RF_INT),
     JF(original_state, RF_INT), JF(note, RF_STR),    JF(segments, RF_JSON),
+    JF(cancel_ms, RF_I64),
 };
 #undef JF
 

@@ -207,6 +207,7 @@ int sqlite_row_job(sqlite3_stmt *st, job_t *j) {
   j->original_state = (job_state_t)sqlite3_column_int(st, 29);
   if ((rc = sqlite_col_str(st, 30, &j->note))) goto out;
   if ((rc = sqlite_col_json(st, 31, &j->segments))) goto out;
+  j->cancel_ms = sqlite3_column_int64(st, 32);
 out:
   if (rc) job_release(j);
   return rc;
