@@ -131,8 +131,10 @@ static void cancels_done(void *arg, int rc) {
     int found = 0;
     log_info("cluster", "job '%s' of project '%s': %s asked on another node", j->jobid,
              j->project, pause ? "pause" : "cancel");
-    if (pause) launcher_pause(c->launcher, j->project, j->jobid, &found);
-    else launcher_cancel(c->launcher, j->project, j->jobid, SIGTERM, &found);
+    if (pause && launcher_pause(c->launcher, j->project, j->jobid, &found) == -ENOTSUP)
+      log_warn("cluster", "job '%s' cannot be paused: its spider is not declared resumable",
+               j->jobid);
+    else if (!pause) launcher_cancel(c->launcher, j->project, j->jobid, SIGTERM, &found);
   }
   job_list_release(&op->jobs);
   free(op);
