@@ -20,6 +20,7 @@
 #include "run/webhooks.h"
 #include "flow/eggsync.h"
 #include "flow/accounts.h"
+#include "flow/pausestate.h"
 #include "run/objstore.h"
 #include "net/s3.h"
 #include "cli/cli.h"
@@ -277,6 +278,7 @@ static int start_objstore(app_t *app, char *err, size_t errlen) {
   }
   if ((rc = objstore_start(&app->objstore, app->s3, cfg, err, errlen))) return rc;
   if (cfg->object_store_eggs && shared) eggsync_set_objstore(app->s3);
+  if (shared) pausestate_set_objstore(app->s3); /* paused crawls' states */
   janitor_set_objstore(app->janitor, app->objstore);
   launcher_on_start(app->launcher, job_started);
   return 0;
@@ -395,6 +397,9 @@ static int flow_signal_hook(void *l, const char *project, const char *jobid, int
   return launcher_cancel(l, project, jobid, sig, found);
 }
 static int flow_running_hook(void *l, int64_t id) { return launcher_job_running(l, id); }
+static int flow_pause_hook(void *l, const char *project, const char *jobid, int *found) {
+  return launcher_pause(l, project, jobid, found);
+}
 static void flow_schedules_hook(void *s) { scheduler_kick(s); }
 static int64_t flow_last_beat_hook(void *c) { return cluster_last_beat(c); }
 static void flow_memory_hook(void *l, memfit_node_t *out) { launcher_memory(l, out); }
@@ -405,6 +410,7 @@ static void wire_flow(app_t *app) {
                              .dispatch = flow_dispatch_hook,
                              .signal = flow_signal_hook,
                              .running_here = flow_running_hook,
+                             .pause = flow_pause_hook,
                              .schedules_changed = flow_schedules_hook,
                              .cluster = app->cluster,
                              .last_beat = flow_last_beat_hook,

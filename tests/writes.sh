@@ -41,6 +41,10 @@ store_principal_delete_keep_admin  a user or token is deleted, unless it is the 
 store_accounts_put                 the accounts, their projects, users, tokens and limits
 store_egg_put                      a project'"'"'s version is stored
 store_egg_delete                   a project'"'"'s version, or all of them, is deleted
+store_job_set_segments             a paused job'"'"'s runs are recorded
+store_job_resume                   a paused job becomes pending again
+store_job_state_put                a paused crawl'"'"'s state is stored
+store_job_state_delete             a paused crawl'"'"'s state goes
 '
 names=$(awk 'NF {print $1}' <<<"$guarded" | paste -sd'|')
 

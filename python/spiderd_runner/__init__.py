@@ -155,6 +155,12 @@ def _run():
         # EXTENSIONS_BASE, not EXTENSIONS: a project's or a -s EXTENSIONS
         # value replaces EXTENSIONS whole and would drop ours.
         settings["EXTENSIONS_BASE"][stats.EXTENSION_PATH] = stats.EXTENSION_ORDER
+    state_dir = os.environ.get("SPIDERD_STATE_DIR")
+    if state_dir and _command_name(sys.argv) == "crawl":
+        # The crawl keeps its scheduler queue and seen requests there, so a
+        # pause (SIGTERM) can be resumed; at the default priority, so the
+        # project's own JOBDIR or a -s JOBDIR (Scrapyd's jobs_dir) wins.
+        settings.set("JOBDIR", state_dir, priority="default")
     if os.environ.get("SPIDERD_HEARTBEAT_FILE") and _command_name(sys.argv) == "crawl":
         from spiderd_runner import heartbeat
 

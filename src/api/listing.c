@@ -57,6 +57,18 @@ static void listing_free(listing_t *l) {
   free(l);
 }
 
+/* The paused jobs (few: each waits for a person), at the end of the
+ * pending group. */
+static int paused_rows(store_t *s, listing_t *l) {
+  job_list_t paused = {0};
+  job_filter_t f = {.project = l->project, .states = 1u << JOB_PAUSED};
+  int rc = store_jobs_list(s, &f, &paused);
+  for (size_t i = 0; !rc && i < paused.n; i++)
+    l->fmt->row(l->ud, l->group, l->index++, &paused.v[i], &l->text);
+  job_list_release(&paused);
+  return rc;
+}
+
 /* One group's page into l->text; *calls counts store calls. */
 static int round_group(store_t *s, listing_t *l, size_t want, size_t *got) {
   job_list_t jobs = {0};
@@ -64,10 +76,14 @@ static int round_group(store_t *s, listing_t *l, size_t want, size_t *got) {
   int rc = store_jobs_page(s, l->group, l->project, want, &l->key, &jobs, &more);
   if (rc) goto out;
   for (size_t i = 0; i < jobs.n; i++) {
-    l->fmt->row(l->ud, l->group, l->index++, &jobs.v[i], &l->text);
+    /* A paused job waits to be resumed: Scrapyd's word for it is pending
+     * (below), not finished. */
+    if (jobs.v[i].state != JOB_PAUSED)
+      l->fmt->row(l->ud, l->group, l->index++, &jobs.v[i], &l->text);
     job_release(&jobs.v[i]);
   }
   *got += jobs.n;
+  if (!more && l->group == 0 && (rc = paused_rows(s, l))) goto out;
   if (!more) {
     l->fmt->group_close(l->ud, l->group, &l->text);
     l->group++;

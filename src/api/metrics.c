@@ -118,6 +118,8 @@ static void render_store(const scrape_t *sc, strbuf_t *b) {
   const char *pl[] = {"state", "pending"}, *rl[] = {"state", "running"};
   metrics_sample(b, "spiderd_store_jobs", pl, 1, (double)sc->counts[JOB_PENDING]);
   metrics_sample(b, "spiderd_store_jobs", rl, 1, (double)sc->counts[JOB_RUNNING]);
+  const char *zl[] = {"state", "paused"};
+  metrics_sample(b, "spiderd_store_jobs", zl, 1, (double)sc->counts[JOB_PAUSED]);
   metrics_family(b, "spiderd_queue_elements", "gauge",
                  "Elements of each task queue in the store by state (shared on a cluster: "
                  "use max() over nodes).");

@@ -377,6 +377,10 @@ const op_def_t op_table[] = {
      200, OP_BODY_JSON, ROLE_RUN},
     {"jobs.cancel_children", NULL, op_jobs_cancel, p_cancel, OP_WRITE, "POST",
      "/jobs/{id}/cancel-children", 200, OP_BODY_JSON, ROLE_RUN},
+    {"jobs.pause", NULL, op_jobs_pause, p_job, OP_WRITE, "POST", "/jobs/{id}/pause", 200,
+     OP_BODY_JSON, ROLE_RUN},
+    {"jobs.resume", NULL, op_jobs_resume, p_job, OP_WRITE, "POST", "/jobs/{id}/resume", 200,
+     OP_BODY_JSON, ROLE_RUN},
     {"jobs.meta", NULL, op_jobs_meta, p_job_meta, OP_WRITE, "PATCH", "/jobs/{id}/meta", 200,
      OP_BODY_JSON, ROLE_RUN},
     {"jobs.history", NULL, op_jobs_history, p_job_history, OP_WRITE, "POST",
@@ -1109,6 +1113,7 @@ json_t *op_render_job(const job_t *j) {
   json_object_set_new(o, "health", op_str_or_null(j->health));
   json_object_set_new(o, "health_reasons",
                       j->health_reasons ? json_incref(j->health_reasons) : json_array());
+  json_object_set_new(o, "segments", j->segments ? json_deep_copy(j->segments) : json_array());
   if (j->corrected)
     json_object_set_new(o, "original_state", json_string(job_state_name(j->original_state)));
   return o;

@@ -108,6 +108,8 @@ void op_jobs_list(op_call_t *c);
 void op_jobs_get(op_call_t *c);
 void op_jobs_create(op_call_t *c);
 void op_jobs_cancel(op_call_t *c);
+void op_jobs_pause(op_call_t *c);  /* api/ops_pause.c: jobs.pause */
+void op_jobs_resume(op_call_t *c); /* jobs.resume */
 void op_jobs_rerun(op_call_t *c);
 void op_jobs_test_run(op_call_t *c); /* api/ops_testrun.c */
 /* jobs.create's steps, for jobs.test_run: the project's egg into

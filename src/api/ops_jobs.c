@@ -215,10 +215,11 @@ int op_time_param(op_call_t *c, const char *name, int64_t dflt, int64_t *out) {
   return 0;
 }
 
-/* num[0..5] the counts, num[6] since. */
+/* num[0..JOB_NSTATES-1] the counts, num[7] since. */
+_Static_assert(JOB_NSTATES <= 7, "the counts must leave num[7] free");
 static int counts_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
-  int64_t since = c->num[6];
+  int64_t since = c->num[7];
   if (op_str(c, "project") || !c->nmine)
     return store_job_counts_since(s, op_str(c, "project"), since ? since : 1, c->num);
   /* a caller limited to projects: the sum of theirs */
@@ -237,14 +238,14 @@ static void counts_done(void *arg, int rc) {
   json_t *counts = json_object();
   for (int st = 0; st < JOB_NSTATES; st++)
     json_object_set_new(counts, job_state_name((job_state_t)st), json_integer(c->num[st]));
-  op_ok(c, json_pack("{s:I,s:o,s:o,s:o}", "since", (json_int_t)c->num[6], "since_time",
-                     op_iso_time(c->num[6]), "project", op_str_or_null(op_str(c, "project")),
+  op_ok(c, json_pack("{s:I,s:o,s:o,s:o}", "since", (json_int_t)c->num[7], "since_time",
+                     op_iso_time(c->num[7]), "project", op_str_or_null(op_str(c, "project")),
                      "counts", counts));
 }
 
 void op_jobs_counts(op_call_t *c) {
   int64_t now = clock_wall_ms();
-  if (op_time_param(c, "since", now - 24 * 3600 * 1000LL, &c->num[6])) return;
+  if (op_time_param(c, "since", now - 24 * 3600 * 1000LL, &c->num[7])) return;
   op_store(c, STORE_READ, counts_fn, counts_done);
 }
 
@@ -328,7 +329,8 @@ void op_stats_throughput(op_call_t *c) {
 
 static int resolve_fn(store_t *s, void *arg) { return op_job_resolve(s, arg); }
 
-/* The job and a count of its children per state (num[0..5], num[6] all). */
+/* The job and a count of its children per state (num[0..JOB_NSTATES-1],
+ * num[7] all). */
 static int get_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   int rc = op_job_resolve(s, c);
@@ -337,7 +339,7 @@ static int get_fn(store_t *s, void *arg) {
   job_filter_t f = {.parent_id = c->job.id};
   if ((rc = store_jobs_list(s, &f, &kids))) return rc;
   for (size_t i = 0; i < kids.n; i++) c->num[kids.v[i].state]++;
-  c->num[6] = (int64_t)kids.n;
+  c->num[7] = (int64_t)kids.n;
   job_list_release(&kids);
   return 0;
 }
@@ -358,9 +360,9 @@ static void get_done(void *arg, int rc) {
     return;
   }
   json_t *o = op_render_job(&c->job);
-  if (c->num[6]) {
+  if (c->num[7]) {
     json_t *kids = json_object();
-    json_object_set_new(kids, "total", json_integer(c->num[6]));
+    json_object_set_new(kids, "total", json_integer(c->num[7]));
     for (int st = 0; st < JOB_NSTATES; st++)
       json_object_set_new(kids, job_state_name((job_state_t)st), json_integer(c->num[st]));
     json_object_set_new(o, "children", kids);

@@ -47,7 +47,7 @@ static int stats_fn(store_t *s, void *arg) {
 
 static json_t *stats_group_json(const job_stats_group_t *g, job_stats_by_t by) {
   json_t *runs = json_object();
-  for (int st = JOB_FINISHED; st < JOB_NSTATES; st++)
+  for (int st = JOB_FINISHED; st <= JOB_LOST; st++) /* the final states */
     json_object_set_new(runs, job_state_name((job_state_t)st), json_integer(g->runs[st]));
   json_t *o = json_object();
   if (by == JOB_STATS_BY_SCHEDULE) {

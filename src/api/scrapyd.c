@@ -631,7 +631,7 @@ static void status_done(void *arg, int rc) {
   if (!c->found) {
     json_object_set_new(o, "currstate", json_null());
   } else {
-    const char *curr = c->state == JOB_PENDING   ? "pending"
+    const char *curr = c->state == JOB_PENDING || c->state == JOB_PAUSED ? "pending"
                        : c->state == JOB_RUNNING ? "running"
                                                  : "finished";
     json_object_set_new(o, "currstate", json_string(curr));

@@ -80,7 +80,8 @@ static json_t *render_scraper(const schedule_t *sc, const char *state) {
 
 static const char *sp_status(job_state_t st) {
   switch (st) {
-  case JOB_PENDING: return "pending";
+  case JOB_PENDING:
+  case JOB_PAUSED: return "pending"; /* Sneakpeek has no paused: it waits */
   case JOB_RUNNING: return "started";
   case JOB_FINISHED: return "succeeded";
   case JOB_CANCELLED: return "killed";

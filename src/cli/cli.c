@@ -480,6 +480,26 @@ static int cmd_cancel(cli_ctx_t *ctx, const cli_args_t *a) {
   return rc ? rc : cli_answer(ctx, r, print_cancelled);
 }
 
+static void print_paused(const json_t *r) {
+  char id[64], state[64];
+  fmt_field(json_object_get(r, "job"), "id", id, sizeof(id));
+  fmt_field(r, "state", state, sizeof(state));
+  printf("job %s: %s\n", id, state);
+}
+
+/* spiderd pause ID / spiderd resume ID: POST /jobs/ID/pause or /resume. */
+static int cmd_pause(cli_ctx_t *ctx, const cli_args_t *a, const char *verb) {
+  json_t *r = NULL;
+  int rc = cli_call(ctx, "POST", (const char *[]){"jobs", a->pos[0], verb}, 3, NULL, NULL, &r);
+  return rc ? rc : cli_answer(ctx, r, print_paused);
+}
+
+static int cmd_pause_job(cli_ctx_t *ctx, const cli_args_t *a) { return cmd_pause(ctx, a, "pause"); }
+
+static int cmd_resume_job(cli_ctx_t *ctx, const cli_args_t *a) {
+  return cmd_pause(ctx, a, "resume");
+}
+
 /* ---- logs ---- */
 
 /* Reads from next_offset to next_offset, so each byte is printed once
@@ -635,7 +655,8 @@ static const cli_cmd_t cmds[] = {
     {"jobs", cmd_jobs, jobs_opts, 0, 0, "jobs [--state S]... [--project P] [--spider S] "
      "[--schedule ID] [--limit N] [--health H]",
      "Lists jobs, newest first (at most --limit, default 100).\n"
-     "  --state S          pending, running, finished, failed, cancelled, lost\n"
+     "  --state S          pending, running, finished, failed, cancelled, lost,\n"
+     "                     paused\n"
      "                     (repeat or comma-separate for several)\n"
      "  -p, --project P    -s, --spider S    --schedule ID    -n, --limit N (1-1000)\n"
      "  --health H         ok, degraded, broken, or none (not rated)\n"},
@@ -666,6 +687,11 @@ static const cli_cmd_t cmds[] = {
     {"cancel", cmd_cancel, cancel_opts, 1, 1, "cancel ID [--signal SIG]",
      "Cancels a pending or running job.\n"
      "  --signal SIG       TERM, INT (default), KILL, HUP, STOP or a number\n"},
+    {"pause", cmd_pause_job, common_opts, 1, 1, "pause ID",
+     "Pauses a running job: its crawl stops gracefully with its state kept\n"
+     "(Scrapy's JOBDIR), and the job waits, paused, until it is resumed.\n"},
+    {"resume", cmd_resume_job, common_opts, 1, 1, "resume ID",
+     "Queues a paused job again: it goes on from where it stopped, on any node.\n"},
     {"logs", cmd_logs, logs_opts, 1, 1, "logs JOB [-f] [--from-start | --tail BYTES]",
      "Prints a job's log.\n"
      "  -f, --follow       keep printing until the job has ended and its log is\n"

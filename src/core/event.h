@@ -67,7 +67,9 @@
   X(BACKFILL_FINISHED, "backfill.finished", "a backfill ended: all its runs ended, or it was cancelled") \
   X(CALENDAR_CREATED, "calendar.created", "an exclusion calendar was created") \
   X(CALENDAR_UPDATED, "calendar.updated", "an exclusion calendar was changed") \
-  X(CALENDAR_DELETED, "calendar.deleted", "an exclusion calendar was deleted")
+  X(CALENDAR_DELETED, "calendar.deleted", "an exclusion calendar was deleted") \
+  X(JOB_PAUSED, "job.paused", "a running job stopped with its state kept, to be resumed (its segments so far)") \
+  X(JOB_RESUMED, "job.resumed", "a paused job was queued again, to go on from its state")
 
 /* EV_JOB_QUEUED is "job.queued", and so on: the names to record events by. */
 #define EVENT_DECLARE_(id, name, meaning) extern const char EV_##id[];

@@ -10,7 +10,7 @@
 #include "core/enum.h"
 
 static const char *const state_names[JOB_NSTATES] = {
-    "pending", "running", "finished", "failed", "cancelled", "lost"};
+    "pending", "running", "finished", "failed", "cancelled", "lost", "paused"};
 
 void job_init(job_t *j) {
   memset(j, 0, sizeof(*j));
@@ -33,6 +33,7 @@ void job_release(job_t *j) {
   json_decref(j->args);
   json_decref(j->settings);
   json_decref(j->stats);
+  json_decref(j->segments);
   job_init(j);
 }
 
@@ -51,7 +52,7 @@ int job_list_append(job_list_t *out, job_t *v, size_t n) {
 
 ENUM_NAMES(job_state, job_state_t, state_names, JOB_NSTATES)
 
-int job_state_final(job_state_t s) { return s >= JOB_FINISHED && s < JOB_NSTATES; }
+int job_state_final(job_state_t s) { return s >= JOB_FINISHED && s <= JOB_LOST; }
 
 int job_unique_key_valid(const char *key, char *why, size_t whylen) {
   if (!key || !*key) {

@@ -6,6 +6,8 @@
  *
  * Lifecycle: pending -> running -> finished | failed | cancelled | lost.
  * A pending job that is cancelled goes straight to cancelled (start_ms 0).
+ * A running job may be paused (its crawl stops with its state kept) and
+ * resumed (pending again): running -> paused -> pending -> running ...
  */
 #ifndef SPIDERD_CORE_JOB_H
 #define SPIDERD_CORE_JOB_H
@@ -21,6 +23,7 @@ typedef enum job_state {
   JOB_FAILED,    /* non-zero exit or killed by a signal it was not sent by us */
   JOB_CANCELLED, /* cancelled by a user (pending or running), or by daemon stop */
   JOB_LOST,      /* its process vanished without an exit status we could read */
+  JOB_PAUSED,    /* stopped with its state kept, until resumed or cancelled: not final */
   JOB_NSTATES
 } job_state_t;
 
@@ -76,6 +79,13 @@ typedef struct job {
   /* The memory a claim reserved for the job on its node, in bytes (0 =
    * none); known to that node only, never stored. */
   int64_t mem_expected;
+  /* A job that was paused ran in segments: NULL until its first pause,
+   * then an array of {node, started, ended, items, reason} objects, one per
+   * run of its process, oldest first. */
+  json_t *segments;
+  /* A stop asked of the node running it (shared stores): 0 = none, > 0 a
+   * cancel at that time, < 0 a pause at minus that time. */
+  int64_t cancel_ms;
 } job_t;
 
 typedef struct job_list {
@@ -91,11 +101,11 @@ void job_list_release(job_list_t *l);
  * (v's jobs are left empty). Returns 0 or -ENOMEM (out unchanged). */
 int job_list_append(job_list_t *out, job_t *v, size_t n);
 
-/* "pending", "running", "finished", "failed", "cancelled", "lost". */
+/* "pending", "running", "finished", "failed", "cancelled", "lost", "paused". */
 const char *job_state_name(job_state_t s);
 /* Parses a name from job_state_name; -EINVAL when unknown. */
 int job_state_parse(const char *name, job_state_t *out);
-/* Is the state one a job never leaves? */
+/* Is the state one a job never leaves? (paused is not: it is resumed.) */
 int job_state_final(job_state_t s);
 
 /* The largest meta object, in bytes of compact JSON. */

@@ -110,7 +110,7 @@ static int spider_cmp(const void *a, const void *b) {
 
 /* Adds spider name with command spec (NULL: the default, dflt). */
 static int add_spider(manifest_t *m, const char *name, const json_t *spec, char **dflt,
-                      char *err, size_t errlen) {
+                      int resumable, char *err, size_t errlen) {
   char why[256];
   if (!name_valid("spider", name, why, sizeof(why)))
     return fail(err, errlen, "%s", why);
@@ -127,9 +127,14 @@ static int add_spider(manifest_t *m, const char *name, const json_t *spec, char 
     const char *key;
     json_t *val;
     json_object_foreach((json_t *)spec, key, val) {
-      if (strcmp(key, "command") != 0)
-        return fail(err, errlen, "unknown key '%s' in spider '%s' (known: command)", key, name);
+      if (strcmp(key, "command") != 0 && strcmp(key, "resumable") != 0)
+        return fail(err, errlen, "unknown key '%s' in spider '%s' (known: command, resumable)",
+                    key, name);
     }
+    const json_t *r = json_object_get(spec, "resumable");
+    if (r && !json_is_boolean(r))
+      return fail(err, errlen, "\"resumable\" of spider '%s' must be true or false", name);
+    if (r) resumable = json_is_true(r);
     const json_t *c = json_object_get(spec, "command");
     if (c) {
       int rc = command_parse(c, what, &cmd, err, errlen);
@@ -149,6 +154,7 @@ static int add_spider(manifest_t *m, const char *name, const json_t *spec, char 
   }
   m->spiders[m->n].name = nm;
   m->spiders[m->n].command = cmd;
+  m->spiders[m->n].resumable = resumable;
   m->n++;
   return 0;
 }
@@ -171,11 +177,18 @@ int manifest_parse(const char *text, size_t len, manifest_t *m, char *err, size_
   const char *key;
   json_t *val;
   json_object_foreach(root, key, val) {
-    if (strcmp(key, "spiders") != 0 && strcmp(key, "command") != 0) {
-      fail(err, errlen, "unknown key '%s' (known: spiders, command)", key);
+    if (strcmp(key, "spiders") != 0 && strcmp(key, "command") != 0 &&
+        strcmp(key, "resumable") != 0) {
+      fail(err, errlen, "unknown key '%s' (known: spiders, command, resumable)", key);
       goto out;
     }
   }
+  const json_t *res = json_object_get(root, "resumable");
+  if (res && !json_is_boolean(res)) {
+    fail(err, errlen, "\"resumable\" must be true or false");
+    goto out;
+  }
+  int resumable = json_is_true(res);
   const json_t *cmd = json_object_get(root, "command");
   if (cmd && (rc = command_parse(cmd, "the project", &dflt, err, errlen))) goto out;
   rc = SPD_EBADEGG;
@@ -207,7 +220,7 @@ int manifest_parse(const char *text, size_t len, manifest_t *m, char *err, size_
   if (!m->spiders) goto out;
   if (json_is_object(sp)) {
     json_object_foreach((json_t *)sp, key, val) {
-      if ((rc = add_spider(m, key, val, dflt, err, errlen))) goto out;
+      if ((rc = add_spider(m, key, val, dflt, resumable, err, errlen))) goto out;
     }
   } else {
     size_t i;
@@ -216,7 +229,8 @@ int manifest_parse(const char *text, size_t len, manifest_t *m, char *err, size_
         rc = fail(err, errlen, "entry %zu of \"spiders\" is not a string", i);
         goto out;
       }
-      if ((rc = add_spider(m, json_string_value(val), NULL, dflt, err, errlen))) goto out;
+      if ((rc = add_spider(m, json_string_value(val), NULL, dflt, resumable, err, errlen)))
+        goto out;
     }
   }
   qsort(m->spiders, m->n, sizeof(*m->spiders), spider_cmp);

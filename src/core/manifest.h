@@ -32,6 +32,10 @@
 typedef struct manifest_spider {
   char *name;
   char **command; /* NULL-terminated, placeholders not yet substituted */
+  /* "resumable": true (the spider's, else the project's): its jobs may be
+   * paused: they get SPIDERD_STATE_DIR, stop on SIGTERM keeping their
+   * state there, and find it again when resumed. */
+  int resumable;
 } manifest_spider_t;
 
 typedef struct manifest {

@@ -1,5 +1,6 @@
 /* Claiming pending jobs and giving them back (flow/claim.h). */
 #include "flow/claim.h"
+#include "flow/pausestate.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -139,6 +140,9 @@ int jobs_claim(store_t *s, jobs_claim_t *c) {
   if (!rc && c->mem_budget >= 0) rc = claim_fit_memory(s, c);
   if (rc) return rc;
   if (c->shared) claim_eggs(s, c);
+  /* A resumed job goes on from the state its pause left in the store. */
+  for (size_t i = 0; c->shared && i < c->jobs.n; i++)
+    if (c->jobs.v[i].segments) pausestate_restore(s, c->cfg, &c->jobs.v[i]);
   for (size_t i = 0; i < c->jobs.n; i++) jobs_resolve(c->cfg, &c->jobs.v[i]);
   c->change.unqueued = (int64_t)c->jobs.n;
   if (c->jobs.n >= c->max) return 0;

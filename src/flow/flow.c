@@ -50,3 +50,8 @@ void flow_running(const flow_hooks_t *h, int64_t n) {
 }
 
 int64_t flow_pending(const flow_hooks_t *h) { return h->counters ? h->counters->pending : 0; }
+
+int flow_pause(const flow_hooks_t *h, const char *project, const char *jobid, int *found) {
+  *found = 0;
+  return h->pause ? h->pause(h->launcher, project, jobid, found) : 0;
+}

@@ -43,6 +43,10 @@ typedef struct flow_hooks {
   /* Sends sig to this node's processes of project + jobid (launcher_cancel);
    * *found = how many. */
   int (*signal)(void *launcher, const char *project, const char *jobid, int sig, int *found);
+  /* Pauses this node's processes of project + jobid (launcher_pause);
+   * *found = how many; -ENOTSUP when one cannot be paused, -EBUSY while
+   * one is starting. */
+  int (*pause)(void *launcher, const char *project, const char *jobid, int *found);
   /* Is job `id` a live process of this node (launcher_job_running)? */
   int (*running_here)(void *launcher, int64_t id);
   /* A schedule changed: the scheduler ticks now (scheduler_kick). */
@@ -100,6 +104,7 @@ void flow_dispatch(const flow_hooks_t *h);
 int flow_signal(const flow_hooks_t *h, const char *project, const char *jobid, int sig,
                 int *found);
 int flow_running_here(const flow_hooks_t *h, int64_t id);
+int flow_pause(const flow_hooks_t *h, const char *project, const char *jobid, int *found);
 void flow_schedules_changed(const flow_hooks_t *h);
 int64_t flow_last_beat(const flow_hooks_t *h);
 /* -ENOTSUP when no daemon runs the hook. */

@@ -2,6 +2,7 @@
 #include "flow/jobs.h"
 #include "flow/multiproc.h"
 #include "flow/health.h"
+#include "flow/pause.h"
 #include "flow/schedules.h"
 
 #include <errno.h>
@@ -129,13 +130,20 @@ int jobs_fire(store_t *s, const schedule_t *sc, const sched_run_t *r, const char
 int jobs_cancel_pending(store_t *s, const char *project, const char *jobid, int64_t now_ms,
                         int *count, flow_change_t *c) {
   job_list_t l = {0};
-  job_filter_t f = {.project = project, .jobid = jobid, .states = 1u << JOB_PENDING};
+  job_filter_t f = {.project = project, .jobid = jobid,
+                    .states = 1u << JOB_PENDING | 1u << JOB_PAUSED};
   int n = 0, rc = store_jobs_list(s, &f, &l);
   if (!rc) rc = store_job_cancel_pending(s, project, jobid, now_ms, &n);
-  for (size_t i = 0; i < l.n && !rc; i++)
+  for (size_t i = 0; i < l.n && !rc; i++) {
+    if (l.v[i].state == JOB_PAUSED) {
+      rc = jobs_cancel_paused(s, &l.v[i], now_ms, c);
+      if (!rc) (*count)++;
+      continue;
+    }
     rc = add_event(s, "job.cancelled", &l.v[i], 0,
                    json_pack("{s:s, s:s, s:s, s:b}", "project", l.v[i].project, "spider",
                              l.v[i].spider, "jobid", l.v[i].jobid, "started", 0));
+  }
   /* The last child of a multi-process run that never started ends it. */
   for (size_t i = 0; i < l.n && !rc; i++)
     if (l.v[i].parent_id) rc = multiproc_settle(s, l.v[i].parent_id, now_ms, c);
@@ -333,6 +341,9 @@ static int end_events(store_t *s, jobs_end_t *e, const health_verdict_t *v) {
 int jobs_end(store_t *s, jobs_end_t *e) {
   const job_t *j = e->job;
   e->retry_id = 0;
+  if (e->state == JOB_PAUSED)
+    return jobs_end_paused(s, j, e->end_ms, e->exit_code, e->term_signal, e->stats,
+                           e->state_dir);
   /* Sampled once: a write the store pool repeats finds them there. */
   if (json_is_object(e->stats) && e->items_path && !json_object_get(e->stats, "item_fields")) {
     json_t *fields = health_item_fields(e->items_path);
@@ -344,6 +355,7 @@ int jobs_end(store_t *s, jobs_end_t *e) {
                                  e->stats);
   /* A limit's slot is free: nodes whose jobs wait on it claim again. */
   if (!rc && e->notify) rc = store_notify(s, STORE_NOTE_JOBS);
+  if (!rc) rc = jobs_end_segment(s, j, e->state, e->end_ms, e->stats);
   if (!rc) rc = end_events(s, e, &v);
   health_verdict_release(&v);
   if (rc) return rc;

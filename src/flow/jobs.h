@@ -65,7 +65,8 @@ int jobs_fire(store_t *s, const schedule_t *sc, const sched_run_t *r, const char
 
 /* Cancels the pending entries of project + jobid (state cancelled, end_ms =
  * now_ms), a job.cancelled event each; adds how many to *count and to
- * c->unqueued (c may be NULL). */
+ * c->unqueued (c may be NULL). A paused entry ends cancelled too (counted
+ * in *count, and in c->finished: it had started). */
 int jobs_cancel_pending(store_t *s, const char *project, const char *jobid, int64_t now_ms,
                         int *count, flow_change_t *c);
 
@@ -117,6 +118,9 @@ typedef struct jobs_end {
   int keep;               /* in: finished_to_keep (0 = no trim) */
   const char *items_path; /* in: the job's local items file, sampled for its
                            * health (NULL = none) */
+  /* in (state JOB_PAUSED, flow/pause.h): the crawl's state directory,
+   * packed into a shared store for other nodes; NULL = none */
+  const char *state_dir;
   int64_t retry_id;       /* out: the retry queued, 0 = none */
   int64_t retry_not_before; /* out: when it may start */
   /* out: the retry queued (jobs_enqueue's); after a trim of the history,
@@ -129,7 +133,9 @@ typedef struct jobs_end {
  * sampled items carrying each field, when there is an items file), job.timeout
  * when it timed out, its end event, its health (flow/health.h), and, when
  * it failed or was lost with attempts left, its retry (jobs_retry); then
- * trims the history to e->keep ended jobs. */
+ * trims the history to e->keep ended jobs. State JOB_PAUSED records a pause
+ * instead (jobs_end_paused, flow/pause.h); a job that ran in segments gets
+ * its last one. */
 int jobs_end(store_t *s, jobs_end_t *e);
 
 /* The loop's side of an end around its commit: a job counts as finished

@@ -123,12 +123,18 @@ static void cancels_done(void *arg, int rc) {
   flight_landed(c, &c->cancel_checking);
   for (size_t i = 0; !rc && !c->stopping && i < op->jobs.n; i++) {
     job_t *j = &op->jobs.v[i];
-    if (!launcher_job_running(c->launcher, j->id) || cancel_seen(c, j->id))
+    /* A pause (cancel_ms < 0) and a later cancel of the same job are two
+     * requests, each acted on once. */
+    int pause = j->cancel_ms < 0;
+    if (!launcher_job_running(c->launcher, j->id) || cancel_seen(c, pause ? -j->id : j->id))
       continue;
     int found = 0;
-    log_info("cluster", "job '%s' of project '%s': cancel asked on another node", j->jobid,
-             j->project);
-    launcher_cancel(c->launcher, j->project, j->jobid, SIGTERM, &found);
+    log_info("cluster", "job '%s' of project '%s': %s asked on another node", j->jobid,
+             j->project, pause ? "pause" : "cancel");
+    if (pause && launcher_pause(c->launcher, j->project, j->jobid, &found) == -ENOTSUP)
+      log_warn("cluster", "job '%s' cannot be paused: its spider is not declared resumable",
+               j->jobid);
+    else if (!pause) launcher_cancel(c->launcher, j->project, j->jobid, SIGTERM, &found);
   }
   job_list_release(&op->jobs);
   free(op);

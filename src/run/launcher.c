@@ -27,6 +27,7 @@
 #include "core/limits.h"
 #include "run/jobres.h"
 #include "run/memory.h"
+#include "flow/pausestate.h"
 #include "run/supervise.h"
 #include "run/warm.h"
 #include "fsutil.h"
@@ -220,6 +221,7 @@ static void proc_close_cb(uv_handle_t *h) {
   free(p->items_path);
   free(p->cgroup);
   free(p->workdir);
+  free(p->state_dir);
   if (p->warm) close(p->pidfd);
   free(p);
   launcher_maybe_stopped(l);
@@ -249,6 +251,19 @@ static void proc_dispose(proc_t *p) {
     uv_close((uv_handle_t *)&p->process, proc_close_cb);
 }
 
+/* A crawl that can be paused ended: paused, its state is handed to the
+ * store for other nodes (a shared store); else its state directory, when
+ * spiderd made it, goes. */
+static void pause_ended(launcher_t *l, proc_t *p, job_state_t state) {
+  if (!p->state_dir) return;
+  if (state == JOB_PAUSED) {
+    free(l->sv.state_dir);
+    l->sv.state_dir = strdup(p->state_dir); /* packed for other nodes by the end's op */
+    return;
+  }
+  if (pausestate_ours(l->cfg, p->state_dir)) fs_rmtree(p->state_dir);
+}
+
 static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
   launcher_t *l = p->l;
   job_t *j = &p->job;
@@ -260,7 +275,11 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
   job_state_t state = JOB_FAILED;
   const char *reason = NULL;
   int from_stats = 0;
-  if (p->cancels || p->stopped) {
+  if (p->cancels) {
+    state = JOB_CANCELLED;
+  } else if (p->pausing) {
+    state = JOB_PAUSED; /* even when the daemon stops meanwhile: its state is kept */
+  } else if (p->stopped) {
     state = JOB_CANCELLED;
   } else if (p->hb_lost) {
     state = JOB_LOST;
@@ -291,6 +310,7 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
     jobres_sample_cgroup(p->cgroup, &p->usage);
     jobres_cgroup_remove(&l->res, p->cgroup);
   }
+  pause_ended(l, p, state);
   supervise_usage_t usage = {.mech = p->cgroup ? LIMITS_CGROUP : l->res.mech,
                              .limits = p->limits, .usage = p->usage, .log_path = p->log_path};
   supervise_end(&l->sv, j, state, from_stats,
@@ -399,8 +419,8 @@ static void prune_dir(const char *dir, int keep) {
   closedir(d);
 }
 
-/* Prepares dir/project/spider, prunes it, and returns the absolute path of
- * the job's file there. */
+/* Prepares dir/project/spider, prunes it (not for a resumed job, whose
+ * file goes on), and returns the absolute path of the job's file there. */
 static char *job_file_prepared(launcher_t *l, const char *dir, const job_t *j, const char *ext) {
   char *sub = NULL, *abs = NULL, *file = NULL;
   if (asprintf(&sub, "%s/%s/%s", dir, j->project, j->spider) < 0) return NULL;
@@ -408,7 +428,7 @@ static char *job_file_prepared(launcher_t *l, const char *dir, const job_t *j, c
   free(sub);
   if (!abs) return NULL;
   if (fs_mkdirs(abs, 0755) == 0) {
-    prune_dir(abs, l->cfg->jobs_to_keep);
+    if (!j->segments) prune_dir(abs, l->cfg->jobs_to_keep);
     if (asprintf(&file, "%s/%s%s", abs, j->jobid, ext) < 0) file = NULL;
   }
   free(abs);
@@ -550,6 +570,7 @@ typedef struct start {
   strv_t extra; /* the job's own variables, over the daemon's environment */
   char **env;
   int log_fd;
+  int resumable; /* a command spider that keeps its state in jobdir */
   char why[256]; /* why the job could not start */
 } start_t;
 
@@ -588,6 +609,8 @@ static int start_manifest(launcher_t *l, const job_t *j, start_t *st) {
              j->spider);
   else if (!(st->command = manifest_argv(ms, j->spider)))
     start_nomem(st);
+  else
+    st->resumable = ms->resumable;
   manifest_release(&m);
   return st->command ? 0 : -1;
 }
@@ -629,10 +652,19 @@ static int start_files(launcher_t *l, const job_t *j, start_t *st) {
       return -1;
     }
   }
-  if (cfg->jobs_dir[0] &&
+  if (cfg->jobs_dir[0] && !st->command &&
       asprintf(&st->jobdir, "%s/%s/%s/%s", cfg->jobs_dir, j->project, j->spider, j->jobid) < 0) {
     st->jobdir = NULL;
     return start_nomem(st);
+  }
+  if (!st->jobdir && (!st->command || st->resumable) &&
+      !(st->jobdir = pausestate_dir(cfg, j->id)))
+    return start_nomem(st);
+  /* A command's state directory is there from its start; Scrapy makes its
+   * JOBDIR itself. */
+  if (st->command && st->jobdir && fs_mkdirs(st->jobdir, 0755)) {
+    snprintf(st->why, sizeof(st->why), "cannot create %s: %s", st->jobdir, strerror(errno));
+    return -1;
   }
   if (asprintf(&st->stats_path, "%s/%lld.json", l->stats_dir, (long long)j->id) < 0) {
     st->stats_path = NULL;
@@ -699,8 +731,11 @@ out:
  * crawl (its stats and heartbeat files, its job, URL and token). */
 static int start_command(launcher_t *l, const job_t *j, start_t *st) {
   const config_t *cfg = l->cfg;
+  /* Scrapyd's argv names a JOBDIR only for its jobs_dir; spiderd's own
+   * goes by SPIDERD_STATE_DIR, which the runner makes the JOBDIR. */
   int rc = st->command ? command_argv(j, st)
-                       : build_argv(l, j, st->log_file, st->feed_uri, st->jobdir, &st->argv);
+                       : build_argv(l, j, st->log_file, st->feed_uri,
+                                    cfg->jobs_dir[0] ? st->jobdir : NULL, &st->argv);
   if (rc) return start_nomem(st);
   const char *host = cfg->bind_address;
   if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host) host = "127.0.0.1";
@@ -712,6 +747,7 @@ static int start_command(launcher_t *l, const job_t *j, start_t *st) {
       strv_pushf(x, "SPIDERD_HEARTBEAT_FILE=%s", st->hb_path) ||
       strv_pushf(x, "SPIDERD_HEARTBEAT_INTERVAL=%g", cfg->heartbeat_interval) ||
       strv_pushf(x, "SPIDERD_JOB=%s", j->jobid) ||
+      (st->jobdir && strv_pushf(x, "SPIDERD_STATE_DIR=%s", st->jobdir)) ||
       strv_pushf(x, strchr(host, ':') ? "SPIDERD_URL=%s://[%s]:%d" : "SPIDERD_URL=%s://%s:%d",
                  cfg->https_cert[0] ? "https" : "http", host, cfg->http_port) ||
       (token[0] && strv_pushf(x, "SPIDERD_TOKEN=%s", token)) ||
@@ -758,6 +794,8 @@ static void proc_track(launcher_t *l, proc_t *p, job_t *j, start_t *st) {
   p->group_signals = st->workdir != NULL;
   p->workdir = st->workdir;
   st->workdir = NULL;
+  p->state_dir = st->jobdir;
+  st->jobdir = NULL;
   uv_timer_init(l->loop, &p->timer);
   p->timer.data = p;
   p->next = l->sv.procs;
@@ -1281,6 +1319,7 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
       if (eggs_path(l->cfg->eggs_dir, p->job.project, p->job.version, &egg) == 0)
         p->group_signals = marchive_kind_file(egg) == MARCHIVE_MANIFEST;
       free(egg);
+      if (!p->group_signals) p->state_dir = pausestate_dir(l->cfg, p->job.id);
       uv_timer_init(l->loop, &p->timer);
       p->timer.data = p;
       uv_timer_start(&p->timer, adopt_watch, ADOPT_POLL_MS, ADOPT_POLL_MS);
@@ -1321,6 +1360,27 @@ int launcher_cancel(launcher_t *l, const char *project, const char *jobid, int s
     if (p->ended || strcmp(p->job.project, project) || strcmp(p->job.jobid, jobid)) continue;
     (*found)++;
     proc_cancel(l, p, sig);
+  }
+  return 0;
+}
+
+int launcher_pause(launcher_t *l, const char *project, const char *jobid, int *found) {
+  *found = 0;
+  for (prep_t *pr = l->preps; pr; pr = pr->next)
+    if (!strcmp(pr->job.project, project) && !strcmp(pr->job.jobid, jobid)) return -EBUSY;
+  for (proc_t *p = l->sv.procs; p; p = p->next) {
+    if (p->ended || strcmp(p->job.project, project) || strcmp(p->job.jobid, jobid)) continue;
+    if (!p->state_dir) return -ENOTSUP;
+    (*found)++;
+    if (p->pausing++) continue;
+    log_job(LOG_INFO, "launcher", &p->job, "Pausing job '%s' (pid %d): its state is kept in %s",
+            p->job.jobid, p->pid, p->state_dir);
+    /* One TERM: Scrapy drains what it downloads and writes its queue; a
+     * second would cut that short. KILLed when it takes longer than a
+     * cancel may. */
+    supervise_signal(p, SIGTERM);
+    if (l->cfg->cancel_grace > 0 && !uv_is_active((uv_handle_t *)&p->timer))
+      uv_timer_start(&p->timer, grace_expired, (uint64_t)(l->cfg->cancel_grace * 1000), 0);
   }
   return 0;
 }

@@ -78,6 +78,12 @@ void launcher_kill_all(launcher_t *l);
 int launcher_cancel(launcher_t *l, const char *project, const char *jobid,
                     int sig, int *found);
 
+/* Pauses every running process of project + jobid (flow/pause.h): SIGTERM
+ * once, its group KILLed cancel_grace later, its end recorded as paused.
+ * *found = processes asked. -ENOTSUP when one cannot be paused (a command
+ * spider not declared resumable), -EBUSY while one is still starting. */
+int launcher_pause(launcher_t *l, const char *project, const char *jobid, int *found);
+
 /* fn(ud, job) runs on the loop after each job's end (and any retry it
  * spawned) is committed, e.g. to wake modules that act on job events. */
 void launcher_on_end(launcher_t *l, void (*fn)(void *ud, const job_t *job), void *ud);

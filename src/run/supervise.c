@@ -246,6 +246,7 @@ typedef struct end_op {
   /* the retry, when one was queued */
   int64_t retry_id;
   int64_t retry_not_before;
+  char *state_dir;    /* a paused crawl's state directory (owned), or NULL */
 } end_op_t;
 
 /* Adds what the crawl used to its stats (a new object when the runner
@@ -328,7 +329,8 @@ static int end_fn(store_t *s, void *arg) {
   jobs_end_t e = {.items_path = items, .job = &op->job, .state = op->state, .end_ms = op->end_ms,
                   .exit_code = op->exit_code, .term_signal = op->term_signal,
                   .stats = stats, .end_reason = op->end_reason, .rnd = op->rnd,
-                  .notify = op->sv->cfg->nlimits > 0, .keep = op->sv->cfg->finished_to_keep};
+                  .notify = op->sv->cfg->nlimits > 0, .keep = op->sv->cfg->finished_to_keep,
+                  .state_dir = op->state_dir};
   int rc = jobs_end(s, &e);
   free(items);
   json_decref(stats);
@@ -342,6 +344,7 @@ static int end_fn(store_t *s, void *arg) {
 static void due_arm(supervisor_t *sv, int64_t at);
 
 static void end_op_free(end_op_t *op) {
+  free(op->state_dir);
   json_decref(op->stats);
   job_release(&op->job);
   free(op->stats_path);
@@ -437,12 +440,12 @@ static void end_done(void *arg, int rc) {
   if (rc) {
     log_error("launcher", "could not record the end of job #%lld: %s", (long long)op->job.id,
               spd_strerror(rc));
-    flow_change_t undo = jobs_end_dropped();
+    flow_change_t undo = op->state == JOB_PAUSED ? (flow_change_t){0} : jobs_end_dropped();
     flow_apply(sv->flow, &undo);
   } else if (op->ended_elsewhere) {
     log_warn("launcher", "job #%lld ('%s') was ended as lost while this node was declared "
              "dead; its end here is not recorded", (long long)op->job.id, op->job.jobid);
-    flow_change_t undo = jobs_end_dropped();
+    flow_change_t undo = op->state == JOB_PAUSED ? (flow_change_t){0} : jobs_end_dropped();
     flow_apply(sv->flow, &undo);
   } else {
     end_recorded(sv, op);
@@ -488,11 +491,14 @@ void supervise_end(supervisor_t *sv, job_t *job, job_state_t state, int from_sta
    * once rather than after the commit; the job counts as finished from now
    * on too, so pending + running + finished never dips. */
   sv->ends_in_flight++;
-  flow_change_t counted = jobs_end_submitted();
+  /* A paused job is not finished: it is pending again once resumed. */
+  flow_change_t counted = state == JOB_PAUSED ? (flow_change_t){0} : jobs_end_submitted();
   flow_apply(sv->flow, &counted);
+  op->state_dir = sv->state_dir;
+  sv->state_dir = NULL;
   if (store_submit(sv->store, STORE_WRITE, end_fn, op, end_done) != 0) {
     sv->ends_in_flight--;
-    flow_change_t undo = jobs_end_dropped();
+    flow_change_t undo = state == JOB_PAUSED ? (flow_change_t){0} : jobs_end_dropped();
     flow_apply(sv->flow, &undo);
     log_error("launcher", "store closed: end of job #%lld not recorded", (long long)op->job.id);
     end_op_free(op);

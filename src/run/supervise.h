@@ -62,6 +62,11 @@ typedef struct proc {
    * too; a Scrapy runner gets them alone, as under Scrapyd. */
   int group_signals;
   char *workdir;        /* a command spider's directory (owned), else NULL */
+  /* Pause (flow/pause.h): the crawl keeps its state in state_dir (owned;
+   * NULL = it cannot be paused), and a pause asked for stops it with
+   * SIGTERM: its end is then recorded as paused. */
+  char *state_dir;
+  int pausing;
 } proc_t;
 
 typedef struct supervisor {
@@ -99,6 +104,9 @@ typedef struct supervisor {
   struct end_op *ends_waiting;
   uv_timer_t end_timer;
   int64_t next_sweep; /* mono */
+  /* The state directory of the paused crawl whose end supervise_end
+   * records next (taken by it, malloc'd): set just before that call. */
+  char *state_dir;
   uint64_t rng;       /* retry jitter */
 } supervisor_t;
 
@@ -139,7 +147,8 @@ typedef struct supervise_usage {
   const char *log_path; /* copied; its tail tells a MemoryError under rlimits */
 } supervise_usage_t;
 
-/* Records the end of job (its contents are taken): store_job_finish, the
+/* Records the end of job (its contents are taken); state JOB_PAUSED records
+ * a pause (with sv->state_dir, when set): store_job_finish, the
  * end event(s) and, when the job failed or was lost with attempts left, the
  * retry, all in one store op. from_stats: the state is decided by the stats
  * file (an adopted or vanished crawl: finished, failed, or lost when there

@@ -62,6 +62,8 @@ STORE_OP(job_set_meta, (store_t *s, int64_t id, const json_t *meta))
 STORE_OP(job_set_history, (store_t *s, int64_t id, job_state_t state, int corrected,
                            job_state_t original, const char *note))
 STORE_OP(job_set_health, (store_t *s, int64_t id, const char *health, const json_t *reasons))
+STORE_OP(job_set_segments, (store_t *s, int64_t id, const json_t *segments))
+STORE_OP(job_resume, (store_t *s, int64_t id))
 
 /* ---- schedules, runs, events, leases ---- */
 STORE_OP(schedule_insert, (store_t *s, schedule_t *sc))
@@ -142,6 +144,9 @@ STORE_OP(egg_get, (store_t *s, const char *project, const char *version, void **
 STORE_OP(eggs_list, (store_t *s, egg_list_t *out))
 STORE_OP(egg_delete, (store_t *s, const char *project, const char *version, int *count))
 STORE_OP(notify, (store_t *s, unsigned what))
+STORE_OP(job_state_put, (store_t *s, int64_t id, const void *data, size_t len, int64_t now_ms))
+STORE_OP(job_state_get, (store_t *s, int64_t id, void **data, size_t *len))
+STORE_OP(job_state_delete, (store_t *s, int64_t id))
 
 /* ---- users and API tokens (store.c writes meta "auth.gen" after put/delete) ---- */
 /* keep_admin_ms > 0: store_principal_put_keep_admin / _delete_keep_admin's

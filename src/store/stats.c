@@ -85,7 +85,7 @@ static int stats_add(void *ud, const job_stats_row_t *j) {
   if (q->spider && (!j->spider || strcmp(q->spider, j->spider) != 0)) return 0;
   if (q->schedule_id && j->schedule_id != q->schedule_id) return 0;
   if (q->by == JOB_STATS_BY_SCHEDULE && !j->schedule_id) return 0;
-  if (j->state < JOB_FINISHED || j->state >= JOB_NSTATES) return 0;
+  if (!job_state_final(j->state)) return 0;
   const char *account = NULL;
   if (q->accounts) account = account_find(q->accounts, ACCOUNT_PROJECTS, j->project);
   if (q->account && (!account || strcmp(account, q->account))) return 0;

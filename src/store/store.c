@@ -141,7 +141,7 @@ int store_job_requeue(store_t *s, int64_t id) {
 
 int store_job_finish(store_t *s, int64_t id, job_state_t state, int64_t end_ms,
                      int exit_code, int term_signal, const json_t *stats) {
-  if (!s || !job_state_final(state)) return -EINVAL;
+  if (!s || !(job_state_final(state) || state == JOB_PAUSED)) return -EINVAL;
   return s->ops->job_finish(s, id, state, end_ms, exit_code, term_signal, stats);
 }
 
@@ -270,6 +270,33 @@ int store_job_set_health(store_t *s, int64_t id, const char *health, const json_
   if (!s || (health && !health_valid(health)) || (reasons && !json_is_array(reasons)))
     return -EINVAL;
   return s->ops->job_set_health(s, id, health, reasons);
+}
+
+int store_job_set_segments(store_t *s, int64_t id, const json_t *segments) {
+  if (!s || (segments && !json_is_array(segments))) return -EINVAL;
+  return s->ops->job_set_segments(s, id, segments);
+}
+
+int store_job_resume(store_t *s, int64_t id) {
+  if (!s) return -EINVAL;
+  return s->ops->job_resume(s, id);
+}
+
+int store_job_state_put(store_t *s, int64_t id, const void *data, size_t len, int64_t now_ms) {
+  if (!s || (!data && len)) return -EINVAL;
+  return s->ops->job_state_put(s, id, data, len, now_ms);
+}
+
+int store_job_state_get(store_t *s, int64_t id, void **data, size_t *len) {
+  if (!s || !data || !len) return -EINVAL;
+  *data = NULL;
+  *len = 0;
+  return s->ops->job_state_get(s, id, data, len);
+}
+
+int store_job_state_delete(store_t *s, int64_t id) {
+  if (!s) return -EINVAL;
+  return s->ops->job_state_delete(s, id);
 }
 
 int store_job_next_due(store_t *s, int64_t now_ms, int64_t *out) {

@@ -330,6 +330,13 @@ int store_job_set_history(store_t *s, int64_t id, job_state_t state, int correct
  * health one of "ok", "degraded", "broken", or NULL (not rated).
  * -ENOENT if no row. */
 int store_job_set_health(store_t *s, int64_t id, const char *health, const json_t *reasons);
+/* Replaces a paused job's segments (an array; NULL = none). -ENOENT if no row. */
+int store_job_set_segments(store_t *s, int64_t id, const json_t *segments);
+
+/* A paused job is pending again (jobs.resume): no node, pid, start, end or
+ * exit any more, due at once; its segments stay. -ENOENT when it is not
+ * paused. */
+int store_job_resume(store_t *s, int64_t id);
 
 /* Records a sign of life of a running job. -ENOENT when it is not running. */
 int store_job_heartbeat(store_t *s, int64_t id, int64_t now_ms);
@@ -675,6 +682,14 @@ int store_egg_delete(store_t *s, const char *project, const char *version, int *
  * notifications)? 0 for SQLite. */
 int store_shared(const store_t *s);
 
+/* A paused crawl's state (its JOBDIR or state directory, as a tarball) kept
+ * in a shared store, so that any node can resume it: put replaces, get
+ * (-ENOENT when none; *data is the caller's to free), delete (0 when there
+ * was none). A private store answers -ENOTSUP: the state stays on disk. */
+int store_job_state_put(store_t *s, int64_t id, const void *data, size_t len, int64_t now_ms);
+int store_job_state_get(store_t *s, int64_t id, void **data, size_t *len);
+int store_job_state_delete(store_t *s, int64_t id);
+
 /* ---- notifications between nodes sharing a store ----
  * A watch is a connection of its own that hears what other nodes (and this
  * one) commit: new pending jobs, eggs, cancels, queue puts. Notices are
@@ -707,6 +722,7 @@ int store_notify(store_t *s, unsigned what);
 /* Asks the node running job `id` to stop it (cancel.json on another node):
  * sets the job's cancel request and notifies. -ENOENT unless running. */
 int store_job_cancel_request(store_t *s, int64_t id, int64_t now_ms);
+/* (A pause is asked with -now_ms: the job's cancel_ms says which.) */
 /* Running jobs of `node` with a cancel request, appended to out. */
 int store_jobs_cancel_requested(store_t *s, const char *node, job_list_t *out);
 

@@ -90,6 +90,8 @@ def test_a_store_from_before_node_versions_is_upgraded(spiderd):
         con.execute(f"ALTER TABLE jobs DROP COLUMN {column}")
     for column in ("mem_free", "mem_reserved"):  # and nodes' memory
         con.execute(f"ALTER TABLE nodes DROP COLUMN {column}")
+    con.execute("ALTER TABLE jobs DROP COLUMN segments")  # and paused jobs' segments
+    con.execute("DROP TABLE IF EXISTS job_states")  # and their states (PostgreSQL)
     if isinstance(con, sqlite3.Connection):
         con.execute("PRAGMA user_version = 5")
     else:

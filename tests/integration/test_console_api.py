@@ -180,7 +180,7 @@ def test_counts_now_and_since(d, egg_bytes):
     body = ok(req(d, "GET", "/jobs/counts", params={"project": project}))
     assert body["project"] == project
     assert body["counts"] == {"pending": 0, "running": 1, "finished": 3, "failed": 2,
-                              "cancelled": 0, "lost": 0}
+                              "cancelled": 0, "lost": 0, "paused": 0}
     assert abs(body["since"] - (now_ms() - 24 * 3600 * 1000)) < 60000
     assert body["since_time"].endswith("Z")
     # The whole daemon counts this project's jobs too.
@@ -194,7 +194,7 @@ def test_counts_now_and_since(d, egg_bytes):
         body = ok(req(d, "GET", "/jobs/counts", params={"project": project, "since": since}))
         assert body["since"] == later
         assert body["counts"] == {"pending": 0, "running": 1, "finished": 0, "failed": 0,
-                                  "cancelled": 0, "lost": 0}
+                                  "cancelled": 0, "lost": 0, "paused": 0}
     body = ok(req(d, "GET", "/jobs/counts", params={"project": project, "since": iso(t0)}))
     assert body["counts"]["finished"] == 3 and body["counts"]["failed"] == 2
 
@@ -202,7 +202,7 @@ def test_counts_now_and_since(d, egg_bytes):
     assert wait_ended(d, long["id"])["state"] == "cancelled"
     body = ok(req(d, "GET", "/jobs/counts", params={"project": project}))
     assert body["counts"] == {"pending": 0, "running": 0, "finished": 3, "failed": 2,
-                              "cancelled": 1, "lost": 0}
+                              "cancelled": 1, "lost": 0, "paused": 0}
     # JSON-RPC: the same op.
     r = ok(req(d, "POST", "/jsonrpc", json={"jsonrpc": "2.0", "id": 1, "method": "jobs.counts",
                                             "params": {"project": project}}))

@@ -131,7 +131,12 @@ def test_crawl_without_logs_with_remote_items_and_no_version(spiderd, egg, tmp_p
     assert env["SCRAPYD_FEED_URI"] == feed
     assert env["SCRAPY_SETTINGS_MODULE"] == "testproj.settings"
     assert dump["kwargs"] == {"_job": "env2", "b": "2", "a": "1", "out": out}
-    assert dump["settings"]["LOG_FILE"] is None and dump["settings"]["JOBDIR"] is None
+    assert dump["settings"]["LOG_FILE"] is None
+    # No jobs_dir, so no -s JOBDIR on the command line (Scrapyd's argv above);
+    # the runner makes spiderd's state directory the JOBDIR, so the job can
+    # be paused (docs/api.md, "Pause and resume").
+    job_id = d.get("/api/v1/jobs/" + job).json()["id"]
+    assert dump["settings"]["JOBDIR"] == d.path("dbs", "jobstate", str(job_id))
     assert entry["log_url"] is None and entry["items_url"] is None
     # Neither tree is served; the home page still links to /logs/ (as Scrapyd).
     assert d.get("/logs/").status_code == 404

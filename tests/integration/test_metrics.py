@@ -84,7 +84,7 @@ def test_every_family_with_its_type(d):
     states = {s.labels["state"] for s in fams["spiderd_jobs"].samples
               if s.name == "spiderd_jobs_total"}
     assert states == {"finished", "failed", "cancelled", "lost"}
-    assert {s.labels["state"] for s in fams["spiderd_store_jobs"].samples} == {"pending", "running"}
+    assert {s.labels["state"] for s in fams["spiderd_store_jobs"].samples} == {"pending", "running", "paused"}
     kinds = {s.labels["kind"] for s in fams["spiderd_store_op_duration_seconds"].samples}
     assert kinds == {"read", "write"}
 

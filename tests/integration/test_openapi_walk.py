@@ -472,6 +472,35 @@ def _jobs_cancel(w, ctx):
     w.fail("POST", J + "/cancel", {"id": 424242}, status=404, code="SPD_ENOJOB")
 
 
+def _running_job(d, project):
+    r = d.request("POST", API + "/jobs", json={"project": project, "spider": "slow",
+                                               "args": {"seconds": "60"}})
+    assert r.status_code == 201, r.text
+    ident = r.json()["id"]
+    wait_for(lambda: d.request("GET", f"{API}/jobs/{ident}").json()["pid"], 60,
+             f"job {ident}'s process", interval=0.1)
+    return ident
+
+
+@case("POST", J + "/pause")
+def _jobs_pause(w, ctx):
+    ctx["pausing"] = _running_job(w.d, "wp")
+    r = w.ok("POST", J + "/pause", {"id": ctx["pausing"]}, json_body={})
+    assert r["state"] == "pausing"
+    w.fail("POST", J + "/pause", {"id": ctx["quick"]}, status=409, code="SPD_ECONFLICT")
+    w.fail("POST", J + "/pause", {"id": 424242}, status=404, code="SPD_ENOJOB")
+
+
+@case("POST", J + "/resume")
+def _jobs_resume(w, ctx):
+    ident = ctx.get("pausing") or _running_job(w.d, "wp")
+    wait_job(w, ident, ("paused", "running"))
+    w.ok("POST", J + "/resume", {"id": ident})  # no body
+    w.fail("POST", J + "/resume", {"id": ctx["quick"]}, status=409, code="SPD_ECONFLICT")
+    w.fail("POST", J + "/resume", {"id": 424242}, status=404, code="SPD_ENOJOB")
+    w.d.request("POST", f"{API}/jobs/{ident}/cancel", json={"signal": "KILL"})
+
+
 @case("POST", J + "/cancel-children")
 def _jobs_cancel_children(w, ctx):
     r = w.ok("POST", J + "/cancel-children", {"id": ctx["quick"]}, json_body={"signal": "KILL"})
@@ -1311,6 +1340,8 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "jobs.get": lambda c, m: {"id": c["quick"]},
     "jobs.cancel": lambda c, m: {"id": _new_job(c), "signal": "KILL"},
     "jobs.cancel_children": lambda c, m: {"id": _new_job(c), "signal": "KILL"},
+    "jobs.pause": lambda c, m: {"id": c.setdefault("rpc_paused", _running_job(c["d"], "rpcp"))},
+    "jobs.resume": lambda c, m: {"id": c.get("rpc_paused") or _new_job(c)},
     "jobs.states": lambda c, m: {"ids": [c["quick"], "nosuchjob"]},
     "jobs.meta": lambda c, m: {"id": c["quick"], "meta": {"walk": m, "gone": None}},
     "jobs.history": lambda c, m: {"id": c["quick"], "note": "walk " + m},

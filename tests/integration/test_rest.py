@@ -211,7 +211,7 @@ def test_projects(d):
     rp = [p for p in projects if p["name"] == "rp"][0]
     assert rp["versions"] == ["1_0"] and rp["latest_version"] == "1_0"
     p = ok(req(d, "GET", "/projects/rp"))
-    assert p["name"] == "rp" and set(p["jobs"]) == set(ENDED) | {"pending", "running"}
+    assert p["name"] == "rp" and set(p["jobs"]) == set(ENDED) | {"pending", "running", "paused"}
     assert "'nosuch'" in err(req(d, "GET", "/projects/nosuch"), 404, "SPD_ENOPROJECT")
     err(req(d, "GET", "/projects/a..b"), 400, "SPD_EBADPARAM")
     err(req(d, "DELETE", "/projects/nosuch"), 404, "SPD_ENOPROJECT")

@@ -1510,6 +1510,7 @@ static void test_migration_node_version(void **state) {
                                 "ALTER TABLE jobs DROP COLUMN health_reasons;"
                                 "ALTER TABLE nodes DROP COLUMN mem_free;"
                                 "ALTER TABLE nodes DROP COLUMN mem_reserved;"
+                                "ALTER TABLE jobs DROP COLUMN segments;"
                                 "PRAGMA user_version = 5;",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
@@ -1554,6 +1555,7 @@ static void test_migration_principals(void **state) {
                                     "ALTER TABLE jobs DROP COLUMN health_reasons; "
                                     "ALTER TABLE nodes DROP COLUMN mem_free; "
                                     "ALTER TABLE nodes DROP COLUMN mem_reserved; "
+                                    "ALTER TABLE jobs DROP COLUMN segments; "
                                     "DROP TABLE principals; PRAGMA user_version = 6;", NULL,
                                 NULL, NULL),
                    SQLITE_OK);

@@ -146,6 +146,11 @@ enum {
   PE_DELETE_ALL,
   PJ_STATS,
   PJ_SET_HEALTH,
+  PJ_SET_SEGMENTS,
+  PJ_RESUME,
+  PE_STATE_PUT,
+  PE_STATE_GET,
+  PE_STATE_DELETE,
   /* The job list's common shapes (see pg_list_slot). */
   PJ_LIST,
   PJ_LIST_END = PJ_LIST + 32,
@@ -158,7 +163,7 @@ _Static_assert(PJ_LIST_END <= PG_SLOT_SCHED, "pg/jobs.c's slots overflow its ran
   "node, pid, pid_start, created_ms, start_ms, end_ms, exit_code, "        \
   "term_signal, stats, schedule_id, parent_id, retry_of, attempt, "        \
   "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, " \
-  "unique_key, meta, original_state, note, test, health, health_reasons"
+  "unique_key, meta, original_state, note, test, health, health_reasons, segments, cancel_ms"
 
 /* ---- reading rows ---- */
 
@@ -201,6 +206,8 @@ static int pg_row_job(const PGresult *r, int row, job_t *j) {
   j->test = (int)pg_i64(r, row, 31);
   if ((rc = pg_str(r, row, 32, &j->health))) goto out;
   if ((rc = pg_json(r, row, 33, &j->health_reasons))) goto out;
+  if ((rc = pg_json(r, row, 34, &j->segments))) goto out;
+  j->cancel_ms = pg_i64(r, row, 35);
 out:
   if (rc) {
     if (rc == SPD_ESTORE)
@@ -775,11 +782,11 @@ int pg_trim_finished(store_t *s, int keep, int *deleted) {
   PGresult *r = pg_run(
       PGQ(s), PJ_TRIM,
       "WITH cut AS (SELECT end_ms, id FROM ("
-      "(SELECT end_ms, id, 0 AS k FROM jobs WHERE state >= 2 AND start_ms <> 0 "
+      "(SELECT end_ms, id, 0 AS k FROM jobs WHERE state >= 2 AND state <> 6 AND start_ms <> 0 "
       "ORDER BY end_ms DESC, id DESC LIMIT 1 OFFSET $1) UNION ALL "
-      "(SELECT end_ms, id, 1 AS k FROM jobs WHERE state >= 2 AND start_ms <> 0 "
+      "(SELECT end_ms, id, 1 AS k FROM jobs WHERE state >= 2 AND state <> 6 AND start_ms <> 0 "
       "ORDER BY end_ms, id LIMIT 1)) c ORDER BY k LIMIT 1) "
-      "DELETE FROM jobs j USING cut WHERE j.state >= 2 AND "
+      "DELETE FROM jobs j USING cut WHERE j.state >= 2 AND j.state <> 6 AND "
       "((j.start_ms <> 0 AND (j.end_ms, j.id) < (cut.end_ms, cut.id)) OR "
       "(j.start_ms = 0 AND j.end_ms < cut.end_ms))",
       &p, 0, &rc, "trim jobs");
@@ -859,10 +866,10 @@ static int pg_prune_pair(struct pg_store *q, const char *project, const char *sp
    * 5,000 rows, with a snapshot that kept vacuum from the jobs table. */
   PGresult *r = pg_run(
       q, PJ_PRUNE_DELETE,
-      "DELETE FROM jobs WHERE state >= 2 AND id = ANY (ARRAY(SELECT id FROM ("
+      "DELETE FROM jobs WHERE state >= 2 AND state <> 6 AND id = ANY (ARRAY(SELECT id FROM ("
       "SELECT id, end_ms, count(*) FILTER (WHERE start_ms <> 0) OVER ("
       "ORDER BY end_ms DESC, id DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) "
-      "AS newer FROM jobs WHERE state >= 2 AND project = $1 AND spider = $2) t "
+      "AS newer FROM jobs WHERE state >= 2 AND state <> 6 AND project = $1 AND spider = $2) t "
       "WHERE (($3::bigint > 0 AND newer >= $3::bigint) OR "
       "($4::bigint > 0 AND end_ms < $4::bigint)) "
       "AND NOT EXISTS (SELECT 1 FROM jobs c WHERE c.parent_id = t.id "
@@ -1208,7 +1215,7 @@ int pg_job_set_history(store_t *s, int64_t id, job_state_t state, int corrected,
   pg_p_str(&p, note);
   return pg_cmd(PGQ(s), PJ_SET_HISTORY,
                 "UPDATE jobs SET state = $2, original_state = $3::integer, note = $4 "
-                "WHERE id = $1 AND state >= 2",
+                "WHERE id = $1 AND state >= 2 AND state <> 6",
                 &p, 1, "update job history");
 }
 
@@ -1220,4 +1227,75 @@ int pg_job_set_health(store_t *s, int64_t id, const char *health, const json_t *
   return pg_cmd(PGQ(s), PJ_SET_HEALTH,
                 "UPDATE jobs SET health = $2, health_reasons = $3::jsonb WHERE id = $1", &p, 1,
                 "set job health");
+}
+
+int pg_job_set_segments(store_t *s, int64_t id, const json_t *segments) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, id);
+  pg_p_json(&p, segments);
+  if (segments && !p.v[1]) {
+    pg_params_release(&p);
+    return -ENOMEM;
+  }
+  return pg_cmd(PGQ(s), PJ_SET_SEGMENTS, "UPDATE jobs SET segments = $2 WHERE id = $1", &p, 1,
+                "set job segments");
+}
+
+int pg_job_resume(store_t *s, int64_t id) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, id);
+  return pg_cmd(PGQ(s), PJ_RESUME,
+                "UPDATE jobs SET state = 0, node = NULL, pid = 0, pid_start = 0, "
+                "start_ms = 0, end_ms = 0, exit_code = -1, term_signal = 0, "
+                "not_before_ms = 0, heartbeat_ms = 0, cancel_ms = 0 "
+                "WHERE id = $1 AND state = 6",
+                &p, 1, "resume job");
+}
+
+/* ---- paused crawls' state ---- */
+
+int pg_job_state_put(store_t *s, int64_t id, const void *data, size_t len, int64_t now_ms) {
+  if (len > (size_t)INT_MAX) return -EINVAL;
+  pg_params_t p = {0};
+  pg_p_i64(&p, id);
+  pg_p_bin(&p, data ? data : "", data ? len : 0);
+  pg_p_i64(&p, (int64_t)len);
+  pg_p_i64(&p, now_ms);
+  return pg_cmd(PGQ(s), PE_STATE_PUT,
+                "INSERT INTO job_states (job_id, data, size, created_ms) "
+                "VALUES ($1, $2, $3, $4) ON CONFLICT (job_id) DO UPDATE SET "
+                "data = excluded.data, size = excluded.size, created_ms = excluded.created_ms",
+                &p, 0, "store job state");
+}
+
+int pg_job_state_get(store_t *s, int64_t id, void **data, size_t *len) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, id);
+  int rc;
+  PGresult *r = pg_run(PGQ(s), PE_STATE_GET, "SELECT data FROM job_states WHERE job_id = $1",
+                       &p, 1, &rc, "read job state");
+  if (!r) return rc;
+  if (PQntuples(r) == 0) {
+    PQclear(r);
+    return -ENOENT;
+  }
+  size_t n = (size_t)PQgetlength(r, 0, 0);
+  void *buf = malloc(n ? n : 1);
+  if (buf) memcpy(buf, PQgetvalue(r, 0, 0), n);
+  PQclear(r);
+  if (!buf) return -ENOMEM;
+  *data = buf;
+  *len = n;
+  return 0;
+}
+
+int pg_job_state_delete(store_t *s, int64_t id) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, id);
+  int rc;
+  PGresult *r = pg_run(PGQ(s), PE_STATE_DELETE, "DELETE FROM job_states WHERE job_id = $1", &p,
+                       0, &rc, "delete job state");
+  if (!r) return rc;
+  PQclear(r);
+  return 0;
 }

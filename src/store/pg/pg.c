@@ -517,6 +517,19 @@ static const char *const *pg_migrations[] = {
                           "ALTER TABLE nodes ADD COLUMN mem_free BIGINT NOT NULL DEFAULT 0;"
                           "ALTER TABLE nodes ADD COLUMN mem_reserved BIGINT NOT NULL DEFAULT 0;",
                           NULL},
+    /* 9: a job may be paused (state 6) and resumed; the runs of its
+     * process, one segment each; and a paused crawl's state, so that any
+     * node can resume it (compressed already: stored as it is). */
+    (const char *const[]){"ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_state_check;"
+                          "ALTER TABLE jobs ADD CONSTRAINT jobs_state_check "
+                          "CHECK (state BETWEEN 0 AND 6);"
+                          "ALTER TABLE jobs ADD COLUMN segments JSONB;"
+                          "CREATE INDEX IF NOT EXISTS jobs_paused ON jobs (id) WHERE state = 6;"
+                          "CREATE TABLE job_states (job_id BIGINT PRIMARY KEY, "
+                          "data BYTEA NOT NULL, size BIGINT NOT NULL, "
+                          "created_ms BIGINT NOT NULL);"
+                          "ALTER TABLE job_states ALTER COLUMN data SET STORAGE EXTERNAL;",
+                          NULL},
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
 

@@ -55,7 +55,8 @@ static const struct redis_field job_fields[] = {
     JF(timeout_ms, RF_I64),   JF(not_before_ms, RF_I64),  JF(heartbeat_ms, RF_I64),
     JF(unique_key, RF_STR),   JF(meta, RF_JSON),          JF(corrected, RF_INT),
     JF(original_state, RF_INT), JF(note, RF_STR),       JF(test, RF_INT),
-    JF(health, RF_STR),         JF(health_reasons, RF_JSON),
+    JF(health, RF_STR),         JF(health_reasons, RF_JSON), JF(segments, RF_JSON),
+    JF(cancel_ms, RF_I64),
 };
 #undef JF
 
@@ -637,4 +638,55 @@ int redis_job_set_health(store_t *s, int64_t id, const char *health, const json_
   if (reasons) ra_json(&a, reasons);
   else ra_str(&a, "");
   return redis_eval(RQ(s), RS_JOB_SET_HEALTH, &a, NULL, "set job health");
+}
+
+int redis_job_set_segments(store_t *s, int64_t id, const json_t *segments) {
+  redis_args_t a = {0};
+  ra_i64(&a, id);
+  if (segments) ra_json(&a, segments);
+  else ra_str(&a, "");
+  return redis_eval(RQ(s), RS_JOB_SET_SEGMENTS, &a, NULL, "set job segments");
+}
+
+int redis_job_resume(store_t *s, int64_t id) {
+  redis_args_t a = {0};
+  ra_i64(&a, id);
+  int rc = redis_eval(RQ(s), RS_JOB_RESUME, &a, NULL, "resume job");
+  if (!rc) redis_note(RQ(s), STORE_NOTE_JOBS);
+  return rc;
+}
+
+/* ---- paused crawls' state ---- */
+
+int redis_job_state_put(store_t *s, int64_t id, const void *data, size_t len, int64_t now_ms) {
+  redis_args_t a = {0};
+  ra_i64(&a, id);
+  ra_bin(&a, data ? data : "", data ? len : 0);
+  ra_i64(&a, now_ms);
+  return redis_eval(RQ(s), RS_JOB_STATE_PUT, &a, NULL, "store job state");
+}
+
+int redis_job_state_get(store_t *s, int64_t id, void **data, size_t *len) {
+  redis_args_t a = {0};
+  redisReply *r = NULL;
+  ra_i64(&a, id);
+  int rc = redis_eval(RQ(s), RS_JOB_STATE_GET, &a, &r, "read job state");
+  if (!rc && r->type != REDIS_REPLY_STRING) rc = SPD_ESTORE;
+  if (!rc) {
+    *data = malloc(r->len ? r->len : 1);
+    if (!*data) {
+      rc = -ENOMEM;
+    } else {
+      memcpy(*data, r->str, r->len);
+      *len = r->len;
+    }
+  }
+  if (r) freeReplyObject(r);
+  return rc;
+}
+
+int redis_job_state_delete(store_t *s, int64_t id) {
+  redis_args_t a = {0};
+  ra_i64(&a, id);
+  return redis_eval(RQ(s), RS_JOB_STATE_DELETE, &a, NULL, "delete job state");
 }

@@ -28,14 +28,14 @@ static const char *const janitor_sql[SJ_COUNT] = {
      * rather than by ROW_NUMBER(), since a job that never started takes
      * no place in it. */
     [SJ_SCAN] = "SELECT id, project, spider, end_ms, start_ms FROM jobs "
-                "WHERE state >= 2 AND (project, spider) > (?1, ?2) "
+                "WHERE state >= 2 AND state <> 6 AND (project, spider) > (?1, ?2) "
                 "ORDER BY project, spider, end_ms DESC, id DESC",
     /* "parent_id != 0" spelled out so the partial index jobs_parent applies. */
     [SJ_LIVE_CHILD] = "SELECT 1 FROM jobs WHERE parent_id = ?1 AND parent_id != 0 "
                       "AND state < 2 LIMIT 1",
     /* state >= 2 again: nothing but an ended job is ever deleted, whatever
      * the scan saw. */
-    [SJ_DELETE] = "DELETE FROM jobs WHERE id = ?1 AND state >= 2 "
+    [SJ_DELETE] = "DELETE FROM jobs WHERE id = ?1 AND state >= 2 AND state <> 6 "
                   "RETURNING id, jobid, project, spider, state, start_ms, end_ms",
     /* Events are appended in time order, so the oldest by id are the
      * oldest: no index on ts_ms, which would be one more page in every

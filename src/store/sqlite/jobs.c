@@ -42,6 +42,8 @@ enum sqlite_jobs_stmt_id {
   SJOB_SET_META,
   SJOB_SET_HISTORY,
   SJOB_SET_HEALTH,
+  SJOB_SET_SEGMENTS,
+  SJOB_RESUME,
   SJOB_COUNT
 };
 
@@ -129,26 +131,31 @@ static const char *const sqlite_jobs_sql[SJOB_COUNT] = {
         "ELSE 0 END) FROM jobs WHERE state >= 2 AND end_ms >= ?1 AND end_ms < ?2 "
         "AND project = ?4 GROUP BY 1",
     [SJOB_TRIM_NTH] =
-        "SELECT end_ms, id FROM jobs WHERE state >= 2 AND start_ms != 0 "
+        "SELECT end_ms, id FROM jobs WHERE state >= 2 AND state <> 6 AND start_ms != 0 "
         "ORDER BY end_ms DESC, id DESC LIMIT 1 OFFSET ?1",
     [SJOB_TRIM_OLDEST] =
-        "SELECT end_ms, id FROM jobs WHERE state >= 2 AND start_ms != 0 "
+        "SELECT end_ms, id FROM jobs WHERE state >= 2 AND state <> 6 AND start_ms != 0 "
         "ORDER BY end_ms, id LIMIT 1",
     [SJOB_TRIM_LAST_ID] =
         "INSERT INTO meta (key, value) SELECT 'jobs.last_id', coalesce(max(id), 0) FROM jobs "
         "WHERE 1 ON CONFLICT (key) DO UPDATE SET value = excluded.value "
         "WHERE CAST(value AS INTEGER) < CAST(excluded.value AS INTEGER)",
     [SJOB_TRIM_STARTED] =
-        "DELETE FROM jobs WHERE state >= 2 AND start_ms != 0 "
+        "DELETE FROM jobs WHERE state >= 2 AND state <> 6 AND start_ms != 0 "
         "AND (end_ms < ?1 OR (end_ms = ?1 AND id < ?2))",
     [SJOB_TRIM_UNSTARTED] =
-        "DELETE FROM jobs WHERE state >= 2 AND start_ms = 0 AND end_ms < ?1",
+        "DELETE FROM jobs WHERE state >= 2 AND state <> 6 AND start_ms = 0 AND end_ms < ?1",
     [SJOB_HEARTBEAT] = "UPDATE jobs SET heartbeat_ms = ?2 WHERE id = ?1 AND state = 1",
     [SJOB_NEXT_DUE] =
         "SELECT min(not_before_ms) FROM jobs WHERE state = 0 AND not_before_ms > ?1",
     [SJOB_SET_META] = "UPDATE jobs SET meta = ?2 WHERE id = ?1",
     [SJOB_SET_HISTORY] = "UPDATE jobs SET state = ?2, original_state = ?3, note = ?4 "
-                         "WHERE id = ?1 AND state >= 2",
+                         "WHERE id = ?1 AND state >= 2 AND state <> 6",
+    [SJOB_SET_SEGMENTS] = "UPDATE jobs SET segments = ?2 WHERE id = ?1",
+    [SJOB_RESUME] = "UPDATE jobs SET state = 0, node = NULL, pid = 0, pid_start = 0, "
+                    "start_ms = 0, end_ms = 0, exit_code = -1, term_signal = 0, "
+                    "not_before_ms = 0, heartbeat_ms = 0, cancel_ms = 0 "
+                    "WHERE id = ?1 AND state = 6",
     [SJOB_SET_HEALTH] = "UPDATE jobs SET health = ?2, health_reasons = ?3 WHERE id = ?1",
 };
 
@@ -206,6 +213,8 @@ int sqlite_row_job(sqlite3_stmt *st, job_t *j) {
   j->test = sqlite3_column_int(st, 31);
   if ((rc = sqlite_col_str(st, 32, &j->health))) goto out;
   if ((rc = sqlite_col_json(st, 33, &j->health_reasons))) goto out;
+  if ((rc = sqlite_col_json(st, 34, &j->segments))) goto out;
+  j->cancel_ms = sqlite3_column_int64(st, 35);
 out:
   if (rc) job_release(j);
   return rc;
@@ -556,14 +565,20 @@ static int sqlite_jobs_list_native(struct sqlite_store *q, const job_filter_t *f
    * condition is spelled out so the planner sees it applies. */
   int history = f->ended_first && f->project && f->spider && f->states &&
                 !(f->states & 3u) && !f->nprojects;
+  /* Paused jobs too (every listjobs.json asks for them): a few rows among
+   * the whole history. */
+  int paused = f->states == 1u << JOB_PAUSED;
   size_t n = (size_t)snprintf(sql, sizeof(sql), "SELECT " SQLITE_JOB_COLS " FROM jobs%s WHERE 1%s",
                               running   ? " INDEXED BY jobs_running"
                               : history ? " INDEXED BY jobs_history"
+                              : paused  ? " INDEXED BY jobs_paused"
                                         : "",
                               history ? " AND state >= 2" : "");
 #define SQLITE_ADD(...) n += (size_t)snprintf(sql + n, sizeof(sql) - n, __VA_ARGS__)
   if (running) {
     SQLITE_ADD(" AND state = 1"); /* the index's own condition */
+  } else if (paused) {
+    SQLITE_ADD(" AND state = 6");
   } else if (f->states) {
     const char *sep = " AND state IN (";
     for (int i = 0; i < JOB_NSTATES; i++)
@@ -953,4 +968,21 @@ int sqlite_job_set_health(store_t *s, int64_t id, const char *health, const json
   sqlite_bind_str(st, 2, health);
   sqlite_bind_json(st, 3, reasons);
   return sqlite_changed(q, sqlite_done(q, st, "set job health"));
+}
+
+int sqlite_job_set_segments(store_t *s, int64_t id, const json_t *segments) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = jobs_stmt(q, SJOB_SET_SEGMENTS);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite_bind_json(st, 2, segments);
+  return sqlite_changed(q, sqlite_done(q, st, "set job segments"));
+}
+
+int sqlite_job_resume(store_t *s, int64_t id) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = jobs_stmt(q, SJOB_RESUME);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  return sqlite_changed(q, sqlite_done(q, st, "resume job"));
 }

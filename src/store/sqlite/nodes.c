@@ -178,3 +178,12 @@ int sqlite_eggs_list(store_t *s, egg_list_t *out) { return -ENOTSUP; }
 int sqlite_egg_delete(store_t *s, const char *project, const char *version, int *count) {
   return -ENOTSUP;
 }
+
+/* One node: a paused crawl's state stays in its directory on disk. */
+int sqlite_job_state_put(store_t *s, int64_t id, const void *data, size_t len, int64_t now_ms) {
+  return -ENOTSUP;
+}
+
+int sqlite_job_state_get(store_t *s, int64_t id, void **data, size_t *len) { return -ENOTSUP; }
+
+int sqlite_job_state_delete(store_t *s, int64_t id) { return -ENOTSUP; }

@@ -286,6 +286,17 @@ static const char *const sqlite_migrations[] = {
     "ALTER TABLE jobs ADD COLUMN health_reasons TEXT;"
     "ALTER TABLE nodes ADD COLUMN mem_free INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE nodes ADD COLUMN mem_reserved INTEGER NOT NULL DEFAULT 0;",
+    /* 13: a job may be paused (state 6) and resumed: the state's CHECK is
+     * widened in place, as SQLite's documentation allows for a constraint
+     * that every row already meets (the ALTER that follows reloads the
+     * schema on every connection); and the runs of its process, one
+     * segment each. */
+    "PRAGMA writable_schema = ON;"
+    "UPDATE sqlite_schema SET sql = replace(sql, 'CHECK (state BETWEEN 0 AND 5)', "
+    "'CHECK (state BETWEEN 0 AND 6)') WHERE type = 'table' AND name = 'jobs';"
+    "PRAGMA writable_schema = OFF;"
+    "ALTER TABLE jobs ADD COLUMN segments TEXT;"
+    "CREATE INDEX IF NOT EXISTS jobs_paused ON jobs(id) WHERE state = 6;",
 };
 
 #define SQLITE_SCHEMA_VERSION \

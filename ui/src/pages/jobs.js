@@ -2,7 +2,7 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { Action, api, ApiError, caps, duration, Err, HealthBadge, html, Link, Loading, navigate, num, setQuery, StateBadge, Time, useApi, useCaps, useDebounced, useEvents, useRoute, BASE } from '../lib.js';
 
-export const STATES = ['pending', 'running', 'finished', 'failed', 'cancelled', 'lost'];
+export const STATES = ['pending', 'running', 'finished', 'failed', 'cancelled', 'lost', 'paused'];
 
 // datetime-local (viewer's zone) <-> ISO UTC in the URL
 const toIso = (local) => (local ? new Date(local).toISOString() : '');
@@ -304,13 +304,16 @@ export function JobPage({ id }) {
     return () => clearInterval(t);
   }, [j && j.state]);
   if (!j) return html`<h1>Job ${id}</h1><${Loading} state=${job} />`;
-  const active = j.state === 'pending' || j.state === 'running';
+  const active = j.state === 'pending' || j.state === 'running' || j.state === 'paused';
+  const segments = j.segments || [];
   const stats = j.stats || {};
   return html`
     <h1>Job #${j.id} <span class="muted">${j.project}/${j.spider}</span> <${StateBadge} state=${j.state} /> <${HealthBadge} job=${j} />${j.test && html` <span class="badge test-run" id="job-test" title="A test run: in no statistics and no schedule's history">test run</span>`}</h1>
     <${Err} error=${job.error} />
     <div class="toolbar">
       ${active && html`<${Action} kind="danger" run=${() => api(`/jobs/${j.id}/cancel`, { method: 'POST', body: {} })} onDone=${job.reload}>Cancel</${Action}>`}
+      ${j.state === 'running' && html`<${Action} run=${() => api(`/jobs/${j.id}/pause`, { method: 'POST', body: {} })} onDone=${job.reload} title="Stop the crawl with its state kept, to resume it later">Pause</${Action}>`}
+      ${j.state === 'paused' && html`<${Action} run=${() => api(`/jobs/${j.id}/resume`, { method: 'POST', body: {} })} onDone=${job.reload} title="Queue it again: it goes on from where it stopped">Resume</${Action}>`}
       ${active && j.state === 'running' && html`<${Action} kind="danger" confirm="Kill the crawl's processes at once (SIGKILL)?" run=${() => api(`/jobs/${j.id}/cancel`, { method: 'POST', body: { signal: 'KILL' } })} onDone=${job.reload}>Kill</${Action}>`}
       ${!active && html`<${Action} run=${() => rerun(j, false)} onDone=${(r) => navigate(`${BASE}/jobs/${r.id}`)} title="Run it again (the latest version)">Re-run</${Action}>`}
       ${['failed', 'lost', 'cancelled'].includes(j.state) && html`<${Action} run=${() => rerun(j, true)} onDone=${(r) => navigate(`${BASE}/jobs/${r.id}`)} title="Run the same version again">Retry</${Action}>`}
@@ -349,6 +352,9 @@ export function JobPage({ id }) {
         ${stats.scrapy && html`<details><summary>All Scrapy stats</summary><${KV} obj=${stats.scrapy} /></details>`}` : html`<p class="empty">No stats yet.</p>`}
         ${j.health && html`<h2>Health</h2><div id="job-health"><p><${HealthBadge} job=${j} /> beside the runs like it${j.schedule_id ? ' (this schedule\'s)' : ' (this spider\'s, with the same arguments)'}</p>
           ${(j.health_reasons || []).length ? html`<ul class="plain">${j.health_reasons.map((r) => html`<li>${r}</li>`)}</ul>` : html`<p class="muted">As usual.</p>`}</div>`}
+        ${segments.length > 0 && html`<h2>Segments</h2>
+        <table class="segments" id="job-segments"><thead><tr><th>#</th><th>node</th><th>started</th><th>ended</th><th>items</th><th>reason</th></tr></thead>
+          <tbody>${segments.map((s, i) => html`<tr><td>${i + 1}</td><td>${s.node || '—'}</td><td>${s.started || '—'}</td><td>${s.ended || '—'}</td><td>${num(s.items)}</td><td>${s.reason}</td></tr>`)}</tbody></table>`}
         <h2>History</h2>
         <${Loading} state=${events} empty=${events.data && !events.data.events.length && 'No events.'}>
           <ol class="timeline" id="job-history">${events.data && events.data.events.map((e) => html`<li><${Time} v=${e.ts_ms} /> <strong>${e.type.replace(/^job\./, '')}</strong>${e.data && e.data.reasons ? ` ${e.data.reasons.join('; ')}` : ''}${e.data && e.data.exit_code != null ? ` exit ${e.data.exit_code}` : ''}${e.data && e.data.signal ? ` signal ${e.data.signal}` : ''}${e.data && e.data.node ? ` on ${e.data.node}` : ''}</li>`)}</ol>

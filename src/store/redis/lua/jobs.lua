@@ -224,7 +224,7 @@ return best
 -- decoded here, after the hash is read), then test (1 = test runs only,
 -- -1 = none, 0 = both), then health ('' = all, 'none' = not rated)
 local states = N(ARGV[2])
-if states == 0 then states = 63 end
+if states == 0 then states = 127 end
 local project, jobid, node = ARGV[3], ARGV[4], ARGV[5]
 local started, limit, native = ARGV[6] == '1', N(ARGV[7]), ARGV[8] == '1'
 local spider, sched, parent = ARGV[9], N(ARGV[10]), N(ARGV[11])
@@ -284,7 +284,7 @@ local function full() return limit > 0 and #out >= limit end
 local function add(id)
   -- A state filter is checked on one field first: a walk down the whole
   -- history for a rare state reads one field per job, not every field.
-  if states ~= 63 and not bit(N(redis.call('HGET', JK(id), 'state'))) then return false end
+  if states ~= 127 and not bit(N(redis.call('HGET', JK(id), 'state'))) then return false end
   local j = H(JK(id))
   if j and ok(j) then out[#out + 1] = FLAT(j) end
   return full()
@@ -420,7 +420,7 @@ end
 -- is ''.
 local out = {}
 local since = N(ARGV[3])
-for st = 0, 5 do
+for st = 0, 6 do
   local f = ARGV[2] == '' and I(st) or I(st) .. ':' .. ARGV[2]
   out[#out + 1] = N(redis.call('HGET', P .. 'jobs:count', f))
 end
@@ -433,7 +433,7 @@ if since > 0 then
   for i = 1, #ids, 2 do
     local r = redis.call('HMGET', JK(ids[i]), 'state', 'project')
     local st = N(r[1])
-    if st >= 2 and st <= 5 and (ARGV[2] == '' or r[2] == ARGV[2]) then
+    if st >= 2 and st <= 6 and (ARGV[2] == '' or r[2] == ARGV[2]) then
       out[st + 1] = out[st + 1] + 1
     end
   end
@@ -478,12 +478,13 @@ return out
 -- @script trim_finished
 -- ARGV: P, keep. The cut-off is the keep-th newest started final job,
 -- or the oldest one when there are fewer; older started jobs go, and
--- unstarted ones that ended before it.
+-- unstarted ones that ended before it. A paused job (6) is no ended job.
 local keep = N(ARGV[2])
 local ms = redis.call('ZREVRANGE', P .. 'jobs:ended', 0, -1, 'WITHSCORES')
 local seen, cut, cutend = 0, nil, 0
 for i = 1, #ms, 2 do
-  if N(redis.call('HGET', JK(ms[i]), 'start_ms')) ~= 0 then
+  local r = redis.call('HMGET', JK(ms[i]), 'start_ms', 'state')
+  if N(r[1]) ~= 0 and N(r[2]) ~= 6 then
     seen = seen + 1
     cut, cutend = i, N(ms[i + 1])
     if seen >= keep then break end
@@ -494,7 +495,7 @@ local n = 0
 for i = cut + 2, #ms, 2 do
   local id = N(ms[i])
   local j = H(JK(id))
-  if j and (N(j.start_ms) ~= 0 or N(ms[i + 1]) < cutend) then
+  if j and N(j.state) ~= 6 and (N(j.start_ms) ~= 0 or N(ms[i + 1]) < cutend) then
     JDEL(id, j)
     n = n + 1
   end
@@ -547,7 +548,7 @@ for _, pk in ipairs(redis.call('ZRANGEBYLEX', P .. 'jobs:pairs', '-', '+')) do
         if #out >= max then break end
         local id = N(ms[i])
         local j = H(JK(id))
-        if j then
+        if j and N(j.state) ~= 6 then
           local over = keep > 0 and started >= keep
           if N(j.start_ms) ~= 0 then started = started + 1 end
           if (over or (before > 0 and N(j.end_ms) < before)) and
@@ -685,7 +686,35 @@ return 0
 -- ARGV: P, id, state, corrected (0/1), original_state, note ('' = none)
 local id = N(ARGV[2])
 local j = H(JK(id))
-if not j or N(j.state) < 2 then return E('ENOENT') end
+if not j or N(j.state) < 2 or N(j.state) == 6 then return E('ENOENT') end
 JMOVE(id, j, {state = ARGV[3], corrected = ARGV[4] == '1' and '1',
               original_state = ARGV[4] == '1' and ARGV[5], note = ARGV[6] ~= '' and ARGV[6]})
+return 0
+-- @script job_set_segments
+-- ARGV: P, id, segments ('' = none)
+if redis.call('EXISTS', JK(ARGV[2])) == 0 then return E('ENOENT') end
+if ARGV[3] == '' then redis.call('HDEL', JK(ARGV[2]), 'segments')
+else redis.call('HSET', JK(ARGV[2]), 'segments', ARGV[3]) end
+return 0
+-- @script job_resume
+-- ARGV: P, id. A paused job (6) is pending again.
+local id = N(ARGV[2])
+local j = H(JK(id))
+if not j or N(j.state) ~= 6 then return E('ENOENT') end
+JMOVE(id, j, {state = '0', node = false, pid = false, pid_start = false, start_ms = false,
+              end_ms = false, exit_code = '-1', term_signal = false, not_before_ms = false,
+              heartbeat_ms = false, cancel_ms = false})
+return 0
+-- @script job_state_put
+-- ARGV: P, id, data, now
+redis.call('HSET', P .. 'jobstate:' .. ARGV[2], 'data', ARGV[3], 'created_ms', ARGV[4])
+return 0
+-- @script job_state_get
+-- ARGV: P, id
+local v = redis.call('HGET', P .. 'jobstate:' .. ARGV[2], 'data')
+if not v then return E('ENOENT') end
+return v
+-- @script job_state_delete
+-- ARGV: P, id
+redis.call('DEL', P .. 'jobstate:' .. ARGV[2])
 return 0
