@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "api/auth.h"
 #include "api/projects.h"
+#include "api/pyenvs.h"
 #include "app.h"
 #include "run/cluster.h"
 #include "run/hooks.h"
@@ -86,6 +87,8 @@ static void cluster_stopped(void *ud) {
   app->webhooks = NULL;
   spiders_free(app->spiders);
   app->spiders = NULL;
+  pyenvs_free(app->pyenvs);
+  app->pyenvs = NULL;
   /* The store's last callbacks reply to requests still waiting on it, so the
    * pool stops before the HTTP server. */
   store_pool_stop(app->store);
@@ -421,6 +424,11 @@ static int start_modules(app_t *app, char *err, size_t errlen) {
     snprintf(err, errlen, "cannot start the spider lister: %s", spd_strerror(rc));
     return rc;
   }
+  if ((rc = pyenvs_init(&app->pyenvs, app->loop, cfg))) {
+    snprintf(err, errlen, "cannot prepare the Python environments' directory: %s",
+             spd_strerror(rc));
+    return rc;
+  }
   if ((rc = launcher_init(&app->launcher, app->loop, cfg, app->store, &app->flow))) {
     snprintf(err, errlen, "cannot start the launcher: %s", spd_strerror(rc));
     return rc;
@@ -586,6 +594,7 @@ static void start_undo(app_t *app) {
   if (app->http) http_server_stop(app->http);
   auth_free(app);
   if (app->spiders) spiders_free(app->spiders);
+  if (app->pyenvs) pyenvs_free(app->pyenvs);
   if (app->store) store_pool_stop(app->store);
   /* Stop all and let the handles their stops close close before freeing:
    * the cluster's close callbacks still use it (a listener that failed to

@@ -28,6 +28,8 @@ static const op_param_t p_project[] = {{"project", OPT_STR, REQ | NAME, 0, 0}, E
 static const op_param_t p_version_add[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
                                            {"version", OPT_STR, REQ | NAME, 0, 0},
                                            {"egg", OPT_BLOB, REQ, 0, 0},
+                                           {"requirements", OPT_STR, 0, 0, 0},
+                                           {"python", OPT_STR, 0, 0, 0},
                                            END};
 static const op_param_t p_version[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
                                        {"version", OPT_STR, REQ | NAME, 0, 0},

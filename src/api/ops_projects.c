@@ -143,6 +143,11 @@ void op_versions_list(op_call_t *c) {
 
 static void added(void *ud, int rc, int stage, const char *error, char *const *names, size_t n) {
   op_call_t *c = ud;
+  if (rc && stage == API_EGG_ENV) {
+    op_fail(c, SPD_ERUNNER, json_pack("{s:s}", "pip", error ? error : spd_strerror(rc)),
+            "the version's requirements could not be installed, so it was not stored");
+    return;
+  }
   if (rc && stage == API_EGG_LIST) {
     op_fail(c, SPD_ERUNNER, json_pack("{s:s}", "stderr", error ? error : spd_strerror(rc)),
             "the egg's spiders could not be listed, so it was not stored");
@@ -161,9 +166,15 @@ static void added(void *ud, int rc, int stage, const char *error, char *const *n
 void op_versions_add(op_call_t *c) {
   int stage = 0;
   char why[512];
+  api_egg_opts_t opts = {.requirements = op_str(c, "requirements"),
+                         .python = op_str(c, "python")};
   int rc = api_egg_add(c->app, op_str(c, "project"), op_str(c, "version"), c->blob, c->blob_len,
-                       added, c, &stage, why, sizeof(why), c->who);
+                       &opts, added, c, &stage, why, sizeof(why), c->who);
   if (!rc) return;
+  if (stage == API_EGG_ENVSPEC) {
+    op_fail(c, rc == SPD_EBADPARAM ? rc : SPD_EBADPARAM, NULL, "%s", why);
+    return;
+  }
   if (stage == API_EGG_STAGE && rc == SPD_EBADEGG)
     op_fail(c, rc, json_pack("{s:s}", "field", "egg"),
             "the egg is not a ZIP file (send the .egg file's bytes as the body, or as the "

@@ -8,6 +8,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api/auth.h"
 #include "clock.h"
@@ -17,6 +18,8 @@
 #include "flow/projects.h"
 #include "store/eggs.h"
 #include "store/marchive.h"
+#include "store/pyenv.h"
+#include "api/pyenvs.h"
 
 /* A project's version stems as last read from eggs_dir/<project>, valid
  * while the directory's inode and mtime are unchanged (any egg added,
@@ -253,9 +256,21 @@ typedef struct egg_add {
   size_t nnames;
   int stored;
   const struct auth_who *who;
+  /* The version's Python environment (store/pyenv.h); interp NULL: none. */
+  char *interp, *reqs, *py;
+  char key[PYENV_KEY_LEN + 1];
+  int held; /* pyenvs_hold(key) until the version is recorded or refused */
 } egg_add_t;
 
 static void egg_add_free(egg_add_t *a) {
+  if (a->held && a->app->pyenvs) {
+    pyenvs_unhold(a->app->pyenvs, a->key);
+    /* A refused version leaves no environment it alone needed. */
+    if (a->held < 0) pyenvs_collect(a->app->pyenvs);
+  }
+  free(a->interp);
+  free(a->reqs);
+  free(a->py);
   free(a->project);
   free(a->version);
   free(a->tmp_path);
@@ -264,6 +279,23 @@ static void egg_add_free(egg_add_t *a) {
 }
 
 static void egg_listed(void *ud, int rc, char *const *names, size_t n, const char *error);
+
+/* The version is refused: its environment goes unless another uses it. */
+static void egg_refused(egg_add_t *a) {
+  if (a->held) a->held = -1;
+}
+
+/* Records which environment the egg at final_path uses (none: the record
+ * of an earlier upload of the same version goes). */
+static int egg_env_record(egg_add_t *a, const char *final_path) {
+  if (a->interp) return pyenv_sidecar_write(final_path, a->key, a->interp, a->reqs);
+  char *side = pyenv_sidecar_path(final_path);
+  if (!side) return -ENOMEM;
+  if (unlink(side) && errno != ENOENT) log_warn("webservice", "cannot remove %s: %s", side,
+                                                 strerror(errno));
+  free(side);
+  return 0;
+}
 
 static int egg_store_fn(store_t *s, void *arg) {
   egg_add_t *a = arg;
@@ -276,6 +308,7 @@ static void egg_stored(void *arg, int rc) {
   if (rc) {
     log_error("webservice", "cannot store egg %s/%s in the shared store: %s", a->project,
               a->version, spd_strerror(rc));
+    egg_refused(a);
     eggs_discard(a->tmp_path);
     a->cb(a->ud, rc, API_EGG_STORE, NULL, NULL, 0);
     egg_add_free(a);
@@ -300,14 +333,20 @@ static void egg_listed(void *ud, int rc, char *const *names, size_t n, const cha
   if (rc) {
     /* Scrapyd stores a broken egg and makes it the latest version; spiderd
      * rejects it and keeps what was there. */
+    egg_refused(a);
     eggs_discard(a->tmp_path);
     a->cb(a->ud, rc, API_EGG_LIST, error, NULL, 0);
     egg_add_free(a);
     return;
   }
   char *final_path = NULL;
-  rc = eggs_commit(app->cfg.eggs_dir, a->project, a->version, a->tmp_path, &final_path);
+  rc = eggs_path_for(app->cfg.eggs_dir, a->project, a->version, &final_path);
+  if (!rc) rc = egg_env_record(a, final_path);
+  free(final_path);
+  final_path = NULL;
+  if (!rc) rc = eggs_commit(app->cfg.eggs_dir, a->project, a->version, a->tmp_path, &final_path);
   if (rc) {
+    egg_refused(a);
     eggs_discard(a->tmp_path);
     a->cb(a->ud, rc, API_EGG_STORE, NULL, NULL, 0);
     egg_add_free(a);
@@ -322,12 +361,93 @@ static void egg_listed(void *ud, int rc, char *const *names, size_t n, const cha
            a->project, n);
   egg_event(app, a->who, a->project, a->version, 0, (int)n);
   a->cb(a->ud, 0, 0, NULL, names, n);
+  /* A version replaced may have been the last user of its environment. */
+  if (a->held) a->held = -1;
   egg_add_free(a);
 }
 
+/* The environment the upload asks for: requirements and python from the
+ * upload's fields, else from the archive (requirements.txt, a wheel's
+ * Requires-Dist, scrapy.cfg's [deploy] python). a->interp stays NULL when
+ * the version runs on the daemon's python and system packages, as before. */
+static int egg_env_plan(egg_add_t *a, const void *data, size_t len, const api_egg_opts_t *o,
+                        char *err, size_t errlen) {
+  const config_t *cfg = &a->app->cfg;
+  char *areqs = NULL, *apy = NULL, *norm = NULL, *interp = NULL, *dflt = NULL;
+  int rc = pyenv_from_archive(data, len, &areqs, &apy);
+  if (rc) goto out;
+  const char *reqs = o && o->requirements && *o->requirements ? o->requirements : areqs;
+  const char *want = o && o->python && *o->python ? o->python : apy;
+  if (!reqs && !want) goto out;
+  rc = pyenv_normalize(reqs ? reqs : "", reqs ? strlen(reqs) : 0, &norm, err, errlen);
+  if (!rc) rc = pyenv_interpreter(cfg->python, want, &interp, err, errlen);
+  if (rc) goto out;
+  /* Nothing to install on the daemon's own interpreter: no environment. */
+  if (!*norm && (!want || (pyenv_interpreter(cfg->python, NULL, &dflt, err, errlen) == 0 &&
+                           !strcmp(dflt, interp))))
+    goto out;
+  a->interp = interp;
+  a->reqs = norm;
+  interp = norm = NULL;
+  pyenv_key(a->interp, a->reqs, a->key);
+out:
+  err[0] = rc ? err[0] : '\0';
+  free(areqs);
+  free(apy);
+  free(norm);
+  free(interp);
+  free(dflt);
+  return rc;
+}
+
+/* The environment is built (or could not be): list the spiders with its
+ * python. */
+static void egg_env_ready(void *ud, int rc, const char *key, const char *why) {
+  egg_add_t *a = ud;
+  (void)key;
+  if (rc) {
+    egg_refused(a);
+    eggs_discard(a->tmp_path);
+    a->cb(a->ud, rc, API_EGG_ENV, why, NULL, 0);
+    egg_add_free(a);
+    return;
+  }
+  a->py = pyenv_python(pyenvs_dir(a->app->pyenvs), a->key);
+  rc = a->py ? spiders_list_py(a->app->spiders, a->project, a->tmp_path, a->version, a->py,
+                               egg_listed, a)
+             : -ENOMEM;
+  if (rc) egg_listed(a, rc, NULL, 0, spd_strerror(rc));
+}
+
+/* Scrapy eggs and wheels: their environment first, then their spiders. */
+static int egg_add_scrapy(egg_add_t *a, const void *data, size_t len, const api_egg_opts_t *o,
+                          int *stage, char *err, size_t errlen) {
+  int rc = egg_env_plan(a, data, len, o, err, errlen);
+  if (rc) {
+    *stage = rc == -ENOMEM ? API_EGG_ALLOC : API_EGG_ENVSPEC;
+    return rc;
+  }
+  if (!a->interp) {
+    rc = spiders_list(a->app->spiders, a->project, a->tmp_path, a->version, egg_listed, a);
+    if (rc) {
+      *stage = API_EGG_LIST;
+      snprintf(err, errlen, "%s", spd_strerror(rc));
+    }
+    return rc;
+  }
+  pyenvs_hold(a->app->pyenvs, a->key);
+  a->held = 1;
+  rc = pyenvs_ensure(a->app->pyenvs, a->interp, a->reqs, 0, egg_env_ready, a);
+  if (rc) {
+    *stage = API_EGG_ENVSPEC;
+    snprintf(err, errlen, "the environment's build could not start: %s", spd_strerror(rc));
+  }
+  return rc;
+}
+
 int api_egg_add(app_t *app, const char *project, const char *version, const void *data,
-                size_t len, api_egg_cb cb, void *ud, int *stage, char *err, size_t errlen,
-                const struct auth_who *who) {
+                size_t len, const api_egg_opts_t *opts, api_egg_cb cb, void *ud, int *stage,
+                char *err, size_t errlen, const struct auth_who *who) {
   char *tmp = NULL;
   int rc = eggs_stage(app->cfg.eggs_dir, data, len, &tmp, err, errlen);
   if (rc) {
@@ -379,12 +499,11 @@ int api_egg_add(app_t *app, const char *project, const char *version, const void
     manifest_release(&m);
     return 0;
   }
-  rc = spiders_list(app->spiders, project, tmp, version, egg_listed, a);
+  rc = egg_add_scrapy(a, data, len, opts, stage, err, errlen);
   if (rc) {
+    egg_refused(a);
     eggs_discard(tmp);
     egg_add_free(a);
-    *stage = API_EGG_LIST;
-    snprintf(err, errlen, "%s", spd_strerror(rc));
   }
   return rc;
 }
@@ -412,6 +531,8 @@ static int local_delete(app_t *app, const char *project, const char *version,
   int rc = version ? eggs_delete_version(app->cfg.eggs_dir, project, version)
                    : eggs_delete_project(app->cfg.eggs_dir, project);
   if (!rc) egg_event(app, who, project, version, 1, 0);
+  /* An environment no kept version uses goes with the last one. */
+  if (!rc && app->pyenvs) pyenvs_collect(app->pyenvs);
   return rc;
 }
 

@@ -52,7 +52,15 @@ enum {
   API_EGG_LIST,      /* the runner could not list its spiders */
   API_EGG_STORE,     /* it could not be moved into eggs_dir */
   API_EGG_MANIFEST,  /* a spiderd.json project that is refused: err says why */
+  API_EGG_ENVSPEC,   /* its requirements or python are refused: err says why */
+  API_EGG_ENV,       /* its environment could not be built: error_text is pip's end */
 };
+
+/* What an upload may say besides the archive (NULL or "": not said). */
+typedef struct api_egg_opts {
+  const char *requirements; /* requirements.txt's text, over the archive's own */
+  const char *python;       /* "3.11": the interpreter, over scrapy.cfg's [deploy] */
+} api_egg_opts_t;
 
 /* rc 0: the egg is stored and names/n are its spiders (borrowed). Else
  * stage tells where it failed; error_text may hold the runner's stderr. */
@@ -74,7 +82,7 @@ int api_eggs_delete(app_t *app, const char *project, const char *version,
                     void (*cb)(void *ud, int rc), void *ud, const struct auth_who *who);
 
 int api_egg_add(app_t *app, const char *project, const char *version, const void *data,
-                size_t len, api_egg_cb cb, void *ud, int *stage, char *err, size_t errlen,
-                const struct auth_who *who);
+                size_t len, const api_egg_opts_t *opts, api_egg_cb cb, void *ud, int *stage,
+                char *err, size_t errlen, const struct auth_who *who);
 
 #endif

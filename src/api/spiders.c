@@ -13,6 +13,7 @@
 #include "log.h"
 #include "flow/env.h"
 #include "store/marchive.h"
+#include "store/pyenv.h"
 
 #ifndef SPIDERD_DEFAULT_PYTHON
 #define SPIDERD_DEFAULT_PYTHON "python3"
@@ -86,6 +87,7 @@ struct spiders {
   const config_t *cfg;
   entry_t *cache;
   listing_t *listings;
+  char *envs_dir; /* store/pyenv.h */
   int depth;   /* callbacks running: spiders_free must not free under them */
   int closing; /* spiders_free was called */
 };
@@ -260,6 +262,7 @@ static void maybe_destroy(spiders_t *sp) {
     sp->cache = e->next;
     entry_free(e);
   }
+  free(sp->envs_dir);
   free(sp);
 }
 
@@ -410,11 +413,12 @@ static int add_waiter(listing_t *l, spiders_cb cb, void *ud) {
 }
 
 /* Takes the key, whatever the outcome. */
-static int listing_start(spiders_t *sp, egg_key_t *key, const char *version, spiders_cb cb,
-                         void *ud) {
+static int listing_start(spiders_t *sp, egg_key_t *key, const char *version, const char *py,
+                         spiders_cb cb, void *ud) {
   static const char *const extra[] = {"PYTHONIOENCODING=UTF-8", NULL};
-  const char *python = sp->cfg->python && *sp->cfg->python ? sp->cfg->python
-                                                           : SPIDERD_DEFAULT_PYTHON;
+  const char *python = py                                       ? py
+                       : sp->cfg->python && *sp->cfg->python ? sp->cfg->python
+                                                              : SPIDERD_DEFAULT_PYTHON;
   char *args[] = {(char *)python, "-m", "spiderd_runner", "list", "-s", "LOG_STDOUT=0", NULL};
   uv_stdio_container_t stdio[3];
   uv_process_options_t opts;
@@ -541,6 +545,11 @@ int spiders_init(spiders_t **out, uv_loop_t *loop, const config_t *cfg) {
   if (!sp) return -ENOMEM;
   sp->loop = loop;
   sp->cfg = cfg;
+  sp->envs_dir = pyenv_dir(cfg->dbs_dir);
+  if (!sp->envs_dir) {
+    free(sp);
+    return -ENOMEM;
+  }
   *out = sp;
   return 0;
 }
@@ -553,9 +562,33 @@ void spiders_free(spiders_t *sp) {
   maybe_destroy(sp);
 }
 
+/* A stored version's environment (store/pyenv.h): its python into *py
+ * (NULL: the daemon's), or 1 when it is not built here (cb told why). */
+static int egg_python(spiders_t *sp, const char *egg_path, char **py, spiders_cb cb, void *ud) {
+  char key[PYENV_KEY_LEN + 1], why[160];
+  int rc = pyenv_for_egg(sp->envs_dir, egg_path, py, key);
+  if (!rc) return 0;
+  if (rc == SPD_ENOFILE)
+    snprintf(why, sizeof(why), "the version's Python environment %s is not built on this node",
+             key);
+  else
+    snprintf(why, sizeof(why), "the version's environment cannot be read: %s", spd_strerror(rc));
+  sp->depth++;
+  cb(ud, SPD_ERUNNER, NULL, 0, why);
+  sp->depth--;
+  maybe_destroy(sp);
+  return 1;
+}
+
 int spiders_list(spiders_t *sp, const char *project, const char *egg_path, const char *version,
                  spiders_cb cb, void *ud) {
+  return spiders_list_py(sp, project, egg_path, version, NULL, cb, ud);
+}
+
+int spiders_list_py(spiders_t *sp, const char *project, const char *egg_path,
+                    const char *version, const char *python, spiders_cb cb, void *ud) {
   egg_key_t key;
+  char *own_py = NULL;
   int rc;
 
   if (!sp || !project || !cb) return -EINVAL;
@@ -577,14 +610,19 @@ int spiders_list(spiders_t *sp, const char *project, const char *egg_path, const
   }
   if (egg_path && marchive_kind_file(egg_path) == MARCHIVE_MANIFEST)
     return manifest_listed(sp, &key, egg_path, cb, ud);
+  if (!python && egg_path && egg_python(sp, egg_path, &own_py, cb, ud)) {
+    key_release(&key);
+    return 0;
+  }
   /* Concurrent requests for one egg share one runner. */
   for (listing_t *l = sp->listings; l; l = l->next) {
     if (l->cancelled || l->no_cache || !key_equal(&l->key, &key)) continue;
     key_release(&key);
     return add_waiter(l, cb, ud);
   }
-  rc = listing_start(sp, &key, version, cb, ud);
+  rc = listing_start(sp, &key, version, python ? python : own_py, cb, ud);
   key_release(&key); /* a no-op unless listing_start could not take it */
+  free(own_py);
   return rc;
 }
 

@@ -45,6 +45,13 @@ void spiders_free(spiders_t *sp);
 int spiders_list(spiders_t *sp, const char *project, const char *egg_path,
                  const char *version, spiders_cb cb, void *ud);
 
+/* The same with the interpreter given (python: a version's environment,
+ * e.g. for an egg still being added); spiders_list finds it from the
+ * egg's environment record (store/pyenv.h), and refuses to list with
+ * SPD_ERUNNER when that environment is not built on this node. */
+int spiders_list_py(spiders_t *sp, const char *project, const char *egg_path,
+                    const char *version, const char *python, spiders_cb cb, void *ud);
+
 /* Drops every cached entry of project. */
 void spiders_forget(spiders_t *sp, const char *project);
 

@@ -29,6 +29,7 @@
 #include "run/warm.h"
 #include "fsutil.h"
 #include "store/eggs.h"
+#include "store/pyenv.h"
 #include "store/marchive.h"
 
 /* How often an adopted process (not our child: no exit callback) is checked. */
@@ -57,6 +58,7 @@ struct launcher {
   char *cwd;
   char *stats_dir;
   char *work_dir;     /* <dbs_dir>/spiders: command projects, extracted */
+  char *envs_dir;     /* <dbs_dir>/envs: versions' Python environments */
   const char *job_secret; /* borrowed: signs each job's SPIDERD_TOKEN (NULL: none) */
   int shared;         /* the store is shared with other nodes (run/cluster.c) */
   struct metrics *metrics; /* borrowed; NULL = none (launcher_set_metrics) */
@@ -109,7 +111,9 @@ int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
   }
   /* Beside run/: <dbs_dir>/spiders, made when a command project first runs. */
   size_t sdl = strlen(l->stats_dir) - strlen("/run");
-  if (asprintf(&l->work_dir, "%.*s/spiders", (int)sdl, l->stats_dir) < 0) {
+  if (asprintf(&l->work_dir, "%.*s/spiders", (int)sdl, l->stats_dir) < 0 ||
+      asprintf(&l->envs_dir, "%.*s/envs", (int)sdl, l->stats_dir) < 0) {
+    free(l->work_dir);
     free(l->stats_dir);
     free(l->cwd);
     free(l);
@@ -118,6 +122,7 @@ int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
   jobres_defaults(cfg, &l->limit_defaults);
   rc = jobres_init(&l->res, cfg);
   if (rc) {
+    free(l->envs_dir);
     free(l->work_dir);
     free(l->stats_dir);
     free(l->cwd);
@@ -446,8 +451,8 @@ static char *settings_value(json_t *v) {
 }
 
 /* Builds argv exactly as Scrapyd's launcher (scrapyd-api.md §5.1). */
-static int build_argv(launcher_t *l, const job_t *j, const char *log_file, const char *feed_uri,
-                      const char *jobdir, strv_t *argv) {
+static int build_argv(launcher_t *l, const job_t *j, const char *python, const char *log_file,
+                      const char *feed_uri, const char *jobdir, strv_t *argv) {
   const config_t *cfg = l->cfg;
   int rc = 0;
   json_t *settings = j->settings ? json_deep_copy(j->settings) : json_object();
@@ -468,7 +473,8 @@ static int build_argv(launcher_t *l, const job_t *j, const char *log_file, const
   }
   if (jobdir) json_object_set_new(settings, "JOBDIR", json_string(jobdir));
 
-  if ((rc = strv_push(argv, strdup(cfg->python))) || (rc = strv_push(argv, strdup("-m"))) ||
+  if ((rc = strv_push(argv, strdup(python ? python : cfg->python))) ||
+      (rc = strv_push(argv, strdup("-m"))) ||
       (rc = strv_push(argv, strdup("spiderd_runner"))) ||
       (rc = strv_push(argv, strdup("crawl"))) || (rc = strv_push(argv, strdup(j->spider))))
     goto out;
@@ -513,6 +519,7 @@ out:
  * job's contents. */
 /* What starting one job gathers, step by step; start_release frees it. */
 typedef struct start {
+  char *python; /* the version's environment's interpreter; NULL: the daemon's */
   char *egg, *log_file, *feed_uri, *items_file, *jobdir, *stats_path, *hb_path;
   job_limits_t limits;
   /* A command spider (spiderd.json): its command, {spider} replaced, and
@@ -565,6 +572,20 @@ static int start_manifest(launcher_t *l, const job_t *j, start_t *st) {
   return st->command ? 0 : -1;
 }
 
+/* A version with requirements runs with its environment's python
+ * (store/pyenv.h). */
+static int start_env(launcher_t *l, start_t *st) {
+  char key[PYENV_KEY_LEN + 1];
+  int rc = pyenv_for_egg(l->envs_dir, st->egg, &st->python, key);
+  if (rc == SPD_ENOFILE)
+    snprintf(st->why, sizeof(st->why),
+             "its version's Python environment %s is not built on this node (rebuild it)", key);
+  else if (rc)
+    snprintf(st->why, sizeof(st->why), "its version's environment cannot be read: %s",
+             spd_strerror(rc));
+  return rc ? -1 : 0;
+}
+
 /* The egg, the log (opened), the items feed, the job's directory, and the
  * stats and heartbeat files the runner writes. -1 with st->why. */
 static int start_files(launcher_t *l, const job_t *j, start_t *st) {
@@ -576,8 +597,11 @@ static int start_files(launcher_t *l, const job_t *j, start_t *st) {
              j->version ? j->version : j->project);
     return -1;
   }
-  if (st->egg && marchive_kind_file(st->egg) == MARCHIVE_MANIFEST && start_manifest(l, j, st))
+  if (st->egg && marchive_kind_file(st->egg) == MARCHIVE_MANIFEST) {
+    if (start_manifest(l, j, st)) return -1;
+  } else if (st->egg && start_env(l, st)) {
     return -1;
+  }
   if (cfg->logs_dir[0]) {
     if (!(st->log_file = job_file_prepared(l, cfg->logs_dir, j, ".log"))) {
       snprintf(st->why, sizeof(st->why), "cannot create the log directory: %s", strerror(errno));
@@ -673,7 +697,8 @@ out:
 static int start_command(launcher_t *l, const job_t *j, start_t *st) {
   const config_t *cfg = l->cfg;
   int rc = st->command ? command_argv(j, st)
-                       : build_argv(l, j, st->log_file, st->feed_uri, st->jobdir, &st->argv);
+                       : build_argv(l, j, st->python, st->log_file, st->feed_uri, st->jobdir,
+                                    &st->argv);
   if (rc) return start_nomem(st);
   const char *host = cfg->bind_address;
   if (!strcmp(host, "0.0.0.0") || !strcmp(host, "::") || !*host) host = "127.0.0.1";
@@ -816,6 +841,7 @@ static void start_release(start_t *st) {
   env_free(st->env);
   strv_release(&st->argv);
   strv_release(&st->extra);
+  free(st->python);
   free(st->egg);
   free(st->log_file);
   free(st->feed_uri);
@@ -1111,7 +1137,8 @@ static int warm_begin(launcher_t *l, job_t *j, start_t *st) {
     return 0;
   }
   /* argv without "<python> -m spiderd_runner": the template is both. */
-  warm_req_t req = {.project = j->project, .version = j->version, .egg = st->egg,
+  warm_req_t req = {.python = st->python, .project = j->project, .version = j->version,
+                    .egg = st->egg,
                     .spider = j->spider, .argv = st->argv.v + 3, .env = st->env,
                     .log_fd = st->log_fd, .rlimits = rl, .nrlimits = nrl};
   if (warm_fork(l->warm, &req, warm_started, pr)) {
@@ -1326,6 +1353,7 @@ static void launcher_close_cb(uv_handle_t *h) {
   jobres_release(&l->res);
   free(l->stats_dir);
   free(l->work_dir);
+  free(l->envs_dir);
   free(l->cwd);
   free(l);
 }

@@ -272,7 +272,8 @@ static tpl_t *spawn(warm_t *w, const warm_req_t *r, const struct stat *st) {
    * template's, so that ps shows it as a cold start's (template.py). */
   static char room[CMDLINE_ROOM + 1];
   if (!room[0]) memset(room, '.', CMDLINE_ROOM);
-  char *args[] = {w->cfg->python, "-m", "spiderd_runner.template", room, NULL};
+  char *python = r->python ? (char *)r->python : w->cfg->python; /* its environment's */
+  char *args[] = {python, "-m", "spiderd_runner.template", room, NULL};
   uv_stdio_container_t stdio[4] = {{.flags = UV_IGNORE},
                                    {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},
                                    {.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},

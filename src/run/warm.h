@@ -34,6 +34,7 @@ int warm_init(warm_t **out, uv_loop_t *loop, const config_t *cfg);
 /* One crawl to fork: what a cold start would exec, minus the interpreter
  * and "-m spiderd_runner". */
 typedef struct warm_req {
+  const char *python;  /* the interpreter (a version's environment); NULL: the daemon's */
   const char *project;
   const char *version; /* as the job asked for it; NULL = latest */
   const char *egg;     /* the egg file; NULL for a project by settings module */
