@@ -38,16 +38,13 @@ static int cmp_str(const void *a, const void *b) {
 
 /* One requirement line trimmed, its comment dropped; NULL for nothing. */
 static char *req_line(const char *s, size_t n) {
-  const char *hash = memchr(s, '#', n);
-  /* pip takes " #" as a comment; a '#' inside a URL fragment is not one. */
-  for (const char *p = s; p && p < s + n; p = memchr(p + 1, '#', (size_t)(s + n - p - 1))) {
-    if (p == s || p[-1] == ' ' || p[-1] == '\t') {
-      hash = p;
+  /* pip takes a '#' at the start or after a blank as a comment; one inside
+   * a URL fragment is not. */
+  for (size_t i = 0; i < n; i++)
+    if (s[i] == '#' && (i == 0 || s[i - 1] == ' ' || s[i - 1] == '\t')) {
+      n = i;
       break;
     }
-    hash = NULL;
-  }
-  if (hash) n = (size_t)(hash - s);
   while (n && (*s == ' ' || *s == '\t')) s++, n--;
   while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) n--;
   return n ? strndup(s, n) : NULL;
@@ -176,13 +173,16 @@ int pyenv_interpreter(const char *default_python, const char *want, char **path,
       return 0;
     }
   }
-  char name[64], cand[3][80];
-  snprintf(name, sizeof(name), "python%s", want);
-  snprintf(cand[0], sizeof(cand[0]), "/usr/bin/%s", name);
-  snprintf(cand[1], sizeof(cand[1]), "/usr/local/bin/%s", name);
-  snprintf(cand[2], sizeof(cand[2]), "%s", name);
+  /* Installed interpreters only: a name found through PATH may be a
+   * version manager's shim for a version that is not installed. */
+  char cand[3][PATH_MAX];
+  snprintf(cand[0], sizeof(cand[0]), "/usr/bin/python%s", want);
+  snprintf(cand[1], sizeof(cand[1]), "/usr/local/bin/python%s", want);
+  const char *slash = real ? strrchr(real, '/') : NULL;
+  snprintf(cand[2], sizeof(cand[2]), "%.*s/python%s", slash ? (int)(slash - real) : 0,
+           real ? real : "", want);
   for (int i = 0; i < 3; i++) {
-    char *r = resolve(cand[i]);
+    char *r = cand[i][0] == '/' ? resolve(cand[i]) : NULL;
     if (!r) continue;
     version_of(r, have, sizeof(have));
     if (version_matches(have, want)) {

@@ -34,7 +34,7 @@ int pyenv_normalize(const char *text, size_t len, char **out, char *err, size_t 
 
 /* The base interpreter for want ("3.11", "3"; NULL or "" = the daemon's
  * python): the configured one when its version matches, else an installed
- * python<want> (/usr/bin, /usr/local/bin, then PATH). *path is its real
+ * python<want> (/usr/bin, /usr/local/bin, or beside the daemon's). *path is its real
  * path. SPD_EBADPARAM with a message naming what is installed otherwise. */
 int pyenv_interpreter(const char *default_python, const char *want, char **path, char *err,
                       size_t errlen);
