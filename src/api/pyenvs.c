@@ -355,9 +355,15 @@ int pyenvs_ensure(pyenvs_t *pe, const char *interp, const char *reqs, int rebuil
     build_free(b);
     return rc;
   }
-  /* A rebuild: crawls running in the old one keep its files. */
+  /* A rebuild: crawls running in the old one keep its files, which go
+   * when the daemon next starts. */
   struct stat st;
-  if (lstat(b->dir, &st) == 0) trash(pe, b->dir);
+  if (lstat(b->dir, &st) == 0) {
+    char aside[PATH_MAX];
+    snprintf(aside, sizeof(aside), "%s/.old-%s-%d-%u", pe->dir, key, (int)getpid(),
+             pe->trash_seq++);
+    if (rename(b->dir, aside)) trash(pe, b->dir);
+  }
   rc = build_spawn(b, interp, reqs);
   if (rc) {
     log_warn("envs", "cannot start the build of environment %s with %s: %s", key, interp,
