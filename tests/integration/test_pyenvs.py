@@ -221,3 +221,43 @@ def test_two_concurrent_uploads_with_the_same_requirements_build_once(spiderd, w
     assert len(envs(d)) == 1
     builds = d.stderr_text().count("building environment")
     assert builds == 1, d.stderr_tail(3000)
+
+
+def test_the_api_shows_each_versions_environment_and_rebuilds_it(d, tmp_path):
+    r = d.request("GET", f"{API}/projects/pa/versions/1/environment", params={"log": "true"})
+    assert r.status_code == 200, r.text
+    env = r.json()["environment"]
+    assert env["state"] == "ready" and len(env["key"]) == 16
+    assert env["python"].startswith("/usr/bin/python3")
+    assert env["requirements"] == "depmod==1.0\n"
+    assert {"name": "depmod", "version": "1.0"} in env["packages"], env["packages"]
+    assert env["size"] > 0 and env["build_ms"] > 0 and env["built_at"] > 0
+    assert "Successfully installed depmod-1.0" in env["log"], env["log"]
+    r = d.request("GET", f"{API}/projects/plain/versions/1/environment")
+    assert r.json()["environment"] is None
+    # A rebuild answers once built; crawls then run in the new one.
+    r = d.request("POST", f"{API}/projects/pa/versions/1/environment/rebuild",
+                  timeout=timeout(120))
+    assert r.status_code == 200, r.text
+    again = r.json()["environment"]
+    assert again["key"] == env["key"] and again["built_at"] > env["built_at"]
+    _, rep = probe(d, "pa", str(tmp_path / "after.json"))
+    assert rep["version"] == "1.0"
+
+
+def test_an_index_password_stays_out_of_logs(spiderd, wheels, tmp_path):
+    # An index that refuses connections: pip then finds the wheel locally.
+    url = "http://builder:s3cr3tpw@127.0.0.1:9/simple"
+    d = spiderd(spiderd=env_conf(wheels, pip_index_url=url), env={"PIP_RETRIES": "0"})
+    upload(d, "pw", "1", make_egg(tmp_path / "pw.egg", dep="othermod"),
+           requirements="othermod==1.0")
+    log = d.request("GET", f"{API}/projects/pw/versions/1/environment",
+                    params={"log": "true"}).json()["environment"]["log"]
+    assert "builder:****@127.0.0.1" in log, log
+    assert "s3cr3tpw" not in log and "s3cr3tpw" not in d.stderr_text()
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                assert b"s3cr3tpw" not in f.read(), pid
+        except OSError:
+            pass  # gone meanwhile
