@@ -366,37 +366,17 @@ static void egg_listed(void *ud, int rc, char *const *names, size_t n, const cha
   egg_add_free(a);
 }
 
-/* The environment the upload asks for: requirements and python from the
- * upload's fields, else from the archive (requirements.txt, a wheel's
- * Requires-Dist, scrapy.cfg's [deploy] python). a->interp stays NULL when
- * the version runs on the daemon's python and system packages, as before. */
-static int egg_env_plan(egg_add_t *a, const void *data, size_t len, const api_egg_opts_t *o,
-                        char *err, size_t errlen) {
-  const config_t *cfg = &a->app->cfg;
-  char *areqs = NULL, *apy = NULL, *norm = NULL, *interp = NULL, *dflt = NULL;
-  int rc = pyenv_from_archive(data, len, &areqs, &apy);
-  if (rc) goto out;
-  const char *reqs = o && o->requirements && *o->requirements ? o->requirements : areqs;
-  const char *want = o && o->python && *o->python ? o->python : apy;
-  if (!reqs && !want) goto out;
-  rc = pyenv_normalize(reqs ? reqs : "", reqs ? strlen(reqs) : 0, &norm, err, errlen);
-  if (!rc) rc = pyenv_interpreter(cfg->python, want, &interp, err, errlen);
-  if (rc) goto out;
-  /* Nothing to install on the daemon's own interpreter: no environment. */
-  if (!*norm && (!want || (pyenv_interpreter(cfg->python, NULL, &dflt, err, errlen) == 0 &&
-                           !strcmp(dflt, interp))))
-    goto out;
-  a->interp = interp;
-  a->reqs = norm;
-  interp = norm = NULL;
-  pyenv_key(a->interp, a->reqs, a->key);
-out:
-  err[0] = rc ? err[0] : '\0';
-  free(areqs);
-  free(apy);
-  free(norm);
-  free(interp);
-  free(dflt);
+/* The environment the archive asks for (requirements.txt at its root, a
+ * wheel's Requires-Dist, .python-version or scrapy.cfg's [deploy] python;
+ * an upload's fields were written into it first). a->interp stays NULL
+ * when the version runs on the daemon's python and system packages. */
+static int egg_env_plan(egg_add_t *a, const void *data, size_t len, char *err, size_t errlen) {
+  char *reqs = NULL, *want = NULL;
+  int rc = pyenv_from_archive(data, len, &reqs, &want);
+  if (!rc)
+    rc = pyenv_spec(a->app->cfg.python, reqs, want, &a->interp, &a->reqs, a->key, err, errlen);
+  free(reqs);
+  free(want);
   return rc;
 }
 
@@ -420,9 +400,9 @@ static void egg_env_ready(void *ud, int rc, const char *key, const char *why) {
 }
 
 /* Scrapy eggs and wheels: their environment first, then their spiders. */
-static int egg_add_scrapy(egg_add_t *a, const void *data, size_t len, const api_egg_opts_t *o,
-                          int *stage, char *err, size_t errlen) {
-  int rc = egg_env_plan(a, data, len, o, err, errlen);
+static int egg_add_scrapy(egg_add_t *a, const void *data, size_t len, int *stage, char *err,
+                          size_t errlen) {
+  int rc = egg_env_plan(a, data, len, err, errlen);
   if (rc) {
     *stage = rc == -ENOMEM ? API_EGG_ALLOC : API_EGG_ENVSPEC;
     return rc;
@@ -445,15 +425,55 @@ static int egg_add_scrapy(egg_add_t *a, const void *data, size_t len, const api_
   return rc;
 }
 
+static int egg_embed(const void *data, size_t len, const api_egg_opts_t *o, void **out,
+                     size_t *outlen, int *stage, char *err, size_t errlen);
+static int egg_add_more(app_t *app, const char *project, const char *version, const void *data,
+                        size_t len, char *tmp, api_egg_cb cb, void *ud, int *stage, char *err,
+                        size_t errlen, const struct auth_who *who);
+
 int api_egg_add(app_t *app, const char *project, const char *version, const void *data,
                 size_t len, const api_egg_opts_t *opts, api_egg_cb cb, void *ud, int *stage,
                 char *err, size_t errlen, const struct auth_who *who) {
   char *tmp = NULL;
-  int rc = eggs_stage(app->cfg.eggs_dir, data, len, &tmp, err, errlen);
+  void *embedded = NULL;
+  int rc = egg_embed(data, len, opts, &embedded, &len, stage, err, errlen);
+  if (rc) return rc;
+  if (embedded) data = embedded;
+  rc = eggs_stage(app->cfg.eggs_dir, data, len, &tmp, err, errlen);
   if (rc) {
+    free(embedded);
     *stage = API_EGG_STAGE;
     return rc;
   }
+  rc = egg_add_more(app, project, version, data, len, tmp, cb, ud, stage, err, errlen, who);
+  free(embedded);
+  return rc;
+}
+
+/* An upload's requirements and python fields go into the archive itself
+ * (requirements.txt, .python-version), so every node that copies it builds
+ * the same environment. *out NULL: nothing to write. */
+static int egg_embed(const void *data, size_t len, const api_egg_opts_t *o, void **out,
+                     size_t *outlen, int *stage, char *err, size_t errlen) {
+  const char *reqs = o && o->requirements && *o->requirements ? o->requirements : NULL;
+  const char *py = o && o->python && *o->python ? o->python : NULL;
+  *out = NULL;
+  if ((!reqs && !py) || marchive_kind_mem(data, len) == MARCHIVE_MANIFEST) return 0;
+  int rc = pyenv_embed(data, len, reqs, py, out, outlen);
+  if (rc == SPD_EBADEGG) {
+    *stage = API_EGG_STAGE;
+    snprintf(err, errlen, "egg is not a ZIP file (if using curl, use egg=@path not egg=path)");
+  } else if (rc) {
+    *stage = API_EGG_ALLOC;
+    snprintf(err, errlen, "out of memory");
+  }
+  return rc;
+}
+
+static int egg_add_more(app_t *app, const char *project, const char *version, const void *data,
+                        size_t len, char *tmp, api_egg_cb cb, void *ud, int *stage, char *err,
+                        size_t errlen, const struct auth_who *who) {
+  int rc;
   egg_add_t *a = calloc(1, sizeof(*a));
   if (a) {
     a->app = app;
@@ -499,7 +519,7 @@ int api_egg_add(app_t *app, const char *project, const char *version, const void
     manifest_release(&m);
     return 0;
   }
-  rc = egg_add_scrapy(a, data, len, opts, stage, err, errlen);
+  rc = egg_add_scrapy(a, data, len, stage, err, errlen);
   if (rc) {
     egg_refused(a);
     eggs_discard(tmp);

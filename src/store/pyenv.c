@@ -456,15 +456,16 @@ static char *cfg_python(const char *cfg) {
   return NULL;
 }
 
-int pyenv_from_archive(const void *data, size_t len, char **reqs, char **python) {
-  *reqs = NULL;
-  *python = NULL;
-  zip_t *za = zip_mem(data, len);
-  if (!za) return 0;
+static int from_zip(zip_t *za, char **reqs, char **python) {
   int rc = 0;
-  char *cfg = member(za, "scrapy.cfg");
-  if (cfg) *python = cfg_python(cfg);
-  free(cfg);
+  char *cfg = member(za, ".python-version");
+  if (cfg) {
+    cfg[strcspn(cfg, " \t\r\n")] = '\0';
+    *python = cfg;
+  } else if ((cfg = member(za, "scrapy.cfg"))) {
+    *python = cfg_python(cfg);
+    free(cfg);
+  }
   *reqs = member(za, "requirements.txt");
   if (!*reqs) {
     const char *meta = wheel_metadata(za);
@@ -472,6 +473,106 @@ int pyenv_from_archive(const void *data, size_t len, char **reqs, char **python)
     if (text && !(*reqs = requires_dist(text))) rc = -ENOMEM;
     free(text);
   }
+  return rc;
+}
+
+int pyenv_from_archive(const void *data, size_t len, char **reqs, char **python) {
+  *reqs = NULL;
+  *python = NULL;
+  zip_t *za = zip_mem(data, len);
+  if (!za) return 0;
+  int rc = from_zip(za, reqs, python);
   zip_discard(za);
+  return rc;
+}
+
+int pyenv_from_file(const char *path, char **reqs, char **python) {
+  *reqs = NULL;
+  *python = NULL;
+  zip_t *za = zip_open(path, ZIP_RDONLY, NULL);
+  if (!za) return 0;
+  int rc = from_zip(za, reqs, python);
+  zip_discard(za);
+  return rc;
+}
+
+int pyenv_embed(const void *data, size_t len, const char *reqs, const char *python,
+                void **out, size_t *outlen) {
+  zip_error_t ze;
+  zip_error_init(&ze);
+  *out = NULL;
+  *outlen = 0;
+  int rc = SPD_EBADEGG;
+  /* Writing replaces the buffer source's data, and may free it: the
+   * source gets a copy of its own. */
+  void *copy_in = malloc(len ? len : 1);
+  if (!copy_in) return -ENOMEM;
+  memcpy(copy_in, data, len);
+  zip_source_t *src = zip_source_buffer_create(copy_in, len, 1, &ze);
+  if (!src) free(copy_in);
+  zip_t *za = src ? zip_open_from_source(src, 0, &ze) : NULL;
+  if (!za) goto out;
+  zip_source_keep(src); /* read back after zip_close */
+  const char *names[2] = {"requirements.txt", ".python-version"};
+  const char *texts[2] = {reqs, python};
+  for (int i = 0; i < 2; i++) {
+    if (!texts[i]) continue;
+    char *copy = strdup(texts[i]);
+    zip_source_t *m = copy ? zip_source_buffer(za, copy, strlen(copy), 1) : NULL;
+    if (!m || zip_file_add(za, names[i], m, ZIP_FL_OVERWRITE | ZIP_FL_ENC_UTF_8) < 0) {
+      if (m) zip_source_free(m);
+      else free(copy);
+      zip_discard(za);
+      goto out;
+    }
+  }
+  if (zip_close(za) < 0) {
+    zip_discard(za);
+    goto out;
+  }
+  zip_stat_t st;
+  if (zip_source_stat(src, &st) || !(st.valid & ZIP_STAT_SIZE) || zip_source_open(src)) goto out;
+  void *buf = malloc(st.size ? st.size : 1);
+  if (buf && zip_source_read(src, buf, st.size) == (zip_int64_t)st.size) {
+    *out = buf;
+    *outlen = st.size;
+    rc = 0;
+  } else {
+    free(buf);
+    rc = -ENOMEM;
+  }
+  zip_source_close(src);
+out:
+  if (src) zip_source_free(src);
+  zip_error_fini(&ze);
+  return rc;
+}
+
+int pyenv_spec(const char *default_python, const char *reqs, const char *want, char **interp,
+               char **norm, char key[PYENV_KEY_LEN + 1], char *err, size_t errlen) {
+  char *dflt = NULL;
+  *interp = *norm = NULL;
+  key[0] = '\0';
+  if (!reqs && (!want || !*want)) return 0;
+  int rc = pyenv_normalize(reqs ? reqs : "", reqs ? strlen(reqs) : 0, norm, err, errlen);
+  if (!rc) rc = pyenv_interpreter(default_python, want, interp, err, errlen);
+  /* Nothing to install on the daemon's own interpreter: no environment. */
+  if (!rc && !**norm &&
+      (!want || !*want ||
+       (pyenv_interpreter(default_python, NULL, &dflt, err, errlen) == 0 &&
+        !strcmp(dflt, *interp)))) {
+    err[0] = '\0';
+    free(*interp);
+    free(*norm);
+    *interp = *norm = NULL;
+  }
+  free(dflt);
+  if (rc) {
+    free(*interp);
+    free(*norm);
+    *interp = *norm = NULL;
+  } else if (*interp) {
+    pyenv_key(*interp, *norm, key);
+  }
   return rc;
 }

@@ -74,9 +74,28 @@ int pyenv_keys_in_use(const char *eggs_dir, char ***keys, size_t *n);
 /* The requirements a project archive carries: requirements.txt at its
  * root (an egg, an "uber egg" of scrapyd-client's --include-dependencies),
  * else a wheel's Requires-Dist (without extras' lines). *reqs NULL: none.
- * Also the python = X.Y of a scrapy.cfg [deploy] section at its root
- * (*python NULL: none). 0, or -ENOMEM. */
+ * Also the Python version of a .python-version at its root, else the
+ * python = X.Y of a scrapy.cfg [deploy] section there (*python NULL:
+ * none). 0, or -ENOMEM. */
 int pyenv_from_archive(const void *data, size_t len, char **reqs, char **python);
+
+/* The same of the archive at path. */
+int pyenv_from_file(const char *path, char **reqs, char **python);
+
+/* A copy of the zip archive data with requirements.txt (reqs) and
+ * .python-version (python) at its root, replacing any there (NULL: left
+ * as it is), so the archive carries what its upload asked for to every
+ * node. *out is malloc'd. 0, SPD_EBADEGG (not a zip) or -ENOMEM. */
+int pyenv_embed(const void *data, size_t len, const char *reqs, const char *python,
+                void **out, size_t *outlen);
+
+/* The environment of (reqs, want), NULL meaning not said: 0 with *interp
+ * NULL when the version runs on the daemon's python as it is (nothing to
+ * install, no other interpreter asked for); else the interpreter, the
+ * normalised requirements and the key. SPD_EBADPARAM with err as
+ * pyenv_normalize and pyenv_interpreter say. */
+int pyenv_spec(const char *default_python, const char *reqs, const char *want, char **interp,
+               char **norm, char key[PYENV_KEY_LEN + 1], char *err, size_t errlen);
 
 /* Is the archive a wheel (a .dist-info/METADATA and no EGG-INFO)? */
 int pyenv_is_wheel(const void *data, size_t len);
