@@ -185,6 +185,14 @@ static void drained(void *ud) {
   if (srv->exiting && !srv->app.stopping) uv_timer_start(&srv->drain_timer, drain_over, 0, 0);
 }
 
+/* app->flow.env_ensure: the launcher builds a version's environment on its
+ * first claim through the builder the uploads use. */
+static int env_ensure_hook(void *envs, const char *interp, const char *reqs,
+                           void (*cb)(void *ud, int rc, const char *key, const char *why),
+                           void *ud) {
+  return pyenvs_ensure(envs, interp, reqs, 0, cb, ud);
+}
+
 static void notify_serving(const config_t *cfg) {
   char msg[320];
   snprintf(msg, sizeof(msg), "STATUS=serving on %.200s:%d", cfg->bind_address, cfg->http_port);
@@ -679,6 +687,8 @@ static int serve(int argc, char **argv) {
   start_signals(&srv);
   app->flow.node = &srv;
   app->flow.drain = drain_hook;
+  app->flow.envs = app->pyenvs;
+  app->flow.env_ensure = env_ensure_hook;
   announce(cfg);
   notify_ready(&srv);
   app->started_ms = clock_wall_ms();

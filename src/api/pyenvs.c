@@ -403,6 +403,13 @@ void pyenvs_free(pyenvs_t *pe) {
   for (build_t *b = pe->builds; b; b = b->next) {
     b->cancelled = 1;
     kill(-b->proc.pid, SIGKILL);
+    unlink(b->req_path);
+    unlink(b->log_path);
+    /* Those waiting hear it now (the launcher's abandoned jobs free
+     * themselves); the directory goes at the next start. */
+    for (size_t i = 0; i < b->nwaiters; i++)
+      b->waiters[i].cb(b->waiters[i].ud, SPD_ESHUTDOWN, b->key, "the daemon is stopping");
+    b->nwaiters = 0;
   }
   /* Each build's exit callback closes its handles; the last frees pe. The
    * builds stay listed so that pe lives until then. */

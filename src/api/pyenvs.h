@@ -33,8 +33,8 @@ typedef void (*pyenvs_cb)(void *ud, int rc, const char *key, const char *why);
 /* Makes the environments' directory and removes what a crash left there
  * (unfinished builds, their logs). */
 int pyenvs_init(pyenvs_t **out, uv_loop_t *loop, const config_t *cfg);
-/* Kills the builds under way (their callbacks are not called); frees once
- * their handles are closed (the loop must run). */
+/* Kills the builds under way, answering their callers with SPD_ESHUTDOWN;
+ * frees once their handles are closed (the loop must run). */
 void pyenvs_free(pyenvs_t *pe);
 
 /* The environments' directory (absolute). */

@@ -59,6 +59,8 @@ struct launcher {
   char *stats_dir;
   char *work_dir;     /* <dbs_dir>/spiders: command projects, extracted */
   char *envs_dir;     /* <dbs_dir>/envs: versions' Python environments */
+  int64_t left[16];   /* jobs this node left for another (no environment) */
+  unsigned nleft;
   const char *job_secret; /* borrowed: signs each job's SPIDERD_TOKEN (NULL: none) */
   int shared;         /* the store is shared with other nodes (run/cluster.c) */
   struct metrics *metrics; /* borrowed; NULL = none (launcher_set_metrics) */
@@ -174,6 +176,8 @@ typedef struct prep {
   int cancel_sig; /* the signal asked for */
   char err[256];
   struct start *st; /* a warm start's, while its template forks; else NULL */
+  char *interp, *reqs; /* an environment being built for the job (prep_env) */
+  int abandoned;       /* the launcher stopped first: the job went back */
 } prep_t;
 
 int launcher_job_running(const launcher_t *l, int64_t job_id) {
@@ -921,6 +925,7 @@ static void requeue(launcher_t *l, job_list_t *jobs) {
 }
 
 static int prep_start(launcher_t *l, job_t *j);
+static int prep_env(launcher_t *l, job_t *j, char *egg);
 
 static void claim_done(void *arg, int rc) {
   claim_op_t *op = arg;
@@ -1023,8 +1028,8 @@ static void prep_done(uv_work_t *req, int status) {
 static int prep_start(launcher_t *l, job_t *j) {
   char *egg = NULL;
   if (eggs_path(l->cfg->eggs_dir, j->project, j->version, &egg)) return 0;
-  if (marchive_kind_file(egg) != MARCHIVE_MANIFEST ||
-      marchive_ready(egg, l->work_dir, j->project)) {
+  if (marchive_kind_file(egg) != MARCHIVE_MANIFEST) return prep_env(l, j, egg);
+  if (marchive_ready(egg, l->work_dir, j->project)) {
     free(egg);
     return 0;
   }
@@ -1049,6 +1054,122 @@ static int prep_start(launcher_t *l, job_t *j) {
   l->npreps++;
   running_changed(l);
   return 1;
+}
+
+/* ---- a version's environment, built on first claim (store/pyenv.h) ---- */
+
+static void prep_free(prep_t *pr) {
+  job_release(&pr->job);
+  free(pr->egg);
+  free(pr->interp);
+  free(pr->reqs);
+  free(pr);
+}
+
+/* This node cannot build j's environment. On a shared store the job goes
+ * back for another node, once: if it comes back here, or on a node of its
+ * own, it fails with the reason. */
+static void env_unable(launcher_t *l, job_t *j, const char *why) {
+  int again = 0;
+  for (unsigned i = 0; i < l->nleft && i < 16; i++) again |= l->left[i] == j->id;
+  if (l->shared && !again) {
+    log_job(LOG_WARNING, "launcher", j,
+            "job '%s' (project '%s') is left for another node: this node cannot build its "
+            "environment: %s", j->jobid, j->project, why);
+    l->left[l->nleft++ % 16] = j->id;
+    requeue_one(l, j);
+    return;
+  }
+  log_job(LOG_ERROR, "launcher", j, "cannot start job '%s' (project '%s', spider '%s'): %s",
+          j->jobid, j->project, j->spider, why);
+  supervise_end(&l->sv, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL, NULL);
+}
+
+static void env_built(void *ud, int rc, const char *key, const char *why) {
+  prep_t *pr = ud;
+  launcher_t *l = pr->l;
+  job_t *j = &pr->job;
+  if (pr->abandoned) {
+    prep_free(pr);
+    return;
+  }
+  prep_unlink(l, pr);
+  char reason[sizeof(pr->err) + 64];
+  if (!rc && pyenv_sidecar_write(pr->egg, key, pr->interp, pr->reqs)) rc = -EIO;
+  /* pip says why at the end of its output. */
+  const char *w = why ? why : spd_strerror(rc);
+  size_t wl = strlen(w);
+  snprintf(reason, sizeof(reason), "environment %s: %s%s", key, wl > 200 ? "..." : "",
+           wl > 200 ? w + wl - 200 : w);
+  if (pr->cancelled) {
+    log_job(LOG_INFO, "launcher", j, "job '%s' was cancelled while its environment was built",
+            j->jobid);
+    supervise_end(&l->sv, j, JOB_CANCELLED, 0, -1, 0, NULL, NULL, NULL, NULL);
+  } else if (l->stopping || l->draining) {
+    requeue_one(l, j);
+  } else if (rc) {
+    env_unable(l, j, reason);
+  } else {
+    start_job(l, j);
+  }
+  prep_free(pr);
+  launcher_maybe_stopped(l);
+  launcher_dispatch(l);
+}
+
+/* A version copied from another node (no record of its environment here)
+ * or whose environment is not built here: it is built now, the job holding
+ * its slot meanwhile (1, env_built starts it). 0: start it now. Takes egg. */
+static int prep_env(launcher_t *l, job_t *j, char *egg) {
+  char key[PYENV_KEY_LEN + 1], err[256] = "", *py = NULL, *reqs = NULL, *want = NULL;
+  char *interp = NULL, *norm = NULL;
+  int rc = pyenv_for_egg(l->envs_dir, egg, &py, key);
+  free(py);
+  if (rc == 0 && py) goto now; /* built */
+  if (rc == SPD_ENOFILE) {
+    rc = pyenv_sidecar_read(egg, key, &interp, &norm);
+  } else if (rc == 0) {
+    rc = pyenv_from_file(egg, &reqs, &want);
+    if (!rc) rc = pyenv_spec(l->cfg->python, reqs, want, &interp, &norm, key, err, sizeof(err));
+    if (rc == SPD_EBADPARAM) {
+      env_unable(l, j, err);
+      free(egg);
+      free(reqs);
+      free(want);
+      return 1;
+    }
+    if (!rc && interp && pyenv_ready(l->envs_dir, key))
+      rc = pyenv_sidecar_write(egg, key, interp, norm);
+    else if (!rc && interp)
+      rc = 1; /* to build */
+  }
+  free(reqs);
+  free(want);
+  if (rc != 1 || !l->flow || !l->flow->env_ensure) goto now;
+  prep_t *pr = calloc(1, sizeof(*pr));
+  if (!pr) goto now;
+  *pr = (prep_t){.l = l, .egg = egg, .job = *j, .interp = interp, .reqs = norm};
+  job_init(j);
+  pr->next = l->preps;
+  l->preps = pr;
+  l->npreps++;
+  running_changed(l);
+  log_job(LOG_INFO, "launcher", &pr->job, "job '%s' waits for environment %s to be built here",
+          pr->job.jobid, key);
+  if (l->flow->env_ensure(l->flow->envs, interp, norm, env_built, pr)) {
+    prep_unlink(l, pr);
+    *j = pr->job;
+    pr->egg = NULL;
+    job_init(&pr->job);
+    prep_free(pr);
+    return 0;
+  }
+  return 1;
+now:
+  free(interp);
+  free(norm);
+  free(egg);
+  return 0; /* start_files says what is missing */
 }
 
 /* ---- warm starts (run/warm.h) ---- */
@@ -1332,6 +1453,15 @@ int launcher_draining(const launcher_t *l) { return l->draining; }
 
 void launcher_stop(launcher_t *l, void (*done)(void *ud), void *ud) {
   l->stopping = 1;
+  /* A build may take long: the jobs waiting for one go back now, and the
+   * build's end frees what is left (api/pyenvs.h answers it at the stop). */
+  for (prep_t *pr = l->preps, *next; pr; pr = next) {
+    next = pr->next;
+    if (!pr->interp) continue;
+    prep_unlink(l, pr);
+    requeue_one(l, &pr->job);
+    pr->abandoned = 1;
+  }
   l->drained.fn = NULL; /* the stop's done says it all */
   supervise_stop(&l->sv);
   run_done_set(&l->stopped, done, ud);

@@ -8,6 +8,7 @@ import json
 import os
 import threading
 import time
+import zipfile
 
 import pytest
 
@@ -261,3 +262,32 @@ def test_an_index_password_stays_out_of_logs(spiderd, wheels, tmp_path):
                 assert b"s3cr3tpw" not in f.read(), pid
         except OSError:
             pass  # gone meanwhile
+
+
+def test_a_node_without_the_environment_builds_it_on_first_claim(spiderd, tmp_path):
+    # What a node of a cluster meets: the version's archive copied from the
+    # store, no environment here. Here the record and the environment are
+    # removed behind the daemon's back.
+    wheels = str(tmp_path / "w")
+    os.makedirs(wheels)
+    dep_wheel(wheels, "depmod", "2.0")
+    d = spiderd(spiderd=env_conf(wheels))
+    upload(d, "lazy", "1", make_egg(tmp_path / "l.egg"), requirements="depmod==2.0")
+    import shutil
+    key = envs(d)[0]
+    with zipfile.ZipFile(d.path("eggs", "lazy", "1.egg")) as z:
+        assert z.read("requirements.txt") == b"depmod==2.0"  # carried by the archive
+    os.unlink(d.path("eggs", "lazy", "1.env"))
+    shutil.rmtree(os.path.join(envs_dir(d), key))
+    _, rep = probe(d, "lazy", str(tmp_path / "l.json"), warm=False)
+    assert rep["version"] == "2.0" and envs(d) == [key], rep
+    assert "waits for environment %s to be built here" % key in d.stderr_text()
+    # A node that cannot build it says why; alone, the job fails.
+    os.unlink(d.path("eggs", "lazy", "1.env"))
+    shutil.rmtree(os.path.join(envs_dir(d), key))
+    os.unlink(os.path.join(wheels, "depmod-2.0-py3-none-any.whl"))
+    job = d.schedule("lazy", "probe", out=str(tmp_path / "x.json"))
+    e = d.wait_finished(job, 90)
+    assert e["state"] == "failed", e
+    wait_for(lambda: "No matching distribution found for depmod==2.0" in d.stderr_text(), 10,
+             "the reason in the daemon's log")
