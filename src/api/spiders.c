@@ -545,7 +545,7 @@ int spiders_init(spiders_t **out, uv_loop_t *loop, const config_t *cfg) {
   if (!sp) return -ENOMEM;
   sp->loop = loop;
   sp->cfg = cfg;
-  sp->envs_dir = pyenv_dir(cfg->dbs_dir);
+  sp->envs_dir = pyenv_dir(cfg->dbs_dir ? cfg->dbs_dir : "dbs");
   if (!sp->envs_dir) {
     free(sp);
     return -ENOMEM;
