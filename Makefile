@@ -14,7 +14,7 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config python3-pydantic \
 	chromium chromium-driver python3-selenium python3-jsonschema \
 	debhelper dpkg-dev fakeroot lintian python3-yaml python3-prometheus-client \
 	nginx-light python3-pytest-xdist awscli radosgw ceph-mon ceph-osd docker-compose \
-	qemu-system-x86 busybox-static
+	qemu-system-x86 busybox-static python3-venv python3-pip
 # Only for `make fuzz` (building and testing replay the corpora without them).
 FUZZ_PKGS := clang libclang-rt-14-dev
 # Node.js only where there is none: a machine with NodeSource's nodejs (which
