@@ -67,8 +67,11 @@ typedef struct api_egg_opts {
 typedef void (*api_egg_cb)(void *ud, int rc, int stage, const char *error_text,
                            char *const *names, size_t n);
 
-/* Stages data as an egg, lists its spiders, and only then makes it the
- * project's version (a broken egg never replaces what was there). Returns
+/* Stages data as an egg (opts' requirements and python written into it
+ * first), builds or reuses the Python environment it asks for
+ * (api/pyenvs.h), lists its spiders with that environment's python, and
+ * only then makes it the project's version, recording its environment (a
+ * broken egg or a failed build never replaces what was there). Returns
  * 0 (cb runs, possibly before the return) or a code with *stage and a
  * reason in err. Names must have passed name_valid(). Both record who
  * (may be NULL) did it as an event: version.added, version.deleted,
