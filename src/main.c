@@ -689,6 +689,7 @@ static int serve(int argc, char **argv) {
   app->flow.drain = drain_hook;
   app->flow.envs = app->pyenvs;
   app->flow.env_ensure = env_ensure_hook;
+  spiders_set_env_builder(app->spiders, env_ensure_hook, app->pyenvs);
   announce(cfg);
   notify_ready(&srv);
   app->started_ms = clock_wall_ms();

@@ -12,13 +12,10 @@ import zipfile
 
 import pytest
 
-from conftest import SHARED_STORE, timeout, wait_for
+from conftest import timeout, wait_for
 from pyenvs import dep_wheel, make_egg, project_wheel
 
 API = "/api/v1"
-
-pytestmark = pytest.mark.skipif(SHARED_STORE, reason="environments are a node's: one daemon here")
-
 
 @pytest.fixture(scope="module")
 def wheels(tmp_path_factory):
