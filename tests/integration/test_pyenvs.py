@@ -288,3 +288,33 @@ def test_a_node_without_the_environment_builds_it_on_first_claim(spiderd, tmp_pa
     assert e["state"] == "failed", e
     wait_for(lambda: "No matching distribution found for depmod==2.0" in d.stderr_text(), 10,
              "the reason in the daemon's log")
+
+
+def test_a_daemon_stopping_mid_build_answers_the_upload_and_leaves_nothing(spiderd, tmp_path):
+    import socket
+    # A package source that accepts and never answers: the build hangs in pip.
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    port = srv.getsockname()[1]
+    d = spiderd(spiderd=env_conf(f"http://127.0.0.1:{port}/"))
+    # A job of a version copied from elsewhere waits for the same build.
+    results = {}
+
+    def go():
+        try:
+            results["r"] = upload(d, "hang", "1", make_egg(tmp_path / "h.egg", dep="json"),
+                                  check=False, requirements="depmod==1.0")
+        except Exception as e:  # the connection may close with the daemon
+            results["r"] = e
+    t = threading.Thread(target=go)
+    t.start()
+    wait_for(lambda: "building environment" in d.stderr_text(), 30, "the build to start")
+    d.stop()
+    t.join(30)
+    r = results.get("r")
+    assert not isinstance(r, dict) or r["status"] == "error", r
+    srv.close()
+    d.start()
+    assert os.listdir(envs_dir(d)) == []
+    assert d.api("listprojects.json")["projects"] == []
