@@ -155,6 +155,7 @@ static const struct key keys[] = {
     KEY(SEC_SPIDERD, pip_find_links, T_STR, M_NONE, "", NULL),
     KEY(SEC_SPIDERD, pip_trusted_hosts, T_STR, M_NONE, "", NULL),
     KEY(SEC_SPIDERD, env_build_timeout, T_REAL, M_GT0, "600", NULL),
+    KEY(SEC_SPIDERD, env_prebuild, T_BOOL, M_NONE, "off", NULL),
     HOOK_KEY(job_queued, T_STR, M_NONE, ""),
     HOOK_KEY(job_started, T_STR, M_NONE, ""),
     HOOK_KEY(job_finished, T_STR, M_NONE, ""),

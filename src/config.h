@@ -189,6 +189,7 @@ typedef struct config {
   char *pip_find_links;      /* "": local wheel directories or pages, space separated */
   char *pip_trusted_hosts;   /* "": hosts pip trusts without valid HTTPS */
   double env_build_timeout;  /* 600 s: a build still running then is killed */
+  int env_prebuild;          /* off: build versions' environments on first claim; on: ahead */
 
   /* [hooks]: commands run (/bin/sh -c) on a job's events (run/hooks.h);
    * "" = none. */

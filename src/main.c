@@ -185,6 +185,13 @@ static void drained(void *ud) {
   if (srv->exiting && !srv->app.stopping) uv_timer_start(&srv->drain_timer, drain_over, 0, 0);
 }
 
+/* Eggs came from the shared store: with env_prebuild their environments are
+ * built now rather than on their first claim. */
+static void eggs_arrived(void *ud) {
+  app_t *app = ud;
+  if (app->cfg.env_prebuild && app->pyenvs) pyenvs_prebuild(app->pyenvs);
+}
+
 /* app->flow.env_ensure: the launcher builds a version's environment on its
  * first claim through the builder the uploads use. */
 static int env_ensure_hook(void *envs, const char *interp, const char *reqs,
@@ -450,7 +457,8 @@ static int start_modules(app_t *app, char *err, size_t errlen) {
     return rc;
   }
   if ((rc = webhooks_init(&app->webhooks, app->loop, cfg, app->store, err, errlen))) return rc;
-  cluster_hooks_t hooks = {.queues = queues_noted, .ud = app, .flow = &app->flow};
+  cluster_hooks_t hooks = {.queues = queues_noted, .eggs = eggs_arrived, .ud = app,
+                           .flow = &app->flow};
   if ((rc = cluster_init(&app->cluster, app->loop, cfg, app->store, app->launcher,
                          store_pool_shared(app->store), &hooks, err, errlen)))
     return rc;
@@ -690,6 +698,7 @@ static int serve(int argc, char **argv) {
   app->flow.envs = app->pyenvs;
   app->flow.env_ensure = env_ensure_hook;
   spiders_set_env_builder(app->spiders, env_ensure_hook, app->pyenvs);
+  if (cfg->env_prebuild) pyenvs_prebuild(app->pyenvs);
   announce(cfg);
   notify_ready(&srv);
   app->started_ms = clock_wall_ms();

@@ -467,3 +467,77 @@ int pyenvs_collect(pyenvs_t *pe) {
   strv_free(keys, nkeys);
   return removed;
 }
+
+/* ---- building ahead of the first claim ---- */
+
+typedef struct prebuild {
+  char *egg, *interp, *reqs;
+} prebuild_t;
+
+static void prebuilt(void *ud, int rc, const char *key, const char *why) {
+  prebuild_t *p = ud;
+  if (!rc && pyenv_sidecar_write(p->egg, key, p->interp, p->reqs))
+    log_warn("envs", "cannot record the environment of %s", p->egg);
+  else if (rc && rc != SPD_ESHUTDOWN)
+    log_warn("envs", "environment %s of %s cannot be built on this node: %.300s", key, p->egg,
+             why ? why : spd_strerror(rc));
+  free(p->egg);
+  free(p->interp);
+  free(p->reqs);
+  free(p);
+}
+
+/* One version: its environment built unless this node has it. */
+static int prebuild_one(pyenvs_t *pe, const char *egg) {
+  char key[PYENV_KEY_LEN + 1], err[256] = "", *py = NULL, *reqs = NULL, *want = NULL;
+  prebuild_t *p = calloc(1, sizeof(*p));
+  if (!p || !(p->egg = strdup(egg))) goto skip;
+  int rc = pyenv_for_egg(pe->dir, egg, &py, key);
+  free(py);
+  if (rc == SPD_ENOFILE) {
+    rc = pyenv_sidecar_read(egg, key, &p->interp, &p->reqs);
+  } else if (!rc && !py) {
+    rc = pyenv_from_file(egg, &reqs, &want);
+    if (!rc) rc = pyenv_spec(pe->cfg->python, reqs, want, &p->interp, &p->reqs, key, err,
+                             sizeof(err));
+    free(reqs);
+    free(want);
+    if (!rc && p->interp && pyenv_ready(pe->dir, key)) {
+      pyenv_sidecar_write(egg, key, p->interp, p->reqs);
+      goto skip;
+    }
+  } else {
+    goto skip; /* built, or unreadable */
+  }
+  if (rc || !p->interp || pyenvs_ensure(pe, p->interp, p->reqs, 0, prebuilt, p)) goto skip;
+  return 1;
+skip:
+  if (p) {
+    free(p->egg);
+    free(p->interp);
+    free(p->reqs);
+    free(p);
+  }
+  return 0;
+}
+
+int pyenvs_prebuild(pyenvs_t *pe) {
+  char **projects = NULL;
+  size_t np = 0;
+  int started = 0;
+  if (pe->closing || eggs_projects(pe->cfg->eggs_dir, &projects, &np)) return 0;
+  for (size_t i = 0; i < np; i++) {
+    char **v = NULL;
+    size_t nv = 0;
+    if (eggs_versions(pe->cfg->eggs_dir, projects[i], &v, &nv)) continue;
+    for (size_t k = 0; k < nv; k++) {
+      char *egg = NULL;
+      if (eggs_path(pe->cfg->eggs_dir, projects[i], v[k], &egg) == 0)
+        started += prebuild_one(pe, egg);
+      free(egg);
+    }
+    strv_free(v, nv);
+  }
+  strv_free(projects, np);
+  return started;
+}

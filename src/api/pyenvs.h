@@ -60,6 +60,12 @@ void pyenvs_unhold(pyenvs_t *pe, const char *key);
  * building (their files go on the thread pool). Returns how many. */
 int pyenvs_collect(pyenvs_t *pe);
 
+/* [spiderd] env_prebuild: builds now the environments of the versions in
+ * eggs_dir that this node lacks (at start-up, and when eggs arrive from
+ * the shared store), instead of on their first claim. Returns how many
+ * builds it started or joined; a failure is logged. */
+int pyenvs_prebuild(pyenvs_t *pe);
+
 /* How many builds this daemon started (for tests and metrics). */
 uint64_t pyenvs_builds(const pyenvs_t *pe);
 

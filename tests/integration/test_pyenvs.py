@@ -318,3 +318,16 @@ def test_a_daemon_stopping_mid_build_answers_the_upload_and_leaves_nothing(spide
     d.start()
     assert os.listdir(envs_dir(d)) == []
     assert d.api("listprojects.json")["projects"] == []
+
+
+def test_with_env_prebuild_a_restarted_node_builds_what_it_lacks(spiderd, wheels, tmp_path):
+    import shutil
+    d = spiderd(spiderd=env_conf(wheels, env_prebuild="on"))
+    upload(d, "pre", "1", make_egg(tmp_path / "p.egg"), requirements="depmod==2.0")
+    key = envs(d)[0]
+    d.stop()
+    shutil.rmtree(os.path.join(envs_dir(d), key))
+    os.unlink(d.path("eggs", "pre", "1.env"))
+    d.start()
+    wait_for(lambda: envs(d) == [key] and os.path.exists(d.path("eggs", "pre", "1.env")),
+             timeout(60), "the environment built at start-up, and recorded")

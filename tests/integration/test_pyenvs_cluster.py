@@ -43,3 +43,13 @@ def test_a_node_builds_the_environment_of_the_job_it_claims(spiderd, tmp_path):
     assert rep["version"] == "2.0" and rep["prefix"].startswith(runner.path("dbs", "envs")), rep
     assert len(envs(runner)) == 1
     a.cancel("cl", first, "KILL")
+
+
+def test_with_env_prebuild_a_node_builds_ahead_of_any_job(spiderd, tmp_path):
+    wheels = str(tmp_path / "wheels")
+    os.makedirs(wheels)
+    dep_wheel(wheels, "depmod", "1.0")
+    (a, b), _ = cluster(spiderd, 2, tmp_path, spiderd=env_conf(wheels, env_prebuild="on"))
+    upload(a, "pre", "1", make_egg(tmp_path / "pre.egg"), requirements="depmod==1.0")
+    wait_for(lambda: envs(b) == envs(a) and os.path.exists(b.path("eggs", "pre", "1.env")),
+             timeout(60), "the environment built on the other node, and recorded")
