@@ -166,6 +166,12 @@ int pyenv_interpreter(const char *default_python, const char *want, char **path,
     snprintf(err, errlen, "python must be a version such as 3.11, not '%.40s'", want);
     return SPD_EBADPARAM;
   }
+  /* 3.11.7 (a .python-version as pyenv writes it) asks for a 3.11. */
+  char minor[16];
+  snprintf(minor, sizeof(minor), "%s", want);
+  char *dot = strchr(minor, '.');
+  if (dot && (dot = strchr(dot + 1, '.'))) *dot = '\0';
+  want = minor;
   if (real) {
     version_of(real, have, sizeof(have));
     if (version_matches(have, want)) {

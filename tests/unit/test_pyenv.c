@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,14 @@ static void test_interpreter(void **state) {
   free(path);
   assert_int_equal(pyenv_interpreter("/usr/bin/python3", "3", &path, err, sizeof(err)), 0);
   free(path);
+  /* A full version (pyenv's .python-version) asks for its minor version. */
+  char *real = realpath("/usr/bin/python3", NULL), full[64];
+  const char *base = strrchr(real, '/') + 1; /* python3.X */
+  snprintf(full, sizeof(full), "%s.99", base + strlen("python"));
+  assert_int_equal(pyenv_interpreter("/usr/bin/python3", full, &path, err, sizeof(err)), 0);
+  assert_string_equal(path, real);
+  free(path);
+  free(real);
   assert_int_equal(pyenv_interpreter("/usr/bin/python3", "1.5", &path, err, sizeof(err)),
                    SPD_EBADPARAM);
   assert_non_null(strstr(err, "no installed Python matches python = 1.5"));
