@@ -98,7 +98,7 @@ REDIS_TESTS ?= test_cluster.py test_api.py test_jobs.py test_queues.py test_sche
 	test_unique_jobs.py test_events.py test_family.py test_auth.py test_outage.py \
 	test_faults.py test_limits.py test_retention.py test_lifecycle.py test_robust.py \
 	test_drain.py test_lastcred.py test_listing_pages.py test_sneakpeek.py test_grepsr.py \
-	test_stats.py test_upcoming.py test_hooks.py
+	test_stats.py test_upcoming.py test_hooks.py test_pyenvs_cluster.py
 test-pg: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	tests/store_suite.sh postgresql $(BUILD) $(ASAN_BUILD) $(XDIST) $(PG_TESTS)
