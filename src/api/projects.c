@@ -399,6 +399,56 @@ static void egg_env_ready(void *ud, int rc, const char *key, const char *why) {
   if (rc) egg_listed(a, rc, NULL, 0, spd_strerror(rc));
 }
 
+static void manifest_env_ready(void *ud, int rc, const char *key, const char *why) {
+  egg_add_t *a = ud;
+  (void)key;
+  if (rc) {
+    egg_refused(a);
+    eggs_discard(a->tmp_path);
+    a->cb(a->ud, rc, API_EGG_ENV, why, NULL, 0);
+    egg_add_free(a);
+    return;
+  }
+  char **names = a->names;
+  size_t n = a->nnames;
+  a->names = NULL;
+  a->nnames = 0;
+  egg_listed(a, 0, names, n, NULL);
+  strv_free(names, n);
+}
+
+/* A spiderd.json project (a zip) with a requirements.txt for its Python
+ * parts: its environment is built before it is stored; its commands then
+ * find that environment's python first on PATH. */
+static int manifest_env(egg_add_t *a, const void *data, size_t len, char *const *names,
+                        size_t n, int *stage, char *err, size_t errlen) {
+  int rc = egg_env_plan(a, data, len, err, errlen);
+  if (rc) {
+    *stage = rc == -ENOMEM ? API_EGG_ALLOC : API_EGG_ENVSPEC;
+    return rc;
+  }
+  if (!a->interp) {
+    egg_listed(a, 0, names, n, NULL);
+    return 0;
+  }
+  a->names = calloc(n ? n : 1, sizeof(*a->names));
+  for (size_t i = 0; a->names && i < n; i++)
+    if ((a->names[a->nnames] = strdup(names[i]))) a->nnames++;
+  if (!a->names || a->nnames != n) {
+    *stage = API_EGG_ALLOC;
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
+  pyenvs_hold(a->app->pyenvs, a->key);
+  a->held = 1;
+  rc = pyenvs_ensure(a->app->pyenvs, a->interp, a->reqs, 0, manifest_env_ready, a);
+  if (rc) {
+    *stage = API_EGG_ENVSPEC;
+    snprintf(err, errlen, "the environment's build could not start: %s", spd_strerror(rc));
+  }
+  return rc;
+}
+
 /* Scrapy eggs and wheels: their environment first, then their spiders. */
 static int egg_add_scrapy(egg_add_t *a, const void *data, size_t len, int *stage, char *err,
                           size_t errlen) {
@@ -458,7 +508,13 @@ static int egg_embed(const void *data, size_t len, const api_egg_opts_t *o, void
   const char *reqs = o && o->requirements && *o->requirements ? o->requirements : NULL;
   const char *py = o && o->python && *o->python ? o->python : NULL;
   *out = NULL;
-  if ((!reqs && !py) || marchive_kind_mem(data, len) == MARCHIVE_MANIFEST) return 0;
+  if (!reqs && !py) return 0;
+  if (marchive_kind_mem(data, len) == MARCHIVE_MANIFEST) {
+    *stage = API_EGG_ENVSPEC;
+    snprintf(err, errlen, "a spiderd.json project says what it needs in its archive: "
+                          "requirements.txt (and .python-version) at the root of its zip");
+    return SPD_EBADPARAM;
+  }
   int rc = pyenv_embed(data, len, reqs, py, out, outlen);
   if (rc == SPD_EBADEGG) {
     *stage = API_EGG_STAGE;
@@ -514,10 +570,15 @@ static int egg_add_more(app_t *app, const char *project, const char *version, co
       snprintf(err, errlen, "out of memory");
       return -ENOMEM;
     }
-    egg_listed(a, 0, names, m.n, NULL);
+    rc = manifest_env(a, data, len, names, m.n, stage, err, errlen);
     free(names);
     manifest_release(&m);
-    return 0;
+    if (rc) {
+      egg_refused(a);
+      eggs_discard(tmp);
+      egg_add_free(a);
+    }
+    return rc;
   }
   rc = egg_add_scrapy(a, data, len, stage, err, errlen);
   if (rc) {

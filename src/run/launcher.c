@@ -601,11 +601,9 @@ static int start_files(launcher_t *l, const job_t *j, start_t *st) {
              j->version ? j->version : j->project);
     return -1;
   }
-  if (st->egg && marchive_kind_file(st->egg) == MARCHIVE_MANIFEST) {
-    if (start_manifest(l, j, st)) return -1;
-  } else if (st->egg && start_env(l, st)) {
+  if (st->egg && marchive_kind_file(st->egg) == MARCHIVE_MANIFEST && start_manifest(l, j, st))
     return -1;
-  }
+  if (st->egg && start_env(l, st)) return -1;
   if (cfg->logs_dir[0]) {
     if (!(st->log_file = job_file_prepared(l, cfg->logs_dir, j, ".log"))) {
       snprintf(st->why, sizeof(st->why), "cannot create the log directory: %s", strerror(errno));
@@ -726,7 +724,13 @@ static int start_command(launcher_t *l, const job_t *j, start_t *st) {
       strv_pushf(x, "SCRAPYD_JOB=%s", j->jobid) ||
       (st->log_file && strv_pushf(x, "SCRAPYD_LOG_FILE=%s", st->log_file)) ||
       (st->feed_uri && strv_pushf(x, "SCRAPYD_FEED_URI=%s", st->feed_uri)) ||
-      (st->command && command_env(j, st)))
+      (st->command && command_env(j, st)) ||
+      /* A command project's environment: its python first on PATH. */
+      (st->command && st->python &&
+       (strv_pushf(x, "PATH=%.*s:%s", (int)(strlen(st->python) - strlen("/python")),
+                   st->python, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin") ||
+        strv_pushf(x, "VIRTUAL_ENV=%.*s", (int)(strlen(st->python) - strlen("/bin/python")),
+                   st->python))))
     return start_nomem(st);
   /* A command spider has no egg to point at: it runs in its extraction. */
   st->env = env_build(cfg, j->project, st->command ? NULL : st->egg, j->version,
@@ -1123,31 +1127,28 @@ static void env_built(void *ud, int rc, const char *key, const char *why) {
 static int prep_env(launcher_t *l, job_t *j, char *egg) {
   char key[PYENV_KEY_LEN + 1], err[256] = "", *py = NULL, *reqs = NULL, *want = NULL;
   char *interp = NULL, *norm = NULL;
-  int rc = pyenv_for_egg(l->envs_dir, egg, &py, key);
+  int rc = pyenv_for_egg(l->envs_dir, egg, &py, key), built = !rc && py;
   free(py);
-  if (rc == 0 && py) goto now; /* built */
   if (rc == SPD_ENOFILE) {
-    rc = pyenv_sidecar_read(egg, key, &interp, &norm);
-  } else if (rc == 0) {
+    rc = pyenv_sidecar_read(egg, key, &interp, &norm) ? 0 : 1; /* 1: to build */
+  } else if (!rc && !built) {
     rc = pyenv_from_file(egg, &reqs, &want);
     if (!rc) rc = pyenv_spec(l->cfg->python, reqs, want, &interp, &norm, key, err, sizeof(err));
-    if (rc == SPD_EBADPARAM) {
-      env_unable(l, j, err);
-      free(egg);
-      free(reqs);
-      free(want);
-      return 1;
-    }
+    free(reqs);
+    free(want);
     if (!rc && interp && pyenv_ready(l->envs_dir, key))
-      rc = pyenv_sidecar_write(egg, key, interp, norm);
+      pyenv_sidecar_write(egg, key, interp, norm);
     else if (!rc && interp)
-      rc = 1; /* to build */
+      rc = 1;
   }
-  free(reqs);
-  free(want);
-  if (rc != 1 || !l->flow || !l->flow->env_ensure) goto now;
-  prep_t *pr = calloc(1, sizeof(*pr));
-  if (!pr) goto now;
+  prep_t *pr = rc == 1 && l->flow && l->flow->env_ensure ? calloc(1, sizeof(*pr)) : NULL;
+  if (rc == SPD_EBADPARAM) env_unable(l, j, err); /* no interpreter for it here */
+  if (!pr) {
+    free(interp);
+    free(norm);
+    free(egg);
+    return rc == SPD_EBADPARAM; /* 0: start_files says what is missing */
+  }
   *pr = (prep_t){.l = l, .egg = egg, .job = *j, .interp = interp, .reqs = norm};
   job_init(j);
   pr->next = l->preps;
@@ -1156,20 +1157,14 @@ static int prep_env(launcher_t *l, job_t *j, char *egg) {
   running_changed(l);
   log_job(LOG_INFO, "launcher", &pr->job, "job '%s' waits for environment %s to be built here",
           pr->job.jobid, key);
-  if (l->flow->env_ensure(l->flow->envs, interp, norm, env_built, pr)) {
-    prep_unlink(l, pr);
-    *j = pr->job;
-    pr->egg = NULL;
-    job_init(&pr->job);
-    prep_free(pr);
-    return 0;
-  }
-  return 1;
-now:
-  free(interp);
-  free(norm);
+  if (!l->flow->env_ensure(l->flow->envs, interp, norm, env_built, pr)) return 1;
+  prep_unlink(l, pr);
+  *j = pr->job;
+  job_init(&pr->job);
+  pr->egg = NULL;
+  prep_free(pr);
   free(egg);
-  return 0; /* start_files says what is missing */
+  return 0;
 }
 
 /* ---- warm starts (run/warm.h) ---- */

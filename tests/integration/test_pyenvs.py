@@ -331,3 +331,24 @@ def test_with_env_prebuild_a_restarted_node_builds_what_it_lacks(spiderd, wheels
     d.start()
     wait_for(lambda: envs(d) == [key] and os.path.exists(d.path("eggs", "pre", "1.env")),
              timeout(60), "the environment built at start-up, and recorded")
+
+
+def test_a_command_project_with_a_requirements_txt_runs_its_python_in_its_environment(d, tmp_path):
+    import io
+    manifest = {"spiders": {"dep": {"command": [
+        "sh", "-c", "python3 -c 'import depmod, sys; print(\"DEP\", depmod.VERSION, sys.prefix)'"]}}}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("spiderd.json", json.dumps(manifest))
+        z.writestr("requirements.txt", "depmod==2.0\n")
+    path = tmp_path / "cmd.zip"
+    path.write_bytes(buf.getvalue())
+    assert upload(d, "cmd", "1", path)["spiders"] == 1
+    job = d.schedule("cmd", "dep")
+    e = d.wait_finished(job, 60)
+    assert e["state"] == "finished", e
+    log = d.read_log("cmd", "dep", job)
+    assert "DEP 2.0 " + envs_dir(d) in log, log
+    # Its fields belong in the archive, which every node copies.
+    r = upload(d, "cmd", "2", path, check=False, requirements="depmod==1.0")
+    assert r["status"] == "error" and "requirements.txt" in r["message"], r
