@@ -1033,6 +1033,11 @@ static int prep_start(launcher_t *l, job_t *j) {
   char *egg = NULL;
   if (eggs_path(l->cfg->eggs_dir, j->project, j->version, &egg)) return 0;
   if (marchive_kind_file(egg) != MARCHIVE_MANIFEST) return prep_env(l, j, egg);
+  char *dup = strdup(egg); /* its environment first (extracted on the loop after) */
+  if (dup && prep_env(l, j, dup)) {
+    free(egg);
+    return 1;
+  }
   if (marchive_ready(egg, l->work_dir, j->project)) {
     free(egg);
     return 0;

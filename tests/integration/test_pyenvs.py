@@ -335,20 +335,29 @@ def test_with_env_prebuild_a_restarted_node_builds_what_it_lacks(spiderd, wheels
 
 def test_a_command_project_with_a_requirements_txt_runs_its_python_in_its_environment(d, tmp_path):
     import io
+    import shutil
     manifest = {"spiders": {"dep": {"command": [
-        "sh", "-c", "python3 -c 'import depmod, sys; print(\"DEP\", depmod.VERSION, sys.prefix)'"]}}}
+        "sh", "-c", "python3 -c 'import othermod, sys; print(\"DEP\", othermod.VERSION, sys.prefix)'"]}}}
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         z.writestr("spiderd.json", json.dumps(manifest))
-        z.writestr("requirements.txt", "depmod==2.0\n")
+        z.writestr("requirements.txt", "othermod==1.0\n")
     path = tmp_path / "cmd.zip"
     path.write_bytes(buf.getvalue())
+    before = set(envs(d))
     assert upload(d, "cmd", "1", path)["spiders"] == 1
-    job = d.schedule("cmd", "dep")
-    e = d.wait_finished(job, 60)
-    assert e["state"] == "finished", e
-    log = d.read_log("cmd", "dep", job)
-    assert "DEP 2.0 " + envs_dir(d) in log, log
+    key = (set(envs(d)) - before).pop()
+
+    def run():
+        job = d.schedule("cmd", "dep")
+        e = d.wait_finished(job, 90)
+        assert e["state"] == "finished", e
+        return d.read_log("cmd", "dep", job)
+    assert "DEP 1.0 " + os.path.join(envs_dir(d), key) in run()
+    # A node without it (a copy from another node) builds it first.
+    os.unlink(d.path("eggs", "cmd", "1.env"))
+    shutil.rmtree(os.path.join(envs_dir(d), key))
+    assert "DEP 1.0 " + os.path.join(envs_dir(d), key) in run()
     # Its fields belong in the archive, which every node copies.
     r = upload(d, "cmd", "2", path, check=False, requirements="depmod==1.0")
     assert r["status"] == "error" and "requirements.txt" in r["message"], r
