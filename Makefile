@@ -14,7 +14,7 @@ DEB_PKGS := build-essential cmake ninja-build pkg-config python3-pydantic \
 	chromium chromium-driver python3-selenium python3-jsonschema \
 	debhelper dpkg-dev fakeroot lintian python3-yaml python3-prometheus-client \
 	nginx-light python3-pytest-xdist awscli radosgw ceph-mon ceph-osd docker-compose \
-	qemu-system-x86 busybox-static
+	qemu-system-x86 busybox-static python3-venv python3-pip
 # Only for `make fuzz` (building and testing replay the corpora without them).
 FUZZ_PKGS := clang libclang-rt-14-dev
 # Node.js only where there is none: a machine with NodeSource's nodejs (which
@@ -100,7 +100,7 @@ REDIS_TESTS ?= test_cluster.py test_api.py test_jobs.py test_queues.py test_sche
 	test_drain.py test_lastcred.py test_listing_pages.py test_sneakpeek.py test_grepsr.py \
 	test_stats.py test_upcoming.py test_hooks.py test_job_meta.py test_test_runs.py \
 	test_openapi_aliases.py test_multiprocess.py test_accounts.py test_backfill.py \
-	test_health.py test_memory.py test_pause.py
+	test_health.py test_memory.py test_pause.py test_pyenvs_cluster.py
 test-pg: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	tests/store_suite.sh postgresql $(BUILD) $(ASAN_BUILD) $(XDIST) $(PG_TESTS)

@@ -27,6 +27,7 @@ typedef struct app {
   store_pool_t *store;
   http_server_t *http;
   spiders_t *spiders;
+  struct pyenvs *pyenvs;         /* api/pyenvs.h: builds versions' Python environments */
   struct launcher *launcher;
   struct janitor *janitor;
   struct scheduler *scheduler;

@@ -183,6 +183,13 @@ typedef struct config {
                             * http://<bind_address or hostname>:<http_port> */
   double node_heartbeat;   /* 3 s between this node's heartbeats */
   double node_timeout;     /* 15 s: a node silent this long is dead, its jobs lost */
+  /* Python environments of project versions (api/pyenvs.h). */
+  char *pip_index_url;       /* "": pip's default; "none": no index (--no-index) */
+  char *pip_extra_index_url; /* "": more indexes, space separated */
+  char *pip_find_links;      /* "": local wheel directories or pages, space separated */
+  char *pip_trusted_hosts;   /* "": hosts pip trusts without valid HTTPS */
+  double env_build_timeout;  /* 600 s: a build still running then is killed */
+  int env_prebuild;          /* off: build versions' environments on first claim; on: ahead */
 
   /* [hooks]: commands run (/bin/sh -c) on a job's events (run/hooks.h);
    * "" = none. */

@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "api/auth.h"
 #include "api/projects.h"
+#include "api/pyenvs.h"
 #include "app.h"
 #include "run/cluster.h"
 #include "run/hooks.h"
@@ -88,6 +89,8 @@ static void cluster_stopped(void *ud) {
   app->webhooks = NULL;
   spiders_free(app->spiders);
   app->spiders = NULL;
+  pyenvs_free(app->pyenvs);
+  app->pyenvs = NULL;
   /* The store's last callbacks reply to requests still waiting on it, so the
    * pool stops before the HTTP server. */
   store_pool_stop(app->store);
@@ -182,6 +185,21 @@ static void drain_over(uv_timer_t *t) {
 static void drained(void *ud) {
   server_t *srv = ud;
   if (srv->exiting && !srv->app.stopping) uv_timer_start(&srv->drain_timer, drain_over, 0, 0);
+}
+
+/* Eggs came from the shared store: with env_prebuild their environments are
+ * built now rather than on their first claim. */
+static void eggs_arrived(void *ud) {
+  app_t *app = ud;
+  if (app->cfg.env_prebuild && app->pyenvs) pyenvs_prebuild(app->pyenvs);
+}
+
+/* app->flow.env_ensure: the launcher builds a version's environment on its
+ * first claim through the builder the uploads use. */
+static int env_ensure_hook(void *envs, const char *interp, const char *reqs,
+                           void (*cb)(void *ud, int rc, const char *key, const char *why),
+                           void *ud) {
+  return pyenvs_ensure(envs, interp, reqs, 0, cb, ud);
 }
 
 static void notify_serving(const config_t *cfg) {
@@ -434,6 +452,11 @@ static int start_modules(app_t *app, char *err, size_t errlen) {
     snprintf(err, errlen, "cannot start the spider lister: %s", spd_strerror(rc));
     return rc;
   }
+  if ((rc = pyenvs_init(&app->pyenvs, app->loop, cfg))) {
+    snprintf(err, errlen, "cannot prepare the Python environments' directory: %s",
+             spd_strerror(rc));
+    return rc;
+  }
   if ((rc = launcher_init(&app->launcher, app->loop, cfg, app->store, &app->flow))) {
     snprintf(err, errlen, "cannot start the launcher: %s", spd_strerror(rc));
     return rc;
@@ -447,7 +470,8 @@ static int start_modules(app_t *app, char *err, size_t errlen) {
     return rc;
   }
   if ((rc = webhooks_init(&app->webhooks, app->loop, cfg, app->store, err, errlen))) return rc;
-  cluster_hooks_t hooks = {.queues = queues_noted, .ud = app, .flow = &app->flow};
+  cluster_hooks_t hooks = {.queues = queues_noted, .eggs = eggs_arrived, .ud = app,
+                           .flow = &app->flow};
   if ((rc = cluster_init(&app->cluster, app->loop, cfg, app->store, app->launcher,
                          store_pool_shared(app->store), &hooks, err, errlen)))
     return rc;
@@ -599,6 +623,7 @@ static void start_undo(app_t *app) {
   if (app->http) http_server_stop(app->http);
   auth_free(app);
   if (app->spiders) spiders_free(app->spiders);
+  if (app->pyenvs) pyenvs_free(app->pyenvs);
   if (app->store) store_pool_stop(app->store);
   /* Stop all and let the handles their stops close close before freeing:
    * the cluster's close callbacks still use it (a listener that failed to
@@ -683,6 +708,10 @@ static int serve(int argc, char **argv) {
   start_signals(&srv);
   app->flow.node = &srv;
   app->flow.drain = drain_hook;
+  app->flow.envs = app->pyenvs;
+  app->flow.env_ensure = env_ensure_hook;
+  spiders_set_env_builder(app->spiders, env_ensure_hook, app->pyenvs);
+  if (cfg->env_prebuild) pyenvs_prebuild(app->pyenvs);
   announce(cfg);
   notify_ready(&srv);
   app->started_ms = clock_wall_ms();

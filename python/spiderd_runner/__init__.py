@@ -62,7 +62,11 @@ def _activate_by_hand(egg_path):
             try:
                 text = zf.read("EGG-INFO/entry_points.txt").decode("utf-8")
             except KeyError:
-                text = ""
+                # A wheel uploaded instead of an egg: its entry points are
+                # in <dist>.dist-info/, and a pure wheel imports from its zip.
+                names = [n for n in zf.namelist()
+                         if n.count("/") == 1 and n.endswith(".dist-info/entry_points.txt")]
+                text = zf.read(names[0]).decode("utf-8") if names else ""
     except (OSError, zipfile.BadZipFile) as e:
         raise EggError(f"{egg_path}: unknown or corrupt egg ({e})") from None
     sys.path.insert(0, egg_path)

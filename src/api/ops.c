@@ -28,10 +28,16 @@ static const op_param_t p_project[] = {{"project", OPT_STR, REQ | NAME, 0, 0}, E
 static const op_param_t p_version_add[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
                                            {"version", OPT_STR, REQ | NAME, 0, 0},
                                            {"egg", OPT_BLOB, REQ, 0, 0},
+                                           {"requirements", OPT_STR, 0, 0, 0},
+                                           {"python", OPT_STR, 0, 0, 0},
                                            END};
 static const op_param_t p_version[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
                                        {"version", OPT_STR, REQ | NAME, 0, 0},
                                        END};
+static const op_param_t p_version_env[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
+                                           {"version", OPT_STR, REQ | NAME, 0, 0},
+                                           {"log", OPT_BOOL, 0, 0, 0},
+                                           END};
 static const op_param_t p_spiders[] = {{"project", OPT_STR, REQ | NAME, 0, 0},
                                        {"version", OPT_STR, NAME, 0, 0},
                                        END};
@@ -357,6 +363,11 @@ const op_def_t op_table[] = {
      "/projects/{project}/versions", 201, OP_BODY_BLOB, ROLE_DEPLOY},
     {"versions.delete", NULL, op_versions_delete, p_version, OP_WRITE, "DELETE",
      "/projects/{project}/versions/{version}", 204, OP_BODY_NONE, ROLE_DEPLOY},
+    {"versions.environment", NULL, op_versions_env, p_version_env, 0, "GET",
+     "/projects/{project}/versions/{version}/environment", 200, OP_BODY_NONE, ROLE_READ},
+    {"versions.rebuild", NULL, op_versions_rebuild, p_version, OP_WRITE, "POST",
+     "/projects/{project}/versions/{version}/environment/rebuild", 200, OP_BODY_NONE,
+     ROLE_DEPLOY},
     {"spiders.list", NULL, op_spiders_list, p_spiders, 0, "GET", "/projects/{project}/spiders",
      200, OP_BODY_NONE, ROLE_READ},
     {"scrapers.list", NULL, op_scrapers_list, p_none, 0, "GET", "/spiders", 200,

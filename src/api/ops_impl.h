@@ -102,6 +102,8 @@ void op_projects_delete(op_call_t *c);
 void op_versions_list(op_call_t *c);
 void op_versions_add(op_call_t *c);
 void op_versions_delete(op_call_t *c);
+void op_versions_env(op_call_t *c);
+void op_versions_rebuild(op_call_t *c);
 void op_spiders_list(op_call_t *c);
 void op_scrapers_list(op_call_t *c);
 void op_jobs_list(op_call_t *c);

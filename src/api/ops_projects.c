@@ -13,6 +13,10 @@
 #include "log.h"
 #include "flow/memfit.h"
 #include "store/eggs.h"
+#include "store/pyenv.h"
+#include "api/pyenvs.h"
+#include <fcntl.h>
+#include <sys/stat.h>
 
 /* ---- status.get ---- */
 
@@ -155,6 +159,11 @@ void op_versions_list(op_call_t *c) {
 
 static void added(void *ud, int rc, int stage, const char *error, char *const *names, size_t n) {
   op_call_t *c = ud;
+  if (rc && stage == API_EGG_ENV) {
+    op_fail(c, SPD_ERUNNER, json_pack("{s:s}", "pip", error ? error : spd_strerror(rc)),
+            "the version's requirements could not be installed, so it was not stored");
+    return;
+  }
   if (rc && stage == API_EGG_LIST) {
     op_fail(c, SPD_ERUNNER, json_pack("{s:s}", "stderr", error ? error : spd_strerror(rc)),
             "the egg's spiders could not be listed, so it was not stored");
@@ -173,9 +182,15 @@ static void added(void *ud, int rc, int stage, const char *error, char *const *n
 void op_versions_add(op_call_t *c) {
   int stage = 0;
   char why[512];
+  api_egg_opts_t opts = {.requirements = op_str(c, "requirements"),
+                         .python = op_str(c, "python")};
   int rc = api_egg_add(c->app, op_str(c, "project"), op_str(c, "version"), c->blob, c->blob_len,
-                       added, c, &stage, why, sizeof(why), c->who);
+                       &opts, added, c, &stage, why, sizeof(why), c->who);
   if (!rc) return;
+  if (stage == API_EGG_ENVSPEC) {
+    op_fail(c, rc == SPD_EBADPARAM ? rc : SPD_EBADPARAM, NULL, "%s", why);
+    return;
+  }
   if (stage == API_EGG_STAGE && rc == SPD_EBADEGG)
     op_fail(c, rc, json_pack("{s:s}", "field", "egg"),
             "the egg is not a ZIP file (send the .egg file's bytes as the body, or as the "
@@ -353,4 +368,123 @@ void op_nodes_drain(op_call_t *c) {
     return;
   }
   op_ok(c, drain_state(c->app));
+}
+
+/* ---- a version's Python environment (store/pyenv.h) ---- */
+
+/* The environment of project/version as the API shows it: null when the
+ * version runs on the daemon's python; else its key, interpreter, state
+ * (ready, building, missing: not built on this node), and once built what
+ * spiderd-env.json says (packages, size, build time); with_log adds the
+ * whole build log. SPD_ENOVERSION when there is no such version. */
+static int env_object(app_t *app, const char *project, const char *version, int with_log,
+                      json_t **out) {
+  char *egg = NULL, *interp = NULL, *reqs = NULL, key[PYENV_KEY_LEN + 1];
+  *out = NULL;
+  int rc = api_egg_resolve(app, project, version, &egg);
+  if (rc) return rc;
+  rc = egg ? pyenv_sidecar_read(egg, key, &interp, &reqs) : -ENOENT;
+  free(egg);
+  if (rc == -ENOENT) {
+    *out = json_null();
+    return 0;
+  }
+  if (rc) return rc;
+  const char *dir = pyenvs_dir(app->pyenvs);
+  const char *state = pyenvs_building(app->pyenvs, key) ? "building"
+                       : pyenv_ready(dir, key)          ? "ready"
+                                                        : "missing";
+  json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "key", key, "python", interp, "state", state,
+                        "requirements", reqs);
+  free(interp);
+  free(reqs);
+  if (!o) return -ENOMEM;
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/%s/" PYENV_READY, dir, key);
+  json_t *info = !strcmp(state, "ready") ? json_load_file(path, 0, NULL) : NULL;
+  static const char *const fields[] = {"python_version", "packages", "size", "build_ms",
+                                       "built_at"};
+  for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+    json_t *v = info ? json_object_get(info, fields[i]) : NULL;
+    json_object_set(o, fields[i], v ? v : json_null());
+  }
+  json_decref(info);
+  if (with_log) {
+    snprintf(path, sizeof(path), "%s/%s/build.log", dir, key);
+    FILE *f = fopen(path, "re");
+    char *text = f ? malloc(1024 * 1024 + 1) : NULL;
+    size_t n = text ? fread(text, 1, 1024 * 1024, f) : 0;
+    if (text) text[n] = '\0';
+    json_object_set_new(o, "log", text ? json_string(text) : json_null());
+    free(text);
+    if (f) fclose(f);
+  }
+  *out = o;
+  return 0;
+}
+
+static void env_reply(op_call_t *c, int with_log) {
+  const char *project = op_str(c, "project"), *version = op_str(c, "version");
+  json_t *env = NULL;
+  int rc = env_object(c->app, project, version, with_log, &env);
+  if (rc == SPD_ENOPROJECT || rc == SPD_ENOVERSION) {
+    op_fail(c, SPD_ENOVERSION, json_pack("{s:s,s:s}", "project", project, "version", version),
+            "version '%s' of project '%s' not found", version, project);
+    return;
+  }
+  if (rc) {
+    op_fail(c, rc, NULL, "the version's environment cannot be read: %s", spd_strerror(rc));
+    return;
+  }
+  op_ok(c, json_pack("{s:s,s:s,s:o}", "project", project, "version", version, "environment",
+                     env));
+}
+
+void op_versions_env(op_call_t *c) {
+  int log = 0;
+  const json_t *v = op_json(c, "log");
+  if (v) log = json_is_true(v);
+  env_reply(c, log);
+}
+
+static void env_rebuilt(void *ud, int rc, const char *key, const char *why) {
+  op_call_t *c = ud;
+  if (rc) {
+    op_fail(c, SPD_ERUNNER, json_pack("{s:s}", "pip", why ? why : spd_strerror(rc)),
+            "the environment %s could not be built again; the version's crawls cannot start "
+            "until it is",
+            key);
+    return;
+  }
+  char *egg = NULL;
+  /* A new modification time: the version's warm template and spider list
+   * were made with the old environment (run/warm.h, api/spiders.h). */
+  if (api_egg_resolve(c->app, op_str(c, "project"), op_str(c, "version"), &egg) == 0 && egg)
+    utimensat(AT_FDCWD, egg, NULL, 0);
+  free(egg);
+  env_reply(c, 0);
+}
+
+void op_versions_rebuild(op_call_t *c) {
+  const char *project = op_str(c, "project"), *version = op_str(c, "version");
+  char *egg = NULL, *interp = NULL, *reqs = NULL, key[PYENV_KEY_LEN + 1];
+  int rc = api_egg_resolve(c->app, project, version, &egg);
+  if (rc == SPD_ENOPROJECT || rc == SPD_ENOVERSION || (!rc && !egg)) {
+    free(egg);
+    op_fail(c, SPD_ENOVERSION, json_pack("{s:s,s:s}", "project", project, "version", version),
+            "version '%s' of project '%s' not found", version, project);
+    return;
+  }
+  rc = rc ? rc : pyenv_sidecar_read(egg, key, &interp, &reqs);
+  free(egg);
+  if (rc == -ENOENT) {
+    op_fail(c, SPD_ECONFLICT, json_pack("{s:s,s:s}", "project", project, "version", version),
+            "version '%s' of project '%s' has no environment: it runs on the daemon's python",
+            version, project);
+    return;
+  }
+  if (!rc) rc = pyenvs_ensure(c->app->pyenvs, interp, reqs, 1, env_rebuilt, c);
+  free(interp);
+  free(reqs);
+  if (rc) op_fail(c, rc, NULL, "the environment cannot be built again: %s", spd_strerror(rc));
 }

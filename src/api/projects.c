@@ -8,6 +8,7 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "api/auth.h"
 #include "clock.h"
@@ -17,6 +18,8 @@
 #include "flow/projects.h"
 #include "store/eggs.h"
 #include "store/marchive.h"
+#include "store/pyenv.h"
+#include "api/pyenvs.h"
 
 /* A project's version stems as last read from eggs_dir/<project>, valid
  * while the directory's inode and mtime are unchanged (any egg added,
@@ -253,9 +256,21 @@ typedef struct egg_add {
   size_t nnames;
   int stored;
   const struct auth_who *who;
+  /* The version's Python environment (store/pyenv.h); interp NULL: none. */
+  char *interp, *reqs, *py;
+  char key[PYENV_KEY_LEN + 1];
+  int held; /* pyenvs_hold(key) until the version is recorded or refused */
 } egg_add_t;
 
 static void egg_add_free(egg_add_t *a) {
+  if (a->held && a->app->pyenvs) {
+    pyenvs_unhold(a->app->pyenvs, a->key);
+    /* A refused version leaves no environment it alone needed. */
+    if (a->held < 0) pyenvs_collect(a->app->pyenvs);
+  }
+  free(a->interp);
+  free(a->reqs);
+  free(a->py);
   free(a->project);
   free(a->version);
   free(a->tmp_path);
@@ -264,6 +279,23 @@ static void egg_add_free(egg_add_t *a) {
 }
 
 static void egg_listed(void *ud, int rc, char *const *names, size_t n, const char *error);
+
+/* The version is refused: its environment goes unless another uses it. */
+static void egg_refused(egg_add_t *a) {
+  if (a->held) a->held = -1;
+}
+
+/* Records which environment the egg at final_path uses (none: the record
+ * of an earlier upload of the same version goes). */
+static int egg_env_record(egg_add_t *a, const char *final_path) {
+  if (a->interp) return pyenv_sidecar_write(final_path, a->key, a->interp, a->reqs);
+  char *side = pyenv_sidecar_path(final_path);
+  if (!side) return -ENOMEM;
+  if (unlink(side) && errno != ENOENT) log_warn("webservice", "cannot remove %s: %s", side,
+                                                 strerror(errno));
+  free(side);
+  return 0;
+}
 
 static int egg_store_fn(store_t *s, void *arg) {
   egg_add_t *a = arg;
@@ -276,6 +308,7 @@ static void egg_stored(void *arg, int rc) {
   if (rc) {
     log_error("webservice", "cannot store egg %s/%s in the shared store: %s", a->project,
               a->version, spd_strerror(rc));
+    egg_refused(a);
     eggs_discard(a->tmp_path);
     a->cb(a->ud, rc, API_EGG_STORE, NULL, NULL, 0);
     egg_add_free(a);
@@ -300,14 +333,20 @@ static void egg_listed(void *ud, int rc, char *const *names, size_t n, const cha
   if (rc) {
     /* Scrapyd stores a broken egg and makes it the latest version; spiderd
      * rejects it and keeps what was there. */
+    egg_refused(a);
     eggs_discard(a->tmp_path);
     a->cb(a->ud, rc, API_EGG_LIST, error, NULL, 0);
     egg_add_free(a);
     return;
   }
   char *final_path = NULL;
-  rc = eggs_commit(app->cfg.eggs_dir, a->project, a->version, a->tmp_path, &final_path);
+  rc = eggs_path_for(app->cfg.eggs_dir, a->project, a->version, &final_path);
+  if (!rc) rc = egg_env_record(a, final_path);
+  free(final_path);
+  final_path = NULL;
+  if (!rc) rc = eggs_commit(app->cfg.eggs_dir, a->project, a->version, a->tmp_path, &final_path);
   if (rc) {
+    egg_refused(a);
     eggs_discard(a->tmp_path);
     a->cb(a->ud, rc, API_EGG_STORE, NULL, NULL, 0);
     egg_add_free(a);
@@ -322,18 +361,175 @@ static void egg_listed(void *ud, int rc, char *const *names, size_t n, const cha
            a->project, n);
   egg_event(app, a->who, a->project, a->version, 0, (int)n);
   a->cb(a->ud, 0, 0, NULL, names, n);
+  /* A version replaced may have been the last user of its environment. */
+  if (a->held) a->held = -1;
   egg_add_free(a);
 }
 
-int api_egg_add(app_t *app, const char *project, const char *version, const void *data,
-                size_t len, api_egg_cb cb, void *ud, int *stage, char *err, size_t errlen,
-                const struct auth_who *who) {
-  char *tmp = NULL;
-  int rc = eggs_stage(app->cfg.eggs_dir, data, len, &tmp, err, errlen);
+/* The environment the archive asks for (requirements.txt at its root, a
+ * wheel's Requires-Dist, .python-version or scrapy.cfg's [deploy] python;
+ * an upload's fields were written into it first). a->interp stays NULL
+ * when the version runs on the daemon's python and system packages. */
+static int egg_env_plan(egg_add_t *a, const void *data, size_t len, char *err, size_t errlen) {
+  char *reqs = NULL, *want = NULL;
+  int rc = pyenv_from_archive(data, len, &reqs, &want);
+  if (!rc)
+    rc = pyenv_spec(a->app->cfg.python, reqs, want, &a->interp, &a->reqs, a->key, err, errlen);
+  free(reqs);
+  free(want);
+  return rc;
+}
+
+/* The environment is built (or could not be): list the spiders with its
+ * python. */
+static void egg_env_ready(void *ud, int rc, const char *key, const char *why) {
+  egg_add_t *a = ud;
+  (void)key;
   if (rc) {
+    egg_refused(a);
+    eggs_discard(a->tmp_path);
+    a->cb(a->ud, rc, API_EGG_ENV, why, NULL, 0);
+    egg_add_free(a);
+    return;
+  }
+  a->py = pyenv_python(pyenvs_dir(a->app->pyenvs), a->key);
+  rc = a->py ? spiders_list_py(a->app->spiders, a->project, a->tmp_path, a->version, a->py,
+                               egg_listed, a)
+             : -ENOMEM;
+  if (rc) egg_listed(a, rc, NULL, 0, spd_strerror(rc));
+}
+
+static void manifest_env_ready(void *ud, int rc, const char *key, const char *why) {
+  egg_add_t *a = ud;
+  (void)key;
+  if (rc) {
+    egg_refused(a);
+    eggs_discard(a->tmp_path);
+    a->cb(a->ud, rc, API_EGG_ENV, why, NULL, 0);
+    egg_add_free(a);
+    return;
+  }
+  char **names = a->names;
+  size_t n = a->nnames;
+  a->names = NULL;
+  a->nnames = 0;
+  egg_listed(a, 0, names, n, NULL);
+  strv_free(names, n);
+}
+
+/* A spiderd.json project (a zip) with a requirements.txt for its Python
+ * parts: its environment is built before it is stored; its commands then
+ * find that environment's python first on PATH. */
+static int manifest_env(egg_add_t *a, const void *data, size_t len, char *const *names,
+                        size_t n, int *stage, char *err, size_t errlen) {
+  int rc = egg_env_plan(a, data, len, err, errlen);
+  if (rc) {
+    *stage = rc == -ENOMEM ? API_EGG_ALLOC : API_EGG_ENVSPEC;
+    return rc;
+  }
+  if (!a->interp) {
+    egg_listed(a, 0, names, n, NULL);
+    return 0;
+  }
+  a->names = calloc(n ? n : 1, sizeof(*a->names));
+  for (size_t i = 0; a->names && i < n; i++)
+    if ((a->names[a->nnames] = strdup(names[i]))) a->nnames++;
+  if (!a->names || a->nnames != n) {
+    *stage = API_EGG_ALLOC;
+    snprintf(err, errlen, "out of memory");
+    return -ENOMEM;
+  }
+  pyenvs_hold(a->app->pyenvs, a->key);
+  a->held = 1;
+  rc = pyenvs_ensure(a->app->pyenvs, a->interp, a->reqs, 0, manifest_env_ready, a);
+  if (rc) {
+    *stage = API_EGG_ENVSPEC;
+    snprintf(err, errlen, "the environment's build could not start: %s", spd_strerror(rc));
+  }
+  return rc;
+}
+
+/* Scrapy eggs and wheels: their environment first, then their spiders. */
+static int egg_add_scrapy(egg_add_t *a, const void *data, size_t len, int *stage, char *err,
+                          size_t errlen) {
+  int rc = egg_env_plan(a, data, len, err, errlen);
+  if (rc) {
+    *stage = rc == -ENOMEM ? API_EGG_ALLOC : API_EGG_ENVSPEC;
+    return rc;
+  }
+  if (!a->interp) {
+    rc = spiders_list(a->app->spiders, a->project, a->tmp_path, a->version, egg_listed, a);
+    if (rc) {
+      *stage = API_EGG_LIST;
+      snprintf(err, errlen, "%s", spd_strerror(rc));
+    }
+    return rc;
+  }
+  pyenvs_hold(a->app->pyenvs, a->key);
+  a->held = 1;
+  rc = pyenvs_ensure(a->app->pyenvs, a->interp, a->reqs, 0, egg_env_ready, a);
+  if (rc) {
+    *stage = API_EGG_ENVSPEC;
+    snprintf(err, errlen, "the environment's build could not start: %s", spd_strerror(rc));
+  }
+  return rc;
+}
+
+static int egg_embed(const void *data, size_t len, const api_egg_opts_t *o, void **out,
+                     size_t *outlen, int *stage, char *err, size_t errlen);
+static int egg_add_more(app_t *app, const char *project, const char *version, const void *data,
+                        size_t len, char *tmp, api_egg_cb cb, void *ud, int *stage, char *err,
+                        size_t errlen, const struct auth_who *who);
+
+int api_egg_add(app_t *app, const char *project, const char *version, const void *data,
+                size_t len, const api_egg_opts_t *opts, api_egg_cb cb, void *ud, int *stage,
+                char *err, size_t errlen, const struct auth_who *who) {
+  char *tmp = NULL;
+  void *embedded = NULL;
+  int rc = egg_embed(data, len, opts, &embedded, &len, stage, err, errlen);
+  if (rc) return rc;
+  if (embedded) data = embedded;
+  rc = eggs_stage(app->cfg.eggs_dir, data, len, &tmp, err, errlen);
+  if (rc) {
+    free(embedded);
     *stage = API_EGG_STAGE;
     return rc;
   }
+  rc = egg_add_more(app, project, version, data, len, tmp, cb, ud, stage, err, errlen, who);
+  free(embedded);
+  return rc;
+}
+
+/* An upload's requirements and python fields go into the archive itself
+ * (requirements.txt, .python-version), so every node that copies it builds
+ * the same environment. *out NULL: nothing to write. */
+static int egg_embed(const void *data, size_t len, const api_egg_opts_t *o, void **out,
+                     size_t *outlen, int *stage, char *err, size_t errlen) {
+  const char *reqs = o && o->requirements && *o->requirements ? o->requirements : NULL;
+  const char *py = o && o->python && *o->python ? o->python : NULL;
+  *out = NULL;
+  if (!reqs && !py) return 0;
+  if (marchive_kind_mem(data, len) == MARCHIVE_MANIFEST) {
+    *stage = API_EGG_ENVSPEC;
+    snprintf(err, errlen, "a spiderd.json project says what it needs in its archive: "
+                          "requirements.txt (and .python-version) at the root of its zip");
+    return SPD_EBADPARAM;
+  }
+  int rc = pyenv_embed(data, len, reqs, py, out, outlen);
+  if (rc == SPD_EBADEGG) {
+    *stage = API_EGG_STAGE;
+    snprintf(err, errlen, "egg is not a ZIP file (if using curl, use egg=@path not egg=path)");
+  } else if (rc) {
+    *stage = API_EGG_ALLOC;
+    snprintf(err, errlen, "out of memory");
+  }
+  return rc;
+}
+
+static int egg_add_more(app_t *app, const char *project, const char *version, const void *data,
+                        size_t len, char *tmp, api_egg_cb cb, void *ud, int *stage, char *err,
+                        size_t errlen, const struct auth_who *who) {
+  int rc;
   egg_add_t *a = calloc(1, sizeof(*a));
   if (a) {
     a->app = app;
@@ -374,17 +570,21 @@ int api_egg_add(app_t *app, const char *project, const char *version, const void
       snprintf(err, errlen, "out of memory");
       return -ENOMEM;
     }
-    egg_listed(a, 0, names, m.n, NULL);
+    rc = manifest_env(a, data, len, names, m.n, stage, err, errlen);
     free(names);
     manifest_release(&m);
-    return 0;
+    if (rc) {
+      egg_refused(a);
+      eggs_discard(tmp);
+      egg_add_free(a);
+    }
+    return rc;
   }
-  rc = spiders_list(app->spiders, project, tmp, version, egg_listed, a);
+  rc = egg_add_scrapy(a, data, len, stage, err, errlen);
   if (rc) {
+    egg_refused(a);
     eggs_discard(tmp);
     egg_add_free(a);
-    *stage = API_EGG_LIST;
-    snprintf(err, errlen, "%s", spd_strerror(rc));
   }
   return rc;
 }
@@ -412,6 +612,8 @@ static int local_delete(app_t *app, const char *project, const char *version,
   int rc = version ? eggs_delete_version(app->cfg.eggs_dir, project, version)
                    : eggs_delete_project(app->cfg.eggs_dir, project);
   if (!rc) egg_event(app, who, project, version, 1, 0);
+  /* An environment no kept version uses goes with the last one. */
+  if (!rc && app->pyenvs) pyenvs_collect(app->pyenvs);
   return rc;
 }
 

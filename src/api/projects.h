@@ -52,15 +52,26 @@ enum {
   API_EGG_LIST,      /* the runner could not list its spiders */
   API_EGG_STORE,     /* it could not be moved into eggs_dir */
   API_EGG_MANIFEST,  /* a spiderd.json project that is refused: err says why */
+  API_EGG_ENVSPEC,   /* its requirements or python are refused: err says why */
+  API_EGG_ENV,       /* its environment could not be built: error_text is pip's end */
 };
+
+/* What an upload may say besides the archive (NULL or "": not said). */
+typedef struct api_egg_opts {
+  const char *requirements; /* requirements.txt's text, over the archive's own */
+  const char *python;       /* "3.11": the interpreter, over scrapy.cfg's [deploy] */
+} api_egg_opts_t;
 
 /* rc 0: the egg is stored and names/n are its spiders (borrowed). Else
  * stage tells where it failed; error_text may hold the runner's stderr. */
 typedef void (*api_egg_cb)(void *ud, int rc, int stage, const char *error_text,
                            char *const *names, size_t n);
 
-/* Stages data as an egg, lists its spiders, and only then makes it the
- * project's version (a broken egg never replaces what was there). Returns
+/* Stages data as an egg (opts' requirements and python written into it
+ * first), builds or reuses the Python environment it asks for
+ * (api/pyenvs.h), lists its spiders with that environment's python, and
+ * only then makes it the project's version, recording its environment (a
+ * broken egg or a failed build never replaces what was there). Returns
  * 0 (cb runs, possibly before the return) or a code with *stage and a
  * reason in err. Names must have passed name_valid(). Both record who
  * (may be NULL) did it as an event: version.added, version.deleted,
@@ -74,7 +85,7 @@ int api_eggs_delete(app_t *app, const char *project, const char *version,
                     void (*cb)(void *ud, int rc), void *ud, const struct auth_who *who);
 
 int api_egg_add(app_t *app, const char *project, const char *version, const void *data,
-                size_t len, api_egg_cb cb, void *ud, int *stage, char *err, size_t errlen,
-                const struct auth_who *who);
+                size_t len, const api_egg_opts_t *opts, api_egg_cb cb, void *ud, int *stage,
+                char *err, size_t errlen, const struct auth_who *who);
 
 #endif

@@ -293,6 +293,12 @@ static void addversion_done(void *ud, int rc, int stage, const char *error, char
     reply_error(c, "RunnerError: %s", error ? error : spd_strerror(rc));
     return;
   }
+  if (rc && stage == API_EGG_ENV) {
+    reply_error(c, "EnvironmentError: the version's requirements could not be installed, so "
+                   "it was not stored:\n%s",
+                error ? error : spd_strerror(rc));
+    return;
+  }
   if (rc) {
     reply_error_rc(c, rc, "OSError: cannot store the egg: %s", spd_strerror(rc));
     return;
@@ -323,10 +329,15 @@ static void ep_addversion(call_t *c) {
   }
   char why[512];
   int stage = 0;
-  int rc = api_egg_add(c->app, project, version, egg->value, egg->len, addversion_done, c, &stage,
-                       why, sizeof(why), c->who);
+  const http_param_t *reqs = http_req_param(c->req, "requirements");
+  const http_param_t *py = http_req_param(c->req, "python");
+  api_egg_opts_t opts = {.requirements = reqs ? reqs->value : NULL,
+                         .python = py ? py->value : NULL};
+  int rc = api_egg_add(c->app, project, version, egg->value, egg->len, &opts, addversion_done, c,
+                       &stage, why, sizeof(why), c->who);
   if (!rc) return;
   if (stage == API_EGG_STAGE) reply_error_rc(c, rc, "%s", why);
+  else if (stage == API_EGG_ENVSPEC) reply_error(c, "EnvironmentError: %s", why);
   else if (stage == API_EGG_MANIFEST) reply_error(c, "ManifestError: %s", why);
   else if (stage == API_EGG_ALLOC) reply_error(c, "MemoryError: out of memory");
   else reply_error(c, "RunnerError: %s", spd_strerror(rc));

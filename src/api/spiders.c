@@ -13,6 +13,7 @@
 #include "log.h"
 #include "flow/env.h"
 #include "store/marchive.h"
+#include "store/pyenv.h"
 
 #ifndef SPIDERD_DEFAULT_PYTHON
 #define SPIDERD_DEFAULT_PYTHON "python3"
@@ -86,6 +87,9 @@ struct spiders {
   const config_t *cfg;
   entry_t *cache;
   listing_t *listings;
+  char *envs_dir; /* store/pyenv.h */
+  spiders_env_fn build_env; /* builds a missing environment; NULL: none */
+  void *build_ctx;
   int depth;   /* callbacks running: spiders_free must not free under them */
   int closing; /* spiders_free was called */
 };
@@ -260,6 +264,7 @@ static void maybe_destroy(spiders_t *sp) {
     sp->cache = e->next;
     entry_free(e);
   }
+  free(sp->envs_dir);
   free(sp);
 }
 
@@ -410,11 +415,12 @@ static int add_waiter(listing_t *l, spiders_cb cb, void *ud) {
 }
 
 /* Takes the key, whatever the outcome. */
-static int listing_start(spiders_t *sp, egg_key_t *key, const char *version, spiders_cb cb,
-                         void *ud) {
+static int listing_start(spiders_t *sp, egg_key_t *key, const char *version, const char *py,
+                         spiders_cb cb, void *ud) {
   static const char *const extra[] = {"PYTHONIOENCODING=UTF-8", NULL};
-  const char *python = sp->cfg->python && *sp->cfg->python ? sp->cfg->python
-                                                           : SPIDERD_DEFAULT_PYTHON;
+  const char *python = py                                       ? py
+                       : sp->cfg->python && *sp->cfg->python ? sp->cfg->python
+                                                              : SPIDERD_DEFAULT_PYTHON;
   char *args[] = {(char *)python, "-m", "spiderd_runner", "list", "-s", "LOG_STDOUT=0", NULL};
   uv_stdio_container_t stdio[3];
   uv_process_options_t opts;
@@ -541,6 +547,11 @@ int spiders_init(spiders_t **out, uv_loop_t *loop, const config_t *cfg) {
   if (!sp) return -ENOMEM;
   sp->loop = loop;
   sp->cfg = cfg;
+  sp->envs_dir = pyenv_dir(cfg->dbs_dir ? cfg->dbs_dir : "dbs");
+  if (!sp->envs_dir) {
+    free(sp);
+    return -ENOMEM;
+  }
   *out = sp;
   return 0;
 }
@@ -553,9 +564,118 @@ void spiders_free(spiders_t *sp) {
   maybe_destroy(sp);
 }
 
+static void list_failed(spiders_t *sp, spiders_cb cb, void *ud, const char *why) {
+  sp->depth++;
+  cb(ud, SPD_ERUNNER, NULL, 0, why);
+  sp->depth--;
+  maybe_destroy(sp);
+}
+
+/* A listing waiting for its version's environment to be built here. */
+typedef struct env_wait {
+  spiders_t *sp;
+  char *project, *egg_path, *version, *interp, *reqs;
+  spiders_cb cb;
+  void *ud;
+} env_wait_t;
+
+static void env_wait_free(env_wait_t *w) {
+  free(w->project);
+  free(w->egg_path);
+  free(w->version);
+  free(w->interp);
+  free(w->reqs);
+  free(w);
+}
+
+static void env_waited(void *ud, int rc, const char *key, const char *why) {
+  env_wait_t *w = ud;
+  char text[512];
+  if (!rc && pyenv_sidecar_write(w->egg_path, key, w->interp, w->reqs)) rc = -EIO;
+  if (!rc) rc = spiders_list(w->sp, w->project, w->egg_path, w->version, w->cb, w->ud);
+  if (rc) { /* never touches sp: it may be gone when the daemon stops */
+    snprintf(text, sizeof(text), "the version's Python environment %s could not be built: %s",
+             key, why ? why : spd_strerror(rc));
+    w->cb(w->ud, SPD_ERUNNER, NULL, 0, text);
+  }
+  env_wait_free(w);
+}
+
+/* The environment the archive asks for is not built here (a version copied
+ * from another node): it is built, then the listing runs. 0 when waiting. */
+static int env_build_then_list(spiders_t *sp, const char *project, const char *egg_path,
+                               const char *version, char *interp, char *reqs, spiders_cb cb,
+                               void *ud) {
+  env_wait_t *w = calloc(1, sizeof(*w));
+  if (!w || !sp->build_env) {
+    free(w);
+    free(interp);
+    free(reqs);
+    return -1;
+  }
+  *w = (env_wait_t){.sp = sp, .project = strdup(project), .egg_path = strdup(egg_path),
+                    .version = version ? strdup(version) : NULL, .interp = interp,
+                    .reqs = reqs, .cb = cb, .ud = ud};
+  if (!w->project || !w->egg_path || (version && !w->version) ||
+      sp->build_env(sp->build_ctx, interp, reqs, env_waited, w)) {
+    env_wait_free(w);
+    return -1;
+  }
+  return 0;
+}
+
+/* A stored version's environment (store/pyenv.h): its python into *py
+ * (NULL: the daemon's); 1 when the listing waits for its build or failed
+ * (cb told why). A version copied from another node has no record here:
+ * the archive says what it needs. */
+static int egg_python(spiders_t *sp, const char *project, const char *egg_path,
+                      const char *version, char **py, spiders_cb cb, void *ud) {
+  char key[PYENV_KEY_LEN + 1], why[320] = "";
+  char *interp = NULL, *norm = NULL, *reqs = NULL, *want = NULL;
+  int rc = pyenv_for_egg(sp->envs_dir, egg_path, py, key);
+  if (!rc && *py) return 0;
+  if (rc == SPD_ENOFILE) {
+    rc = pyenv_sidecar_read(egg_path, key, &interp, &norm);
+  } else if (!rc) {
+    rc = pyenv_from_file(egg_path, &reqs, &want);
+    if (!rc)
+      rc = pyenv_spec(sp->cfg->python, reqs, want, &interp, &norm, key, why, sizeof(why));
+    free(reqs);
+    free(want);
+    if (!rc && !interp) return 0; /* the daemon's python */
+    if (!rc && pyenv_ready(sp->envs_dir, key)) {
+      rc = pyenv_sidecar_write(egg_path, key, interp, norm);
+      free(interp);
+      free(norm);
+      if (!rc) *py = pyenv_python(sp->envs_dir, key);
+      if (!rc && *py) return 0;
+      interp = norm = NULL;
+    }
+  }
+  if (!rc && interp &&
+      env_build_then_list(sp, project, egg_path, version, interp, norm, cb, ud) == 0)
+    return 1;
+  if (!why[0])
+    snprintf(why, sizeof(why), "the version's Python environment %s is not built on this node%s",
+             key, rc ? "" : " and cannot be built");
+  list_failed(sp, cb, ud, why);
+  return 1;
+}
+
+void spiders_set_env_builder(spiders_t *sp, spiders_env_fn fn, void *ctx) {
+  sp->build_env = fn;
+  sp->build_ctx = ctx;
+}
+
 int spiders_list(spiders_t *sp, const char *project, const char *egg_path, const char *version,
                  spiders_cb cb, void *ud) {
+  return spiders_list_py(sp, project, egg_path, version, NULL, cb, ud);
+}
+
+int spiders_list_py(spiders_t *sp, const char *project, const char *egg_path,
+                    const char *version, const char *python, spiders_cb cb, void *ud) {
   egg_key_t key;
+  char *own_py = NULL;
   int rc;
 
   if (!sp || !project || !cb) return -EINVAL;
@@ -577,14 +697,19 @@ int spiders_list(spiders_t *sp, const char *project, const char *egg_path, const
   }
   if (egg_path && marchive_kind_file(egg_path) == MARCHIVE_MANIFEST)
     return manifest_listed(sp, &key, egg_path, cb, ud);
+  if (!python && egg_path && egg_python(sp, project, egg_path, version, &own_py, cb, ud)) {
+    key_release(&key);
+    return 0;
+  }
   /* Concurrent requests for one egg share one runner. */
   for (listing_t *l = sp->listings; l; l = l->next) {
     if (l->cancelled || l->no_cache || !key_equal(&l->key, &key)) continue;
     key_release(&key);
     return add_waiter(l, cb, ud);
   }
-  rc = listing_start(sp, &key, version, cb, ud);
+  rc = listing_start(sp, &key, version, python ? python : own_py, cb, ud);
   key_release(&key); /* a no-op unless listing_start could not take it */
+  free(own_py);
   return rc;
 }
 

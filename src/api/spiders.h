@@ -45,6 +45,21 @@ void spiders_free(spiders_t *sp);
 int spiders_list(spiders_t *sp, const char *project, const char *egg_path,
                  const char *version, spiders_cb cb, void *ud);
 
+/* The same with the interpreter given (python: a version's environment,
+ * e.g. for an egg still being added); spiders_list finds it from the
+ * egg's environment record (store/pyenv.h), and refuses to list with
+ * SPD_ERUNNER when that environment is not built on this node. */
+int spiders_list_py(spiders_t *sp, const char *project, const char *egg_path,
+                    const char *version, const char *python, spiders_cb cb, void *ud);
+
+/* How a listing gets a version's environment built when this node lacks
+ * it (a version copied from another node): fn(ctx, interp, reqs, cb, ud)
+ * as pyenvs_ensure, cb(ud, rc, key, why) once built or failed. */
+typedef int (*spiders_env_fn)(void *ctx, const char *interp, const char *reqs,
+                              void (*cb)(void *ud, int rc, const char *key, const char *why),
+                              void *ud);
+void spiders_set_env_builder(spiders_t *sp, spiders_env_fn fn, void *ctx);
+
 /* Drops every cached entry of project. */
 void spiders_forget(spiders_t *sp, const char *project);
 

@@ -64,6 +64,11 @@ typedef struct flow_hooks {
   void (*memory)(void *launcher, struct memfit_node *out);
   job_counters_t *counters; /* the node's job counts (app.h); NULL = none kept */
   struct metrics *metrics;  /* metrics.h; NULL = none */
+  void *envs; /* the first argument of env_ensure (api/pyenvs.c) */
+  /* Builds the Python environment of (interp, reqs) unless this node has
+   * it; cb once it is (rc 0) or cannot be (why). 0, or cb never runs. */
+  int (*env_ensure)(void *envs, const char *interp, const char *reqs,
+                    void (*cb)(void *ud, int rc, const char *key, const char *why), void *ud);
 } flow_hooks_t;
 
 /* What one state change did, as the loop must learn it. A flow function

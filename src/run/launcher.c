@@ -1,4 +1,5 @@
 #include "run/launcher.h"
+#include "run/launcher_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -32,45 +33,14 @@
 #include "run/warm.h"
 #include "fsutil.h"
 #include "store/eggs.h"
+#include "store/pyenv.h"
 #include "store/marchive.h"
 
 /* How often an adopted process (not our child: no exit callback) is checked. */
 #define ADOPT_POLL_MS 500
 
-struct launcher {
-  uv_loop_t *loop;
-  const config_t *cfg;
-  store_pool_t *store;
-  const flow_hooks_t *flow; /* every job's state change is applied there */
-  supervisor_t sv;    /* watches the crawls: sv.procs is the list of them */
-  /* Claimed jobs whose command project is being extracted on libuv's
-   * thread pool, or that a template forks: they hold a slot but are not
-   * processes yet. */
-  struct prep *preps;
-  unsigned npreps;
-  unsigned max_proc;
-  int claiming;       /* a claim is in flight */
-  int dispatch_again; /* a kick arrived while claiming */
-  int capped;         /* the last claim saw an account's cap (jobs_claim_t) */
-  int stopping;
-  int draining;       /* claims nothing (launcher_drain) */
-  run_done_t drained; /* once nothing runs while draining; then disarmed */
-  int open_handles;   /* launcher timers still to close */
-  uv_timer_t stop_timer;
-  run_done_t stopped;
-  char *cwd;
-  char *stats_dir;
-  char *work_dir;     /* <dbs_dir>/spiders: command projects, extracted */
-  const char *job_secret; /* borrowed: signs each job's SPIDERD_TOKEN (NULL: none) */
-  int shared;         /* the store is shared with other nodes (run/cluster.c) */
-  struct metrics *metrics; /* borrowed; NULL = none (launcher_set_metrics) */
-  struct warm *warm;  /* templates for warm starts; NULL = cold starts only */
-  jobres_t res;       /* how memory, CPU and process limits are enforced */
-  job_limits_t limit_defaults; /* [spiderd] job_memory_limit, ... */
-  int64_t mem_waiting; /* the last claim's least expected memory that did not fit */
-};
+/* struct launcher and prep_t: run/launcher_int.h */
 
-static void launcher_maybe_stopped(launcher_t *l);
 static void sv_wake(void *l) { launcher_dispatch(l); }
 static void sv_settled(void *l) { launcher_maybe_stopped(l); }
 
@@ -114,7 +84,9 @@ int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
   }
   /* Beside run/: <dbs_dir>/spiders, made when a command project first runs. */
   size_t sdl = strlen(l->stats_dir) - strlen("/run");
-  if (asprintf(&l->work_dir, "%.*s/spiders", (int)sdl, l->stats_dir) < 0) {
+  if (asprintf(&l->work_dir, "%.*s/spiders", (int)sdl, l->stats_dir) < 0 ||
+      asprintf(&l->envs_dir, "%.*s/envs", (int)sdl, l->stats_dir) < 0) {
+    free(l->work_dir);
     free(l->stats_dir);
     free(l->cwd);
     free(l);
@@ -123,6 +95,7 @@ int launcher_init(launcher_t **out, uv_loop_t *loop, const config_t *cfg,
   jobres_defaults(cfg, &l->limit_defaults);
   rc = jobres_init(&l->res, cfg);
   if (rc) {
+    free(l->envs_dir);
     free(l->work_dir);
     free(l->stats_dir);
     free(l->cwd);
@@ -161,20 +134,6 @@ void launcher_set_metrics(launcher_t *l, struct metrics *m) {
   if (m) warm_set_gauge(l->warm, &m->warm_templates);
 }
 
-/* A job whose command project is extracted on libuv's thread pool before it
- * starts (the first job of each stored archive): the loop keeps serving. */
-typedef struct prep {
-  uv_work_t req;
-  struct prep *next;
-  launcher_t *l;
-  job_t job; /* owned; read-only while the work runs */
-  char *egg;
-  int rc;
-  int cancelled; /* cancel asked, or this node was declared dead */
-  int cancel_sig; /* the signal asked for */
-  char err[256];
-  struct start *st; /* a warm start's, while its template forks; else NULL */
-} prep_t;
 
 void launcher_memory(const launcher_t *l, memfit_node_t *out) {
   *out = (memfit_node_t){.reserve = l->cfg->memory_reserve, .waiting = l->mem_waiting};
@@ -230,7 +189,7 @@ static void proc_close_cb(uv_handle_t *h) {
 /* daemonstatus.json's running: the crawls, and the claimed jobs holding a
  * slot while their project is extracted or a template forks them (the
  * store has them running; they are no longer pending). */
-static void running_changed(launcher_t *l) { flow_running(l->flow, l->sv.nprocs + l->npreps); }
+void launcher_running_changed(launcher_t *l) { flow_running(l->flow, l->sv.nprocs + l->npreps); }
 
 static void proc_unlink(launcher_t *l, proc_t *p) {
   for (proc_t **pp = &l->sv.procs; *pp; pp = &(*pp)->next)
@@ -239,7 +198,7 @@ static void proc_unlink(launcher_t *l, proc_t *p) {
       l->sv.nprocs--;
       break;
     }
-  running_changed(l);
+  launcher_running_changed(l);
 }
 
 static void proc_dispose(proc_t *p) {
@@ -492,8 +451,8 @@ static char *settings_value(json_t *v) {
 }
 
 /* Builds argv exactly as Scrapyd's launcher (scrapyd-api.md §5.1). */
-static int build_argv(launcher_t *l, const job_t *j, const char *log_file, const char *feed_uri,
-                      const char *jobdir, strv_t *argv) {
+static int build_argv(launcher_t *l, const job_t *j, const char *python, const char *log_file,
+                      const char *feed_uri, const char *jobdir, strv_t *argv) {
   const config_t *cfg = l->cfg;
   int rc = 0;
   json_t *settings = j->settings ? json_deep_copy(j->settings) : json_object();
@@ -514,7 +473,8 @@ static int build_argv(launcher_t *l, const job_t *j, const char *log_file, const
   }
   if (jobdir) json_object_set_new(settings, "JOBDIR", json_string(jobdir));
 
-  if ((rc = strv_push(argv, strdup(cfg->python))) || (rc = strv_push(argv, strdup("-m"))) ||
+  if ((rc = strv_push(argv, strdup(python ? python : cfg->python))) ||
+      (rc = strv_push(argv, strdup("-m"))) ||
       (rc = strv_push(argv, strdup("spiderd_runner"))) ||
       (rc = strv_push(argv, strdup("crawl"))) || (rc = strv_push(argv, strdup(j->spider))))
     goto out;
@@ -560,6 +520,7 @@ out:
  * job's contents. */
 /* What starting one job gathers, step by step; start_release frees it. */
 typedef struct start {
+  char *python; /* the version's environment's interpreter; NULL: the daemon's */
   char *egg, *log_file, *feed_uri, *items_file, *jobdir, *stats_path, *hb_path;
   job_limits_t limits;
   /* A command spider (spiderd.json): its command, {spider} replaced, and
@@ -615,6 +576,20 @@ static int start_manifest(launcher_t *l, const job_t *j, start_t *st) {
   return st->command ? 0 : -1;
 }
 
+/* A version with requirements runs with its environment's python
+ * (store/pyenv.h). */
+static int start_env(launcher_t *l, start_t *st) {
+  char key[PYENV_KEY_LEN + 1];
+  int rc = pyenv_for_egg(l->envs_dir, st->egg, &st->python, key);
+  if (rc == SPD_ENOFILE)
+    snprintf(st->why, sizeof(st->why),
+             "its version's Python environment %s is not built on this node (rebuild it)", key);
+  else if (rc)
+    snprintf(st->why, sizeof(st->why), "its version's environment cannot be read: %s",
+             spd_strerror(rc));
+  return rc ? -1 : 0;
+}
+
 /* The egg, the log (opened), the items feed, the job's directory, and the
  * stats and heartbeat files the runner writes. -1 with st->why. */
 static int start_files(launcher_t *l, const job_t *j, start_t *st) {
@@ -628,6 +603,7 @@ static int start_files(launcher_t *l, const job_t *j, start_t *st) {
   }
   if (st->egg && marchive_kind_file(st->egg) == MARCHIVE_MANIFEST && start_manifest(l, j, st))
     return -1;
+  if (st->egg && start_env(l, st)) return -1;
   if (cfg->logs_dir[0]) {
     if (!(st->log_file = job_file_prepared(l, cfg->logs_dir, j, ".log"))) {
       snprintf(st->why, sizeof(st->why), "cannot create the log directory: %s", strerror(errno));
@@ -734,7 +710,7 @@ static int start_command(launcher_t *l, const job_t *j, start_t *st) {
   /* Scrapyd's argv names a JOBDIR only for its jobs_dir; spiderd's own
    * goes by SPIDERD_STATE_DIR, which the runner makes the JOBDIR. */
   int rc = st->command ? command_argv(j, st)
-                       : build_argv(l, j, st->log_file, st->feed_uri,
+                       : build_argv(l, j, st->python, st->log_file, st->feed_uri,
                                     cfg->jobs_dir[0] ? st->jobdir : NULL, &st->argv);
   if (rc) return start_nomem(st);
   const char *host = cfg->bind_address;
@@ -764,7 +740,13 @@ static int start_command(launcher_t *l, const job_t *j, start_t *st) {
       /* A backfill's run: the time of the slot it stands for. */
       (json_string_value(json_object_get(j->args, BACKFILL_TIME_ARG)) &&
        strv_pushf(x, "SCHEDULED_TIME=%s",
-                  json_string_value(json_object_get(j->args, BACKFILL_TIME_ARG)))))
+                  json_string_value(json_object_get(j->args, BACKFILL_TIME_ARG)))) ||
+      /* A command project's environment: its python first on PATH. */
+      (st->command && st->python &&
+       (strv_pushf(x, "PATH=%.*s:%s", (int)(strlen(st->python) - strlen("/python")),
+                   st->python, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin") ||
+        strv_pushf(x, "VIRTUAL_ENV=%.*s", (int)(strlen(st->python) - strlen("/bin/python")),
+                   st->python))))
     return start_nomem(st);
   /* A command spider has no egg to point at: it runs in its extraction. */
   st->env = env_build(cfg, j->project, st->command ? NULL : st->egg, j->version,
@@ -801,7 +783,7 @@ static void proc_track(launcher_t *l, proc_t *p, job_t *j, start_t *st) {
   p->next = l->sv.procs;
   l->sv.procs = p;
   l->sv.nprocs++;
-  running_changed(l);
+  launcher_running_changed(l);
   if (l->metrics) metrics_inc(l->metrics, &l->metrics->jobs_started, 1);
 }
 
@@ -885,6 +867,7 @@ static void start_release(start_t *st) {
   env_free(st->env);
   strv_release(&st->argv);
   strv_release(&st->extra);
+  free(st->python);
   free(st->egg);
   free(st->log_file);
   free(st->feed_uri);
@@ -913,7 +896,7 @@ static void start_done(launcher_t *l, proc_t *p, const start_t *st) {
 
 static int warm_begin(launcher_t *l, job_t *j, start_t *st);
 
-static void start_job(launcher_t *l, job_t *j) {
+void launcher_start_job(launcher_t *l, job_t *j) {
   start_t st = {.log_fd = -1};
   proc_t *p = NULL;
   if (limits_resolve(j->args, &l->limit_defaults, &st.limits, st.why, sizeof(st.why)) ||
@@ -963,7 +946,6 @@ static void requeue(launcher_t *l, job_list_t *jobs) {
   }
 }
 
-static int prep_start(launcher_t *l, job_t *j);
 
 /* How often a node with jobs left for want of memory looks again: memory
  * frees as crawls end (which claims at once) and as other programs exit. */
@@ -1009,7 +991,7 @@ static void claim_done(void *arg, int rc) {
     if (c->jobs.n < c->max && !c->mem_deferred) /* the store has no more that are due */
       supervise_claimed(&l->sv, c->next_due, c->change.pending_count);
     for (size_t i = 0; i < c->jobs.n; i++)
-      if (!prep_start(l, &c->jobs.v[i])) start_job(l, &c->jobs.v[i]);
+      if (!launcher_prep_start(l, &c->jobs.v[i])) launcher_start_job(l, &c->jobs.v[i]);
   }
   /* A full claim may leave more behind; a short one found all there was
    * (a new job kicks again, dispatch_again). */
@@ -1028,91 +1010,20 @@ static void claim_done(void *arg, int rc) {
 
 /* As a claim that lands while the daemon stops or drains: j (taken) goes
  * back to pending, for another node or the next start. */
-static void requeue_one(launcher_t *l, job_t *j) {
+void launcher_requeue_one(launcher_t *l, job_t *j) {
   job_list_t one = {0};
   if (job_list_append(&one, j, 1) == 0) requeue(l, &one);
   job_list_release(&one);
 }
 
-static void prep_unlink(launcher_t *l, prep_t *pr) {
+void launcher_prep_unlink(launcher_t *l, prep_t *pr) {
   for (prep_t **pp = &l->preps; *pp; pp = &(*pp)->next)
     if (*pp == pr) {
       *pp = pr->next;
       l->npreps--;
       break;
     }
-  running_changed(l);
-}
-
-/* ---- extracting a command project off the loop ---- */
-
-static void prep_work(uv_work_t *req) {
-  prep_t *pr = req->data;
-  manifest_t m;
-  char *dir = NULL;
-  pr->rc = marchive_prepare(pr->egg, pr->l->work_dir, pr->job.project, &m, &dir, pr->err,
-                            sizeof(pr->err));
-  manifest_release(&m);
-  free(dir);
-}
-
-static void prep_done(uv_work_t *req, int status) {
-  prep_t *pr = req->data;
-  launcher_t *l = pr->l;
-  job_t *j = &pr->job;
-  prep_unlink(l, pr);
-  if (pr->cancelled) {
-    log_job(LOG_INFO, "launcher", j,
-            "job '%s' was cancelled while its project was being extracted", j->jobid);
-    supervise_end(&l->sv, j, JOB_CANCELLED, 0, -1, 0, NULL, NULL, NULL, NULL);
-  } else if (status || pr->rc) {
-    log_job(LOG_ERROR, "launcher", j,
-            "cannot start job '%s' (project '%s', spider '%s'): %s", j->jobid,
-            j->project, j->spider, status ? uv_strerror(status) : pr->err);
-    supervise_end(&l->sv, j, JOB_FAILED, 0, -1, 0, NULL, NULL, NULL, NULL);
-  } else if (l->stopping || l->draining) {
-    requeue_one(l, j);
-  } else {
-    start_job(l, j); /* finds the extraction ready */
-  }
-  job_release(j);
-  free(pr->egg);
-  free(pr);
-  launcher_maybe_stopped(l);
-  launcher_dispatch(l);
-}
-
-/* Takes j into preparation when it is a command project's job whose archive
- * is not extracted yet: 1, and prep_done starts it. 0: start it now. */
-static int prep_start(launcher_t *l, job_t *j) {
-  char *egg = NULL;
-  if (eggs_path(l->cfg->eggs_dir, j->project, j->version, &egg)) return 0;
-  if (marchive_kind_file(egg) != MARCHIVE_MANIFEST ||
-      marchive_ready(egg, l->work_dir, j->project)) {
-    free(egg);
-    return 0;
-  }
-  prep_t *pr = calloc(1, sizeof(*pr));
-  if (!pr) {
-    free(egg);
-    return 0; /* start_job extracts on the loop instead */
-  }
-  pr->l = l;
-  pr->egg = egg;
-  pr->job = *j;
-  job_init(j);
-  pr->req.data = pr;
-  if (uv_queue_work(l->loop, &pr->req, prep_work, prep_done)) {
-    *j = pr->job;
-    free(egg);
-    free(pr);
-    return 0;
-  }
-  pr->next = l->preps;
-  l->preps = pr;
-  l->npreps++;
-  running_changed(l);
-  return 1;
+  launcher_running_changed(l);
 }
 
 /* ---- warm starts (run/warm.h) ---- */
@@ -1135,7 +1046,7 @@ static void warm_started(void *ud, int pid, const char *why) {
   job_t *j = &pr->job;
   start_t *st = pr->st;
   proc_t *p = NULL;
-  prep_unlink(l, pr);
+  launcher_prep_unlink(l, pr);
   if (pid > 0) {
     int fd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (fd < 0 || !(p = calloc(1, sizeof(*p)))) {
@@ -1172,7 +1083,7 @@ static void warm_started(void *ud, int pid, const char *why) {
     log_job(LOG_INFO, "launcher", j, "job '%s' was cancelled before it started", j->jobid);
     supervise_end(&l->sv, j, JOB_CANCELLED, 0, -1, 0, NULL, NULL, NULL, NULL);
   } else if (l->stopping || l->draining) {
-    requeue_one(l, j);
+    launcher_requeue_one(l, j);
   } else if (start_spawn(l, j, st, &p)) {
     start_failed(l, j, st);
   } else {
@@ -1220,7 +1131,7 @@ static int warm_begin(launcher_t *l, job_t *j, start_t *st) {
   pr->next = l->preps;
   l->preps = pr;
   l->npreps++;
-  running_changed(l);
+  launcher_running_changed(l);
   return 1;
 }
 
@@ -1340,7 +1251,7 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
       free(hb_path);
     }
   }
-  running_changed(l);
+  launcher_running_changed(l);
   job_list_release(running);
 }
 
@@ -1394,7 +1305,7 @@ static void stop_expired(uv_timer_t *t) {
   }
 }
 
-static void launcher_maybe_stopped(launcher_t *l) {
+void launcher_maybe_stopped(launcher_t *l) {
   if (l->sv.procs || l->preps || l->claiming || l->sv.ends_in_flight) return;
   if (l->draining) run_done_fire(&l->drained);
   if (!l->stopping || !l->stopped.fn) return;
@@ -1423,6 +1334,15 @@ int launcher_draining(const launcher_t *l) { return l->draining; }
 
 void launcher_stop(launcher_t *l, void (*done)(void *ud), void *ud) {
   l->stopping = 1;
+  /* A build may take long: the jobs waiting for one go back now, and the
+   * build's end frees what is left (api/pyenvs.h answers it at the stop). */
+  for (prep_t *pr = l->preps, *next; pr; pr = next) {
+    next = pr->next;
+    if (!pr->interp) continue;
+    launcher_prep_unlink(l, pr);
+    launcher_requeue_one(l, &pr->job);
+    pr->abandoned = 1;
+  }
   l->drained.fn = NULL; /* the stop's done says it all */
   supervise_stop(&l->sv);
   run_done_set(&l->stopped, done, ud);
@@ -1444,6 +1364,7 @@ static void launcher_close_cb(uv_handle_t *h) {
   jobres_release(&l->res);
   free(l->stats_dir);
   free(l->work_dir);
+  free(l->envs_dir);
   free(l->cwd);
   free(l);
 }

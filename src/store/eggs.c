@@ -168,6 +168,9 @@ out:
   return rc;
 }
 
+static int version_file(const char *eggs_dir, const char *project, const char *version,
+                        char **path);
+
 int eggs_commit(const char *eggs_dir, const char *project, const char *version,
                 const char *tmp_path, char **final_path) {
   char *pdir = NULL, *stem = NULL, *path = NULL;
@@ -200,6 +203,17 @@ out:
   free(pdir);
   free(stem);
   free(path);
+  return rc;
+}
+
+int eggs_path_for(const char *eggs_dir, const char *project, const char *version, char **path) {
+  char *pdir = NULL;
+  *path = NULL;
+  int rc = project_dir(eggs_dir, project, &pdir);
+  if (rc) return rc;
+  rc = mkdirs(pdir, 0755);
+  free(pdir);
+  if (!rc) rc = version_file(eggs_dir, project, version, path);
   return rc;
 }
 
@@ -383,6 +397,15 @@ out:
 }
 
 
+/* The version's environment record (store/pyenv.h): <stem>.env. */
+static void unlink_sidecar(const char *egg_path) {
+  size_t n = strlen(egg_path);
+  char side[4096];
+  if (n > 4 && (size_t)snprintf(side, sizeof(side), "%.*s.env", (int)(n - 4), egg_path) <
+                   sizeof(side))
+    unlink(side);
+}
+
 int eggs_delete_version(const char *eggs_dir, const char *project, const char *version) {
   char *path = NULL, *pdir = NULL, **left = NULL;
   size_t nleft = 0;
@@ -396,6 +419,7 @@ int eggs_delete_version(const char *eggs_dir, const char *project, const char *v
     rc = (errno == ENOENT || errno == ENOTDIR || errno == EISDIR) ? -ENOENT : -errno;
     goto out;
   }
+  unlink_sidecar(path);
   rc = list_stems(pdir, &left, &nleft);
   if (rc) goto out;
   if (nleft == 0) rc = fs_rmtree(pdir);

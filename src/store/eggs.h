@@ -26,6 +26,10 @@ int eggs_stage(const char *eggs_dir, const void *data, size_t len,
 int eggs_commit(const char *eggs_dir, const char *project, const char *version,
                 const char *tmp_path, char **final_path);
 
+/* Where eggs_commit would put version (raw or sanitized), the project's
+ * directory made, so a file beside it can be written first. */
+int eggs_path_for(const char *eggs_dir, const char *project, const char *version, char **path);
+
 /* Removes a staged file; NULL is ignored. */
 void eggs_discard(const char *tmp_path);
 
@@ -47,8 +51,9 @@ int eggs_versions(const char *eggs_dir, const char *project, char ***out, size_t
  * name (dot-directories skipped). A missing eggs_dir gives an empty list. */
 int eggs_projects(const char *eggs_dir, char ***out, size_t *n);
 
-/* Deletes one version (raw or sanitized); removes the project directory when
- * it was the last. -ENOENT when missing. */
+/* Deletes one version (raw or sanitized) and its environment record
+ * (<stem>.env, store/pyenv.h); removes the project directory when it was
+ * the last. -ENOENT when missing. */
 int eggs_delete_version(const char *eggs_dir, const char *project, const char *version);
 
 /* Deletes a project's directory and eggs. -ENOENT when missing. */

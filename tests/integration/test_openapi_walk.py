@@ -354,6 +354,30 @@ def _versions_add(w, ctx):
            status=422, code="SPD_ERUNNER")
 
 
+@case("GET", P + "/versions/{version}/environment")
+def _versions_environment(w, ctx):
+    # Requirements the system's packages satisfy: pip needs no index.
+    w.ok("POST", P + "/versions", {"project": "wenv"}, params={"version": "1"},
+         files={"egg": ("x.egg", ctx["egg"]("testproj"))}, data={"requirements": "scrapy"},
+         form={"requirements": "scrapy", "egg": "<egg>"}, status=201)
+    env = w.ok("GET", P + "/versions/{version}/environment", {"project": "wenv", "version": "1"},
+               params={"log": "true"})["environment"]
+    assert env["state"] == "ready" and env["log"], env
+    assert w.ok("GET", P + "/versions/{version}/environment",
+                {"project": "wp", "version": "1.0"})["environment"] is None
+    w.fail("GET", P + "/versions/{version}/environment", {"project": "wp", "version": "9"},
+           status=404, code="SPD_ENOVERSION")
+
+
+@case("POST", P + "/versions/{version}/environment/rebuild")
+def _versions_rebuild(w, ctx):
+    env = w.ok("POST", P + "/versions/{version}/environment/rebuild",
+               {"project": "wenv", "version": "1"})["environment"]
+    assert env["state"] == "ready", env
+    w.fail("POST", P + "/versions/{version}/environment/rebuild",
+           {"project": "wp", "version": "1.0"}, status=409, code="SPD_ECONFLICT")
+
+
 @case("GET", API + "/projects")
 def _projects_list(w, ctx):
     w.ok("GET", API + "/projects")
@@ -1330,6 +1354,8 @@ RPC_CASES = {  # op -> params(ctx, method); run in this order
     "versions.list": lambda c, m: {"project": "rpcx"},
     "spiders.list": lambda c, m: {"project": "rpcx", "version": "1"},
     "versions.delete": lambda c, m: {"project": "rpcx", "version": "2"},
+    "versions.environment": lambda c, m: {"project": "wenv", "version": "1"},
+    "versions.rebuild": lambda c, m: {"project": "wenv", "version": "1"},
     "projects.delete": lambda c, m: {"project": "rpcx"},
     "scrapers.list": lambda c, m: {},
     "jobs.create": lambda c, m: {"project": "rpcp", "spider": "quick", "args": {"count": "1"}},

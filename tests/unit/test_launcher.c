@@ -36,7 +36,7 @@ static void test_build_argv(void **state) {
                          "DEPTH_LIMIT", 3);
   j.args = json_pack("{s:s, s:s}", "zeta", "1", "alpha", "a b");
   strv_t argv = {0};
-  assert_int_equal(build_argv(&l, &j, "/l/j1.log", "file:///i/j1.jl", "/jobs/p/s/j1", &argv), 0);
+  assert_int_equal(build_argv(&l, &j, NULL, "/l/j1.log", "file:///i/j1.jl", "/jobs/p/s/j1", &argv), 0);
   const char *want[] = {"/usr/bin/python3", "-m", "spiderd_runner", "crawl", "s",
                         "-s", "DOWNLOAD_DELAY=2", "-s", "LOG_FILE=/l/j1.log",
                         "-s", "DEPTH_LIMIT=3",
@@ -54,7 +54,7 @@ static void test_build_argv(void **state) {
   j.version = NULL;
   json_decref(j.settings);
   j.settings = NULL;
-  assert_int_equal(build_argv(&l, &j, NULL, NULL, NULL, &argv), 0);
+  assert_int_equal(build_argv(&l, &j, NULL, NULL, NULL, NULL, &argv), 0);
   assert_int_equal(argv.n, 5 + 2 + 4);
   assert_string_equal(argv.v[5], "-a");
   assert_string_equal(argv.v[6], "_job=j1");

@@ -18,6 +18,9 @@ function Upload({ project, onDone }) {
     if (!file) return setErr({ message: 'choose an egg file' });
     const fd = new FormData();
     fd.append('version', version);
+    const f = e.target.elements;
+    if (f.requirements.value.trim()) fd.append('requirements', f.requirements.value);
+    if (f.python.value.trim()) fd.append('python', f.python.value.trim());
     fd.append('egg', file, file.name);
     setBusy(true);
     try {
@@ -37,6 +40,10 @@ function Upload({ project, onDone }) {
       <label>Version <input name="version" id="up-version" required value=${version} onInput=${(e) => setVersion(e.target.value)} /></label>
       <label>Egg <input type="file" name="egg" id="up-egg" accept=".egg,application/zip,application/octet-stream" required /></label>
       <button type="submit" disabled=${busy}>${busy ? 'Uploading…' : 'Upload'}</button>
+    </div>
+    <div class="row">
+      <label>Requirements <small>(requirements.txt, optional: builds the version's environment)</small><textarea name="requirements" id="up-requirements" rows="2" placeholder="requests==2.31.0"></textarea></label>
+      <label>Python <small>(optional)</small><input name="python" id="up-python" size="6" placeholder="3.11" /></label>
     </div>
     <${Err} error=${err} />
     ${done && html`<p class="ok" role="status" id="upload-result">Stored ${done.project} ${done.version}: ${done.spiders.length} spiders (${done.spiders.join(', ')}).</p>`}
@@ -99,6 +106,25 @@ function RunForm({ project, spider, versions, onClose }) {
   </form>`;
 }
 
+// A version's Python environment: what it holds, its build log, a rebuild.
+function VersionEnv({ project, version }) {
+  const path = `/projects/${encodeURIComponent(project)}/versions/${encodeURIComponent(version)}/environment`;
+  const env = useApi(path);
+  const [log, setLog] = useState(null);
+  const e = env.data && env.data.environment;
+  if (!e) return null;
+  const showLog = async () => setLog((await api(path, { query: { log: 'true' } })).environment.log || '(no log)');
+  const pkgs = (e.packages || []).map((p) => `${p.name} ${p.version}`).join(', ');
+  return html`<div class="env muted" data-env=${e.key}>
+    environment <code>${e.key}</code> · ${e.state} · Python ${e.python_version || e.python}
+    ${e.size != null ? ` · ${(e.size / 1048576).toFixed(1)} MiB` : ''}${e.build_ms != null ? ` · built in ${(e.build_ms / 1000).toFixed(1)} s` : ''}
+    ${pkgs && html`<br /><small>${pkgs}</small>`}
+    <br /><button type="button" class="small ghost" onClick=${showLog}>Build log</button>
+    <${Action} kind="small" confirm=${`Build the environment of ${project} ${version} again?`} run=${() => api(`${path}/rebuild`, { method: 'POST' })} onDone=${() => env.reload()}>Rebuild</${Action}>
+    ${log != null && html`<pre class="log">${log}</pre>`}
+  </div>`;
+}
+
 export function ProjectPage({ name }) {
   const p = useApi(`/projects/${encodeURIComponent(name)}`);
   const spiders = useApi(`/projects/${encodeURIComponent(name)}/spiders`);
@@ -124,7 +150,8 @@ export function ProjectPage({ name }) {
       <section>
         <h2>Versions</h2>
         <ul class="plain" id="version-list">${[...versions].reverse().map((v) => html`<li>${v}${v === p.data.latest_version ? html` <span class="badge">latest</span>` : ''}
-          <${Action} kind="danger small" confirm=${`Delete version ${v} of ${name}?`} run=${() => api(`/projects/${encodeURIComponent(name)}/versions/${encodeURIComponent(v)}`, { method: 'DELETE' })} onDone=${() => (versions.length === 1 ? navigate(`${BASE}/projects`) : reload())}>Delete</${Action}></li>`)}</ul>
+          <${Action} kind="danger small" confirm=${`Delete version ${v} of ${name}?`} run=${() => api(`/projects/${encodeURIComponent(name)}/versions/${encodeURIComponent(v)}`, { method: 'DELETE' })} onDone=${() => (versions.length === 1 ? navigate(`${BASE}/projects`) : reload())}>Delete</${Action}>
+          <${VersionEnv} project=${name} version=${v} /></li>`)}</ul>
         <${Upload} project=${name} onDone=${reload} />
       </section>
     </div>
