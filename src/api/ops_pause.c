@@ -23,6 +23,7 @@ static jobs_pause_t *pause_priv(op_call_t *c) {
   return p;
 }
 
+/* jobs.pause and jobs.resume: the same job, one flow call or the other. */
 static int pause_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   jobs_pause_t *p = c->priv;
@@ -31,7 +32,8 @@ static int pause_fn(store_t *s, void *arg) {
   p->project = c->job.project;
   p->jobid = c->job.jobid;
   p->node = c->app->cfg.node_name;
-  return jobs_pause(s, p, clock_wall_ms());
+  return !strcmp(c->def->name, "jobs.resume") ? jobs_resume(s, p, clock_wall_ms())
+                                              : jobs_pause(s, p, clock_wall_ms());
 }
 
 static void pause_failed(op_call_t *c, int rc) {
@@ -84,17 +86,6 @@ void op_jobs_pause(op_call_t *c) {
   op_store(c, STORE_WRITE, pause_fn, pause_done);
 }
 
-static int resume_fn(store_t *s, void *arg) {
-  op_call_t *c = arg;
-  jobs_pause_t *p = c->priv;
-  int rc = op_job_resolve(s, c);
-  if (rc) return rc;
-  p->project = c->job.project;
-  p->jobid = c->job.jobid;
-  p->node = c->app->cfg.node_name;
-  return jobs_resume(s, p, clock_wall_ms());
-}
-
 static void resume_done(void *arg, int rc) {
   op_call_t *c = arg;
   jobs_pause_t *p = c->priv;
@@ -112,5 +103,5 @@ void op_jobs_resume(op_call_t *c) {
     op_fail(c, -ENOMEM, NULL, "out of memory");
     return;
   }
-  op_store(c, STORE_WRITE, resume_fn, resume_done);
+  op_store(c, STORE_WRITE, pause_fn, resume_done);
 }

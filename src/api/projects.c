@@ -380,18 +380,23 @@ static int egg_env_plan(egg_add_t *a, const void *data, size_t len, char *err, s
   return rc;
 }
 
+/* An environment that could not be built refuses the upload with pip's
+ * reason, keeping nothing: 1 when rc says so (a is freed). */
+static int env_failed(egg_add_t *a, int rc, const char *why) {
+  if (!rc) return 0;
+  egg_refused(a);
+  eggs_discard(a->tmp_path);
+  a->cb(a->ud, rc, API_EGG_ENV, why, NULL, 0);
+  egg_add_free(a);
+  return 1;
+}
+
 /* The environment is built (or could not be): list the spiders with its
  * python. */
 static void egg_env_ready(void *ud, int rc, const char *key, const char *why) {
   egg_add_t *a = ud;
   (void)key;
-  if (rc) {
-    egg_refused(a);
-    eggs_discard(a->tmp_path);
-    a->cb(a->ud, rc, API_EGG_ENV, why, NULL, 0);
-    egg_add_free(a);
-    return;
-  }
+  if (env_failed(a, rc, why)) return;
   a->py = pyenv_python(pyenvs_dir(a->app->pyenvs), a->key);
   rc = a->py ? spiders_list_py(a->app->spiders, a->project, a->tmp_path, a->version, a->py,
                                egg_listed, a)
@@ -402,13 +407,7 @@ static void egg_env_ready(void *ud, int rc, const char *key, const char *why) {
 static void manifest_env_ready(void *ud, int rc, const char *key, const char *why) {
   egg_add_t *a = ud;
   (void)key;
-  if (rc) {
-    egg_refused(a);
-    eggs_discard(a->tmp_path);
-    a->cb(a->ud, rc, API_EGG_ENV, why, NULL, 0);
-    egg_add_free(a);
-    return;
-  }
+  if (env_failed(a, rc, why)) return;
   char **names = a->names;
   size_t n = a->nnames;
   a->names = NULL;

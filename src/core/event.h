@@ -32,6 +32,8 @@
   X(JOB_HISTORY_UPDATED, "job.history_updated", "an ended job's note or state was changed by a review (before and after, and who)") \
   X(JOB_DEGRADED, "job.degraded", "an ended job yielded clearly less or worse than the runs like it (its reasons say how)") \
   X(JOB_BROKEN, "job.broken", "an ended job failed, or yielded nothing or next to nothing of what the runs like it did") \
+  X(JOB_PAUSED, "job.paused", "a running job stopped with its state kept, to be resumed (its segments so far)") \
+  X(JOB_RESUMED, "job.resumed", "a paused job was queued again, to go on from its state") \
   X(RUN_MISSED, "run.missed", "a schedule's run was not fired in time and will not be") \
   X(RUN_SKIPPED, "run.skipped", "a schedule's run was skipped: its overlap policy, a pause, or one of its calendars") \
   X(SCHEDULE_CREATED, "schedule.created", "a schedule was created") \
@@ -67,9 +69,7 @@
   X(BACKFILL_FINISHED, "backfill.finished", "a backfill ended: all its runs ended, or it was cancelled") \
   X(CALENDAR_CREATED, "calendar.created", "an exclusion calendar was created") \
   X(CALENDAR_UPDATED, "calendar.updated", "an exclusion calendar was changed") \
-  X(CALENDAR_DELETED, "calendar.deleted", "an exclusion calendar was deleted") \
-  X(JOB_PAUSED, "job.paused", "a running job stopped with its state kept, to be resumed (its segments so far)") \
-  X(JOB_RESUMED, "job.resumed", "a paused job was queued again, to go on from its state")
+  X(CALENDAR_DELETED, "calendar.deleted", "an exclusion calendar was deleted")
 
 /* EV_JOB_QUEUED is "job.queued", and so on: the names to record events by. */
 #define EVENT_DECLARE_(id, name, meaning) extern const char EV_##id[];
