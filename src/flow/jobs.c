@@ -143,7 +143,7 @@ static int after_settle(store_t *s, job_t *w, int64_t now_ms, flow_change_t *c, 
   rc = store_job_wake(s, w->id, now_ms);
   if (rc == -ENOENT) return 0; /* not pending any more */
   if (!rc) w->not_before_ms = now_ms;
-  if (!rc && c) c->dispatch = 1;
+  if (!rc && c) c->dispatch = c->woken = 1;
   return rc;
 }
 
