@@ -103,7 +103,10 @@ static int after_verdict(store_t *s, const job_t *w, int *verdict, char *why, si
       *verdict = -1;
       return 0;
     }
-    if (rc) return rc;
+    if (rc) {
+      job_release(&up);
+      return rc;
+    }
     if (up.state == JOB_FAILED || up.state == JOB_CANCELLED || up.state == JOB_LOST) {
       snprintf(why, len, "upstream %s %s", up.jobid, job_state_name(up.state));
       *verdict = -1;

@@ -3,6 +3,8 @@ waits, pending and never claimed, until the jobs it names have ended; it
 runs once they all finished, and is cancelled (with its own dependents)
 when one failed."""
 
+import time
+
 from conftest import get_job, wait_for
 
 API = "/api/v1"
@@ -42,6 +44,7 @@ def test_chain_runs_in_order(spiderd, egg):
     assert rb["started_ms"] >= ra["ended_ms"], (ra, rb)
     assert rc["started_ms"] >= rb["ended_ms"], (rb, rc)
     assert get_job(d, c["id"])["after"] == [b["id"]]
+    assert get_job(d, a["id"])["after"] == []
     # A dependency on a job that finished already: due at once.
     late = create(d, after=[a["id"], b["id"]])
     assert ended(d, late)["state"] == "finished"
@@ -84,7 +87,7 @@ def test_cancelled_upstream_cancels_its_dependent(spiderd, egg):
 
 
 def test_bad_after_refused(spiderd, egg):
-    d = spiderd()
+    d = spiderd(scrapyd={"max_proc": 2})
     d.upload("testproj", "1", egg("testproj"))
     a = create(d, spider="slow", args={"seconds": "30"})
     for after, words in [
@@ -101,5 +104,19 @@ def test_bad_after_refused(spiderd, egg):
                                                    "after": after})
         assert r.status_code == 400, (after, r.text)
         assert words in r.json()["error"]["message"], (after, r.text)
+    # JSON-RPC's jobs.create takes it too, and refuses the same way.
+    r = d.request("POST", API + "/jsonrpc", json={
+        "jsonrpc": "2.0", "id": 1, "method": "jobs.create",
+        "params": {"project": "testproj", "spider": "quick", "after": ["no-such-job"]}})
+    assert r.json()["error"]["data"]["code"] == "SPD_EBADPARAM", r.text
     jobs = d.request("GET", API + "/jobs").json()["jobs"]
     assert [j["id"] for j in jobs] == [a["id"]]
+    r = d.request("POST", API + "/jsonrpc", json={
+        "jsonrpc": "2.0", "id": 2, "method": "jobs.create",
+        "params": {"project": "testproj", "spider": "quick", "after": [a["job"]]}})
+    waiting = r.json()["result"]
+    assert waiting["after"] == [a["id"]] and waiting["state"] == "pending", r.text
+    time.sleep(1)  # a free slot, yet it waits for a
+    assert get_job(d, waiting["id"])["state"] == "pending"
+    d.request("POST", f"{API}/jobs/{a['id']}/cancel", json={"signal": "KILL"})
+    wait_for(lambda: get_job(d, waiting["id"])["state"] == "cancelled", 30, "the waiting job cancelled")
