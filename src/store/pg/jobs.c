@@ -150,6 +150,7 @@ enum {
   PJ_RESUME,
   PJ_WAITING,
   PJ_WAKE,
+  PJ_LOCK_AFTER,
   PE_STATE_PUT,
   PE_STATE_GET,
   PE_STATE_DELETE,
@@ -288,8 +289,31 @@ static int pg_changes(const PGresult *r) { return (int)strtol(PQcmdTuples((PGres
 
 /* ---- jobs ---- */
 
+/* A job that waits for others holds their rows (FOR SHARE) until its
+ * transaction ends: an end of one of them (an UPDATE) waits for the new
+ * row to commit, so that end's look for waiting jobs sees it; or the end
+ * committed first, and the creation's read of its state sees it ended.
+ * Without the lock, each could miss the other under READ COMMITTED and
+ * the job would wait forever. */
+static int pg_lock_after(struct pg_store *q, const json_t *after) {
+  pg_params_t p = {0};
+  int rc;
+  pg_p_json(&p, after);
+  PGresult *r = pg_run(q, PJ_LOCK_AFTER,
+                       "SELECT id FROM jobs WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)"
+                       "::bigint) ORDER BY id FOR SHARE",
+                       &p, 0, &rc, "lock upstream jobs");
+  if (!r) return rc;
+  PQclear(r);
+  return 0;
+}
+
 int pg_job_insert(store_t *s, job_t *j) {
   struct pg_store *q = PGQ(s);
+  if (j->after) {
+    int rc = pg_lock_after(q, j->after);
+    if (rc) return rc;
+  }
   int64_t created = j->created_ms ? j->created_ms : clock_wall_ms();
   /* Final states are outside jobs_unique: only a live job takes its key. */
   int keyed = j->unique_key && j->state < JOB_FINISHED;
