@@ -100,7 +100,7 @@ REDIS_TESTS ?= test_cluster.py test_api.py test_jobs.py test_queues.py test_sche
 	test_drain.py test_lastcred.py test_listing_pages.py test_sneakpeek.py test_grepsr.py \
 	test_stats.py test_upcoming.py test_hooks.py test_job_meta.py test_test_runs.py \
 	test_openapi_aliases.py test_multiprocess.py test_accounts.py test_backfill.py \
-	test_health.py test_memory.py test_pause.py test_pyenvs_cluster.py
+	test_health.py test_memory.py test_pause.py test_pyenvs_cluster.py test_after.py
 test-pg: build $(ASAN_BUILD)/build.ninja
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	tests/store_suite.sh postgresql $(BUILD) $(ASAN_BUILD) $(XDIST) $(PG_TESTS)

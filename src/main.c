@@ -410,6 +410,7 @@ static int make_dirs(const config_t *cfg, char *err, size_t errlen) {
 
 /* app->flow's hooks: what the faces ask of the launcher and the scheduler. */
 static void flow_dispatch_hook(void *l) { launcher_dispatch(l); }
+static void flow_dispatch_due_hook(void *l) { launcher_dispatch_blind(l); }
 static int flow_signal_hook(void *l, const char *project, const char *jobid, int sig,
                             int *found) {
   return launcher_cancel(l, project, jobid, sig, found);
@@ -426,6 +427,7 @@ static void wire_flow(app_t *app) {
   app->flow = (flow_hooks_t){.launcher = app->launcher,
                              .scheduler = app->scheduler,
                              .dispatch = flow_dispatch_hook,
+                             .dispatch_due = flow_dispatch_due_hook,
                              .signal = flow_signal_hook,
                              .running_here = flow_running_hook,
                              .pause = flow_pause_hook,

@@ -83,6 +83,7 @@ static const op_param_t p_jobs_create[] = {{"project", OPT_STR, REQ | NAME, 0, 0
                                            {"parent", OPT_INT, 0, 1, INT64_MAX},
                                            {"unique_key", OPT_STR, 0, 0, 0},
                                            {"meta", OPT_ANY, 0, 0, 0},
+                                           {"after", OPT_ANY, 0, 0, 0},
                                            END};
 /* A test run: a job's fields, or a schedule's template, and its limits. */
 static const op_param_t p_jobs_test_run[] = {{"project", OPT_STR, NAME, 0, 0},
@@ -1125,6 +1126,7 @@ json_t *op_render_job(const job_t *j) {
   json_object_set_new(o, "health_reasons",
                       j->health_reasons ? json_incref(j->health_reasons) : json_array());
   json_object_set_new(o, "segments", j->segments ? json_deep_copy(j->segments) : json_array());
+  json_object_set_new(o, "after", j->after ? json_deep_copy(j->after) : json_array());
   if (j->corrected)
     json_object_set_new(o, "original_state", json_string(job_state_name(j->original_state)));
   return o;

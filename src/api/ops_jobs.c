@@ -420,6 +420,93 @@ static int key_held(store_t *s, const char *project, const char *key, int *held)
   return rc;
 }
 
+/* ---- after: the jobs a new job waits for ---- */
+
+#define AFTER_MAX 100
+
+/* Is `after` an array of 1 to AFTER_MAX job ids (integers > 0) or Scrapyd
+ * job ids (strings)? 1 after failing c. */
+static int after_refused(op_call_t *c) {
+  const json_t *a = op_json(c, "after"), *v;
+  size_t i;
+  if (!a) return 0;
+  if (!json_is_array(a) || json_array_size(a) == 0 || json_array_size(a) > AFTER_MAX) {
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:i}", "field", "after", "max", AFTER_MAX),
+            "after must be an array of 1 to %d job ids", AFTER_MAX);
+    return 1;
+  }
+  json_array_foreach(a, i, v) {
+    if ((json_is_integer(v) && json_integer_value(v) > 0) ||
+        (json_is_string(v) && json_string_length(v) > 0))
+      continue;
+    op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:i}", "field", "after", "index", (int)i),
+            "after[%zu] is not a job id (a positive integer or a Scrapyd job id)", i);
+    return 1;
+  }
+  return 0;
+}
+
+/* One entry of `after` as a job's id: an id as it is, a Scrapyd job id as
+ * the newest job of that id (in the new job's project first). -ENOENT. */
+static int after_id(store_t *s, const char *project, const json_t *v, int64_t *id) {
+  if (json_is_integer(v)) {
+    job_t j;
+    int rc = store_job_get(s, json_integer_value(v), &j);
+    *id = j.id;
+    job_release(&j);
+    return rc;
+  }
+  job_list_t l = {0};
+  job_filter_t f = {.project = project, .jobid = json_string_value(v), .newest_first = 1};
+  int rc = store_jobs_list(s, &f, &l);
+  if (!rc && l.n == 0) {
+    f.project = NULL;
+    rc = store_jobs_list(s, &f, &l);
+  }
+  *id = 0;
+  for (size_t i = 0; !rc && i < l.n; i++)
+    if (l.v[i].id > *id) *id = l.v[i].id;
+  job_list_release(&l);
+  return rc ? rc : *id ? 0 : -ENOENT;
+}
+
+/* The new job's `after` as integer ids, each once. SPD_EBADPARAM with
+ * c->num[1] the index + 1 of an id no job has. */
+static int after_resolve(store_t *s, op_call_t *c) {
+  const json_t *a = op_json(c, "after"), *v;
+  size_t i;
+  json_decref(c->job.after); /* a run the store pool repeats starts afresh */
+  c->job.after = NULL;
+  if (!a) return 0;
+  json_t *ids = json_array();
+  if (!ids) return -ENOMEM;
+  int rc = 0;
+  json_array_foreach(a, i, v) {
+    int64_t id = 0;
+    rc = after_id(s, c->job.project, v, &id);
+    if (rc == -ENOENT) {
+      c->num[1] = (int64_t)i + 1;
+      rc = SPD_EBADPARAM;
+    }
+    if (rc) break;
+    int seen = 0;
+    for (size_t k = 0; k < json_array_size(ids) && !seen; k++)
+      seen = json_integer_value(json_array_get(ids, k)) == id;
+    if (!seen) json_array_append_new(ids, json_integer(id));
+  }
+  if (rc) json_decref(ids);
+  else c->job.after = ids;
+  return rc;
+}
+
+static void after_unknown(op_call_t *c) {
+  const json_t *v = json_array_get(op_json(c, "after"), (size_t)c->num[1] - 1);
+  char *text = json_dumps(v, JSON_ENCODE_ANY);
+  op_fail(c, SPD_EBADPARAM, json_pack("{s:s,s:O}", "field", "after", "job", v),
+          "after names job %s, which does not exist", text ? text : "?");
+  free(text);
+}
+
 /* A job id given by the client is refused while a job of that id waits or
  * runs in the project: cancel and status would reach both. Unless the
  * unique_key is held: then the holder is the answer (a client repeating
@@ -427,6 +514,8 @@ static int key_held(store_t *s, const char *project, const char *key, int *held)
 static int busy_fn(store_t *s, void *arg) {
   op_call_t *c = arg;
   job_state_t st;
+  int arc = after_resolve(s, c);
+  if (arc) return arc;
   if (c->job.parent_id) {
     job_t parent;
     int rc = store_job_get(s, c->job.parent_id, &parent);
@@ -451,6 +540,7 @@ static void busy_done(void *arg, int rc) {
   if (rc == SPD_ENOJOB)
     op_fail(c, rc, json_pack("{s:I}", "parent", (json_int_t)c->job.parent_id),
             "parent job %lld not found", (long long)c->job.parent_id);
+  else if (rc == SPD_EBADPARAM && c->num[1]) after_unknown(c);
   else if (rc) op_fail(c, rc, NULL, "the store failed: %s", spd_strerror(rc));
   else if (c->num[0])
     op_fail(c, SPD_ECONFLICT, json_pack("{s:s}", "jobid", c->job.jobid),
@@ -478,6 +568,7 @@ void op_jobs_create(op_call_t *c) {
   const char *unique_key = op_str(c, "unique_key");
   if (job_token_refused(c, project)) return;
   if (op_check_pairs(c, "args") || op_check_pairs(c, "settings")) return;
+  if (after_refused(c)) return;
   char why[256];
   if (unique_key && !job_unique_key_valid(unique_key, why, sizeof(why))) {
     op_fail(c, SPD_EBADPARAM, json_pack("{s:s}", "field", "unique_key"),
@@ -523,7 +614,7 @@ void op_jobs_create(op_call_t *c) {
     return;
   }
   j->parent_id = op_int(c, "parent", 0);
-  if (jobid || j->parent_id) op_store(c, STORE_READ, busy_fn, busy_done);
+  if (jobid || j->parent_id || op_json(c, "after")) op_store(c, STORE_READ, busy_fn, busy_done);
   else create_enqueue(c);
 }
 

@@ -34,6 +34,7 @@ void job_release(job_t *j) {
   json_decref(j->settings);
   json_decref(j->stats);
   json_decref(j->segments);
+  json_decref(j->after);
   job_init(j);
 }
 

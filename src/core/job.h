@@ -86,6 +86,9 @@ typedef struct job {
   /* A stop asked of the node running it (shared stores): 0 = none, > 0 a
    * cancel at that time, < 0 a pause at minus that time. */
   int64_t cancel_ms;
+  /* The jobs this one waits for (jobs.create's `after`): NULL = none, else
+   * an array of their integer ids. Set at insert, never changed. */
+  json_t *after;
 } job_t;
 
 typedef struct job_list {

@@ -42,7 +42,8 @@ void flow_apply(const flow_hooks_t *h, const flow_change_t *c) {
   }
   if (c->queued > 0 && h->metrics) metrics_inc(h->metrics, &h->metrics->jobs_queued, (uint64_t)c->queued);
   if (c->schedules) flow_schedules_changed(h);
-  if (c->dispatch) flow_dispatch(h);
+  if (c->woken && h->dispatch_due) h->dispatch_due(h->launcher);
+  else if (c->dispatch) flow_dispatch(h);
 }
 
 void flow_running(const flow_hooks_t *h, int64_t n) {

@@ -40,6 +40,9 @@ typedef struct flow_hooks {
   /* Jobs were queued on this node: claim and start them while slots are
    * free (launcher_dispatch). */
   void (*dispatch)(void *launcher);
+  /* A job that waited for others is due now: claim even when every
+   * pending job looked delayed (launcher_dispatch_blind). */
+  void (*dispatch_due)(void *launcher);
   /* Sends sig to this node's processes of project + jobid (launcher_cancel);
    * *found = how many. */
   int (*signal)(void *launcher, const char *project, const char *jobid, int sig, int *found);
@@ -89,6 +92,7 @@ typedef struct flow_change {
   unsigned has_pending : 1;
   unsigned has_finished : 1;
   unsigned dispatch : 1;  /* jobs may be claimable now: wake this node's launcher */
+  unsigned woken : 1;     /* a waiting job is due now (jobs_after_ended): dispatch_due */
   unsigned schedules : 1; /* a schedule changed: the scheduler ticks now */
 } flow_change_t;
 

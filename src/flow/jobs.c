@@ -71,9 +71,101 @@ static int enqueue_event(store_t *s, job_t *job, json_t *extra, flow_change_t *c
   return rc;
 }
 
+static int after_settle(store_t *s, job_t *w, int64_t now_ms, flow_change_t *c, int depth);
+
 int jobs_enqueue(store_t *s, job_t *job, json_t *extra, flow_change_t *c) {
+  /* A job that waits for others is never due until their ends wake it. */
+  if (job->after) job->not_before_ms = JOBS_AFTER_WAIT_MS;
   int rc = enqueue_insert(s, job, extra);
-  return rc ? rc : enqueue_event(s, job, extra, c);
+  if (!rc) rc = enqueue_event(s, job, extra, c);
+  /* Those that ended already settle it now. */
+  if (!rc && job->after) rc = after_settle(s, job, clock_wall_ms(), c, 0);
+  return rc;
+}
+
+/* ---- waiting for other jobs (after) ---- */
+
+#define AFTER_CHAIN_MAX 1000 /* jobs a cascade of cancels walks down */
+
+/* What w's upstream jobs say: *verdict 1 when all finished, 0 while one
+ * has not ended, -1 when one ended otherwise (its job id and state in
+ * why, for the cancel's reason). */
+static int after_verdict(store_t *s, const job_t *w, int *verdict, char *why, size_t len) {
+  size_t i;
+  json_t *v;
+  *verdict = 1;
+  json_array_foreach(w->after, i, v) {
+    job_t up;
+    int64_t id = json_integer_value(v);
+    int rc = store_job_get(s, id, &up);
+    if (rc == -ENOENT) { /* pruned from history: its outcome is unknown */
+      snprintf(why, len, "upstream #%lld deleted", (long long)id);
+      *verdict = -1;
+      return 0;
+    }
+    if (rc) {
+      job_release(&up);
+      return rc;
+    }
+    if (up.state == JOB_FAILED || up.state == JOB_CANCELLED || up.state == JOB_LOST) {
+      snprintf(why, len, "upstream %s %s", up.jobid, job_state_name(up.state));
+      *verdict = -1;
+    } else if (up.state != JOB_FINISHED) {
+      *verdict = 0;
+    }
+    job_release(&up);
+    if (*verdict < 0) return 0;
+  }
+  return 0;
+}
+
+static int after_ended(store_t *s, int64_t id, int64_t now_ms, flow_change_t *c, int depth);
+
+/* w cannot run: it is cancelled with why, and what waits for it in turn. */
+static int after_cancel(store_t *s, job_t *w, const char *why, int64_t now_ms,
+                        flow_change_t *c, int depth) {
+  int n = 0;
+  int rc = store_job_cancel_pending(s, w->project, w->jobid, now_ms, &n);
+  if (rc || n == 0) return rc;
+  w->state = JOB_CANCELLED;
+  w->end_ms = now_ms;
+  if (c) c->unqueued += n;
+  rc = add_event(s, "job.cancelled", w, 0,
+                 json_pack("{s:s, s:s, s:s, s:b, s:s}", "project", w->project, "spider",
+                           w->spider, "jobid", w->jobid, "started", 0, "reason", why));
+  return rc ? rc : after_ended(s, w->id, now_ms, c, depth + 1);
+}
+
+/* Releases or cancels waiting job w once its upstream jobs allow it. */
+static int after_settle(store_t *s, job_t *w, int64_t now_ms, flow_change_t *c, int depth) {
+  char why[320];
+  int verdict;
+  int rc = after_verdict(s, w, &verdict, why, sizeof(why));
+  if (rc || verdict == 0) return rc;
+  if (verdict < 0) return after_cancel(s, w, why, now_ms, c, depth);
+  rc = store_job_wake(s, w->id, now_ms);
+  if (rc == -ENOENT) return 0; /* not pending any more */
+  if (!rc) w->not_before_ms = now_ms;
+  if (!rc && c) c->dispatch = c->woken = 1;
+  return rc;
+}
+
+/* Job id ended: the jobs waiting for it are settled. */
+static int after_ended(store_t *s, int64_t id, int64_t now_ms, flow_change_t *c, int depth) {
+  if (depth >= AFTER_CHAIN_MAX) {
+    log_warn("launcher", "jobs waiting for job #%lld are left waiting: a chain of over %d jobs",
+             (long long)id, AFTER_CHAIN_MAX);
+    return 0;
+  }
+  job_list_t l = {0};
+  int rc = store_jobs_waiting(s, id, &l);
+  for (size_t i = 0; i < l.n && !rc; i++) rc = after_settle(s, &l.v[i], now_ms, c, depth);
+  job_list_release(&l);
+  return rc;
+}
+
+int jobs_after_ended(store_t *s, int64_t id, int64_t now_ms, flow_change_t *c) {
+  return after_ended(s, id, now_ms, c, 0);
 }
 
 int jobs_rerun(job_t *src, const char *jobid, job_t *out) {
@@ -147,6 +239,7 @@ int jobs_cancel_pending(store_t *s, const char *project, const char *jobid, int6
   /* The last child of a multi-process run that never started ends it. */
   for (size_t i = 0; i < l.n && !rc; i++)
     if (l.v[i].parent_id) rc = multiproc_settle(s, l.v[i].parent_id, now_ms, c);
+  for (size_t i = 0; i < l.n && !rc; i++) rc = jobs_after_ended(s, l.v[i].id, now_ms, c);
   job_list_release(&l);
   *count += n;
   if (!rc && c) c->unqueued += n;
@@ -357,6 +450,7 @@ int jobs_end(store_t *s, jobs_end_t *e) {
   if (!rc && e->notify) rc = store_notify(s, STORE_NOTE_JOBS);
   if (!rc) rc = jobs_end_segment(s, j, e->state, e->end_ms, e->stats);
   if (!rc) rc = end_events(s, e, &v);
+  if (!rc) rc = jobs_after_ended(s, j->id, e->end_ms, &e->change);
   health_verdict_release(&v);
   if (rc) return rc;
   if ((e->state == JOB_FAILED || e->state == JOB_LOST) && j->attempt <= j->max_retries)
@@ -392,6 +486,7 @@ int jobs_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms, uin
   }
   int rc = add_event(s, "job.lost", job, 0, d);
   if (!rc && c) c->finished++;
+  if (!rc) rc = jobs_after_ended(s, job->id, now_ms, c);
   if (!rc && job->attempt <= (job->max_retries > 0 ? job->max_retries : 1))
     rc = jobs_retry(s, job, now_ms, -1, 0, rnd, &id, NULL, c);
   if (!rc && job->parent_id) rc = multiproc_settle(s, job->parent_id, now_ms, c);
@@ -453,5 +548,6 @@ int jobs_end_idle(store_t *s, const job_t *j, job_state_t state, int64_t now_ms,
   if (d && why) json_object_set_new(d, "reason", json_string(why));
   rc = add_event(s, end_event(state), j, now_ms, d);
   if (!rc && c) c->finished++;
+  if (!rc) rc = jobs_after_ended(s, j->id, now_ms, c);
   return rc;
 }

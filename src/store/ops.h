@@ -64,6 +64,8 @@ STORE_OP(job_set_history, (store_t *s, int64_t id, job_state_t state, int correc
 STORE_OP(job_set_health, (store_t *s, int64_t id, const char *health, const json_t *reasons))
 STORE_OP(job_set_segments, (store_t *s, int64_t id, const json_t *segments))
 STORE_OP(job_resume, (store_t *s, int64_t id))
+STORE_OP(jobs_waiting, (store_t *s, int64_t upstream, job_list_t *out))
+STORE_OP(job_wake, (store_t *s, int64_t id, int64_t now_ms))
 
 /* ---- schedules, runs, events, leases ---- */
 STORE_OP(schedule_insert, (store_t *s, schedule_t *sc))

@@ -282,6 +282,16 @@ int store_job_resume(store_t *s, int64_t id) {
   return s->ops->job_resume(s, id);
 }
 
+int store_jobs_waiting(store_t *s, int64_t upstream, job_list_t *out) {
+  if (!s || !out || upstream <= 0) return -EINVAL;
+  return s->ops->jobs_waiting(s, upstream, out);
+}
+
+int store_job_wake(store_t *s, int64_t id, int64_t now_ms) {
+  if (!s) return -EINVAL;
+  return s->ops->job_wake(s, id, now_ms);
+}
+
 int store_job_state_put(store_t *s, int64_t id, const void *data, size_t len, int64_t now_ms) {
   if (!s || (!data && len)) return -EINVAL;
   return s->ops->job_state_put(s, id, data, len, now_ms);

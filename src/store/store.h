@@ -338,6 +338,13 @@ int store_job_set_segments(store_t *s, int64_t id, const json_t *segments);
  * paused. */
 int store_job_resume(store_t *s, int64_t id);
 
+/* The pending jobs whose `after` names job upstream (jobs it waits for),
+ * by id, appended to out. */
+int store_jobs_waiting(store_t *s, int64_t upstream, job_list_t *out);
+/* A pending job is due from now_ms on (a waiting job released). -ENOENT
+ * when it is not pending. */
+int store_job_wake(store_t *s, int64_t id, int64_t now_ms);
+
 /* Records a sign of life of a running job. -ENOENT when it is not running. */
 int store_job_heartbeat(store_t *s, int64_t id, int64_t now_ms);
 

@@ -439,6 +439,8 @@ def _jobs_create(w, ctx):
            status=400, code="SPD_EBADPARAM", body_valid=False)
     w.fail("POST", API + "/jobs", json_body={"project": "nosuch", "spider": "quick"}, status=404,
            code="SPD_ENOPROJECT")
+    w.fail("POST", API + "/jobs", json_body={"project": "wp", "spider": "quick", "after": [987654]},
+           status=400, code="SPD_EBADPARAM")
     w.fail("POST", API + "/jobs", json_body={"project": "wp", "spider": "nosuch"}, status=404,
            code="SPD_ENOSPIDER")
 

@@ -1511,6 +1511,8 @@ static void test_migration_node_version(void **state) {
                                 "ALTER TABLE nodes DROP COLUMN mem_free;"
                                 "ALTER TABLE nodes DROP COLUMN mem_reserved;"
                                 "ALTER TABLE jobs DROP COLUMN segments;"
+                                "DROP INDEX jobs_waiting;" /* the after one */
+                                "ALTER TABLE jobs DROP COLUMN \"after\";"
                                 "PRAGMA user_version = 5;",
                                 NULL, NULL, NULL),
                    SQLITE_OK);
@@ -1556,6 +1558,7 @@ static void test_migration_principals(void **state) {
                                     "ALTER TABLE nodes DROP COLUMN mem_free; "
                                     "ALTER TABLE nodes DROP COLUMN mem_reserved; "
                                     "ALTER TABLE jobs DROP COLUMN segments; "
+                                    "DROP INDEX jobs_waiting; ALTER TABLE jobs DROP COLUMN \"after\"; "
                                     "DROP TABLE principals; PRAGMA user_version = 6;", NULL,
                                 NULL, NULL),
                    SQLITE_OK);

@@ -148,6 +148,9 @@ enum {
   PJ_SET_HEALTH,
   PJ_SET_SEGMENTS,
   PJ_RESUME,
+  PJ_WAITING,
+  PJ_WAKE,
+  PJ_LOCK_AFTER,
   PE_STATE_PUT,
   PE_STATE_GET,
   PE_STATE_DELETE,
@@ -163,7 +166,8 @@ _Static_assert(PJ_LIST_END <= PG_SLOT_SCHED, "pg/jobs.c's slots overflow its ran
   "node, pid, pid_start, created_ms, start_ms, end_ms, exit_code, "        \
   "term_signal, stats, schedule_id, parent_id, retry_of, attempt, "        \
   "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, " \
-  "unique_key, meta, original_state, note, test, health, health_reasons, segments, cancel_ms"
+  "unique_key, meta, original_state, note, test, health, health_reasons, segments, cancel_ms, " \
+  "\"after\""
 
 /* ---- reading rows ---- */
 
@@ -208,6 +212,7 @@ static int pg_row_job(const PGresult *r, int row, job_t *j) {
   if ((rc = pg_json(r, row, 33, &j->health_reasons))) goto out;
   if ((rc = pg_json(r, row, 34, &j->segments))) goto out;
   j->cancel_ms = pg_i64(r, row, 35);
+  if ((rc = pg_json(r, row, 36, &j->after))) goto out;
 out:
   if (rc) {
     if (rc == SPD_ESTORE)
@@ -284,8 +289,31 @@ static int pg_changes(const PGresult *r) { return (int)strtol(PQcmdTuples((PGres
 
 /* ---- jobs ---- */
 
+/* A job that waits for others holds their rows (FOR SHARE) until its
+ * transaction ends: an end of one of them (an UPDATE) waits for the new
+ * row to commit, so that end's look for waiting jobs sees it; or the end
+ * committed first, and the creation's read of its state sees it ended.
+ * Without the lock, each could miss the other under READ COMMITTED and
+ * the job would wait forever. */
+static int pg_lock_after(struct pg_store *q, const json_t *after) {
+  pg_params_t p = {0};
+  int rc;
+  pg_p_json(&p, after);
+  PGresult *r = pg_run(q, PJ_LOCK_AFTER,
+                       "SELECT id FROM jobs WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)"
+                       "::bigint) ORDER BY id FOR SHARE",
+                       &p, 0, &rc, "lock upstream jobs");
+  if (!r) return rc;
+  PQclear(r);
+  return 0;
+}
+
 int pg_job_insert(store_t *s, job_t *j) {
   struct pg_store *q = PGQ(s);
+  if (j->after) {
+    int rc = pg_lock_after(q, j->after);
+    if (rc) return rc;
+  }
   int64_t created = j->created_ms ? j->created_ms : clock_wall_ms();
   /* Final states are outside jobs_unique: only a live job takes its key. */
   int keyed = j->unique_key && j->state < JOB_FINISHED;
@@ -322,6 +350,7 @@ int pg_job_insert(store_t *s, job_t *j) {
     pg_p_str(&p, j->unique_key);
     pg_p_json(&p, j->meta);
     pg_p_i64(&p, j->test ? 1 : 0);
+    pg_p_json(&p, j->after);
     int rc;
     PGresult *r = pg_run(
         q, PJ_INSERT,
@@ -329,9 +358,9 @@ int pg_job_insert(store_t *s, job_t *j) {
         "priority, state, node, pid, pid_start, created_ms, start_ms, end_ms, "
         "exit_code, term_signal, stats, schedule_id, parent_id, retry_of, attempt, "
         "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, "
-        "unique_key, meta, test) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, "
-        "$13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, "
-        "$29) "
+        "unique_key, meta, test, \"after\") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+        "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, "
+        "$26, $27, $28, $29, $30) "
         "ON CONFLICT (project, unique_key) WHERE unique_key IS NOT NULL AND state < 2 "
         "DO NOTHING RETURNING id",
         &p, 0, &rc, "insert job");
@@ -1298,4 +1327,23 @@ int pg_job_state_delete(store_t *s, int64_t id) {
   if (!r) return rc;
   PQclear(r);
   return 0;
+}
+
+int pg_jobs_waiting(store_t *s, int64_t upstream, job_list_t *out) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, upstream);
+  return pg_jobs_query(PGQ(s), PJ_WAITING,
+                       "SELECT " PG_JOB_COLS " FROM jobs WHERE state = 0 AND \"after\" IS NOT "
+                       "NULL AND \"after\" @> jsonb_build_array($1::bigint) ORDER BY id",
+                       &p, out, NULL, "list waiting jobs");
+}
+
+int pg_job_wake(store_t *s, int64_t id, int64_t now_ms) {
+  pg_params_t p = {0};
+  pg_p_i64(&p, id);
+  pg_p_i64(&p, now_ms);
+  int rc = pg_cmd(PGQ(s), PJ_WAKE, "UPDATE jobs SET not_before_ms = $2 WHERE id = $1 AND state = 0",
+                  &p, 1, "wake job");
+  if (!rc) pg_note(PGQ(s), STORE_NOTE_JOBS);
+  return rc;
 }

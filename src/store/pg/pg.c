@@ -530,6 +530,12 @@ static const char *const *pg_migrations[] = {
                           "created_ms BIGINT NOT NULL);"
                           "ALTER TABLE job_states ALTER COLUMN data SET STORAGE EXTERNAL;",
                           NULL},
+    /* A job may wait for others to end (jobs.create's after): their ids,
+     * and the few pending jobs that wait, indexed for each end's look. */
+    (const char *const[]){"ALTER TABLE jobs ADD COLUMN \"after\" JSONB;"
+                          "CREATE INDEX IF NOT EXISTS jobs_waiting ON jobs (id) "
+                          "WHERE state = 0 AND \"after\" IS NOT NULL;",
+                          NULL},
 };
 #define PG_SCHEMA_VERSION ((int)(sizeof(pg_migrations) / sizeof(pg_migrations[0])))
 

@@ -56,7 +56,7 @@ static const struct redis_field job_fields[] = {
     JF(unique_key, RF_STR),   JF(meta, RF_JSON),          JF(corrected, RF_INT),
     JF(original_state, RF_INT), JF(note, RF_STR),       JF(test, RF_INT),
     JF(health, RF_STR),         JF(health_reasons, RF_JSON), JF(segments, RF_JSON),
-    JF(cancel_ms, RF_I64),
+    JF(cancel_ms, RF_I64),      JF(after, RF_JSON),
 };
 #undef JF
 
@@ -141,6 +141,7 @@ int redis_job_insert(store_t *s, job_t *j) {
   ra_kv_str(&a, "unique_key", j->unique_key);
   ra_kv_json(&a, "meta", j->meta);
   ra_kv_i64(&a, "test", j->test ? 1 : 0);
+  ra_kv_json(&a, "after", j->after);
   redisReply *r = NULL;
   int rc = redis_eval(q, RS_JOB_INSERT, &a, &r, "insert job");
   if (!rc) {
@@ -689,4 +690,19 @@ int redis_job_state_delete(store_t *s, int64_t id) {
   redis_args_t a = {0};
   ra_i64(&a, id);
   return redis_eval(RQ(s), RS_JOB_STATE_DELETE, &a, NULL, "delete job state");
+}
+
+int redis_jobs_waiting(store_t *s, int64_t upstream, job_list_t *out) {
+  redis_args_t a = {0};
+  ra_i64(&a, upstream);
+  return redis_jobs_call(RQ(s), RS_JOBS_WAITING, &a, out, "list waiting jobs");
+}
+
+int redis_job_wake(store_t *s, int64_t id, int64_t now_ms) {
+  redis_args_t a = {0};
+  ra_i64(&a, id);
+  ra_i64(&a, now_ms);
+  int rc = redis_eval(RQ(s), RS_JOB_WAKE, &a, NULL, "wake job");
+  if (!rc) redis_note(RQ(s), STORE_NOTE_JOBS);
+  return rc;
 }

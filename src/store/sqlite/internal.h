@@ -86,7 +86,8 @@ struct sqlite_rows {
   "node, pid, pid_start, created_ms, start_ms, end_ms, exit_code, "        \
   "term_signal, stats, schedule_id, parent_id, retry_of, attempt, "        \
   "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, " \
-  "unique_key, meta, original_state, note, test, health, health_reasons, segments, cancel_ms"
+  "unique_key, meta, original_state, note, test, health, health_reasons, segments, cancel_ms, " \
+  "\"after\""
 
 /* Reads one row of SQLITE_JOB_COLS into j (initialised here). */
 int sqlite_row_job(sqlite3_stmt *st, job_t *j);

@@ -44,6 +44,8 @@ enum sqlite_jobs_stmt_id {
   SJOB_SET_HEALTH,
   SJOB_SET_SEGMENTS,
   SJOB_RESUME,
+  SJOB_WAITING,
+  SJOB_WAKE,
   SJOB_COUNT
 };
 
@@ -55,11 +57,11 @@ static const char *const sqlite_jobs_sql[SJOB_COUNT] = {
         "priority, state, node, pid, pid_start, created_ms, start_ms, end_ms, "
         "exit_code, term_signal, stats, schedule_id, parent_id, retry_of, attempt, "
         "max_retries, retry_backoff_ms, timeout_ms, not_before_ms, heartbeat_ms, "
-        "unique_key, meta, test) VALUES "
+        "unique_key, meta, test, \"after\") VALUES "
         "(max(coalesce((SELECT max(id) FROM jobs), 0), coalesce((SELECT "
         "CAST(value AS INTEGER) FROM meta WHERE key = 'jobs.last_id'), 0)) + 1, "
         "?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, "
-        "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29)",
+        "?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)",
     /* The holder of a unique key: a seek in the partial index jobs_unique
      * (unique_key = ?2 implies its IS NOT NULL). */
     [SJOB_UNIQUE_HELD] =
@@ -157,6 +159,12 @@ static const char *const sqlite_jobs_sql[SJOB_COUNT] = {
                     "not_before_ms = 0, heartbeat_ms = 0, cancel_ms = 0 "
                     "WHERE id = ?1 AND state = 6",
     [SJOB_SET_HEALTH] = "UPDATE jobs SET health = ?2, health_reasons = ?3 WHERE id = ?1",
+    /* The partial index jobs_waiting holds the few pending jobs that wait
+     * for others: the scan of their lists stays small. */
+    [SJOB_WAITING] = "SELECT " SQLITE_JOB_COLS " FROM jobs INDEXED BY jobs_waiting "
+                     "WHERE state = 0 AND \"after\" IS NOT NULL AND EXISTS "
+                     "(SELECT 1 FROM json_each(jobs.\"after\") WHERE value = ?1) ORDER BY id",
+    [SJOB_WAKE] = "UPDATE jobs SET not_before_ms = ?2 WHERE id = ?1 AND state = 0",
 };
 
 
@@ -215,6 +223,7 @@ int sqlite_row_job(sqlite3_stmt *st, job_t *j) {
   if ((rc = sqlite_col_json(st, 33, &j->health_reasons))) goto out;
   if ((rc = sqlite_col_json(st, 34, &j->segments))) goto out;
   j->cancel_ms = sqlite3_column_int64(st, 35);
+  if ((rc = sqlite_col_json(st, 36, &j->after))) goto out;
 out:
   if (rc) job_release(j);
   return rc;
@@ -293,6 +302,7 @@ static int sqlite_job_insert_row(struct sqlite_store *q, job_t *j, int64_t creat
   b |= sqlite_bind_str(st, 27, j->unique_key);
   b |= sqlite_bind_json(st, 28, j->meta);
   b |= sqlite3_bind_int(st, 29, j->test ? 1 : 0);
+  b |= sqlite_bind_json(st, 30, j->after);
   if (b != SQLITE_OK) {
     sqlite3_clear_bindings(st);
     return sqlite_fail(q, "bind job");
@@ -985,4 +995,25 @@ int sqlite_job_resume(store_t *s, int64_t id) {
   if (!st) return SPD_ESTORE;
   sqlite3_bind_int64(st, 1, id);
   return sqlite_changed(q, sqlite_done(q, st, "resume job"));
+}
+
+int sqlite_jobs_waiting(store_t *s, int64_t upstream, job_list_t *out) {
+  struct sqlite_store *q = SQ(s);
+  struct sqlite_rows r = {0};
+  sqlite3_stmt *st = jobs_stmt(q, SJOB_WAITING);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, upstream);
+  int rc = sqlite_read_rows(q, st, &r, "list waiting jobs");
+  if (!rc) rc = job_list_append(out, r.v, r.n);
+  sqlite_rows_release(&r);
+  return rc;
+}
+
+int sqlite_job_wake(store_t *s, int64_t id, int64_t now_ms) {
+  struct sqlite_store *q = SQ(s);
+  sqlite3_stmt *st = jobs_stmt(q, SJOB_WAKE);
+  if (!st) return SPD_ESTORE;
+  sqlite3_bind_int64(st, 1, id);
+  sqlite3_bind_int64(st, 2, now_ms);
+  return sqlite_changed(q, sqlite_done(q, st, "wake job"));
 }

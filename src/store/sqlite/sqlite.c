@@ -297,6 +297,11 @@ static const char *const sqlite_migrations[] = {
     "PRAGMA writable_schema = OFF;"
     "ALTER TABLE jobs ADD COLUMN segments TEXT;"
     "CREATE INDEX IF NOT EXISTS jobs_paused ON jobs(id) WHERE state = 6;",
+    /* A job may wait for others to end (jobs.create's after): their ids,
+     * and the few pending jobs that wait, indexed for each end's look. */
+    "ALTER TABLE jobs ADD COLUMN \"after\" TEXT;"
+    "CREATE INDEX IF NOT EXISTS jobs_waiting ON jobs(id) "
+    "WHERE state = 0 AND \"after\" IS NOT NULL;",
 };
 
 #define SQLITE_SCHEMA_VERSION \

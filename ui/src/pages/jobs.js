@@ -334,6 +334,7 @@ export function JobPage({ id }) {
           <dt>attempt</dt><dd>${j.attempt} of ${1 + (j.max_retries || 0)}${j.retry_of ? html` (retry of <${Link} to=${`/jobs/${j.retry_of}`}>#${j.retry_of}</${Link}>)` : ''}</dd>
           ${j.schedule_id && html`<dt>schedule</dt><dd><${Link} to=${`/schedules/${j.schedule_id}`}>#${j.schedule_id}</${Link}></dd>`}
           ${j.parent_id && html`<dt>parent</dt><dd><${Link} to=${`/jobs/${j.parent_id}`}>#${j.parent_id}</${Link}></dd>`}
+          ${j.after && j.after.length > 0 && html`<dt>after</dt><dd>${j.after.map((id, i) => html`${i ? ', ' : ''}<${Link} to=${`/jobs/${id}`}>#${id}</${Link}>`)}</dd>`}
           ${j.unique_key && html`<dt>unique key</dt><dd><code>${j.unique_key}</code></dd>`}
           ${j.timeout && html`<dt>timeout</dt><dd>${j.timeout} s</dd>`}
           <dt>test run</dt><dd id="job-test-flag">${j.test ? 'yes: in no statistics and no schedule history' : 'no'}</dd>

@@ -14,9 +14,11 @@ local function JIDX(id, j, d)
       if N(j.not_before_ms) > 0 then
         redis.call('HSET', P .. 'jobs:nb', I(id), j.not_before_ms)
       end
+      if j.after then redis.call('SADD', P .. 'jobs:waiting', I(id)) end
     else
       redis.call('ZREM', P .. 'jobs:pending', INV(id))
       redis.call('HDEL', P .. 'jobs:nb', I(id))
+      if j.after then redis.call('SREM', P .. 'jobs:waiting', I(id)) end
     end
   elseif st == 1 then
     if d > 0 then redis.call('ZADD', P .. 'jobs:running', j.start_ms or '0', sid)
@@ -717,4 +719,27 @@ return v
 -- @script job_state_delete
 -- ARGV: P, id
 redis.call('DEL', P .. 'jobstate:' .. ARGV[2])
+return 0
+-- @script jobs_waiting
+-- ARGV: P, upstream id. The pending jobs whose after names it, by id.
+local up, js = N(ARGV[2]), {}
+for _, m in ipairs(redis.call('SMEMBERS', P .. 'jobs:waiting')) do
+  local j = H(JK(N(m)))
+  local okd, a = pcall(cjson.decode, j and j.after or 'null')
+  if okd and type(a) == 'table' then
+    for _, v in ipairs(a) do
+      if v == up then js[#js + 1] = j; break end
+    end
+  end
+end
+table.sort(js, function(a, b) return N(a.id) < N(b.id) end)
+local out = {}
+for i = 1, #js do out[i] = FLAT(js[i]) end
+return out
+-- @script job_wake
+-- ARGV: P, id, now. A pending job is due from now on.
+local id = N(ARGV[2])
+local j = H(JK(id))
+if not j or N(j.state) ~= 0 then return E('ENOENT') end
+JMOVE(id, j, {not_before_ms = ARGV[3]})
 return 0
