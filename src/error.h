@@ -40,7 +40,8 @@
   X(SPD_EUNAUTHORIZED, -1024, 401, -32019, "authentication required")               \
   X(SPD_ETHROTTLED,  -1025, 429, -32020, "too many failed logins")                 \
   X(SPD_ENOPRINCIPAL, -1026, 404, -32021, "no such user or token")                \
-  X(SPD_ENOACCOUNT,  -1027, 404, -32022, "account not found")
+  X(SPD_ENOACCOUNT,  -1027, 404, -32022, "account not found")                      \
+  X(SPD_ENOCALENDAR, -1028, 404, -32023, "calendar not found")
 
 enum spd_error {
 #define SPD_ERR_ENUM(name, value, http, rpc, desc) name = value,

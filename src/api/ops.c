@@ -297,8 +297,8 @@ static const op_param_t p_backfill[] = {{"schedule", OPT_STR, REQ, 0, 0},
                                         {"slot_format", OPT_STR, 0, 0, 0},
                                         END};
 static const op_param_t p_backfill_id[] = {{"id", OPT_ID, REQ, 0, 0}, END};
-static const op_param_t p_calendar[] = {{"name", OPT_STR, REQ, 0, 0}, END};
-static const op_param_t p_calendar_put[] = {{"name", OPT_STR, REQ, 0, 0},
+static const op_param_t p_calendar[] = {{"name", OPT_STR, REQ | NAME, 0, 0}, END};
+static const op_param_t p_calendar_put[] = {{"name", OPT_STR, REQ | NAME, 0, 0},
                                             {"tz", OPT_STR, 0, 0, 0},
                                             {"dates", OPT_STRS, 0, 0, 0},
                                             {"weekdays", OPT_STRS, 0, 0, 0},

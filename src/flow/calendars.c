@@ -93,7 +93,7 @@ int calendars_list(store_t *s, json_t **out) {
 
 static int not_found(const char *name, char *err, size_t len) {
   snprintf(err, len, "calendar '%s' not found", name);
-  return -ENOENT;
+  return SPD_ENOCALENDAR;
 }
 
 int calendars_get(store_t *s, const char *name, json_t **out, char *err, size_t len) {

@@ -201,13 +201,13 @@ def test_calendars_crud_and_bad_input(d):
             "SPD_EBADPARAM")
     err(req(d, "POST", "/calendars", json={"name": "a/b", "dates": ["2026-12-25"]}), 400,
         "SPD_EBADPARAM")
-    err(req(d, "GET", "/calendars/nosuch"), 404, "ENOENT")
-    err(req(d, "PUT", "/calendars/nosuch", json={"dates": ["2026-12-25"]}), 404, "ENOENT")
+    err(req(d, "GET", "/calendars/nosuch"), 404, "SPD_ENOCALENDAR")
+    err(req(d, "PUT", "/calendars/nosuch", json={"dates": ["2026-12-25"]}), 404, "SPD_ENOCALENDAR")
     err(req(d, "POST", "/schedules", json={"name": unique("s"), "project": "testproj",
                                            "spider": "quick", "cron": "0 6 * * *",
                                            "calendars": ["nosuch"]}), 400, "SPD_EBADPARAM")
     ok(req(d, "DELETE", f"/calendars/{name}"), 204)
-    err(req(d, "DELETE", f"/calendars/{name}"), 404, "ENOENT")
+    err(req(d, "DELETE", f"/calendars/{name}"), 404, "SPD_ENOCALENDAR")
 
 
 def test_holiday_calendar_leaves_days_out_of_the_plan(d):
