@@ -40,6 +40,10 @@ function eventTypes() {
   const types = [...h.matchAll(/^\s*X\([A-Z_]+, "([a-z]+\.[a-z_]+)", "([^"]*)"\)/gm)]
     .map(([, name, meaning]) => ({ name, meaning }));
   if (!types.length) throw new Error('src/core/event.h: no EVENT_TYPES entries');
+  // A line this pattern cannot read (a '"' in a meaning) would drop its type.
+  const lines = [...h.matchAll(/^\s*X\([A-Z_]+,/gm)].length;
+  if (lines !== types.length)
+    throw new Error(`src/core/event.h: ${lines - types.length} EVENT_TYPES line(s) not of the form X(ID, "type", "meaning") (no '"' in a meaning)`);
   return types;
 }
 

@@ -25,7 +25,7 @@
   X(JOB_STARTED, "job.started", "a job's process was started on a node") \
   X(JOB_FINISHED, "job.finished", "a job ended well: its process exited 0 (or its crawl said it finished)") \
   X(JOB_FAILED, "job.failed", "a job ended badly: an exit status or signal, a timeout, or no start at all") \
-  X(JOB_CANCELLED, "job.cancelled", "a pending or running job was cancelled (reason \"upstream JOBID STATE\": a job it waited for did not finish)") \
+  X(JOB_CANCELLED, "job.cancelled", "a pending or running job was cancelled (its reason 'upstream JOBID STATE' when a job it waited for did not finish)") \
   X(JOB_LOST, "job.lost", "a running job vanished: its node stopped heartbeating, or restarted without it") \
   X(JOB_TIMEOUT, "job.timeout", "a job ran past its timeout and was stopped; its job.failed follows") \
   X(JOB_RETRIED, "job.retried", "a failed or lost job was queued again, as a new job") \
