@@ -92,6 +92,8 @@ def test_a_store_from_before_node_versions_is_upgraded(spiderd):
         con.execute(f"ALTER TABLE nodes DROP COLUMN {column}")
     con.execute("ALTER TABLE jobs DROP COLUMN segments")  # and paused jobs' segments
     con.execute("DROP TABLE IF EXISTS job_states")  # and their states (PostgreSQL)
+    con.execute("DROP INDEX IF EXISTS jobs_waiting")  # and jobs waiting for others
+    con.execute('ALTER TABLE jobs DROP COLUMN "after"')
     if isinstance(con, sqlite3.Connection):
         con.execute("PRAGMA user_version = 5")
     else:
