@@ -300,7 +300,11 @@ def test_jobs_queued_while_a_node_drains_run_on_another(spiderd, tmp_path, egg):
     # b runs a job and gets SIGTERM: it lets the job finish, and a
     # (undrained) runs what is queued meanwhile, even through b.
     late = queue(b, "late")
-    wait_for(lambda: job(b, late)["state"] == "running", 20, "the late job to run on b")
+    # Its crawl started on b (a claim is "running" a moment before its
+    # process exists, and a stopping node gives back what it has not started).
+    wait_for(lambda: any(p.name.startswith("late.nb.") for p in markers.iterdir()), 20,
+             "the late job's crawl to start on b")
+    assert job(b, late)["state"] == "running"
     assert job(b, late)["node"] == "nb"
     assert a.request("POST", API + "/nodes/self/undrain").status_code == 200
     b.proc.send_signal(signal.SIGTERM)
