@@ -1172,6 +1172,20 @@ int op_job_resolve(store_t *s, op_call_t *c) {
   return rc;
 }
 
+int op_spider_listed(op_call_t *c, int rc, char *const *names, size_t n, const char *error) {
+  const char *project = c->job.project, *spider = c->job.spider;
+  if (rc) {
+    op_fail(c, SPD_ERUNNER, json_pack("{s:s}", "stderr", error ? error : spd_strerror(rc)),
+            "the spiders of project '%s' could not be listed", project);
+    return -1;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (!strcmp(names[i], spider)) return 0;
+  op_fail(c, SPD_ENOSPIDER, json_pack("{s:s,s:s}", "project", project, "spider", spider),
+          "spider '%s' not found in project '%s'", spider, project);
+  return -1;
+}
+
 void op_fail_resolve(op_call_t *c, int rc) {
   const char *id = op_str(c, "id");
   json_t *details = c->details;

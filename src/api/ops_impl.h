@@ -91,6 +91,10 @@ int op_time_param(op_call_t *c, const char *name, int64_t dflt, int64_t *out);
 int op_job_resolve(store_t *s, op_call_t *c);
 /* Ends c with the error op_job_resolve left. */
 void op_fail_resolve(op_call_t *c, int rc);
+/* A spiders_list callback's answer for c->job's project and spider: 0 when
+ * the spider is listed; else c has failed (the listing's error, or
+ * SPD_ENOSPIDER) and the caller returns. */
+int op_spider_listed(op_call_t *c, int rc, char *const *names, size_t n, const char *error);
 
 /* ---- the handlers ---- */
 void op_status_get(op_call_t *c);

@@ -129,19 +129,7 @@ static int kid_make(op_call_t *c, job_t *k) {
 static void start_listed(void *ud, int rc, char *const *names, size_t n, const char *error) {
   op_call_t *c = ud;
   mp_run_t *r = c->priv;
-  if (rc) {
-    op_fail(c, SPD_ERUNNER, json_pack("{s:s}", "stderr", error ? error : spd_strerror(rc)),
-            "the spiders of project '%s' could not be listed", c->job.project);
-    return;
-  }
-  int found = 0;
-  for (size_t i = 0; i < n && !found; i++) found = !strcmp(names[i], c->job.spider);
-  if (!found) {
-    op_fail(c, SPD_ENOSPIDER, json_pack("{s:s,s:s}", "project", c->job.project, "spider",
-                                        c->job.spider),
-            "spider '%s' not found in project '%s'", c->job.spider, c->job.project);
-    return;
-  }
+  if (op_spider_listed(c, rc, names, n, error)) return;
   size_t nk = (size_t)op_int(c, "processes", 1);
   r->kids.v = calloc(nk, sizeof(job_t));
   rc = r->kids.v ? 0 : -ENOMEM;

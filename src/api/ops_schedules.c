@@ -184,19 +184,7 @@ static void write_schedule(op_call_t *c, int (*fn)(store_t *, void *));
 
 static void target_listed(void *ud, int rc, char *const *names, size_t n, const char *error) {
   op_call_t *c = ud;
-  if (rc) {
-    op_fail(c, SPD_ERUNNER, error ? json_pack("{s:s}", "stderr", error) : NULL,
-            "the spiders of project '%s' could not be listed", c->job.project);
-    return;
-  }
-  int found = 0;
-  for (size_t i = 0; i < n && !found; i++) found = !strcmp(names[i], c->job.spider);
-  if (!found) {
-    op_fail(c, SPD_ENOSPIDER, json_pack("{s:s,s:s}", "project", c->job.project, "spider",
-                                        c->job.spider),
-            "spider '%s' not found in project '%s'", c->job.spider, c->job.project);
-    return;
-  }
+  if (op_spider_listed(c, rc, names, n, error)) return;
   int create = !strcmp(c->def->name, "schedules.create");
   write_schedule(c, create ? create_fn : update_fn);
 }
