@@ -16,6 +16,7 @@ must hold no sanitizer report; crawl processes left behind (the daemon's
 children run in the daemon's directory) are killed by pid.
 """
 
+import ctypes
 import datetime
 import http.client
 import json
@@ -29,6 +30,21 @@ import uuid
 
 import pytest
 import requests
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_PR_SET_PDEATHSIG = 1
+
+
+def _with_parent(then):
+    """A daemon goes with the pytest process that started it (SIGTERM when
+    its parent dies): a run stopped by -x or killed leaves no daemon behind
+    to load the runs after it. Then `then`, if any."""
+    def preexec():
+        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if then:
+            then()
+    return preexec
+
 
 BIN = os.environ.get("SPIDERD_BIN", "/work/main/build/spiderd")
 SANITIZED = os.environ.get("SPIDERD_SANITIZED") == "1"
@@ -373,7 +389,7 @@ class Daemon:
             self.proc = subprocess.Popen(
                 [BIN, "serve"], cwd=self.workdir, env=self.environ(),
                 stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=self.preexec())
+                start_new_session=True, preexec_fn=_with_parent(self.preexec()))
         if self not in _live:
             _live.append(self)
         return self.proc
