@@ -189,9 +189,13 @@ static void drained(void *ud) {
 
 /* Eggs came from the shared store: with env_prebuild their environments are
  * built now rather than on their first claim. */
+/* Eggs arrived from the shared store or went with it: build what the new
+ * ones need ahead if asked, and remove what no kept version uses now. */
 static void eggs_arrived(void *ud) {
   app_t *app = ud;
-  if (app->cfg.env_prebuild && app->pyenvs) pyenvs_prebuild(app->pyenvs);
+  if (!app->pyenvs) return;
+  if (app->cfg.env_prebuild) pyenvs_prebuild(app->pyenvs);
+  pyenvs_collect(app->pyenvs);
 }
 
 /* app->flow.env_ensure: the launcher builds a version's environment on its

@@ -606,10 +606,13 @@ static void egg_del_free(egg_del_t *d) {
   free(d);
 }
 
+/* gone_ok: the shared store had the egg, so a node's copy that removed it
+ * from eggs_dir first (eggsync) leaves the delete done, not missing. */
 static int local_delete(app_t *app, const char *project, const char *version,
-                        const struct auth_who *who) {
+                        const struct auth_who *who, int gone_ok) {
   int rc = version ? eggs_delete_version(app->cfg.eggs_dir, project, version)
                    : eggs_delete_project(app->cfg.eggs_dir, project);
+  if (rc == -ENOENT && gone_ok) rc = 0;
   if (!rc) egg_event(app, who, project, version, 1, 0);
   /* An environment no kept version uses goes with the last one. */
   if (!rc && app->pyenvs) pyenvs_collect(app->pyenvs);
@@ -625,10 +628,7 @@ static int egg_del_fn(store_t *s, void *arg) {
  * now, so eggs_dir goes (a node's copy may have removed it first). */
 static void egg_del_done(void *arg, int rc) {
   egg_del_t *d = arg;
-  if (!rc) {
-    rc = local_delete(d->app, d->project, d->version, d->who);
-    if (rc == -ENOENT && d->count > 0) rc = 0;
-  }
+  if (!rc) rc = local_delete(d->app, d->project, d->version, d->who, d->count > 0);
   d->cb(d->ud, rc);
   egg_del_free(d);
 }
@@ -636,7 +636,7 @@ static void egg_del_done(void *arg, int rc) {
 int api_eggs_delete(app_t *app, const char *project, const char *version,
                     void (*cb)(void *ud, int rc), void *ud, const struct auth_who *who) {
   if (!store_pool_shared(app->store)) {
-    cb(ud, local_delete(app, project, version, who));
+    cb(ud, local_delete(app, project, version, who, 0));
     return 0;
   }
   egg_del_t *d = calloc(1, sizeof(*d));

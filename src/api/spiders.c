@@ -653,8 +653,11 @@ static int egg_python(spiders_t *sp, const char *project, const char *egg_path,
     }
   }
   if (!rc && interp &&
-      env_build_then_list(sp, project, egg_path, version, interp, norm, cb, ud) == 0)
+      env_build_then_list(sp, project, egg_path, version, interp, norm, cb, ud) == 0) {
+    log_info("spiders", "listing the spiders of project '%s' waits for environment %s to be "
+             "built here", project, key);
     return 1;
+  }
   if (!why[0])
     snprintf(why, sizeof(why), "the version's Python environment %s is not built on this node%s",
              key, rc ? "" : " and cannot be built");

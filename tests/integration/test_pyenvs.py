@@ -278,6 +278,9 @@ def test_a_node_without_the_environment_builds_it_on_first_claim(spiderd, tmp_pa
     shutil.rmtree(os.path.join(envs_dir(d), key))
     _, rep = probe(d, "lazy", str(tmp_path / "l.json"), warm=False)
     assert rep["version"] == "2.0" and envs(d) == [key], rep
+    # Built here on first use: by the claim, or by the spider listing the
+    # schedule call makes when the archive changed meanwhile (on a shared
+    # store, the node's copy may replace it after the upload).
     assert "waits for environment %s to be built here" % key in d.stderr_text()
     # A node that cannot build it says why; alone, the job fails.
     os.unlink(d.path("eggs", "lazy", "1.env"))
