@@ -41,9 +41,12 @@ def test_scrapyd_queues_and_history_are_taken_over(spiderd, egg):
     make_scrapyd_dbs(d.path("dbs"))
     d.start()
 
+    # daemonstatus.json counts an end when the crawl exits, listjobs.json
+    # shows it once the store has it: on a shared store, a moment later.
     def all_done():
         st = d.api("daemonstatus.json")
-        return st["pending"] == 0 and st["running"] == 0 and st["finished"] == 4
+        return st["pending"] == 0 and st["running"] == 0 and st["finished"] == 4 and \
+            len(d.listjobs()["finished"]) == 4
     wait_for(all_done, 90, "the imported jobs to run")
     finished = d.listjobs()["finished"]
     by_id = {e["id"]: e for e in finished}
