@@ -1,6 +1,9 @@
 """The crawl's stats file, written for the daemon.
 
-Format (one JSON object, replaced atomically: temp file + os.replace):
+Format (one JSON object, replaced atomically: temp file + os.replace; not
+synced to disk: the daemon reads it as soon as the crawl ends and keeps it in
+its store, and a machine that crashes first has lost the daemon too, which
+then recovers the job whatever the file says):
 
   {"items": int, "requests": int, "responses": int, "errors": int,
    "finish_reason": str | null, "elapsed": float | null,
@@ -138,7 +141,6 @@ def write_atomic(path, obj):
             json.dump(obj, f, sort_keys=True)
             f.write("\n")
             f.flush()
-            os.fsync(f.fileno())
             os.fchmod(f.fileno(), _mode)
         os.replace(tmp, path)
     except BaseException:

@@ -10,8 +10,12 @@ starts no thread, holds no socket or log file: nothing that must not cross a
 fork (a file a module keeps open is inherited by each crawl). An import that
 would install a reactor (Scrapy's telnet console, a spider module with
 `from twisted.internet import reactor`) is undone, and that module is
-imported by the crawl itself, as on a cold start. What the imports print is
-replayed at the top of each crawl's log.
+imported by the crawl itself, as on a cold start. Two modules of Twisted's
+own that every Scrapy crawl imports (through its telnet console and FTP
+handler) name the reactor at import but only use it when called: they are
+preloaded with a stand-in, which each crawl replaces by its reactor the
+moment it installs one (_LateReactor). What the imports print is replayed at
+the top of each crawl's log.
 
 Protocol, one JSON document per datagram:
   template -> daemon, once:  {"ready": true, "ms": N, "modules": N,
@@ -96,6 +100,12 @@ def _die_with_parent():
         os._exit(0)
 
 
+# Twisted modules that take the reactor at import (`from twisted.internet
+# import reactor`) but use it only when called: Conch's insults helper (under
+# Scrapy's telnet console) and the FTP protocol (under its FTP handler).
+LATE_REACTOR_MODULES = ("twisted.conch.insults.helper", "twisted.protocols.ftp")
+LATE_PLACES = []  # (kind, owner, key, attribute): where the stand-in is held
+
 SKIPPED = []  # what was not preloaded because it installs a reactor
 IMPORT_OUTPUT = b""  # what the imports printed: each crawl's log begins with it
 KEEP_FDS = ()  # descriptors the imports opened and hold: each crawl inherits them
@@ -113,6 +123,31 @@ def _refers_to(value, bad_names, bad_ids):
         return False
 
 
+def _forget(names):
+    """Un-imports the modules names (so a crawl imports them itself)."""
+    for name in names:
+        sys.modules.pop(name, None)
+        parent, _, child = name.rpartition(".")
+        if parent in sys.modules and hasattr(sys.modules[parent], child):
+            try:
+                delattr(sys.modules[parent], child)
+            except AttributeError:
+                pass
+
+
+def _dispose(reactor):
+    """Closes a reactor that never ran: its waker, its poller (epoll, poll),
+    an asyncio reactor's event loop."""
+    for close in (lambda: reactor.removeReader(reactor.waker),
+                  lambda: reactor.waker.connectionLost(None),
+                  lambda: reactor._poller.close(),
+                  lambda: reactor._asyncioEventloop.close()):
+        try:
+            close()
+        except Exception:  # that reactor has no such part
+            pass
+
+
 def _guarded(what, fn):
     """Runs fn (which imports). If that installed a Twisted reactor, the
     reactor goes again, with every module it imported that holds the
@@ -128,8 +163,9 @@ def _guarded(what, fn):
     if REACTOR not in sys.modules:
         return True
     new = [n for n in sys.modules if n not in before]
+    reactor = sys.modules[REACTOR]
     bad_names = {REACTOR}
-    bad_ids = {id(sys.modules[REACTOR])}
+    bad_ids = {id(reactor)}
     changed = True
     while changed:
         changed = False
@@ -141,17 +177,14 @@ def _guarded(what, fn):
                 bad_names.add(name)
                 bad_ids.add(id(module))
                 changed = True
-    for name in bad_names:
-        sys.modules.pop(name, None)
-        parent, _, child = name.rpartition(".")
-        if parent in sys.modules and hasattr(sys.modules[parent], child):
-            try:
-                delattr(sys.modules[parent], child)
-            except AttributeError:
-                pass
-    # What the undone modules held goes with them (a file they opened is
-    # closed by its own object, never behind its back); what nothing owns
-    # any more (the reactor's waker pipe) is closed here.
+    _forget(bad_names)
+    # The reactor's descriptors are closed by their own objects: one closed
+    # here by number while its object lived on would be closed again when
+    # that object goes, whatever file has the number by then. What the
+    # undone modules held goes with them (a file they opened is closed by
+    # its own object); what nothing owns any more is closed here.
+    _dispose(reactor)
+    del reactor
     import gc
 
     gc.collect()
@@ -159,6 +192,160 @@ def _guarded(what, fn):
         os.close(fd)
     SKIPPED.append(what)
     return False
+
+
+class _LateReactor:
+    """The reactor, for a module of LATE_REACTOR_MODULES imported by the
+    template, where no reactor may exist. An attribute read once a reactor
+    is installed is that reactor's; one read before (at import: FTP's
+    `listenFactory = reactor.listenTCP`) is a _LateAttr. A crawl's
+    installReactor then puts its reactor, and its attributes, wherever the
+    stand-in and its _LateAttrs are held (_bind_late_reactor), so that a warm
+    crawl's modules hold what a cold crawl's do."""
+
+    made = []  # every _LateAttr, to find where each is held
+
+    def __getattr__(self, name):
+        real = sys.modules.get(REACTOR)
+        if real is not None and real is not self:
+            return getattr(real, name)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        attr = _LateAttr(name)
+        _LateReactor.made.append(attr)
+        return attr
+
+
+class _LateAttr:
+    """reactor.NAME read before there was a reactor: calls the installed
+    reactor's NAME (no __get__: as a class attribute it stays unbound, as a
+    bound method of the reactor would)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        return getattr(sys.modules[REACTOR], self.name)(*args, **kwargs)
+
+
+def _is_late(value, stub):
+    return value is stub or isinstance(value, _LateAttr)
+
+
+def _late_name(value):
+    """The reactor attribute a _LateAttr stands for; None for the stand-in."""
+    return value.name if isinstance(value, _LateAttr) else None
+
+
+def _late_defaults(f, stub, places, owners):
+    f = getattr(f, "__func__", f)  # staticmethod, classmethod
+    if isinstance(f, types.FunctionType):
+        if any(_is_late(v, stub) for v in f.__defaults__ or ()):
+            places.append(("defaults", f, None, None))
+            owners.add(id(f.__defaults__))
+        if any(_is_late(v, stub) for v in (f.__kwdefaults__ or {}).values()):
+            places.append(("kwdefaults", f, None, None))
+            owners.add(id(f.__kwdefaults__))
+
+
+def _late_places(stub, names):
+    """Where the modules names hold the stand-in or a _LateAttr: module
+    globals, class attributes, functions' defaults. None if anything else
+    holds one (then it cannot be replaced for sure)."""
+    import gc
+
+    places, owners = [], set()
+    for name in names:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        for key, value in list(vars(module).items()):
+            if _is_late(value, stub):
+                places.append(("attr", module, key, _late_name(value)))
+                owners.add(id(vars(module)))
+            elif isinstance(value, type) and value.__module__ == name:
+                for k, v in list(vars(value).items()):
+                    if _is_late(v, stub):
+                        places.append(("attr", value, k, _late_name(v)))
+                        owners.update(id(d) for d in gc.get_referents(value.__dict__))
+                    else:
+                        _late_defaults(v, stub, places, owners)
+            elif getattr(value, "__module__", None) == name:
+                _late_defaults(value, stub, places, owners)
+    ours = {id(_LateReactor.made), id(places)}
+    for holder in gc.get_referrers(stub, *_LateReactor.made):
+        if id(holder) not in owners and id(holder) not in ours:
+            return None
+    return places
+
+
+def _preload_late_reactor_modules():
+    """Imports LATE_REACTOR_MODULES with the stand-in as the reactor; undone
+    (they are then imported by each crawl) if another module took it."""
+    import importlib
+
+    import twisted.internet
+
+    stub = _LateReactor()
+    before = set(sys.modules)
+    sys.modules[REACTOR] = stub
+    twisted.internet.reactor = stub
+    try:
+        for name in LATE_REACTOR_MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception:  # the crawl will meet it as a cold one would
+                pass
+    finally:
+        if sys.modules.get(REACTOR) is stub:
+            del sys.modules[REACTOR]
+        if getattr(twisted.internet, "reactor", None) is stub:
+            del twisted.internet.reactor
+    new = [n for n in sys.modules if n not in before]
+    places = _late_places(stub, new)
+    if places is None:
+        _forget(new)
+        _LateReactor.made.clear()
+        SKIPPED.append("Twisted's modules that take the reactor at import")
+        return
+    LATE_PLACES[:] = [(kind, owner, key, attr) for kind, owner, key, attr in places]
+    LATE_PLACES.append(("stub", stub, None, None))
+
+
+def _bind_late_reactor(reactor):
+    """Gives the crawl's reactor to every place that holds the stand-in."""
+    stub = next(owner for kind, owner, _, _ in LATE_PLACES if kind == "stub")
+
+    def real(v):
+        if v is stub:
+            return reactor
+        return getattr(reactor, v.name) if isinstance(v, _LateAttr) else v
+
+    for kind, owner, key, attr in LATE_PLACES:
+        if kind == "attr":
+            setattr(owner, key, reactor if attr is None else getattr(reactor, attr))
+        elif kind == "defaults":
+            owner.__defaults__ = tuple(real(v) for v in owner.__defaults__)
+        elif kind == "kwdefaults":
+            owner.__kwdefaults__ = {k: real(v) for k, v in owner.__kwdefaults__.items()}
+
+
+def _arm_late_reactor():
+    """In a crawl: the reactor it installs goes where the stand-in is."""
+    if not LATE_PLACES:
+        return
+    from twisted.internet import main
+
+    original = main.installReactor
+
+    def installReactor(reactor):  # noqa: N802 - Twisted's name
+        main.installReactor = original
+        original(reactor)
+        _bind_late_reactor(reactor)
+
+    main.installReactor = installReactor
 
 
 def _preload():
@@ -173,6 +360,7 @@ def _preload():
             activate_egg(egg)
         except EggError as e:
             raise Refused(str(e)) from None
+    _preload_late_reactor_modules()
     for name in MODULES:
         _guarded(name, lambda n=name: importlib.import_module(n))
     if REACTOR in sys.modules:
@@ -345,8 +533,13 @@ def _become_crawl(req, fds, cmdline):
     _close_fds_but(KEEP_FDS)
     if IMPORT_OUTPUT:  # what a cold crawl's imports would have printed into its log
         os.write(1, IMPORT_OUTPUT)
-    os.environ.clear()
-    os.environ.update(req["env"])
+    env = req["env"]
+    for key in [k for k in os.environ if k not in env]:
+        del os.environ[key]
+    for key, value in env.items():  # mostly the template's own already
+        if os.environ.get(key) != value:
+            os.environ[key] = value
+    _arm_late_reactor()
     import resource
 
     for res, soft, hard in req.get("rlimits") or ():

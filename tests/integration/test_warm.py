@@ -325,7 +325,7 @@ def test_a_warm_crawl_is_the_daemons_child_and_leads_its_own_session(pair, probe
 
 
 PROCESS_KEYS = ("umask", "fds", "stdio_tty", "signals", "sigmask", "proc_status", "rlimits",
-                "nice", "sys_path", "flags", "reactor", "root_log_handlers",
+                "nice", "sys_path", "flags", "reactor", "reactor_refs", "root_log_handlers",
                 "root_log_level", "warning_filters", "spider_module")
 
 
@@ -347,6 +347,9 @@ def test_the_process_state_a_spider_can_see_is_alike(probes):
             diff += differences(cold[key], warm[key], key)
     assert not diff, "the process a spider runs in differs between a cold and a warm start:\n" + \
         "\n".join(diff)
+    # The telnet console and the FTP handler import them in every crawl;
+    # the template preloads them with a stand-in for the reactor.
+    assert len(warm["reactor_refs"]) == 5 and all(warm["reactor_refs"].values()), warm
 
 
 def test_the_main_module_is_spiderd_runners(probes):

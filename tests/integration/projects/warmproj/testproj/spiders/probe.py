@@ -35,6 +35,22 @@ def _read(path):
         return b""
 
 
+def _reactor_refs(reactor):
+    """Does each place in Twisted that takes the reactor at import hold the
+    crawl's reactor (None: that module is not imported)?"""
+    out = {}
+    helper = sys.modules.get("twisted.conch.insults.helper")
+    if helper is not None:
+        out["helper.reactor"] = helper.reactor is reactor
+        out["helper.expect"] = helper.ExpectableBuffer.expect.__defaults__[-1] is reactor
+    ftp = sys.modules.get("twisted.protocols.ftp")
+    if ftp is not None:
+        out["ftp.reactor"] = ftp.reactor is reactor
+        out["ftp.FTP.listenFactory"] = ftp.FTP.listenFactory == reactor.listenTCP
+        out["ftp.FTPClient.connectFactory"] = ftp.FTPClient.connectFactory == reactor.connectTCP
+    return out
+
+
 class ProbeSpider(scrapy.Spider):
     """Writes, as JSON to `out`, everything about the process it crawls in
     that a spider (or `ps`) can see: argv, the whole environment, its
@@ -92,6 +108,9 @@ class ProbeSpider(scrapy.Spider):
             "sys_path": list(sys.path),
             "flags": str(sys.flags),
             "reactor": f"{type(reactor).__module__}.{type(reactor).__name__}",
+            # Twisted's modules that take the reactor at import, as the
+            # crawl's telnet console and FTP handler import them.
+            "reactor_refs": _reactor_refs(reactor),
             "main": [getattr(main, "__file__", None),
                      getattr(getattr(main, "__spec__", None), "name", None)],
             "root_log_handlers": [type(h).__name__ for h in logging.root.handlers],
