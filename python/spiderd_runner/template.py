@@ -521,12 +521,29 @@ def _clone():
     return pid
 
 
-def _become_crawl(req, fds, cmdline):
+def _clone_as(argv, cmdline):
+    """_clone(), the child showing argv as its /proc/PID/cmdline from its
+    first instant (the template's own is back once it has forked)."""
+    if cmdline is None:
+        return _clone()
+    cmdline.set(argv)
+    pid = -1
+    try:
+        pid = _clone()
+    finally:
+        if pid != 0:
+            cmdline.restore()
+    return pid
+
+
+def _crawl_argv(req):
+    """The crawl's cold start's argv."""
+    return [sys.orig_argv[0], "-m", "spiderd_runner"] + list(req["argv"])
+
+
+def _become_crawl(req, fds):
     """In the child: the cold start's process state, then its code."""
     os.setsid()
-    argv = [sys.orig_argv[0], "-m", "spiderd_runner"] + list(req["argv"])
-    if cmdline is not None:
-        cmdline.set(argv)
     log_fd = fds[0] if fds else 2
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
@@ -571,10 +588,13 @@ def _main_module(main_py):
 class Cmdline:
     """The memory the kernel shows as /proc/PID/cmdline (what ps prints):
     the template's own argv strings, which the daemon pads with a long last
-    argument so that a crawl's argv fits in them. A crawl writes its cold
-    start's argv there, NUL-separated, the rest NULs."""
+    argument so that a crawl's argv fits in them. The template writes a
+    crawl's cold start argv there (NUL-separated, the rest NULs) just before
+    it forks, and its own again just after: the crawl's /proc/PID/cmdline
+    is its own from its first instant, before its pid is even known."""
 
     def __init__(self):
+        self.own = None
         with open("/proc/self/stat", "rb") as f:
             data = f.read()
         fields = data[data.rindex(b")") + 2:].split()
@@ -588,6 +608,10 @@ class Cmdline:
             return
         data = b"\0".join(a.encode("utf-8", "surrogateescape") for a in args)[: size - 1]
         ctypes.memmove(self.start, data + b"\0" * (size - len(data)), size)
+
+    def restore(self):
+        if self.own is not None:
+            self.set(self.own)
 
 
 def _exit_as_python_would(run):
@@ -666,7 +690,7 @@ def serve(sock, cmdline):
             if why:
                 _send(sock, {"cold": why})
                 continue
-            pid = _clone()
+            pid = _clone_as(_crawl_argv(req), cmdline)
         except Exception as e:
             for fd in fds:
                 os.close(fd)
@@ -674,7 +698,7 @@ def serve(sock, cmdline):
             continue
         if pid == 0:
             sock.close()
-            _exit_as_python_would(lambda: _become_crawl(req, fds, cmdline))
+            _exit_as_python_would(lambda: _become_crawl(req, fds))
         for fd in fds:
             os.close(fd)
         _send(sock, {"pid": pid})
@@ -695,8 +719,9 @@ def main():
             cmdline = Cmdline()
             project = os.environ.get("SCRAPY_PROJECT", "")
             version = os.environ.get("SCRAPYD_EGG_VERSION", "")
-            cmdline.set([sys.orig_argv[0], "-m",
-                         "spiderd_runner.template", project] + ([version] if version else []))
+            cmdline.own = [sys.orig_argv[0], "-m", "spiderd_runner.template",
+                           project] + ([version] if version else [])
+            cmdline.restore()
         except (OSError, ValueError, IndexError):
             cmdline = None
     except Refused as e:
