@@ -275,7 +275,10 @@ def test_a_node_without_the_environment_builds_it_on_first_claim(spiderd, tmp_pa
     with zipfile.ZipFile(d.path("eggs", "lazy", "1.egg")) as z:
         assert z.read("requirements.txt") == b"depmod==2.0"  # carried by the archive
     os.unlink(d.path("eggs", "lazy", "1.env"))
-    shutil.rmtree(os.path.join(envs_dir(d), key))
+    # Without the record, the daemon may remove the environment itself
+    # meanwhile (on a shared store, the node's copy of the egg arriving
+    # after the upload makes it collect unused environments).
+    shutil.rmtree(os.path.join(envs_dir(d), key), ignore_errors=True)
     _, rep = probe(d, "lazy", str(tmp_path / "l.json"), warm=False)
     assert rep["version"] == "2.0" and envs(d) == [key], rep
     # Built here on first use: by the claim, or by the spider listing the
@@ -284,7 +287,7 @@ def test_a_node_without_the_environment_builds_it_on_first_claim(spiderd, tmp_pa
     assert "waits for environment %s to be built here" % key in d.stderr_text()
     # A node that cannot build it says why; alone, the job fails.
     os.unlink(d.path("eggs", "lazy", "1.env"))
-    shutil.rmtree(os.path.join(envs_dir(d), key))
+    shutil.rmtree(os.path.join(envs_dir(d), key), ignore_errors=True)
     os.unlink(os.path.join(wheels, "depmod-2.0-py3-none-any.whl"))
     job = d.schedule("lazy", "probe", out=str(tmp_path / "x.json"))
     e = d.wait_finished(job, 90)
