@@ -187,8 +187,6 @@ static void drained(void *ud) {
   if (srv->exiting && !srv->app.stopping) uv_timer_start(&srv->drain_timer, drain_over, 0, 0);
 }
 
-/* Eggs came from the shared store: with env_prebuild their environments are
- * built now rather than on their first claim. */
 /* Eggs arrived from the shared store or went with it: build what the new
  * ones need ahead if asked, and remove what no kept version uses now. */
 static void eggs_arrived(void *ud) {

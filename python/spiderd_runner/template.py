@@ -105,6 +105,7 @@ def _die_with_parent():
 # Scrapy's telnet console) and the FTP protocol (under its FTP handler).
 LATE_REACTOR_MODULES = ("twisted.conch.insults.helper", "twisted.protocols.ftp")
 LATE_PLACES = []  # (kind, owner, key, attribute): where the stand-in is held
+LATE_STUB = []  # the stand-in, once those modules hold it
 
 SKIPPED = []  # what was not preloaded because it installs a reactor
 IMPORT_OUTPUT = b""  # what the imports printed: each crawl's log begins with it
@@ -310,13 +311,13 @@ def _preload_late_reactor_modules():
         _LateReactor.made.clear()
         SKIPPED.append("Twisted's modules that take the reactor at import")
         return
-    LATE_PLACES[:] = [(kind, owner, key, attr) for kind, owner, key, attr in places]
-    LATE_PLACES.append(("stub", stub, None, None))
+    LATE_PLACES[:] = places
+    LATE_STUB[:] = [stub]
 
 
 def _bind_late_reactor(reactor):
     """Gives the crawl's reactor to every place that holds the stand-in."""
-    stub = next(owner for kind, owner, _, _ in LATE_PLACES if kind == "stub")
+    stub = LATE_STUB[0]
 
     def real(v):
         if v is stub:

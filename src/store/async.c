@@ -109,10 +109,10 @@ static void store_pool_complete(struct store_pool *p, struct store_op *first,
   uv_mutex_lock(&p->lock);
   int was_empty = p->done.head == NULL;
   store_queue_push(&p->done, first, last);
+  __atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
   uv_mutex_unlock(&p->lock);
   /* A non-empty queue already has a send in flight that the loop has not
    * acted on yet; it will take these too. */
-  __atomic_store_n(&p->ready, 1, __ATOMIC_RELEASE);
   if (was_empty) uv_async_send(&p->async);
 }
 
