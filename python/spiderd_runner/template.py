@@ -104,7 +104,7 @@ def _die_with_parent():
 # import reactor`) but use it only when called: Conch's insults helper (under
 # Scrapy's telnet console) and the FTP protocol (under its FTP handler).
 LATE_REACTOR_MODULES = ("twisted.conch.insults.helper", "twisted.protocols.ftp")
-LATE_PLACES = []  # (kind, owner, key, attribute): where the stand-in is held
+LATE_PLACES = []  # (kind, owner, key, value): where the stand-in or a _LateAttr is held
 LATE_STUB = []  # the stand-in, once those modules hold it
 
 SKIPPED = []  # what was not preloaded because it installs a reactor
@@ -235,11 +235,6 @@ def _is_late(value, stub):
     return value is stub or isinstance(value, _LateAttr)
 
 
-def _late_name(value):
-    """The reactor attribute a _LateAttr stands for; None for the stand-in."""
-    return value.name if isinstance(value, _LateAttr) else None
-
-
 def _late_defaults(f, stub, places, owners):
     f = getattr(f, "__func__", f)  # staticmethod, classmethod
     if isinstance(f, types.FunctionType):
@@ -264,12 +259,12 @@ def _late_places(stub, names):
             continue
         for key, value in list(vars(module).items()):
             if _is_late(value, stub):
-                places.append(("attr", module, key, _late_name(value)))
+                places.append(("attr", module, key, value))
                 owners.add(id(vars(module)))
             elif isinstance(value, type) and value.__module__ == name:
                 for k, v in list(vars(value).items()):
                     if _is_late(v, stub):
-                        places.append(("attr", value, k, _late_name(v)))
+                        places.append(("attr", value, k, v))
                         owners.update(id(d) for d in gc.get_referents(value.__dict__))
                     else:
                         _late_defaults(v, stub, places, owners)
@@ -324,9 +319,9 @@ def _bind_late_reactor(reactor):
             return reactor
         return getattr(reactor, v.name) if isinstance(v, _LateAttr) else v
 
-    for kind, owner, key, attr in LATE_PLACES:
+    for kind, owner, key, value in LATE_PLACES:
         if kind == "attr":
-            setattr(owner, key, reactor if attr is None else getattr(reactor, attr))
+            setattr(owner, key, real(value))
         elif kind == "defaults":
             owner.__defaults__ = tuple(real(v) for v in owner.__defaults__)
         elif kind == "kwdefaults":
