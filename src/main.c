@@ -421,6 +421,9 @@ static int flow_running_hook(void *l, int64_t id) { return launcher_job_running(
 static int flow_pause_hook(void *l, const char *project, const char *jobid, int *found) {
   return launcher_pause(l, project, jobid, found);
 }
+static int flow_after_ends_hook(void *l, void (*cb)(void *), void *ud) {
+  return launcher_after_ends(l, cb, ud);
+}
 static void flow_schedules_hook(void *s) { scheduler_kick(s); }
 static int64_t flow_last_beat_hook(void *c) { return cluster_last_beat(c); }
 static void flow_memory_hook(void *l, memfit_node_t *out) { launcher_memory(l, out); }
@@ -433,6 +436,7 @@ static void wire_flow(app_t *app) {
                              .signal = flow_signal_hook,
                              .running_here = flow_running_hook,
                              .pause = flow_pause_hook,
+                             .after_ends = flow_after_ends_hook,
                              .schedules_changed = flow_schedules_hook,
                              .cluster = app->cluster,
                              .last_beat = flow_last_beat_hook,

@@ -218,6 +218,12 @@ static void round_done(void *arg, int rc) {
   feed(l);
 }
 
+/* The first round, once the ends counted are in the store. */
+static void first_round(void *ud) {
+  listing_t *l = ud;
+  if (round_submit(l)) first_done(l, SPD_ESHUTDOWN);
+}
+
 int api_listing_start(app_t *app, http_req_t *req, const char *project,
                       const char *content_type, const api_listing_fmt_t *fmt, void *ud) {
   listing_t *l = calloc(1, sizeof(*l));
@@ -233,6 +239,7 @@ int api_listing_start(app_t *app, http_req_t *req, const char *project,
     free(l);
     return -ENOMEM;
   }
+  if (!flow_after_ends(&app->flow, first_round, l)) return 0;
   int rc = round_submit(l);
   if (rc) { /* ud is the caller's again */
     free(l->project);

@@ -39,9 +39,10 @@ typedef struct api_listing_fmt {
 } api_listing_fmt_t;
 
 /* Answers req (200, content_type) with the three groups of project's jobs
- * (NULL: every project) in fmt's form. Returns 0; or SPD_ESHUTDOWN when
- * the store takes no more ops, and then nothing was replied and ud is the
- * caller's again. */
+ * (NULL: every project) in fmt's form, once the ends this node counted are
+ * in the store (flow_after_ends). Returns 0; or SPD_ESHUTDOWN when the
+ * store takes no more ops, and then nothing was replied and ud is the
+ * caller's again (when it stops while the listing waits: fmt->failed). */
 int api_listing_start(app_t *app, http_req_t *req, const char *project,
                       const char *content_type, const api_listing_fmt_t *fmt, void *ud);
 

@@ -931,9 +931,24 @@ int op_store_failed(op_call_t *c, int rc) {
   return rc != 0;
 }
 
-void op_store(op_call_t *c, int kind, int (*fn)(store_t *, void *), void (*done)(void *, int)) {
+static void op_submit(op_call_t *c, int kind, int (*fn)(store_t *, void *),
+                      void (*done)(void *, int)) {
   int rc = store_submit_as(c->app->store, kind, fn, c, done, c->who->actor, c->who->addr);
   if (rc) op_fail(c, SPD_ESHUTDOWN, NULL, "the daemon is shutting down");
+}
+
+static void op_read_now(void *ud) {
+  op_call_t *c = ud;
+  op_submit(c, STORE_READ, c->read_fn, c->read_done);
+}
+
+void op_store(op_call_t *c, int kind, int (*fn)(store_t *, void *), void (*done)(void *, int)) {
+  if (kind == STORE_READ) {
+    c->read_fn = fn;
+    c->read_done = done;
+    if (!flow_after_ends(&c->app->flow, op_read_now, c)) return;
+  }
+  op_submit(c, kind, fn, done);
 }
 
 /* "a,b" into {"a", "b"}; "" into none. */

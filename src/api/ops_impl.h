@@ -41,6 +41,8 @@ struct op_call {
   int err_code;
   char err[512];
   uv_work_t work;
+  int (*read_fn)(store_t *, void *); /* op_store's read, waiting for ends counted */
+  void (*read_done)(void *, int);
   void *priv;                 /* a handler's own state, freed with the call */
   void (*priv_free)(void *priv);
 };
@@ -56,7 +58,8 @@ void op_fail(op_call_t *c, int code, json_t *details, const char *fmt, ...)
 /* A store step's error ends the call (op_fail with the store's message);
  * returns rc != 0, so a done callback says `if (op_store_failed(c, rc)) return;`. */
 int op_store_failed(op_call_t *c, int rc);
-/* Submits fn on the store; a refusal (stopping) fails the call. */
+/* Submits fn on the store; a refusal (stopping) fails the call. A read
+ * waits for the job ends this node counted (flow_after_ends). */
 void op_store(op_call_t *c, int kind, int (*fn)(store_t *, void *),
               void (*done)(void *, int));
 

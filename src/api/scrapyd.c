@@ -652,6 +652,12 @@ static void status_done(void *arg, int rc) {
   reply_ok(c, o);
 }
 
+static void status_read(void *ud) {
+  call_t *c = ud;
+  if (store_submit(c->app->store, STORE_READ, status_fn, c, status_done))
+    reply_error(c, "StoreError: the daemon is shutting down");
+}
+
 static void ep_status(call_t *c) {
   PARAM(job, "job", 1);
   PARAM(project, "project", 0);
@@ -662,8 +668,7 @@ static void ep_status(call_t *c) {
   }
   c->project = project ? strdup(project) : NULL;
   c->jobid = strdup(job);
-  if (store_submit(c->app->store, STORE_READ, status_fn, c, status_done))
-    reply_error(c, "StoreError: the daemon is shutting down");
+  if (flow_after_ends(&c->app->flow, status_read, c)) status_read(c);
 }
 
 /* ---- listjobs.json ---- */

@@ -14,6 +14,10 @@ int flow_signal(const flow_hooks_t *h, const char *project, const char *jobid, i
   return h->signal ? h->signal(h->launcher, project, jobid, sig, found) : 0;
 }
 
+int flow_after_ends(const flow_hooks_t *h, void (*cb)(void *ud), void *ud) {
+  return h->after_ends && h->after_ends(h->launcher, cb, ud) == 0 ? 0 : 1;
+}
+
 int flow_running_here(const flow_hooks_t *h, int64_t id) {
   return h->running_here ? h->running_here(h->launcher, id) : 0;
 }

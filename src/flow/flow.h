@@ -50,6 +50,9 @@ typedef struct flow_hooks {
    * *found = how many; -ENOTSUP when one cannot be paused, -EBUSY while
    * one is starting. */
   int (*pause)(void *launcher, const char *project, const char *jobid, int *found);
+  /* cb(ud) once the ends this node counted are in the store
+   * (launcher_after_ends): 0 it will run, else it does not. */
+  int (*after_ends)(void *launcher, void (*cb)(void *ud), void *ud);
   /* Is job `id` a live process of this node (launcher_job_running)? */
   int (*running_here)(void *launcher, int64_t id);
   /* A schedule changed: the scheduler ticks now (scheduler_kick). */
@@ -108,6 +111,14 @@ int64_t flow_pending(const flow_hooks_t *h);
  * jobs holding a slot before theirs starts): running is theirs, not the
  * store's. */
 void flow_running(const flow_hooks_t *h, int64_t n);
+
+/* A read of jobs waits for the ends this node counted (its finished count
+ * takes an end when the crawl exits, and the store a moment later), so a
+ * client that saw daemonstatus count an end finds that job ended in
+ * listjobs and status: 0, and cb(ud) runs once they are in the store (it
+ * makes the read); 1 when none is being written: the caller reads now,
+ * and cb never runs. */
+int flow_after_ends(const flow_hooks_t *h, void (*cb)(void *ud), void *ud);
 
 void flow_dispatch(const flow_hooks_t *h);
 int flow_signal(const flow_hooks_t *h, const char *project, const char *jobid, int sig,

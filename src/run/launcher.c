@@ -165,6 +165,10 @@ int launcher_job_running(const launcher_t *l, int64_t job_id) {
   return 0;
 }
 
+int launcher_after_ends(launcher_t *l, void (*cb)(void *ud), void *ud) {
+  return supervise_after_ends(&l->sv, cb, ud);
+}
+
 void launcher_set_job_secret(launcher_t *l, const char *secret) { l->job_secret = secret; }
 
 /* ---- ending a job ---- */

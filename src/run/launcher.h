@@ -101,6 +101,10 @@ void launcher_memory(const launcher_t *l, memfit_node_t *out);
  * exited (spawned or adopted)? */
 int launcher_job_running(const launcher_t *l, int64_t job_id);
 
+/* cb(ud) once the ends of the crawls that exited so far are in the store
+ * (supervise_after_ends): 0 it will run, 1 nothing to wait for, -ENOMEM. */
+int launcher_after_ends(launcher_t *l, void (*cb)(void *ud), void *ud);
+
 /* The secret that signs each job's SPIDERD_TOKEN (flow/jobtoken.h);
  * borrowed for the launcher's life. NULL: jobs get no token. */
 void launcher_set_job_secret(launcher_t *l, const char *secret);

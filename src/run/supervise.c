@@ -37,6 +37,7 @@ static uint32_t next_rand(supervisor_t *sv) {
 static void due_fire(uv_timer_t *t);
 static void watch_fire(uv_timer_t *t);
 static void ends_give_up(supervisor_t *sv);
+static void waiters_run(supervisor_t *sv);
 
 int supervise_init(supervisor_t *sv) {
   uv_timer_init(sv->loop, &sv->due_timer);
@@ -56,6 +57,7 @@ void supervise_stop(supervisor_t *sv) {
   uv_timer_stop(&sv->end_timer);
   sv->due_at = 0;
   ends_give_up(sv);
+  waiters_run(sv);
 }
 
 void supervise_close(supervisor_t *sv, uv_close_cb cb) {
@@ -223,6 +225,8 @@ void supervise_started(supervisor_t *sv, proc_t *p) {
 
 typedef struct end_op {
   struct end_op *next; /* in sv->ends_waiting */
+  struct end_op *wnext; /* in sv->ends_writing */
+  uint64_t seq;         /* sv->end_seq when (last) handed to the store */
   supervisor_t *sv;
   job_t job;          /* the attempt that ended: also the retry's template */
   job_state_t state;
@@ -360,6 +364,61 @@ static void end_op_free(end_op_t *op) {
 static void end_done(void *arg, int rc);
 
 /* Writes the waiting ends again: the disk may have space by now. */
+/* ---- reads that wait for the ends counted ---- */
+
+typedef struct ends_waiter {
+  struct ends_waiter *next;
+  uint64_t seq; /* runs once no end of seq <= this is being written */
+  void (*cb)(void *ud);
+  void *ud;
+} ends_waiter_t;
+
+/* Runs the waiters whose ends are all written (every waiter when none is,
+ * or at a stop, which waits for nothing). */
+static void waiters_run(supervisor_t *sv) {
+  uint64_t oldest = UINT64_MAX;
+  for (end_op_t *o = sv->ends_writing; o && !sv->stopping; o = o->wnext)
+    if (o->seq < oldest) oldest = o->seq;
+  while (sv->waiters && sv->waiters->seq < oldest) {
+    ends_waiter_t *w = sv->waiters;
+    if (!(sv->waiters = w->next)) sv->waiters_last = NULL;
+    w->cb(w->ud);
+    free(w);
+  }
+}
+
+int supervise_after_ends(supervisor_t *sv, void (*cb)(void *ud), void *ud) {
+  if (!sv->ends_writing || sv->stopping) return 1;
+  ends_waiter_t *w = malloc(sizeof(*w));
+  if (!w) return -ENOMEM;
+  *w = (ends_waiter_t){.seq = sv->end_seq, .cb = cb, .ud = ud};
+  if (sv->waiters_last) sv->waiters_last->next = w;
+  else sv->waiters = w;
+  sv->waiters_last = w;
+  return 0;
+}
+
+/* op's write is done, or waits for disk: reads no longer wait for it. */
+static void end_written(supervisor_t *sv, end_op_t *op) {
+  for (end_op_t **pp = &sv->ends_writing; *pp; pp = &(*pp)->wnext)
+    if (*pp == op) {
+      *pp = op->wnext;
+      break;
+    }
+  op->wnext = NULL;
+  waiters_run(sv);
+}
+
+/* Hands op to the store's writer; reads that start from now wait for it. */
+static int end_submit(supervisor_t *sv, end_op_t *op) {
+  int rc = store_submit(sv->store, STORE_WRITE, end_fn, op, end_done);
+  if (rc) return rc;
+  op->seq = ++sv->end_seq;
+  op->wnext = sv->ends_writing;
+  sv->ends_writing = op;
+  return 0;
+}
+
 static void ends_retry(uv_timer_t *t) {
   supervisor_t *sv = t->data;
   end_op_t *op = sv->ends_waiting;
@@ -367,8 +426,7 @@ static void ends_retry(uv_timer_t *t) {
   while (op) {
     end_op_t *next = op->next;
     op->next = NULL;
-    if (store_submit(sv->store, STORE_WRITE, end_fn, op, end_done) != 0)
-      end_done(op, SPD_ESHUTDOWN);
+    if (end_submit(sv, op) != 0) end_done(op, SPD_ESHUTDOWN);
     op = next;
   }
 }
@@ -408,6 +466,7 @@ static void end_recorded(supervisor_t *sv, end_op_t *op) {
 static void end_done(void *arg, int rc) {
   end_op_t *op = arg;
   supervisor_t *sv = op->sv;
+  end_written(sv, op);
   /* A full disk rolled it back, the store cannot be reached (down,
    * restarting, cut off), or collisions with other nodes' writes outlasted
    * the store pool's own retries (-EAGAIN: it ran the write again already):
@@ -496,7 +555,7 @@ void supervise_end(supervisor_t *sv, job_t *job, job_state_t state, int from_sta
   flow_apply(sv->flow, &counted);
   op->state_dir = sv->state_dir;
   sv->state_dir = NULL;
-  if (store_submit(sv->store, STORE_WRITE, end_fn, op, end_done) != 0) {
+  if (end_submit(sv, op) != 0) {
     sv->ends_in_flight--;
     flow_change_t undo = state == JOB_PAUSED ? (flow_change_t){0} : jobs_end_dropped();
     flow_apply(sv->flow, &undo);

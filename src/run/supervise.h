@@ -92,6 +92,11 @@ typedef struct supervisor {
   void *on_end_ud;
   void (*on_start)(void *ud, const job_t *job); /* a crawl started or was adopted */
   unsigned ends_in_flight;
+  /* Ends in the store's queue (not those waiting for disk), in order of
+   * their seq, and the reads that wait for them (supervise_after_ends). */
+  struct end_op *ends_writing;
+  struct ends_waiter *waiters, *waiters_last;
+  uint64_t end_seq; /* the last seq given to an end written */
   /* Delayed jobs (retries waiting out their backoff): they are pending but
    * not claimable, so the counters alone cannot tell dispatch to claim. */
   int64_t delayed;    /* pending jobs known to be not yet due */
@@ -109,6 +114,13 @@ typedef struct supervisor {
   char *state_dir;
   uint64_t rng;       /* retry jitter */
 } supervisor_t;
+
+/* Runs cb(ud) once every end this node counted so far (daemonstatus's
+ * finished counts an end when the crawl exits) is in the store, or has met a
+ * full disk or an unreachable store: a read submitted from cb lists each of
+ * them ended. 0: cb will run (at the latest at supervise_stop); 1: nothing
+ * to wait for, cb does not run (the caller goes on); -ENOMEM. */
+int supervise_after_ends(supervisor_t *sv, void (*cb)(void *ud), void *ud);
 
 /* KILLs the crawl's whole process group. */
 void supervise_kill_group(proc_t *p);

@@ -429,6 +429,7 @@ def test_twenty_quick_jobs_at_max_proc_4(spiderd, egg):
     jobs = [d.schedule("p", "quick", count=2, jobid=f"q{i:02d}") for i in range(20)]
     peak = 0
     unaccounted = []  # daemonstatus answers where a job was in no state
+    unlisted = []  # ends daemonstatus counted that listjobs did not show next
 
     def done():
         nonlocal peak
@@ -437,6 +438,10 @@ def test_twenty_quick_jobs_at_max_proc_4(spiderd, egg):
         if st["pending"] + st["running"] + st["finished"] != 20:
             unaccounted.append(st)
         peak = max(peak, st["running"])
+        # A client that saw an end counted finds that job ended when it asks.
+        listed = len(d.listjobs()["finished"])
+        if listed < st["finished"]:
+            unlisted.append((st["finished"], listed))
         return st["finished"] == 20
     wait_for(done, 120, "20 jobs to finish", interval=0.1)
     assert peak == 4, f"never ran 4 at once (peak {peak})"
@@ -448,6 +453,7 @@ def test_twenty_quick_jobs_at_max_proc_4(spiderd, egg):
         assert os.path.isfile(d.log_path("p", "quick", job))
     # Every job is always pending, running or finished: none is ever missing.
     assert unaccounted == [], unaccounted[:3]
+    assert unlisted == [], unlisted[:3]
 
 
 def test_jobs_to_keep_and_finished_to_keep(spiderd, egg):
