@@ -305,7 +305,7 @@ static int parse_text(struct loader *L) {
 }
 
 static int slurp(const char *path, char **out, size_t *len) {
-  FILE *f = fopen(path, "rb");
+  FILE *f = fopen(path, "rbe");
   if (!f) return -errno;
   char *buf = NULL;
   size_t n = 0, cap = 0;

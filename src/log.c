@@ -31,7 +31,7 @@ int log_reopen(void) {
   if (log_fp && log_fp != stderr) fclose(log_fp);
   log_fp = NULL;
   if (log_path) {
-    log_fp = fopen(log_path, "a");
+    log_fp = fopen(log_path, "ae");
     if (!log_fp) rc = -errno;
     else setvbuf(log_fp, NULL, _IOLBF, 0);
   }

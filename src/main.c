@@ -546,7 +546,7 @@ static int check_exposure(const app_t *app, char *err, size_t errlen) {
 
 static int write_pidfile(const char *path, char *err, size_t errlen) {
   if (!path[0]) return 0;
-  FILE *f = fopen(path, "w");
+  FILE *f = fopen(path, "we");
   if (!f) {
     snprintf(err, errlen, "cannot write pidfile '%s': %s", path, strerror(errno));
     return -errno;

@@ -66,7 +66,7 @@ static void scrape_free(scrape_t *sc) {
 static void render_process(strbuf_t *b) {
   long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
   char buf[4096];
-  FILE *f = fopen("/proc/self/stat", "r");
+  FILE *f = fopen("/proc/self/stat", "re");
   size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
   if (f) fclose(f);
   buf[n] = '\0';
@@ -78,7 +78,7 @@ static void render_process(strbuf_t *b) {
                                 "%*d %*d %*d %*d %llu %*u %lld",
                        &ut, &st, &start, &rss) == 4;
   double btime = 0;
-  if ((f = fopen("/proc/stat", "r"))) {
+  if ((f = fopen("/proc/stat", "re"))) {
     char line[256];
     while (fgets(line, sizeof(line), f))
       if (sscanf(line, "btime %lf", &btime) == 1) break;

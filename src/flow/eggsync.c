@@ -120,7 +120,7 @@ void eggsync_objstore_delete(const char *project, const char *stem) {
 static int read_file(const char *path, void **data, size_t *len) {
   *data = NULL;
   *len = 0;
-  FILE *f = fopen(path, "rb");
+  FILE *f = fopen(path, "rbe");
   if (!f) return -errno;
   struct stat st;
   int rc = 0;

@@ -110,7 +110,7 @@ static int run_tar(char *const argv[], int in_fd, int out_fd) {
 /* A temporary file beside dir, unlinked at once: tar's output or input. */
 static int temp_fd(void) {
   char path[] = "/tmp/spiderd-state-XXXXXX";
-  int fd = mkstemp(path);
+  int fd = mkostemp(path, O_CLOEXEC);
   if (fd >= 0) unlink(path);
   return fd < 0 ? -errno : fd;
 }

@@ -2,6 +2,7 @@
 #include "net/curl_lazy.h"
 
 #include <errno.h>
+#include <fcntl.h>
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -14,6 +15,20 @@ static void **const curl_slots[] = {CURL_LAZY_FUNCS(DYNLIB_SLOT)};
 static dynlib_t curl_lib = DYNLIB_INIT("libcurl.so.4", NULL, curl_names, curl_slots);
 
 int curl_lazy_load(char *err, size_t errlen) { return dynlib_load(&curl_lib, err, errlen); }
+
+static int sock_cloexec(void *ud, curl_socket_t fd, curlsocktype purpose) {
+  (void)ud;
+  (void)purpose;
+  int fl = fcntl(fd, F_GETFD);
+  return fl >= 0 && fcntl(fd, F_SETFD, fl | FD_CLOEXEC) == 0 ? CURL_SOCKOPT_OK
+                                                              : CURL_SOCKOPT_ERROR;
+}
+
+CURL *curl_lazy_easy_init(void) {
+  CURL *h = lazy_curl_easy_init();
+  if (h) lazy_curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, sock_cloexec);
+  return h;
+}
 
 #define CRYPTO_FUNCS(X) X(HMAC) X(EVP_sha256) X(PKCS5_PBKDF2_HMAC) X(EVP_Digest)
 #define CRYPTO_PTR(fn) static __typeof__(fn) *lazy_##fn;

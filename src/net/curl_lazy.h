@@ -33,7 +33,11 @@ CURL_LAZY_FUNCS(CURL_LAZY_DECL)
 #undef curl_multi_setopt
 #define curl_global_init (*lazy_curl_global_init)
 #define curl_global_cleanup (*lazy_curl_global_cleanup)
-#define curl_easy_init (*lazy_curl_easy_init)
+/* curl_easy_init whose handle opens its sockets close-on-exec: libcurl
+ * does not ask for it, and every crawl the daemon starts meanwhile would
+ * hold the connection. */
+CURL *curl_lazy_easy_init(void);
+#define curl_easy_init curl_lazy_easy_init
 #define curl_easy_cleanup (*lazy_curl_easy_cleanup)
 #define curl_easy_setopt (*lazy_curl_easy_setopt)
 #define curl_easy_getinfo (*lazy_curl_easy_getinfo)

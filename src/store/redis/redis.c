@@ -45,6 +45,7 @@
  * out (REDIS_COMMAND_TIMEOUT_S) is not retried for that reason.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <poll.h>
@@ -403,6 +404,14 @@ static int redis_simple(redisContext *c, char *err, size_t errlen, int argc,
 /* AUTH and SELECT on a fresh connection. */
 static int redis_session(struct redis_store *q, redisContext *c, char *err, size_t errlen) {
   int rc = 0;
+  /* hiredis opens its socket without close-on-exec: every crawl and
+   * template the daemon starts would hold the store's connection (and a
+   * warm template, finding a socket open, would refuse to start warm). */
+  int fl = fcntl(c->fd, F_GETFD);
+  if (fl < 0 || fcntl(c->fd, F_SETFD, fl | FD_CLOEXEC) < 0) {
+    snprintf(err, errlen, "Redis connection: cannot set close-on-exec: %s", strerror(errno));
+    return SPD_ESTORE;
+  }
   if (q->password) {
     const char *argv[] = {"AUTH", q->user ? q->user : q->password, q->password};
     if ((rc = redis_simple(c, err, errlen, q->user ? 3 : 2, argv))) return rc;
