@@ -1,6 +1,7 @@
 #include "fsutil.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,4 +38,20 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 int fs_rmtree(const char *path) {
   if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS)) return errno ? -errno : -EIO;
   return 0;
+}
+
+FILE *fs_tmpfile(void) {
+  int fd = open(P_tmpdir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) { /* a file system without O_TMPFILE */
+    char path[] = P_tmpdir "/spiderd-XXXXXX";
+    if ((fd = mkostemp(path, O_CLOEXEC)) >= 0) unlink(path);
+  }
+  if (fd < 0) return NULL;
+  FILE *f = fdopen(fd, "w+");
+  if (!f) {
+    int e = errno;
+    close(fd);
+    errno = e;
+  }
+  return f;
 }

@@ -10,6 +10,7 @@
 #include "clock.h"
 #include "core/names.h"
 #include "error.h"
+#include "fsutil.h"
 #include "log.h"
 #include "net/s3.h"
 #include "store/eggs.h"
@@ -63,7 +64,7 @@ static int s3_put_egg(const s3_t *s3, const char *project, const char *stem, con
 /* Reads the object of project/stem (either extension) into memory. */
 static int s3_get_egg(const s3_t *s3, const char *project, const char *stem, void **data,
                       size_t *len) {
-  FILE *f = tmpfile();
+  FILE *f = fs_tmpfile();
   if (!f) return -errno;
   int rc = -ENOENT;
   s3_res_t r = {0};

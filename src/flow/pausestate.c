@@ -33,7 +33,7 @@ static void state_key(char *key, size_t n, int64_t id) {
 
 /* The tar in the bucket; SPD_ESTORE (logged) when it cannot be put. */
 static int s3_put_state(const s3_t *s3, int64_t id, const void *data, size_t len) {
-  FILE *f = tmpfile();
+  FILE *f = fs_tmpfile();
   if (!f) return -errno;
   int rc = fwrite(data, 1, len, f) == len && fflush(f) == 0 ? 0 : -EIO;
   char key[64];
@@ -50,7 +50,7 @@ static int s3_put_state(const s3_t *s3, int64_t id, const void *data, size_t len
 
 /* The tar from the bucket, into memory. */
 static int s3_get_state(const s3_t *s3, int64_t id, void **data, size_t *len) {
-  FILE *f = tmpfile();
+  FILE *f = fs_tmpfile();
   if (!f) return -errno;
   char key[64];
   state_key(key, sizeof(key), id);
