@@ -441,42 +441,6 @@ def test_archive_bombs_are_refused_and_leave_nothing(sd):
     outside_untouched(sd, before)
 
 
-# Prints each descriptor the crawl holds (the listing's own is closed by
-# the time it is read, and left out).
-FDS_PY = """
-import os
-for n in sorted(os.listdir("/proc/self/fd"), key=int):
-    try:
-        print("fd", n, os.readlink("/proc/self/fd/" + n))
-    except OSError:
-        pass
-"""
-FDS_MANIFEST = json.dumps({"spiders": {"fds": {"command": ["python3", "-c", FDS_PY]}}})
-
-
-def test_a_crawl_holds_none_of_the_daemons_descriptors(spiderd, tmp_path):
-    """What the daemon keeps open (the store's connections, its log file, its
-    listening socket, its pipes) is not handed to the crawls it starts: a
-    crawl gets its standard input, output and error, nothing more. On Redis
-    the store's connections used to leak into every crawl and template."""
-    d = spiderd(spiderd={"log_file": str(tmp_path / "daemon.log")})
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("spiderd.json", FDS_MANIFEST)
-    r = d.request("POST", f"{API}/projects/fdcheck/versions", params={"version": "1"},
-                  data=buf.getvalue(), headers={"Content-Type": "application/octet-stream"})
-    assert r.status_code == 201, r.text
-    # Two at once, so that one starts while the other's end is being written.
-    jobs = [d.schedule("fdcheck", "fds") for _ in range(2)]
-    for job in jobs:
-        assert d.wait_finished(job)["state"] == "finished"
-        with open(d.log_path("fdcheck", "fds", job), encoding="utf-8") as f:
-            fds = dict(line.split(" ", 2)[1:] for line in f.read().splitlines()
-                       if line.startswith("fd "))
-        assert set(fds) >= {"0", "1", "2"}, fds
-        assert {fd: what for fd, what in fds.items() if int(fd) > 2} == {}, fds
-
-
 def test_an_upload_over_max_upload_is_413_on_every_face(sd):
     """test_badinput.py proves it for addversion.json's encodings; here the
     REST upload and JSON-RPC, with the native error shape."""
