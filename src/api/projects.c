@@ -15,6 +15,7 @@
 #include "core/names.h"
 #include "error.h"
 #include "log.h"
+#include "flow/eggsync.h"
 #include "flow/projects.h"
 #include "store/eggs.h"
 #include "store/marchive.h"
@@ -260,9 +261,11 @@ typedef struct egg_add {
   char *interp, *reqs, *py;
   char key[PYENV_KEY_LEN + 1];
   int held; /* pyenvs_hold(key) until the version is recorded or refused */
+  int egg_held; /* eggsync_hold: on a shared store, until eggs_dir has it */
 } egg_add_t;
 
 static void egg_add_free(egg_add_t *a) {
+  if (a->egg_held) eggsync_unhold(a->project, a->version);
   if (a->held && a->app->pyenvs) {
     pyenvs_unhold(a->app->pyenvs, a->key);
     /* A refused version leaves no environment it alone needed. */
@@ -324,9 +327,10 @@ static void egg_listed(void *ud, int rc, char *const *names, size_t n, const cha
     a->names = calloc(n ? n : 1, sizeof(*a->names));
     for (size_t i = 0; a->names && i < n; i++)
       if ((a->names[a->nnames] = strdup(names[i]))) a->nnames++;
-    if (a->names && a->nnames == n &&
-        store_submit(app->store, STORE_WRITE, egg_store_fn, a, egg_stored) == 0)
-      return;
+    if (a->names && a->nnames == n && !eggsync_hold(a->project, a->version)) {
+      a->egg_held = 1;
+      if (store_submit(app->store, STORE_WRITE, egg_store_fn, a, egg_stored) == 0) return;
+    }
     rc = -ENOMEM;
     error = NULL;
   }

@@ -2,6 +2,8 @@
 #include "flow/eggsync.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +19,72 @@
 
 #include <fcntl.h>
 #include <unistd.h>
+
+/* ---- versions an upload holds (eggsync_hold) ---- */
+
+typedef struct held {
+  struct held *next;
+  char *project, *stem;
+} held_t;
+
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static held_t *held_list;
+/* Counts holds and releases: a copy whose list of the store's eggs is
+ * older than an upload's may not judge that upload's file. */
+static uint64_t held_gen;
+
+int eggsync_hold(const char *project, const char *version) {
+  held_t *h = calloc(1, sizeof(*h));
+  if (!h || !(h->project = strdup(project)) || !(h->stem = version_sanitize(version))) {
+    if (h) free(h->project);
+    free(h);
+    return -ENOMEM;
+  }
+  pthread_mutex_lock(&held_lock);
+  h->next = held_list;
+  held_list = h;
+  held_gen++;
+  pthread_mutex_unlock(&held_lock);
+  return 0;
+}
+
+void eggsync_unhold(const char *project, const char *version) {
+  char *stem = version_sanitize(version);
+  held_t *gone = NULL;
+  pthread_mutex_lock(&held_lock);
+  for (held_t **pp = &held_list; stem && *pp; pp = &(*pp)->next)
+    if (!strcmp((*pp)->project, project) && !strcmp((*pp)->stem, stem)) {
+      gone = *pp;
+      *pp = gone->next;
+      held_gen++;
+      break;
+    }
+  pthread_mutex_unlock(&held_lock);
+  if (gone) {
+    free(gone->project);
+    free(gone->stem);
+    free(gone);
+  }
+  free(stem);
+}
+
+/* held_gen now; *busy = some upload holds a version. */
+static uint64_t held_now(int *busy) {
+  pthread_mutex_lock(&held_lock);
+  uint64_t g = held_gen;
+  *busy = held_list != NULL;
+  pthread_mutex_unlock(&held_lock);
+  return g;
+}
+
+static int is_held(const char *project, const char *stem) {
+  int found = 0;
+  pthread_mutex_lock(&held_lock);
+  for (held_t *h = held_list; h && !found; h = h->next)
+    found = !strcmp(h->project, project) && !strcmp(h->stem, stem);
+  pthread_mutex_unlock(&held_lock);
+  return found;
+}
 
 /* Set once at start-up, read by store threads. */
 static const s3_t *g_s3;
@@ -223,6 +291,8 @@ static int prune_project(const char *eggs_dir, const egg_list_t *l, const char *
 
 int eggsync_pull(store_t *s, const char *eggs_dir, const char *project, int *changed) {
   egg_list_t l = {0};
+  int busy;
+  uint64_t gen = held_now(&busy);
   int n = 0, rc = store_eggs_list(s, &l);
   if (changed) *changed = 0;
   if (rc) return rc;
@@ -230,10 +300,12 @@ int eggsync_pull(store_t *s, const char *eggs_dir, const char *project, int *cha
     const egg_ref_t *e = &l.v[i];
     if (project && strcmp(e->project, project)) continue;
     if (local_size(eggs_dir, e->project, e->version) == e->size) continue;
+    if (is_held(e->project, e->version)) continue; /* the upload writes it */
     rc = fetch(s, eggs_dir, e);
     if (!rc) n++;
   }
-  if (!rc) {
+  /* Removals wait for a copy whose list no upload overtook: the next one. */
+  if (!rc && held_now(&busy) == gen && !busy) {
     if (project) {
       rc = prune_project(eggs_dir, &l, project, &n);
     } else {

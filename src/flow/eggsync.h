@@ -27,13 +27,21 @@ void eggsync_objstore_delete(const char *project, const char *stem);
 /* Makes eggs_dir hold the store's eggs of `project` (NULL: of every
  * project): copies the missing and the changed (by size), and deletes the
  * versions and projects the store no longer has. *changed (may be NULL) =
- * files written or removed. */
+ * files written or removed. A version an upload holds is left alone. */
 int eggsync_pull(store_t *s, const char *eggs_dir, const char *project, int *changed);
 
 /* Copies into the store every egg of eggs_dir it does not hold (a node
  * joining a cluster brings its eggs rather than losing them to the first
  * pull). *pushed (may be NULL) = how many. */
 int eggsync_push_missing(store_t *s, const char *eggs_dir, int *pushed);
+
+/* An upload on a shared store writes the store, then eggs_dir: between the
+ * two, a copy would fetch the same egg back and replace the file (which
+ * makes every node's caches of it stale). The upload holds its version
+ * from before the store write until its file is in eggs_dir, and copies
+ * leave it alone. Any thread; every hold is released once. */
+int eggsync_hold(const char *project, const char *version);
+void eggsync_unhold(const char *project, const char *version);
 
 /* Stores the egg file at path as project/version (version raw: it is
  * sanitized to the stem the file has on disk). */

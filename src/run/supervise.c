@@ -363,7 +363,6 @@ static void end_op_free(end_op_t *op) {
 
 static void end_done(void *arg, int rc);
 
-/* Writes the waiting ends again: the disk may have space by now. */
 /* ---- reads that wait for the ends counted ---- */
 
 typedef struct ends_waiter {
@@ -419,6 +418,7 @@ static int end_submit(supervisor_t *sv, end_op_t *op) {
   return 0;
 }
 
+/* Writes the waiting ends again: the disk may have space by now. */
 static void ends_retry(uv_timer_t *t) {
   supervisor_t *sv = t->data;
   end_op_t *op = sv->ends_waiting;

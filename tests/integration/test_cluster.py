@@ -8,6 +8,7 @@ fakecrawl.py, so hundreds of jobs fit on two cores."""
 
 import glob
 import os
+import re
 import sqlite3
 import subprocess
 import time
@@ -229,6 +230,25 @@ def test_eggs_are_shared_and_deleted_everywhere(spiderd, tmp_path, egg):
                 spiderd=dict(FAST, store=a.spiderd["store"]))
     wait_for(lambda: c.api("listversions.json", project="testproj")["versions"] == ["3"],
              timeout(10), "the egg on a node started later")
+
+
+@shared
+def test_a_nodes_own_upload_is_not_copied_back(spiderd, tmp_path, egg):
+    """An upload writes the store, then eggs_dir. The copy that the store's
+    notice starts on the uploading node meanwhile leaves that version to the
+    upload: it used to fetch the same bytes back and replace the file, which
+    made the node's spider lists stale. The other node copies each once."""
+    (a, b), _ = cluster(spiderd, 2, tmp_path)
+    versions = [f"{i}" for i in range(1, 9)]
+    for v in versions:
+        a.upload("testproj", v, egg("testproj"))
+    wait_for(lambda: b.api("listversions.json", project="testproj")["versions"] == versions,
+             timeout(20), "every version on the other node")
+
+    def copied(d):
+        return re.findall(r"copied egg testproj/(\S+) from the store", d.stderr_text())
+    assert copied(a) == []
+    assert sorted(copied(b)) == sorted(versions)
 
 
 def markers_of(markers):
