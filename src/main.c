@@ -91,6 +91,8 @@ static void cluster_stopped(void *ud) {
   app->spiders = NULL;
   pyenvs_free(app->pyenvs);
   app->pyenvs = NULL;
+  app->flow.env_ensure = NULL;
+  app->flow.env_use = NULL;
   /* The store's last callbacks reply to requests still waiting on it, so the
    * pool stops before the HTTP server. */
   store_pool_stop(app->store);
@@ -203,6 +205,8 @@ static int env_ensure_hook(void *envs, const char *interp, const char *reqs,
                            void *ud) {
   return pyenvs_ensure(envs, interp, reqs, 0, cb, ud);
 }
+
+static void env_use_hook(void *envs, const char *key, int on) { pyenvs_use(envs, key, on); }
 
 static void notify_serving(const config_t *cfg) {
   char msg[320];
@@ -632,6 +636,9 @@ static void start_undo(app_t *app) {
   auth_free(app);
   if (app->spiders) spiders_free(app->spiders);
   if (app->pyenvs) pyenvs_free(app->pyenvs);
+  app->pyenvs = NULL;
+  app->flow.env_ensure = NULL; /* crawls ending below use environments no more */
+  app->flow.env_use = NULL;
   if (app->store) store_pool_stop(app->store);
   /* Stop all and let the handles their stops close close before freeing:
    * the cluster's close callbacks still use it (a listener that failed to
@@ -718,6 +725,7 @@ static int serve(int argc, char **argv) {
   app->flow.drain = drain_hook;
   app->flow.envs = app->pyenvs;
   app->flow.env_ensure = env_ensure_hook;
+  app->flow.env_use = env_use_hook;
   spiders_set_env_builder(app->spiders, env_ensure_hook, app->pyenvs);
   if (cfg->env_prebuild) pyenvs_prebuild(app->pyenvs);
   announce(cfg);

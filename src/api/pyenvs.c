@@ -44,7 +44,8 @@ typedef struct build {
 
 typedef struct hold {
   char key[PYENV_KEY_LEN + 1];
-  int n;
+  int n;      /* uploads recording it, crawls running in it */
+  int spared; /* a collection left it for the hold alone */
 } hold_t;
 
 struct pyenvs {
@@ -427,21 +428,30 @@ void pyenvs_hold(pyenvs_t *pe, const char *key) {
   if (!h) return;
   pe->holds = h;
   snprintf(h[pe->nholds].key, sizeof(h->key), "%s", key);
+  h[pe->nholds].spared = 0;
   h[pe->nholds++].n = 1;
 }
 
 void pyenvs_unhold(pyenvs_t *pe, const char *key) {
   for (size_t i = 0; i < pe->nholds; i++)
     if (!strcmp(pe->holds[i].key, key) && --pe->holds[i].n == 0) {
+      int spared = pe->holds[i].spared;
       pe->holds[i] = pe->holds[--pe->nholds];
+      /* A collection left it for this hold alone. */
+      if (spared) pyenvs_collect(pe);
       return;
     }
 }
 
-static int held(const pyenvs_t *pe, const char *key) {
+void pyenvs_use(pyenvs_t *pe, const char *key, int on) {
+  if (on) pyenvs_hold(pe, key);
+  else pyenvs_unhold(pe, key);
+}
+
+static hold_t *held(pyenvs_t *pe, const char *key) {
   for (size_t i = 0; i < pe->nholds; i++)
-    if (!strcmp(pe->holds[i].key, key)) return 1;
-  return 0;
+    if (!strcmp(pe->holds[i].key, key)) return &pe->holds[i];
+  return NULL;
 }
 
 int pyenvs_collect(pyenvs_t *pe) {
@@ -453,10 +463,15 @@ int pyenvs_collect(pyenvs_t *pe) {
   struct dirent *de;
   while (d && (de = readdir(d))) {
     const char *k = de->d_name;
-    if (k[0] == '.' || held(pe, k) || find_build(pe, k)) continue;
+    if (k[0] == '.' || find_build(pe, k)) continue;
     int used = 0;
     for (size_t i = 0; i < nkeys && !used; i++) used = !strcmp(keys[i], k);
     if (used) continue;
+    hold_t *h = held(pe, k);
+    if (h) {
+      h->spared = 1;
+      continue;
+    }
     char path[PATH_MAX];
     if ((size_t)snprintf(path, sizeof(path), "%s/%s", pe->dir, k) >= sizeof(path)) continue;
     log_info("envs", "removing environment %s: no version uses it", k);

@@ -55,9 +55,12 @@ int pyenvs_building(const pyenvs_t *pe, const char *key);
  * (unhold): pyenvs_collect leaves a held key alone. */
 void pyenvs_hold(pyenvs_t *pe, const char *key);
 void pyenvs_unhold(pyenvs_t *pe, const char *key);
+/* A crawl runs in key's environment (on = 1: a hold) or has ended. */
+void pyenvs_use(pyenvs_t *pe, const char *key, int on);
 
 /* Removes the environments no version under eggs_dir uses, nor held, nor
- * building (their files go on the thread pool). Returns how many. */
+ * building (their files go on the thread pool). Returns how many. One left
+ * for a hold alone is collected when its last hold goes. */
 int pyenvs_collect(pyenvs_t *pe);
 
 /* [spiderd] env_prebuild: builds now the environments of the versions in

@@ -75,6 +75,9 @@ typedef struct flow_hooks {
    * it; cb once it is (rc 0) or cannot be (why). 0, or cb never runs. */
   int (*env_ensure)(void *envs, const char *interp, const char *reqs,
                     void (*cb)(void *ud, int rc, const char *key, const char *why), void *ud);
+  /* A crawl runs in environment key (on = 1) or has ended (0): an
+   * environment is not removed while a crawl runs in it. */
+  void (*env_use)(void *envs, const char *key, int on);
 } flow_hooks_t;
 
 /* What one state change did, as the loop must learn it. A flow function

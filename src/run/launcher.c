@@ -274,6 +274,7 @@ static void proc_ended(proc_t *p, int64_t exit_status, int term_signal) {
     jobres_cgroup_remove(&l->res, p->cgroup);
   }
   pause_ended(l, p, state);
+  if (p->env_key[0] && l->flow->env_use) l->flow->env_use(l->flow->envs, p->env_key, 0);
   supervise_usage_t usage = {.mech = p->cgroup ? LIMITS_CGROUP : l->res.mech,
                              .limits = p->limits, .usage = p->usage, .log_path = p->log_path};
   supervise_end(&l->sv, j, state, from_stats,
@@ -525,6 +526,7 @@ out:
 /* What starting one job gathers, step by step; start_release frees it. */
 typedef struct start {
   char *python; /* the version's environment's interpreter; NULL: the daemon's */
+  char env_key[PYENV_KEY_LEN + 1]; /* that environment ("" = none) */
   char *egg, *log_file, *feed_uri, *items_file, *jobdir, *stats_path, *hb_path;
   job_limits_t limits;
   /* A command spider (spiderd.json): its command, {spider} replaced, and
@@ -591,6 +593,7 @@ static int start_env(launcher_t *l, start_t *st) {
   else if (rc)
     snprintf(st->why, sizeof(st->why), "its version's environment cannot be read: %s",
              spd_strerror(rc));
+  if (!rc && st->python) memcpy(st->env_key, key, sizeof(key));
   return rc ? -1 : 0;
 }
 
@@ -782,6 +785,11 @@ static void proc_track(launcher_t *l, proc_t *p, job_t *j, start_t *st) {
   st->workdir = NULL;
   p->state_dir = st->jobdir;
   st->jobdir = NULL;
+  /* Its environment stays while it runs, even if its version goes. */
+  if (st->env_key[0] && l->flow && l->flow->env_use) {
+    memcpy(p->env_key, st->env_key, sizeof(p->env_key));
+    l->flow->env_use(l->flow->envs, p->env_key, 1);
+  }
   uv_timer_init(l->loop, &p->timer);
   p->timer.data = p;
   p->next = l->sv.procs;

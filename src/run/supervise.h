@@ -23,6 +23,7 @@
 #include "core/limits.h"
 #include "flow/flow.h"
 #include "run/jobres.h"
+#include "store/pyenv.h"
 #include "store/async.h"
 
 typedef struct proc {
@@ -67,6 +68,7 @@ typedef struct proc {
    * SIGTERM: its end is then recorded as paused. */
   char *state_dir;
   int pausing;
+  char env_key[PYENV_KEY_LEN + 1]; /* the environment it runs in ("" = none) */
 } proc_t;
 
 typedef struct supervisor {

@@ -200,6 +200,28 @@ def test_deleting_the_last_version_using_an_environment_removes_it(d, tmp_path):
     assert len(envs(d)) == n - 1
 
 
+def test_an_environment_stays_while_a_crawl_runs_in_it(d, tmp_path):
+    """Deleting the last version that uses an environment removes it, but not
+    from under a crawl running in it: it goes when that crawl has ended."""
+    upload(d, "busy", "1", make_egg(tmp_path / "b.egg", dep="othermod"),
+           requirements="othermod==1.0\npkg9==1.0")
+    before = envs(d)
+    out = str(tmp_path / "busy.json")
+    job = d.schedule("busy", "probe", out=out, sleep="3")
+
+    # Started: its egg is open (a crawl that has not opened it yet fails
+    # when its version goes, as under Scrapyd).
+    d.wait_log("busy", "probe", job, "Spider opened", 30)
+    d.api("delversion.json", project="busy", version="1")
+    assert envs(d) == before
+    e = d.wait_finished(job, 90)
+    assert e["state"] == "finished", (e, d.stderr_tail(3000))
+    with open(out) as f:
+        assert json.load(f)["prefix"].startswith(envs_dir(d))
+    wait_for(lambda: len(envs(d)) == len(before) - 1, timeout(10),
+             "the environment's removal once the crawl ended")
+
+
 def test_two_concurrent_uploads_with_the_same_requirements_build_once(spiderd, wheels, tmp_path):
     d = spiderd(spiderd=env_conf(wheels))
     reqs = "\n".join(f"pkg{i}==1.0" for i in range(10))
