@@ -515,7 +515,7 @@ static int egg_embed(const void *data, size_t len, const api_egg_opts_t *o, void
   if (marchive_kind_mem(data, len) == MARCHIVE_MANIFEST) {
     *stage = API_EGG_ENVSPEC;
     snprintf(err, errlen, "a spiderd.json project says what it needs in its archive: "
-                          "requirements.txt (and .python-version) at the root of its zip");
+                          "requirements.txt (and .python-version) at the root of its archive");
     return SPD_EBADPARAM;
   }
   int rc = pyenv_embed(data, len, reqs, py, out, outlen);

@@ -292,6 +292,71 @@ int marchive_check_file(const char *path, manifest_t *m, char *err, size_t errle
   return check_open(a, archive_read_open_filename(a, path, 64 * 1024), m, err, errlen);
 }
 
+/* ---- named members' texts ---- */
+
+static int texts_open(struct archive *a, int r, const char *const *names, size_t n, size_t max,
+                      char **texts) {
+  int rc = r == ARCHIVE_OK ? 0 : SPD_EBADEGG;
+  size_t found = 0;
+  struct archive_entry *e;
+  for (int members = 0; !rc && found < n && members < MARCHIVE_MAX_MEMBERS; members++) {
+    r = archive_read_next_header(a, &e);
+    if (r == ARCHIVE_EOF) break;
+    if (r < ARCHIVE_WARN) {
+      rc = SPD_EBADEGG;
+      break;
+    }
+    const char *name = archive_entry_pathname(e);
+    if (!name || archive_entry_filetype(e) != AE_IFREG) continue;
+    while (name[0] == '.' && name[1] == '/') name += 2;
+    while (name[0] == '/') name++;
+    for (size_t i = 0; i < n; i++) {
+      if (texts[i] || strcmp(name, names[i])) continue;
+      la_int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1;
+      if (size < 0 || (size_t)size > max) break;
+      char *buf = malloc((size_t)size + 1);
+      if (!buf) {
+        rc = -ENOMEM;
+        break;
+      }
+      if (archive_read_data(a, buf, (size_t)size) != (la_ssize_t)size) {
+        free(buf);
+        rc = SPD_EBADEGG;
+        break;
+      }
+      buf[size] = '\0';
+      texts[i] = buf;
+      found++;
+      break;
+    }
+  }
+  archive_read_free(a);
+  if (rc)
+    for (size_t i = 0; i < n; i++) {
+      free(texts[i]);
+      texts[i] = NULL;
+    }
+  return rc;
+}
+
+int marchive_texts_mem(const void *data, size_t len, const char *const *names, size_t n,
+                       size_t max, char **texts) {
+  struct archive *a = NULL;
+  memset(texts, 0, n * sizeof(*texts));
+  int rc = reader_new(&a, NULL, 0);
+  if (rc) return rc;
+  return texts_open(a, archive_read_open_memory(a, data, len), names, n, max, texts);
+}
+
+int marchive_texts_file(const char *path, const char *const *names, size_t n, size_t max,
+                        char **texts) {
+  struct archive *a = NULL;
+  memset(texts, 0, n * sizeof(*texts));
+  int rc = reader_new(&a, NULL, 0);
+  if (rc) return rc;
+  return texts_open(a, archive_read_open_filename(a, path, 64 * 1024), names, n, max, texts);
+}
+
 /* ---- extracting ---- */
 
 

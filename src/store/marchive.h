@@ -40,6 +40,16 @@ int marchive_kind_file(const char *path);
 int marchive_check_mem(const void *data, size_t len, manifest_t *m, char *err, size_t errlen);
 int marchive_check_file(const char *path, manifest_t *m, char *err, size_t errlen);
 
+/* The texts of the regular files at the archive's root named names[0..n)
+ * (texts[i] malloc'd, NUL-terminated; NULL when absent or over max bytes),
+ * without checking the rest: for reading what a checked archive asks for
+ * (its requirements.txt). 0, SPD_EBADEGG when it is not a zip or tar.gz,
+ * SPD_ECONFIG without libarchive, or -ENOMEM. */
+int marchive_texts_mem(const void *data, size_t len, const char *const *names, size_t n,
+                       size_t max, char **texts);
+int marchive_texts_file(const char *path, const char *const *names, size_t n, size_t max,
+                        char **texts);
+
 /* The directory the archive at path is extracted to, extracting it first
  * when no earlier job did: root/<project>/<stem>-<id>, where stem is path's
  * file name less ".egg" and id names this very file (device, inode, size,

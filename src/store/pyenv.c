@@ -16,6 +16,7 @@
 
 #include "error.h"
 #include "store/eggs.h"
+#include "store/marchive.h"
 
 /* Largest member read from an archive (requirements.txt, METADATA). */
 #define MEMBER_MAX (1024 * 1024)
@@ -482,11 +483,28 @@ static int from_zip(zip_t *za, char **reqs, char **python) {
   return rc;
 }
 
+/* A command project's tar.gz: its requirements.txt and .python-version
+ * (texts from marchive_texts_*; rc theirs). Not a readable archive: none. */
+static int from_tar(int rc, char *texts[2], char **reqs, char **python) {
+  if (rc == -ENOMEM) return rc;
+  if (rc) return 0;
+  *reqs = texts[0];
+  if ((*python = texts[1])) (*python)[strcspn(*python, " \t\r\n")] = '\0';
+  return 0;
+}
+
+static const char *const tar_names[2] = {"requirements.txt", ".python-version"};
+
 int pyenv_from_archive(const void *data, size_t len, char **reqs, char **python) {
   *reqs = NULL;
   *python = NULL;
   zip_t *za = zip_mem(data, len);
-  if (!za) return 0;
+  if (!za) {
+    if (marchive_kind_mem(data, len) != MARCHIVE_MANIFEST) return 0;
+    char *texts[2];
+    return from_tar(marchive_texts_mem(data, len, tar_names, 2, MEMBER_MAX, texts), texts, reqs,
+                    python);
+  }
   int rc = from_zip(za, reqs, python);
   zip_discard(za);
   return rc;
@@ -496,7 +514,12 @@ int pyenv_from_file(const char *path, char **reqs, char **python) {
   *reqs = NULL;
   *python = NULL;
   zip_t *za = zip_open(path, ZIP_RDONLY, NULL);
-  if (!za) return 0;
+  if (!za) {
+    if (marchive_kind_file(path) != MARCHIVE_MANIFEST) return 0;
+    char *texts[2];
+    return from_tar(marchive_texts_file(path, tar_names, 2, MEMBER_MAX, texts), texts, reqs,
+                    python);
+  }
   int rc = from_zip(za, reqs, python);
   zip_discard(za);
   return rc;

@@ -4,8 +4,11 @@ wheel directory the tests write themselves (no internet), shared by the
 versions that need the same, and used by their crawls, cold and warm
 (docs/environments.md)."""
 
+import io
 import json
 import os
+import shutil
+import tarfile
 import threading
 import time
 import zipfile
@@ -361,31 +364,48 @@ def test_with_env_prebuild_a_restarted_node_builds_what_it_lacks(spiderd, wheels
              timeout(60), "the environment built at start-up, and recorded")
 
 
-def test_a_command_project_with_a_requirements_txt_runs_its_python_in_its_environment(d, tmp_path):
-    import io
-    import shutil
+def command_archive(kind, files):
+    """A command project's archive: a zip, or a tar.gz whose names start
+    with "./" as `tar -C dir -czf x.tar.gz .` writes them."""
+    buf = io.BytesIO()
+    if kind == "zip":
+        with zipfile.ZipFile(buf, "w") as z:
+            for name, text in files.items():
+                z.writestr(name, text)
+    else:
+        with tarfile.open(fileobj=buf, mode="w:gz") as t:
+            for name, text in files.items():
+                data = text.encode()
+                info = tarfile.TarInfo("./" + name)
+                info.size = len(data)
+                t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("kind,reqs", [("zip", "othermod==1.0\n"),
+                                       ("tar.gz", "othermod==1.0\npkg8==1.0\n")])
+def test_a_command_project_with_a_requirements_txt_runs_its_python_in_its_environment(
+        d, tmp_path, kind, reqs):
     manifest = {"spiders": {"dep": {"command": [
         "sh", "-c", "python3 -c 'import othermod, sys; print(\"DEP\", othermod.VERSION, sys.prefix)'"]}}}
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        z.writestr("spiderd.json", json.dumps(manifest))
-        z.writestr("requirements.txt", "othermod==1.0\n")
-    path = tmp_path / "cmd.zip"
-    path.write_bytes(buf.getvalue())
+    project = "cmd" if kind == "zip" else "cmdtgz"
+    path = tmp_path / f"cmd.{kind}"
+    path.write_bytes(command_archive(kind, {"spiderd.json": json.dumps(manifest),
+                                            "requirements.txt": reqs}))
     before = set(envs(d))
-    assert upload(d, "cmd", "1", path)["spiders"] == 1
+    assert upload(d, project, "1", path)["spiders"] == 1
     key = (set(envs(d)) - before).pop()
 
     def run():
-        job = d.schedule("cmd", "dep")
+        job = d.schedule(project, "dep")
         e = d.wait_finished(job, 90)
         assert e["state"] == "finished", e
-        return d.read_log("cmd", "dep", job)
+        return d.read_log(project, "dep", job)
     assert "DEP 1.0 " + os.path.join(envs_dir(d), key) in run()
     # A node without it (a copy from another node) builds it first.
-    os.unlink(d.path("eggs", "cmd", "1.env"))
+    os.unlink(d.path("eggs", project, "1.env"))
     shutil.rmtree(os.path.join(envs_dir(d), key))
     assert "DEP 1.0 " + os.path.join(envs_dir(d), key) in run()
     # Its fields belong in the archive, which every node copies.
-    r = upload(d, "cmd", "2", path, check=False, requirements="depmod==1.0")
+    r = upload(d, project, "2", path, check=False, requirements="depmod==1.0")
     assert r["status"] == "error" and "requirements.txt" in r["message"], r

@@ -250,6 +250,35 @@ static void test_archive_kind_and_check(void **state) {
   assert_non_null(strstr(err, "not a readable zip or tar.gz archive"));
 }
 
+/* The texts of named root members, from either format; "./" names count as
+ * the root's, nested and over-long ones do not. */
+static void test_archive_texts(void **state) {
+  static const char *const names[3] = {"requirements.txt", ".python-version", "absent"};
+  for (int zip = 0; zip <= 1; zip++) {
+    member_t mv[] = {{"spiderd.json", good_manifest, NULL},
+                     {"./requirements.txt", "othermod==1.0\n", NULL},
+                     {"sub/.python-version", "3.9", NULL},
+                     {".python-version", "3.11\n", NULL}};
+    size_t len;
+    void *buf = build(zip, mv, 4, &len);
+    char *t[3];
+    assert_int_equal(marchive_texts_mem(buf, len, names, 3, 1024, t), 0);
+    assert_string_equal(t[0], "othermod==1.0\n");
+    assert_string_equal(t[1], "3.11\n");
+    assert_null(t[2]);
+    free(t[0]);
+    free(t[1]);
+    assert_int_equal(marchive_texts_mem(buf, len, names, 3, 4, t), 0); /* over max */
+    assert_null(t[0]);
+    free(t[1]);
+    free(buf);
+  }
+  char *t[1];
+  assert_int_equal(marchive_texts_mem("\x1f\x8bxyz", 5, (const char *const[]){"a"}, 1, 9, t),
+                   SPD_EBADEGG);
+  assert_null(t[0]);
+}
+
 static int rm_cb(const char *p, const struct stat *st, int flag, struct FTW *f) {
   return flag == FTW_DP ? rmdir(p) : unlink(p);
 }
@@ -367,6 +396,7 @@ int main(void) {
       cmocka_unit_test(test_parse_refusals),
       cmocka_unit_test(test_member_names),
       cmocka_unit_test(test_archive_kind_and_check),
+      cmocka_unit_test(test_archive_texts),
       cmocka_unit_test(test_prepare_extracts_once),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
