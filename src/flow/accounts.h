@@ -6,9 +6,9 @@
  * The accounts are one document (store_accounts_get): each change reads
  * it, changes it and writes it back inside the caller's store op, under
  * the store's claim lock, so two nodes changing accounts at once take
- * turns on PostgreSQL (SQLite has one writer; on Redis the read and the
- * write are two commands, so two changes at the same instant on two nodes
- * may lose one). Writing it bumps the auth generation: every node reads
+ * turns (PostgreSQL: the lock; SQLite: its one writer; Redis: the store
+ * lock a transaction's first script takes, the read included, held to its
+ * commit). Writing it bumps the auth generation: every node reads
  * its callers' accounts again (api/auth.h). Nothing of the loop's state
  * changes: none fills a flow_change_t.
  *

@@ -11,6 +11,7 @@ import os
 import re
 import sqlite3
 import subprocess
+import threading
 import time
 
 import pytest
@@ -249,6 +250,35 @@ def test_a_nodes_own_upload_is_not_copied_back(spiderd, tmp_path, egg):
         return re.findall(r"copied egg testproj/(\S+) from the store", d.stderr_text())
     assert copied(a) == []
     assert sorted(copied(b)) == sorted(versions)
+
+
+@shared
+def test_account_changes_on_two_nodes_at_once_are_all_kept(spiderd, tmp_path):
+    """The accounts are one document that each change reads and writes back
+    in one store transaction: changes made at the same instant on two nodes
+    take turns, and none is lost."""
+    (a, b), _ = cluster(spiderd, 2, tmp_path)
+    r = a.request("POST", API + "/accounts", json={"name": "acme"})
+    assert r.status_code == 201, r.text
+    failed = []
+
+    def assign(d, names):
+        for name in names:
+            r = d.request("POST", API + "/accounts/acme/assign", json={"project": name})
+            if r.status_code != 200:
+                failed.append((name, r.status_code, r.text))
+    names = [f"p{i:02d}" for i in range(60)]
+    threads = [threading.Thread(target=assign, args=(d, names[k::4]))
+               for k, d in enumerate((a, b, a, b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failed == []
+    for d in (a, b):
+        r = d.request("GET", API + "/accounts/acme")
+        assert r.status_code == 200, r.text
+        assert sorted(r.json()["projects"]) == names, r.json()
 
 
 def markers_of(markers):
