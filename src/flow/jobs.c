@@ -86,10 +86,34 @@ int jobs_enqueue(store_t *s, job_t *job, json_t *extra, flow_change_t *c) {
 /* ---- waiting for other jobs (after) ---- */
 
 #define AFTER_CHAIN_MAX 1000 /* jobs a cascade of cancels walks down */
+#define AFTER_RETRIES_MAX 101 /* attempts of one job (retries are at most 100) */
+
+/* A failed or lost attempt that was retried is not its job's outcome: *up
+ * becomes its newest retry (the retry's row is written before the jobs
+ * waiting for the attempt are settled: jobs_end, jobs_reaped). */
+static int after_newest_attempt(store_t *s, job_t *up) {
+  for (int hops = 0; hops <= AFTER_RETRIES_MAX; hops++) {
+    if (up->state != JOB_FAILED && up->state != JOB_LOST) return 0;
+    char next[256];
+    if (job_retry_jobid(up->jobid, up->attempt + 1, next, sizeof(next))) return 0;
+    job_list_t l = {0};
+    job_filter_t f = {.project = up->project, .jobid = next, .limit = 1, .newest_first = 1};
+    int rc = store_jobs_list(s, &f, &l);
+    int found = !rc && l.n == 1 && l.v[0].retry_of == up->id;
+    if (found) {
+      job_release(up);
+      *up = l.v[0];
+      job_init(&l.v[0]);
+    }
+    job_list_release(&l);
+    if (rc || !found) return rc;
+  }
+  return 0;
+}
 
 /* What w's upstream jobs say: *verdict 1 when all finished, 0 while one
- * has not ended, -1 when one ended otherwise (its job id and state in
- * why, for the cancel's reason). */
+ * has not ended (or a retry of it runs), -1 when one ended otherwise (its
+ * job id and state in why, for the cancel's reason). */
 static int after_verdict(store_t *s, const job_t *w, int *verdict, char *why, size_t len) {
   size_t i;
   json_t *v;
@@ -103,6 +127,7 @@ static int after_verdict(store_t *s, const job_t *w, int *verdict, char *why, si
       *verdict = -1;
       return 0;
     }
+    if (!rc) rc = after_newest_attempt(s, &up);
     if (rc) {
       job_release(&up);
       return rc;
@@ -164,8 +189,21 @@ static int after_ended(store_t *s, int64_t id, int64_t now_ms, flow_change_t *c,
   return rc;
 }
 
-int jobs_after_ended(store_t *s, int64_t id, int64_t now_ms, flow_change_t *c) {
-  return after_ended(s, id, now_ms, c, 0);
+int jobs_after_ended(store_t *s, const job_t *j, int64_t now_ms, flow_change_t *c) {
+  int rc = after_ended(s, j->id, now_ms, c, 0);
+  /* A retry ended: what waits for the attempts before it is settled too. */
+  int64_t prev = j->retry_of;
+  for (int hops = 0; !rc && prev && hops < AFTER_RETRIES_MAX; hops++) {
+    job_t a;
+    if ((rc = store_job_get(s, prev, &a))) {
+      job_release(&a);
+      return rc == -ENOENT ? 0 : rc; /* pruned: nothing waits for it any more */
+    }
+    rc = after_ended(s, a.id, now_ms, c, 0);
+    prev = a.retry_of;
+    job_release(&a);
+  }
+  return rc;
 }
 
 int jobs_rerun(job_t *src, const char *jobid, job_t *out) {
@@ -239,7 +277,7 @@ int jobs_cancel_pending(store_t *s, const char *project, const char *jobid, int6
   /* The last child of a multi-process run that never started ends it. */
   for (size_t i = 0; i < l.n && !rc; i++)
     if (l.v[i].parent_id) rc = multiproc_settle(s, l.v[i].parent_id, now_ms, c);
-  for (size_t i = 0; i < l.n && !rc; i++) rc = jobs_after_ended(s, l.v[i].id, now_ms, c);
+  for (size_t i = 0; i < l.n && !rc; i++) rc = jobs_after_ended(s, &l.v[i], now_ms, c);
   job_list_release(&l);
   *count += n;
   if (!rc && c) c->unqueued += n;
@@ -450,12 +488,13 @@ int jobs_end(store_t *s, jobs_end_t *e) {
   if (!rc && e->notify) rc = store_notify(s, STORE_NOTE_JOBS);
   if (!rc) rc = jobs_end_segment(s, j, e->state, e->end_ms, e->stats);
   if (!rc) rc = end_events(s, e, &v);
-  if (!rc) rc = jobs_after_ended(s, j->id, e->end_ms, &e->change);
   health_verdict_release(&v);
   if (rc) return rc;
   if ((e->state == JOB_FAILED || e->state == JOB_LOST) && j->attempt <= j->max_retries)
     rc = jobs_retry(s, j, e->end_ms, e->exit_code, e->term_signal, e->rnd, &e->retry_id,
                     &e->retry_not_before, &e->change);
+  /* After the retry: a job waiting for this one then waits for it. */
+  if (!rc) rc = jobs_after_ended(s, j, e->end_ms, &e->change);
   if (!rc && j->parent_id) rc = multiproc_settle(s, j->parent_id, e->end_ms, &e->change);
   return rc ? rc : end_trim(s, e);
 }
@@ -486,9 +525,9 @@ int jobs_reaped(store_t *s, const config_t *cfg, job_t *job, int64_t now_ms, uin
   }
   int rc = add_event(s, "job.lost", job, 0, d);
   if (!rc && c) c->finished++;
-  if (!rc) rc = jobs_after_ended(s, job->id, now_ms, c);
   if (!rc && job->attempt <= (job->max_retries > 0 ? job->max_retries : 1))
     rc = jobs_retry(s, job, now_ms, -1, 0, rnd, &id, NULL, c);
+  if (!rc) rc = jobs_after_ended(s, job, now_ms, c);
   if (!rc && job->parent_id) rc = multiproc_settle(s, job->parent_id, now_ms, c);
   if (retry_id) *retry_id = rc ? 0 : id;
   return rc;
@@ -548,6 +587,6 @@ int jobs_end_idle(store_t *s, const job_t *j, job_state_t state, int64_t now_ms,
   if (d && why) json_object_set_new(d, "reason", json_string(why));
   rc = add_event(s, end_event(state), j, now_ms, d);
   if (!rc && c) c->finished++;
-  if (!rc) rc = jobs_after_ended(s, j->id, now_ms, c);
+  if (!rc) rc = jobs_after_ended(s, j, now_ms, c);
   return rc;
 }

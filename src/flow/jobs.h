@@ -50,14 +50,17 @@ int jobs_enqueue(store_t *s, job_t *job, json_t *extra, flow_change_t *c);
 
 /* A job with `after` (the ids of the jobs it waits for) is inserted by
  * jobs_enqueue with this not_before_ms (never due), then settled at once
- * against those that ended already. Each end of a job (jobs_end,
- * jobs_end_idle, jobs_cancel_pending, jobs_reaped) calls jobs_after_ended:
- * a waiting job whose upstream jobs all finished is due now
- * (store_job_wake); one whose upstream job failed, was cancelled or lost
- * is cancelled with a job.cancelled event whose reason is "upstream JOBID
- * STATE", and what waits for it in turn the same way. */
+ * against those that ended already. Each end of a job j (jobs_end,
+ * jobs_end_idle, jobs_cancel_pending, jobs_reaped) calls jobs_after_ended,
+ * after queueing j's retry if it has one: a waiting job whose upstream
+ * jobs all finished is due now (store_job_wake); one whose upstream job
+ * failed, was cancelled or lost is cancelled with a job.cancelled event
+ * whose reason is "upstream JOBID STATE", and what waits for it in turn the
+ * same way. An upstream job's outcome is its newest attempt's: a job
+ * waiting for an attempt that failed and was retried waits for the retry,
+ * and the end of a retry settles what waits for the attempts before it. */
 #define JOBS_AFTER_WAIT_MS INT64_C(253402300799000) /* 9999-12-31 */
-int jobs_after_ended(store_t *s, int64_t id, int64_t now_ms, flow_change_t *c);
+int jobs_after_ended(store_t *s, const job_t *j, int64_t now_ms, flow_change_t *c);
 
 /* The job that runs ended job src again (jobs.rerun), to be queued with
  * jobs_enqueue: the same project, spider, version (NULL stays "the

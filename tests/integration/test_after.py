@@ -72,6 +72,36 @@ def test_failed_upstream_cancels_the_chain(spiderd, egg):
     assert get_job(d, r.json()["id"])["state"] == "cancelled"
 
 
+def test_a_dependent_waits_for_its_upstreams_retries(spiderd, egg, tmp_path):
+    """An attempt that fails and is retried is not its job's outcome: what
+    waits for the job waits for the retry, runs once it finishes, and is
+    cancelled only when the last attempt fails, naming that attempt."""
+    d = spiderd(scrapyd={"max_proc": 2}, spiderd={"job_retries": 2, "retry_backoff": 0.2})
+    d.upload("testproj", "1", egg("testproj"))
+    a = create(d, spider="flaky", args={"dir": str(tmp_path), "key": "a"})
+    b = create(d, after=[a["id"]])
+    c = create(d, after=[b["id"]])
+    assert ended(d, a)["state"] == "failed"
+    rb, rc = ended(d, b), ended(d, c)
+    assert (rb["state"], rc["state"]) == ("finished", "finished"), (rb, rc)
+
+    def attempts(first):
+        jobs = d.request("GET", API + "/jobs", params={"limit": 100}).json()["jobs"]
+        return sorted((j for j in jobs if j["job"].startswith(first["job"])),
+                      key=lambda j: j["attempt"])
+    retry = attempts(a)[-1]
+    assert (retry["state"], retry["attempt"], retry["retry_of"]) == ("finished", 2, a["id"])
+    assert rb["started_ms"] >= retry["ended_ms"], (retry, rb)
+    # Every attempt fails: cancelled once the last has, naming the last.
+    x = create(d, spider="flaky", args={"dir": str(tmp_path), "key": "x", "fails": "9"})
+    y = create(d, after=[x["id"]])
+    wait_for(lambda: get_job(d, y["id"])["state"] == "cancelled", 60, "y cancelled")
+    last = attempts(x)[-1]
+    assert (last["state"], last["attempt"]) == ("failed", 3), last
+    assert last["ended_ms"] <= get_job(d, y["id"])["ended_ms"]
+    assert cancel_events(d)[y["id"]]["reason"] == f"upstream {last['job']} failed"
+
+
 def test_cancelled_upstream_cancels_its_dependent(spiderd, egg):
     d = spiderd(scrapyd={"max_proc": 1})
     d.upload("testproj", "1", egg("testproj"))
