@@ -303,11 +303,13 @@ int jobs_cancel(store_t *s, jobs_cancel_t *c, int64_t now_ms) {
    * where the walk begins. */
   for (size_t i = 0; i < family.n && !rc && !c->children_only; i++) {
     const job_t *j = &family.v[i];
-    if (j->state == JOB_RUNNING && !j->node && !multiproc_is_parent(j)) {
-      /* Running on no node, it has no process to stop (a backfill's
-       * parent): it ends here, and counts as stopped. A multi-process
-       * run's parent ends with its last child (multiproc_settle). */
-      rc = jobs_end_idle(s, j, JOB_CANCELLED, now_ms, NULL, &c->change);
+    if (j->state == JOB_RUNNING && !j->node) {
+      /* Running on no node, it has no process to stop: a backfill's parent
+       * ends here; a multi-process run's parent ends with its last child
+       * (multiproc_settle), stopped below. Either was running, and counts
+       * as stopped (cancel.json's prevstate "running"). */
+      if (!multiproc_is_parent(j))
+        rc = jobs_end_idle(s, j, JOB_CANCELLED, now_ms, NULL, &c->change);
       if (!rc) c->remote++;
     } else if ((rc = cancel_remote(s, c, j, now_ms)) == 1) {
       c->remote++;

@@ -189,6 +189,7 @@ def test_cancelling_the_parent_stops_every_child(d, site):
     wait_crawling(d, kids)
     r = d.request("POST", f"{API}/jobs/{run['id']}/cancel", json={"signal": "KILL"})
     assert r.status_code == 200, r.text
+    assert r.json()["prevstate"] == "running", r.text
     parent = wait_ended(d, run["id"], 60)
     ends = [get_job(d, k["id"]) for k in kids]
     assert [k["state"] for k in ends] == ["cancelled"] * 3, ends
@@ -197,6 +198,21 @@ def test_cancelling_the_parent_stops_every_child(d, site):
     assert d.request("GET", f"{API}/queues/{run['queue']}").status_code == 404
     res = rpc(d, "AddToTaskQueue", id=run["id"], urls=[site.url("/b/0")])
     assert res["error"]["data"]["code"] == "SPD_ECONFLICT", res
+
+
+def test_cancel_json_stops_a_parent_that_was_running(d, site):
+    """A Scrapyd client sees the parent in listjobs.json as running, and
+    cancel.json answers as for any running job."""
+    site.gate.clear()
+    run = rpc(d, "MultiProcessRun", project=PROJECT, spider="frontier", processes=2,
+              urls=[site.url(f"/c/{i}") for i in range(4)])["result"]
+    wait_crawling(d, run["processes"])
+    jobid = get_job(d, run["id"])["job"]
+    running = {e["id"] for e in d.listjobs(project=PROJECT)["running"]}
+    assert jobid in running, running
+    obj = d.api("cancel.json", project=PROJECT, job=jobid, signal="KILL")
+    assert obj["prevstate"] == "running", obj
+    assert wait_ended(d, run["id"], 60)["state"] == "cancelled"
 
 
 def test_bad_runs_are_refused(d, site):
