@@ -53,3 +53,12 @@ def test_with_env_prebuild_a_node_builds_ahead_of_any_job(spiderd, tmp_path):
     upload(a, "pre", "1", make_egg(tmp_path / "pre.egg"), requirements="depmod==1.0")
     wait_for(lambda: envs(b) == envs(a) and os.path.exists(b.path("eggs", "pre", "1.env")),
              timeout(60), "the environment built on the other node, and recorded")
+    # A version deleted on one node goes from the other with its record and
+    # its environment (the project stays: it has another version).
+    upload(a, "pre", "2", make_egg(tmp_path / "pre2.egg", dep="json"))
+    wait_for(lambda: os.path.exists(b.path("eggs", "pre", "2.egg")), timeout(30),
+             "version 2 on the other node")
+    a.api("delversion.json", project="pre", version="1")
+    wait_for(lambda: not os.path.exists(b.path("eggs", "pre", "1.env")) and envs(b) == [],
+             timeout(30), "the version, its record and its environment gone from the other node")
+    assert os.path.exists(b.path("eggs", "pre", "2.egg"))
