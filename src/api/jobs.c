@@ -124,10 +124,11 @@ static void cancel_done(void *arg, int rc) {
                   (uint64_t)(c->op.count + c->op.family));
     /* Claimed by this node when the cancel began, its process not yet
      * started: the claim's callback has started it by now (callbacks come
-     * in submission order), so it is signalled here, once. */
-    if (!c->found && c->op.here) {
+     * in submission order), so it is signalled here, once; so is each
+     * twin of that id (jobs may share one) that the first pass missed. */
+    if (c->op.here > c->found) {
       int found = 0;
-      flow_signal(&c->app->flow, c->project, c->jobid, c->sig, &found);
+      flow_signal(&c->app->flow, c->project, c->jobid, c->sig | FLOW_SIG_UNCANCELLED, &found);
       c->found += found;
     }
     for (size_t i = 0; i < c->op.running.n; i++) {

@@ -44,7 +44,8 @@ typedef struct flow_hooks {
    * pending job looked delayed (launcher_dispatch_blind). */
   void (*dispatch_due)(void *launcher);
   /* Sends sig to this node's processes of project + jobid (launcher_cancel);
-   * *found = how many. */
+   * *found = how many. With FLOW_SIG_UNCANCELLED or'd into sig, only to
+   * those no cancel has reached yet. */
   int (*signal)(void *launcher, const char *project, const char *jobid, int sig, int *found);
   /* Pauses this node's processes of project + jobid (launcher_pause);
    * *found = how many; -ENOTSUP when one cannot be paused, -EBUSY while
@@ -122,6 +123,11 @@ void flow_running(const flow_hooks_t *h, int64_t n);
  * makes the read); 1 when none is being written: the caller reads now,
  * and cb never runs. */
 int flow_after_ends(const flow_hooks_t *h, void (*cb)(void *ud), void *ud);
+
+/* Or'd into flow_signal's sig: only the processes no cancel reached yet (a
+ * job claimed when the cancel began, started since), so that one cancel is
+ * one signal: Scrapy takes a second TERM as "stop now". */
+#define FLOW_SIG_UNCANCELLED 0x10000
 
 void flow_dispatch(const flow_hooks_t *h);
 int flow_signal(const flow_hooks_t *h, const char *project, const char *jobid, int sig,

@@ -1270,9 +1270,12 @@ void launcher_adopt(launcher_t *l, job_list_t *running) {
 /* ---- cancel and stop ---- */
 
 int launcher_cancel(launcher_t *l, const char *project, const char *jobid, int sig, int *found) {
+  int fresh_only = (sig & FLOW_SIG_UNCANCELLED) != 0;
+  sig &= ~FLOW_SIG_UNCANCELLED;
   *found = 0;
   for (prep_t *pr = l->preps; pr; pr = pr->next)
-    if (!strcmp(pr->job.project, project) && !strcmp(pr->job.jobid, jobid)) {
+    if (!strcmp(pr->job.project, project) && !strcmp(pr->job.jobid, jobid) &&
+        !(fresh_only && pr->cancelled)) {
       /* It never starts (prep_done records the cancel), or a template is
        * forking it: warm_started passes the signal on. */
       pr->cancelled = 1;
@@ -1280,7 +1283,9 @@ int launcher_cancel(launcher_t *l, const char *project, const char *jobid, int s
       (*found)++;
     }
   for (proc_t *p = l->sv.procs; p; p = p->next) {
-    if (p->ended || strcmp(p->job.project, project) || strcmp(p->job.jobid, jobid)) continue;
+    if (p->ended || strcmp(p->job.project, project) || strcmp(p->job.jobid, jobid) ||
+        (fresh_only && p->cancels))
+      continue;
     (*found)++;
     proc_cancel(l, p, sig);
   }
