@@ -206,7 +206,10 @@ static int env_ensure_hook(void *envs, const char *interp, const char *reqs,
   return pyenvs_ensure(envs, interp, reqs, 0, cb, ud);
 }
 
-static void env_use_hook(void *envs, const char *key, int on) { pyenvs_use(envs, key, on); }
+static void env_use_hook(void *envs, const char *key, int on) {
+  if (on) pyenvs_hold(envs, key);
+  else pyenvs_unhold(envs, key);
+}
 
 static void notify_serving(const config_t *cfg) {
   char msg[320];

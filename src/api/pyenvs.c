@@ -443,11 +443,6 @@ void pyenvs_unhold(pyenvs_t *pe, const char *key) {
     }
 }
 
-void pyenvs_use(pyenvs_t *pe, const char *key, int on) {
-  if (on) pyenvs_hold(pe, key);
-  else pyenvs_unhold(pe, key);
-}
-
 static hold_t *held(pyenvs_t *pe, const char *key) {
   for (size_t i = 0; i < pe->nholds; i++)
     if (!strcmp(pe->holds[i].key, key)) return &pe->holds[i];

@@ -51,12 +51,11 @@ int pyenvs_ensure(pyenvs_t *pe, const char *interp, const char *reqs, int rebuil
 /* Is key being built now? */
 int pyenvs_building(const pyenvs_t *pe, const char *key);
 
-/* A key an upload is about to record (hold) or has recorded or dropped
- * (unhold): pyenvs_collect leaves a held key alone. */
+/* A key an upload is about to record, or a crawl runs in (hold), until it
+ * is recorded or dropped, or the crawl ended (unhold): pyenvs_collect
+ * leaves a held key alone. */
 void pyenvs_hold(pyenvs_t *pe, const char *key);
 void pyenvs_unhold(pyenvs_t *pe, const char *key);
-/* A crawl runs in key's environment (on = 1: a hold) or has ended. */
-void pyenvs_use(pyenvs_t *pe, const char *key, int on);
 
 /* Removes the environments no version under eggs_dir uses, nor held, nor
  * building (their files go on the thread pool). Returns how many. One left

@@ -291,7 +291,7 @@ static int prune_project(const char *eggs_dir, const egg_list_t *l, const char *
 
 int eggsync_pull(store_t *s, const char *eggs_dir, const char *project, int *changed) {
   egg_list_t l = {0};
-  int busy;
+  int busy; /* read at the removals */
   uint64_t gen = held_now(&busy);
   int n = 0, rc = store_eggs_list(s, &l);
   if (changed) *changed = 0;
